@@ -1,0 +1,11 @@
+/** Real backends (Kafka, Azurite, cosmosdb-server) are started once for the whole run by test/support/global-setup. */
+module.exports = {
+  testEnvironment: 'node',
+  transform: { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } } }] },
+  testMatch: ['<rootDir>/test/**/*.test.ts'],
+  globalSetup: '<rootDir>/test/support/global-setup.ts',
+  globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+  reporters: ['default', '<rootDir>/test/support/summary-reporter.js'],
+  testTimeout: 60000,
+  maxWorkers: 2,
+};

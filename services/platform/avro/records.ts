@@ -1,0 +1,155 @@
+/**
+ * TypeScript shapes of the pipeline's Avro records (schemas/*.avsc, namespace `ingress.v1`).
+ *
+ * Conventions:
+ * - Avro `null|T` unions are `T | null` (always present, never `undefined`).
+ * - `long` is a JS `number` (epoch ms and byte sizes stay far below 2^53).
+ * - `bytes` is a `Buffer`.
+ * - The Received `body` union (two records, which avsc can only represent as a
+ *   wrapped union) is exposed as the discriminated union `InlineBody | BodyRef`
+ *   tagged by `kind`; the codec maps it to and from Avro's wrapped form. `kind`
+ *   is not an Avro field: it only tells which union branch the value is.
+ */
+
+/** Avro namespace of every pipeline record. */
+export const AVRO_NAMESPACE = 'ingress.v1';
+
+/** Enum `ingress.v1.TriggerKind`. */
+export type TriggerKind = 'webhook' | 'as2' | 'logistics' | 'warehouse';
+
+/** Symbols of `ingress.v1.TriggerKind`, in schema order. */
+export const TRIGGER_KINDS: readonly TriggerKind[] = Object.freeze(['webhook', 'as2', 'logistics', 'warehouse'] as const);
+
+/** Branch `ingress.v1.InlineBody` of `Received.body`: a body small enough to travel inside the record. */
+export interface InlineBody {
+  kind: 'inline';
+  data: Buffer;
+}
+
+/** Branch `ingress.v1.BodyRef` of `Received.body`: a body staged in the object store. */
+export interface BodyRef {
+  kind: 'ref';
+  /** Object-store path of the staged body. */
+  path: string;
+  /** Size in bytes (Avro long). */
+  size: number;
+  /** SHA-256 of the body, lower-case hex. */
+  sha256: string;
+}
+
+/** `Received.body`: Avro union [InlineBody, BodyRef]. */
+export type Body = InlineBody | BodyRef;
+
+/** Record `ingress.v1.As2Envelope`. */
+export interface As2Envelope {
+  messageId: string;
+  from: string;
+  to: string;
+  subject: string | null;
+  contentType: string | null;
+}
+
+/** Record `ingress.v1.Received`. */
+export interface Received {
+  requestId: string;
+  workflowId: string;
+  triggerNode: string;
+  triggerKind: TriggerKind;
+  /** Path after /hook/{workflowId}, without the leading slash (schema default null). */
+  pathSuffix: string | null;
+  /** Query parameters; each name maps to all its values in order. */
+  query: Record<string, string[]>;
+  /** Lower-case header names; credentials already redacted by the writer. */
+  headers: Record<string, string>;
+  contentType: string | null;
+  body: Body;
+  /** Epoch milliseconds. */
+  receivedAt: number;
+  principal: string | null;
+  remoteAddress: string | null;
+  as2: As2Envelope | null;
+  traceparent: string | null;
+}
+
+/** Record `ingress.v1.DecodedItem`. */
+export interface DecodedItem {
+  /** JSON text of the trigger output value. */
+  value: string;
+  /** Object-store paths staged for this item. */
+  files: string[];
+}
+
+/** Record `ingress.v1.Decoded`. */
+export interface Decoded {
+  requestId: string;
+  workflowId: string;
+  triggerNode: string;
+  triggerKind: TriggerKind;
+  pathSuffix: string | null;
+  /** Epoch milliseconds. */
+  receivedAt: number;
+  items: DecodedItem[];
+}
+
+/** Record `ingress.v1.ExecutionRequested`. */
+export interface ExecutionRequested {
+  executionId: string;
+  requestId: string;
+  workflowId: string;
+  triggerNode: string;
+  triggerKind: TriggerKind;
+  /** JSON text of the execution input. */
+  input: string;
+  /** Avro int. */
+  batchIndex: number;
+  /** Avro int. */
+  batchSize: number;
+  /** Epoch milliseconds. */
+  receivedAt: number;
+  /** Epoch milliseconds. */
+  requestedAt: number;
+  /** Execution id this one replays (schema default null). */
+  replayOf: string | null;
+}
+
+/** Record `ingress.v1.SourceRecord`: the Kafka record a DeadLetter preserves. */
+export interface SourceRecord {
+  topic: string;
+  /** Avro int. */
+  partition: number;
+  /** Kafka offset as a decimal string. */
+  offset: string;
+  key: Buffer | null;
+  value: Buffer;
+  headers: Record<string, string>;
+}
+
+/** Record `ingress.v1.DeadLetter`. */
+export interface DeadLetter {
+  stage: string;
+  errorCode: string;
+  message: string;
+  /** Avro int. */
+  attempts: number;
+  /** Epoch milliseconds. */
+  failedAt: number;
+  workflowId: string | null;
+  source: SourceRecord;
+}
+
+/** Local names of the top-level records (full name: `ingress.v1.<name>`, file: `schemas/<name>.avsc`). */
+export type RecordName = 'Received' | 'Decoded' | 'ExecutionRequested' | 'DeadLetter';
+
+export const RECORD_NAMES: readonly RecordName[] = Object.freeze(['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter'] as const);
+
+/** Record name → TypeScript shape. */
+export interface RecordTypes {
+  Received: Received;
+  Decoded: Decoded;
+  ExecutionRequested: ExecutionRequested;
+  DeadLetter: DeadLetter;
+}
+
+export function isRecordName(name: unknown): name is RecordName {
+  return typeof name === 'string' && (RECORD_NAMES as readonly string[]).includes(name);
+}

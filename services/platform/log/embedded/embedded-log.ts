@@ -1,0 +1,231 @@
+import { promises as fsp } from 'node:fs';
+import * as path from 'node:path';
+import {
+  EventLogError,
+  type EventLog, type LogRecord, type OutRecord, type ReadOptions, type StageHandle, type StageOptions,
+} from '../event-log';
+import { decodeRecord, type JournalEntry, type JournalRecord } from './frame';
+import { Journal, type SpanLocation } from './journal';
+import { acquireDirectoryLock, type DirectoryLock } from './directory-lock';
+
+/**
+ * The EventLog of `npm start`: one journal for every topic, so that a stage's outputs and its input
+ * offset are one frame (one atomic append), and one fdatasync serves every concurrent writer.
+ * One partition per topic; one writing process per DATA_DIR (a lock file says which).
+ */
+export interface EmbeddedLogOptions {
+  dataDir: string;
+  readOnly?: boolean;
+  segmentBytes?: number;
+  /** How many records a stage handles before committing them together. */
+  stageBatch?: number;
+  onWarning?: (message: string) => void;
+}
+
+interface TopicState {
+  spans: SpanLocation[];
+  timestamps: number[];
+  recent: Map<number, JournalRecord>;
+  waiters: Set<() => void>;
+}
+
+const RECENT_RECORDS = 2048;
+const READ_ONLY_POLL_MS = 200;
+
+export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<EventLog> {
+  const dir = path.join(options.dataDir, 'log');
+  const topics = new Map<string, TopicState>();
+  const committed = new Map<string, number>();
+  const runningStages = new Set<string>();
+  const topicState = (topic: string): TopicState => {
+    let state = topics.get(topic);
+    if (!state) {
+      state = { spans: [], timestamps: [], recent: new Map(), waiters: new Set() };
+      topics.set(topic, state);
+    }
+    return state;
+  };
+  const groupKey = (group: string, topic: string) => `${group}\u0000${topic}`;
+
+  const onEntry = (entry: JournalEntry, spans: SpanLocation[]) => {
+    const touched = new Set<TopicState>();
+    entry.records.forEach((record, i) => {
+      const state = topicState(record.topic);
+      const offset = state.spans.length;
+      state.spans.push(spans[i]);
+      state.timestamps.push(record.timestamp);
+      state.recent.set(offset, record);
+      state.recent.delete(offset - RECENT_RECORDS);
+      touched.add(state);
+    });
+    for (const c of entry.commits) committed.set(groupKey(c.group, c.topic), c.next);
+    for (const state of touched) {
+      const waiters = [...state.waiters];
+      state.waiters.clear();
+      for (const wake of waiters) wake();
+    }
+  };
+
+  let lock: DirectoryLock | null = null;
+  if (!options.readOnly) {
+    await fsp.mkdir(dir, { recursive: true });
+    lock = await acquireDirectoryLock(dir, 'embedded log');
+  }
+  let journal: Journal;
+  try {
+    journal = await Journal.open({ dir, readOnly: options.readOnly, segmentBytes: options.segmentBytes, onEntry, onRepair: options.onWarning });
+  } catch (error) {
+    await lock?.release();
+    throw error;
+  }
+
+  let closed = false;
+  const stageBatch = options.stageBatch ?? 256;
+
+  async function recordAt(topic: string, offset: number): Promise<LogRecord> {
+    const state = topicState(topic);
+    const record = state.recent.get(offset) ?? decodeRecord(await journal.read(state.spans[offset]));
+    return { topic, partition: 0, offset: String(offset), key: record.key, value: record.value, headers: record.headers, timestamp: record.timestamp };
+  }
+
+  /** Resolve when the topic grows past `length` or the signal aborts. */
+  function waitForGrowth(topic: string, length: number, signal: AbortSignal): Promise<void> {
+    const state = topicState(topic);
+    if (state.spans.length > length || signal.aborted) return Promise.resolve();
+    return new Promise<void>((resolve) => {
+      let timer: NodeJS.Timeout | undefined;
+      const done = () => {
+        state.waiters.delete(done);
+        signal.removeEventListener('abort', done);
+        if (timer) clearInterval(timer);
+        resolve();
+      };
+      state.waiters.add(done);
+      signal.addEventListener('abort', done, { once: true });
+      if (options.readOnly) {
+        // Another process writes: look at the files now and then.
+        timer = setInterval(() => {
+          journal.refresh().then(() => { if (state.spans.length > length) done(); }, done);
+        }, READ_ONLY_POLL_MS);
+      }
+    });
+  }
+
+  const toJournal = (r: OutRecord, timestamp: number): JournalRecord => ({
+    topic: r.topic, key: r.key, value: r.value, headers: r.headers ?? {}, timestamp,
+  });
+
+  function startOffset(topic: string, start: ReadOptions['start']): number {
+    const state = topicState(topic);
+    switch (start.from) {
+      case 'beginning': return 0;
+      case 'end': return state.spans.length;
+      case 'offset': return Math.max(0, Number(start.offset));
+      case 'time': {
+        // Timestamps only grow within a topic: binary search for the first at or after the time.
+        let lo = 0, hi = state.timestamps.length;
+        while (lo < hi) { const mid = (lo + hi) >> 1; if (state.timestamps[mid] < start.timestamp) lo = mid + 1; else hi = mid; }
+        return lo;
+      }
+    }
+  }
+
+  const log: EventLog = {
+    kind: 'embedded',
+
+    async append(records) {
+      if (records.length === 0) return;
+      const now = Date.now();
+      await journal.append({ records: records.map((r) => toJournal(r, now)), commits: [] });
+    },
+
+    async runStage({ group, topic, handle, onRetry }: StageOptions): Promise<StageHandle> {
+      if (options.readOnly) throw new EventLogError('embedded log was opened read-only', 'log-closed');
+      const key = groupKey(group, topic);
+      if (runningStages.has(key)) throw new EventLogError(`stage ${group} already consumes ${topic} in this process`, 'log-unavailable');
+      runningStages.add(key);
+      const stop = new AbortController();
+      let attempt = 0;
+      const loop = (async () => {
+        while (!stop.signal.aborted) {
+          const next = committed.get(key) ?? 0;
+          const length = topicState(topic).spans.length;
+          if (next >= length) { await waitForGrowth(topic, length, stop.signal); continue; }
+          const outputs: OutRecord[] = [];
+          let done = next;
+          let failure: { error: unknown; record: LogRecord | null } | null = null;
+          for (let offset = next; offset < Math.min(length, next + stageBatch) && !stop.signal.aborted; offset++) {
+            let record: LogRecord | null = null;
+            try {
+              record = await recordAt(topic, offset);
+              outputs.push(...(await handle(record)));
+              done = offset + 1;
+            } catch (error) {
+              failure = { error, record };
+              break;
+            }
+          }
+          if (done > next) {
+            try {
+              const now = Date.now();
+              await journal.append({ records: outputs.map((r) => toJournal(r, now)), commits: [{ group, topic, next: done }] });
+              if (!failure) attempt = 0;
+            } catch (error) {
+              failure = { error, record: null };
+            }
+          }
+          if (failure) {
+            attempt++;
+            onRetry?.(failure.error, failure.record, attempt);
+            await sleep(backoffMs(attempt), stop.signal);
+          }
+        }
+      })();
+      return {
+        async stop() {
+          stop.abort();
+          await loop;
+          runningStages.delete(key);
+        },
+      };
+    },
+
+    async *read(topic, { start, signal }) {
+      let offset = startOffset(topic, start);
+      while (!signal.aborted) {
+        const length = topicState(topic).spans.length;
+        if (offset >= length) {
+          if (options.readOnly) await journal.refresh();
+          if (topicState(topic).spans.length === length) await waitForGrowth(topic, length, signal);
+          continue;
+        }
+        yield await recordAt(topic, offset++);
+      }
+    },
+
+    async ensureTopics() { /* topics exist once written */ },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      await journal.close();
+      await lock?.release();
+    },
+  };
+  return log;
+}
+
+/** Exponential back-off from 100 ms to 30 s, with jitter so restarted stages do not retry in step. */
+export function backoffMs(attempt: number): number {
+  const base = Math.min(30_000, 100 * 2 ** Math.min(attempt - 1, 9));
+  return base / 2 + Math.random() * (base / 2);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() { clearTimeout(timer); signal.removeEventListener('abort', done); resolve(); }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

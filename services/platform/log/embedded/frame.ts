@@ -1,0 +1,150 @@
+import { crc32 } from 'node:zlib';
+import type { Headers } from '../event-log';
+
+/**
+ * One journal entry = one atomic append: the records of one append() call and, for a stage, the
+ * consumer-group offsets it commits with them. On disk:
+ *
+ *   magic u8 (0xE7) | payload length u32 BE | crc32(payload) u32 BE | payload
+ *
+ * A torn tail (kill -9 mid-write) fails the length or CRC check and is cut off on recovery, so an
+ * entry is either wholly there or not at all.
+ */
+export const FRAME_MAGIC = 0xe7;
+export const FRAME_HEADER_BYTES = 9;
+const PAYLOAD_VERSION = 1;
+
+export interface JournalRecord {
+  topic: string;
+  key: string | null;
+  value: Buffer;
+  headers: Headers;
+  timestamp: number;
+}
+
+export interface OffsetCommit {
+  group: string;
+  topic: string;
+  /** The next offset the group will read. */
+  next: number;
+}
+
+export interface JournalEntry {
+  records: JournalRecord[];
+  commits: OffsetCommit[];
+}
+
+class Writer {
+  private parts: Buffer[] = [];
+  size = 0;
+  u8(n: number) { const b = Buffer.allocUnsafe(1); b.writeUInt8(n); this.push(b); }
+  u16(n: number) { const b = Buffer.allocUnsafe(2); b.writeUInt16BE(n); this.push(b); }
+  u32(n: number) { const b = Buffer.allocUnsafe(4); b.writeUInt32BE(n); this.push(b); }
+  f64(n: number) { const b = Buffer.allocUnsafe(8); b.writeDoubleBE(n); this.push(b); }
+  str16(s: string) { const b = Buffer.from(s, 'utf8'); if (b.length > 0xffff) throw new RangeError('string too long for the journal'); this.u16(b.length); this.push(b); }
+  bytes32(b: Buffer) { this.u32(b.length); this.push(b); }
+  push(b: Buffer) { this.parts.push(b); this.size += b.length; }
+  concat() { return Buffer.concat(this.parts, this.size); }
+}
+
+/** Where one record's bytes sit inside a frame, so a reader can fetch it alone later. */
+export interface RecordSpan {
+  start: number;
+  length: number;
+}
+
+export function encodeFrame(entry: JournalEntry): { frame: Buffer; spans: RecordSpan[] } {
+  const w = new Writer();
+  w.u8(PAYLOAD_VERSION);
+  w.u32(entry.records.length);
+  const spans: RecordSpan[] = [];
+  for (const record of entry.records) {
+    const start = FRAME_HEADER_BYTES + w.size;
+    writeRecord(w, record);
+    spans.push({ start, length: FRAME_HEADER_BYTES + w.size - start });
+  }
+  w.u16(entry.commits.length);
+  for (const c of entry.commits) {
+    w.str16(c.group);
+    w.str16(c.topic);
+    w.f64(c.next);
+  }
+  const payload = w.concat();
+  const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
+  header.writeUInt8(FRAME_MAGIC, 0);
+  header.writeUInt32BE(payload.length, 1);
+  header.writeUInt32BE(crc32(payload), 5);
+  return { frame: Buffer.concat([header, payload]), spans };
+}
+
+function writeRecord(w: Writer, r: JournalRecord) {
+  w.str16(r.topic);
+  if (r.key === null) w.u8(0);
+  else { w.u8(1); w.str16(r.key); }
+  w.f64(r.timestamp);
+  const names = Object.keys(r.headers);
+  w.u16(names.length);
+  for (const name of names) { w.str16(name); w.str16(r.headers[name]); }
+  w.bytes32(r.value);
+}
+
+class Reader {
+  constructor(private readonly b: Buffer, public pos = 0) {}
+  need(n: number) { if (this.pos + n > this.b.length) throw new RangeError('journal record truncated'); }
+  u8() { this.need(1); return this.b.readUInt8(this.pos++); }
+  u16() { this.need(2); const v = this.b.readUInt16BE(this.pos); this.pos += 2; return v; }
+  u32() { this.need(4); const v = this.b.readUInt32BE(this.pos); this.pos += 4; return v; }
+  f64() { this.need(8); const v = this.b.readDoubleBE(this.pos); this.pos += 8; return v; }
+  str16() { const n = this.u16(); this.need(n); const s = this.b.toString('utf8', this.pos, this.pos + n); this.pos += n; return s; }
+  bytes32() { const n = this.u32(); this.need(n); const v = Buffer.from(this.b.subarray(this.pos, this.pos + n)); this.pos += n; return v; }
+}
+
+export type FrameCheck =
+  | { ok: true; length: number }
+  | { ok: false; reason: 'incomplete' | 'bad-magic' | 'bad-crc' };
+
+/** Validate the frame at `pos` of `buf` without decoding it. */
+export function checkFrame(buf: Buffer, pos: number): FrameCheck {
+  if (buf.length - pos < FRAME_HEADER_BYTES) return { ok: false, reason: 'incomplete' };
+  if (buf.readUInt8(pos) !== FRAME_MAGIC) return { ok: false, reason: 'bad-magic' };
+  const length = buf.readUInt32BE(pos + 1);
+  if (buf.length - pos - FRAME_HEADER_BYTES < length) return { ok: false, reason: 'incomplete' };
+  const payload = buf.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + length);
+  if (crc32(payload) !== buf.readUInt32BE(pos + 5)) return { ok: false, reason: 'bad-crc' };
+  return { ok: true, length: FRAME_HEADER_BYTES + length };
+}
+
+/** Decode a frame already validated by checkFrame; spans are relative to the frame start. */
+export function decodeFrame(frame: Buffer): { entry: JournalEntry; spans: RecordSpan[] } {
+  const r = new Reader(frame, FRAME_HEADER_BYTES);
+  const version = r.u8();
+  if (version !== PAYLOAD_VERSION) throw new RangeError(`journal payload version ${version} is not supported`);
+  const count = r.u32();
+  const records: JournalRecord[] = [];
+  const spans: RecordSpan[] = [];
+  for (let i = 0; i < count; i++) {
+    const start = r.pos;
+    records.push(readRecord(r));
+    spans.push({ start, length: r.pos - start });
+  }
+  const commits: OffsetCommit[] = [];
+  const commitCount = r.u16();
+  for (let i = 0; i < commitCount; i++) commits.push({ group: r.str16(), topic: r.str16(), next: r.f64() });
+  return { entry: { records, commits }, spans };
+}
+
+/** Decode one record from the bytes of its span (as stored by the index). */
+export function decodeRecord(bytes: Buffer): JournalRecord {
+  return readRecord(new Reader(bytes));
+}
+
+function readRecord(r: Reader): JournalRecord {
+  const topic = r.str16();
+  const key = r.u8() === 1 ? r.str16() : null;
+  const timestamp = r.f64();
+  const headers: Headers = {};
+  const n = r.u16();
+  for (let i = 0; i < n; i++) { const name = r.str16(); headers[name] = r.str16(); }
+  const value = r.bytes32();
+  return { topic, key, value, headers, timestamp };
+}

@@ -1,0 +1,228 @@
+import { promises as fsp, constants as fsc } from 'node:fs';
+import * as path from 'node:path';
+import { EventLogError } from '../event-log';
+import { checkFrame, decodeFrame, encodeFrame, type JournalEntry, type RecordSpan } from './frame';
+
+/**
+ * The embedded log's storage: numbered append-only segment files of frames (frame.ts).
+ *
+ * Writes are group-committed: every append() queued while a write+fdatasync is in flight goes out in
+ * the next single write and single fdatasync, so one sync serves many requests and the event loop never
+ * blocks on the disk. An append resolves only after its bytes are synced.
+ */
+export interface SpanLocation {
+  segment: number;
+  position: number;
+  length: number;
+}
+
+export type EntryListener = (entry: JournalEntry, spans: SpanLocation[]) => void;
+
+export interface JournalOptions {
+  dir: string;
+  /** Readers in another process (the CLI's tail) open read-only: no lock, no repair, they poll for growth. */
+  readOnly?: boolean;
+  segmentBytes?: number;
+  /** Called for every complete entry, in journal order: at open (replay) and after each durable append. */
+  onEntry: EntryListener;
+  /** Told about a torn tail that recovery cut off. */
+  onRepair?: (message: string) => void;
+}
+
+interface Segment {
+  number: number;
+  file: string;
+  handle: fsp.FileHandle;
+  size: number;
+}
+
+interface Pending {
+  entry: JournalEntry;
+  frame: Buffer;
+  spans: RecordSpan[];
+  resolve: () => void;
+  reject: (error: unknown) => void;
+}
+
+const SEGMENT_NAME = /^(\d{10})\.journal$/;
+const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
+
+export class Journal {
+  private segments: Segment[] = [];
+  private queue: Pending[] = [];
+  private flushing = false;
+  private failure: Error | null = null;
+  private closed = false;
+
+  private constructor(private readonly options: JournalOptions & { segmentBytes: number }) {}
+
+  static async open(options: JournalOptions): Promise<Journal> {
+    const journal = new Journal({ segmentBytes: DEFAULT_SEGMENT_BYTES, ...options });
+    await journal.load();
+    return journal;
+  }
+
+  private get dir() { return this.options.dir; }
+
+  private async load() {
+    if (!this.options.readOnly) await fsp.mkdir(this.dir, { recursive: true });
+    const names = (await listSegments(this.dir)).sort();
+    for (let i = 0; i < names.length; i++) {
+      const isLast = i === names.length - 1;
+      const number = Number(SEGMENT_NAME.exec(names[i])![1]);
+      const segment = await this.openSegment(number);
+      segment.size = 0;
+      await this.scan(segment, isLast);
+    }
+    if (!this.options.readOnly && this.segments.length === 0) await this.roll();
+  }
+
+  private async openSegment(number: number): Promise<Segment> {
+    const file = path.join(this.dir, `${String(number).padStart(10, '0')}.journal`);
+    const flags = this.options.readOnly ? fsc.O_RDONLY : fsc.O_RDWR | fsc.O_CREAT;
+    const handle = await fsp.open(file, flags, 0o600);
+    const segment = { number, file, handle, size: 0 };
+    this.segments.push(segment);
+    return segment;
+  }
+
+  /** Replay the complete frames of a segment from segment.size on; repair or report what follows. */
+  private async scan(segment: Segment, isLast: boolean): Promise<void> {
+    const { size } = await segment.handle.stat();
+    if (size === segment.size) return;
+    const buf = Buffer.allocUnsafe(size - segment.size);
+    await readFully(segment.handle, buf, segment.size);
+    let pos = 0;
+    while (pos < buf.length) {
+      const check = checkFrame(buf, pos);
+      if (!check.ok) {
+        if (this.options.readOnly) break; // the writer may still be writing this frame
+        const where = `${segment.file} at byte ${segment.size + pos}`;
+        if (!isLast) throw new EventLogError(`embedded log is corrupt: ${check.reason} frame in ${where}`, 'log-corrupt');
+        // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged.
+        await segment.handle.truncate(segment.size + pos);
+        await segment.handle.datasync();
+        this.options.onRepair?.(`embedded log: cut ${buf.length - pos} bytes of an unfinished write (${check.reason}) from ${where}`);
+        break;
+      }
+      const frame = buf.subarray(pos, pos + check.length);
+      this.deliver(frame, segment.number, segment.size + pos);
+      pos += check.length;
+    }
+    segment.size += pos;
+  }
+
+  private deliver(frame: Buffer, segmentNumber: number, framePosition: number) {
+    const { entry, spans } = decodeFrame(frame);
+    this.options.onEntry(entry, spans.map((s) => ({ segment: segmentNumber, position: framePosition + s.start, length: s.length })));
+  }
+
+  /** Read-only mode: pick up what the writing process appended since the last look. */
+  async refresh(): Promise<void> {
+    if (!this.options.readOnly) return;
+    const names = (await listSegments(this.dir)).sort();
+    const known = new Set(this.segments.map((s) => s.number));
+    for (const name of names) {
+      const number = Number(SEGMENT_NAME.exec(name)![1]);
+      if (!known.has(number)) await this.openSegment(number);
+    }
+    for (const segment of this.segments) await this.scan(segment, false);
+  }
+
+  append(entry: JournalEntry): Promise<void> {
+    if (this.closed) return Promise.reject(new EventLogError('embedded log is closed', 'log-closed'));
+    if (this.options.readOnly) return Promise.reject(new EventLogError('embedded log was opened read-only', 'log-closed'));
+    if (this.failure) return Promise.reject(new EventLogError(`embedded log cannot write: ${this.failure.message}`, 'log-unavailable', { cause: this.failure }));
+    const { frame, spans } = encodeFrame(entry);
+    return new Promise<void>((resolve, reject) => {
+      this.queue.push({ entry, frame, spans, resolve, reject });
+      if (!this.flushing) {
+        this.flushing = true;
+        setImmediate(() => void this.flush());
+      }
+    });
+  }
+
+  private async flush(): Promise<void> {
+    while (this.queue.length > 0) {
+      const batch = this.queue.splice(0, this.queue.length);
+      try {
+        let segment = this.segments[this.segments.length - 1];
+        if (segment.size >= this.options.segmentBytes) segment = await this.roll();
+        const start = segment.size;
+        const bytes = Buffer.concat(batch.map((p) => p.frame));
+        try {
+          await writeFully(segment.handle, bytes, start);
+          await segment.handle.datasync();
+        } catch (error) {
+          // Undo a partial write so later frames do not land behind garbage; if even that fails, stop writing.
+          await segment.handle.truncate(start).catch((e: Error) => { this.failure = e; });
+          throw error;
+        }
+        segment.size = start + bytes.length;
+        let position = start;
+        for (const p of batch) {
+          this.options.onEntry(p.entry, p.spans.map((s) => ({ segment: segment.number, position: position + s.start, length: s.length })));
+          position += p.frame.length;
+        }
+        for (const p of batch) p.resolve();
+      } catch (error) {
+        const wrapped = new EventLogError(`embedded log write failed: ${(error as Error).message}`, 'log-unavailable', { cause: error });
+        for (const p of batch) p.reject(wrapped);
+      }
+    }
+    this.flushing = false;
+  }
+
+  private async roll(): Promise<Segment> {
+    const last = this.segments[this.segments.length - 1];
+    const segment = await this.openSegment(last ? last.number + 1 : 0);
+    // Make the new file's directory entry durable before anything acknowledged lives in it.
+    const dirHandle = await fsp.open(this.dir, fsc.O_RDONLY);
+    try { await dirHandle.sync(); } finally { await dirHandle.close(); }
+    return segment;
+  }
+
+  async read(location: SpanLocation): Promise<Buffer> {
+    const segment = this.segments.find((s) => s.number === location.segment);
+    if (!segment) throw new EventLogError(`embedded log segment ${location.segment} is gone`, 'log-corrupt');
+    const buf = Buffer.allocUnsafe(location.length);
+    await readFully(segment.handle, buf, location.position);
+    return buf;
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    // Let queued appends finish: everything acknowledged must be on disk.
+    while (this.flushing) await new Promise((r) => setTimeout(r, 1));
+    this.closed = true;
+    for (const s of this.segments) await s.handle.close().catch(() => undefined);
+    this.segments = [];
+  }
+}
+
+async function listSegments(dir: string): Promise<string[]> {
+  try {
+    return (await fsp.readdir(dir)).filter((n) => SEGMENT_NAME.test(n));
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw error;
+  }
+}
+
+async function readFully(handle: fsp.FileHandle, buf: Buffer, position: number) {
+  let done = 0;
+  while (done < buf.length) {
+    const { bytesRead } = await handle.read(buf, done, buf.length - done, position + done);
+    if (bytesRead === 0) throw new EventLogError(`embedded log: unexpected end of segment at ${position + done}`, 'log-corrupt');
+    done += bytesRead;
+  }
+}
+
+async function writeFully(handle: fsp.FileHandle, buf: Buffer, position: number) {
+  let done = 0;
+  while (done < buf.length) {
+    const { bytesWritten } = await handle.write(buf, done, buf.length - done, position + done);
+    done += bytesWritten;
+  }
+}

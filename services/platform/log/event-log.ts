@@ -1,0 +1,85 @@
+/**
+ * EventLog port: the durable, ordered log that the pipeline stages read and write.
+ * Two adapters implement it (Kafka and the embedded journal); one contract suite tests both.
+ */
+
+export type Headers = Record<string, string>;
+
+/** A record to append. `key` decides the partition (records with one key stay in order). */
+export interface OutRecord {
+  topic: string;
+  key: string | null;
+  value: Buffer;
+  headers?: Headers;
+}
+
+/** A record as read back from the log. Offsets are decimal strings because Kafka's are 64-bit. */
+export interface LogRecord {
+  topic: string;
+  partition: number;
+  offset: string;
+  key: string | null;
+  value: Buffer;
+  headers: Headers;
+  /** Epoch milliseconds at which the log accepted the record. */
+  timestamp: number;
+}
+
+/**
+ * The transform of one stage. Returns the records to produce for one input record.
+ * Throwing means "not now": the adapter does not commit the input and retries it after a back-off;
+ * the stage wrapper (services/) is what turns a poison record into a dead letter.
+ */
+export type StageHandler = (record: LogRecord) => Promise<OutRecord[]>;
+
+export interface StageOptions {
+  /** Consumer group id; also the prefix of the transactional id, so it must be stable per stage. */
+  group: string;
+  topic: string;
+  handle: StageHandler;
+  /** Called when the handler or the log fails and the adapter backs off; for logs and metrics. */
+  onRetry?: (error: unknown, record: LogRecord | null, attempt: number) => void;
+}
+
+export interface StageHandle {
+  /** Stop consuming, finish the record in hand, commit, and release the consumer. */
+  stop(): Promise<void>;
+}
+
+export type ReadStart =
+  | { from: 'beginning' }
+  | { from: 'end' }
+  | { from: 'offset'; offset: string; partition?: number }
+  | { from: 'time'; timestamp: number };
+
+export interface ReadOptions {
+  start: ReadStart;
+  /** Stop when this aborts; reading otherwise follows the log as it grows. */
+  signal: AbortSignal;
+}
+
+export interface EventLog {
+  /** Which adapter this is, for logs and the CLI. */
+  readonly kind: 'kafka' | 'embedded';
+  /**
+   * Durable append: resolves once every record is acknowledged by the log (acks=all, or fsync'd).
+   * Concurrent calls are coalesced into one write (group commit). Rejects on failure with nothing
+   * acknowledged to the caller; a rejected append may still have been written (at-least-once), which the
+   * deterministic execution ids downstream absorb.
+   */
+  append(records: OutRecord[]): Promise<void>;
+  /** Exactly-once consume-transform-produce: outputs and the input offset commit atomically. */
+  runStage(options: StageOptions): Promise<StageHandle>;
+  /** Read a topic outside any consumer group (tail, replay). Yields until the signal aborts. */
+  read(topic: string, options: ReadOptions): AsyncIterable<LogRecord>;
+  /** Create the topics if missing (embedded: no-op). */
+  ensureTopics(topics: string[]): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class EventLogError extends Error {
+  constructor(message: string, readonly code: 'log-unavailable' | 'log-closed' | 'log-corrupt', options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'EventLogError';
+  }
+}

@@ -1,0 +1,123 @@
+import { createPublicKey } from 'node:crypto';
+import { DOCUMENT_ID } from './registry';
+
+/** The workflow document of DESIGN.md §5, as stored. Trigger parameters are read by the trigger plugins. */
+export interface WorkflowNode {
+  name: string;
+  type: string;
+  disabled?: boolean;
+  parameters?: Record<string, unknown>;
+  /** Credential kind → credential id. */
+  credentials?: Record<string, string>;
+}
+
+export interface WorkflowDocument {
+  id: string;
+  name?: string;
+  active: boolean;
+  nodes: WorkflowNode[];
+}
+
+export type CredentialData =
+  | { type: 'basicAuth'; data: { user: string; password: string } }
+  | { type: 'headerAuth'; data: { name: string; value: string } }
+  | { type: 'as2ReceiverAuth'; data: { certificate: string; privateKey: string; partnerCertificate?: string } }
+  | { type: 'rsaSignature'; data: { publicKey: string; header?: string } };
+
+export type CredentialType = CredentialData['type'];
+export type CredentialDocument = { id: string; name?: string } & CredentialData;
+
+/** A credential at rest: the secret part is sealed (credential-crypto.ts); id and type stay readable. */
+export interface StoredCredential {
+  id: string;
+  name?: string;
+  type: CredentialType;
+  sealed: { v: 1; iv: string; tag: string; data: string };
+  updatedAt: string;
+}
+
+export class DocumentError extends Error {
+  constructor(readonly problems: string[]) {
+    super(problems.join('; '));
+    this.name = 'DocumentError';
+  }
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+
+/** Check a workflow document from a user (CLI, file); every problem is listed, none is fixed silently. */
+export function parseWorkflowDocument(input: unknown): WorkflowDocument {
+  const problems: string[] = [];
+  if (!isObject(input)) throw new DocumentError(['a workflow document must be a JSON object']);
+  if (typeof input.id !== 'string' || !DOCUMENT_ID.test(input.id)) problems.push('"id" must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit');
+  if (typeof input.active !== 'boolean') problems.push('"active" must be true or false');
+  if (input.name !== undefined && typeof input.name !== 'string') problems.push('"name" must be a string');
+  if (!Array.isArray(input.nodes)) problems.push('"nodes" must be an array');
+  else {
+    const names = new Set<string>();
+    input.nodes.forEach((node, i) => {
+      const at = `nodes[${i}]`;
+      if (!isObject(node)) return problems.push(`${at} must be an object`);
+      if (typeof node.name !== 'string' || node.name.trim() === '') problems.push(`${at}.name must be a non-empty string`);
+      else if (names.has(node.name)) problems.push(`${at}.name "${node.name}" is used twice`);
+      else names.add(node.name);
+      if (typeof node.type !== 'string' || node.type === '') problems.push(`${at}.type must be a non-empty string`);
+      if (node.disabled !== undefined && typeof node.disabled !== 'boolean') problems.push(`${at}.disabled must be true or false`);
+      if (node.parameters !== undefined && !isObject(node.parameters)) problems.push(`${at}.parameters must be an object`);
+      if (node.credentials !== undefined) {
+        if (!isObject(node.credentials) || !Object.values(node.credentials).every((v) => typeof v === 'string')) problems.push(`${at}.credentials must map credential kinds to credential ids`);
+      }
+      return undefined;
+    });
+  }
+  if (problems.length) throw new DocumentError(problems);
+  return input as unknown as WorkflowDocument;
+}
+
+/** Check a credential document; the messages never quote a secret. */
+export function parseCredentialDocument(input: unknown): CredentialDocument {
+  if (!isObject(input)) throw new DocumentError(['a credential document must be a JSON object']);
+  const problems: string[] = [];
+  if (typeof input.id !== 'string' || !DOCUMENT_ID.test(input.id)) problems.push('"id" must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit');
+  const data = input.data;
+  if (!isObject(data)) problems.push('"data" must be an object');
+  const str = (field: string, optional = false) => {
+    const v = isObject(data) ? data[field] : undefined;
+    if (v === undefined && optional) return;
+    if (typeof v !== 'string' || v === '') problems.push(`data.${field} must be a non-empty string`);
+  };
+  const pem = (field: string, label: RegExp, optional = false) => {
+    const v = isObject(data) ? data[field] : undefined;
+    if (v === undefined && optional) return;
+    if (typeof v !== 'string' || !label.test(v)) problems.push(`data.${field} must be a PEM block (${label.source.replace(/\\/g, '')})`);
+  };
+  switch (input.type) {
+    case 'basicAuth':
+      str('user');
+      str('password');
+      if (isObject(data) && typeof data.user === 'string' && data.user.includes(':')) problems.push('data.user must not contain ":" (Basic Auth splits at the first colon)');
+      break;
+    case 'headerAuth':
+      str('name');
+      str('value');
+      if (isObject(data) && typeof data.name === 'string' && !HEADER_NAME.test(data.name)) problems.push('data.name must be a valid HTTP header name');
+      break;
+    case 'as2ReceiverAuth':
+      pem('certificate', /-----BEGIN CERTIFICATE-----/);
+      pem('privateKey', /-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----/);
+      pem('partnerCertificate', /-----BEGIN CERTIFICATE-----/, true);
+      break;
+    case 'rsaSignature':
+      pem('publicKey', /-----BEGIN PUBLIC KEY-----/);
+      str('header', true);
+      if (isObject(data) && typeof data.publicKey === 'string') {
+        try { createPublicKey(data.publicKey); } catch { problems.push('data.publicKey is not a readable SPKI public key'); }
+      }
+      break;
+    default:
+      problems.push('"type" must be one of basicAuth, headerAuth, as2ReceiverAuth, rsaSignature');
+  }
+  if (problems.length) throw new DocumentError(problems);
+  return input as unknown as CredentialDocument;
+}

@@ -1,0 +1,78 @@
+import { randomUUID } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
+import * as path from 'node:path';
+import { DOCUMENT_ID, RegistryError, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
+import type { StoredCredential, WorkflowDocument } from './documents';
+
+/**
+ * The Registry of `npm start`: one JSON file per document under DATA_DIR/registry/<collection>/,
+ * replaced atomically (temp file, fsync, rename), so the CLI in another process can write while the
+ * service reads.
+ */
+export async function openFileRegistry(dataDir: string): Promise<Registry> {
+  const root = path.resolve(dataDir, 'registry');
+  const workflows = await fileCollection<WorkflowDocument>(path.join(root, 'workflows'));
+  const credentials = await fileCollection<StoredCredential>(path.join(root, 'credentials'));
+  const samples = await fileCollection<{ id: string; samples: Sample[] }>(path.join(root, 'samples'));
+  const sampleId = (workflowId: string, node: string) => `${workflowId}.${Buffer.from(node, 'utf8').toString('base64url')}`;
+  return {
+    kind: 'file',
+    workflows,
+    credentials,
+    samples: {
+      async append(workflowId, node, sample, keep) {
+        const id = sampleId(workflowId, node);
+        const current = (await samples.get(id))?.samples ?? [];
+        await samples.put({ id, samples: [sample, ...current].slice(0, Math.max(1, keep)) });
+      },
+      async list(workflowId, node) {
+        return (await samples.get(sampleId(workflowId, node)))?.samples ?? [];
+      },
+    },
+    async close() { /* nothing held open */ },
+  };
+}
+
+async function fileCollection<T extends Document>(dir: string): Promise<DocumentCollection<T>> {
+  await fsp.mkdir(dir, { recursive: true });
+  const fileOf = (id: string) => {
+    if (!DOCUMENT_ID.test(id) && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.[A-Za-z0-9_-]+$/.test(id)) throw new RegistryError(`invalid document id ${JSON.stringify(id.slice(0, 140))}`, 'invalid-document');
+    return path.join(dir, `${id}.json`);
+  };
+  const read = async (file: string): Promise<T | null> => {
+    let text: string;
+    try { text = await fsp.readFile(file, 'utf8'); } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw new RegistryError(`registry could not read ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
+    }
+    try { return JSON.parse(text) as T; } catch (error) {
+      throw new RegistryError(`registry file ${file} is not valid JSON`, 'corrupt-document', { cause: error });
+    }
+  };
+  return {
+    get: (id) => read(fileOf(id)),
+    async put(document) {
+      const file = fileOf(document.id);
+      const tmp = path.join(dir, `.${randomUUID()}.tmp`);
+      try {
+        const handle = await fsp.open(tmp, 'w', 0o600);
+        try { await handle.writeFile(JSON.stringify(document, null, 2)); await handle.datasync(); } finally { await handle.close(); }
+        await fsp.rename(tmp, file);
+      } catch (error) {
+        await fsp.rm(tmp, { force: true });
+        throw new RegistryError(`registry could not write ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
+      }
+    },
+    async list() {
+      const names = (await fsp.readdir(dir)).filter((n) => n.endsWith('.json') && !n.startsWith('.')).sort();
+      const docs = await Promise.all(names.map((n) => read(path.join(dir, n))));
+      return docs.filter((d): d is Awaited<T> => d !== null).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    },
+    async delete(id) {
+      try { await fsp.unlink(fileOf(id)); return true; } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+        throw new RegistryError(`registry could not delete ${id}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
+      }
+    },
+  };
+}

@@ -1,0 +1,50 @@
+/**
+ * Registry port: workflows, credentials and trigger sample data.
+ * Adapters: Cosmos DB and JSON files under DATA_DIR. Documents are plain JSON; the registry does not
+ * interpret them (validation lives in documents.ts, encryption of credential secrets in credential-crypto.ts).
+ */
+
+export interface Document {
+  id: string;
+}
+
+export interface DocumentCollection<T extends Document> {
+  get(id: string): Promise<T | null>;
+  /** Insert or replace. */
+  put(document: T): Promise<void>;
+  /** Every document, ordered by id. */
+  list(): Promise<T[]>;
+  /** True when something was deleted. */
+  delete(id: string): Promise<boolean>;
+}
+
+export interface Sample {
+  executionId: string;
+  receivedAt: number;
+  /** The trigger output value as the workflow received it. */
+  data: unknown;
+}
+
+export interface SampleStore {
+  /** Keep the newest `keep` samples of the node, newest first. */
+  append(workflowId: string, node: string, sample: Sample, keep: number): Promise<void>;
+  list(workflowId: string, node: string): Promise<Sample[]>;
+}
+
+export interface Registry {
+  readonly kind: 'cosmos' | 'file';
+  readonly workflows: DocumentCollection<import('./documents').WorkflowDocument>;
+  readonly credentials: DocumentCollection<import('./documents').StoredCredential>;
+  readonly samples: SampleStore;
+  close(): Promise<void>;
+}
+
+export class RegistryError extends Error {
+  constructor(message: string, readonly code: 'registry-unavailable' | 'invalid-document' | 'corrupt-document', options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'RegistryError';
+  }
+}
+
+/** The id shape we accept for workflows and credentials: safe as a file name, a URL segment and a Cosmos id. */
+export const DOCUMENT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;

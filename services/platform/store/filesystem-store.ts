@@ -1,0 +1,107 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { createReadStream, createWriteStream, promises as fsp } from 'node:fs';
+import * as path from 'node:path';
+import { Readable, Transform } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { assertObjectPath, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+
+/**
+ * The ObjectStore of `npm start`: content under DATA_DIR/objects/data/<path>, its size, hash and type
+ * under DATA_DIR/objects/meta/<path>.json. A put writes a temp file, syncs it and renames it into place,
+ * so a reader sees the whole object or none.
+ */
+export async function openFilesystemStore(dataDir: string): Promise<ObjectStore> {
+  const root = path.resolve(dataDir, 'objects');
+  const dataRoot = path.join(root, 'data');
+  const metaRoot = path.join(root, 'meta');
+  const tmpRoot = path.join(root, 'tmp');
+  await Promise.all([dataRoot, metaRoot, tmpRoot].map((d) => fsp.mkdir(d, { recursive: true })));
+
+  const fileOf = (p: string) => path.join(dataRoot, ...p.split('/'));
+  const metaOf = (p: string) => path.join(metaRoot, ...p.split('/')) + '.json';
+
+  async function writeDurably(target: string, source: Readable, maxBytes: number | undefined): Promise<{ size: number; sha256: string }> {
+    const tmp = path.join(tmpRoot, randomUUID());
+    const hash = createHash('sha256');
+    let size = 0;
+    const meter = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        size += chunk.length;
+        if (maxBytes !== undefined && size > maxBytes) return cb(new ObjectStoreError(`object exceeds ${maxBytes} bytes`, 'too-large'));
+        hash.update(chunk);
+        cb(null, chunk);
+      },
+    });
+    try {
+      const out = createWriteStream(tmp, { mode: 0o600 });
+      await pipeline(source, meter, out);
+      const handle = await fsp.open(tmp, 'r+');
+      try { await handle.datasync(); } finally { await handle.close(); }
+      await fsp.mkdir(path.dirname(target), { recursive: true });
+      await fsp.rename(tmp, target);
+      await syncDirectory(path.dirname(target));
+      return { size, sha256: hash.digest('hex') };
+    } catch (error) {
+      await fsp.rm(tmp, { force: true });
+      if (error instanceof ObjectStoreError) throw error;
+      throw new ObjectStoreError(`filesystem store could not write: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+    }
+  }
+
+  return {
+    kind: 'filesystem',
+
+    async put(p: string, body: Readable | Buffer, options: PutOptions = {}): Promise<StoredObject> {
+      assertObjectPath(p);
+      const source = Buffer.isBuffer(body) ? Readable.from([body]) : body;
+      const { size, sha256 } = await writeDurably(fileOf(p), source, options.maxBytes);
+      const stored: StoredObject = { path: p, size, sha256, contentType: options.contentType ?? null };
+      await writeDurably(metaOf(p), Readable.from([Buffer.from(JSON.stringify(stored))]), undefined);
+      return stored;
+    },
+
+    async get(p) {
+      assertObjectPath(p);
+      try {
+        const handle = await fsp.open(fileOf(p), 'r');
+        return createReadStream('', { fd: handle.fd, autoClose: true }).on('close', () => void handle.close().catch(() => undefined));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectStoreError(`no object at ${p}`, 'not-found');
+        throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+      }
+    },
+
+    async head(p) {
+      assertObjectPath(p);
+      try {
+        return JSON.parse(await fsp.readFile(metaOf(p), 'utf8')) as StoredObject;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+        throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+      }
+    },
+
+    async *list(prefix) {
+      const found: string[] = [];
+      await walk(dataRoot, '', found);
+      yield* found.filter((p) => p.startsWith(prefix)).sort();
+    },
+
+    async close() { /* nothing held open */ },
+  };
+}
+
+async function walk(dir: string, relative: string, out: string[]): Promise<void> {
+  let entries: import('node:fs').Dirent[];
+  try { entries = await fsp.readdir(dir, { withFileTypes: true }); } catch { return; }
+  for (const e of entries) {
+    const rel = relative ? `${relative}/${e.name}` : e.name;
+    if (e.isDirectory()) await walk(path.join(dir, e.name), rel, out);
+    else if (e.isFile()) out.push(rel);
+  }
+}
+
+async function syncDirectory(dir: string) {
+  const handle = await fsp.open(dir, 'r');
+  try { await handle.sync(); } finally { await handle.close(); }
+}

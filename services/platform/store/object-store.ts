@@ -1,0 +1,54 @@
+import type { Readable } from 'node:stream';
+
+/**
+ * ObjectStore port: where request bodies too large to travel inline (claim checks), staged files
+ * and AS2 non-repudiation copies live. Adapters: Azure Blob Storage and the local filesystem.
+ */
+export interface StoredObject {
+  path: string;
+  size: number;
+  /** Lower-case hex SHA-256 of the content. */
+  sha256: string;
+  contentType: string | null;
+}
+
+export interface PutOptions {
+  contentType?: string;
+  /** Refuse (and store nothing) once more than this many bytes arrive. */
+  maxBytes?: number;
+}
+
+export interface ObjectStore {
+  readonly kind: 'azure-blob' | 'filesystem';
+  /**
+   * Store the whole body under `path`, replacing nothing half-written: the object appears only once
+   * complete. A body stream that errors, or exceeds maxBytes, leaves no object behind.
+   */
+  put(path: string, body: Readable | Buffer, options?: PutOptions): Promise<StoredObject>;
+  /** The content as a stream; ObjectStoreError('not-found') when missing. */
+  get(path: string): Promise<Readable>;
+  head(path: string): Promise<StoredObject | null>;
+  /** Paths under a prefix, in lexical order. */
+  list(prefix: string): AsyncIterable<string>;
+  close(): Promise<void>;
+}
+
+export type ObjectStoreErrorCode = 'not-found' | 'too-large' | 'invalid-path' | 'store-unavailable';
+
+export class ObjectStoreError extends Error {
+  constructor(message: string, readonly code: ObjectStoreErrorCode, options?: { cause?: unknown }) {
+    super(message, options);
+    this.name = 'ObjectStoreError';
+  }
+}
+
+/** Object paths are relative, slash-separated, without empty, `.` or `..` segments or control characters. */
+export function assertObjectPath(path: string): void {
+  const ok =
+    path.length > 0 &&
+    path.length <= 1024 &&
+    !path.startsWith('/') &&
+    !/[\u0000-\u001f\u007f\\]/.test(path) &&
+    path.split('/').every((segment) => segment !== '' && segment !== '.' && segment !== '..');
+  if (!ok) throw new ObjectStoreError(`invalid object path: ${JSON.stringify(path.slice(0, 200))}`, 'invalid-path');
+}

@@ -1,0 +1,156 @@
+import { randomUUID } from 'node:crypto';
+import type { EventLog, LogRecord, OutRecord } from '../../../services/platform/log/event-log';
+
+/**
+ * The EventLog contract: every adapter (embedded journal, Kafka) must pass it unchanged.
+ * `open` returns a fresh handle on the same backing log each time it is called within one test.
+ */
+export interface EventLogFixture {
+  open(): Promise<EventLog>;
+  /** Close and forget everything the fixture opened. */
+  cleanup(): Promise<void>;
+}
+
+export async function collect(log: EventLog, topic: string, count: number, timeoutMs = 30_000): Promise<LogRecord[]> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  const out: LogRecord[] = [];
+  try {
+    for await (const record of log.read(topic, { start: { from: 'beginning' }, signal: abort.signal })) {
+      out.push(record);
+      if (out.length >= count) break;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return out;
+}
+
+/** Keep reading until no new record arrives for `quietMs`; for "nothing more came" checks. */
+export async function collectUntilQuiet(log: EventLog, topic: string, quietMs: number): Promise<LogRecord[]> {
+  const abort = new AbortController();
+  let timer = setTimeout(() => abort.abort(), quietMs);
+  const out: LogRecord[] = [];
+  for await (const record of log.read(topic, { start: { from: 'beginning' }, signal: abort.signal })) {
+    out.push(record);
+    clearTimeout(timer);
+    timer = setTimeout(() => abort.abort(), quietMs);
+  }
+  clearTimeout(timer);
+  return out;
+}
+
+const topicName = (what: string) => `contract.${what}.${randomUUID().slice(0, 8)}`;
+const rec = (topic: string, key: string, value: string, headers: Record<string, string> = {}): OutRecord => ({ topic, key, value: Buffer.from(value), headers });
+
+export function describeEventLogContract(name: string, makeFixture: () => EventLogFixture): void {
+  describe(`EventLog contract: ${name}`, () => {
+    let fixture: EventLogFixture;
+    beforeEach(() => { fixture = makeFixture(); });
+    afterEach(async () => { await fixture.cleanup(); });
+
+    test('appended records read back in order with key, value and headers', async () => {
+      const log = await fixture.open();
+      const topic = topicName('order');
+      await log.ensureTopics([topic]);
+      await log.append([rec(topic, 'wf-1', 'one', { traceparent: '00-abc-def-01' }), rec(topic, 'wf-1', 'two')]);
+      await log.append([rec(topic, 'wf-1', 'three')]);
+      const got = await collect(log, topic, 3);
+      expect(got.map((r) => r.value.toString())).toEqual(['one', 'two', 'three']);
+      expect(got[0].key).toBe('wf-1');
+      expect(got[0].headers.traceparent).toBe('00-abc-def-01');
+      expect(Number(got[1].offset)).toBeGreaterThan(Number(got[0].offset));
+      expect(got[0].timestamp).toBeGreaterThan(Date.now() - 600_000);
+    });
+
+    test('concurrent appends are all acknowledged and all readable', async () => {
+      const log = await fixture.open();
+      const topic = topicName('concurrent');
+      await log.ensureTopics([topic]);
+      await Promise.all(Array.from({ length: 200 }, (_, i) => log.append([rec(topic, 'wf-same', `m${i}`)])));
+      const got = await collect(log, topic, 200);
+      expect(new Set(got.map((r) => r.value.toString())).size).toBe(200);
+    });
+
+    test('a reader that follows the log sees records appended later', async () => {
+      const log = await fixture.open();
+      const topic = topicName('follow');
+      await log.ensureTopics([topic]);
+      const reading = collect(log, topic, 2);
+      await new Promise((r) => setTimeout(r, 300));
+      await log.append([rec(topic, 'k', 'late-1')]);
+      await log.append([rec(topic, 'k', 'late-2')]);
+      expect((await reading).map((r) => r.value.toString())).toEqual(['late-1', 'late-2']);
+    });
+
+    test('reading from an offset and from a time skips what came before', async () => {
+      const log = await fixture.open();
+      const topic = topicName('seek');
+      await log.ensureTopics([topic]);
+      await log.append([rec(topic, 'k', 'a'), rec(topic, 'k', 'b')]);
+      const all = await collect(log, topic, 2);
+      await new Promise((r) => setTimeout(r, 20));
+      const mark = Date.now();
+      await new Promise((r) => setTimeout(r, 20));
+      await log.append([rec(topic, 'k', 'c')]);
+      const fromOffset: string[] = [];
+      const abort = new AbortController();
+      for await (const r of log.read(topic, { start: { from: 'offset', offset: all[1].offset, partition: all[1].partition }, signal: abort.signal })) {
+        fromOffset.push(r.value.toString());
+        if (fromOffset.length === 2) break;
+      }
+      expect(fromOffset).toEqual(['b', 'c']);
+      const fromTime: string[] = [];
+      for await (const r of log.read(topic, { start: { from: 'time', timestamp: mark }, signal: new AbortController().signal })) {
+        fromTime.push(r.value.toString());
+        break;
+      }
+      expect(fromTime).toEqual(['c']);
+    });
+
+    test('a stage turns each input into its outputs exactly once, across a stop and a restart', async () => {
+      const log = await fixture.open();
+      const input = topicName('stage-in');
+      const output = topicName('stage-out');
+      const group = `contract-stage-${randomUUID().slice(0, 8)}`;
+      await log.ensureTopics([input, output]);
+      await log.append(Array.from({ length: 20 }, (_, i) => rec(input, `wf-${i % 3}`, `in-${i}`)));
+      const handle = async (r: LogRecord) => [rec(output, r.key, `out-of-${r.value.toString()}`)];
+      const first = await log.runStage({ group, topic: input, handle });
+      await collect(log, output, 20);
+      await first.stop();
+      await log.append(Array.from({ length: 5 }, (_, i) => rec(input, 'wf-late', `in-late-${i}`)));
+      const again = await log.runStage({ group, topic: input, handle });
+      await collect(log, output, 25);
+      const outputs = await collectUntilQuiet(log, output, 2_000);
+      await again.stop();
+      const values = outputs.map((r) => r.value.toString()).sort();
+      expect(values).toHaveLength(25);
+      expect(new Set(values).size).toBe(25);
+      expect(values).toContain('out-of-in-late-4');
+    });
+
+    test('a handler that fails is retried and its record is not skipped', async () => {
+      const log = await fixture.open();
+      const input = topicName('retry-in');
+      const output = topicName('retry-out');
+      await log.ensureTopics([input, output]);
+      await log.append([rec(input, 'k', 'flaky'), rec(input, 'k', 'fine')]);
+      let failures = 0;
+      const retries: number[] = [];
+      const stage = await log.runStage({
+        group: `contract-retry-${randomUUID().slice(0, 8)}`,
+        topic: input,
+        handle: async (r) => {
+          if (r.value.toString() === 'flaky' && failures < 2) { failures++; throw new Error('transient'); }
+          return [rec(output, r.key, `ok-${r.value.toString()}`)];
+        },
+        onRetry: (_error, _record, attempt) => retries.push(attempt),
+      });
+      const got = await collect(log, output, 2);
+      await stage.stop();
+      expect(got.map((r) => r.value.toString())).toEqual(['ok-flaky', 'ok-fine']);
+      expect(retries).toEqual([1, 2]);
+    });
+  });
+}

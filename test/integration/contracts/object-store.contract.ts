@@ -1,0 +1,72 @@
+import { randomUUID } from 'node:crypto';
+import { createHash } from 'node:crypto';
+import { Readable } from 'node:stream';
+import { ObjectStoreError, type ObjectStore } from '../../../services/platform/store/object-store';
+
+export async function readAll(stream: Readable): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const c of stream) chunks.push(c as Buffer);
+  return Buffer.concat(chunks);
+}
+
+/** The ObjectStore contract: the filesystem and Azure Blob adapters must both pass it. */
+export function describeObjectStoreContract(name: string, open: () => Promise<ObjectStore>): void {
+  describe(`ObjectStore contract: ${name}`, () => {
+    let store: ObjectStore;
+    let prefix: string;
+    beforeAll(async () => { store = await open(); });
+    afterAll(async () => { await store.close(); });
+    beforeEach(() => { prefix = `contract/${randomUUID()}`; });
+
+    test('put then get and head return the same bytes, size, hash and type', async () => {
+      const body = Buffer.from('{"hello":"world"}');
+      const stored = await store.put(`${prefix}/a.json`, body, { contentType: 'application/json' });
+      expect(stored).toEqual({ path: `${prefix}/a.json`, size: body.length, sha256: createHash('sha256').update(body).digest('hex'), contentType: 'application/json' });
+      expect(await readAll(await store.get(`${prefix}/a.json`))).toEqual(body);
+      expect(await store.head(`${prefix}/a.json`)).toMatchObject({ size: body.length, sha256: stored.sha256, contentType: 'application/json' });
+    });
+
+    test('a streamed put of several MiB keeps every byte', async () => {
+      const chunk = Buffer.alloc(64 * 1024, 7);
+      const chunks = Array.from({ length: 80 }, (_, i) => Buffer.from(chunk.map((b) => (b + i) & 0xff)));
+      const expected = Buffer.concat(chunks);
+      const stored = await store.put(`${prefix}/big.bin`, Readable.from(chunks));
+      expect(stored.size).toBe(expected.length);
+      expect(stored.sha256).toBe(createHash('sha256').update(expected).digest('hex'));
+      expect((await readAll(await store.get(`${prefix}/big.bin`))).equals(expected)).toBe(true);
+    });
+
+    test('missing objects: get throws not-found, head returns null', async () => {
+      await expect(store.get(`${prefix}/missing`)).rejects.toMatchObject({ code: 'not-found' });
+      expect(await store.head(`${prefix}/missing`)).toBeNull();
+    });
+
+    test('list returns the paths under a prefix in order', async () => {
+      await store.put(`${prefix}/x/2.txt`, Buffer.from('2'));
+      await store.put(`${prefix}/x/1.txt`, Buffer.from('1'));
+      await store.put(`${prefix}/y/3.txt`, Buffer.from('3'));
+      const listed: string[] = [];
+      for await (const p of store.list(`${prefix}/x/`)) listed.push(p);
+      expect(listed).toEqual([`${prefix}/x/1.txt`, `${prefix}/x/2.txt`]);
+    });
+
+    test('a body over maxBytes is refused and nothing is stored', async () => {
+      const err = await store.put(`${prefix}/over.bin`, Readable.from([Buffer.alloc(600), Buffer.alloc(600)]), { maxBytes: 1000 }).catch((e) => e);
+      expect(err).toBeInstanceOf(ObjectStoreError);
+      expect(err.code).toBe('too-large');
+      expect(await store.head(`${prefix}/over.bin`)).toBeNull();
+    });
+
+    test('a body stream that fails leaves no object', async () => {
+      async function* failing() { yield Buffer.from('partial'); throw new Error('client went away'); }
+      await expect(store.put(`${prefix}/broken.bin`, Readable.from(failing()))).rejects.toThrow();
+      expect(await store.head(`${prefix}/broken.bin`)).toBeNull();
+    });
+
+    test('paths that could escape are refused', async () => {
+      for (const bad of ['../etc/passwd', `${prefix}/../x`, '/abs', `${prefix}//x`, `${prefix}/a\u0000b`, '']) {
+        await expect(store.put(bad, Buffer.from('x'))).rejects.toMatchObject({ code: 'invalid-path' });
+      }
+    });
+  });
+}
