@@ -1,0 +1,42 @@
+/** A small argument parser: positionals, `--flag`, `--name value` and `--name=value`. */
+export interface ParsedArgs {
+  positionals: string[];
+  flags: Map<string, string | true>;
+}
+
+export class UsageError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'UsageError';
+  }
+}
+
+export function parseArgs(argv: string[], valued: readonly string[]): ParsedArgs {
+  const positionals: string[] = [];
+  const flags = new Map<string, string | true>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i];
+    if (arg === '--') { positionals.push(...argv.slice(i + 1)); break; }
+    if (!arg.startsWith('--')) { positionals.push(arg); continue; }
+    const eq = arg.indexOf('=');
+    const name = arg.slice(2, eq >= 0 ? eq : undefined);
+    if (eq >= 0) flags.set(name, arg.slice(eq + 1));
+    else if (valued.includes(name)) {
+      if (i + 1 >= argv.length) throw new UsageError(`--${name} needs a value`);
+      flags.set(name, argv[++i]);
+    } else flags.set(name, true);
+  }
+  return { positionals, flags };
+}
+
+export function allowOnly(args: ParsedArgs, allowed: readonly string[]): void {
+  for (const name of args.flags.keys()) if (!allowed.includes(name)) throw new UsageError(`unknown option --${name}`);
+}
+
+export function numberFlag(args: ParsedArgs, name: string, min: number): number | null {
+  const v = args.flags.get(name);
+  if (v === undefined) return null;
+  const n = Number(v);
+  if (v === true || !Number.isFinite(n) || n < min) throw new UsageError(`--${name} takes a number of at least ${min}`);
+  return n;
+}

@@ -1,0 +1,71 @@
+import type { Config } from '../platform/config/config';
+import type { EventLog } from '../platform/log/event-log';
+import type { Logger } from '../platform/logger/logger';
+import { createCredentialSealer, type CredentialSealer } from '../platform/registry/credential-crypto';
+import type { Registry } from '../platform/registry/registry';
+import type { ObjectStore } from '../platform/store/object-store';
+
+/**
+ * Open the adapters the environment selects (DESIGN.md §3): Kafka or the embedded log, Azure Blob or
+ * the filesystem, Cosmos DB or JSON files. The service and the CLI both come through here, so they
+ * always see the same backends.
+ */
+export interface Backends {
+  log: EventLog;
+  store: ObjectStore;
+  registry: Registry;
+  sealer: CredentialSealer | null;
+  close(): Promise<void>;
+}
+
+export interface OpenBackendsOptions {
+  /** The CLI reads the embedded log while the service writes it: no lock, no writes. */
+  readOnlyLog?: boolean;
+}
+
+export async function openLog(config: Config, logger: Logger, options: OpenBackendsOptions = {}): Promise<EventLog> {
+  if (config.kafka) {
+    const { openKafkaLog } = await import('../platform/log/kafka/kafka-log');
+    return openKafkaLog({ brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger });
+  }
+  const { openEmbeddedLog } = await import('../platform/log/embedded/embedded-log');
+  return openEmbeddedLog({ dataDir: config.dataDir, readOnly: options.readOnlyLog, onWarning: (m) => logger.warn(m) });
+}
+
+export async function openStore(config: Config): Promise<ObjectStore> {
+  if (config.blob) {
+    const { openAzureBlobStore } = await import('../platform/store/azure-blob-store');
+    return openAzureBlobStore(config.blob);
+  }
+  const { openFilesystemStore } = await import('../platform/store/filesystem-store');
+  return openFilesystemStore(config.dataDir);
+}
+
+export async function openRegistry(config: Config): Promise<Registry> {
+  if (config.cosmos) {
+    const { openCosmosRegistry } = await import('../platform/registry/cosmos-registry');
+    return openCosmosRegistry(config.cosmos);
+  }
+  const { openFileRegistry } = await import('../platform/registry/file-registry');
+  return openFileRegistry(config.dataDir);
+}
+
+export function sealerFor(config: Config): CredentialSealer | null {
+  return config.encryptionKey ? createCredentialSealer(config.encryptionKey) : null;
+}
+
+export async function openBackends(config: Config, logger: Logger, options: OpenBackendsOptions = {}): Promise<Backends> {
+  const opened: { close(): Promise<void> }[] = [];
+  try {
+    const registry = await openRegistry(config); opened.push(registry);
+    const store = await openStore(config); opened.push(store);
+    const log = await openLog(config, logger, options); opened.push(log);
+    return {
+      log, store, registry, sealer: sealerFor(config),
+      async close() { for (const b of opened.reverse()) await b.close().catch(() => undefined); },
+    };
+  } catch (error) {
+    for (const b of opened.reverse()) await b.close().catch(() => undefined);
+    throw error;
+  }
+}

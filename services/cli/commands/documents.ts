@@ -1,0 +1,87 @@
+import { promises as fsp } from 'node:fs';
+import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
+import { allowOnly, UsageError, type ParsedArgs } from '../args';
+import type { CommandContext } from '../context';
+
+export const WORKFLOWS_USAGE = 'ingress workflows put FILE | get ID | list';
+export const CREDENTIALS_USAGE = 'ingress credentials put FILE | list';
+
+async function readJsonFile(file: string): Promise<unknown> {
+  let text: string;
+  try { text = file === '-' ? await readStdin() : await fsp.readFile(file, 'utf8'); } catch (error) {
+    throw new UsageError(`cannot read ${file}: ${(error as Error).message}`);
+  }
+  try { return JSON.parse(text); } catch (error) {
+    throw new UsageError(`${file} is not valid JSON: ${(error as Error).message}`);
+  }
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
+  allowOnly(args, []);
+  const [verb, arg] = args.positionals;
+  const registry = await ctx.openRegistry();
+  try {
+    switch (verb) {
+      case 'put': {
+        if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
+        const doc = parseWorkflowDocument(await readJsonFile(arg));
+        await registry.workflows.put(doc);
+        ctx.out(JSON.stringify({ id: doc.id, active: doc.active, url: `${ctx.config.publicBaseUrl}/hook/${encodeURIComponent(doc.id)}` }));
+        return 0;
+      }
+      case 'get': {
+        if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
+        const doc = await registry.workflows.get(arg);
+        if (!doc) { ctx.err(`no workflow ${arg}`); return 1; }
+        ctx.out(JSON.stringify(doc, null, 2));
+        return 0;
+      }
+      case 'list':
+        for (const w of await registry.workflows.list()) {
+          ctx.out(JSON.stringify({ id: w.id, name: w.name ?? null, active: w.active, url: `${ctx.config.publicBaseUrl}/hook/${encodeURIComponent(w.id)}` }));
+        }
+        return 0;
+      default:
+        throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
+    }
+  } catch (error) {
+    if (error instanceof DocumentError) { ctx.err(`invalid workflow document:\n${error.problems.map((p) => `  ${p}`).join('\n')}`); return 1; }
+    throw error;
+  } finally {
+    await registry.close();
+  }
+}
+
+export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
+  allowOnly(args, []);
+  const [verb, arg] = args.positionals;
+  const registry = await ctx.openRegistry();
+  try {
+    switch (verb) {
+      case 'put': {
+        if (!arg) throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
+        const doc = parseCredentialDocument(await readJsonFile(arg));
+        await registry.credentials.put(ctx.sealer().seal(doc));
+        ctx.out(JSON.stringify({ id: doc.id, type: doc.type }));
+        return 0;
+      }
+      case 'list':
+        // Ids and types only: secrets never leave the registry through the CLI.
+        for (const c of await registry.credentials.list()) ctx.out(JSON.stringify({ id: c.id, name: c.name ?? null, type: c.type, updatedAt: c.updatedAt }));
+        return 0;
+      default:
+        throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
+    }
+  } catch (error) {
+    if (error instanceof DocumentError) { ctx.err(`invalid credential document:\n${error.problems.map((p) => `  ${p}`).join('\n')}`); return 1; }
+    throw error;
+  } finally {
+    await registry.close();
+  }
+}

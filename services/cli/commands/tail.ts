@@ -1,0 +1,42 @@
+import { defaultAvroCodec } from '../../platform/avro/codec';
+import type { ReadStart } from '../../platform/log/event-log';
+import { allowOnly, numberFlag, UsageError, type ParsedArgs } from '../args';
+import type { CommandContext } from '../context';
+import { recordToJson } from './records-json';
+
+export const TAIL_USAGE = 'ingress tail TOPIC [--from-beginning] [--max N] [--timeout SECONDS]';
+
+/** Print a topic's records, one JSON object per line; new ones only unless --from-beginning. */
+export async function tailCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
+  allowOnly(args, ['from-beginning', 'max', 'timeout']);
+  const [topic] = args.positionals;
+  if (!topic || args.positionals.length > 1) throw new UsageError(`usage: ${TAIL_USAGE}`);
+  const max = numberFlag(args, 'max', 1);
+  const idleSeconds = numberFlag(args, 'timeout', 0);
+  const start: ReadStart = args.flags.has('from-beginning') ? { from: 'beginning' } : { from: 'end' };
+  const log = await ctx.openLog();
+  const codec = defaultAvroCodec();
+  const abort = new AbortController();
+  const onSignal = () => abort.abort();
+  process.once('SIGINT', onSignal);
+  let idle: NodeJS.Timeout | undefined;
+  const arm = () => {
+    if (idleSeconds === null) return;
+    clearTimeout(idle);
+    idle = setTimeout(() => abort.abort(), idleSeconds * 1000);
+  };
+  let count = 0;
+  try {
+    arm();
+    for await (const record of log.read(topic, { start, signal: abort.signal })) {
+      ctx.out(recordToJson(record, codec));
+      arm();
+      if (max !== null && ++count >= max) break;
+    }
+  } finally {
+    clearTimeout(idle);
+    process.off('SIGINT', onSignal);
+    await log.close();
+  }
+  return 0;
+}

@@ -1,0 +1,18 @@
+import type { Config } from '../platform/config/config';
+import type { EventLog } from '../platform/log/event-log';
+import type { Logger } from '../platform/logger/logger';
+import type { CredentialSealer } from '../platform/registry/credential-crypto';
+import type { Registry } from '../platform/registry/registry';
+import type { ObjectStore } from '../platform/store/object-store';
+
+/** What a command may use; opened lazily, so `workflows list` never touches Kafka. */
+export interface CommandContext {
+  config: Config;
+  logger: Logger;
+  out(line: string): void;
+  err(line: string): void;
+  openLog(): Promise<EventLog>;
+  openStore(): Promise<ObjectStore>;
+  openRegistry(): Promise<Registry>;
+  sealer(): CredentialSealer;
+}

@@ -1,0 +1,74 @@
+#!/usr/bin/env node
+import { ConfigError, loadConfig } from '../platform/config/config';
+import { createLogger } from '../platform/logger/logger';
+import { parseArgs, UsageError } from './args';
+import { openLog, openRegistry, openStore, sealerFor } from './backends';
+import type { CommandContext } from './context';
+import { BLOB_USAGE, blobCommand } from './commands/blob';
+import { CREDENTIALS_USAGE, WORKFLOWS_USAGE, credentialsCommand, workflowsCommand } from './commands/documents';
+import { START_USAGE, startCommand } from './commands/start';
+import { TAIL_USAGE, tailCommand } from './commands/tail';
+
+const USAGE = `usage:
+  ${START_USAGE}
+  ${WORKFLOWS_USAGE}
+  ${CREDENTIALS_USAGE}
+  ${TAIL_USAGE}
+  ${BLOB_USAGE}
+Backends come from the environment (KAFKA_BROKERS, AZURE_STORAGE_CONNECTION_STRING, COSMOS_ENDPOINT/COSMOS_KEY, DATA_DIR); see README.md.`;
+
+const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> = {
+  start: { run: startCommand, valued: ['services'] },
+  workflows: { run: workflowsCommand, valued: [] },
+  credentials: { run: credentialsCommand, valued: [] },
+  tail: { run: tailCommand, valued: ['max', 'timeout'] },
+  blob: { run: blobCommand, valued: [] },
+};
+
+export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === 'help' || name === '--help' || name === '-h') { process.stdout.write(USAGE + '\n'); return name ? 0 : 2; }
+  const command = COMMANDS[name];
+  if (!command) { process.stderr.write(`unknown command "${name}"\n${USAGE}\n`); return 2; }
+
+  let config;
+  try {
+    config = loadConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) { process.stderr.write(`ingress: ${error.message}\n`); return 78; }
+    throw error;
+  }
+  const logger = createLogger({
+    level: config.logLevel,
+    // The CLI's stdout is for data; only `start` logs there.
+    write: name === 'start' ? undefined : (line) => process.stderr.write(line + '\n'),
+  });
+  const ctx: CommandContext = {
+    config, logger,
+    out: (line) => process.stdout.write(line + '\n'),
+    err: (line) => process.stderr.write(line + '\n'),
+    openLog: () => openLog(config, logger, { readOnlyLog: true }),
+    openStore: () => openStore(config),
+    openRegistry: () => openRegistry(config),
+    sealer: () => {
+      const sealer = sealerFor(config);
+      if (!sealer) throw new UsageError('INGRESS_ENCRYPTION_KEY must be set to store or read credentials (at least 16 characters; keep it secret and stable)');
+      return sealer;
+    },
+  };
+  try {
+    return await command.run(parseArgs(rest, command.valued), ctx);
+  } catch (error) {
+    if (error instanceof UsageError) { process.stderr.write(`ingress ${name}: ${error.message}\n`); return 2; }
+    process.stderr.write(`ingress ${name}: ${(error as Error).message}\n`);
+    return 1;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2), process.env).then(
+    // `start` exits outright once stopped: client libraries may keep timers alive.
+    (code) => { if (process.argv[2] === 'start') process.exit(code); process.exitCode = code; },
+    (error) => { process.stderr.write(`ingress: ${(error as Error).stack ?? error}\n`); process.exitCode = 1; },
+  );
+}

@@ -1,0 +1,70 @@
+import { defaultAvroCodec } from '../platform/avro/codec';
+import type { Config } from '../platform/config/config';
+import type { StageHandle } from '../platform/log/event-log';
+import { TOPICS } from '../platform/log/topics';
+import type { Logger } from '../platform/logger/logger';
+import { createTtlCache } from '../receiver/ttl-cache';
+import { createReceiver, type Receiver } from '../receiver/receiver';
+import { startDecoder } from '../decoder/decoder';
+import { startDispatcher } from '../dispatcher/dispatcher';
+import { createTriggerCatalog } from '../triggers/catalog';
+import type { WorkflowDocument } from '../platform/registry/documents';
+import type { Backends } from './backends';
+
+export const SERVICES = ['receiver', 'decoder', 'dispatcher'] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+export interface RunningServices {
+  /** The receiver's port, when it runs. */
+  port: number | null;
+  stop(): Promise<void>;
+}
+
+/** Refuse to start when credentials exist that this process could not open (SPEC: fail closed, say why). */
+export async function checkCredentialsReadable(backends: Backends): Promise<void> {
+  const stored = await backends.registry.credentials.list();
+  if (stored.length === 0) return;
+  if (!backends.sealer) throw new Error(`INGRESS_ENCRYPTION_KEY is not set, but ${stored.length} credential(s) exist; set the key they were stored with`);
+  const unreadable = stored.filter((c) => { try { backends.sealer!.open(c); return false; } catch { return true; } }).map((c) => c.id);
+  if (unreadable.length) throw new Error(`INGRESS_ENCRYPTION_KEY does not open credential(s) ${unreadable.join(', ')}; set the key they were stored with`);
+}
+
+export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
+  const codec = defaultAvroCodec();
+  const catalog = createTriggerCatalog();
+  const queues = [...new Set(Object.values(config.executionQueues))];
+  await backends.log.ensureTopics([TOPICS.received, TOPICS.decoded, TOPICS.deadLetter, ...queues]);
+  if (services.includes('receiver')) await checkCredentialsReadable(backends);
+
+  const stages: StageHandle[] = [];
+  let receiver: Receiver | null = null;
+  let port: number | null = null;
+  try {
+    if (services.includes('decoder')) {
+      const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
+      stages.push(await startDecoder({ log: backends.log, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }) }));
+    }
+    if (services.includes('dispatcher')) {
+      stages.push(await startDispatcher({ log: backends.log, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }));
+    }
+    if (services.includes('receiver')) {
+      receiver = createReceiver({
+        log: backends.log, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
+        logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs,
+      });
+      port = await receiver.listen(config.port, config.host);
+    }
+  } catch (error) {
+    await receiver?.close();
+    for (const s of stages) await s.stop().catch(() => undefined);
+    throw error;
+  }
+  return {
+    port,
+    async stop() {
+      // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
+      await receiver?.close();
+      for (const s of stages) await s.stop();
+    },
+  };
+}

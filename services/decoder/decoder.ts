@@ -1,0 +1,75 @@
+import { Readable } from 'node:stream';
+import type { AvroCodec } from '../platform/avro/codec';
+import type { Received } from '../platform/avro/records';
+import type { EventLog, StageHandle } from '../platform/log/event-log';
+import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
+import { TOPICS } from '../platform/log/topics';
+import type { Logger } from '../platform/logger/logger';
+import type { WorkflowDocument } from '../platform/registry/documents';
+import type { ObjectStore } from '../platform/store/object-store';
+import { inConsumerSpan, traceHeaders } from '../platform/telemetry/trace-context';
+import type { TriggerCatalog } from '../triggers/catalog';
+import type { DecodeServices } from '../triggers/trigger';
+
+/**
+ * Stage 2: received → decoded. Fetches the body (inline or claim check), asks the trigger plugin for
+ * its items, and produces one Decoded record. The node's options are read from the workflow as it is
+ * now, so a replay after a fix uses the fixed workflow.
+ */
+export interface DecoderDeps {
+  log: EventLog;
+  codec: AvroCodec;
+  store: ObjectStore;
+  workflows: { get(id: string): Promise<WorkflowDocument | null> };
+  catalog: TriggerCatalog;
+  logger: Logger;
+}
+
+export const DECODER_GROUP = 'ingress-decoder';
+
+export function bodyServices(store: ObjectStore, logger: Logger): DecodeServices {
+  const openBody = async (received: Received): Promise<Readable> =>
+    received.body.kind === 'inline' ? Readable.from([received.body.data]) : store.get(received.body.path);
+  return {
+    store,
+    logger,
+    openBody,
+    async readBody(received, maxBytes) {
+      if (received.body.kind === 'inline') return received.body.data;
+      if (received.body.size > maxBytes) throw new StageInputError('body-too-large-to-decode', `body of ${received.body.size} bytes exceeds ${maxBytes}`);
+      const chunks: Buffer[] = [];
+      for await (const chunk of await store.get(received.body.path)) chunks.push(chunk as Buffer);
+      return Buffer.concat(chunks);
+    },
+  };
+}
+
+export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
+  const { codec, catalog, logger } = deps;
+  const services = bodyServices(deps.store, logger);
+  const handle = withDeadLettering(async (record) => {
+    return inConsumerSpan(`${TOPICS.received} process`, record.headers, {
+      'messaging.system': deps.log.kind === 'kafka' ? 'kafka' : 'ingress-embedded',
+      'messaging.operation.type': 'process',
+      'messaging.destination.name': TOPICS.received,
+      'messaging.consumer.group.name': DECODER_GROUP,
+    }, async (span) => {
+      const received = codec.decode('Received', record.value);
+      span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
+      const workflow = await deps.workflows.get(received.workflowId);
+      const node = workflow?.nodes.find((n) => n.name === received.triggerNode);
+      const plugin = node ? catalog.pluginFor(node.type) : null;
+      if (!node || !plugin) throw new StageInputError('trigger-missing', `workflow ${received.workflowId} has no trigger node "${received.triggerNode}" any more`);
+      const items = await plugin.decode(received, node, services);
+      const value = codec.encode('Decoded', {
+        requestId: received.requestId, workflowId: received.workflowId, triggerNode: received.triggerNode,
+        triggerKind: received.triggerKind, pathSuffix: received.pathSuffix, receivedAt: received.receivedAt, items,
+      });
+      return [{ topic: TOPICS.decoded, key: received.workflowId, value, headers: traceHeaders() }];
+    });
+  }, { stage: 'decoder', codec, logger });
+  return deps.log.runStage({
+    group: DECODER_GROUP, topic: TOPICS.received, handle,
+    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, workflowId: rec?.key ?? null, error }),
+  });
+}

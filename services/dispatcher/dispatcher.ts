@@ -1,0 +1,68 @@
+import type { AvroCodec } from '../platform/avro/codec';
+import type { Decoded, TriggerKind } from '../platform/avro/records';
+import type { EventLog, OutRecord, StageHandle } from '../platform/log/event-log';
+import { withDeadLettering } from '../platform/log/dead-lettering';
+import { TOPICS } from '../platform/log/topics';
+import type { Logger } from '../platform/logger/logger';
+import { inConsumerSpan, traceHeaders } from '../platform/telemetry/trace-context';
+import { executionId } from './execution-id';
+
+/**
+ * Stage 3: decoded → one ExecutionRequested per item, on the execution queue of the trigger kind.
+ * The input is `{ "<trigger node name>": value }`, plus `path` when the URL had a suffix.
+ */
+export interface DispatcherDeps {
+  log: EventLog;
+  codec: AvroCodec;
+  logger: Logger;
+  executionQueues: Record<TriggerKind, string>;
+}
+
+export const DISPATCHER_GROUP = 'ingress-dispatcher';
+
+/** The execution input as JSON text, built around the item's JSON text without parsing it again. */
+export function executionInput(decoded: Decoded, itemValue: string): string {
+  const path = decoded.pathSuffix === null ? '' : `,"path":${JSON.stringify(decoded.pathSuffix)}`;
+  return `{${JSON.stringify(decoded.triggerNode)}:${itemValue}${path}}`;
+}
+
+export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'codec' | 'executionQueues'>, replayOf: string | null = null): OutRecord[] {
+  const now = Date.now();
+  const headers = traceHeaders();
+  return decoded.items.map((item, batchIndex) => ({
+    topic: deps.executionQueues[decoded.triggerKind],
+    key: decoded.workflowId,
+    headers,
+    value: deps.codec.encode('ExecutionRequested', {
+      executionId: executionId(decoded.requestId, batchIndex),
+      requestId: decoded.requestId,
+      workflowId: decoded.workflowId,
+      triggerNode: decoded.triggerNode,
+      triggerKind: decoded.triggerKind,
+      input: executionInput(decoded, item.value),
+      batchIndex,
+      batchSize: decoded.items.length,
+      receivedAt: decoded.receivedAt,
+      requestedAt: now,
+      replayOf,
+    }),
+  }));
+}
+
+export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle> {
+  const { codec, logger } = deps;
+  const handle = withDeadLettering(async (record) => inConsumerSpan(`${TOPICS.decoded} process`, record.headers, {
+    'messaging.system': deps.log.kind === 'kafka' ? 'kafka' : 'ingress-embedded',
+    'messaging.operation.type': 'process',
+    'messaging.destination.name': TOPICS.decoded,
+    'messaging.consumer.group.name': DISPATCHER_GROUP,
+  }, async (span) => {
+    const decoded = codec.decode('Decoded', record.value);
+    span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
+    return executionRecords(decoded, deps);
+  }), { stage: 'dispatcher', codec, logger });
+  return deps.log.runStage({
+    group: DISPATCHER_GROUP, topic: TOPICS.decoded, handle,
+    onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),
+  });
+}

@@ -1,0 +1,140 @@
+import * as path from 'node:path';
+
+/**
+ * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
+ * contradictory value is reported, each on one line naming the variable and what it accepts; nothing
+ * falls back silently.
+ */
+export type TriggerKindName = 'webhook' | 'as2' | 'logistics' | 'warehouse';
+export const TRIGGER_KINDS: readonly TriggerKindName[] = ['webhook', 'as2', 'logistics', 'warehouse'];
+
+export interface Config {
+  port: number;
+  host: string;
+  dataDir: string;
+  publicBaseUrl: string;
+  logLevel: 'debug' | 'info' | 'warn' | 'error';
+  kafka: { brokers: string[]; clientId: string } | null;
+  blob: { connectionString: string; container: string } | null;
+  cosmos: { endpoint: string; key: string; database: string; caFile: string | null } | null;
+  encryptionKey: string | null;
+  maxBodyBytes: number;
+  inlineBodyMax: number;
+  workflowCacheMs: number;
+  /** Topic for each trigger kind's execution requests. */
+  executionQueues: Record<TriggerKindName, string>;
+}
+
+export class ConfigError extends Error {
+  constructor(readonly problems: string[]) {
+    super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
+    this.name = 'ConfigError';
+  }
+}
+
+export const DEFAULT_EXECUTION_TOPIC = 'executions.requested.v1';
+const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
+const SIZE = /^(\d+)\s*(B|KiB|MiB|GiB)?$/i;
+const UNITS: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
+
+export function loadConfig(env: NodeJS.ProcessEnv): Config {
+  const problems: string[] = [];
+  const get = (name: string) => {
+    const v = env[name];
+    return v === undefined || v.trim() === '' ? undefined : v.trim();
+  };
+  const integer = (name: string, fallback: number, min: number, max: number, what: string) => {
+    const raw = get(name);
+    if (raw === undefined) return fallback;
+    const n = /^\d+$/.test(raw) ? Number(raw) : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) { problems.push(`${name}=${JSON.stringify(raw)}: ${what} (a whole number from ${min} to ${max})`); return fallback; }
+    return n;
+  };
+  const size = (name: string, fallback: number, min: number, max: number) => {
+    const raw = get(name);
+    if (raw === undefined) return fallback;
+    const m = SIZE.exec(raw);
+    const n = m ? Number(m[1]) * UNITS[(m[2] ?? 'b').toLowerCase()] : NaN;
+    if (!Number.isSafeInteger(n) || n < min || n > max) { problems.push(`${name}=${JSON.stringify(raw)}: a size in bytes, optionally with KiB, MiB or GiB, from ${min} to ${max} bytes`); return fallback; }
+    return n;
+  };
+
+  const port = integer('PORT', 8080, 0, 65535, 'the HTTP port');
+  const host = get('HOST') ?? '0.0.0.0';
+  const dataDir = path.resolve(get('DATA_DIR') ?? './data');
+
+  let publicBaseUrl = `http://localhost:${port}`;
+  const base = get('PUBLIC_BASE_URL');
+  if (base !== undefined) {
+    try {
+      const u = new URL(base);
+      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
+      publicBaseUrl = base.replace(/\/+$/, '');
+    } catch { problems.push(`PUBLIC_BASE_URL=${JSON.stringify(base)}: an absolute http:// or https:// URL, e.g. https://hooks.example.com`); }
+  }
+
+  const level = (get('LOG_LEVEL') ?? 'info').toLowerCase();
+  if (!['debug', 'info', 'warn', 'error'].includes(level)) problems.push(`LOG_LEVEL=${JSON.stringify(level)}: one of debug, info, warn, error`);
+
+  let kafka: Config['kafka'] = null;
+  const brokers = get('KAFKA_BROKERS');
+  if (brokers !== undefined) {
+    const list = brokers.split(',').map((b) => b.trim()).filter(Boolean);
+    const bad = list.filter((b) => !/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(b) || Number(b.slice(b.lastIndexOf(':') + 1)) > 65535);
+    if (list.length === 0 || bad.length) problems.push(`KAFKA_BROKERS=${JSON.stringify(brokers)}: a comma-separated list of host:port (bad: ${bad.join(', ') || 'empty'})`);
+    else kafka = { brokers: list, clientId: get('KAFKA_CLIENT_ID') ?? 'ingress' };
+  }
+
+  let blob: Config['blob'] = null;
+  const conn = get('AZURE_STORAGE_CONNECTION_STRING');
+  const container = get('BLOB_CONTAINER') ?? 'ingress';
+  if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(container)) problems.push(`BLOB_CONTAINER=${JSON.stringify(container)}: 3-63 lower-case letters, digits and single hyphens, as Azure container names require`);
+  if (conn !== undefined) {
+    // Do not echo the connection string: it holds the account key.
+    if (!/AccountName=|BlobEndpoint=|UseDevelopmentStorage=true/i.test(conn)) problems.push('AZURE_STORAGE_CONNECTION_STRING: an Azure Storage connection string (with AccountName/AccountKey or BlobEndpoint); the value given is not one');
+    else blob = { connectionString: conn, container };
+  } else if (get('BLOB_CONTAINER') !== undefined) {
+    problems.push('BLOB_CONTAINER is set but AZURE_STORAGE_CONNECTION_STRING is not: set both to use Azure Blob Storage, or neither for the filesystem store');
+  }
+
+  let cosmos: Config['cosmos'] = null;
+  const endpoint = get('COSMOS_ENDPOINT');
+  const key = get('COSMOS_KEY');
+  if ((endpoint === undefined) !== (key === undefined)) {
+    problems.push(`${endpoint === undefined ? 'COSMOS_KEY' : 'COSMOS_ENDPOINT'} is set without ${endpoint === undefined ? 'COSMOS_ENDPOINT' : 'COSMOS_KEY'}: set both to use Cosmos DB, or neither for the file registry`);
+  } else if (endpoint !== undefined && key !== undefined) {
+    let ok = true;
+    try { const u = new URL(endpoint); ok = u.protocol === 'https:' || u.protocol === 'http:'; } catch { ok = false; }
+    if (!ok) problems.push(`COSMOS_ENDPOINT=${JSON.stringify(endpoint)}: the account URL, e.g. https://myaccount.documents.azure.com:443/`);
+    const database = get('COSMOS_DATABASE') ?? 'ingress';
+    if (!/^[^/\\#?]{1,255}$/.test(database)) problems.push(`COSMOS_DATABASE=${JSON.stringify(database)}: 1-255 characters without / \\ # ?`);
+    if (ok) cosmos = { endpoint, key, database, caFile: get('COSMOS_CA_FILE') ?? null };
+  }
+
+  const encryptionKey = get('INGRESS_ENCRYPTION_KEY') ?? null;
+  if (encryptionKey !== null && encryptionKey.length < 16) problems.push('INGRESS_ENCRYPTION_KEY: at least 16 characters (a random string; keep it secret and stable)');
+
+  const maxBodyBytes = size('MAX_BODY_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
+  // A received record must fit a default Kafka message (1 MB) with its headers.
+  const inlineBodyMax = size('INLINE_BODY_MAX', 256 * 1024, 0, 768 * 1024);
+  const workflowCacheMs = integer('WORKFLOW_CACHE_MS', 2000, 0, 3_600_000, 'how long a workflow look-up is cached, in milliseconds');
+
+  const executionQueues = {} as Record<TriggerKindName, string>;
+  for (const kind of TRIGGER_KINDS) {
+    const name = `EXECUTION_QUEUE_${kind.toUpperCase()}`;
+    const topic = get(name) ?? DEFAULT_EXECUTION_TOPIC;
+    if (!TOPIC.test(topic)) problems.push(`${name}=${JSON.stringify(topic)}: a Kafka topic name (letters, digits, ".", "_", "-")`);
+    executionQueues[kind] = topic;
+  }
+  for (const name of Object.keys(env)) {
+    if (name.startsWith('EXECUTION_QUEUE_') && !TRIGGER_KINDS.includes(name.slice(16).toLowerCase() as TriggerKindName)) {
+      problems.push(`${name}: unknown trigger kind; use one of ${TRIGGER_KINDS.map((k) => `EXECUTION_QUEUE_${k.toUpperCase()}`).join(', ')}`);
+    }
+  }
+
+  if (problems.length) throw new ConfigError(problems);
+  return {
+    port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
+    maxBodyBytes, inlineBodyMax, workflowCacheMs, executionQueues,
+  };
+}

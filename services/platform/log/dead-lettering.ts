@@ -1,0 +1,67 @@
+import type { AvroCodec } from '../avro/codec';
+import type { Logger } from '../logger/logger';
+import type { LogRecord, OutRecord, StageHandler } from './event-log';
+import { TOPICS } from './topics';
+
+/**
+ * Turn a stage handler into one that never blocks its partition: a failure the input itself causes
+ * (`permanent`) goes to the dead-letter topic at once; any other failure is retried by the log's
+ * back-off up to `maxAttempts` times, then dead-lettered. The dead letter keeps the whole source record,
+ * so `ingress dead-letters replay` can feed it again after a fix.
+ */
+export interface DeadLetteringOptions {
+  stage: string;
+  codec: AvroCodec;
+  logger: Logger;
+  maxAttempts?: number;
+  /** Failures that retrying cannot fix (bad input, unknown schema…). */
+  isPermanent?: (error: unknown) => boolean;
+}
+
+const PERMANENT_NAMES = new Set(['IngressError', 'AvroDecodeError', 'SyntaxError', 'DocumentError', 'StageInputError']);
+
+/** A stage's verdict that this record cannot be processed as it is. */
+export class StageInputError extends Error {
+  constructor(readonly code: string, message: string) {
+    super(message);
+    this.name = 'StageInputError';
+  }
+}
+
+export function defaultIsPermanent(error: unknown): boolean {
+  return error instanceof Error && PERMANENT_NAMES.has(error.name);
+}
+
+export function withDeadLettering(handle: StageHandler, options: DeadLetteringOptions): StageHandler {
+  const maxAttempts = options.maxAttempts ?? 5;
+  const isPermanent = options.isPermanent ?? defaultIsPermanent;
+  const attempts = new Map<string, number>();
+  return async (record: LogRecord): Promise<OutRecord[]> => {
+    const id = `${record.topic}/${record.partition}/${record.offset}`;
+    try {
+      const out = await handle(record);
+      attempts.delete(id);
+      return out;
+    } catch (error) {
+      const attempt = (attempts.get(id) ?? 0) + 1;
+      if (!isPermanent(error) && attempt < maxAttempts) {
+        attempts.set(id, attempt);
+        throw error;
+      }
+      attempts.delete(id);
+      const err = error as Error & { code?: unknown };
+      const code = typeof err.code === 'string' ? err.code : err.name ?? 'error';
+      options.logger.warn('record dead-lettered', { stage: options.stage, topic: record.topic, partition: record.partition, offset: record.offset, workflowId: record.key, errorCode: code, attempts: attempt, error: err });
+      const value = options.codec.encode('DeadLetter', {
+        stage: options.stage,
+        errorCode: code,
+        message: String(err.message ?? error).slice(0, 2000),
+        attempts: attempt,
+        failedAt: Date.now(),
+        workflowId: record.key,
+        source: { topic: record.topic, partition: record.partition, offset: record.offset, key: record.key === null ? null : Buffer.from(record.key), value: record.value, headers: record.headers },
+      });
+      return [{ topic: TOPICS.deadLetter, key: record.key, value, headers: record.headers }];
+    }
+  };
+}

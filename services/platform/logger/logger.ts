@@ -1,0 +1,41 @@
+import { trace } from '@opentelemetry/api';
+
+/**
+ * Structured JSON logs, one object per line, with the active trace and span ids so an operator can
+ * jump from a log line to its trace. Callers pass facts as fields, never secrets (see redact.ts).
+ */
+export type Level = 'debug' | 'info' | 'warn' | 'error';
+export type Fields = Record<string, unknown>;
+
+export interface Logger {
+  debug(msg: string, fields?: Fields): void;
+  info(msg: string, fields?: Fields): void;
+  warn(msg: string, fields?: Fields): void;
+  error(msg: string, fields?: Fields): void;
+  child(fields: Fields): Logger;
+}
+
+const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
+
+export function createLogger(options: { level?: Level; write?: (line: string) => void; fields?: Fields } = {}): Logger {
+  const min = ORDER[options.level ?? 'info'];
+  const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
+  const base = options.fields ?? {};
+  const emit = (level: Level, msg: string, fields?: Fields) => {
+    if (ORDER[level] < min) return;
+    const span = trace.getActiveSpan()?.spanContext();
+    const entry: Fields = { time: new Date().toISOString(), level, msg, ...base, ...fields };
+    if (span && span.traceId !== '00000000000000000000000000000000') { entry.trace_id = span.traceId; entry.span_id = span.spanId; }
+    if (entry.error instanceof Error) entry.error = { name: entry.error.name, message: entry.error.message, code: (entry.error as { code?: unknown }).code };
+    write(JSON.stringify(entry));
+  };
+  return {
+    debug: (m, f) => emit('debug', m, f),
+    info: (m, f) => emit('info', m, f),
+    warn: (m, f) => emit('warn', m, f),
+    error: (m, f) => emit('error', m, f),
+    child: (fields) => createLogger({ level: options.level, write, fields: { ...base, ...fields } }),
+  };
+}
+
+export const silentLogger: Logger = createLogger({ write: () => undefined });

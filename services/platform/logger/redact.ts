@@ -1,0 +1,20 @@
+/**
+ * Headers that carry credentials. Their values never reach a log line, a topic or an error message.
+ * A node's Header Auth name is added per request (the receiver knows it), on top of these.
+ */
+const ALWAYS_SECRET = new Set([
+  'authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key', 'api-key', 'x-auth-token',
+  'x-signature', 'x-hub-signature', 'x-hub-signature-256', 'x-webhook-secret', 'x-access-token',
+]);
+
+export const REDACTED = '[redacted]';
+
+export function redactHeaders(headers: Record<string, string>, alsoSecret: Iterable<string> = []): Record<string, string> {
+  const extra = new Set([...alsoSecret].map((h) => h.toLowerCase()));
+  const out: Record<string, string> = {};
+  for (const [name, value] of Object.entries(headers)) {
+    const lower = name.toLowerCase();
+    out[lower] = ALWAYS_SECRET.has(lower) || extra.has(lower) || /secret|token|password|signature/.test(lower) ? REDACTED : value;
+  }
+  return out;
+}

@@ -1,0 +1,49 @@
+import { context, propagation, trace, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
+
+/**
+ * Trace context across the log: the receiver's span context travels in each record's headers
+ * (`traceparent`, `tracestate`), on Kafka and on the embedded log alike, and each stage continues the
+ * trace from there. The W3C propagator is used directly so this works whether or not an SDK is running.
+ */
+const w3c = new W3CTraceContextPropagator();
+const setter = { set: (carrier: Record<string, string>, key: string, value: string) => { carrier[key] = value; } };
+const getter = {
+  get: (carrier: Record<string, string>, key: string) => carrier[key],
+  keys: (carrier: Record<string, string>) => Object.keys(carrier),
+};
+
+export const tracer = () => trace.getTracer('inbound-event-ingress');
+
+export function traceHeaders(ctx: Context = context.active()): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  w3c.inject(ctx, carrier, setter);
+  return carrier;
+}
+
+export function contextFromHeaders(headers: Record<string, string>): Context {
+  return w3c.extract(context.active(), headers, getter);
+}
+
+/** Run `fn` inside a consumer span that continues the trace carried by a record. */
+export async function inConsumerSpan<T>(
+  name: string,
+  headers: Record<string, string>,
+  attributes: Record<string, string | number>,
+  fn: (span: Span) => Promise<T>,
+): Promise<T> {
+  const parent = contextFromHeaders(headers);
+  return tracer().startActiveSpan(name, { kind: SpanKind.CONSUMER, attributes }, parent, async (span) => {
+    try {
+      return await fn(span);
+    } catch (error) {
+      span.recordException(error as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+export { propagation };

@@ -1,0 +1,211 @@
+import { randomUUID } from 'node:crypto';
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
+import type { AvroCodec } from '../platform/avro/codec';
+import type { Received } from '../platform/avro/records';
+import type { EventLog } from '../platform/log/event-log';
+import { TOPICS } from '../platform/log/topics';
+import type { Logger } from '../platform/logger/logger';
+import { redactHeaders } from '../platform/logger/redact';
+import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
+import type { Registry } from '../platform/registry/registry';
+import type { CredentialSealer } from '../platform/registry/credential-crypto';
+import type { ObjectStore } from '../platform/store/object-store';
+import { traceHeaders, tracer } from '../platform/telemetry/trace-context';
+import { EMPTY_OK, errorAnswer, type Answer } from '../triggers/answers';
+import type { TriggerCatalog } from '../triggers/catalog';
+import type { InboundRequest, TriggerServices } from '../triggers/trigger';
+import { drainBody, readBody } from './body-reader';
+import { parseHookRoute } from './route';
+import { createTtlCache } from './ttl-cache';
+
+/**
+ * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
+ * from a cache, select the trigger node, authenticate, read the body under its limit, let the trigger
+ * inspect it, make it durable in the received log, then answer. It parses no body and stages no file.
+ */
+export interface ReceiverDeps {
+  log: EventLog;
+  store: ObjectStore;
+  registry: Registry;
+  sealer: CredentialSealer | null;
+  catalog: TriggerCatalog;
+  codec: AvroCodec;
+  logger: Logger;
+  maxBodyBytes: number;
+  inlineBodyMax: number;
+  workflowCacheMs: number;
+}
+
+export interface Receiver {
+  readonly server: http.Server;
+  listen(port: number, host: string): Promise<number>;
+  close(): Promise<void>;
+}
+
+const RETRY_AFTER_SECONDS = '5';
+
+export function createReceiver(deps: ReceiverDeps): Receiver {
+  const { log, store, codec, logger, catalog } = deps;
+  const workflows = createTtlCache<WorkflowDocument>((id) => deps.registry.workflows.get(id), deps.workflowCacheMs);
+  const credentials = createTtlCache<CredentialDocument>(async (id) => {
+    const stored = await deps.registry.credentials.get(id);
+    if (!stored) return null;
+    if (!deps.sealer) throw new Error('INGRESS_ENCRYPTION_KEY is not set, so credentials cannot be opened');
+    return deps.sealer.open(stored);
+  }, deps.workflowCacheMs);
+  const services: TriggerServices = { credential: (id) => credentials.get(id), logger };
+
+  function send(res: http.ServerResponse, answer: Answer) {
+    if (res.headersSent) return;
+    const body = typeof answer.body === 'string' ? Buffer.from(answer.body, 'utf8') : answer.body;
+    res.writeHead(answer.status, { ...answer.headers, 'content-length': String(body.length) });
+    res.end(body);
+  }
+
+  /** Answer without reading the body; keep the connection only if the rest of the body is small. */
+  function refuse(req: http.IncomingMessage, res: http.ServerResponse, answer: Answer) {
+    send(res, answer);
+    void drainBody(req, deps.maxBodyBytes).then(() => { if (!req.complete) req.socket.destroy(); });
+  }
+
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<number> {
+    const route = parseHookRoute(req.url ?? '/');
+    if (!route) { refuse(req, res, errorAnswer('not-found')); return 404; }
+    if (req.method !== 'POST') { refuse(req, res, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
+    trace.getActiveSpan()?.setAttribute('workflow.id', route.workflowId);
+
+    let workflow: WorkflowDocument | null;
+    try {
+      workflow = await workflows.get(route.workflowId);
+    } catch (error) {
+      logger.error('registry unavailable', { requestId, error });
+      refuse(req, res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
+      return 503;
+    }
+    const selected = workflow && workflow.active ? catalog.select(workflow) : null;
+    if (!workflow || !selected) {
+      // Read the body as an existing workflow would, then the same empty answer whatever the reason.
+      await drainBody(req, deps.maxBodyBytes);
+      send(res, EMPTY_OK);
+      return 200;
+    }
+    const { node, plugin } = selected;
+
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(req.headers)) {
+      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+    }
+    const request: InboundRequest = {
+      requestId, workflowId: workflow.id, pathSuffix: route.pathSuffix, query: route.query, headers,
+      remoteAddress: req.socket.remoteAddress ?? null, receivedAt: Date.now(),
+    };
+    logger.info('inbound event', {
+      requestId, workflowId: workflow.id, method: req.method, path: req.url?.split('?')[0], contentType: headers['content-type'] ?? null,
+      contentLength: headers['content-length'] ?? null, userAgent: headers['user-agent'] ?? null, remoteAddress: request.remoteAddress,
+    });
+
+    const admission = await plugin.admit(request, node, services);
+    if (!admission.ok) { refuse(req, res, admission.answer); return admission.answer.status; }
+
+    const day = new Date(request.receivedAt).toISOString().slice(0, 10);
+    const outcome = await readBody(req, {
+      maxBytes: deps.maxBodyBytes, inlineMax: deps.inlineBodyMax, store,
+      stagingPath: () => `raw/${workflow.id}/${day}/${requestId}`,
+    });
+    if (!outcome.ok) {
+      if (outcome.reason === 'too-large') {
+        send(res, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
+        res.once('finish', () => req.socket.destroy());
+        return 413;
+      }
+      if (outcome.reason === 'store-failed') {
+        logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
+        send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
+        return 503;
+      }
+      return 499; // the client went away; nothing was accepted
+    }
+    const { body } = outcome;
+
+    const rejection = await plugin.inspect(request, node, body, services);
+    if (rejection) { send(res, rejection); return rejection.status; }
+
+    const received: Received = {
+      requestId,
+      workflowId: workflow.id,
+      triggerNode: node.name,
+      triggerKind: plugin.kindOf(node),
+      pathSuffix: route.pathSuffix,
+      query: route.query,
+      headers: redactHeaders(headers, admission.secretHeaders),
+      contentType: headers['content-type'] ?? null,
+      body: body.inline
+        ? { kind: 'inline', data: body.inline }
+        : { kind: 'ref', path: outcome.stagedPath!, size: body.size, sha256: body.sha256! },
+      receivedAt: request.receivedAt,
+      principal: admission.principal,
+      remoteAddress: request.remoteAddress,
+      as2: null,
+      traceparent: null,
+    };
+    const trail = traceHeaders();
+    received.traceparent = trail.traceparent ?? null;
+    try {
+      await log.append([{ topic: TOPICS.received, key: workflow.id, value: codec.encode('Received', received), headers: trail }]);
+    } catch (error) {
+      logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
+      send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
+      return 503;
+    }
+    const answer = plugin.accepted(request, node, body);
+    send(res, answer);
+    return answer.status;
+  }
+
+  const server = http.createServer((req, res) => {
+    const requestId = randomUUID();
+    res.setHeader('x-request-id', requestId);
+    const span = tracer().startSpan('POST /hook/{workflowId}', {
+      kind: SpanKind.SERVER,
+      attributes: { 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId },
+    });
+    context.with(trace.setSpan(context.active(), span), () => {
+      handle(req, res, requestId).then(
+        (status) => {
+          span.setAttribute('http.response.status_code', status);
+          if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+          span.end();
+        },
+        (error) => {
+          logger.error('request failed', { requestId, error });
+          send(res, errorAnswer('internal-error'));
+          span.recordException(error as Error);
+          span.setStatus({ code: SpanStatusCode.ERROR });
+          span.setAttribute('http.response.status_code', 500);
+          span.end();
+        },
+      );
+    });
+  });
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
+  server.requestTimeout = 300_000;
+
+  return {
+    server,
+    listen(port, host) {
+      return new Promise((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => { server.off('error', reject); resolve((server.address() as AddressInfo).port); });
+      });
+    },
+    close() {
+      return new Promise((resolve) => {
+        server.close(() => resolve());
+        server.closeIdleConnections();
+      });
+    },
+  };
+}

@@ -1,0 +1,48 @@
+/**
+ * Every error the ingress answers over HTTP, in one table: its code, status and the message a
+ * partner sees. Trigger plugins and the receiver name a code; nothing else picks a status.
+ * AS2 dispositions get a table of their own in the AS2 trigger, keyed by the same idea.
+ */
+export const INGRESS_ERRORS = {
+  'authorization-required': { status: 401, message: 'Authorization is required' },
+  'authorization-wrong': { status: 403, message: 'Authorization data is wrong' },
+  'bot-rejected': { status: 403, message: 'Requests from bots are not accepted' },
+  'protocol-requires-as2-auth': { status: 401, message: 'Protocol AS2 requires AS2 Receiver Auth' },
+  'payload-parse-error': { status: 400, message: 'The request body could not be parsed' },
+  'payload-too-large': { status: 413, message: 'The request body is too large' },
+  'unsupported-media': { status: 415, message: 'The request body has an unsupported media type' },
+  'method-not-allowed': { status: 405, message: 'Only POST is accepted' },
+  'not-found': { status: 404, message: 'Not found' },
+  'credential-unavailable': { status: 500, message: 'The trigger cannot check credentials right now' },
+  'enqueue-failed': { status: 503, message: 'The event could not be accepted; retry later' },
+  'internal-error': { status: 500, message: 'Internal error' },
+} as const satisfies Record<string, { status: number; message: string }>;
+
+export type IngressErrorCode = keyof typeof INGRESS_ERRORS;
+
+export interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: string | Buffer;
+}
+
+/** The JSON error body of DESIGN.md §5: {"error":"<code>","message":"<text>"}. */
+export function errorAnswer(code: IngressErrorCode, message?: string, headers: Record<string, string> = {}): Answer {
+  const entry = INGRESS_ERRORS[code];
+  return {
+    status: entry.status,
+    headers: { 'content-type': 'application/json; charset=utf-8', ...headers },
+    body: JSON.stringify({ error: code, message: message ?? entry.message }),
+  };
+}
+
+/** The answer for a missing, inactive or trigger-less workflow: the same bytes whatever the reason. */
+export const EMPTY_OK: Answer = Object.freeze({ status: 200, headers: {}, body: '' }) as Answer;
+
+/** A failure a plugin or stage raises with its code; the message must be safe to show a partner. */
+export class IngressError extends Error {
+  constructor(readonly code: IngressErrorCode, message?: string, options?: { cause?: unknown }) {
+    super(message ?? INGRESS_ERRORS[code].message, options);
+    this.name = 'IngressError';
+  }
+}

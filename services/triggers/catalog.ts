@@ -1,0 +1,27 @@
+import type { WorkflowDocument, WorkflowNode } from '../platform/registry/documents';
+import type { TriggerPlugin } from './trigger';
+import { NEVER_SELECTED } from './trigger';
+import { webhookTrigger } from './webhook/webhook-trigger';
+
+/** The trigger kinds this build knows. Adding a kind is adding an entry here. */
+export interface TriggerCatalog {
+  /** The node that drives a request: the first enabled trigger node that is not an error trigger. */
+  select(workflow: WorkflowDocument): { node: WorkflowNode; plugin: TriggerPlugin } | null;
+  pluginFor(nodeType: string): TriggerPlugin | null;
+}
+
+export function createTriggerCatalog(plugins: TriggerPlugin[] = [webhookTrigger]): TriggerCatalog {
+  const byType = new Map<string, TriggerPlugin>();
+  for (const plugin of plugins) for (const type of plugin.nodeTypes) byType.set(type, plugin);
+  return {
+    select(workflow) {
+      for (const node of workflow.nodes) {
+        if (node.disabled || NEVER_SELECTED.has(node.type)) continue;
+        const plugin = byType.get(node.type);
+        if (plugin) return { node, plugin };
+      }
+      return null;
+    },
+    pluginFor: (type) => byType.get(type) ?? null,
+  };
+}

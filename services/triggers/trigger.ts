@@ -1,0 +1,69 @@
+import type { Readable } from 'node:stream';
+import type { DecodedItem, Received, TriggerKind } from '../platform/avro/records';
+import type { CredentialDocument, WorkflowNode } from '../platform/registry/documents';
+import type { ObjectStore } from '../platform/store/object-store';
+import type { Logger } from '../platform/logger/logger';
+import type { Answer } from './answers';
+
+/**
+ * A trigger kind plugs into the stages through these steps (DESIGN.md §1):
+ *   receiver:   admit (headers only) → inspect (the body, before the durable accept) → accepted (the answer)
+ *   decoder:    decode (the received body → one item per execution)
+ * The stage loops know nothing else about a kind.
+ */
+
+/** What the receiver knows about a request before reading its body. */
+export interface InboundRequest {
+  requestId: string;
+  workflowId: string;
+  pathSuffix: string | null;
+  query: Record<string, string[]>;
+  /** Lower-case names; repeated headers joined with ", ". Secrets still present: never log this. */
+  headers: Record<string, string>;
+  remoteAddress: string | null;
+  receivedAt: number;
+}
+
+export interface TriggerServices {
+  /** The decrypted credential, or null when none has that id. Throws when it cannot be decrypted. */
+  credential(id: string): Promise<CredentialDocument | null>;
+  logger: Logger;
+}
+
+export type Admission =
+  | { ok: true; principal: string | null; /** Headers that carried a secret, to redact beyond the defaults. */ secretHeaders: string[] }
+  | { ok: false; answer: Answer };
+
+/** The request body as the receiver holds it: in memory when small, else already in the object store. */
+export interface ReceivedBody {
+  size: number;
+  sha256: string | null;
+  /** The bytes, when they fit INLINE_BODY_MAX; null when the body was staged to the object store. */
+  inline: Buffer | null;
+}
+
+export interface DecodeServices {
+  store: ObjectStore;
+  /** The raw body of the received record, wherever it lives. */
+  openBody(received: Received): Promise<Readable>;
+  /** The raw body in memory, refused beyond `maxBytes`. */
+  readBody(received: Received, maxBytes: number): Promise<Buffer>;
+  logger: Logger;
+}
+
+export interface TriggerPlugin {
+  /** Workflow node types this plugin serves. */
+  readonly nodeTypes: readonly string[];
+  /** The kind recorded for a request to this node (a webhook node in AS2 protocol is `as2`). */
+  kindOf(node: WorkflowNode): TriggerKind;
+  admit(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<Admission>;
+  /** A check of the body whose failure changes the answer; null means go on. */
+  inspect(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<Answer | null>;
+  /** The answer once the request is durable. */
+  accepted(request: InboundRequest, node: WorkflowNode, body: ReceivedBody): Answer;
+  /** One item per execution to request; throwing an IngressError dead-letters the record. */
+  decode(received: Received, node: WorkflowNode, services: DecodeServices): Promise<DecodedItem[]>;
+}
+
+/** Node types that are triggers but never selected to receive HTTP (DESIGN.md §5). */
+export const NEVER_SELECTED = new Set(['errorTrigger']);
