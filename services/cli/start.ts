@@ -1,7 +1,7 @@
 import { defaultAvroCodec } from '../platform/avro/codec';
 import type { Config } from '../platform/config/config';
 import type { StageHandle } from '../platform/log/event-log';
-import { TOPICS } from '../platform/log/topics';
+import { pipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { createTtlCache } from '../receiver/ttl-cache';
 import { createReceiver, type Receiver } from '../receiver/receiver';
@@ -32,8 +32,9 @@ export async function checkCredentialsReadable(backends: Backends): Promise<void
 export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
   const codec = defaultAvroCodec();
   const catalog = createTriggerCatalog();
+  const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
-  await backends.log.ensureTopics([TOPICS.received, TOPICS.decoded, TOPICS.deadLetter, ...queues]);
+  await backends.log.ensureTopics([topics.received, topics.decoded, topics.deadLetter, ...queues]);
   if (services.includes('receiver')) await checkCredentialsReadable(backends);
 
   const stages: StageHandle[] = [];
@@ -42,14 +43,14 @@ export async function startServices(config: Config, backends: Backends, services
   try {
     if (services.includes('decoder')) {
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
-      stages.push(await startDecoder({ log: backends.log, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }) }));
+      stages.push(await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }) }));
     }
     if (services.includes('dispatcher')) {
-      stages.push(await startDispatcher({ log: backends.log, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }));
+      stages.push(await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }));
     }
     if (services.includes('receiver')) {
       receiver = createReceiver({
-        log: backends.log, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
+        log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs,
       });
       port = await receiver.listen(config.port, config.host);

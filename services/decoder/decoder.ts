@@ -3,7 +3,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog, StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
-import { TOPICS } from '../platform/log/topics';
+import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
@@ -18,14 +18,13 @@ import type { DecodeServices } from '../triggers/trigger';
  */
 export interface DecoderDeps {
   log: EventLog;
+  topics: PipelineTopics;
   codec: AvroCodec;
   store: ObjectStore;
   workflows: { get(id: string): Promise<WorkflowDocument | null> };
   catalog: TriggerCatalog;
   logger: Logger;
 }
-
-export const DECODER_GROUP = 'ingress-decoder';
 
 export function bodyServices(store: ObjectStore, logger: Logger): DecodeServices {
   const openBody = async (received: Received): Promise<Readable> =>
@@ -45,14 +44,14 @@ export function bodyServices(store: ObjectStore, logger: Logger): DecodeServices
 }
 
 export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
-  const { codec, catalog, logger } = deps;
+  const { codec, catalog, logger, topics } = deps;
   const services = bodyServices(deps.store, logger);
   const handle = withDeadLettering(async (record) => {
-    return inConsumerSpan(`${TOPICS.received} process`, record.headers, {
+    return inConsumerSpan(`${topics.received} process`, record.headers, {
       'messaging.system': deps.log.kind === 'kafka' ? 'kafka' : 'ingress-embedded',
       'messaging.operation.type': 'process',
-      'messaging.destination.name': TOPICS.received,
-      'messaging.consumer.group.name': DECODER_GROUP,
+      'messaging.destination.name': topics.received,
+      'messaging.consumer.group.name': topics.group('decoder'),
     }, async (span) => {
       const received = codec.decode('Received', record.value);
       span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
@@ -65,11 +64,11 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
         requestId: received.requestId, workflowId: received.workflowId, triggerNode: received.triggerNode,
         triggerKind: received.triggerKind, pathSuffix: received.pathSuffix, receivedAt: received.receivedAt, items,
       });
-      return [{ topic: TOPICS.decoded, key: received.workflowId, value, headers: traceHeaders() }];
+      return [{ topic: topics.decoded, key: received.workflowId, value, headers: traceHeaders() }];
     });
-  }, { stage: 'decoder', codec, logger });
+  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger });
   return deps.log.runStage({
-    group: DECODER_GROUP, topic: TOPICS.received, handle,
+    group: topics.group('decoder'), topic: topics.received, handle,
     onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, workflowId: rec?.key ?? null, error }),
   });
 }

@@ -2,7 +2,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
 import type { EventLog, OutRecord, StageHandle } from '../platform/log/event-log';
 import { withDeadLettering } from '../platform/log/dead-lettering';
-import { TOPICS } from '../platform/log/topics';
+import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { inConsumerSpan, traceHeaders } from '../platform/telemetry/trace-context';
 import { executionId } from './execution-id';
@@ -13,12 +13,11 @@ import { executionId } from './execution-id';
  */
 export interface DispatcherDeps {
   log: EventLog;
+  topics: PipelineTopics;
   codec: AvroCodec;
   logger: Logger;
   executionQueues: Record<TriggerKind, string>;
 }
-
-export const DISPATCHER_GROUP = 'ingress-dispatcher';
 
 /** The execution input as JSON text, built around the item's JSON text without parsing it again. */
 export function executionInput(decoded: Decoded, itemValue: string): string {
@@ -50,19 +49,19 @@ export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'c
 }
 
 export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle> {
-  const { codec, logger } = deps;
-  const handle = withDeadLettering(async (record) => inConsumerSpan(`${TOPICS.decoded} process`, record.headers, {
+  const { codec, logger, topics } = deps;
+  const handle = withDeadLettering(async (record) => inConsumerSpan(`${topics.decoded} process`, record.headers, {
     'messaging.system': deps.log.kind === 'kafka' ? 'kafka' : 'ingress-embedded',
     'messaging.operation.type': 'process',
-    'messaging.destination.name': TOPICS.decoded,
-    'messaging.consumer.group.name': DISPATCHER_GROUP,
+    'messaging.destination.name': topics.decoded,
+    'messaging.consumer.group.name': topics.group('dispatcher'),
   }, async (span) => {
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
     return executionRecords(decoded, deps);
-  }), { stage: 'dispatcher', codec, logger });
+  }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger });
   return deps.log.runStage({
-    group: DISPATCHER_GROUP, topic: TOPICS.decoded, handle,
+    group: topics.group('dispatcher'), topic: topics.decoded, handle,
     onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),
   });
 }

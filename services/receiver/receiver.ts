@@ -5,7 +5,7 @@ import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog } from '../platform/log/event-log';
-import { TOPICS } from '../platform/log/topics';
+import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { redactHeaders } from '../platform/logger/redact';
 import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
@@ -27,6 +27,7 @@ import { createTtlCache } from './ttl-cache';
  */
 export interface ReceiverDeps {
   log: EventLog;
+  topics: PipelineTopics;
   store: ObjectStore;
   registry: Registry;
   sealer: CredentialSealer | null;
@@ -153,7 +154,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const trail = traceHeaders();
     received.traceparent = trail.traceparent ?? null;
     try {
-      await log.append([{ topic: TOPICS.received, key: workflow.id, value: codec.encode('Received', received), headers: trail }]);
+      await log.append([{ topic: deps.topics.received, key: workflow.id, value: codec.encode('Received', received), headers: trail }]);
     } catch (error) {
       logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
       send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));

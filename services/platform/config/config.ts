@@ -1,4 +1,5 @@
 import * as path from 'node:path';
+import { TOPIC_NAMES } from '../log/topics';
 
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
@@ -23,6 +24,8 @@ export interface Config {
   workflowCacheMs: number;
   /** Topic for each trigger kind's execution requests. */
   executionQueues: Record<TriggerKindName, string>;
+  /** Prepended to every topic and consumer group name. */
+  topicPrefix: string;
 }
 
 export class ConfigError extends Error {
@@ -32,7 +35,6 @@ export class ConfigError extends Error {
   }
 }
 
-export const DEFAULT_EXECUTION_TOPIC = 'executions.requested.v1';
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
 const SIZE = /^(\d+)\s*(B|KiB|MiB|GiB)?$/i;
 const UNITS: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
@@ -119,12 +121,14 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const inlineBodyMax = size('INLINE_BODY_MAX', 256 * 1024, 0, 768 * 1024);
   const workflowCacheMs = integer('WORKFLOW_CACHE_MS', 2000, 0, 3_600_000, 'how long a workflow look-up is cached, in milliseconds');
 
+  const topicPrefix = get('INGRESS_TOPIC_PREFIX') ?? '';
+  if (topicPrefix && !/^[A-Za-z0-9._-]{1,100}$/.test(topicPrefix)) problems.push(`INGRESS_TOPIC_PREFIX=${JSON.stringify(topicPrefix)}: up to 100 letters, digits, ".", "_" or "-"`);
   const executionQueues = {} as Record<TriggerKindName, string>;
   for (const kind of TRIGGER_KINDS) {
     const name = `EXECUTION_QUEUE_${kind.toUpperCase()}`;
-    const topic = get(name) ?? DEFAULT_EXECUTION_TOPIC;
+    const topic = get(name) ?? TOPIC_NAMES.executions;
     if (!TOPIC.test(topic)) problems.push(`${name}=${JSON.stringify(topic)}: a Kafka topic name (letters, digits, ".", "_", "-")`);
-    executionQueues[kind] = topic;
+    executionQueues[kind] = topicPrefix + topic;
   }
   for (const name of Object.keys(env)) {
     if (name.startsWith('EXECUTION_QUEUE_') && !TRIGGER_KINDS.includes(name.slice(16).toLowerCase() as TriggerKindName)) {
@@ -135,6 +139,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, workflowCacheMs, executionQueues,
+    maxBodyBytes, inlineBodyMax, workflowCacheMs, executionQueues, topicPrefix,
   };
 }

@@ -1,7 +1,6 @@
 import type { AvroCodec } from '../avro/codec';
 import type { Logger } from '../logger/logger';
 import type { LogRecord, OutRecord, StageHandler } from './event-log';
-import { TOPICS } from './topics';
 
 /**
  * Turn a stage handler into one that never blocks its partition: a failure the input itself causes
@@ -11,6 +10,8 @@ import { TOPICS } from './topics';
  */
 export interface DeadLetteringOptions {
   stage: string;
+  /** The dead-letter topic. */
+  topic: string;
   codec: AvroCodec;
   logger: Logger;
   maxAttempts?: number;
@@ -61,7 +62,7 @@ export function withDeadLettering(handle: StageHandler, options: DeadLetteringOp
         workflowId: record.key,
         source: { topic: record.topic, partition: record.partition, offset: record.offset, key: record.key === null ? null : Buffer.from(record.key), value: record.value, headers: record.headers },
       });
-      return [{ topic: TOPICS.deadLetter, key: record.key, value, headers: record.headers }];
+      return [{ topic: options.topic, key: record.key, value, headers: record.headers }];
     }
   };
 }

@@ -1,7 +1,29 @@
-/** The pipeline's topics (DESIGN.md §4). Execution queues per trigger kind come from the configuration. */
-export const TOPICS = {
+/**
+ * The pipeline's topics and consumer groups (DESIGN.md §4). INGRESS_TOPIC_PREFIX namespaces all of
+ * them, so several environments (or test runs) can share one Kafka cluster.
+ */
+export interface PipelineTopics {
+  received: string;
+  decoded: string;
+  deadLetter: string;
+  /** The default execution queue; per-kind queues come from the configuration. */
+  executions: string;
+  group(stage: string): string;
+}
+
+export const TOPIC_NAMES = {
   received: 'ingress.received.v1',
   decoded: 'ingress.decoded.v1',
   deadLetter: 'ingress.dead-letter.v1',
   executions: 'executions.requested.v1',
 } as const;
+
+export function pipelineTopics(prefix = ''): PipelineTopics {
+  return {
+    received: prefix + TOPIC_NAMES.received,
+    decoded: prefix + TOPIC_NAMES.decoded,
+    deadLetter: prefix + TOPIC_NAMES.deadLetter,
+    executions: prefix + TOPIC_NAMES.executions,
+    group: (stage) => `${prefix}ingress-${stage}`,
+  };
+}

@@ -1,0 +1,143 @@
+import * as http from 'node:http';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import type { Received } from '../../services/platform/avro/records';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { collect, collectUntilQuiet } from './contracts/event-log.contract';
+import { startTestApp, type TestApp } from '../support/app';
+
+/** The receiver's HTTP contract (DESIGN.md §5), on the embedded backends. */
+const codec = defaultAvroCodec();
+let app: TestApp;
+
+beforeAll(async () => {
+  app = await startTestApp('embedded', { MAX_BODY_BYTES: '64KiB', WORKFLOW_CACHE_MS: '0' });
+  const sealer = createCredentialSealer(app.config.encryptionKey!);
+  const { registry } = app.backends;
+  await registry.credentials.put(sealer.seal({ id: 'cred-basic', type: 'basicAuth', data: { user: 'partner', password: 'p:ss:word' } }));
+  await registry.credentials.put(sealer.seal({ id: 'cred-header', type: 'headerAuth', data: { name: 'X-Api-Key', value: 's3cret-value' } }));
+  const hook = (id: string, authentication: string, credentials?: Record<string, string>) => registry.workflows.put({
+    id, active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication }, credentials }],
+  });
+  await hook('wf-open', 'none');
+  await hook('wf-basic', 'basicAuth', { basicAuth: 'cred-basic' });
+  await hook('wf-header', 'headerAuth', { headerAuth: 'cred-header' });
+  await hook('wf-dangling', 'headerAuth', { headerAuth: 'cred-missing' });
+  await registry.workflows.put({ id: 'wf-as2-misconfigured', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { protocol: 'as2', authentication: 'basicAuth' } }] });
+});
+afterAll(async () => { await app?.stop(); });
+
+const post = (path: string, body: string, headers: Record<string, string> = {}) =>
+  fetch(`${app.baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+
+async function receivedFor(requestId: string): Promise<Received> {
+  for (let n = 1; n < 500; n++) {
+    const found = (await collect(app.backends.log, app.topics.received, n, 5000)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === requestId);
+    if (found) return found;
+  }
+  throw new Error(`no received record for ${requestId}`);
+}
+
+test.each(['GET', 'PUT', 'DELETE', 'PATCH'])('%s is refused with 405, Allow: POST and a JSON error', async (method) => {
+  const res = await fetch(`${app.baseUrl}/hook/wf-open`, { method, ...(method === 'GET' ? {} : { body: 'x' }) });
+  expect(res.status).toBe(405);
+  expect(res.headers.get('allow')).toBe('POST');
+  expect(res.headers.get('x-request-id')).toBeTruthy();
+  expect(await res.json()).toEqual({ error: 'method-not-allowed', message: 'Only POST is accepted' });
+});
+
+test('paths outside /hook/ are 404 with a request id', async () => {
+  const res = await fetch(`${app.baseUrl}/admin`, { method: 'POST', body: '{}' });
+  expect(res.status).toBe(404);
+  expect(res.headers.get('x-request-id')).toBeTruthy();
+});
+
+test('a body that is not JSON is a 400 payload-parse-error and is not accepted', async () => {
+  const res = await post('/hook/wf-open', '{"unterminated":');
+  expect(res.status).toBe(400);
+  expect(await res.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is not valid JSON' });
+});
+
+describe('body size limit', () => {
+  test('a declared Content-Length over MAX_BODY_BYTES is a 413 before reading', async () => {
+    const res = await post('/hook/wf-open', JSON.stringify({ big: 'x'.repeat(70 * 1024) }));
+    expect(res.status).toBe(413);
+    expect((await res.json()).error).toBe('payload-too-large');
+  });
+
+  test('a chunked body is cut off at the limit while streaming, and nothing is accepted', async () => {
+    const before = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length;
+    const url = new URL(`${app.baseUrl}/hook/wf-open`);
+    const status = await new Promise<number>((resolve, reject) => {
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on('error', (e) => (String(e).includes('EPIPE') || String(e).includes('ECONNRESET') ? undefined : reject(e)));
+      req.write('{"big":"');
+      let sent = 0;
+      const pump = () => {
+        while (sent < 200 * 1024) { sent += 8192; if (!req.write('x'.repeat(8192))) return void req.once('drain', pump); }
+        req.end('"}');
+      };
+      pump();
+    });
+    expect(status).toBe(413);
+    expect((await collectUntilQuiet(app.backends.log, app.topics.received, 500)).length).toBe(before);
+  });
+});
+
+describe('authentication', () => {
+  const basic = (user: string, password: string) => `Basic ${Buffer.from(`${user}:${password}`).toString('base64')}`;
+
+  test('basic auth: missing is 401, wrong is 403, right is 200 (password with colons)', async () => {
+    const missing = await post('/hook/wf-basic', '{}');
+    expect(missing.status).toBe(401);
+    expect(await missing.json()).toEqual({ error: 'authorization-required', message: 'Authorization is required' });
+    const wrong = await post('/hook/wf-basic', '{}', { authorization: basic('partner', 'nope') });
+    expect(wrong.status).toBe(403);
+    expect(await wrong.json()).toEqual({ error: 'authorization-wrong', message: 'Authorization data is wrong' });
+    expect((await post('/hook/wf-basic', '{}', { authorization: basic('someone', 'p:ss:word') })).status).toBe(403);
+    const ok = await post('/hook/wf-basic', '{"a":1}', { authorization: basic('partner', 'p:ss:word') });
+    expect(ok.status).toBe(200);
+    const received = await receivedFor(ok.headers.get('x-request-id')!);
+    expect(received.principal).toBe('basic:partner');
+    expect(received.headers.authorization).toBe('[redacted]');
+  });
+
+  test('header auth: the header name is case-insensitive; the secret never reaches the log', async () => {
+    expect((await post('/hook/wf-header', '{}')).status).toBe(401);
+    expect((await post('/hook/wf-header', '{}', { 'x-api-key': 'wrong' })).status).toBe(403);
+    const ok = await post('/hook/wf-header', '{}', { 'X-API-KEY': 's3cret-value' });
+    expect(ok.status).toBe(200);
+    const received = await receivedFor(ok.headers.get('x-request-id')!);
+    expect(received.principal).toBe('header:X-Api-Key');
+    expect(received.headers['x-api-key']).toBe('[redacted]');
+    expect(JSON.stringify(app.logs)).not.toContain('s3cret-value');
+  });
+
+  test('a credential that is referenced but missing fails closed with 500', async () => {
+    const res = await post('/hook/wf-dangling', '{}', { 'x-api-key': 'anything' });
+    expect(res.status).toBe(500);
+    expect((await res.json()).error).toBe('credential-unavailable');
+  });
+
+  test('protocol AS2 with a non-AS2 authentication is 401', async () => {
+    const res = await post('/hook/wf-as2-misconfigured', '{}');
+    expect(res.status).toBe(401);
+    expect((await res.json()).error).toBe('protocol-requires-as2-auth');
+  });
+});
+
+test('when the log cannot accept, the answer is 503 with Retry-After, never 200', async () => {
+  const other = await startTestApp('embedded');
+  try {
+    await other.backends.registry.workflows.put({ id: 'wf-x', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+    await other.backends.log.close();
+    const res = await fetch(`${other.baseUrl}/hook/wf-x`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('5');
+    expect((await res.json()).error).toBe('enqueue-failed');
+  } finally {
+    await other.stop();
+  }
+});

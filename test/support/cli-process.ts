@@ -1,0 +1,45 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+
+/** The compiled CLI (`npm test` compiles first), run as a real child process. */
+export const CLI = path.resolve(__dirname, '../../dist/services/cli/main.js');
+
+export interface ServiceProcess {
+  child: ChildProcess;
+  baseUrl: string;
+  output(): string;
+}
+
+/** `ingress start` in a child; resolves once it prints the address it listens on. */
+export function startServiceProcess(env: Record<string, string>, args: string[] = []): Promise<ServiceProcess> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, 'start', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`ingress start did not come up in 30 s:\n${out.slice(-3000)}`)); }, 30_000);
+    const onData = (d: Buffer) => {
+      out += d.toString();
+      const m = /listening on (http:\/\/[^\s]+)/.exec(out);
+      if (m) { clearTimeout(timer); resolve({ child, baseUrl: m[1].replace('localhost', '127.0.0.1'), output: () => out }); }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code) => { clearTimeout(timer); reject(new Error(`ingress start exited with ${code} before listening:\n${out.slice(-3000)}`)); });
+  });
+}
+
+export function runCli(args: string[], env: Record<string, string>, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d) => { stdout += d; });
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
+    child.stdin.end(input ?? '');
+  });
+}
+
+export function waitForExit(child: ChildProcess): Promise<void> {
+  return new Promise((resolve) => { if (child.exitCode !== null || child.signalCode !== null) resolve(); else child.once('exit', () => resolve()); });
+}
