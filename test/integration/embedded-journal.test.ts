@@ -1,0 +1,78 @@
+import { appendFileSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { spawn } from 'node:child_process';
+import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
+import { collect } from './contracts/event-log.contract';
+
+/** Recovery and ownership of the embedded log: what the contract suite cannot see. */
+let dir: string;
+beforeEach(() => { dir = mkdtempSync(path.join(tmpdir(), 'ingress-journal-')); });
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+
+const rec = (value: string) => ({ topic: 't', key: 'k', value: Buffer.from(value) });
+const segmentFiles = () => readdirSync(path.join(dir, 'log')).filter((n) => n.endsWith('.journal')).sort().map((n) => path.join(dir, 'log', n));
+
+test('a torn write at the tail is cut off on open; everything before it stays', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  await log.append([rec('a'), rec('b')]);
+  await log.close();
+  const [file] = segmentFiles();
+  const goodSize = statSync(file).size;
+  appendFileSync(file, Buffer.from([0xe7, 0, 0, 0, 50, 1, 2, 3, 4, 9, 9])); // header of a frame whose payload never made it
+  const warnings: string[] = [];
+  const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
+  expect(statSync(file).size).toBe(goodSize);
+  expect(warnings[0]).toMatch(/cut 11 bytes of an unfinished write/);
+  await reopened.append([rec('c')]);
+  expect((await collect(reopened, 't', 3)).map((r) => r.value.toString())).toEqual(['a', 'b', 'c']);
+  await reopened.close();
+});
+
+test('damage before the newest segment is refused loudly, not skipped', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir, segmentBytes: 64 });
+  await log.append([rec('x'.repeat(100))]);
+  await log.append([rec('y'.repeat(100))]);
+  await log.close();
+  const [first] = segmentFiles();
+  const size = statSync(first).size;
+  const damaged = Buffer.alloc(size, 0x41);
+  writeFileSync(first, damaged);
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({ code: 'log-corrupt' });
+});
+
+test('segments roll and reads span them', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir, segmentBytes: 200 });
+  for (let i = 0; i < 10; i++) await log.append([rec(`v${i}-${'z'.repeat(50)}`)]);
+  expect(segmentFiles().length).toBeGreaterThan(2);
+  await log.close();
+  const reopened = await openEmbeddedLog({ dataDir: dir, segmentBytes: 200 });
+  expect((await collect(reopened, 't', 10)).map((r) => r.value.toString().split('-')[0])).toEqual(Array.from({ length: 10 }, (_, i) => `v${i}`));
+  await reopened.close();
+});
+
+test('one writer per folder: a second process is refused, a dead owner is taken over', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(/already open in this process/);
+  await log.close();
+  // A lock left by a process that no longer exists.
+  const child = spawn(process.execPath, ['-e', '0']);
+  await new Promise((r) => child.once('exit', r));
+  writeFileSync(path.join(dir, 'log', 'LOCK'), String(child.pid));
+  const taken = await openEmbeddedLog({ dataDir: dir });
+  await taken.close();
+  // A lock held by a live process (this test's parent, say).
+  writeFileSync(path.join(dir, 'log', 'LOCK'), String(process.ppid));
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(new RegExp(`in use by process ${process.ppid}`));
+});
+
+test('a read-only reader in the same folder sees what the writer appends later', async () => {
+  const writer = await openEmbeddedLog({ dataDir: dir });
+  await writer.append([rec('first')]);
+  const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
+  const reading = collect(reader, 't', 2);
+  await writer.append([rec('second')]);
+  expect((await reading).map((r) => r.value.toString())).toEqual(['first', 'second']);
+  await reader.close();
+  await writer.close();
+});

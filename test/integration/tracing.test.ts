@@ -1,0 +1,46 @@
+import { context, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { collect } from './contracts/event-log.contract';
+import { startTestApp, type BackendChoice } from '../support/app';
+
+/** One trace per request: the receiver's HTTP span, then the decoder's and the dispatcher's, across the log. */
+const exporter = new InMemorySpanExporter();
+beforeAll(() => {
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+});
+
+const choices: BackendChoice[] = ['embedded', 'real'];
+
+test.each(choices)('one trace from the POST to the execution record (%s)', async (choice) => {
+  const app = await startTestApp(choice);
+  try {
+    await app.backends.registry.workflows.put({ id: 'wf-traced', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+    exporter.reset();
+    const res = await fetch(`${app.baseUrl}/hook/wf-traced`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"x":1}' });
+    expect(res.status).toBe(200);
+    const requestId = res.headers.get('x-request-id');
+    const [execution] = await collect(app.backends.log, app.topics.executions, 1);
+
+    const spans = () => exporter.getFinishedSpans().filter((s) => s.attributes['ingress.request_id'] === requestId);
+    const deadline = Date.now() + 10_000;
+    while (spans().length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const byName = new Map<string, ReadableSpan>(spans().map((s) => [s.name, s]));
+    const http = byName.get('POST /hook/{workflowId}')!;
+    const decoder = byName.get(`${app.topics.received} process`)!;
+    const dispatcher = byName.get(`${app.topics.decoded} process`)!;
+    expect([http, decoder, dispatcher].every(Boolean)).toBe(true);
+    const traceId = http.spanContext().traceId;
+    expect(decoder.spanContext().traceId).toBe(traceId);
+    expect(dispatcher.spanContext().traceId).toBe(traceId);
+    expect(decoder.parentSpanContext?.spanId).toBe(http.spanContext().spanId);
+    expect(dispatcher.parentSpanContext?.spanId).toBe(decoder.spanContext().spanId);
+    expect(http.attributes).toMatchObject({ 'http.request.method': 'POST', 'http.response.status_code': 200, 'workflow.id': 'wf-traced' });
+    expect(decoder.attributes).toMatchObject({ 'messaging.operation.type': 'process', 'workflow.id': 'wf-traced' });
+    // The execution record carries the trace onward, for whatever consumes it.
+    expect(execution.headers.traceparent).toContain(traceId);
+  } finally {
+    await app.stop();
+  }
+}, 120_000);

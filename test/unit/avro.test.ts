@@ -1,0 +1,532 @@
+import fs from 'fs';
+import os from 'os';
+import path from 'path';
+import { createHash } from 'crypto';
+import { Type } from 'avsc';
+import {
+  AvroDecodeError,
+  AvroEncodeError,
+  createAvroCodec,
+  findSchemaDir,
+  SINGLE_OBJECT_HEADER_LENGTH,
+} from '../../services/platform/avro/codec';
+import {
+  CRC64_AVRO_EMPTY,
+  crc64Avro,
+  fingerprint,
+  fingerprint64,
+  parsingCanonicalForm,
+} from '../../services/platform/avro/fingerprint';
+import type {
+  DeadLetter,
+  Decoded,
+  ExecutionRequested,
+  Received,
+  RecordName,
+} from '../../services/platform/avro/records';
+
+const ROOT = path.resolve(__dirname, '../..');
+const SCHEMA_DIR = path.join(ROOT, 'schemas');
+const RECORDS: RecordName[] = ['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter'];
+
+function loadSchema(name: string): any {
+  return JSON.parse(fs.readFileSync(path.join(SCHEMA_DIR, `${name}.avsc`), 'utf8'));
+}
+
+function withoutFields(schema: any, names: string[]): any {
+  const copy = JSON.parse(JSON.stringify(schema));
+  copy.fields = copy.fields.filter((f: { name: string }) => !names.includes(f.name));
+  return copy;
+}
+
+/**
+ * Independent CRC-64-AVRO: bit at a time (no table), on two unsigned 32-bit
+ * halves held in plain numbers instead of a bigint.
+ */
+function referenceCrc64(bytes: Buffer): bigint {
+  const POLY_HI = 0xc15d213a;
+  const POLY_LO = 0xa4d7a795;
+  let hi = POLY_HI;
+  let lo = POLY_LO;
+  for (const byte of bytes) {
+    lo = (lo ^ byte) >>> 0;
+    for (let bit = 0; bit < 8; bit++) {
+      const lsb = lo & 1;
+      lo = ((lo >>> 1) | ((hi & 1) << 31)) >>> 0;
+      hi = hi >>> 1;
+      if (lsb) {
+        hi = (hi ^ POLY_HI) >>> 0;
+        lo = (lo ^ POLY_LO) >>> 0;
+      }
+    }
+  }
+  return (BigInt(hi) << 32n) | BigInt(lo);
+}
+
+const BODY = Buffer.from('{"orderId":"PO-4471","lines":[{"sku":"A-100","qty":3}]}', 'utf8');
+
+function receivedInline(): Received {
+  return {
+    requestId: 'req_01J9ZK3V8M2Q4T6W8Y0A2C4E6G',
+    workflowId: 'wf_orders_inbound',
+    triggerNode: 'Webhook',
+    triggerKind: 'webhook',
+    pathSuffix: 'orders/PO-4471',
+    query: { tag: ['rush', 'eu'], source: ['shopify'] },
+    headers: {
+      'content-type': 'application/json; charset=utf-8',
+      'user-agent': 'Shopify-Captain-Hook',
+      authorization: '[redacted]',
+      'x-request-id': '6f1c0b8e-5a2d-4c11-9d0e-0a7d6b0f3e21',
+    },
+    contentType: 'application/json; charset=utf-8',
+    body: { kind: 'inline', data: BODY },
+    receivedAt: 1735689600123,
+    principal: 'key:partner-shopify',
+    remoteAddress: '203.0.113.42',
+    as2: null,
+    traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+  };
+}
+
+function receivedAs2Ref(): Received {
+  const payload = Buffer.alloc(5 * 1024 * 1024, 0x41);
+  return {
+    requestId: 'req_01J9ZK7XQ0AS2EDI',
+    workflowId: 'wf_edi_850',
+    triggerNode: 'AS2 Inbound',
+    triggerKind: 'as2',
+    pathSuffix: null,
+    query: {},
+    headers: {
+      'as2-from': 'ACME-CORP',
+      'as2-to': 'OUR-COMPANY',
+      'message-id': '<20250101-120000-1234@acme.example>',
+      'content-type': 'application/pkcs7-mime; smime-type=enveloped-data',
+    },
+    contentType: 'application/pkcs7-mime; smime-type=enveloped-data',
+    body: {
+      kind: 'ref',
+      path: 'bodies/wf_edi_850/req_01J9ZK7XQ0AS2EDI',
+      size: payload.length,
+      sha256: createHash('sha256').update(payload).digest('hex'),
+    },
+    receivedAt: 1735689700456,
+    principal: null,
+    remoteAddress: null,
+    as2: {
+      messageId: '<20250101-120000-1234@acme.example>',
+      from: 'ACME-CORP',
+      to: 'OUR-COMPANY',
+      subject: 'EDI 850 Purchase Order',
+      contentType: 'application/edi-x12',
+    },
+    traceparent: null,
+  };
+}
+
+function decoded(): Decoded {
+  return {
+    requestId: 'req_01J9ZK3V8M2Q4T6W8Y0A2C4E6G',
+    workflowId: 'wf_orders_inbound',
+    triggerNode: 'Webhook',
+    triggerKind: 'webhook',
+    pathSuffix: 'orders/PO-4471',
+    receivedAt: 1735689600123,
+    items: [
+      {
+        value: JSON.stringify({ body: { orderId: 'PO-4471' }, query: { tag: ['rush', 'eu'] } }),
+        files: ['files/req_01J9ZK3V8M2Q4T6W8Y0A2C4E6G/0/invoice.pdf', 'files/req_01J9ZK3V8M2Q4T6W8Y0A2C4E6G/0/label.png'],
+      },
+      { value: '{"body":{"orderId":"PO-4472"}}', files: [] },
+    ],
+  };
+}
+
+function executionRequested(replayOf: string | null): ExecutionRequested {
+  return {
+    executionId: 'exe_7c9e6679-7425-40de-944b-e07fc1f90ae7',
+    requestId: 'req_01J9ZK3V8M2Q4T6W8Y0A2C4E6G',
+    workflowId: 'wf_orders_inbound',
+    triggerNode: 'Webhook',
+    triggerKind: 'warehouse',
+    input: '{"json":{"orderId":"PO-4471"},"binary":{}}',
+    batchIndex: 1,
+    batchSize: 2,
+    receivedAt: 1735689600123,
+    requestedAt: 1735689600789,
+    replayOf,
+  };
+}
+
+function deadLetter(): DeadLetter {
+  return {
+    stage: 'decoder',
+    errorCode: 'body-not-json',
+    message: 'Unexpected token < in JSON at position 0',
+    attempts: 3,
+    failedAt: 1735689601000,
+    workflowId: 'wf_orders_inbound',
+    source: {
+      topic: 'ingress.received.v1',
+      partition: 7,
+      offset: '9007199254740993',
+      key: Buffer.from('wf_orders_inbound', 'utf8'),
+      value: Buffer.from([0xc3, 0x01, 1, 2, 3, 4, 5, 6, 7, 8, 0x00, 0xff]),
+      headers: { 'ingress-attempt': '3', traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01' },
+    },
+  };
+}
+
+function expectDecodeError(fn: () => unknown, code: string, message: RegExp): AvroDecodeError {
+  let caught: unknown;
+  try {
+    fn();
+  } catch (err) {
+    caught = err;
+  }
+  expect(caught).toBeInstanceOf(AvroDecodeError);
+  const err = caught as AvroDecodeError;
+  expect(err.code).toBe(code);
+  expect(err.message).toMatch(message);
+  return err;
+}
+
+describe('CRC-64-AVRO fingerprint', () => {
+  it('gives the spec empty value for no input', () => {
+    expect(crc64Avro(Buffer.alloc(0))).toBe(0xc15d213aa4d7a795n);
+    expect(CRC64_AVRO_EMPTY).toBe(0xc15d213aa4d7a795n);
+    expect(referenceCrc64(Buffer.alloc(0))).toBe(0xc15d213aa4d7a795n);
+  });
+
+  it('matches an independent bit-at-a-time implementation', () => {
+    const inputs = [
+      '"int"',
+      '"string"',
+      '"null"',
+      'a',
+      '\u00e9t\u00e9 \u{1f680}',
+      ...RECORDS.map((n) => parsingCanonicalForm(loadSchema(n))),
+    ].map((s) => Buffer.from(s, 'utf8'));
+    const random = Buffer.alloc(4096);
+    for (let i = 0; i < random.length; i++) random[i] = (i * 131 + 7) & 0xff;
+    inputs.push(random);
+    for (const input of inputs) {
+      expect(crc64Avro(input)).toBe(referenceCrc64(input));
+    }
+    // and the reference itself is not trivially constant
+    expect(referenceCrc64(Buffer.from('"int"'))).not.toBe(referenceCrc64(Buffer.from('"long"')));
+  });
+
+  it('matches the published Apache Avro test vectors (schema-tests.txt, signed 64-bit)', () => {
+    const published: Array<[unknown, string, bigint]> = [
+      ['null', '"null"', 7195948357588979594n],
+      [{ type: 'boolean' }, '"boolean"', -6970731678124411036n],
+      ['"int"', '"int"', 8247732601305521295n],
+      ['long', '"long"', -3434872931120570953n],
+      ['string', '"string"', -8142146995180207161n],
+      [{ type: 'fixed', name: 'foo', size: 15 }, '{"name":"foo","type":"fixed","size":15}', 1756455273707447556n],
+      [
+        { type: 'record', name: 'foo', fields: [{ name: 'f1', type: 'boolean' }] },
+        '{"name":"foo","type":"record","fields":[{"name":"f1","type":"boolean"}]}',
+        7843277075252814651n,
+      ],
+    ];
+    for (const [schema, canonical, signed] of published) {
+      expect(parsingCanonicalForm(schema as object)).toBe(canonical);
+      expect(BigInt.asIntN(64, fingerprint64(schema as object))).toBe(signed);
+      const bytes = fingerprint(schema as object);
+      expect(bytes).toHaveLength(8);
+      expect(bytes.readBigInt64LE(0)).toBe(signed);
+    }
+    // "null" as the little-endian bytes a single-object header carries
+    expect(fingerprint('null').toString('hex')).toBe('8a8f25cce724dd63');
+  });
+
+  it('fingerprints the Parsing Canonical Form, ignoring doc, defaults and namespace spelling', () => {
+    const a = {
+      type: 'record',
+      name: 'Thing',
+      namespace: 'ingress.v1',
+      doc: 'a thing',
+      fields: [
+        { name: 'id', type: 'string', doc: 'id' },
+        { name: 'note', type: ['null', 'string'], default: null },
+      ],
+    };
+    const b = {
+      name: 'ingress.v1.Thing',
+      type: 'record',
+      fields: [
+        { type: 'string', name: 'id' },
+        { type: ['null', 'string'], name: 'note' },
+      ],
+    };
+    const canonical =
+      '{"name":"ingress.v1.Thing","type":"record","fields":[{"name":"id","type":"string"},{"name":"note","type":["null","string"]}]}';
+    expect(parsingCanonicalForm(a)).toBe(canonical);
+    expect(parsingCanonicalForm(b)).toBe(canonical);
+    expect(fingerprint(a).equals(fingerprint(b))).toBe(true);
+    expect(fingerprint64(a)).toBe(referenceCrc64(Buffer.from(canonical)));
+  });
+});
+
+describe('Avro codec', () => {
+  const codec = createAvroCodec();
+
+  it('finds schemas/ next to package.json from sources and from dist/', () => {
+    expect(findSchemaDir(path.join(ROOT, 'services/platform/avro'))).toBe(SCHEMA_DIR);
+    expect(findSchemaDir(path.join(ROOT, 'dist/services/platform/avro'))).toBe(SCHEMA_DIR);
+  });
+
+  it('writes the single-object header: C3 01 + little-endian CRC-64-AVRO of the canonical schema', () => {
+    for (const name of RECORDS) {
+      const expected = Buffer.alloc(8);
+      expected.writeBigUInt64LE(referenceCrc64(Buffer.from(JSON.stringify(Type.forSchema(loadSchema(name)).schema()))));
+      expect(codec.fingerprintOf(name).equals(expected)).toBe(true);
+    }
+    const buf = codec.encode('ExecutionRequested', executionRequested(null));
+    expect(buf[0]).toBe(0xc3);
+    expect(buf[1]).toBe(0x01);
+    expect(buf.subarray(2, 10).equals(codec.fingerprintOf('ExecutionRequested'))).toBe(true);
+    // the payload is the plain Avro binary of the record
+    const plain = Type.forSchema(loadSchema('ExecutionRequested')).toBuffer(executionRequested(null));
+    expect(buf.subarray(SINGLE_OBJECT_HEADER_LENGTH).equals(plain)).toBe(true);
+    expect(codec.nameOf(buf)).toBe('ExecutionRequested');
+    // fingerprintOf hands out a copy
+    codec.fingerprintOf('ExecutionRequested').fill(0);
+    expect(codec.encode('ExecutionRequested', executionRequested(null)).equals(buf)).toBe(true);
+    // distinct records have distinct fingerprints
+    expect(new Set(RECORDS.map((n) => codec.fingerprintOf(n).toString('hex'))).size).toBe(4);
+  });
+
+  it('round-trips Received with an inline body and no AS2 envelope', () => {
+    const value = receivedInline();
+    const buf = codec.encode('Received', value);
+    expect(codec.nameOf(buf)).toBe('Received');
+    const back = codec.decode('Received', buf);
+    expect(back).toEqual(value);
+    expect(back.body.kind).toBe('inline');
+    if (back.body.kind !== 'inline') throw new Error('unreachable');
+    expect(Buffer.isBuffer(back.body.data)).toBe(true);
+    expect(back.body.data.toString('utf8')).toBe(BODY.toString('utf8'));
+    expect(back.query.tag).toEqual(['rush', 'eu']);
+    expect(back.as2).toBeNull();
+    expect(back.traceparent).toBe('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
+  });
+
+  it('round-trips Received with a body reference and an AS2 envelope', () => {
+    const value = receivedAs2Ref();
+    const buf = codec.encode('Received', value);
+    const back = codec.decode('Received', buf);
+    expect(back).toEqual(value);
+    expect(back.body).toEqual({
+      kind: 'ref',
+      path: 'bodies/wf_edi_850/req_01J9ZK7XQ0AS2EDI',
+      size: 5242880,
+      sha256: createHash('sha256').update(Buffer.alloc(5 * 1024 * 1024, 0x41)).digest('hex'),
+    });
+    expect(back.as2).toEqual({
+      messageId: '<20250101-120000-1234@acme.example>',
+      from: 'ACME-CORP',
+      to: 'OUR-COMPANY',
+      subject: 'EDI 850 Purchase Order',
+      contentType: 'application/edi-x12',
+    });
+    expect(back.pathSuffix).toBeNull();
+    expect(back.principal).toBeNull();
+    expect(back.remoteAddress).toBeNull();
+  });
+
+  it('round-trips a large inline body (beyond the encoder scratch buffer)', () => {
+    const big = Buffer.alloc(300 * 1024);
+    for (let i = 0; i < big.length; i++) big[i] = i % 251;
+    const value: Received = { ...receivedInline(), body: { kind: 'inline', data: big } };
+    const buf = codec.encode('Received', value);
+    expect(buf.length).toBeGreaterThan(big.length);
+    const back = codec.decode('Received', buf);
+    if (back.body.kind !== 'inline') throw new Error(`expected inline, got ${back.body.kind}`);
+    expect(back.body.data.equals(big)).toBe(true);
+    // a small record after the big one is unaffected
+    expect(codec.decode('Decoded', codec.encode('Decoded', decoded()))).toEqual(decoded());
+  });
+
+  it('round-trips Decoded', () => {
+    const value = decoded();
+    const back = codec.decode('Decoded', codec.encode('Decoded', value));
+    expect(back).toEqual(value);
+    expect(JSON.parse(back.items[0].value)).toEqual({ body: { orderId: 'PO-4471' }, query: { tag: ['rush', 'eu'] } });
+    expect(back.items[0].files).toHaveLength(2);
+    expect(back.items[1].files).toEqual([]);
+  });
+
+  it('round-trips ExecutionRequested with and without replayOf', () => {
+    const first = codec.decode('ExecutionRequested', codec.encode('ExecutionRequested', executionRequested(null)));
+    expect(first).toEqual(executionRequested(null));
+    expect(first.replayOf).toBeNull();
+    const replay = executionRequested('exe_1b4e28ba-2fa1-11d2-883f-0016d3cca427');
+    const second = codec.decode('ExecutionRequested', codec.encode('ExecutionRequested', replay));
+    expect(second).toEqual(replay);
+    expect(second.replayOf).toBe('exe_1b4e28ba-2fa1-11d2-883f-0016d3cca427');
+    expect(second.triggerKind).toBe('warehouse');
+  });
+
+  it('round-trips DeadLetter, with and without a key', () => {
+    const value = deadLetter();
+    const back = codec.decode('DeadLetter', codec.encode('DeadLetter', value));
+    expect(back).toEqual(value);
+    expect(back.source.key!.toString('utf8')).toBe('wf_orders_inbound');
+    expect(back.source.value.equals(value.source.value)).toBe(true);
+    expect(back.source.offset).toBe('9007199254740993');
+
+    const keyless: DeadLetter = { ...value, workflowId: null, source: { ...value.source, key: null } };
+    const back2 = codec.decode('DeadLetter', codec.encode('DeadLetter', keyless));
+    expect(back2.source.key).toBeNull();
+    expect(back2.workflowId).toBeNull();
+    expect(back2.stage).toBe('decoder');
+  });
+
+  it('rejects buffers without the single-object marker or with a truncated header', () => {
+    const good = codec.encode('Decoded', decoded());
+    expectDecodeError(() => codec.decode('Decoded', good.subarray(0, 6)), 'not-single-object', /^not an Avro single-object record/);
+    expectDecodeError(() => codec.decode('Decoded', good.subarray(0, 1)), 'not-single-object', /^not an Avro single-object record/);
+    expectDecodeError(() => codec.decode('Decoded', Buffer.alloc(0)), 'not-single-object', /^not an Avro single-object record/);
+    const wrongMarker = Buffer.from(good);
+    wrongMarker[0] = 0x4f; // e.g. the start of a data file ("Obj\x01")
+    expectDecodeError(() => codec.decode('Decoded', wrongMarker), 'not-single-object', /^not an Avro single-object record.*4f01/);
+    expectDecodeError(() => codec.nameOf(Buffer.from('{"requestId":"x"}')), 'not-single-object', /not an Avro single-object record/);
+  });
+
+  it('rejects a truncated payload or trailing bytes as malformed', () => {
+    const good = codec.encode('Decoded', decoded());
+    const truncated = good.subarray(0, good.length - 5);
+    const err = expectDecodeError(() => codec.decode('Decoded', truncated), 'malformed', /truncated/);
+    expect(err.fingerprint).toBe(codec.fingerprintOf('Decoded').toString('hex'));
+    const trailing = Buffer.concat([good, Buffer.from([0])]);
+    expectDecodeError(() => codec.decode('Decoded', trailing), 'malformed', /trailing/);
+  });
+
+  it('names an unknown writer fingerprint', () => {
+    const buf = Buffer.from(codec.encode('Decoded', decoded()));
+    Buffer.from('0102030405060708', 'hex').copy(buf, 2);
+    const err = expectDecodeError(() => codec.decode('Decoded', buf), 'unknown-schema', /0102030405060708/);
+    expect(err.fingerprint).toBe('0102030405060708');
+    expect(err.message).toContain('0x0807060504030201');
+    expectDecodeError(() => codec.nameOf(buf), 'unknown-schema', /0102030405060708/);
+  });
+
+  it('refuses to decode one record as another', () => {
+    const buf = codec.encode('Decoded', decoded());
+    expectDecodeError(() => codec.decode('Received', buf), 'wrong-record', /Decoded, not a Received/);
+  });
+
+  it('rejects invalid values on encode with the offending paths', () => {
+    const bad = { ...executionRequested(null), batchIndex: 1.5, requestId: undefined } as unknown as ExecutionRequested;
+    let caught: unknown;
+    try {
+      codec.encode('ExecutionRequested', bad);
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(AvroEncodeError);
+    expect((caught as AvroEncodeError).code).toBe('invalid-value');
+    expect((caught as AvroEncodeError).paths.sort()).toEqual(['batchIndex', 'requestId']);
+    const badBody = { ...receivedInline(), body: { kind: 'ref', path: 'x', size: 'big', sha256: 'ab' } } as unknown as Received;
+    expect(() => codec.encode('Received', badBody)).toThrow(/body\.ingress\.v1\.BodyRef\.size/);
+  });
+
+  describe('schema evolution', () => {
+    const current = loadSchema('Received');
+
+    it('(a) an older reader (no traceparent, no remoteAddress) reads a record written with the current schema', () => {
+      const oldReader = createAvroCodec({ readerSchemas: { Received: withoutFields(current, ['traceparent', 'remoteAddress']) } });
+      const value = receivedInline();
+      const buf = codec.encode('Received', value);
+      const back = oldReader.decode('Received', buf) as unknown as Record<string, unknown>;
+      expect(back).not.toHaveProperty('traceparent');
+      expect(back).not.toHaveProperty('remoteAddress');
+      const { traceparent: _t, remoteAddress: _r, ...rest } = value;
+      expect(back).toEqual(rest);
+      expect(back.principal).toBe('key:partner-shopify');
+      expect((back.body as { kind: string }).kind).toBe('inline');
+      // the older reader's codec still writes with the current schema
+      expect(oldReader.fingerprintOf('Received').equals(codec.fingerprintOf('Received'))).toBe(true);
+    });
+
+    it('(b) the current reader reads a record written with an older schema lacking defaulted fields', () => {
+      const oldSchema = withoutFields(current, ['traceparent', 'remoteAddress', 'principal']);
+      // an "old service" writes with its own schemas/ folder
+      const oldDir = fs.mkdtempSync(path.join(os.tmpdir(), 'avro-old-'));
+      try {
+        for (const name of RECORDS) fs.copyFileSync(path.join(SCHEMA_DIR, `${name}.avsc`), path.join(oldDir, `${name}.avsc`));
+        fs.writeFileSync(path.join(oldDir, 'Received.avsc'), JSON.stringify(oldSchema));
+        const oldWriter = createAvroCodec({ schemaDir: oldDir });
+        const { traceparent: _t, remoteAddress: _r, principal: _p, ...oldValue } = receivedAs2Ref();
+        const buf = oldWriter.encode('Received', oldValue as unknown as Received);
+        expect(buf.subarray(2, 10).equals(fingerprint(oldSchema))).toBe(true);
+        expect(buf.subarray(2, 10).equals(codec.fingerprintOf('Received'))).toBe(false);
+
+        // unknown to a codec that has not been told about the old schema
+        const hex = fingerprint(oldSchema).toString('hex');
+        expectDecodeError(() => codec.decode('Received', buf), 'unknown-schema', new RegExp(hex));
+
+        const reader = createAvroCodec({ extraWriterSchemas: [oldSchema] });
+        expect(reader.nameOf(buf)).toBe('Received');
+        const back = reader.decode('Received', buf);
+        expect(back).toEqual({ ...oldValue, traceparent: null, remoteAddress: null, principal: null });
+        expect(back.as2?.from).toBe('ACME-CORP');
+        expect(back.body.kind).toBe('ref');
+        // decoding again goes through the cached resolver and gives the same result
+        expect(reader.decode('Received', buf)).toEqual(back);
+      } finally {
+        fs.rmSync(oldDir, { recursive: true, force: true });
+      }
+    });
+
+    it('(b) historical writer schemas are picked up from schemas/history/', () => {
+      const oldSchema = withoutFields(current, ['traceparent']);
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'avro-hist-'));
+      try {
+        for (const name of RECORDS) fs.copyFileSync(path.join(SCHEMA_DIR, `${name}.avsc`), path.join(dir, `${name}.avsc`));
+        fs.mkdirSync(path.join(dir, 'history'));
+        fs.writeFileSync(path.join(dir, 'history', 'Received.v1.avsc'), JSON.stringify(oldSchema, null, 2));
+        const plainOld = Type.forSchema(oldSchema);
+        const { traceparent: _t, ...oldValue } = receivedInline();
+        const avroOld = { ...oldValue, body: { 'ingress.v1.InlineBody': { data: BODY } } };
+        const buf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(oldSchema), plainOld.toBuffer(avroOld)]);
+        const back = createAvroCodec({ schemaDir: dir }).decode('Received', buf);
+        expect(back).toEqual({ ...oldValue, traceparent: null });
+      } finally {
+        fs.rmSync(dir, { recursive: true, force: true });
+      }
+    });
+
+    it('(c) a reader field without a default that the writer lacks is a clear incompatible-schema error', () => {
+      const newer = JSON.parse(JSON.stringify(current));
+      newer.fields.push({ name: 'tenantId', type: 'string', doc: 'new, and no default' });
+      const strictReader = createAvroCodec({ readerSchemas: { Received: newer } });
+      const buf = codec.encode('Received', receivedInline());
+      const err = expectDecodeError(
+        () => strictReader.decode('Received', buf),
+        'incompatible-schema',
+        /cannot read ingress\.v1\.Received written with schema [0-9a-f]{16} using the reader schema for Received: .*tenantId/,
+      );
+      expect(err.fingerprint).toBe(codec.fingerprintOf('Received').toString('hex'));
+      // the failure is cached and reported the same way again
+      expectDecodeError(() => strictReader.decode('Received', buf), 'incompatible-schema', /tenantId/);
+      // other records are unaffected
+      expect(strictReader.decode('Decoded', codec.encode('Decoded', decoded()))).toEqual(decoded());
+    });
+
+    it('(c) an incompatible type change is a clear incompatible-schema error', () => {
+      const changed = JSON.parse(JSON.stringify(loadSchema('ExecutionRequested')));
+      changed.fields.find((f: { name: string }) => f.name === 'batchIndex').type = 'string';
+      const reader = createAvroCodec({ readerSchemas: { ExecutionRequested: changed } });
+      expectDecodeError(
+        () => reader.decode('ExecutionRequested', codec.encode('ExecutionRequested', executionRequested(null))),
+        'incompatible-schema',
+        /ExecutionRequested/,
+      );
+    });
+  });
+});

@@ -1,0 +1,55 @@
+import { ConfigError, loadConfig } from '../../services/platform/config/config';
+
+const problems = (env: Record<string, string>) => {
+  try { loadConfig(env); } catch (error) { if (error instanceof ConfigError) return error.problems; throw error; }
+  return [];
+};
+
+test('defaults select the embedded backends', () => {
+  const c = loadConfig({});
+  expect(c).toMatchObject({ port: 8080, kafka: null, blob: null, cosmos: null, maxBodyBytes: 64 * 1024 * 1024, inlineBodyMax: 256 * 1024, topicPrefix: '' });
+  expect(c.executionQueues).toEqual({ webhook: 'executions.requested.v1', as2: 'executions.requested.v1', logistics: 'executions.requested.v1', warehouse: 'executions.requested.v1' });
+});
+
+test('backends are selected by their variables', () => {
+  const c = loadConfig({
+    KAFKA_BROKERS: 'k1:9092, k2:9093', AZURE_STORAGE_CONNECTION_STRING: 'DefaultEndpointsProtocol=https;AccountName=a;AccountKey=k', BLOB_CONTAINER: 'files',
+    COSMOS_ENDPOINT: 'https://acct.documents.azure.com:443/', COSMOS_KEY: 'key', EXECUTION_QUEUE_AS2: 'executions.requested.as2.v1', INGRESS_TOPIC_PREFIX: 'stg.',
+  });
+  expect(c.kafka?.brokers).toEqual(['k1:9092', 'k2:9093']);
+  expect(c.blob?.container).toBe('files');
+  expect(c.cosmos?.database).toBe('ingress');
+  expect(c.executionQueues.as2).toBe('stg.executions.requested.as2.v1');
+  expect(c.executionQueues.webhook).toBe('stg.executions.requested.v1');
+});
+
+test('sizes accept units', () => {
+  expect(loadConfig({ MAX_BODY_BYTES: '10MiB', INLINE_BODY_MAX: '4 KiB' })).toMatchObject({ maxBodyBytes: 10 * 1024 * 1024, inlineBodyMax: 4096 });
+});
+
+test.each([
+  [{ PORT: 'eighty' }, /^PORT="eighty": the HTTP port/],
+  [{ PORT: '70000' }, /^PORT="70000"/],
+  [{ KAFKA_BROKERS: 'localhost' }, /^KAFKA_BROKERS="localhost": a comma-separated list of host:port/],
+  [{ COSMOS_ENDPOINT: 'https://x/' }, /^COSMOS_ENDPOINT is set without COSMOS_KEY/],
+  [{ COSMOS_KEY: 'k' }, /^COSMOS_KEY is set without COSMOS_ENDPOINT/],
+  [{ BLOB_CONTAINER: 'x', AZURE_STORAGE_CONNECTION_STRING: 'AccountName=a;AccountKey=k' }, /^BLOB_CONTAINER="x": 3-63 lower-case/],
+  [{ BLOB_CONTAINER: 'files' }, /^BLOB_CONTAINER is set but AZURE_STORAGE_CONNECTION_STRING is not/],
+  [{ MAX_BODY_BYTES: 'lots' }, /^MAX_BODY_BYTES="lots": a size in bytes/],
+  [{ INLINE_BODY_MAX: '2MiB' }, /^INLINE_BODY_MAX="2MiB"/],
+  [{ INGRESS_ENCRYPTION_KEY: 'short' }, /^INGRESS_ENCRYPTION_KEY: at least 16 characters/],
+  [{ PUBLIC_BASE_URL: 'hooks.example.com' }, /^PUBLIC_BASE_URL="hooks.example.com": an absolute/],
+  [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL="loud": one of/],
+  [{ EXECUTION_QUEUE_FAX: 'x' }, /^EXECUTION_QUEUE_FAX: unknown trigger kind/],
+  [{ EXECUTION_QUEUE_AS2: 'bad topic!' }, /^EXECUTION_QUEUE_AS2="bad topic!": a Kafka topic name/],
+])('%j is refused with one clear line', (env, line) => {
+  const found = problems(env as Record<string, string>);
+  expect(found).toHaveLength(1);
+  expect(found[0]).toMatch(line);
+});
+
+test('every problem is reported at once, and no secret is echoed', () => {
+  const found = problems({ PORT: 'x', LOG_LEVEL: 'y', AZURE_STORAGE_CONNECTION_STRING: 'AccountKey=supersecret', INGRESS_ENCRYPTION_KEY: 'tiny-secret' });
+  expect(found).toHaveLength(4);
+  expect(found.join('\n')).not.toMatch(/supersecret|tiny-secret/);
+});

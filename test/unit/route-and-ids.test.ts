@@ -1,0 +1,38 @@
+import { parseHookRoute } from '../../services/receiver/route';
+import { executionId } from '../../services/dispatcher/execution-id';
+import { executionInput } from '../../services/dispatcher/dispatcher';
+import { secretsEqual } from '../../services/triggers/secret-compare';
+import { redactHeaders } from '../../services/platform/logger/redact';
+
+test('hook routes: id, suffix of any depth, repeated query values', () => {
+  expect(parseHookRoute('/hook/wf-1')).toEqual({ workflowId: 'wf-1', pathSuffix: null, query: {} });
+  expect(parseHookRoute('/hook/wf-1/')).toEqual({ workflowId: 'wf-1', pathSuffix: null, query: {} });
+  expect(parseHookRoute('/hook/wf-1/a/b%20c?x=1&x=2&y=')).toEqual({ workflowId: 'wf-1', pathSuffix: 'a/b c', query: { x: ['1', '2'], y: [''] } });
+  for (const bad of ['/', '/hook', '/hook/', '/hooks/wf', '/hook/%E0%A4%A']) expect(parseHookRoute(bad)).toBeNull();
+});
+
+test('execution ids are deterministic UUIDs per request and batch index', () => {
+  const a = executionId('req-1', 0);
+  expect(a).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  expect(executionId('req-1', 0)).toBe(a);
+  expect(executionId('req-1', 1)).not.toBe(a);
+  expect(executionId('req-2', 0)).not.toBe(a);
+});
+
+test('execution input wraps the item under the node name and adds path only when there is one', () => {
+  const decoded = { requestId: 'r', workflowId: 'w', triggerNode: 'My "hook"', triggerKind: 'webhook' as const, receivedAt: 0, items: [] };
+  expect(JSON.parse(executionInput({ ...decoded, pathSuffix: null }, '{"a":1}'))).toEqual({ 'My "hook"': { a: 1 } });
+  expect(JSON.parse(executionInput({ ...decoded, pathSuffix: 'x/y' }, '[1,2]'))).toEqual({ 'My "hook"': [1, 2], path: 'x/y' });
+});
+
+test('secret comparison', () => {
+  expect(secretsEqual('abc', 'abc')).toBe(true);
+  expect(secretsEqual('abc', 'abd')).toBe(false);
+  expect(secretsEqual('abc', 'abcd')).toBe(false);
+  expect(secretsEqual('', '')).toBe(true);
+});
+
+test('credential-bearing headers are redacted, extra ones on request', () => {
+  expect(redactHeaders({ Authorization: 'Basic x', 'X-Tenant-Key': 'k', 'content-type': 'a/b', 'x-my-token': 't' }, ['x-tenant-key']))
+    .toEqual({ authorization: '[redacted]', 'x-tenant-key': '[redacted]', 'content-type': 'a/b', 'x-my-token': '[redacted]' });
+});
