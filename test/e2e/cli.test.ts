@@ -1,0 +1,94 @@
+import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { backendEnv } from '../support/app';
+import { runCli, startServiceProcess, waitForExit } from '../support/cli-process';
+
+/** The `ingress` command as a user runs it, on the embedded backends. */
+let env: Record<string, string>;
+let cleanup: () => void;
+beforeAll(() => { ({ env, cleanup } = backendEnv('embedded', { PUBLIC_BASE_URL: 'https://hooks.example.com' })); });
+afterAll(() => cleanup());
+
+const file = (name: string, content: unknown) => {
+  const p = path.join(env.DATA_DIR, name);
+  writeFileSync(p, typeof content === 'string' ? content : JSON.stringify(content));
+  return p;
+};
+
+test('workflows put, get and list', async () => {
+  const put = await runCli(['workflows', 'put', file('wf.json', { id: 'wf-cli', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] })], env);
+  expect(put.code).toBe(0);
+  expect(JSON.parse(put.stdout)).toEqual({ id: 'wf-cli', active: true, url: 'https://hooks.example.com/hook/wf-cli' });
+  const get = await runCli(['workflows', 'get', 'wf-cli'], env);
+  expect(JSON.parse(get.stdout).nodes[0].name).toBe('Hook');
+  const list = await runCli(['workflows', 'list'], env);
+  expect(list.stdout.trim().split('\n').map((l) => JSON.parse(l).id)).toEqual(['wf-cli']);
+  expect((await runCli(['workflows', 'get', 'wf-nope'], env)).code).toBe(1);
+});
+
+test('an invalid workflow document is refused with every problem listed', async () => {
+  const res = await runCli(['workflows', 'put', file('bad.json', { id: 'x y', nodes: 'none' })], env);
+  expect(res.code).toBe(1);
+  expect(res.stderr).toContain('"id" must be');
+  expect(res.stderr).toContain('"active" must be true or false');
+  expect(res.stderr).toContain('"nodes" must be an array');
+  expect((await runCli(['workflows', 'put', file('broken.json', '{nope')], env)).stderr).toMatch(/is not valid JSON/);
+});
+
+test('credentials: need the key, are sealed at rest, list without secrets', async () => {
+  const doc = file('cred.json', { id: 'cred-cli', type: 'headerAuth', data: { name: 'X-Api-Key', value: 'never-print-me' } });
+  const { INGRESS_ENCRYPTION_KEY: _key, ...noKey } = env;
+  const refused = await runCli(['credentials', 'put', doc], noKey);
+  expect(refused.code).toBe(2);
+  expect(refused.stderr).toMatch(/INGRESS_ENCRYPTION_KEY must be set/);
+  expect((await runCli(['credentials', 'put', doc], env)).code).toBe(0);
+  const list = await runCli(['credentials', 'list'], env);
+  expect(JSON.parse(list.stdout)).toMatchObject({ id: 'cred-cli', type: 'headerAuth' });
+  expect(list.stdout + list.stderr).not.toContain('never-print-me');
+  const dir = path.join(env.DATA_DIR, 'registry', 'credentials');
+  for (const f of readdirSync(dir)) expect(readFileSync(path.join(dir, f), 'utf8')).not.toContain('never-print-me');
+
+  // The service refuses to start when it could not open the credentials it has.
+  const start = await runCli(['start'], { ...noKey, PORT: '0' });
+  expect(start.code).toBe(1);
+  expect(start.stderr).toMatch(/INGRESS_ENCRYPTION_KEY is not set, but 1 credential\(s\) exist/);
+  const wrongKey = await runCli(['start'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' });
+  expect(wrongKey.stderr).toMatch(/does not open credential\(s\) cred-cli/);
+});
+
+test('bad configuration stops the command with one line per problem', async () => {
+  const res = await runCli(['workflows', 'list'], { ...env, PORT: 'x', KAFKA_BROKERS: 'nohost' });
+  expect(res.code).toBe(78);
+  expect(res.stderr).toContain('PORT="x": the HTTP port');
+  expect(res.stderr).toContain('KAFKA_BROKERS="nohost"');
+});
+
+test('usage errors name the command', async () => {
+  expect((await runCli(['frobnicate'], env)).code).toBe(2);
+  const res = await runCli(['tail'], env);
+  expect(res.code).toBe(2);
+  expect(res.stderr).toMatch(/usage: ingress tail TOPIC/);
+  expect((await runCli(['start', '--services', 'receiver,mailer'], env)).stderr).toMatch(/unknown: mailer/);
+});
+
+test('tail prints decoded records as JSON lines while the service runs; blob get prints an object', async () => {
+  // wf-cli from the first test; a large inline limit keeps this body inline, a tiny one stages it.
+  const service = await startServiceProcess({ ...env, INLINE_BODY_MAX: '16' });
+  try {
+    const res = await fetch(`${service.baseUrl}/hook/wf-cli/some/path`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"hello":"cli world"}' });
+    expect(res.status).toBe(200);
+    const tail = await runCli(['tail', 'executions.requested.v1', '--from-beginning', '--max', '1', '--timeout', '20'], env);
+    expect(tail.code).toBe(0);
+    const line = JSON.parse(tail.stdout.trim());
+    expect(line).toMatchObject({ _type: 'ExecutionRequested', workflowId: 'wf-cli', input: { Hook: { hello: 'cli world' }, path: 'some/path' }, _log: { topic: 'executions.requested.v1', offset: '0' } });
+    const received = JSON.parse((await runCli(['tail', 'ingress.received.v1', '--from-beginning', '--max', '1', '--timeout', '20'], env)).stdout);
+    expect(received.body.kind).toBe('ref');
+    const blob = await runCli(['blob', 'get', received.body.path], env);
+    expect(blob.stdout).toBe('{"hello":"cli world"}');
+    expect((await runCli(['blob', 'get', 'raw/none'], env)).code).toBe(1);
+  } finally {
+    service.child.kill('SIGTERM');
+    await waitForExit(service.child);
+  }
+  expect(service.child.exitCode).toBe(0);
+}, 60_000);
