@@ -6,9 +6,10 @@ import { checkFrame, decodeFrame, encodeFrame, type JournalEntry, type RecordSpa
 /**
  * The embedded log's storage: numbered append-only segment files of frames (frame.ts).
  *
- * Writes are group-committed: every append() queued while a write+fdatasync is in flight goes out in
- * the next single write and single fdatasync, so one sync serves many requests and the event loop never
- * blocks on the disk. An append resolves only after its bytes are synced.
+ * Writes are group-committed: every append() queued while earlier writes are in flight goes out in the
+ * next single O_DSYNC write, so one sync serves many requests and the event loop never blocks on the
+ * disk. Up to MAX_IN_FLIGHT batches are written at once, at positions reserved in order; an append
+ * resolves only after its own bytes and every earlier batch's are on disk.
  */
 export interface SpanLocation {
   segment: number;
@@ -44,13 +45,29 @@ interface Pending {
   reject: (error: unknown) => void;
 }
 
+interface Batch {
+  segment: Segment;
+  start: number;
+  bytes: Buffer;
+  pendings: Pending[];
+  state: 'writing' | 'written' | 'failed';
+  error: Error | null;
+}
+
+/** Enough to keep the disk busy while earlier batches complete; libuv's pool has 4 threads. */
+const MAX_IN_FLIGHT = 3;
 const SEGMENT_NAME = /^(\d{10})\.journal$/;
 const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 
 export class Journal {
   private segments: Segment[] = [];
   private queue: Pending[] = [];
-  private flushing = false;
+  private inFlight: Batch[] = [];
+  /** Where the next batch goes in the newest segment (beyond what is acknowledged while writes are in flight). */
+  private reserved = 0;
+  private pumpScheduled = false;
+  private pumping = false;
+  private recovering = false;
   private failure: Error | null = null;
   private closed = false;
 
@@ -75,11 +92,13 @@ export class Journal {
       await this.scan(segment, isLast);
     }
     if (!this.options.readOnly && this.segments.length === 0) await this.roll();
+    if (!this.options.readOnly) this.reserved = this.segments[this.segments.length - 1].size;
   }
 
   private async openSegment(number: number): Promise<Segment> {
     const file = path.join(this.dir, `${String(number).padStart(10, '0')}.journal`);
-    const flags = this.options.readOnly ? fsc.O_RDONLY : fsc.O_RDWR | fsc.O_CREAT;
+    // O_DSYNC: a write returns once its bytes (and the size needed to read them) are on disk.
+    const flags = this.options.readOnly ? fsc.O_RDONLY : fsc.O_RDWR | fsc.O_CREAT | fsc.O_DSYNC;
     const handle = await fsp.open(file, flags, 0o600);
     const segment = { number, file, handle, size: 0 };
     this.segments.push(segment);
@@ -136,42 +155,87 @@ export class Journal {
     const { frame, spans } = encodeFrame(entry);
     return new Promise<void>((resolve, reject) => {
       this.queue.push({ entry, frame, spans, resolve, reject });
-      if (!this.flushing) {
-        this.flushing = true;
-        setImmediate(() => void this.flush());
-      }
+      this.schedulePump();
     });
   }
 
-  private async flush(): Promise<void> {
-    while (this.queue.length > 0) {
-      const batch = this.queue.splice(0, this.queue.length);
-      try {
+  private schedulePump() {
+    if (this.pumpScheduled) return;
+    this.pumpScheduled = true;
+    setImmediate(() => { this.pumpScheduled = false; void this.pump(); });
+  }
+
+  /**
+   * Start a write for everything queued, as long as fewer than MAX_IN_FLIGHT writes are under way.
+   * Each write is O_DSYNC at a position reserved in order, so a batch is durable when its write
+   * returns; batches are applied and acknowledged strictly in order (settle), so nothing is
+   * acknowledged behind a write that failed.
+   */
+  private async pump(): Promise<void> {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      while (this.queue.length > 0 && this.inFlight.length < MAX_IN_FLIGHT && !this.recovering && !this.failure) {
         let segment = this.segments[this.segments.length - 1];
-        if (segment.size >= this.options.segmentBytes) segment = await this.roll();
-        const start = segment.size;
-        const bytes = Buffer.concat(batch.map((p) => p.frame));
-        try {
-          await writeFully(segment.handle, bytes, start);
-          await segment.handle.datasync();
-        } catch (error) {
-          // Undo a partial write so later frames do not land behind garbage; if even that fails, stop writing.
-          await segment.handle.truncate(start).catch((e: Error) => { this.failure = e; });
-          throw error;
+        if (this.reserved >= this.options.segmentBytes) {
+          // Roll only with nothing in flight, so a failed write never leaves holes in two segments.
+          if (this.inFlight.length > 0) break;
+          segment = await this.roll();
+          this.reserved = 0;
         }
-        segment.size = start + bytes.length;
-        let position = start;
-        for (const p of batch) {
-          this.options.onEntry(p.entry, p.spans.map((s) => ({ segment: segment.number, position: position + s.start, length: s.length })));
-          position += p.frame.length;
-        }
-        for (const p of batch) p.resolve();
-      } catch (error) {
-        const wrapped = new EventLogError(`embedded log write failed: ${(error as Error).message}`, 'log-unavailable', { cause: error });
-        for (const p of batch) p.reject(wrapped);
+        const pendings = this.queue.splice(0, this.queue.length);
+        const bytes = pendings.length === 1 ? pendings[0].frame : Buffer.concat(pendings.map((p) => p.frame));
+        const batch: Batch = { segment, start: this.reserved, bytes, pendings, state: 'writing', error: null };
+        this.reserved += bytes.length;
+        this.inFlight.push(batch);
+        writeFully(segment.handle, bytes, batch.start).then(
+          () => { batch.state = 'written'; this.settle(); },
+          (error: Error) => { batch.state = 'failed'; batch.error = error; this.settle(); },
+        );
       }
+    } catch (error) {
+      this.failure = error as Error;
+      for (const p of this.queue.splice(0)) p.reject(new EventLogError(`embedded log cannot write: ${(error as Error).message}`, 'log-unavailable', { cause: error }));
+    } finally {
+      this.pumping = false;
     }
-    this.flushing = false;
+  }
+
+  private settle() {
+    while (this.inFlight.length > 0 && this.inFlight[0].state !== 'writing') {
+      const batch = this.inFlight.shift()!;
+      if (batch.state === 'failed' || this.recovering) {
+        this.recovering = true;
+        const cause = batch.error ?? new Error('an earlier write failed');
+        const error = new EventLogError(`embedded log write failed: ${cause.message}`, 'log-unavailable', { cause });
+        for (const p of batch.pendings) p.reject(error);
+        continue;
+      }
+      const segment = batch.segment;
+      let position = batch.start;
+      for (const p of batch.pendings) {
+        this.options.onEntry(p.entry, p.spans.map((s) => ({ segment: segment.number, position: position + s.start, length: s.length })));
+        position += p.frame.length;
+      }
+      segment.size = batch.start + batch.bytes.length;
+      for (const p of batch.pendings) p.resolve();
+    }
+    if (this.recovering && this.inFlight.length === 0) void this.recover();
+    else this.schedulePump();
+  }
+
+  /** After a failed write: cut the file back to the last acknowledged byte, then carry on. */
+  private async recover() {
+    const segment = this.segments[this.segments.length - 1];
+    try {
+      await segment.handle.truncate(segment.size);
+      this.reserved = segment.size;
+    } catch (error) {
+      this.failure = error as Error;
+      for (const p of this.queue.splice(0)) p.reject(new EventLogError(`embedded log cannot write: ${(error as Error).message}`, 'log-unavailable', { cause: error }));
+    }
+    this.recovering = false;
+    this.schedulePump();
   }
 
   private async roll(): Promise<Segment> {
@@ -194,7 +258,7 @@ export class Journal {
   async close(): Promise<void> {
     if (this.closed) return;
     // Let queued appends finish: everything acknowledged must be on disk.
-    while (this.flushing) await new Promise((r) => setTimeout(r, 1));
+    while (this.queue.length > 0 || this.inFlight.length > 0 || this.recovering) await new Promise((r) => setTimeout(r, 1));
     this.closed = true;
     for (const s of this.segments) await s.handle.close().catch(() => undefined);
     this.segments = [];
