@@ -1,0 +1,269 @@
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import * as https from 'node:https';
+import * as tls from 'node:tls';
+import { CosmosClient, type Container, type CosmosClientOptions } from '@azure/cosmos';
+import { DOCUMENT_ID, RegistryError, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
+import type { StoredCredential, WorkflowDocument } from './documents';
+
+export interface CosmosRegistryOptions {
+  /** The account URL, e.g. https://myaccount.documents.azure.com:443/ (http:// only for a local test server). */
+  endpoint: string;
+  /** The account key. It never appears in an error message. */
+  key: string;
+  database: string;
+  /** A PEM file of a CA to trust (on top of the usual roots), for a server with a self-signed certificate. */
+  caFile?: string | null;
+  /**
+   * Per-request timeout, default 10 s. Note: @azure/cosmos 4.5.1 does not clear this timer when a
+   * request fails at the network level (refused, TLS), so after such a failure the process stays
+   * alive until it fires; tests that provoke one pass a short value.
+   */
+  requestTimeoutMs?: number;
+}
+
+/** System properties Cosmos adds to every item; stripped on read so documents round-trip exactly. */
+const SYSTEM_PROPERTIES = ['_rid', '_self', '_etag', '_attachments', '_ts'] as const;
+/** Cosmos ids are at most 255 characters and cannot contain / \ ? # . */
+const MAX_COSMOS_ID = 255;
+/** Concurrent appends to one node's samples retry on an etag conflict this many times. */
+const MAX_APPEND_ATTEMPTS = 20;
+
+interface SamplesDocument {
+  id: string;
+  workflowId: string;
+  node: string;
+  samples: Sample[];
+}
+
+/**
+ * The Registry on Cosmos DB (SQL API): one database, containers `workflows`, `credentials` and
+ * `samples`, each partitioned by `/id` (every read and write addresses one document by id, so each
+ * is a point operation). Documents are stored as given.
+ *
+ * Client configuration, and why:
+ * - connectionPolicy.enableEndpointDiscovery = false: the client talks to the configured endpoint only.
+ *   With discovery on, the SDK replaces it with the locations the account advertises; a local server
+ *   (cosmosdb-server) always advertises `https://<host>:<port>/`, which breaks an http:// endpoint
+ *   (TLS spoken to a plain-HTTP port) and can swap 127.0.0.1 for `localhost` (a host name the test
+ *   certificate may not cover). For a single-region account nothing is lost; a multi-region account
+ *   is reached through its global endpoint, which routes to the write region.
+ * - enableBackgroundEndpointRefreshing = false: with discovery off there is nothing to refresh, and no
+ *   timer keeps the process alive.
+ * - caFile: trusted through `agent: new https.Agent({ ca })` for this client only (plus the usual
+ *   roots); TLS verification is never turned off, here or process-wide.
+ */
+export async function openCosmosRegistry(options: CosmosRegistryOptions): Promise<Registry> {
+  const redact = (text: string) => (options.key ? text.split(options.key).join('[redacted]') : text);
+  const unavailable = (what: string, error: unknown) =>
+    new RegistryError(redact(`cosmos registry could not ${what}: ${describeError(error)}`), 'registry-unavailable', { cause: sanitizedCause(error, redact) });
+
+  let url: URL;
+  try { url = new URL(options.endpoint); } catch {
+    throw new RegistryError(`cosmos endpoint ${JSON.stringify(redact(options.endpoint).slice(0, 200))} is not a URL`, 'registry-unavailable');
+  }
+  if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new RegistryError(`cosmos endpoint must be an https:// (or, for a local test server, http://) URL, not ${url.protocol}`, 'registry-unavailable');
+
+  let agent: https.Agent | undefined;
+  if (options.caFile) {
+    if (url.protocol !== 'https:') throw new RegistryError(`a cosmos CA file (${options.caFile}) was given but the endpoint ${url.origin} is not https: drop one or the other`, 'registry-unavailable');
+    let ca: string;
+    try { ca = readFileSync(options.caFile, 'utf8'); } catch (error) {
+      throw new RegistryError(`cosmos CA file ${options.caFile} cannot be read: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
+    }
+    if (!ca.includes('-----BEGIN CERTIFICATE-----')) throw new RegistryError(`cosmos CA file ${options.caFile} holds no PEM certificate`, 'registry-unavailable');
+    agent = new https.Agent({ keepAlive: true, ca: [...tls.rootCertificates, ca] });
+  }
+
+  const clientOptions: CosmosClientOptions = {
+    endpoint: options.endpoint,
+    key: options.key,
+    ...(agent ? { agent } : {}),
+    connectionPolicy: {
+      enableEndpointDiscovery: false,
+      enableBackgroundEndpointRefreshing: false,
+      requestTimeout: options.requestTimeoutMs ?? 10_000,
+      // Throttling (429) retries: bounded, so a saturated account fails a request within seconds.
+      retryOptions: { maxRetryAttemptCount: 5, maxWaitTimeInSeconds: 10 },
+    },
+  };
+
+  let client: CosmosClient;
+  try { client = new CosmosClient(clientOptions); } catch (error) {
+    agent?.destroy();
+    throw unavailable(`connect to ${url.origin}`, error);
+  }
+  const close = async () => { client.dispose(); agent?.destroy(); };
+
+  let containers: Record<'workflows' | 'credentials' | 'samples', Container>;
+  try {
+    const { database } = await client.databases.createIfNotExists({ id: options.database });
+    const open = async (id: string) => {
+      const { container, resource } = await database.containers.createIfNotExists({ id, partitionKey: { paths: ['/id'] } });
+      const paths = resource?.partitionKey?.paths;
+      if (paths && (paths.length !== 1 || paths[0] !== '/id')) {
+        throw new RegistryError(`cosmos container ${options.database}/${id} exists with partition key ${JSON.stringify(paths)}; this registry needs ["/id"]`, 'registry-unavailable');
+      }
+      return container;
+    };
+    containers = { workflows: await open('workflows'), credentials: await open('credentials'), samples: await open('samples') };
+  } catch (error) {
+    await close();
+    if (error instanceof RegistryError) throw error;
+    throw unavailable(`open database ${options.database} at ${url.origin}`, error);
+  }
+
+  const samples = containers.samples;
+  const readSamples = async (id: string): Promise<{ document: SamplesDocument; etag: string } | null> => {
+    try {
+      const { resource, etag } = await samples.item(id, id).read<SamplesDocument & { _etag?: string }>();
+      return resource ? { document: resource, etag: etag ?? resource._etag ?? '' } : null;
+    } catch (error) {
+      if (statusOf(error) === 404) return null;
+      throw unavailable(`read samples/${id}`, error);
+    }
+  };
+
+  return {
+    kind: 'cosmos',
+    workflows: collection<WorkflowDocument>(containers.workflows, 'workflows', unavailable),
+    credentials: collection<StoredCredential>(containers.credentials, 'credentials', unavailable),
+    samples: {
+      async append(workflowId, node, sample, keep) {
+        const id = sampleId(workflowId, node);
+        for (let attempt = 0; attempt < MAX_APPEND_ATTEMPTS; attempt++) {
+          const current = await readSamples(id);
+          const previous = current && current.document.workflowId === workflowId && current.document.node === node ? current.document.samples : [];
+          const next: SamplesDocument = { id, workflowId, node, samples: [sample, ...previous].slice(0, Math.max(1, keep)) };
+          try {
+            // Optimistic concurrency: create when absent, otherwise replace only the version we read.
+            if (current) await samples.item(id, id).replace(next, { accessCondition: { type: 'IfMatch', condition: current.etag } });
+            else await samples.items.create(next);
+            return;
+          } catch (error) {
+            const status = statusOf(error);
+            if (status === 412 || status === 409 || status === 404) {
+              // Someone else appended in between: read again, after a short jittered pause.
+              await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * (attempt + 1)));
+              continue;
+            }
+            throw unavailable(`write samples/${id}`, error);
+          }
+        }
+        throw new RegistryError(`cosmos registry could not append a sample to samples/${id}: still conflicting after ${MAX_APPEND_ATTEMPTS} attempts`, 'registry-unavailable');
+      },
+      async list(workflowId, node) {
+        const current = (await readSamples(sampleId(workflowId, node)))?.document;
+        return current && current.workflowId === workflowId && current.node === node ? current.samples : [];
+      },
+    },
+    close,
+  };
+}
+
+type Unavailable = (what: string, error: unknown) => RegistryError;
+
+function collection<T extends Document>(container: Container, name: string, unavailable: Unavailable): DocumentCollection<T> {
+  const checkId = (id: unknown): string => {
+    if (typeof id !== 'string' || !DOCUMENT_ID.test(id)) throw new RegistryError(`invalid document id ${JSON.stringify(String(id).slice(0, 140))}`, 'invalid-document');
+    return id;
+  };
+  return {
+    async get(id) {
+      checkId(id);
+      try {
+        const { resource } = await container.item(id, id).read<T>();
+        return resource ? stripSystemProperties(resource) : null;
+      } catch (error) {
+        if (statusOf(error) === 404) return null;
+        throw unavailable(`read ${name}/${id}`, error);
+      }
+    },
+    async put(document) {
+      checkId(document.id);
+      try {
+        // A copy: the SDK may add properties (an id) to the object it is given.
+        await container.items.upsert({ ...document });
+      } catch (error) {
+        throw unavailable(`write ${name}/${document.id}`, error);
+      }
+    },
+    async list() {
+      let resources: T[];
+      try {
+        ({ resources } = await container.items.readAll<T & { id: string }>().fetchAll());
+      } catch (error) {
+        throw unavailable(`list ${name}`, error);
+      }
+      // Sorted here (UTF-16 code units, as the file registry does) rather than by ORDER BY, whose
+      // collation is the server's business.
+      return resources.map(stripSystemProperties).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
+    },
+    async delete(id) {
+      checkId(id);
+      try {
+        await container.item(id, id).delete();
+        return true;
+      } catch (error) {
+        if (statusOf(error) === 404) return false;
+        throw unavailable(`delete ${name}/${id}`, error);
+      }
+    },
+  };
+}
+
+/**
+ * One samples document per (workflow, node): `${workflowId}.${base64url(node)}`, as the file registry
+ * names its files; base64url keeps any node name clear of the characters Cosmos ids forbid. A node name
+ * too long for a 255-character id is named by its SHA-256 instead, after `.~` (a character neither
+ * base64url nor a workflow id uses, so the two forms never meet); the document also records the
+ * workflow id and node, which reads check.
+ */
+export function sampleId(workflowId: string, node: string): string {
+  if (!DOCUMENT_ID.test(workflowId)) throw new RegistryError(`invalid workflow id ${JSON.stringify(workflowId.slice(0, 140))}`, 'invalid-document');
+  const plain = `${workflowId}.${Buffer.from(node, 'utf8').toString('base64url')}`;
+  if (plain.length <= MAX_COSMOS_ID) return plain;
+  return `${workflowId}.~${createHash('sha256').update(node, 'utf8').digest('base64url')}`;
+}
+
+function stripSystemProperties<T>(resource: T): T {
+  const copy = { ...resource } as Record<string, unknown>;
+  for (const property of SYSTEM_PROPERTIES) delete copy[property];
+  return copy as T;
+}
+
+/** The HTTP status of a Cosmos error (ErrorResponse.code is the status for HTTP failures). */
+function statusOf(error: unknown): number | undefined {
+  const e = (error ?? {}) as { code?: unknown; statusCode?: unknown };
+  if (typeof e.code === 'number') return e.code;
+  if (typeof e.statusCode === 'number') return e.statusCode;
+  return undefined;
+}
+
+function firstLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.split('\n')[0].slice(0, 300);
+}
+
+function describeError(error: unknown): string {
+  const e = (error ?? {}) as { code?: unknown; substatus?: unknown };
+  const parts: string[] = [];
+  if (typeof e.code === 'number') parts.push(`HTTP ${e.code}${typeof e.substatus === 'number' ? `/${e.substatus}` : ''}`);
+  else if (typeof e.code === 'string' && e.code) parts.push(e.code);
+  parts.push(firstLine(error) || 'no detail');
+  return parts.join(' ');
+}
+
+/**
+ * A stand-in for the SDK error as the cause: the original carries request headers and diagnostics that
+ * have no business in a log line. Keep what helps diagnosis, redacted.
+ */
+function sanitizedCause(error: unknown, redact: (s: string) => string): Error {
+  const e = (error ?? {}) as { name?: unknown; code?: unknown; substatus?: unknown };
+  const cause = new Error(redact(firstLine(error))) as Error & { code?: number | string; substatus?: number };
+  if (typeof e.name === 'string') cause.name = e.name;
+  if (typeof e.code === 'number' || typeof e.code === 'string') cause.code = e.code;
+  if (typeof e.substatus === 'number') cause.substatus = e.substatus;
+  cause.stack = `${cause.name}: ${cause.message}`;
+  return cause;
+}

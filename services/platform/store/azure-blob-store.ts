@@ -1,0 +1,251 @@
+import { createHash, randomUUID } from 'node:crypto';
+import { pipeline, Readable, Transform } from 'node:stream';
+import { BlobServiceClient, type BlobHTTPHeaders, type BlockBlobClient, type ContainerClient } from '@azure/storage-blob';
+import { assertObjectPath, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+
+export interface AzureBlobStoreOptions {
+  /** An Azure Storage connection string. It holds the account key: it never appears in an error. */
+  connectionString: string;
+  container: string;
+}
+
+/** Size of one staged block: at most MAX_IN_FLIGHT of these are uploading, plus one filling. */
+const BLOCK_BYTES = 4 * 1024 * 1024;
+const MAX_IN_FLIGHT = 4;
+
+/** Metadata keys (Azure metadata names must be C# identifiers; the service lower-cases them). */
+const META_SHA256 = 'sha256';
+/** Set when put() got no contentType: Azure then reports application/octet-stream, the port reports null. */
+const META_UNTYPED = 'untyped';
+
+/**
+ * The ObjectStore on Azure Blob Storage (block blobs). put() streams the body through a meter
+ * (byte count, SHA-256, maxBytes) and stages it as 4 MiB blocks, at most four in flight; the blob
+ * appears only when the block list is committed, and that happens only once the whole body has
+ * arrived, fitted within maxBytes and every block is staged. A body that errors or is too large
+ * therefore leaves nothing behind (the staged, uncommitted blocks are discarded by the service) and
+ * an existing object at the same path is left untouched. A body that fits in one block is sent with
+ * a single Put Blob, which is atomic as well.
+ *
+ * The SHA-256 is stored as blob metadata `sha256`; it is only known once the body has ended, which is
+ * why this adapter stages and commits blocks itself instead of calling BlockBlobClient.uploadStream
+ * (whose commit options are fixed when the upload starts).
+ */
+export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promise<ObjectStore> {
+  const redact = redactorFor(options.connectionString);
+  const fail = (what: string, error: unknown, code: 'not-found' | 'store-unavailable' = 'store-unavailable') =>
+    new ObjectStoreError(redact(`azure blob store could not ${what}: ${describeError(error)}`), code, { cause: sanitizedCause(error, redact) });
+
+  if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(options.container)) {
+    throw new ObjectStoreError(`azure blob container name ${JSON.stringify(options.container.slice(0, 80))} is invalid: 3-63 lower-case letters, digits and single hyphens`, 'store-unavailable');
+  }
+
+  let container: ContainerClient;
+  try {
+    const service = BlobServiceClient.fromConnectionString(options.connectionString, {
+      // Fail within seconds when the account is unreachable, rather than the SDK's minutes.
+      retryOptions: { maxTries: 4, retryDelayInMs: 500, maxRetryDelayInMs: 4000 },
+    });
+    container = service.getContainerClient(options.container);
+  } catch (error) {
+    // Never echo the connection string itself: it holds the account key.
+    throw new ObjectStoreError(redact(`azure blob store: the connection string was not accepted (${firstLine(error)})`), 'store-unavailable', { cause: sanitizedCause(error, redact) });
+  }
+
+  try {
+    await container.createIfNotExists();
+  } catch (error) {
+    throw fail(`open container ${options.container}`, error);
+  }
+
+  const blobOf = (p: string): BlockBlobClient => container.getBlockBlobClient(p);
+
+  async function upload(blob: BlockBlobClient, p: string, source: Readable, putOptions: PutOptions): Promise<StoredObject> {
+    const { maxBytes, contentType } = putOptions;
+    const hash = createHash('sha256');
+    let size = 0;
+    const meter = new Transform({
+      transform(chunk: Buffer, _enc, cb) {
+        size += chunk.length;
+        if (maxBytes !== undefined && size > maxBytes) return cb(new ObjectStoreError(`object exceeds ${maxBytes} bytes`, 'too-large'));
+        hash.update(chunk);
+        cb(null, chunk);
+      },
+    });
+    // Errors of the body reach the meter (and so the loop below); a meter that stops destroys the body.
+    pipeline(source, meter, () => undefined);
+
+    const abort = new AbortController();
+    const uploadId = randomUUID();
+    const blockIds: string[] = [];
+    const inflight = new Set<Promise<void>>();
+    let stageError: unknown = null;
+
+    const stage = async (data: Buffer) => {
+      while (inflight.size >= MAX_IN_FLIGHT) await Promise.race(inflight);
+      if (stageError) throw stageError;
+      // Block ids of one blob must all have the same length: uuid + fixed-width counter.
+      const id = Buffer.from(`${uploadId}-${String(blockIds.length).padStart(6, '0')}`).toString('base64');
+      blockIds.push(id);
+      const task: Promise<void> = blob.stageBlock(id, data, data.length, { abortSignal: abort.signal }).then(
+        () => { inflight.delete(task); },
+        (error: unknown) => { inflight.delete(task); stageError ??= error; abort.abort(); },
+      );
+      inflight.add(task);
+    };
+
+    let pending: Buffer[] = [];
+    let pendingLength = 0;
+    try {
+      for await (const chunk of meter as AsyncIterable<Buffer>) {
+        pending.push(chunk);
+        pendingLength += chunk.length;
+        while (pendingLength >= BLOCK_BYTES) {
+          const all = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingLength);
+          await stage(all.subarray(0, BLOCK_BYTES));
+          const rest = all.subarray(BLOCK_BYTES);
+          pending = rest.length > 0 ? [rest] : [];
+          pendingLength = rest.length;
+        }
+      }
+      // The body ended within maxBytes: only now may the object become visible.
+      const sha256 = hash.digest('hex');
+      const headers: BlobHTTPHeaders = { blobContentType: contentType ?? 'application/octet-stream' };
+      const metadata: Record<string, string> = { [META_SHA256]: sha256, ...(contentType === undefined ? { [META_UNTYPED]: 'true' } : {}) };
+      const rest = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingLength);
+      if (blockIds.length === 0) {
+        await blob.upload(rest, rest.length, { blobHTTPHeaders: headers, metadata, abortSignal: abort.signal });
+      } else {
+        if (rest.length > 0) await stage(rest);
+        while (inflight.size > 0) await Promise.race(inflight);
+        if (stageError) throw stageError;
+        await blob.commitBlockList(blockIds, { blobHTTPHeaders: headers, metadata, abortSignal: abort.signal });
+      }
+      return { path: p, size, sha256, contentType: contentType ?? null };
+    } catch (error) {
+      abort.abort();
+      meter.destroy();
+      await Promise.allSettled([...inflight]);
+      if (error instanceof ObjectStoreError) throw error;
+      if (stageError === null && !isAzureError(error)) {
+        // The body itself failed (the client went away). Reported like the filesystem adapter does;
+        // the original error is the cause (it came from the caller's stream, not from the SDK).
+        throw new ObjectStoreError(`azure blob store could not write ${p}: the body failed: ${firstLine(error)}`, 'store-unavailable', { cause: error });
+      }
+      throw fail(`write ${p}`, stageError ?? error);
+    }
+  }
+
+  return {
+    kind: 'azure-blob',
+
+    async put(p: string, body: Readable | Buffer, putOptions: PutOptions = {}): Promise<StoredObject> {
+      assertObjectPath(p);
+      const source = Buffer.isBuffer(body) ? Readable.from([body]) : body;
+      return upload(blobOf(p), p, source, putOptions);
+    },
+
+    async get(p) {
+      assertObjectPath(p);
+      try {
+        const response = await blobOf(p).download(0, undefined, { maxRetryRequests: 3 });
+        return (response.readableStreamBody as Readable | undefined) ?? Readable.from([]);
+      } catch (error) {
+        if (statusOf(error) === 404) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
+        throw fail(`read ${p}`, error);
+      }
+    },
+
+    async head(p) {
+      assertObjectPath(p);
+      try {
+        const properties = await blobOf(p).getProperties();
+        const metadata = properties.metadata ?? {};
+        return {
+          path: p,
+          size: properties.contentLength ?? 0,
+          // Blobs this adapter wrote always carry it; a foreign blob reports '' rather than a guess.
+          sha256: metadata[META_SHA256] ?? '',
+          contentType: metadata[META_UNTYPED] === 'true' ? null : properties.contentType ?? null,
+        };
+      } catch (error) {
+        if (statusOf(error) === 404) return null;
+        throw fail(`read the properties of ${p}`, error);
+      }
+    },
+
+    async *list(prefix) {
+      const iterator = container.listBlobsFlat({ prefix })[Symbol.asyncIterator]();
+      for (;;) {
+        let next: IteratorResult<{ name: string }>;
+        try { next = await iterator.next(); } catch (error) { throw fail(`list ${JSON.stringify(prefix)}`, error); }
+        if (next.done) return;
+        yield next.value.name;
+      }
+    },
+
+    async close() { /* the SDK holds no connection that needs closing */ },
+  };
+}
+
+function statusOf(error: unknown): number | undefined {
+  const status = (error as { statusCode?: unknown } | null)?.statusCode;
+  return typeof status === 'number' ? status : undefined;
+}
+
+/** Errors raised by the SDK (RestError, an abort of ours) rather than by the body stream. */
+function isAzureError(error: unknown): boolean {
+  const name = (error as { name?: unknown } | null)?.name;
+  return name === 'RestError' || name === 'AbortError' || statusOf(error) !== undefined;
+}
+
+function firstLine(error: unknown): string {
+  const message = error instanceof Error ? error.message : String(error);
+  return message.split('\n')[0].slice(0, 300);
+}
+
+function describeError(error: unknown): string {
+  const e = (error ?? {}) as { statusCode?: unknown; code?: unknown };
+  const parts: string[] = [];
+  if (typeof e.statusCode === 'number') parts.push(`HTTP ${e.statusCode}`);
+  if (typeof e.code === 'string' && e.code) parts.push(e.code);
+  parts.push(firstLine(error));
+  return parts.join(' ');
+}
+
+/**
+ * A stand-in for the SDK error as the cause: the original carries the request (URL, headers) and,
+ * with a SAS connection string, the token in the URL. Keep what helps diagnosis, redacted.
+ */
+function sanitizedCause(error: unknown, redact: (s: string) => string): Error {
+  const e = (error ?? {}) as { name?: unknown; statusCode?: unknown; code?: unknown };
+  const cause = new Error(redact(firstLine(error))) as Error & { statusCode?: number; code?: string };
+  if (typeof e.name === 'string') cause.name = e.name;
+  if (typeof e.statusCode === 'number') cause.statusCode = e.statusCode;
+  if (typeof e.code === 'string') cause.code = redact(e.code);
+  cause.stack = `${cause.name}: ${cause.message}`;
+  return cause;
+}
+
+/** Removes the secrets of a connection string (whole string, AccountKey, SAS token, any sig=) from a text. */
+function redactorFor(connectionString: string): (text: string) => string {
+  const secrets = new Set<string>();
+  const add = (s: string | undefined) => {
+    if (!s || s.length < 4) return;
+    secrets.add(s);
+    secrets.add(encodeURIComponent(s));
+  };
+  add(connectionString);
+  for (const part of connectionString.split(';')) {
+    const at = part.indexOf('=');
+    if (at < 0) continue;
+    const name = part.slice(0, at).trim().toLowerCase();
+    if (name === 'accountkey' || name === 'sharedaccesssignature') add(part.slice(at + 1).trim());
+  }
+  const ordered = [...secrets].sort((a, b) => b.length - a.length);
+  return (text) => {
+    let out = text;
+    for (const secret of ordered) out = out.split(secret).join('[redacted]');
+    return out.replace(/([?&;]sig=)[^&;\s"']+/gi, '$1[redacted]');
+  };
+}

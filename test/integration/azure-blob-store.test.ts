@@ -1,0 +1,148 @@
+import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { inspect } from 'node:util';
+import { Readable } from 'node:stream';
+import { BlobServiceClient } from '@azure/storage-blob';
+import { openAzureBlobStore } from '../../services/platform/store/azure-blob-store';
+import { ObjectStoreError, type ObjectStore } from '../../services/platform/store/object-store';
+import { describeObjectStoreContract, readAll } from './contracts/object-store.contract';
+
+/** Set by the jest globalSetup, which starts Azurite. Without it this suite must fail, not skip. */
+const connectionString = process.env.TEST_AZURE_STORAGE_CONNECTION_STRING;
+if (!connectionString) {
+  throw new Error('TEST_AZURE_STORAGE_CONNECTION_STRING is not set: the jest globalSetup (test/support/global-setup.ts) starts Azurite and exports it; run the suite through the project jest config');
+}
+const conn: string = connectionString;
+
+/** One container per test file and run, so parallel files and repeated runs never meet. */
+const container = `it-blob-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+const accountKey = /(?:^|;)\s*AccountKey=([^;]+)/i.exec(conn)?.[1] ?? '';
+
+afterAll(async () => {
+  await BlobServiceClient.fromConnectionString(conn).getContainerClient(container).deleteIfExists();
+});
+
+describeObjectStoreContract('azure blob (Azurite)', () => openAzureBlobStore({ connectionString: conn, container }));
+
+describe('azure blob store: adapter specifics', () => {
+  let store: ObjectStore;
+  beforeAll(async () => { store = await openAzureBlobStore({ connectionString: conn, container }); });
+  afterAll(async () => { await store.close(); });
+  const prefix = () => `specific/${randomUUID()}`;
+
+  /** `count` chunks of 1 MiB with distinct bytes, then (optionally) an error. */
+  function mebibytes(count: number, failAfter?: number): { chunks: Buffer[]; stream: Readable } {
+    const chunks = Array.from({ length: count }, (_, i) => Buffer.alloc(1024 * 1024, i + 1));
+    async function* gen() {
+      for (let i = 0; i < chunks.length; i++) {
+        if (failAfter !== undefined && i === failAfter) {
+          // Give the staged blocks time to land, so the failure meets uncommitted blocks on the server.
+          await new Promise((resolve) => setTimeout(resolve, 300));
+          throw new Error('client went away');
+        }
+        yield chunks[i];
+      }
+    }
+    return { chunks, stream: Readable.from(gen()) };
+  }
+
+  test('the key and the connection string appear in no error (wrong AccountKey)', async () => {
+    expect(accountKey).not.toBe('');
+    const wrongKey = Buffer.from(`not-the-key-${randomUUID()}`).toString('base64');
+    const wrong = conn.replace(accountKey, wrongKey);
+    const err = await openAzureBlobStore({ connectionString: wrong, container }).catch((e) => e);
+    expect(err).toBeInstanceOf(ObjectStoreError);
+    expect(err.code).toBe('store-unavailable');
+    expect(err.message).toMatch(/HTTP 403/);
+    const everything = `${err.message}\n${err.stack}\n${inspect(err, { depth: 10 })}`;
+    for (const secret of [wrongKey, accountKey, wrong, conn]) expect(everything).not.toContain(secret);
+  });
+
+  test('an unreachable endpoint is store-unavailable, without the key in the message', async () => {
+    const unreachable = conn.replace(/BlobEndpoint=[^;]+/i, 'BlobEndpoint=http://127.0.0.1:9/devstoreaccount1');
+    expect(unreachable).not.toBe(conn);
+    const started = Date.now();
+    const err = await openAzureBlobStore({ connectionString: unreachable, container }).catch((e) => e);
+    expect(err).toBeInstanceOf(ObjectStoreError);
+    expect(err.code).toBe('store-unavailable');
+    expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(accountKey);
+    expect(Date.now() - started).toBeLessThan(30_000);
+  });
+
+  test('an invalid container name is refused before any request', async () => {
+    await expect(openAzureBlobStore({ connectionString: conn, container: 'Not_Valid' })).rejects.toMatchObject({ code: 'store-unavailable' });
+  });
+
+  test('a multi-block body that fails midway commits nothing and leaves the previous object intact', async () => {
+    const p = `${prefix()}/replace.bin`;
+    const first = await store.put(p, Buffer.from('version 1'), { contentType: 'text/plain' });
+    // 9 MiB arrive (two 4 MiB blocks staged) before the body fails.
+    const { stream } = mebibytes(12, 9);
+    await expect(store.put(p, stream, { contentType: 'application/octet-stream' })).rejects.toBeInstanceOf(ObjectStoreError);
+    expect(await store.head(p)).toEqual(first);
+    expect((await readAll(await store.get(p))).toString()).toBe('version 1');
+  });
+
+  test('a multi-block body that fails midway leaves no new object, not even in the listing', async () => {
+    const base = prefix();
+    const { stream } = mebibytes(10, 9);
+    await expect(store.put(`${base}/broken.bin`, stream)).rejects.toThrow();
+    const blob = BlobServiceClient.fromConnectionString(conn).getContainerClient(container).getBlockBlobClient(`${base}/broken.bin`);
+    // The blocks did reach the server, uncommitted: the blob itself does not exist.
+    expect((await blob.getBlockList('uncommitted')).uncommittedBlocks?.length).toBeGreaterThan(0);
+    expect(await blob.exists()).toBe(false);
+    expect(await store.head(`${base}/broken.bin`)).toBeNull();
+    await expect(store.get(`${base}/broken.bin`)).rejects.toMatchObject({ code: 'not-found' });
+    const listed: string[] = [];
+    for await (const p of store.list(`${base}/`)) listed.push(p);
+    expect(listed).toEqual([]);
+  });
+
+  test('maxBytes crossed after several staged blocks: too-large and nothing stored', async () => {
+    const p = `${prefix()}/over.bin`;
+    const { stream } = mebibytes(14);
+    const err = await store.put(p, stream, { maxBytes: 10 * 1024 * 1024 }).catch((e) => e);
+    expect(err).toBeInstanceOf(ObjectStoreError);
+    expect(err.code).toBe('too-large');
+    expect(await store.head(p)).toBeNull();
+  });
+
+  test('a body of exactly maxBytes is accepted; sha256 and type are stored on the blob', async () => {
+    const p = `${prefix()}/exact.bin`;
+    const { chunks, stream } = mebibytes(9);
+    const expected = Buffer.concat(chunks);
+    const stored = await store.put(p, stream, { maxBytes: expected.length, contentType: 'application/x-test' });
+    expect(stored).toEqual({ path: p, size: expected.length, sha256: createHash('sha256').update(expected).digest('hex'), contentType: 'application/x-test' });
+    expect(await store.head(p)).toEqual(stored);
+    expect((await readAll(await store.get(p))).equals(expected)).toBe(true);
+    const props = await BlobServiceClient.fromConnectionString(conn).getContainerClient(container).getBlobClient(p).getProperties();
+    expect(props.contentType).toBe('application/x-test');
+    expect(props.metadata?.sha256).toBe(stored.sha256);
+  });
+
+  test('without a contentType, head reports null like the filesystem store', async () => {
+    const p = `${prefix()}/untyped`;
+    const stored = await store.put(p, Buffer.from('x'));
+    expect(stored.contentType).toBeNull();
+    expect(await store.head(p)).toEqual(stored);
+  });
+
+  test('an empty body is an empty object', async () => {
+    const p = `${prefix()}/empty`;
+    const stored = await store.put(p, Readable.from([]));
+    expect(stored).toMatchObject({ size: 0, sha256: createHash('sha256').digest('hex') });
+    expect(await readAll(await store.get(p))).toEqual(Buffer.alloc(0));
+  });
+
+  test('a single Buffer larger than a block is split into blocks', async () => {
+    const p = `${prefix()}/one-buffer.bin`;
+    const body = randomBytes(9 * 1024 * 1024 + 123);
+    const stored = await store.put(p, body);
+    expect(stored.size).toBe(body.length);
+    expect((await readAll(await store.get(p))).equals(body)).toBe(true);
+  });
+
+  test('get and head refuse bad paths too', async () => {
+    await expect(store.get('../x')).rejects.toMatchObject({ code: 'invalid-path' });
+    await expect(store.head('a//b')).rejects.toMatchObject({ code: 'invalid-path' });
+  });
+});

@@ -1,0 +1,128 @@
+import { randomBytes, randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import * as https from 'node:https';
+import { inspect } from 'node:util';
+import { CosmosClient } from '@azure/cosmos';
+import { openCosmosRegistry, sampleId } from '../../services/platform/registry/cosmos-registry';
+import { RegistryError, type Registry } from '../../services/platform/registry/registry';
+import type { WorkflowDocument } from '../../services/platform/registry/documents';
+import { describeRegistryContract } from './contracts/registry.contract';
+
+/** Set by the jest globalSetup, which starts cosmosdb-server. Without them this suite must fail, not skip. */
+const endpoint = process.env.TEST_COSMOS_ENDPOINT;
+const key = process.env.TEST_COSMOS_KEY;
+if (!endpoint || !key) {
+  throw new Error(`${!endpoint ? 'TEST_COSMOS_ENDPOINT' : 'TEST_COSMOS_KEY'} is not set: the jest globalSetup (test/support/global-setup.ts) starts cosmosdb-server and exports TEST_COSMOS_ENDPOINT, TEST_COSMOS_KEY and TEST_COSMOS_CA; run the suite through the project jest config`);
+}
+const ENDPOINT: string = endpoint;
+const KEY: string = key;
+/** Path of the CA PEM when the server speaks TLS with a self-signed certificate; empty for http. */
+const caFile = process.env.TEST_COSMOS_CA || null;
+const tlsServer = new URL(ENDPOINT).protocol === 'https:';
+if (tlsServer && !caFile) throw new Error(`TEST_COSMOS_ENDPOINT is ${ENDPOINT} (https) but TEST_COSMOS_CA is empty: the test needs the CA of the server certificate`);
+
+/** One database per test file and run, so parallel files and repeated runs never meet. */
+const database = `it-registry-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+const open = (overrides: Partial<Parameters<typeof openCosmosRegistry>[0]> = {}) => openCosmosRegistry({ endpoint: ENDPOINT, key: KEY, database, caFile, ...overrides });
+
+afterAll(async () => {
+  const client = new CosmosClient({
+    endpoint: ENDPOINT, key: KEY,
+    ...(caFile ? { agent: new https.Agent({ ca: readFileSync(caFile) }) } : {}),
+    connectionPolicy: { enableEndpointDiscovery: false, enableBackgroundEndpointRefreshing: false },
+  });
+  try { await client.database(database).delete(); } catch { /* already gone */ } finally { client.dispose(); }
+});
+
+/**
+ * Failures first: @azure/cosmos 4.5.1 leaves its per-request timer running after a network-level
+ * failure (see CosmosRegistryOptions.requestTimeoutMs), and a timer still pending when the file ends
+ * makes jest force-exit the worker. These use a short timeout and run before everything else.
+ */
+describe('cosmos registry: failures', () => {
+  test('an unreachable endpoint is registry-unavailable, without the key in the error', async () => {
+    const unreachable = new URL(ENDPOINT);
+    unreachable.port = '9';
+    const started = Date.now();
+    const err = await open({ endpoint: unreachable.toString(), requestTimeoutMs: 500 }).catch((e) => e);
+    expect(err).toBeInstanceOf(RegistryError);
+    expect(err.code).toBe('registry-unavailable');
+    expect(`${err.message}\n${err.stack}\n${inspect(err, { depth: 10 })}`).not.toContain(KEY);
+    expect(Date.now() - started).toBeLessThan(30_000);
+  });
+
+  test('a wrong key fails as registry-unavailable without the key, or (cosmosdb-server checks no signature) still works', async () => {
+    // cosmosdb-server does not verify the request signature, so it accepts any key; real Cosmos DB
+    // answers 401. Either way the wrong key must never surface in an error.
+    const wrongKey = Buffer.from(`wrong-${randomUUID()}`).toString('base64');
+    const result = await open({ key: wrongKey }).then(async (r) => { await r.close(); return null; }, (e: unknown) => e);
+    if (result !== null) {
+      expect(result).toBeInstanceOf(RegistryError);
+      expect((result as RegistryError).code).toBe('registry-unavailable');
+      expect(`${(result as Error).message}\n${inspect(result, { depth: 10 })}`).not.toContain(wrongKey);
+    }
+  });
+
+  test('a CA file with an http endpoint is refused before any request', async () => {
+    const http = new URL(ENDPOINT);
+    http.protocol = 'http:';
+    await expect(open({ endpoint: http.toString(), caFile: '/nonexistent/ca.pem' })).rejects.toMatchObject({ code: 'registry-unavailable' });
+  });
+
+  (tlsServer ? test : test.skip)('TLS is verified: without the CA file the self-signed server is refused', async () => {
+    const err = await open({ caFile: null, requestTimeoutMs: 500 }).catch((e) => e);
+    expect(err).toBeInstanceOf(RegistryError);
+    expect(err.code).toBe('registry-unavailable');
+    expect(err.message).toMatch(/certificate|UNABLE_TO_VERIFY|SELF_SIGNED/i);
+    expect(err.message).not.toContain(KEY);
+  });
+});
+
+describeRegistryContract('cosmos (cosmosdb-server)', () => open());
+
+describe('cosmos registry: adapter specifics', () => {
+  let registry: Registry;
+  beforeAll(async () => { registry = await open(); });
+  afterAll(async () => { await registry.close(); });
+
+  const workflow = (id: string, extra: Partial<WorkflowDocument> = {}): WorkflowDocument => ({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook' }], ...extra });
+
+  test('list() returns the documents exactly as stored (no _rid, _etag, ...), ordered by id', async () => {
+    const tag = randomUUID().slice(0, 8);
+    const docs = [workflow(`b-${tag}`), workflow(`A-${tag}`, { name: 'upper' }), workflow(`a-${tag}`, { active: false })];
+    for (const d of docs) await registry.workflows.put(d);
+    const listed = (await registry.workflows.list()).filter((w) => w.id.endsWith(tag));
+    expect(listed).toEqual([docs[1], docs[2], docs[0]]);
+    for (const d of docs) expect(await registry.workflows.delete(d.id)).toBe(true);
+  });
+
+  test('a put does not change the object it was given', async () => {
+    const doc = workflow(`wf-${randomUUID().slice(0, 8)}`);
+    const copy = structuredClone(doc);
+    await registry.workflows.put(doc);
+    expect(doc).toEqual(copy);
+  });
+
+  test('ids the port does not accept are refused as invalid-document', async () => {
+    for (const bad of ['a/b', 'a?b', 'a#b', 'a\\b', '', '.hidden', 'x'.repeat(200)]) {
+      await expect(registry.workflows.put(workflow(bad))).rejects.toMatchObject({ code: 'invalid-document' });
+      await expect(registry.workflows.get(bad)).rejects.toMatchObject({ code: 'invalid-document' });
+    }
+  });
+
+  test('samples of node names with characters Cosmos ids forbid, and of very long names, stay apart', async () => {
+    const wf = `wf-${randomUUID().slice(0, 8)}`;
+    const nodes = ['a/b', 'a?b#c\\d', 'Ünïcode 🚀', 'n'.repeat(400), `${'n'.repeat(399)}m`];
+    for (const [i, node] of nodes.entries()) await registry.samples.append(wf, node, { executionId: `e${i}`, receivedAt: i, data: { node } }, 5);
+    for (const [i, node] of nodes.entries()) expect(await registry.samples.list(wf, node)).toEqual([{ executionId: `e${i}`, receivedAt: i, data: { node } }]);
+    for (const node of nodes) expect(sampleId(wf, node).length).toBeLessThanOrEqual(255);
+    for (const node of nodes) expect(sampleId(wf, node)).not.toMatch(/[/\\?#]/);
+  });
+
+  test('concurrent appends to one node lose no sample (etag-checked replace)', async () => {
+    const wf = `wf-${randomUUID().slice(0, 8)}`;
+    await Promise.all(Array.from({ length: 8 }, (_, i) => registry.samples.append(wf, 'Hook', { executionId: `e${i}`, receivedAt: i, data: i }, 20)));
+    const got = await registry.samples.list(wf, 'Hook');
+    expect(got.map((s) => s.executionId).sort()).toEqual(Array.from({ length: 8 }, (_, i) => `e${i}`));
+  });
+});

@@ -1,0 +1,16 @@
+'use strict';
+/**
+ * Prints one machine-readable line after the run (read by CI):
+ *   Tests: <passed> passed, <failed> failed, <skipped> skipped
+ * skipped = skipped/pending + todo tests.
+ */
+class SummaryReporter {
+  onRunComplete(_contexts, results) {
+    const passed = results.numPassedTests || 0;
+    const failed = results.numFailedTests || 0;
+    const skipped = (results.numPendingTests || 0) + (results.numTodoTests || 0);
+    process.stdout.write(`\nTests: ${passed} passed, ${failed} failed, ${skipped} skipped\n`);
+  }
+}
+
+module.exports = SummaryReporter;
