@@ -26,6 +26,7 @@ beforeAll(async () => {
 });
 afterAll(async () => { await app?.stop(); });
 
+const errorOf = async (res: Response) => ((await res.json()) as { error: string }).error;
 const post = (path: string, body: string, headers: Record<string, string> = {}) =>
   fetch(`${app.baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
 
@@ -61,7 +62,7 @@ describe('body size limit', () => {
   test('a declared Content-Length over MAX_BODY_BYTES is a 413 before reading', async () => {
     const res = await post('/hook/wf-open', JSON.stringify({ big: 'x'.repeat(70 * 1024) }));
     expect(res.status).toBe(413);
-    expect((await res.json()).error).toBe('payload-too-large');
+    expect((await errorOf(res))).toBe('payload-too-large');
   });
 
   test('a chunked body is cut off at the limit while streaming, and nothing is accepted', async () => {
@@ -118,13 +119,13 @@ describe('authentication', () => {
   test('a credential that is referenced but missing fails closed with 500', async () => {
     const res = await post('/hook/wf-dangling', '{}', { 'x-api-key': 'anything' });
     expect(res.status).toBe(500);
-    expect((await res.json()).error).toBe('credential-unavailable');
+    expect((await errorOf(res))).toBe('credential-unavailable');
   });
 
   test('protocol AS2 with a non-AS2 authentication is 401', async () => {
     const res = await post('/hook/wf-as2-misconfigured', '{}');
     expect(res.status).toBe(401);
-    expect((await res.json()).error).toBe('protocol-requires-as2-auth');
+    expect((await errorOf(res))).toBe('protocol-requires-as2-auth');
   });
 });
 
@@ -136,7 +137,7 @@ test('when the log cannot accept, the answer is 503 with Retry-After, never 200'
     const res = await fetch(`${other.baseUrl}/hook/wf-x`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('5');
-    expect((await res.json()).error).toBe('enqueue-failed');
+    expect((await errorOf(res))).toBe('enqueue-failed');
   } finally {
     await other.stop();
   }

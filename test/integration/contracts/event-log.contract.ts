@@ -41,7 +41,7 @@ export async function collectUntilQuiet(log: EventLog, topic: string, quietMs: n
 }
 
 const topicName = (what: string) => `contract.${what}.${randomUUID().slice(0, 8)}`;
-const rec = (topic: string, key: string, value: string, headers: Record<string, string> = {}): OutRecord => ({ topic, key, value: Buffer.from(value), headers });
+const rec = (topic: string, key: string | null, value: string, headers: Record<string, string> = {}): OutRecord => ({ topic, key, value: Buffer.from(value), headers });
 
 export function describeEventLogContract(name: string, makeFixture: () => EventLogFixture): void {
   describe(`EventLog contract: ${name}`, () => {
