@@ -3,7 +3,7 @@ import type { Config } from '../platform/config/config';
 import type { StageHandle } from '../platform/log/event-log';
 import { pipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
-import { createTtlCache } from '../receiver/ttl-cache';
+import { createTtlCache } from '../platform/registry/ttl-cache';
 import { createReceiver, type Receiver } from '../receiver/receiver';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';

@@ -18,7 +18,7 @@ import type { TriggerCatalog } from '../triggers/catalog';
 import type { InboundRequest, TriggerServices } from '../triggers/trigger';
 import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
-import { createTtlCache } from './ttl-cache';
+import { createTtlCache } from '../platform/registry/ttl-cache';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
