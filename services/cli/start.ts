@@ -7,11 +7,12 @@ import { createTtlCache } from '../platform/registry/ttl-cache';
 import { createReceiver, type Receiver } from '../receiver/receiver';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
+import { startSampler } from '../sampler/sampler';
 import { createTriggerCatalog } from '../triggers/catalog';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { Backends } from './backends';
 
-export const SERVICES = ['receiver', 'decoder', 'dispatcher'] as const;
+export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
 export type ServiceName = (typeof SERVICES)[number];
 
 export interface RunningServices {
@@ -47,6 +48,9 @@ export async function startServices(config: Config, backends: Backends, services
     }
     if (services.includes('dispatcher')) {
       stages.push(await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }));
+    }
+    if (services.includes('sampler')) {
+      stages.push(await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), queues, keep: config.sampleDataKeep }));
     }
     if (services.includes('receiver')) {
       receiver = createReceiver({

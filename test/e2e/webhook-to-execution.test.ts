@@ -52,7 +52,19 @@ describe.each(choices)('webhook to execution on %s', (_label, choice) => {
     });
     expect(JSON.parse(execution.input)).toEqual({ 'Orders hook': { order: 42, lines: [{ sku: 'A-1', qty: 2 }] }, path: 'orders/eu' });
     const all = await collectUntilQuiet(app.backends.log, app.topics.executions, 1500);
-    expect(all).toHaveLength(1);
+    expect(all.filter((r) => codec.decode('ExecutionRequested', r.value).requestId === requestId)).toHaveLength(1);
+  });
+
+  test('each requested execution becomes sample data of its trigger node', async () => {
+    const res = await fetch(`${app.baseUrl}/hook/wf-orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"sample":true}' });
+    const id = executionId(res.headers.get('x-request-id')!, 0);
+    const deadline = Date.now() + 20_000;
+    let samples = await app.backends.registry.samples.list('wf-orders', 'Orders hook');
+    while (!samples.some((s) => s.executionId === id) && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      samples = await app.backends.registry.samples.list('wf-orders', 'Orders hook');
+    }
+    expect(samples.find((s) => s.executionId === id)?.data).toEqual({ sample: true });
   });
 
   test('a body over the inline limit travels as a claim check in the object store', async () => {
@@ -60,11 +72,11 @@ describe.each(choices)('webhook to execution on %s', (_label, choice) => {
     const res = await fetch(`${app.baseUrl}/hook/wf-orders`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(big) });
     expect(res.status).toBe(200);
     const requestId = res.headers.get('x-request-id');
-    const received = (await collect(app.backends.log, app.topics.received, 2)).map((r) => codec.decode('Received', r.value)).find((r: Received) => r.requestId === requestId)!;
+    const received = (await collect(app.backends.log, app.topics.received, 3)).map((r) => codec.decode('Received', r.value)).find((r: Received) => r.requestId === requestId)!;
     expect(received.body.kind).toBe('ref');
     if (received.body.kind !== 'ref') return;
     expect(JSON.parse((await readAll(await app.backends.store.get(received.body.path))).toString())).toEqual(big);
-    const execution = (await executions(2)).find((e) => e.requestId === requestId)!;
+    const execution = (await executions(3)).find((e) => e.requestId === requestId)!;
     expect(JSON.parse(execution.input)['Orders hook']).toEqual(big);
   });
 

@@ -22,6 +22,8 @@ export interface Config {
   maxBodyBytes: number;
   inlineBodyMax: number;
   workflowCacheMs: number;
+  /** How many samples of trigger output are kept per trigger node. */
+  sampleDataKeep: number;
   /** Topic for each trigger kind's execution requests. */
   executionQueues: Record<TriggerKindName, string>;
   /** Prepended to every topic and consumer group name. */
@@ -119,6 +121,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const maxBodyBytes = size('MAX_BODY_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
   // A received record must fit a default Kafka message (1 MB) with its headers.
   const inlineBodyMax = size('INLINE_BODY_MAX', 256 * 1024, 0, 768 * 1024);
+  const sampleDataKeep = integer('SAMPLE_DATA_KEEP', 5, 1, 100, 'how many samples of trigger output to keep per trigger node');
   const workflowCacheMs = integer('WORKFLOW_CACHE_MS', 2000, 0, 3_600_000, 'how long a workflow look-up is cached, in milliseconds');
 
   const topicPrefix = get('INGRESS_TOPIC_PREFIX') ?? '';
@@ -139,6 +142,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, workflowCacheMs, executionQueues, topicPrefix,
+    maxBodyBytes, inlineBodyMax, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix,
   };
 }

@@ -134,6 +134,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
         for (let attempt = 0; attempt < MAX_APPEND_ATTEMPTS; attempt++) {
           const current = await readSamples(id);
           const previous = current && current.document.workflowId === workflowId && current.document.node === node ? current.document.samples : [];
+          if (previous.some((s) => s.executionId === sample.executionId)) return;
           const next: SamplesDocument = { id, workflowId, node, samples: [sample, ...previous].slice(0, Math.max(1, keep)) };
           try {
             // Optimistic concurrency: create when absent, otherwise replace only the version we read.

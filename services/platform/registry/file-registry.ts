@@ -23,6 +23,7 @@ export async function openFileRegistry(dataDir: string): Promise<Registry> {
       async append(workflowId, node, sample, keep) {
         const id = sampleId(workflowId, node);
         const current = (await samples.get(id))?.samples ?? [];
+        if (current.some((s) => s.executionId === sample.executionId)) return;
         await samples.put({ id, samples: [sample, ...current].slice(0, Math.max(1, keep)) });
       },
       async list(workflowId, node) {

@@ -26,7 +26,10 @@ export interface Sample {
 }
 
 export interface SampleStore {
-  /** Keep the newest `keep` samples of the node, newest first. */
+  /**
+   * Keep the newest `keep` samples of the node, newest first. Appending an executionId that is already
+   * kept changes nothing, so a redelivered execution record does not show twice.
+   */
   append(workflowId: string, node: string, sample: Sample, keep: number): Promise<void>;
   list(workflowId: string, node: string): Promise<Sample[]>;
 }

@@ -42,6 +42,8 @@ export function describeRegistryContract(name: string, open: () => Promise<Regis
       expect(got.map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
       expect(got[0].data).toEqual({ n: 4 });
       expect(await registry.samples.list(wf, 'Other node')).toEqual([]);
+      await registry.samples.append(wf, 'Orders hook', { executionId: 'e4', receivedAt: 4, data: { n: 'again' } }, 3);
+      expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
     });
   });
 }

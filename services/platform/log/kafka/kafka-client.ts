@@ -1,0 +1,99 @@
+import { Kafka, logLevel, type LogEntry, type RetryOptions } from 'kafkajs';
+import { EventLogError } from '../event-log';
+import type { Fields, Logger } from '../../logger/logger';
+
+/**
+ * The kafkajs client of one EventLog: its own console logging routed to our Logger (warn and error only,
+ * never a message body), and the failure description every adapter error uses.
+ */
+export interface KafkaClientOptions {
+  brokers: string[];
+  clientId: string;
+  logger: Logger;
+  /** TCP connect timeout per broker, ms (kafkajs default 1000). */
+  connectionTimeout?: number;
+  /** How long a request may wait for its response, ms (kafkajs default 30000). */
+  requestTimeout?: number;
+  /** Retries of connects, metadata and admin requests (consumers and producers add their own on top). */
+  retry?: RetryOptions;
+}
+
+export const DEFAULT_CLIENT_RETRY: RetryOptions = { initialRetryTime: 200, maxRetryTime: 5_000, retries: 8 };
+
+export function createKafkaClient(options: KafkaClientOptions): Kafka {
+  return new Kafka({
+    clientId: options.clientId,
+    brokers: options.brokers,
+    connectionTimeout: options.connectionTimeout ?? 3_000,
+    requestTimeout: options.requestTimeout ?? 30_000,
+    retry: { ...DEFAULT_CLIENT_RETRY, ...options.retry },
+    logLevel: logLevel.WARN,
+    logCreator: () => (entry) => forwardLogEntry(options.logger, entry),
+  });
+}
+
+/**
+ * kafkajs warns about these on purpose-made configurations: the partitioner is chosen explicitly, and the
+ * append producer's bounded retries are safe because a producer that failed a send is replaced (new producer id).
+ */
+const EXPECTED_WARNINGS = [/switched default partitioner/, /Limiting retries for the idempotent producer/];
+
+/** Only facts about the client travel to our logs; the extra fields kafkajs attaches can hold anything. */
+const FORWARDED_FIELDS = ['groupId', 'memberId', 'topic', 'partition', 'broker', 'retryCount', 'retryTime', 'transactionalId', 'type'];
+
+function forwardLogEntry(logger: Logger, entry: LogEntry): void {
+  const { message, ...extra } = entry.log as { message: string } & Record<string, unknown>;
+  if (EXPECTED_WARNINGS.some((re) => re.test(message))) return;
+  const fields: Fields = { component: 'kafkajs', namespace: entry.namespace };
+  for (const name of FORWARDED_FIELDS) {
+    const value = extra[name];
+    if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') fields[name] = value;
+  }
+  if (entry.level === logLevel.ERROR) logger.error(message, fields);
+  else if (entry.level === logLevel.WARN) logger.warn(message, fields);
+}
+
+interface KafkaLikeError {
+  name?: unknown;
+  type?: unknown;
+  code?: unknown;
+  broker?: unknown;
+  cause?: unknown;
+  originalError?: unknown;
+}
+
+/**
+ * "KafkaJSNumberOfRetriesExceeded <- KafkaJSConnectionError ECONNREFUSED 127.0.0.1:1": the class, Kafka error
+ * code and broker address of an error and its causes. kafkajs messages are not copied: a few of them embed the
+ * message that failed (e.g. its validation errors), and an EventLogError must never carry record contents.
+ */
+export function describeKafkaError(error: unknown): string {
+  const parts: string[] = [];
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current && typeof current === 'object'; depth++) {
+    const e = current as KafkaLikeError;
+    const words = [typeof e.name === 'string' ? e.name : 'Error'];
+    if (typeof e.type === 'string') words.push(e.type);
+    else if (typeof e.code === 'string') words.push(e.code);
+    if (typeof e.broker === 'string') words.push(e.broker);
+    if (current instanceof EventLogError) words.push(current.message);
+    parts.push(words.join(' '));
+    const next = e.cause ?? e.originalError;
+    current = next === current ? undefined : next;
+  }
+  return parts.length > 0 ? parts.join(' <- ') : String(typeof error);
+}
+
+export function unavailable(what: string, error: unknown): EventLogError {
+  if (error instanceof EventLogError) return error;
+  return new EventLogError(`${what}: ${describeKafkaError(error)}`, 'log-unavailable', { cause: error });
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() { clearTimeout(timer); signal?.removeEventListener('abort', done); resolve(); }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

@@ -1,0 +1,177 @@
+import type { Admin, RetryOptions } from 'kafkajs';
+import { EventLogError, type EventLog, type StageHandle, type StageOptions } from '../event-log';
+import { silentLogger, type Logger } from '../../logger/logger';
+import { CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
+import { createKafkaClient, unavailable } from './kafka-client';
+import { readTopic } from './reader';
+import { startTransactionalStage, type StageConsumerSettings } from './transactional-stage';
+
+/**
+ * The EventLog on Apache Kafka (kafkajs): group-committed idempotent appends (coalescing-producer.ts),
+ * exactly-once stages in Kafka transactions (transactional-stage.ts, transactional-output.ts) and group-less
+ * reads (reader.ts). Nothing connects before it is used: opening never fails for an unreachable broker, the
+ * first call that needs it does (with EventLogError 'log-unavailable').
+ */
+export interface KafkaLogOptions {
+  brokers: string[];
+  clientId: string;
+  logger?: Logger;
+  /** For topics ensureTopics() creates (default 3 partitions, replication factor 1). */
+  topicDefaults?: { partitions: number; replicationFactor: number };
+  /** Group commit: records per produce request (default 500); linger of an idle pipeline, ms (default 0). */
+  linger?: { maxRecords: number; maxMs: number };
+  /** An append not acknowledged within this rejects with 'log-unavailable' (default 15 s). */
+  appendTimeoutMs?: number;
+  /** Appends beyond this many waiting records are rejected at once with 'log-unavailable' (default 50 000). */
+  maxQueuedRecords?: number;
+  /** kafkajs connection settings (defaults: connect 3 s, request 30 s, 8 retries from 200 ms up to 5 s apart). */
+  connectionTimeout?: number;
+  requestTimeout?: number;
+  retry?: RetryOptions;
+  /** Stage consumers and transactions (defaults: session 30 s, heartbeat 3 s, fetch wait 500 ms, transaction 30 s). */
+  stage?: Partial<StageConsumerSettings> & { transactionTimeout?: number };
+}
+
+export interface KafkaEventLog extends EventLog {
+  readonly kind: 'kafka';
+  /** Group-commit counters of append(): how many produce requests carried how many appends. */
+  stats(): AppendStats;
+}
+
+const TOPIC_DEFAULTS = { partitions: 3, replicationFactor: 1 };
+
+export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEventLog> {
+  if (options.brokers.length === 0) throw new EventLogError('kafka log needs at least one broker', 'log-unavailable');
+  const logger = (options.logger ?? silentLogger).child({ component: 'kafka-log' });
+  const kafka = createKafkaClient({
+    brokers: options.brokers,
+    clientId: options.clientId,
+    logger,
+    connectionTimeout: options.connectionTimeout,
+    requestTimeout: options.requestTimeout,
+    retry: options.retry,
+  });
+  const appender = new CoalescingProducer(kafka, {
+    maxRecords: options.linger?.maxRecords ?? DEFAULT_GROUP_COMMIT.maxRecords,
+    maxBatchBytes: DEFAULT_GROUP_COMMIT.maxBatchBytes,
+    maxMs: options.linger?.maxMs ?? DEFAULT_GROUP_COMMIT.maxMs,
+    maxQueuedRecords: options.maxQueuedRecords ?? DEFAULT_GROUP_COMMIT.maxQueuedRecords,
+    appendTimeoutMs: options.appendTimeoutMs ?? DEFAULT_GROUP_COMMIT.appendTimeoutMs,
+  }, logger);
+  const topicDefaults = options.topicDefaults ?? TOPIC_DEFAULTS;
+  const stageSettings: StageConsumerSettings = {
+    sessionTimeout: options.stage?.sessionTimeout ?? 30_000,
+    heartbeatInterval: options.stage?.heartbeatInterval ?? 3_000,
+    maxWaitTimeInMs: options.stage?.maxWaitTimeInMs ?? 500,
+  };
+  const transactionTimeout = options.stage?.transactionTimeout ?? 30_000;
+
+  let closed = false;
+  let adminClient: Promise<Admin> | null = null;
+  const admin = (): Promise<Admin> => {
+    if (!adminClient) {
+      const client = kafka.admin();
+      const connecting: Promise<Admin> = client.connect().then(() => client, async (error: unknown) => {
+        if (adminClient === connecting) adminClient = null;
+        await client.disconnect().catch(() => undefined);
+        throw error;
+      });
+      adminClient = connecting;
+    }
+    return adminClient;
+  };
+  const ensureOpen = () => { if (closed) throw new EventLogError('kafka log is closed', 'log-closed'); };
+
+  const stages = new Map<string, StageHandle>();
+  const readers = new Set<() => Promise<void>>();
+
+  const log: KafkaEventLog = {
+    kind: 'kafka',
+
+    append: (records) => appender.append(records),
+
+    async runStage(stageOptions: StageOptions): Promise<StageHandle> {
+      ensureOpen();
+      const key = `${stageOptions.group}\u0000${stageOptions.topic}`;
+      if (stages.has(key)) {
+        // Same transactional id: a second instance in this process would fence the first.
+        throw new EventLogError(`stage ${stageOptions.group} already consumes ${stageOptions.topic} in this process`, 'log-unavailable');
+      }
+      const placeholder: StageHandle = { stop: async () => undefined };
+      stages.set(key, placeholder);
+      let inner: StageHandle;
+      try {
+        inner = await startTransactionalStage(
+          { kafka, clientId: options.clientId, logger, admin, consumer: stageSettings, transactionTimeout },
+          stageOptions,
+        );
+      } catch (error) {
+        stages.delete(key);
+        throw error;
+      }
+      if (closed) {
+        await inner.stop();
+        stages.delete(key);
+        throw new EventLogError('kafka log was closed while the stage started', 'log-closed');
+      }
+      let stopping: Promise<void> | null = null;
+      const handle: StageHandle = {
+        stop() {
+          stopping ??= inner.stop().finally(() => { if (stages.get(key) === handle) stages.delete(key); });
+          return stopping;
+        },
+      };
+      stages.set(key, handle);
+      return handle;
+    },
+
+    read(topic, readOptions) {
+      if (closed) return (async function* () { throw new EventLogError('kafka log is closed', 'log-closed'); })();
+      return readTopic({
+        kafka,
+        admin,
+        register(stop) { readers.add(stop); return () => readers.delete(stop); },
+      }, topic, readOptions);
+    },
+
+    async ensureTopics(topics) {
+      ensureOpen();
+      const wanted = [...new Set(topics)];
+      if (wanted.length === 0) return;
+      let missing: string[] = wanted;
+      try {
+        const client = await admin();
+        const existing = new Set(await client.listTopics());
+        missing = wanted.filter((t) => !existing.has(t));
+        if (missing.length === 0) return;
+        await client.createTopics({
+          waitForLeaders: true,
+          topics: missing.map((topic) => ({
+            topic,
+            numPartitions: topicDefaults.partitions,
+            replicationFactor: topicDefaults.replicationFactor,
+            // The broker stamps records when it appends them: LogRecord.timestamp is "when the log accepted
+            // it", and reading from a time does not depend on the writers' clocks.
+            configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }],
+          })),
+        });
+      } catch (error) {
+        throw unavailable(`kafka could not create topics ${missing.join(', ')}`, error);
+      }
+    },
+
+    stats: () => appender.stats(),
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      await Promise.all([...stages.values()].map((s) => s.stop().catch(() => undefined)));
+      await Promise.all([...readers].map((stop) => stop()));
+      await appender.close();
+      const client = adminClient;
+      adminClient = null;
+      if (client) await (await client.catch(() => null))?.disconnect().catch(() => undefined);
+    },
+  };
+  return log;
+}

@@ -1,0 +1,44 @@
+import type { AvroCodec } from '../platform/avro/codec';
+import type { EventLog, StageHandle } from '../platform/log/event-log';
+import { withDeadLettering } from '../platform/log/dead-lettering';
+import type { PipelineTopics } from '../platform/log/topics';
+import type { Logger } from '../platform/logger/logger';
+import type { SampleStore } from '../platform/registry/registry';
+
+/**
+ * Stage 4 (SPEC §4.2.9): every requested execution's trigger output becomes the trigger node's
+ * sample data, the newest `keep` per node. It reads the execution queues, so only what was really
+ * enqueued is sampled. Appends are idempotent per executionId, so a redelivery is harmless.
+ */
+export interface SamplerDeps {
+  log: EventLog;
+  topics: PipelineTopics;
+  codec: AvroCodec;
+  samples: SampleStore;
+  logger: Logger;
+  /** Every distinct execution queue. */
+  queues: string[];
+  keep: number;
+}
+
+export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
+  const { codec, logger } = deps;
+  const handle = withDeadLettering(async (record) => {
+    const execution = codec.decode('ExecutionRequested', record.value);
+    const input = JSON.parse(execution.input) as Record<string, unknown>;
+    await deps.samples.append(execution.workflowId, execution.triggerNode, {
+      executionId: execution.executionId,
+      receivedAt: execution.receivedAt,
+      data: input[execution.triggerNode],
+    }, deps.keep);
+    return [];
+  }, { stage: 'sampler', topic: deps.topics.deadLetter, codec, logger });
+  const stages: StageHandle[] = [];
+  for (const topic of deps.queues) {
+    stages.push(await deps.log.runStage({
+      group: deps.topics.group('sampler'), topic, handle,
+      onRetry: (error, rec, attempt) => logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
+    }));
+  }
+  return { async stop() { for (const s of stages) await s.stop(); } };
+}
