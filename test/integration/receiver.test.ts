@@ -2,7 +2,7 @@ import * as http from 'node:http';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { Received } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
-import { collect, collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from './contracts/event-log.contract';
 import { startTestApp, type TestApp } from '../support/app';
 
 /** The receiver's HTTP contract (DESIGN.md §5), on the embedded backends. */
@@ -31,11 +31,9 @@ const post = (path: string, body: string, headers: Record<string, string> = {}) 
   fetch(`${app.baseUrl}${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
 
 async function receivedFor(requestId: string): Promise<Received> {
-  for (let n = 1; n < 500; n++) {
-    const found = (await collect(app.backends.log, app.topics.received, n, 5000)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === requestId);
-    if (found) return found;
-  }
-  throw new Error(`no received record for ${requestId}`);
+  const found = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === requestId);
+  if (!found) throw new Error(`no received record for ${requestId}`);
+  return found;
 }
 
 test.each(['GET', 'PUT', 'DELETE', 'PATCH'])('%s is refused with 405, Allow: POST and a JSON error', async (method) => {

@@ -23,13 +23,17 @@ export async function collect(log: EventLog, topic: string, count: number, timeo
   } finally {
     clearTimeout(timer);
   }
+  if (out.length < count) throw new Error(`expected ${count} record(s) on ${topic} within ${timeoutMs} ms, got ${out.length}`);
   return out;
 }
 
-/** Keep reading until no new record arrives for `quietMs`; for "nothing more came" checks. */
-export async function collectUntilQuiet(log: EventLog, topic: string, quietMs: number): Promise<LogRecord[]> {
+/**
+ * Keep reading until no new record arrives for `quietMs`; for "nothing more came" checks. The first
+ * window also allows for the reader's own start (a Kafka reader joins a group first).
+ */
+export async function collectUntilQuiet(log: EventLog, topic: string, quietMs: number, startupMs = 3_000): Promise<LogRecord[]> {
   const abort = new AbortController();
-  let timer = setTimeout(() => abort.abort(), quietMs);
+  let timer = setTimeout(() => abort.abort(), quietMs + startupMs);
   const out: LogRecord[] = [];
   for await (const record of log.read(topic, { start: { from: 'beginning' }, signal: abort.signal })) {
     out.push(record);
@@ -94,14 +98,13 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       await new Promise((r) => setTimeout(r, 20));
       await log.append([rec(topic, 'k', 'c')]);
       const fromOffset: string[] = [];
-      const abort = new AbortController();
-      for await (const r of log.read(topic, { start: { from: 'offset', offset: all[1].offset, partition: all[1].partition }, signal: abort.signal })) {
+      for await (const r of log.read(topic, { start: { from: 'offset', offset: all[1].offset, partition: all[1].partition }, signal: AbortSignal.timeout(20_000) })) {
         fromOffset.push(r.value.toString());
         if (fromOffset.length === 2) break;
       }
       expect(fromOffset).toEqual(['b', 'c']);
       const fromTime: string[] = [];
-      for await (const r of log.read(topic, { start: { from: 'time', timestamp: mark }, signal: new AbortController().signal })) {
+      for await (const r of log.read(topic, { start: { from: 'time', timestamp: mark }, signal: AbortSignal.timeout(20_000) })) {
         fromTime.push(r.value.toString());
         break;
       }

@@ -93,7 +93,7 @@ export class CoalescingProducer {
     if (records.length === 0) return Promise.resolve();
     if (this.queuedRecords + records.length > this.settings.maxQueuedRecords) {
       return Promise.reject(new EventLogError(
-        `kafka append refused: ${this.queuedRecords} records already wait for the broker (limit ${this.settings.maxQueuedRecords})`,
+        `kafka append of ${records.length} record(s) refused: ${this.queuedRecords} already wait for the broker (limit ${this.settings.maxQueuedRecords})`,
         'log-unavailable',
       ));
     }

@@ -139,8 +139,10 @@ class Channel {
   private taker: ((record: LogRecord | undefined) => void) | null = null;
   private drained: (() => void) | null = null;
 
-  constructor(signal: AbortSignal) {
-    signal.addEventListener('abort', () => this.close(), { once: true });
+  private readonly onAbort = () => this.close();
+
+  constructor(private readonly signal: AbortSignal) {
+    signal.addEventListener('abort', this.onAbort, { once: true });
   }
 
   offer(records: LogRecord[]): Offer {
@@ -171,6 +173,7 @@ class Channel {
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.signal.removeEventListener('abort', this.onAbort);
     this.records = [];
     this.index = 0;
     const taker = this.taker;

@@ -21,8 +21,11 @@ import { TransactionalOutput, TransactionFailure } from './transactional-output'
  *   failures crashes and restarts the consumer, i.e. a group rebalance per poison record;
  * - seek() is not needed: with autoCommit off it would only set that same resolved offset, and a pending seek
  *   that outlives a rebalance is applied if the partition comes back later, possibly behind the group's offset.
+ * Pausing holds back only the failing partition; the member's other partitions go on.
  * A transaction that failed with an unknown outcome (its commit failed) is settled by the next producer's
  * InitProducerId; the partition then continues from the group's committed offset (fetched, then seek()).
+ * One path commits outside a transaction and is kafkajs's own: when the group's offset is out of range
+ * (retention deleted the records), kafkajs commits the reset offset (the partition's beginning) directly.
  */
 export interface StageConsumerSettings {
   sessionTimeout: number;

@@ -1,0 +1,309 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { Kafka, logLevel, Partitioners } from 'kafkajs';
+import { EventLogError, type EventLog, type LogRecord, type OutRecord, type ReadStart } from '../../services/platform/log/event-log';
+import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
+import { collect, collectUntilQuiet, describeEventLogContract } from './contracts/event-log.contract';
+
+/**
+ * The Kafka adapter against a real Apache Kafka 3.9 broker (jest globalSetup starts one and exports
+ * TEST_KAFKA_BROKERS). Without a broker these tests fail: they never skip.
+ */
+const BROKERS = process.env.TEST_KAFKA_BROKERS;
+const MISSING_BROKERS =
+  'TEST_KAFKA_BROKERS is not set: the Kafka adapter tests need a real broker. Run them through `npm test` ' +
+  '(its globalSetup starts Kafka), or start one with `node infra/kafka/start-kafka.js` and export ' +
+  'TEST_KAFKA_BROKERS=<the host:port it prints>.';
+
+function brokers(): string[] {
+  if (!BROKERS) throw new Error(MISSING_BROKERS);
+  return BROKERS.split(',').map((b) => b.trim()).filter(Boolean);
+}
+
+const rec = (topic: string, key: string, value: string): OutRecord => ({ topic, key, value: Buffer.from(value) });
+const unique = (what: string) => `kafka-test.${what}.${randomUUID().slice(0, 8)}`;
+
+test('a Kafka broker is configured (TEST_KAFKA_BROKERS)', () => {
+  if (!BROKERS) throw new Error(MISSING_BROKERS);
+});
+
+describeEventLogContract('kafka', () => {
+  const opened: EventLog[] = [];
+  return {
+    async open() {
+      const log = await openKafkaLog({ brokers: brokers(), clientId: `contract-${randomUUID().slice(0, 8)}` });
+      opened.push(log);
+      return log;
+    },
+    async cleanup() {
+      for (const log of opened.splice(0)) await log.close();
+    },
+  };
+});
+
+describe('Kafka EventLog', () => {
+  const logs: EventLog[] = [];
+  const open = async (clientId = `kafka-test-${randomUUID().slice(0, 8)}`): Promise<KafkaEventLog> => {
+    const log = await openKafkaLog({ brokers: brokers(), clientId });
+    logs.push(log);
+    return log;
+  };
+  afterEach(async () => {
+    for (const log of logs.splice(0)) await log.close();
+  });
+
+  test('group commit: concurrent appends share produce requests, and each key keeps its order', async () => {
+    const log = await open();
+    const topic = unique('coalesce');
+    await log.ensureTopics([topic]);
+    const writers = 50;
+    const perWriter = 40;
+    const before = log.stats();
+    // 50 writers, each appending its records one by one (awaiting each), all at the same time: the receiver's pattern.
+    await Promise.all(Array.from({ length: writers }, async (_, w) => {
+      for (let i = 0; i < perWriter; i++) await log.append([rec(topic, `wf-${w}`, `${w}:${i}`)]);
+    }));
+    const after = log.stats();
+    const appends = after.appends - before.appends;
+    const produceRequests = after.produceRequests - before.produceRequests;
+    expect(appends).toBe(writers * perWriter);
+    // Without coalescing every append is one Produce request (2000). kafkajs's own request events count them.
+    expect(produceRequests).toBeGreaterThan(0);
+    expect(produceRequests).toBeLessThan(appends / 5);
+    expect(after.sendBatchCalls - before.sendBatchCalls).toBeLessThanOrEqual(produceRequests);
+
+    const got = await collect(log, topic, writers * perWriter);
+    expect(got).toHaveLength(writers * perWriter);
+    const perKey = new Map<string, number[]>();
+    for (const r of got) {
+      const [w, i] = r.value.toString().split(':').map(Number);
+      expect(r.key).toBe(`wf-${w}`);
+      const seen = perKey.get(r.key!) ?? [];
+      seen.push(i);
+      perKey.set(r.key!, seen);
+    }
+    for (const seen of perKey.values()) expect(seen).toEqual(Array.from({ length: perWriter }, (_, i) => i));
+  });
+
+  test('exactly once across a crash: a stage SIGKILLed mid-stream and restarted yields each output once (read_committed)', async () => {
+    const log = await open();
+    const input = unique('eos-in');
+    const output = unique('eos-out');
+    const group = `eos-${randomUUID().slice(0, 8)}`;
+    const clientId = `eos-worker-${randomUUID().slice(0, 8)}`; // the restart reuses it: same transactional id
+    await log.ensureTopics([input, output]);
+    const n = 300;
+    await log.append(Array.from({ length: n }, (_, i) => rec(input, `wf-${i}`, `in-${i}`)));
+
+    const env = { KAFKA_BROKERS: brokers().join(','), CLIENT_ID: clientId, GROUP: group, INPUT: input, OUTPUT: output, DELAY_MS: '2', SESSION_TIMEOUT_MS: '6000' };
+    // First run: killed (SIGKILL: no stop, no commit, no leave-group) while it is handling records.
+    const first = startWorker(env);
+    await first.waitForHandled(120);
+    first.child.kill('SIGKILL');
+    await first.exited;
+    const handledByFirst = first.handled();
+    const committedAfterCrash = await collectUntilQuiet(log, output, 1_000);
+    expect(committedAfterCrash.length).toBeLessThan(n);
+
+    // Second run, same transactional id: fences the dead one (aborting a transaction it left open), resumes
+    // from the committed offsets, and finishes.
+    const second = startWorker(env);
+    try {
+      await collect(log, output, n, 45_000);
+      const outputs = await collectUntilQuiet(log, output, 1_500);
+      const values = outputs.map((r) => r.value.toString());
+      expect(values).toHaveLength(n);
+      expect(new Set(values)).toEqual(new Set(Array.from({ length: n }, (_, i) => `out-of-in-${i}`)));
+      // Work was redone (handled twice in total) but no output was duplicated, and the restart did not start over.
+      expect(handledByFirst + second.handled()).toBeGreaterThanOrEqual(n);
+      expect(second.handled()).toBeLessThan(n);
+    } finally {
+      second.child.kill('SIGTERM');
+      await second.exited;
+    }
+  }, 75_000);
+
+  test('a restarted stage fences the transaction its predecessor left open, instead of waiting for it to time out', async () => {
+    const input = unique('fence-in');
+    const output = unique('fence-out');
+    const group = `fence-${randomUUID().slice(0, 8)}`;
+    const clientId = `fence-${randomUUID().slice(0, 8)}`;
+    const log = await open(clientId);
+    await log.ensureTopics([input, output]);
+    await log.append(Array.from({ length: 30 }, (_, i) => rec(input, `wf-${i}`, `in-${i}`)));
+
+    // The predecessor (same transactional id) wrote into a transaction and died before committing it. Its
+    // transaction would hold back every read_committed reader of those partitions for 60 s.
+    const zombieClient = new Kafka({ clientId: 'zombie', brokers: brokers(), logLevel: logLevel.NOTHING });
+    const zombie = zombieClient.producer({
+      transactionalId: `${group}-${input}-${clientId}`,
+      idempotent: true,
+      maxInFlightRequests: 1,
+      transactionTimeout: 60_000,
+      createPartitioner: Partitioners.DefaultPartitioner,
+    });
+    await zombie.connect();
+    const open_ = await zombie.transaction();
+    await open_.sendBatch({ topicMessages: [{ topic: output, messages: Array.from({ length: 30 }, (_, i) => ({ key: `wf-${i}`, value: 'zombie' })) }] });
+    await zombie.disconnect(); // a disconnect does not end a transaction
+
+    const started = Date.now();
+    const stage = await log.runStage({ group, topic: input, handle: async (r) => [rec(output, r.key!, `out-of-${r.value.toString()}`)] });
+    try {
+      await collect(log, output, 30, 20_000);
+      expect(Date.now() - started).toBeLessThan(20_000);
+      const values = (await collectUntilQuiet(log, output, 1_000)).map((r) => r.value.toString());
+      expect(values).toHaveLength(30);
+      expect(values).not.toContain('zombie');
+    } finally {
+      await stage.stop();
+    }
+  });
+
+  test('appends too big to share one broker batch are split into several produce requests', async () => {
+    const log = await open();
+    const topic = unique('big');
+    await log.ensureTopics([topic]);
+    const body = Buffer.alloc(300 * 1024, 'x'); // 8 x 300 KiB to one partition: far over max.message.bytes (1 MiB) together
+    await Promise.all(Array.from({ length: 8 }, (_, i) => log.append([{ topic, key: 'same-key', value: body, headers: { n: String(i) } }])));
+    const got = await collect(log, topic, 8);
+    expect(got.map((r) => r.value.length)).toEqual(Array(8).fill(body.length));
+  });
+
+  test('reading from the end sees only later records; an offset without a partition applies to every partition', async () => {
+    const log = await open();
+    const topic = unique('positions');
+    await log.ensureTopics([topic]);
+    await log.append(Array.from({ length: 12 }, (_, i) => rec(topic, `k-${i % 6}`, `early-${i}`)));
+    const all = await collect(log, topic, 12);
+
+    const abort = new AbortController();
+    const tail = log.read(topic, { start: { from: 'end' }, signal: abort.signal })[Symbol.asyncIterator]();
+    const next = tail.next();
+    await new Promise((r) => setTimeout(r, 500));
+    await log.append([rec(topic, 'k-0', 'late')]);
+    expect((await next).value?.value.toString()).toBe('late');
+    await tail.return?.();
+
+    const fromOne = await readQuietly(log, topic, { from: 'offset', offset: '1' });
+    const expected = all.filter((r) => BigInt(r.offset) >= 1n).map((r) => r.value.toString());
+    expect(fromOne.filter((v) => v !== 'late').sort()).toEqual(expected.sort());
+  });
+
+  test('an unreachable broker: appends reject with log-unavailable in bounded time, overflow is refused at once', async () => {
+    const log = await openKafkaLog({
+      brokers: ['127.0.0.1:1'],
+      clientId: 'unreachable',
+      connectionTimeout: 300,
+      retry: { retries: 1, initialRetryTime: 50, maxRetryTime: 100 },
+      appendTimeoutMs: 3_000,
+      maxQueuedRecords: 10,
+    });
+    try {
+      const started = Date.now();
+      const pending = log.append([rec('kafka-test.nowhere', 'k', 'secret-payload-1')]);
+      const overflow = log.append(Array.from({ length: 20 }, (_, i) => rec('kafka-test.nowhere', 'k', `secret-payload-${i}`)));
+      const refused = await overflow.catch((e: unknown) => e);
+      expect(Date.now() - started).toBeLessThan(100);
+      expect(refused).toBeInstanceOf(EventLogError);
+      expect(refused).toMatchObject({ code: 'log-unavailable' });
+
+      const failed = await pending.catch((e: unknown) => e);
+      expect(Date.now() - started).toBeLessThan(5_000);
+      expect(failed).toBeInstanceOf(EventLogError);
+      expect(failed).toMatchObject({ code: 'log-unavailable' });
+      expect((failed as Error).message).not.toContain('secret');
+    } finally {
+      await log.close();
+    }
+  });
+
+  test('a broker that accepts connections but never answers: the append deadline still rejects it', async () => {
+    const sockets = new Set<net.Socket>();
+    const server = net.createServer((socket) => { sockets.add(socket); socket.on('error', () => undefined); });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as net.AddressInfo;
+    // The deadline (1 s) comes before kafkajs gives up its first request (2.5 s, no retry).
+    const log = await openKafkaLog({
+      brokers: [`127.0.0.1:${port}`],
+      clientId: 'black-hole',
+      requestTimeout: 2_500,
+      retry: { retries: 0 },
+      appendTimeoutMs: 1_000,
+    });
+    try {
+      const started = Date.now();
+      const failed = await log.append([rec('kafka-test.nowhere', 'k', 'secret-payload')]).catch((e: unknown) => e);
+      expect(Date.now() - started).toBeLessThan(2_000);
+      expect(failed).toMatchObject({ code: 'log-unavailable' });
+      expect((failed as Error).message).toMatch(/within 1000 ms/);
+      expect((failed as Error).message).not.toContain('secret');
+      const closing = Date.now();
+      await log.close();
+      expect(Date.now() - closing).toBeLessThan(4_000);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise((resolve) => server.close(resolve));
+    }
+  });
+});
+
+async function readQuietly(log: EventLog, topic: string, start: ReadStart, quietMs = 1_000): Promise<string[]> {
+  const abort = new AbortController();
+  let timer = setTimeout(() => abort.abort(), quietMs);
+  const out: LogRecord[] = [];
+  try {
+    for await (const r of log.read(topic, { start, signal: abort.signal })) {
+      out.push(r);
+      clearTimeout(timer);
+      timer = setTimeout(() => abort.abort(), quietMs);
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+  return out.map((r) => r.value.toString());
+}
+
+interface Worker {
+  child: ChildProcess;
+  exited: Promise<void>;
+  handled(): number;
+  waitForHandled(count: number, timeoutMs?: number): Promise<void>;
+}
+
+const WORKER = path.join(__dirname, 'fixtures', 'kafka-stage-worker.js');
+
+function startWorker(env: Record<string, string>): Worker {
+  const child = spawn(process.execPath, [WORKER], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let handled = 0;
+  let output = '';
+  const waiters: Array<{ count: number; resolve: () => void }> = [];
+  child.stdout!.setEncoding('utf8');
+  let partial = '';
+  child.stdout!.on('data', (chunk: string) => {
+    output = (output + chunk).slice(-4_000);
+    const lines = (partial + chunk).split('\n');
+    partial = lines.pop() ?? '';
+    for (const line of lines) {
+      const m = /^handled (\d+)$/.exec(line);
+      if (m) handled = Math.max(handled, Number(m[1]));
+    }
+    for (const w of waiters.splice(0)) { if (handled >= w.count) w.resolve(); else waiters.push(w); }
+  });
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (chunk: string) => { output = (output + chunk).slice(-4_000); });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return {
+    child,
+    exited,
+    handled: () => handled,
+    waitForHandled: (count, timeoutMs = 30_000) => new Promise<void>((resolve, reject) => {
+      if (handled >= count) return resolve();
+      const timer = setTimeout(() => reject(new Error(`worker handled ${handled} < ${count} records in ${timeoutMs} ms:\n${output}`)), timeoutMs);
+      waiters.push({ count, resolve: () => { clearTimeout(timer); resolve(); } });
+      void exited.then(() => { clearTimeout(timer); reject(new Error(`worker exited after ${handled} records:\n${output}`)); });
+    }),
+  };
+}
