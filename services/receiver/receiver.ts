@@ -90,6 +90,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       // Read the body as an existing workflow would, then the same empty answer whatever the reason.
       await drainBody(req, deps.maxBodyBytes);
       send(res, EMPTY_OK);
+      // A body past the limit was not read to its end: the connection cannot carry another request.
+      if (!req.complete) res.once('finish', () => req.socket.destroy());
       return 200;
     }
     const { node, plugin } = selected;
