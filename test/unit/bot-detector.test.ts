@@ -1,0 +1,250 @@
+import { isbot, list as isbotList } from 'isbot';
+import {
+  BOT_PATTERNS,
+  EXTRA_PATTERNS,
+  REMOVED_PATTERNS,
+  isBotUserAgent,
+} from '../../services/triggers/webhook/bot-detector';
+
+/** Link previewers, crawlers and URL scanners: Ignore Bots must reject these. */
+const BOTS: [string, string][] = [
+  ['Slack link expander', 'Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)'],
+  ['Slack image proxy', 'Slack-ImgProxy (+https://api.slack.com/robots)'],
+  ['Slackbot', 'Slackbot 1.0 (+https://api.slack.com/robots)'],
+  ['Facebook', 'facebookexternalhit/1.1 (+http://www.facebook.com/externalhit_uatext.php)'],
+  ['Facebook, bare', 'facebookexternalhit/1.1'],
+  ['Facebot', 'Facebot'],
+  ['LinkedIn', 'LinkedInBot/1.0 (compatible; Mozilla/5.0; Apache-HttpClient +http://www.linkedin.com)'],
+  ['Twitter', 'Twitterbot/1.0'],
+  ['Telegram', 'TelegramBot (like TwitterBot)'],
+  ['WhatsApp', 'WhatsApp/2.23.20.0'],
+  ['WhatsApp Android', 'WhatsApp/2.23.20.0 A'],
+  ['WhatsApp iOS', 'WhatsApp/2.2337.7 i'],
+  ['Discord', 'Mozilla/5.0 (compatible; Discordbot/2.0; +https://discordapp.com)'],
+  ['Skype', 'Mozilla/5.0 (Windows NT 6.1; WOW64) SkypeUriPreview Preview/0.5 skype-url-preview@microsoft.com'],
+  [
+    'Microsoft Teams (Skype previewer)',
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/58.0.3029.110 Safari/537.36 SkypeUriPreview Preview/0.5',
+  ],
+  [
+    'Microsoft Teams / Outlook (MicrosoftPreview)',
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.0.0 MicrosoftPreview/2.0 +https://aka.ms/MicrosoftPreview',
+  ],
+  [
+    'Googlebot',
+    'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; Googlebot/2.1; +http://www.google.com/bot.html) Chrome/120.0.6099.199 Safari/537.36',
+  ],
+  ['Googlebot, classic', 'Googlebot/2.1 (+http://www.google.com/bot.html)'],
+  ['bingbot', 'Mozilla/5.0 (compatible; bingbot/2.0; +http://www.bing.com/bingbot.htm)'],
+  [
+    'Applebot',
+    'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_5) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/13.1.1 Safari/605.1.15 (Applebot/0.1; +http://www.apple.com/go/applebot)',
+  ],
+  ['DuckDuckBot', 'DuckDuckBot/1.1; (+http://duckduckgo.com/duckduckbot.html)'],
+  ['YandexBot', 'Mozilla/5.0 (compatible; YandexBot/3.0; +http://yandex.com/bots)'],
+  ['AhrefsBot', 'Mozilla/5.0 (compatible; AhrefsBot/7.0; +http://ahrefs.com/robot/)'],
+  ['SemrushBot', 'Mozilla/5.0 (compatible; SemrushBot/7~bl; +http://www.semrush.com/bot.html)'],
+  [
+    'urlscan.io',
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 (compatible; urlscan.io; +https://urlscan.io/about/)',
+  ],
+  [
+    'VirusTotal',
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/74.0.3729.169 Safari/537.36 VirusTotal',
+  ],
+  ['Google Safe Browsing', 'Google-Safety'],
+  ['CensysInspect', 'Mozilla/5.0 (compatible; CensysInspect/1.1; +https://about.censys.io/)'],
+  ['generic crawler', 'Mozilla/5.0 (compatible; SomeCrawler/1.0; +http://example.org/crawler.html)'],
+  ['generic spider', 'ExampleSpider/2.1 (+http://example.net/spider)'],
+  ['bare crawler', 'my-web-crawler/0.3'],
+  ['Pinterest', 'Mozilla/5.0 (compatible; Pinterestbot/1.0; +http://www.pinterest.com/bot.html)'],
+  ['Reddit', 'Mozilla/5.0 (compatible; redditbot/1.0; +http://www.reddit.com/feedback)'],
+  ['GPTBot', 'Mozilla/5.0 AppleWebKit/537.36 (KHTML, like Gecko; compatible; GPTBot/1.0; +https://openai.com/gptbot)'],
+  ['Common Crawl', 'CCBot/2.0 (https://commoncrawl.org/faq/)'],
+  [
+    'headless Chrome',
+    'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) HeadlessChrome/120.0.6099.71 Safari/537.36',
+  ],
+  // Caught only by EXTRA_PATTERNS once the generic "http" / ".com" patterns are gone.
+  ['Embedly', 'Mozilla/5.0 (compatible; Embedly/0.2; +http://support.embed.ly/)'],
+  ['VK share', 'Mozilla/5.0 (compatible; vkShare; +http://vk.com/dev/Share)'],
+  ['Yahoo! Slurp', 'Mozilla/5.0 (compatible; Yahoo! Slurp; http://help.yahoo.com/help/us/ysearch/slurp)'],
+  ['Qwant', 'Mozilla/5.0 (compatible; Qwantify/2.4w; +https://www.qwant.com/)/2.4w'],
+  ['Naver Yeti', 'Mozilla/5.0 (compatible; yeti/1.1; +https://naver.me/spd)'],
+  ['Iframely', 'Iframely/1.3.1 (+https://iframely.com/docs/about)'],
+  ['Scrapy', 'Scrapy/2.11.0 (+https://scrapy.org)'],
+];
+
+/** Real browsers (and a person's Teams desktop client): never bots. */
+const BROWSERS: [string, string][] = [
+  ['Chrome Windows', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36'],
+  ['Chrome macOS', 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36'],
+  ['Chrome Linux', 'Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36'],
+  [
+    'Chrome Android',
+    'Mozilla/5.0 (Linux; Android 10; K) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.6099.144 Mobile Safari/537.36',
+  ],
+  [
+    'Chrome iOS',
+    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) CriOS/120.0.6099.119 Mobile/15E148 Safari/604.1',
+  ],
+  ['Firefox Windows', 'Mozilla/5.0 (Windows NT 10.0; Win64; x64; rv:121.0) Gecko/20100101 Firefox/121.0'],
+  ['Firefox macOS', 'Mozilla/5.0 (Macintosh; Intel Mac OS X 10.15; rv:121.0) Gecko/20100101 Firefox/121.0'],
+  ['Firefox Linux', 'Mozilla/5.0 (X11; Ubuntu; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0'],
+  ['Firefox Android', 'Mozilla/5.0 (Android 14; Mobile; rv:121.0) Gecko/121.0 Firefox/121.0'],
+  [
+    'Safari macOS',
+    'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.2 Safari/605.1.15',
+  ],
+  [
+    'Safari iPhone',
+    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_2_1 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.2 Mobile/15E148 Safari/604.1',
+  ],
+  [
+    'Safari iPad',
+    'Mozilla/5.0 (iPad; CPU OS 17_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.2 Mobile/15E148 Safari/604.1',
+  ],
+  [
+    'Edge Windows',
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91',
+  ],
+  [
+    'Edge macOS',
+    'Mozilla/5.0 (Macintosh; Intel Mac OS X 10_15_7) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.0.0 Safari/537.36 Edg/120.0.2210.91',
+  ],
+  [
+    'Edge Android',
+    'Mozilla/5.0 (Linux; Android 10; HD1913) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0.6099.144 Mobile Safari/537.36 EdgA/120.0.2210.115',
+  ],
+  [
+    'Edge iOS',
+    'Mozilla/5.0 (iPhone; CPU iPhone OS 17_2 like Mac OS X) AppleWebKit/605.1.15 (KHTML, like Gecko) Version/17.0 EdgiOS/120.2210.116 Mobile/15E148 Safari/605.1.15',
+  ],
+  [
+    'Microsoft Teams desktop client',
+    'Mozilla/5.0 (Windows NT 10.0; Win64; x64) AppleWebKit/537.36 (KHTML, like Gecko) Teams/1.6.00.33362 Chrome/108.0.5359.215 Electron/22.3.27 Safari/537.36',
+  ],
+];
+
+/** HTTP client libraries, tools and AS2 servers: the machines that call webhooks. */
+const CLIENTS: [string, string][] = [
+  ['Zoom webhooks', 'Zoom Marketplace/1.0a'],
+  ['Twilio', 'TwilioProxy/1.1'],
+  ['RestSharp', 'RestSharp/110.2.0.0'],
+  ['Ruby rest-client', 'rest-client/2.1.0 (linux x86_64) ruby/3.2.2p53'],
+  ['CData AS2 Connector', 'RSSBus AS2 Connector 2023 - www.cdata.com'],
+  ['curl', 'curl/8.4.0'],
+  ['curl 7', 'curl/7.81.0'],
+  ['Wget', 'Wget/1.21.4'],
+  ['Wget with platform', 'Wget/1.20.3 (linux-gnu)'],
+  ['python-requests', 'python-requests/2.31.0'],
+  ['pyas2 (python-requests)', 'python-requests/2.28.2'],
+  ['Python urllib', 'Python-urllib/3.11'],
+  ['aiohttp', 'Python/3.11 aiohttp/3.9.1'],
+  ['httpx', 'python-httpx/0.25.2'],
+  ['axios', 'axios/1.6.2'],
+  ['axios 0.x', 'axios/0.27.2'],
+  ['node-fetch 2', 'node-fetch/1.0 (+https://github.com/bitinn/node-fetch)'],
+  ['node-fetch 3', 'node-fetch'],
+  ['undici / Node 18-20 fetch', 'undici'],
+  ['Node 21+ fetch', 'node'],
+  ['got 11', 'got (https://github.com/sindresorhus/got)'],
+  ['got, versioned', 'got/12.6.1'],
+  ['Go', 'Go-http-client/1.1'],
+  ['Go HTTP/2', 'Go-http-client/2.0'],
+  ['Java HttpURLConnection', 'Java/17.0.9'],
+  ['Java 8 HttpURLConnection', 'Java/1.8.0_392'],
+  ['Java HttpClient', 'Java-http-client/17.0.9'],
+  ['OkHttp', 'okhttp/4.12.0'],
+  ['Apache HttpClient 4', 'Apache-HttpClient/4.5.14 (Java/17.0.9)'],
+  ['Apache HttpClient 5', 'Apache-HttpClient/5.2.1 (Java/21.0.1)'],
+  ['Postman', 'PostmanRuntime/7.36.0'],
+  ['Insomnia', 'insomnia/2023.5.8'],
+  ['HTTPie', 'HTTPie/3.2.2'],
+  ['libwww-perl', 'libwww-perl/6.72'],
+  ['lwp-request', 'lwp-request/6.72 libwww-perl/6.72'],
+  ['Ruby Net::HTTP', 'Ruby'],
+  ['Faraday', 'Faraday v2.7.11'],
+  ['Guzzle 7', 'GuzzleHttp/7'],
+  ['Guzzle 6', 'GuzzleHttp/6.5.5 curl/7.81.0 PHP/8.1.2'],
+  ['.NET System.Net.Http', 'System.Net.Http/8.0.0'],
+  ['.NET HttpClient', 'Microsoft.NET/4.8 HttpClient'],
+  ['Dart', 'Dart/3.2 (dart:io)'],
+  ['Mendelson AS2 Server', 'Mendelson AS2 Server 1.1 build 70'],
+  ['mendelson opensource AS2', 'mendelson opensource AS2 1.1 build 39 - www.mendelson-e-c.com'],
+  ['OpenAS2 sender', 'OpenAS2 AS2Sender'],
+  ['OpenAS2 async MDN sender', 'OpenAS2 AsynchMDNSender'],
+  ['OpenAS2 server', 'OpenAS2Server/3.10.0'],
+  ['pyas2', 'pyas2/1.2.3'],
+  ['AS2 Gateway', 'AS2 Gateway/4.2.1'],
+  ['AS2 Gateway, bare', 'AS2 Gateway'],
+];
+
+const matchesPattern = (pattern: string, ua: string): boolean => new RegExp(pattern, 'i').test(ua);
+
+describe('isBotUserAgent', () => {
+  it.each(BOTS)('flags the %s previewer/crawler/scanner', (_name, ua) => {
+    expect(isBotUserAgent(ua)).toBe(true);
+  });
+
+  it.each(BROWSERS)('lets the %s browser through', (_name, ua) => {
+    expect(isBotUserAgent(ua)).toBe(false);
+  });
+
+  it.each(CLIENTS)('lets the %s HTTP client / AS2 server through', (_name, ua) => {
+    expect(isBotUserAgent(ua)).toBe(false);
+  });
+
+  it('treats a missing or blank User-Agent as not a bot', () => {
+    expect(isBotUserAgent(undefined)).toBe(false);
+    expect(isBotUserAgent('')).toBe(false);
+    expect(isBotUserAgent('   ')).toBe(false);
+  });
+
+  it('is case-insensitive', () => {
+    expect(isBotUserAgent('GOOGLEBOT/2.1')).toBe(true);
+    expect(isBotUserAgent('CURL/8.4.0')).toBe(false);
+  });
+});
+
+describe('pattern list', () => {
+  it('documents why the removal is needed: stock isbot flags most of these clients', () => {
+    const flaggedByStock = CLIENTS.filter(([, ua]) => isbot(ua)).map(([name]) => name);
+    expect(flaggedByStock).toEqual(expect.arrayContaining(['curl', 'python-requests', 'axios', 'Go', 'Java HttpURLConnection']));
+    expect(flaggedByStock).toEqual(expect.arrayContaining(['Apache HttpClient 4', 'Postman', 'Mendelson AS2 Server', 'OpenAS2 sender']));
+  });
+
+  it('removes only patterns that exist in isbot, each of them matching some webhook client', () => {
+    expect(new Set(REMOVED_PATTERNS).size).toBe(REMOVED_PATTERNS.length);
+    for (const pattern of REMOVED_PATTERNS) {
+      expect(isbotList).toContain(pattern);
+      const clients = CLIENTS.filter(([, ua]) => matchesPattern(pattern, ua));
+      expect({ pattern, matchesAClient: clients.length > 0 }).toEqual({ pattern, matchesAClient: true });
+    }
+  });
+
+  it('keeps every other isbot pattern', () => {
+    const kept = isbotList.filter((pattern) => !REMOVED_PATTERNS.includes(pattern));
+    expect(BOT_PATTERNS.slice(0, kept.length)).toEqual(kept);
+    expect(BOT_PATTERNS.length).toBe(kept.length + EXTRA_PATTERNS.length);
+  });
+
+  it('no kept pattern matches a client or a browser', () => {
+    for (const [name, ua] of [...CLIENTS, ...BROWSERS]) {
+      const hits = BOT_PATTERNS.filter((pattern) => matchesPattern(pattern, ua));
+      expect({ name, hits }).toEqual({ name, hits: [] });
+    }
+  });
+
+  it('each extra pattern catches a bot and no client or browser', () => {
+    for (const pattern of EXTRA_PATTERNS) {
+      expect(isbotList).not.toContain(pattern);
+      expect(BOTS.some(([, ua]) => matchesPattern(pattern, ua))).toBe(true);
+    }
+  });
+
+  it('leaves stock isbot and its exported list untouched', () => {
+    for (const pattern of REMOVED_PATTERNS) expect(isbotList).toContain(pattern);
+    expect(isbot('curl/8.4.0')).toBe(true);
+  });
+});
