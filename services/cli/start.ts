@@ -8,7 +8,8 @@ import { createReceiver, type Receiver } from '../receiver/receiver';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { startSampler } from '../sampler/sampler';
-import { createTriggerCatalog } from '../triggers/catalog';
+import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
+import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { Backends } from './backends';
 
@@ -19,6 +20,18 @@ export interface RunningServices {
   /** The receiver's port, when it runs. */
   port: number | null;
   stop(): Promise<void>;
+}
+
+/** Every trigger kind of this build, bounded by the configuration. */
+export function triggerCatalog(config: Config): TriggerCatalog {
+  return createTriggerCatalog([
+    createWebhookTrigger({
+      ...DEFAULT_WEBHOOK_LIMITS,
+      maxInflatedBytes: config.maxInflatedBytes,
+      maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
+      multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
+    }),
+  ]);
 }
 
 /** Refuse to start when credentials exist that this process could not open (SPEC: fail closed, say why). */
@@ -32,7 +45,7 @@ export async function checkCredentialsReadable(backends: Backends): Promise<void
 
 export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
   const codec = defaultAvroCodec();
-  const catalog = createTriggerCatalog();
+  const catalog = triggerCatalog(config);
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
   await backends.log.ensureTopics([topics.received, topics.decoded, topics.deadLetter, ...queues]);

@@ -2,16 +2,19 @@ import { createHash } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
 import { PassThrough } from 'node:stream';
 import type { ObjectStore } from '../platform/store/object-store';
-import type { ReceivedBody } from '../triggers/trigger';
+import type { Answer } from '../triggers/answers';
+import type { BodyValidator, ReceivedBody } from '../triggers/trigger';
 
 /**
  * Read a request body under a size limit that holds for chunked bodies too. Up to `inlineMax` bytes
  * stay in memory (they travel inside the received record); past that the body streams into the object
  * store as a claim check and only its reference travels. Never more than `inlineMax` is held in memory.
+ * A trigger's validator sees every chunk as it arrives; the slower of it and the store sets the pace.
  */
 export type BodyOutcome =
   | { ok: true; body: ReceivedBody; stagedPath: string | null }
-  | { ok: false; reason: 'too-large' | 'aborted' | 'store-failed'; error?: unknown };
+  | { ok: false; reason: 'too-large' | 'aborted' | 'store-failed'; error?: unknown }
+  | { ok: false; reason: 'rejected'; answer: Answer };
 
 export interface BodyReaderOptions {
   maxBytes: number;
@@ -19,63 +22,85 @@ export interface BodyReaderOptions {
   store: ObjectStore;
   /** Where a large body goes; only called when the body outgrows inlineMax. */
   stagingPath: () => string;
+  validator?: BodyValidator | null;
+}
+
+interface Drainable {
+  write(chunk: Buffer): boolean;
+  once(event: 'drain', listener: () => void): unknown;
 }
 
 export function readBody(req: IncomingMessage, options: BodyReaderOptions): Promise<BodyOutcome> {
+  const validator = options.validator ?? null;
   const declared = Number(req.headers['content-length']);
-  if (Number.isFinite(declared) && declared > options.maxBytes) return Promise.resolve({ ok: false, reason: 'too-large' });
+  if (Number.isFinite(declared) && declared > options.maxBytes) {
+    validator?.abort();
+    return Promise.resolve({ ok: false, reason: 'too-large' });
+  }
 
   return new Promise<BodyOutcome>((resolve) => {
     const chunks: Buffer[] = [];
+    const hash = createHash('sha256');
     let size = 0;
     let settled = false;
-    let spill: { stream: PassThrough; done: Promise<unknown>; path: string; hash: ReturnType<typeof createHash> } | null = null;
+    let waiting = 0;
+    let spill: { stream: PassThrough; done: Promise<unknown>; path: string } | null = null;
+
     const finish = (outcome: BodyOutcome) => {
       if (settled) return;
       settled = true;
       req.off('data', onData);
+      if (!outcome.ok) {
+        req.pause();
+        validator?.abort();
+        spill?.stream.destroy(new Error('request body abandoned'));
+      }
       resolve(outcome);
+    };
+    // Pause the request until every writer that asked for it has drained.
+    const feed = (writer: Drainable, chunk: Buffer) => {
+      if (writer.write(chunk)) return;
+      if (waiting++ === 0) req.pause();
+      writer.once('drain', () => { if (--waiting === 0 && !settled) req.resume(); });
     };
 
     const onData = (chunk: Buffer) => {
       size += chunk.length;
-      if (size > options.maxBytes) {
-        spill?.stream.destroy(new Error('body too large'));
-        req.pause();
-        return finish({ ok: false, reason: 'too-large' });
-      }
-      if (spill) {
-        spill.hash.update(chunk);
-        if (!spill.stream.write(chunk)) { req.pause(); spill.stream.once('drain', () => req.resume()); }
-        return;
-      }
+      if (size > options.maxBytes) return finish({ ok: false, reason: 'too-large' });
+      hash.update(chunk);
+      if (validator) feed(validator, chunk);
+      if (spill) return feed(spill.stream, chunk);
       chunks.push(chunk);
       if (size > options.inlineMax) {
         const stream = new PassThrough();
-        const hash = createHash('sha256');
         const path = options.stagingPath();
         const done = options.store.put(path, stream, { maxBytes: options.maxBytes });
-        done.catch((error) => { req.pause(); finish({ ok: false, reason: 'store-failed', error }); });
-        spill = { stream, done, path, hash };
-        for (const c of chunks) { hash.update(c); stream.write(c); }
-        chunks.length = 0;
+        done.catch((error) => finish({ ok: false, reason: 'store-failed', error }));
+        spill = { stream, done, path };
+        for (const c of chunks.splice(0)) feed(stream, c);
       }
     };
 
     req.on('data', onData);
-    req.once('aborted', () => { spill?.stream.destroy(new Error('client aborted')); finish({ ok: false, reason: 'aborted' }); });
-    req.once('error', (error) => { spill?.stream.destroy(error); finish({ ok: false, reason: 'aborted', error }); });
-    req.once('end', () => {
-      if (!spill) {
-        const inline = chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-        return finish({ ok: true, body: { size, sha256: null, inline }, stagedPath: null });
+    req.once('aborted', () => finish({ ok: false, reason: 'aborted' }));
+    req.once('error', (error) => finish({ ok: false, reason: 'aborted', error }));
+    req.once('end', async () => {
+      if (settled) return;
+      const sha256 = hash.digest('hex');
+      try {
+        const s = spill;
+        if (s) s.stream.end();
+        const [verdict] = await Promise.all([validator ? validator.end() : Promise.resolve(null), s?.done]);
+        if (verdict) {
+          // The body was refused: a claim check already written is not referenced by anything.
+          if (s) void options.store.delete(s.path).catch(() => undefined);
+          return finish({ ok: false, reason: 'rejected', answer: verdict });
+        }
+        const inline = s ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+        finish({ ok: true, body: { size, sha256, inline }, stagedPath: s ? s.path : null });
+      } catch (error) {
+        finish({ ok: false, reason: 'store-failed', error });
       }
-      const s = spill;
-      s.stream.end();
-      s.done.then(
-        () => finish({ ok: true, body: { size, sha256: s.hash.digest('hex'), inline: null }, stagedPath: s.path }),
-        (error) => finish({ ok: false, reason: 'store-failed', error }),
-      );
     });
   });
 }

@@ -116,6 +116,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const outcome = await readBody(req, {
       maxBytes: deps.maxBodyBytes, inlineMax: deps.inlineBodyMax, store,
       stagingPath: () => `raw/${workflow.id}/${day}/${requestId}`,
+      validator: plugin.validator?.(request, node) ?? null,
     });
     if (!outcome.ok) {
       if (outcome.reason === 'too-large') {
@@ -128,12 +129,17 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
         return 503;
       }
+      if (outcome.reason === 'rejected') { refuse(req, res, outcome.answer); return outcome.answer.status; }
       return 499; // the client went away; nothing was accepted
     }
     const { body } = outcome;
 
-    const rejection = await plugin.inspect(request, node, body, services);
-    if (rejection) { send(res, rejection); return rejection.status; }
+    const inspected = await plugin.inspect(request, node, body, services);
+    if (!inspected.ok) {
+      if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
+      send(res, inspected.answer);
+      return inspected.answer.status;
+    }
 
     const received: Received = {
       requestId,
@@ -158,11 +164,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     try {
       await log.append([{ topic: deps.topics.received, key: workflow.id, value: codec.encode('Received', received), headers: trail }]);
     } catch (error) {
+      // The claim check stays: a failed append may still have reached the log (at-least-once).
       logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
       send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
       return 503;
     }
-    const answer = plugin.accepted(request, node, body);
+    const answer = plugin.accepted(request, node, body, inspected.inspection, services);
     send(res, answer);
     return answer.status;
   }

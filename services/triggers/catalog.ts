@@ -1,16 +1,17 @@
 import type { WorkflowDocument, WorkflowNode } from '../platform/registry/documents';
 import type { TriggerPlugin } from './trigger';
 import { NEVER_SELECTED } from './trigger';
-import { webhookTrigger } from './webhook/webhook-trigger';
 
-/** The trigger kinds this build knows. Adding a kind is adding an entry here. */
+/** The trigger kinds this build knows. Adding a kind is adding a plugin to the list it is made from. */
 export interface TriggerCatalog {
   /** The node that drives a request: the first enabled trigger node that is not an error trigger. */
   select(workflow: WorkflowDocument): { node: WorkflowNode; plugin: TriggerPlugin } | null;
   pluginFor(nodeType: string): TriggerPlugin | null;
+  /** Problems with the trigger nodes' configuration (templates, options), for `workflows put`. */
+  validate(workflow: WorkflowDocument): string[];
 }
 
-export function createTriggerCatalog(plugins: TriggerPlugin[] = [webhookTrigger]): TriggerCatalog {
+export function createTriggerCatalog(plugins: TriggerPlugin[]): TriggerCatalog {
   const byType = new Map<string, TriggerPlugin>();
   for (const plugin of plugins) for (const type of plugin.nodeTypes) byType.set(type, plugin);
   return {
@@ -23,5 +24,6 @@ export function createTriggerCatalog(plugins: TriggerPlugin[] = [webhookTrigger]
       return null;
     },
     pluginFor: (type) => byType.get(type) ?? null,
+    validate: (workflow) => workflow.nodes.flatMap((node) => byType.get(node.type)?.validateNode?.(node) ?? []),
   };
 }

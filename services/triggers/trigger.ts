@@ -37,7 +37,8 @@ export type Admission =
 /** The request body as the receiver holds it: in memory when small, else already in the object store. */
 export interface ReceivedBody {
   size: number;
-  sha256: string | null;
+  /** Lower-case hex SHA-256 of the bytes as they arrived (before any Content-Encoding is undone). */
+  sha256: string;
   /** The bytes, when they fit INLINE_BODY_MAX; null when the body was staged to the object store. */
   inline: Buffer | null;
 }
@@ -51,16 +52,41 @@ export interface DecodeServices {
   logger: Logger;
 }
 
+/**
+ * A check that runs on the body while it streams in (framing, decompression bombs), so even a body
+ * too large to hold gets a precise answer. The receiver honours its back-pressure.
+ */
+export interface BodyValidator {
+  /** Like Writable.write: false asks the receiver to wait for 'drain'. */
+  write(chunk: Buffer): boolean;
+  once(event: 'drain', listener: () => void): unknown;
+  /** The body ended: the verdict, null when the body is acceptable. */
+  end(): Promise<Answer | null>;
+  /** The request is over without a verdict (client gone, too large): release everything. */
+  abort(): void;
+}
+
+/** What inspect learnt that the answer may use (e.g. the parsed JSON for `$json` in templates). */
+export interface Inspection {
+  json?: unknown;
+}
+
+export type InspectOutcome = { ok: true; inspection: Inspection } | { ok: false; answer: Answer };
+
 export interface TriggerPlugin {
   /** Workflow node types this plugin serves. */
   readonly nodeTypes: readonly string[];
   /** The kind recorded for a request to this node (a webhook node in AS2 protocol is `as2`). */
   kindOf(node: WorkflowNode): TriggerKind;
   admit(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<Admission>;
-  /** A check of the body whose failure changes the answer; null means go on. */
-  inspect(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<Answer | null>;
+  /** A streaming check of the body, if this node needs one. */
+  validator?(request: InboundRequest, node: WorkflowNode): BodyValidator | null;
+  /** A check of the whole body whose failure changes the answer (syntax of small bodies, signatures). */
+  inspect(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome>;
   /** The answer once the request is durable. */
-  accepted(request: InboundRequest, node: WorkflowNode, body: ReceivedBody): Answer;
+  accepted(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, inspection: Inspection, services: TriggerServices): Answer;
+  /** Problems with a node's configuration, for `workflows put` (templates, options); empty when fine. */
+  validateNode?(node: WorkflowNode): string[];
   /** One item per execution to request; throwing an IngressError dead-letters the record. */
   decode(received: Received, node: WorkflowNode, services: DecodeServices): Promise<DecodedItem[]>;
 }

@@ -1,6 +1,7 @@
 import { promises as fsp } from 'node:fs';
 import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
+import { triggerCatalog } from '../start';
 import type { CommandContext } from '../context';
 
 export const WORKFLOWS_USAGE = 'ingress workflows put FILE | get ID | list';
@@ -31,6 +32,8 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
       case 'put': {
         if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
         const doc = parseWorkflowDocument(await readJsonFile(arg));
+        const problems = triggerCatalog(ctx.config).validate(doc);
+        if (problems.length) throw new DocumentError(problems);
         await registry.workflows.put(doc);
         ctx.out(JSON.stringify({ id: doc.id, active: doc.active, url: `${ctx.config.publicBaseUrl}/hook/${encodeURIComponent(doc.id)}` }));
         return 0;

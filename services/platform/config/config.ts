@@ -22,6 +22,9 @@ export interface Config {
   maxBodyBytes: number;
   inlineBodyMax: number;
   workflowCacheMs: number;
+  /** Bounds of the webhook's decoding (SPEC §8 leaves them to us). */
+  maxInflatedBytes: number;
+  multipart: { maxFileBytes: number; maxFiles: number; maxFields: number };
   /** How many samples of trigger output are kept per trigger node. */
   sampleDataKeep: number;
   /** Topic for each trigger kind's execution requests. */
@@ -121,6 +124,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const maxBodyBytes = size('MAX_BODY_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
   // A received record must fit a default Kafka message (1 MB) with its headers.
   const inlineBodyMax = size('INLINE_BODY_MAX', 256 * 1024, 0, 768 * 1024);
+  const maxInflatedBytes = size('MAX_INFLATED_BYTES', 256 * 1024 ** 2, 1024, 16 * 1024 ** 3);
+  const multipart = {
+    maxFileBytes: size('MULTIPART_MAX_FILE_BYTES', maxBodyBytes, 1, 16 * 1024 ** 3),
+    maxFiles: integer('MULTIPART_MAX_FILES', 100, 1, 10_000, 'how many files one multipart body may carry'),
+    maxFields: integer('MULTIPART_MAX_FIELDS', 1000, 1, 100_000, 'how many text fields one multipart body may carry'),
+  };
   const sampleDataKeep = integer('SAMPLE_DATA_KEEP', 5, 1, 100, 'how many samples of trigger output to keep per trigger node');
   const workflowCacheMs = integer('WORKFLOW_CACHE_MS', 2000, 0, 3_600_000, 'how long a workflow look-up is cached, in milliseconds');
 
@@ -142,6 +151,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix,
   };
 }

@@ -174,6 +174,15 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
       }
     },
 
+    async delete(p) {
+      assertObjectPath(p);
+      try {
+        return (await blobOf(p).deleteIfExists()).succeeded;
+      } catch (error) {
+        throw fail(`delete ${p}`, error);
+      }
+    },
+
     async *list(prefix) {
       const iterator = container.listBlobsFlat({ prefix })[Symbol.asyncIterator]();
       for (;;) {

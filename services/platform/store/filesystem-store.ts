@@ -81,6 +81,18 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
       }
     },
 
+    async delete(p) {
+      assertObjectPath(p);
+      try {
+        await fsp.unlink(fileOf(p));
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+        throw new ObjectStoreError(`filesystem store could not delete ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+      }
+      await fsp.rm(metaOf(p), { force: true });
+      return true;
+    },
+
     async *list(prefix) {
       const found: string[] = [];
       await walk(dataRoot, '', found);

@@ -28,6 +28,8 @@ export interface ObjectStore {
   /** The content as a stream; ObjectStoreError('not-found') when missing. */
   get(path: string): Promise<Readable>;
   head(path: string): Promise<StoredObject | null>;
+  /** Remove an object; false when there was none. */
+  delete(path: string): Promise<boolean>;
   /** Paths under a prefix, in lexical order. */
   list(prefix: string): AsyncIterable<string>;
   close(): Promise<void>;

@@ -11,6 +11,10 @@ import type { WebhookParameters } from './parameters';
 export async function authenticate(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, services: TriggerServices): Promise<Admission> {
   if (params.protocol === 'as2' && params.authentication !== 'as2ReceiverAuth') return { ok: false, answer: errorAnswer('protocol-requires-as2-auth') };
   if (params.authentication === 'none') return { ok: true, principal: null, secretHeaders: [] };
+  if (params.authentication === 'invalid') {
+    services.logger.error('trigger node names an unknown authentication option; refusing', { node: node.name, workflowId: request.workflowId });
+    return { ok: false, answer: errorAnswer('credential-unavailable') };
+  }
 
   const credentialId = node.credentials?.[params.authentication];
   const credential = credentialId ? await services.credential(credentialId).catch((error: Error) => {

@@ -1,47 +1,142 @@
-import { IngressError, errorAnswer, type Answer } from '../answers';
-import type { TriggerPlugin } from '../trigger';
+import { Writable } from 'node:stream';
+import type { WorkflowNode } from '../../platform/registry/documents';
+import { errorAnswer, type Answer } from '../answers';
+import type { BodyValidator, InspectOutcome, TriggerPlugin } from '../trigger';
 import { authenticate } from './authenticate';
-import { webhookParameters } from './parameters';
+import { isBotUserAgent } from './bot-detector';
+import { createInflater, EncodingError, inflateSync, parseEncoding, type Encoding } from './content-encoding';
+import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
+import { bodyKind, decodeText, parseMediaType } from './media-type';
+import { MultipartError, scanMultipart } from './multipart';
+import { parameterProblems, webhookParameters } from './parameters';
+import { acceptedAnswer, responseProblems } from './respond';
+import { verifyRsaSha256 } from './signature';
 
-/** Bodies up to this size are decoded in memory by the decoder; larger JSON is refused there. */
-const MAX_JSON_BYTES = 64 * 1024 * 1024;
+/**
+ * The generic webhook trigger, Protocol = HTTP (SPEC §2.1, §2.2, §5). AS2 has its own plugin.
+ *
+ * Receiver: Ignore Bots before authentication; Basic and Header Auth on headers; while the body
+ * streams in, bounded inflation and multipart framing/limits; then an RSA signature over the exact
+ * bytes and a JSON syntax check of bodies small enough to hold (which also gives templates `$json`).
+ * Decoder: decode.ts.
+ */
+export interface WebhookLimits extends WebhookDecodeLimits {
+  /** JSON bodies up to this size (after inflation) are checked by the receiver; larger ones by the decoder. */
+  maxJsonCheckBytes: number;
+}
 
-/** JSON media types; anything unrecognised falls back to JSON too (SPEC §2.2). */
-export const isJsonType = (contentType: string | null) => {
-  const type = (contentType ?? '').split(';')[0].trim().toLowerCase();
-  return type === '' || type === 'application/json' || type.endsWith('+json');
+export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
+  maxInflatedBytes: 64 * 1024 * 1024,
+  maxInMemoryBytes: 64 * 1024 * 1024,
+  maxJsonCheckBytes: 1024 * 1024,
+  multipart: { maxFileBytes: 64 * 1024 * 1024, maxFiles: 100, maxFields: 1000, maxFieldBytes: 1024 * 1024 },
 };
 
-const parseJson = (bytes: Buffer): unknown => (bytes.length === 0 ? {} : JSON.parse(bytes.toString('utf8')));
+function encodingAnswer(error: EncodingError): Answer {
+  if (error.kind === 'unsupported') return errorAnswer('unsupported-media', error.message);
+  if (error.kind === 'too-large') return errorAnswer('payload-too-large', `The request body ${error.message.replace(/^the body /, '')}`);
+  return errorAnswer('payload-parse-error', `The request body is not valid compressed data`);
+}
 
-export const webhookTrigger: TriggerPlugin = {
-  nodeTypes: ['webhook'],
+function multipartAnswer(error: MultipartError): Answer {
+  return error.kind === 'too-large' ? errorAnswer('payload-too-large', `The multipart body has ${error.message}`) : errorAnswer('payload-parse-error', 'The multipart body is malformed');
+}
 
-  kindOf: (node) => (webhookParameters(node).protocol === 'as2' ? 'as2' : 'webhook'),
+/** A validator that ignores the body and gives one answer at the end. */
+function fixedVerdict(answer: Answer): BodyValidator {
+  return { write: () => true, once: (_e, l) => l(), end: async () => answer, abort: () => undefined };
+}
 
-  admit: (request, node, services) => authenticate(request, node, webhookParameters(node), services),
+function streamingValidator(encoding: Encoding, contentType: string | null, multipart: boolean, limits: WebhookLimits): BodyValidator {
+  const scan = multipart ? scanMultipart(contentType ?? '', limits.multipart) : null;
+  const inflater = encoding === 'identity' ? null : createInflater(encoding, limits.maxInflatedBytes);
+  let encodingFailure: EncodingError | null = null;
+  const inflated = inflater
+    ? new Promise<void>((resolve) => {
+        const sink = new Writable({
+          write(chunk: Buffer, _e, cb) {
+            if (!scan || scan.write(chunk)) cb(); else scan.once('drain', () => cb());
+          },
+        });
+        inflater.on('error', (error) => { encodingFailure = error instanceof EncodingError ? error : new EncodingError(error.message, 'corrupt'); resolve(); });
+        sink.on('finish', () => resolve());
+        inflater.pipe(sink);
+      })
+    : Promise.resolve();
+  const first = inflater ?? scan!;
+  return {
+    write: (chunk) => (encodingFailure ? true : first.write(chunk)),
+    once: (event, listener) => (first as BodyValidator).once(event, listener),
+    async end() {
+      if (inflater) { inflater.end(); await inflated; }
+      if (encodingFailure) { scan?.abort(); return encodingAnswer(encodingFailure); }
+      const failure = scan ? await scan.end() : null;
+      return failure ? multipartAnswer(failure) : null;
+    },
+    abort() { inflater?.destroy(); scan?.abort(); },
+  };
+}
 
-  async inspect(request, _node, body) {
-    // The answer must say 400 for a body that is not JSON, so the cheap syntax check lives here, on
-    // bodies already in memory; a larger body is checked by the decoder (and dead-lettered if bad).
-    if (body.inline && isJsonType(request.headers['content-type'] ?? null)) {
-      try { parseJson(body.inline); } catch { return errorAnswer('payload-parse-error', 'The request body is not valid JSON'); }
-    }
-    return null;
-  },
+export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS): TriggerPlugin {
+  return {
+    nodeTypes: ['webhook'],
 
-  accepted(_request, node): Answer {
-    const { options } = webhookParameters(node);
-    if (options.noResponseBody) return { status: 200, headers: {}, body: '' };
-    return { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: '{}' };
-  },
+    kindOf: (node) => (webhookParameters(node).protocol === 'as2' ? 'as2' : 'webhook'),
 
-  async decode(received, _node, services) {
-    const bytes = await services.readBody(received, MAX_JSON_BYTES);
-    let value: unknown;
-    try { value = parseJson(bytes); } catch (error) {
-      throw new IngressError('payload-parse-error', 'The request body is not valid JSON', { cause: error });
-    }
-    return [{ value: JSON.stringify(value), files: [] }];
-  },
-};
+    async admit(request, node, services) {
+      const params = webhookParameters(node);
+      if (params.options.ignoreBots && isBotUserAgent(request.headers['user-agent'])) return { ok: false, answer: errorAnswer('bot-rejected') };
+      return authenticate(request, node, params, services);
+    },
+
+    validator(request, node) {
+      const params = webhookParameters(node);
+      let encoding: Encoding;
+      try { encoding = parseEncoding(request.headers['content-encoding']); } catch (error) { return fixedVerdict(encodingAnswer(error as EncodingError)); }
+      const multipart = !params.options.rawBody && !params.options.binaryData && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
+      if (encoding === 'identity' && !multipart) return null;
+      return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, limits);
+    },
+
+    async inspect(request, node, body, services): Promise<InspectOutcome> {
+      const params = webhookParameters(node);
+      if (params.authentication === 'rsaSignature') {
+        const credentialId = node.credentials?.rsaSignature;
+        const credential = credentialId ? await services.credential(credentialId).catch(() => null) : null;
+        if (!credential || credential.type !== 'rsaSignature') return { ok: false, answer: errorAnswer('credential-unavailable') };
+        const header = (credential.data.header ?? 'X-Signature').toLowerCase();
+        const signature = request.headers[header];
+        if (signature === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
+        if (!verifyRsaSha256(credential.data.publicKey, signature, body.sha256)) return { ok: false, answer: errorAnswer('authorization-wrong') };
+      }
+      if (params.options.rawBody || params.options.binaryData || !body.inline) return { ok: true, inspection: {} };
+      const media = parseMediaType(request.headers['content-type']);
+      if (bodyKind(media.type) !== 'json') return { ok: true, inspection: {} };
+      // The answer must say 400 for a body that is not JSON, so the syntax check of bodies small enough
+      // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
+      let text: string;
+      try {
+        const bytes = inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes);
+        text = decodeText(bytes, media.params.charset);
+      } catch {
+        return { ok: true, inspection: {} }; // too large to check here, or already judged by the validator
+      }
+      if (text.length === 0) return { ok: true, inspection: { json: {} } };
+      try {
+        return { ok: true, inspection: { json: JSON.parse(text) } };
+      } catch {
+        return { ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') };
+      }
+    },
+
+    accepted: (request, node, _body, inspection, services) => acceptedAnswer(webhookParameters(node), request, inspection, services.logger),
+
+    decode: async (received, node, services) => [await decodeWebhookBody(received, webhookParameters(node), limits, services)],
+
+    validateNode(node: WorkflowNode) {
+      const at = `node "${node.name}"`;
+      const params = webhookParameters(node);
+      return [...parameterProblems(node, at), ...responseProblems(params, at)];
+    },
+  };
+}

@@ -36,6 +36,13 @@ export function describeObjectStoreContract(name: string, open: () => Promise<Ob
       expect((await readAll(await store.get(`${prefix}/big.bin`))).equals(expected)).toBe(true);
     });
 
+    test('delete removes an object and says whether there was one', async () => {
+      await store.put(`${prefix}/gone.txt`, Buffer.from('x'));
+      expect(await store.delete(`${prefix}/gone.txt`)).toBe(true);
+      expect(await store.head(`${prefix}/gone.txt`)).toBeNull();
+      expect(await store.delete(`${prefix}/gone.txt`)).toBe(false);
+    });
+
     test('missing objects: get throws not-found, head returns null', async () => {
       await expect(store.get(`${prefix}/missing`)).rejects.toMatchObject({ code: 'not-found' });
       expect(await store.head(`${prefix}/missing`)).toBeNull();

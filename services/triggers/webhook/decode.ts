@@ -1,0 +1,96 @@
+import type { Readable } from 'node:stream';
+import type { DecodedItem, Received } from '../../platform/avro/records';
+import { IngressError } from '../answers';
+import type { DecodeServices } from '../trigger';
+import { createInflater, EncodingError, inflateSync, parseEncoding } from './content-encoding';
+import { parseForm } from './form';
+import { bodyKind, decodeText, parseMediaType } from './media-type';
+import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
+import type { WebhookParameters } from './parameters';
+import { stagingFolder } from './staged-files';
+
+/**
+ * The webhook's output for one received request (SPEC §2.2), keyed later by the node name:
+ *   JSON (and any unrecognised type) → the parsed value; form → field → string; multipart → fields and
+ *   staged file paths; XML → the raw string; text/plain → { text }; Raw Body → { file };
+ *   legacy Binary Data → { <property>: file }.
+ * Content-Encoding is undone first, bounded. A body that cannot be read as its type is an IngressError:
+ * the decoder dead-letters it (with the raw request, so a replay after a fix can read it again).
+ */
+export interface WebhookDecodeLimits {
+  maxInflatedBytes: number;
+  /** Largest body decoded in memory (JSON, forms, XML, text); multipart and raw bodies stream. */
+  maxInMemoryBytes: number;
+  multipart: MultipartLimits;
+}
+
+const EXTENSIONS: Record<string, string> = { json: '.json', xml: '.xml', text: '.txt', form: '.txt' };
+
+export async function decodeWebhookBody(received: Received, params: WebhookParameters, limits: WebhookDecodeLimits, services: DecodeServices): Promise<DecodedItem> {
+  const media = parseMediaType(received.contentType);
+  let encoding;
+  try { encoding = parseEncoding(received.headers['content-encoding']); } catch (error) { throw new IngressError('unsupported-media', (error as Error).message); }
+  const folder = stagingFolder(received.workflowId, received.receivedAt, received.requestId);
+  const decodedStream = async (): Promise<Readable> => {
+    const raw = await services.openBody(received);
+    if (encoding === 'identity') return raw;
+    const inflater = createInflater(encoding, limits.maxInflatedBytes);
+    raw.on('error', (e) => inflater.destroy(e));
+    return raw.pipe(inflater);
+  };
+  const stageWhole = async (name: string): Promise<string> => {
+    const path = `${folder}/${name}`;
+    try {
+      await services.store.put(path, await decodedStream(), { contentType: media.type || undefined });
+    } catch (error) {
+      throw asInputError(error);
+    }
+    return path;
+  };
+
+  if (params.options.rawBody || params.options.binaryData) {
+    const kind = bodyKind(media.type);
+    const path = await stageWhole(`body${media.type ? EXTENSIONS[kind] ?? '.bin' : '.bin'}`);
+    const value = params.options.rawBody ? { file: path } : { [params.options.binaryPropertyName]: path };
+    return { value: JSON.stringify(value), files: [path] };
+  }
+
+  const kind = bodyKind(media.type);
+  if (kind === 'multipart') {
+    try {
+      const { value, files } = await stageMultipart(await decodedStream(), received.contentType ?? '', limits.multipart, services.store, folder);
+      return { value: JSON.stringify(value), files };
+    } catch (error) {
+      throw asInputError(error);
+    }
+  }
+
+  let bytes: Buffer;
+  try {
+    bytes = inflateSync(await services.readBody(received, limits.maxInMemoryBytes), encoding, limits.maxInMemoryBytes);
+  } catch (error) {
+    throw asInputError(error);
+  }
+  let value: unknown;
+  try {
+    switch (kind) {
+      case 'form': value = parseForm(bytes, media.params.charset); break;
+      case 'xml': value = decodeText(bytes, media.params.charset); break;
+      case 'text': value = { text: decodeText(bytes, media.params.charset) }; break;
+      default: value = bytes.length === 0 ? {} : JSON.parse(decodeText(bytes, media.params.charset));
+    }
+  } catch (error) {
+    throw new IngressError('payload-parse-error', `the ${kind === 'json' ? 'JSON' : kind} body could not be read: ${(error as Error).message}`, { cause: error });
+  }
+  return { value: JSON.stringify(value), files: [] };
+}
+
+/** Faults of the body itself are permanent (dead letter); anything else (store down) is retried. */
+function asInputError(error: unknown): unknown {
+  if (error instanceof EncodingError) return new IngressError(error.kind === 'too-large' ? 'payload-too-large' : error.kind === 'unsupported' ? 'unsupported-media' : 'payload-parse-error', error.message, { cause: error });
+  if (error instanceof MultipartError) return new IngressError(error.kind === 'too-large' ? 'payload-too-large' : 'payload-parse-error', error.message, { cause: error });
+  const code = (error as { code?: string }).code;
+  if (code === 'too-large') return new IngressError('payload-too-large', (error as Error).message, { cause: error });
+  return error;
+}
+

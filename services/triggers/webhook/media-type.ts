@@ -1,0 +1,54 @@
+/** A Content-Type split into its type and parameters (RFC 9110 §8.3.1), lower-cased where case does not matter. */
+export interface MediaType {
+  type: string;
+  params: Record<string, string>;
+}
+
+export function parseMediaType(header: string | undefined | null): MediaType {
+  if (!header) return { type: '', params: {} };
+  const [first, ...rest] = splitParams(header);
+  const params: Record<string, string> = {};
+  for (const part of rest) {
+    const eq = part.indexOf('=');
+    if (eq <= 0) continue;
+    const name = part.slice(0, eq).trim().toLowerCase();
+    let value = part.slice(eq + 1).trim();
+    if (value.startsWith('"') && value.endsWith('"') && value.length >= 2) value = value.slice(1, -1).replace(/\\(.)/g, '$1');
+    if (!(name in params)) params[name] = value;
+  }
+  return { type: first.trim().toLowerCase(), params };
+}
+
+/** Split at `;` outside quoted strings. */
+function splitParams(header: string): string[] {
+  const out: string[] = [];
+  let current = '';
+  let quoted = false;
+  for (let i = 0; i < header.length; i++) {
+    const c = header[i];
+    if (c === '\\' && quoted && i + 1 < header.length) { current += c + header[++i]; continue; }
+    if (c === '"') quoted = !quoted;
+    if (c === ';' && !quoted) { out.push(current); current = ''; continue; }
+    current += c;
+  }
+  out.push(current);
+  return out;
+}
+
+/** How the webhook reads a body (SPEC §2.2). Anything not recognised is read as JSON. */
+export type BodyKind = 'json' | 'form' | 'multipart' | 'xml' | 'text';
+
+export function bodyKind(type: string): BodyKind {
+  if (type === 'application/x-www-form-urlencoded') return 'form';
+  if (type === 'multipart/form-data') return 'multipart';
+  if (type === 'text/xml' || type === 'application/xml' || type.endsWith('+xml')) return 'xml';
+  if (type === 'text/plain') return 'text';
+  return 'json';
+}
+
+/** Decode text in the charset the Content-Type names (UTF-8 when none); an unknown charset is an error. */
+export function decodeText(bytes: Buffer, charset: string | undefined): string {
+  const label = (charset ?? 'utf-8').trim().toLowerCase();
+  if (label === 'utf-8' || label === 'utf8') return bytes.toString('utf8');
+  return new TextDecoder(label).decode(bytes); // throws RangeError for a charset it does not know
+}

@@ -1,0 +1,71 @@
+import type { Logger } from '../../platform/logger/logger';
+import type { Answer } from '../answers';
+import type { InboundRequest, Inspection } from '../trigger';
+import type { WebhookParameters } from './parameters';
+import { compileTemplateCached, type TemplateScope } from './response-template';
+
+/**
+ * The answer once an event is durable (SPEC §2.1): Response Data rendered from its template (`{}` when
+ * unset), Response Headers rendered and added (a Content-Type among them wins), No Response Body → an
+ * empty body. The event is already accepted, so a template that fails to render is logged and answered
+ * with `{}` rather than an error that would make the partner send it again.
+ */
+const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
+const RESERVED = new Set(['content-length', 'transfer-encoding', 'connection', 'x-request-id']);
+
+export function templateScope(request: InboundRequest, inspection: Inspection): TemplateScope {
+  return {
+    $request: { id: request.requestId, receivedAt: new Date(request.receivedAt).toISOString() },
+    $headers: request.headers,
+    $query: request.query,
+    $params: { workflowId: request.workflowId, path: request.pathSuffix },
+    $json: inspection.json,
+  };
+}
+
+export function acceptedAnswer(params: WebhookParameters, request: InboundRequest, inspection: Inspection, logger: Logger): Answer {
+  const { options } = params;
+  const headers: Record<string, string> = {};
+  let scope: TemplateScope | null = null;
+  const scopeOf = () => (scope ??= templateScope(request, inspection));
+  let body = '';
+  if (!options.noResponseBody) {
+    body = '{}';
+    headers['content-type'] = 'application/json; charset=utf-8';
+    if (options.responseData !== null) {
+      const source = options.responseData;
+      const looksJson = /^\s*[[{]/.test(source);
+      try {
+        body = compileTemplateCached(source).render(scopeOf(), looksJson ? 'json' : 'body');
+        if (!looksJson) headers['content-type'] = 'text/plain; charset=utf-8';
+      } catch (error) {
+        logger.error('response data could not be rendered; answered {}', { requestId: request.requestId, workflowId: request.workflowId, error });
+        body = '{}';
+      }
+    }
+  }
+  for (const { name, value } of options.responseHeaders) {
+    const lower = name.toLowerCase();
+    if (!HEADER_NAME.test(name) || RESERVED.has(lower)) continue;
+    try {
+      headers[lower] = compileTemplateCached(value).render(scopeOf(), 'text');
+    } catch (error) {
+      logger.error('a response header could not be rendered; left out', { requestId: request.requestId, header: name, error });
+    }
+  }
+  return { status: 200, headers, body };
+}
+
+/** Problems with a node's response options, for `workflows put`. */
+export function responseProblems(params: WebhookParameters, at: string): string[] {
+  const problems: string[] = [];
+  if (params.options.responseData !== null) {
+    try { compileTemplateCached(params.options.responseData); } catch (error) { problems.push(`${at}.parameters.options.responseData: ${(error as Error).message}`); }
+  }
+  params.options.responseHeaders.forEach(({ name, value }, i) => {
+    if (!HEADER_NAME.test(name)) problems.push(`${at}.parameters.options.responseHeaders[${i}].name ${JSON.stringify(name)} is not a valid header name`);
+    else if (RESERVED.has(name.toLowerCase())) problems.push(`${at}.parameters.options.responseHeaders[${i}].name ${name} is set by the ingress itself`);
+    try { compileTemplateCached(value); } catch (error) { problems.push(`${at}.parameters.options.responseHeaders[${i}].value: ${(error as Error).message}`); }
+  });
+  return problems;
+}

@@ -1,0 +1,33 @@
+import { constants, createPublicKey, publicDecrypt, timingSafeEqual, type KeyObject } from 'node:crypto';
+
+/**
+ * RSA-SHA256 (PKCS#1 v1.5) signatures over the exact body bytes, checked against the SHA-256 the
+ * receiver computed while the body streamed in, so a body staged to the object store is verified
+ * without reading it back. RSASSA-PKCS1-v1_5 verification is exactly this: recover the encoded
+ * DigestInfo with the public key and compare it with the expected one (RFC 8017 §8.2.2).
+ */
+const SHA256_DIGEST_INFO_PREFIX = Buffer.from('3031300d060960864801650304020105000420', 'hex');
+const keys = new Map<string, KeyObject>();
+
+function keyOf(pem: string): KeyObject {
+  let key = keys.get(pem);
+  if (!key) {
+    key = createPublicKey(pem);
+    if (keys.size > 1000) keys.clear();
+    keys.set(pem, key);
+  }
+  return key;
+}
+
+export function verifyRsaSha256(publicKeyPem: string, signatureBase64: string, bodySha256Hex: string): boolean {
+  const signature = Buffer.from(signatureBase64.trim(), 'base64');
+  if (signature.length === 0 || !/^[A-Za-z0-9+/=_-\s]+$/.test(signatureBase64)) return false;
+  const expected = Buffer.concat([SHA256_DIGEST_INFO_PREFIX, Buffer.from(bodySha256Hex, 'hex')]);
+  let recovered: Buffer;
+  try {
+    recovered = publicDecrypt({ key: keyOf(publicKeyPem), padding: constants.RSA_PKCS1_PADDING }, signature);
+  } catch {
+    return false; // wrong length, wrong key or bad padding: all simply "wrong"
+  }
+  return recovered.length === expected.length && timingSafeEqual(recovered, expected);
+}

@@ -1,0 +1,44 @@
+/**
+ * Where a request's files go: `trigger/<workflowId>/<timestamp>/<filename>` (DESIGN.md §5). The
+ * timestamp folder carries the request id too, so two requests in the same millisecond never share
+ * it, and the same request staged again (a decoder retry) lands on the same paths.
+ */
+export function stagingFolder(workflowId: string, receivedAt: number, requestId: string): string {
+  const stamp = new Date(receivedAt).toISOString().replace(/[-:]/g, '').replace('.', '');
+  return `trigger/${workflowId}/${stamp}-${requestId.replace(/[^A-Za-z0-9]/g, '').slice(0, 12)}`;
+}
+
+const MAX_NAME_BYTES = 200;
+
+/**
+ * A partner-supplied file name made safe for a path segment: no directories (either slash), no
+ * control or bidi-override characters, no leading dots, at most 200 UTF-8 bytes (the extension kept),
+ * `file` when nothing is left. Non-ASCII letters stay.
+ */
+export function sanitizeFilename(name: string | undefined | null): string {
+  let base = (name ?? '').normalize('NFC');
+  base = base.split(/[/\\]/).pop() ?? '';
+  base = base.replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '');
+  base = base.replace(/^[.\s]+/, '').replace(/[\s.]+$/, '');
+  if (base === '') return 'file';
+  if (Buffer.byteLength(base, 'utf8') <= MAX_NAME_BYTES) return base;
+  const dot = base.lastIndexOf('.');
+  const ext = dot > 0 && base.length - dot <= 16 ? base.slice(dot) : '';
+  let stem = base.slice(0, base.length - ext.length);
+  while (Buffer.byteLength(stem + ext, 'utf8') > MAX_NAME_BYTES) stem = Array.from(stem).slice(0, -1).join('');
+  return stem + ext;
+}
+
+/** Keep names unique within one request: `a.pdf`, `a (2).pdf`, `a (3).pdf`. */
+export function uniqueNamer(): (name: string) => string {
+  const used = new Set<string>();
+  return (name) => {
+    let candidate = name;
+    const dot = name.lastIndexOf('.');
+    const stem = dot > 0 ? name.slice(0, dot) : name;
+    const ext = dot > 0 ? name.slice(dot) : '';
+    for (let n = 2; used.has(candidate.toLowerCase()); n++) candidate = `${stem} (${n})${ext}`;
+    used.add(candidate.toLowerCase());
+    return candidate;
+  };
+}
