@@ -42,7 +42,8 @@ export interface ReceiverDeps {
 export interface Receiver {
   readonly server: http.Server;
   listen(port: number, host: string): Promise<number>;
-  close(): Promise<void>;
+  /** Stop accepting; let requests in flight finish for up to `graceMs`, then cut what is left. */
+  close(graceMs?: number): Promise<void>;
 }
 
 const RETRY_AFTER_SECONDS = '5';
@@ -211,9 +212,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         server.listen(port, host, () => { server.off('error', reject); resolve((server.address() as AddressInfo).port); });
       });
     },
-    close() {
+    close(graceMs = 10_000) {
       return new Promise((resolve) => {
-        server.close(() => resolve());
+        const timer = setTimeout(() => server.closeAllConnections(), graceMs);
+        server.close(() => { clearTimeout(timer); resolve(); });
         server.closeIdleConnections();
       });
     },

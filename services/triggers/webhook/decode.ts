@@ -24,7 +24,14 @@ export interface WebhookDecodeLimits {
   multipart: MultipartLimits;
 }
 
-const EXTENSIONS: Record<string, string> = { json: '.json', xml: '.xml', text: '.txt', form: '.txt' };
+/** The staged file's extension: by what the type really says, `.bin` for anything else. */
+function extensionOf(type: string): string {
+  if (type === 'application/json' || type.endsWith('+json')) return '.json';
+  if (bodyKind(type) === 'xml') return '.xml';
+  if (type === 'text/plain') return '.txt';
+  if (type === 'application/x-www-form-urlencoded') return '.txt';
+  return '.bin';
+}
 
 export async function decodeWebhookBody(received: Received, params: WebhookParameters, limits: WebhookDecodeLimits, services: DecodeServices): Promise<DecodedItem> {
   const media = parseMediaType(received.contentType);
@@ -49,8 +56,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
   };
 
   if (params.options.rawBody || params.options.binaryData) {
-    const kind = bodyKind(media.type);
-    const path = await stageWhole(`body${media.type ? EXTENSIONS[kind] ?? '.bin' : '.bin'}`);
+    const path = await stageWhole(`body${extensionOf(media.type)}`);
     const value = params.options.rawBody ? { file: path } : { [params.options.binaryPropertyName]: path };
     return { value: JSON.stringify(value), files: [path] };
   }

@@ -76,7 +76,9 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
     write: (chunk) => (failure || !bb ? true : bb.write(chunk)),
     once: (event, listener) => (bb ? bb.once(event, listener) : listener()),
     async end() {
-      if (bb && !failure) bb.end();
+      // A verdict already reached (a limit) stands: busboy was no longer fed and will not close.
+      if (failure) { bb?.destroy(); return failure; }
+      if (bb) bb.end();
       await done;
       if (!failure && bb && !closed) failure = new MultipartError('malformed multipart body: it ended early', 'malformed');
       return failure;

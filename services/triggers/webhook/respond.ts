@@ -17,7 +17,8 @@ export function templateScope(request: InboundRequest, inspection: Inspection): 
   return {
     $request: { id: request.requestId, receivedAt: new Date(request.receivedAt).toISOString() },
     $headers: request.headers,
-    $query: request.query,
+    // A parameter given once is a string, one given several times an array.
+    $query: Object.fromEntries(Object.entries(request.query).map(([k, v]) => [k, v.length === 1 ? v[0] : v])),
     $params: { workflowId: request.workflowId, path: request.pathSuffix },
     $json: inspection.json,
   };

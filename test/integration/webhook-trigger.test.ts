@@ -1,0 +1,215 @@
+import { generateKeyPairSync, sign } from 'node:crypto';
+import { gzipSync, deflateSync } from 'node:zlib';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import type { ExecutionRequested } from '../../services/platform/avro/records';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { collectUntilQuiet } from './contracts/event-log.contract';
+import { readAll } from './contracts/object-store.contract';
+import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
+
+/** The webhook trigger, Protocol = HTTP: SPEC §2.2 and §7, through the whole pipeline. */
+const codec = defaultAvroCodec();
+const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+
+async function setUp(app: TestApp) {
+  const sealer = createCredentialSealer(app.config.encryptionKey!);
+  const { registry } = app.backends;
+  await registry.credentials.put(sealer.seal({ id: 'cred-rsa', type: 'rsaSignature', data: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }) as string, header: 'X-Signature' } }));
+  const hook = (id: string, parameters: Record<string, unknown> = {}, credentials?: Record<string, string>) =>
+    registry.workflows.put({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters, credentials }] });
+  await hook('wf-plain');
+  await hook('wf-raw', { options: { rawBody: true } });
+  await hook('wf-binary', { options: { binaryData: true, binaryPropertyName: 'upload' } });
+  await hook('wf-bots', { options: { ignoreBots: true } });
+  await hook('wf-signed', { authentication: 'rsaSignature' }, { rsaSignature: 'cred-rsa' });
+  await hook('wf-respond', { options: {
+    responseData: '{"received":"{{ $request.id }}","order":{{ $json.order }},"echo":"{{ $headers[\'x-correlation-id\'] }}","q":"{{ $query.tag }}","path":"{{ $params.path }}"}',
+    responseHeaders: [{ name: 'X-Correlation-Id', value: "{{ $headers['X-Correlation-Id'] }}" }, { name: 'Content-Type', value: 'application/vnd.acme+json' }],
+  } });
+  await hook('wf-text-response', { options: { responseData: 'thanks {{ $query.who }}' } });
+  await hook('wf-silent', { options: { noResponseBody: true, responseHeaders: [{ name: 'X-Ack', value: 'yes' }] } });
+  await registry.workflows.put({ id: 'wf-error-first', active: true, nodes: [
+    { name: 'On error', type: 'errorTrigger' }, { name: 'Disabled', type: 'webhook', disabled: true }, { name: 'Live', type: 'webhook' },
+  ] });
+}
+
+function describeWebhook(choice: BackendChoice, only?: string[]) {
+  const maybe = (name: string) => (!only || only.includes(name) ? test : test.skip);
+  describe(`webhook trigger on ${choice} backends`, () => {
+    let app: TestApp;
+    beforeAll(async () => {
+      app = await startTestApp(choice, { MAX_BODY_BYTES: '2MiB', MAX_INFLATED_BYTES: '4MiB', MULTIPART_MAX_FILE_BYTES: '1MiB', MULTIPART_MAX_FILES: '5', INLINE_BODY_MAX: '64KiB', WORKFLOW_CACHE_MS: '0' });
+      await setUp(app);
+    }, 120_000);
+    afterAll(async () => { await app?.stop(); });
+
+    const post = (path: string, body: string | Buffer, headers: Record<string, string> = {}) =>
+      fetch(`${app.baseUrl}/hook/${path}`, { method: 'POST', headers, body });
+
+    /** The one execution a request became. */
+    async function executionOf(res: Response): Promise<{ execution: ExecutionRequested; input: Record<string, unknown> }> {
+      expect(res.status).toBe(200);
+      const requestId = res.headers.get('x-request-id');
+      const deadline = Date.now() + 20_000;
+      while (Date.now() < deadline) {
+        const found = (await collectUntilQuiet(app.backends.log, app.topics.executions, 300, 500)).map((r) => codec.decode('ExecutionRequested', r.value)).filter((e) => e.requestId === requestId);
+        if (found.length > 1) throw new Error(`request ${requestId} became ${found.length} executions`);
+        if (found.length === 1) return { execution: found[0], input: JSON.parse(found[0].input) };
+      }
+      throw new Error(`request ${requestId} became no execution`);
+    }
+    const output = async (res: Response) => (await executionOf(res)).input.Hook;
+    const text = async (path: string) => (await readAll(await app.backends.store.get(path))).toString('utf8');
+
+    maybe('json')('JSON, +json and unrecognised types parse as JSON; an empty body is {}', async () => {
+      expect(await output(await post('wf-plain', '{"a":[1,{"b":null}]}', { 'content-type': 'application/json; charset=utf-8' }))).toEqual({ a: [1, { b: null }] });
+      expect(await output(await post('wf-plain', '{"v":1}', { 'content-type': 'application/vnd.api+json' }))).toEqual({ v: 1 });
+      expect(await output(await post('wf-plain', '[true]', { 'content-type': 'application/x-unknown' }))).toEqual([true]);
+      expect(await output(await post('wf-plain', '', { 'content-type': 'application/json' }))).toEqual({});
+    });
+
+    maybe('json')('binary or text that is not JSON, under a JSON or unknown type, is 400 payload-parse-error', async () => {
+      // (fetch gives a string body text/plain, so the untyped case sends bytes.)
+      for (const [body, type] of [[Buffer.from([0xff, 0x00, 0x12]), 'application/octet-stream'], ['<a/>', 'application/json'], [Buffer.from('nope'), '']] as const) {
+        const res = await post('wf-plain', body, type ? { 'content-type': type } : {});
+        expect(res.status).toBe(400);
+        expect(await res.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is not valid JSON' });
+      }
+    });
+
+    maybe('forms')('url-encoded forms: field → string, repeated fields → arrays, charset honoured', async () => {
+      expect(await output(await post('wf-plain', 'name=J%C3%BCrgen+M&tag=a&tag=b&empty=', { 'content-type': 'application/x-www-form-urlencoded' })))
+        .toEqual({ name: 'Jürgen M', tag: ['a', 'b'], empty: '' });
+      expect(await output(await post('wf-plain', 'city=K%F6ln', { 'content-type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' }))).toEqual({ city: 'Köln' });
+    });
+
+    maybe('xml')('XML stays the raw string; text/plain becomes { text }; a path suffix is forwarded', async () => {
+      const xml = '<?xml version="1.0"?><order id="7"><line sku="A"/></order>';
+      expect(await output(await post('wf-plain', xml, { 'content-type': 'text/xml' }))).toBe(xml);
+      expect(await output(await post('wf-plain', xml, { 'content-type': 'application/soap+xml' }))).toBe(xml);
+      const { input } = await executionOf(await post('wf-plain/a/b', 'hello\nworld', { 'content-type': 'text/plain' }));
+      expect(input).toEqual({ Hook: { text: 'hello\nworld' }, path: 'a/b' });
+    });
+
+    maybe('multipart')('multipart: fields, several files (streamed to the store), empty inputs, unsafe and non-ASCII names', async () => {
+      const form = new FormData();
+      form.append('customer', 'ACME GmbH');
+      form.append('tag', 'x');
+      form.append('tag', 'y');
+      form.append('invoice', new Blob(['%PDF-1.7 invoice']), 'Rechnung März.pdf');
+      form.append('attachment', new Blob(['evil']), '../../etc/passwd');
+      form.append('attachment', new Blob(['second']), 'C:\\temp\\notes.txt');
+      form.append('attachment', new Blob(['third']), 'notes.txt');
+      form.append('nothing', new Blob([]), '');
+      const res = await post('wf-plain', form as unknown as Buffer);
+      const { execution, input } = await executionOf(res);
+      const out = input.Hook as Record<string, string | string[]>;
+      expect(out.customer).toBe('ACME GmbH');
+      expect(out.tag).toEqual(['x', 'y']);
+      expect(out.nothing).toBeUndefined();
+      const folder = `trigger/wf-plain/`;
+      expect(out.invoice).toMatch(new RegExp(`^${folder}\\d{8}T\\d{9}Z-[0-9a-f]{12}/Rechnung März\\.pdf$`));
+      expect(await text(out.invoice as string)).toBe('%PDF-1.7 invoice');
+      const [passwd, windows, second] = out.attachment as string[];
+      expect(passwd.split('/').pop()).toBe('passwd');
+      expect(passwd.startsWith(folder)).toBe(true);
+      expect(windows.split('/').pop()).toBe('notes.txt');
+      expect(second.split('/').pop()).toBe('notes (2).txt');
+      expect(await text(second)).toBe('third');
+      expect(execution.batchSize).toBe(1);
+    });
+
+    maybe('multipart')('multipart without a boundary, or broken, is 400; a file over the limit or too many files is 413', async () => {
+      const noBoundary = await post('wf-plain', '--x\r\n', { 'content-type': 'multipart/form-data' });
+      expect(noBoundary.status).toBe(400);
+      expect(((await noBoundary.json()) as { error: string }).error).toBe('payload-parse-error');
+      const broken = await post('wf-plain', '--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nvalue-without-closing', { 'content-type': 'multipart/form-data; boundary=b' });
+      expect(broken.status).toBe(400);
+      const big = new FormData();
+      big.append('f', new Blob([Buffer.alloc(1024 * 1024 + 10, 1)]), 'big.bin');
+      const tooBig = await post('wf-plain', big as unknown as Buffer);
+      expect(tooBig.status).toBe(413);
+      const many = new FormData();
+      for (let i = 0; i < 6; i++) many.append(`f${i}`, new Blob(['x']), `f${i}.txt`);
+      expect((await post('wf-plain', many as unknown as Buffer)).status).toBe(413);
+    });
+
+    maybe('raw')('Raw Body stores the body as a file whatever the type; legacy Binary Data under its property', async () => {
+      const raw = await output(await post('wf-raw', '{not json at all', { 'content-type': 'application/json' })) as { file: string };
+      expect(raw.file).toMatch(/^trigger\/wf-raw\/.+\/body\.json$/);
+      expect(await text(raw.file)).toBe('{not json at all');
+      const bin = await output(await post('wf-binary', Buffer.from([1, 2, 3]), { 'content-type': 'application/octet-stream' })) as { upload: string };
+      expect(bin.upload).toMatch(/\/body\.bin$/);
+      expect([...(await readAll(await app.backends.store.get(bin.upload)))]).toEqual([1, 2, 3]);
+    });
+
+    maybe('encoding')('gzip and deflate bodies are decoded; bombs are 413, corrupt streams 400, unknown codings 415', async () => {
+      expect(await output(await post('wf-plain', gzipSync('{"zipped":true}'), { 'content-type': 'application/json', 'content-encoding': 'gzip' }))).toEqual({ zipped: true });
+      expect(await output(await post('wf-plain', deflateSync('a=1'), { 'content-type': 'application/x-www-form-urlencoded', 'content-encoding': 'deflate' }))).toEqual({ a: '1' });
+      const bomb = gzipSync(Buffer.alloc(16 * 1024 * 1024)); // 16 MiB of zeros in ~16 KiB
+      const bombed = await post('wf-plain', bomb, { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+      expect(bombed.status).toBe(413);
+      expect(((await bombed.json()) as { error: string }).error).toBe('payload-too-large');
+      const corrupt = await post('wf-plain', Buffer.from('not gzip at all'), { 'content-type': 'application/json', 'content-encoding': 'gzip' });
+      expect(corrupt.status).toBe(400);
+      expect((await post('wf-plain', '{}', { 'content-type': 'application/json', 'content-encoding': 'br' })).status).toBe(415);
+      const zippedForm = new FormData();
+      zippedForm.append('doc', new Blob(['inside a gzip']), 'doc.txt');
+      const serialised = new Response(zippedForm);
+      const formType = serialised.headers.get('content-type')!;
+      const formBytes = Buffer.from(await serialised.arrayBuffer());
+      const out = await output(await post('wf-plain', gzipSync(formBytes), { 'content-type': formType, 'content-encoding': 'gzip' })) as { doc: string };
+      expect(await text(out.doc)).toBe('inside a gzip');
+    });
+
+    maybe('auth')('RSA signatures over the exact bytes: right 200, wrong 403, missing 401', async () => {
+      const body = Buffer.from('{"amount":"10.00"}');
+      const good = sign('sha256', body, privateKey).toString('base64');
+      expect(await output(await post('wf-signed', body, { 'content-type': 'application/json', 'x-signature': good }))).toEqual({ amount: '10.00' });
+      const tampered = await post('wf-signed', Buffer.from('{"amount":"99.00"}'), { 'content-type': 'application/json', 'x-signature': good });
+      expect(tampered.status).toBe(403);
+      expect((await post('wf-signed', body, { 'content-type': 'application/json', 'x-signature': 'AAAA' })).status).toBe(403);
+      const missing = await post('wf-signed', body, { 'content-type': 'application/json' });
+      expect(missing.status).toBe(401);
+      // A body large enough to be staged is verified from the digest taken while it streamed in.
+      const large = Buffer.from(JSON.stringify({ pad: 'p'.repeat(200 * 1024) }));
+      expect(await output(await post('wf-signed', large, { 'content-type': 'application/json', 'x-signature': sign('sha256', large, privateKey).toString('base64') }))).toEqual({ pad: 'p'.repeat(200 * 1024) });
+    });
+
+    maybe('bots')('Ignore Bots rejects link previewers with 403 and lets HTTP clients and browsers through', async () => {
+      for (const ua of ['Slackbot-LinkExpanding 1.0 (+https://api.slack.com/robots)', 'facebookexternalhit/1.1', 'Mozilla/5.0 (compatible; Discordbot/2.0; +https://discordapp.com)']) {
+        const res = await post('wf-bots', '{}', { 'content-type': 'application/json', 'user-agent': ua });
+        expect(res.status).toBe(403);
+        expect(((await res.json()) as { error: string }).error).toBe('bot-rejected');
+      }
+      for (const ua of ['curl/8.4.0', 'python-requests/2.31.0', 'Go-http-client/1.1', 'Mozilla/5.0 (X11; Linux x86_64; rv:121.0) Gecko/20100101 Firefox/121.0']) {
+        expect((await post('wf-bots', '{}', { 'content-type': 'application/json', 'user-agent': ua })).status).toBe(200);
+      }
+    });
+
+    maybe('respond')('Response Data and Response Headers are rendered from templates; No Response Body is empty', async () => {
+      const res = await post('wf-respond/x/y?tag=blue', '{"order":{"id":42}}', { 'content-type': 'application/json', 'x-correlation-id': 'abc"123' });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('application/vnd.acme+json');
+      expect(res.headers.get('x-correlation-id')).toBe('abc"123');
+      expect(await res.json()).toEqual({ received: res.headers.get('x-request-id'), order: { id: 42 }, echo: 'abc"123', q: 'blue', path: 'x/y' });
+      const plain = await post('wf-text-response?who=ops', '{}', { 'content-type': 'application/json' });
+      expect(plain.headers.get('content-type')).toBe('text/plain; charset=utf-8');
+      expect(await plain.text()).toBe('thanks ops');
+      const silent = await post('wf-silent', '{}', { 'content-type': 'application/json' });
+      expect(silent.status).toBe(200);
+      expect(silent.headers.get('x-ack')).toBe('yes');
+      expect(await silent.text()).toBe('');
+    });
+
+    maybe('select')('the first trigger node that is neither an error trigger nor disabled drives the request', async () => {
+      const { execution, input } = await executionOf(await post('wf-error-first', '{"k":1}', { 'content-type': 'application/json' }));
+      expect(execution.triggerNode).toBe('Live');
+      expect(input).toEqual({ Live: { k: 1 } });
+    });
+  });
+}
+
+describeWebhook('embedded');
+// On the production backends: what touches the object store (claim checks, staging) and the log.
+describeWebhook('real', ['multipart', 'raw', 'auth', 'encoding']);
