@@ -40,7 +40,8 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
 
   return new Promise<BodyOutcome>((resolve) => {
     const chunks: Buffer[] = [];
-    const hash = createHash('sha256');
+    // Staged bodies are hashed as they stream; inline ones only if asked (body.sha256()).
+    let hash: ReturnType<typeof createHash> | null = null;
     let size = 0;
     let settled = false;
     let waiting = 0;
@@ -67,13 +68,14 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > options.maxBytes) return finish({ ok: false, reason: 'too-large' });
-      hash.update(chunk);
       if (validator) feed(validator, chunk);
-      if (spill) return feed(spill.stream, chunk);
+      if (spill) { hash!.update(chunk); return feed(spill.stream, chunk); }
       chunks.push(chunk);
       if (size > options.inlineMax) {
         const stream = new PassThrough();
         const path = options.stagingPath();
+        hash = createHash('sha256');
+        for (const c of chunks) hash.update(c);
         const done = options.store.put(path, stream, { maxBytes: options.maxBytes });
         done.catch((error) => finish({ ok: false, reason: 'store-failed', error }));
         spill = { stream, done, path };
@@ -86,7 +88,6 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     req.once('error', (error) => finish({ ok: false, reason: 'aborted', error }));
     req.once('end', async () => {
       if (settled) return;
-      const sha256 = hash.digest('hex');
       try {
         const s = spill;
         if (s) s.stream.end();
@@ -97,6 +98,8 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
           return finish({ ok: false, reason: 'rejected', answer: verdict });
         }
         const inline = s ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+        let digest = s ? hash!.digest('hex') : null;
+        const sha256 = () => (digest ??= createHash('sha256').update(inline!).digest('hex'));
         finish({ ok: true, body: { size, sha256, inline }, stagedPath: s ? s.path : null });
       } catch (error) {
         finish({ ok: false, reason: 'store-failed', error });

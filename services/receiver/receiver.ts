@@ -9,7 +9,7 @@ import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { redactHeaders } from '../platform/logger/redact';
 import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
-import type { Registry } from '../platform/registry/registry';
+import { DOCUMENT_ID, type Registry } from '../platform/registry/registry';
 import type { CredentialSealer } from '../platform/registry/credential-crypto';
 import type { ObjectStore } from '../platform/store/object-store';
 import { traceHeaders, tracer } from '../platform/telemetry/trace-context';
@@ -80,7 +80,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
     let workflow: WorkflowDocument | null;
     try {
-      workflow = await workflows.get(route.workflowId);
+      // An id that cannot exist is simply a missing workflow, answered like any other.
+      workflow = DOCUMENT_ID.test(route.workflowId) ? await workflows.get(route.workflowId) : null;
     } catch (error) {
       logger.error('registry unavailable', { requestId, error });
       refuse(req, res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
@@ -105,7 +106,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       requestId, workflowId: workflow.id, pathSuffix: route.pathSuffix, query: route.query, headers,
       remoteAddress: req.socket.remoteAddress ?? null, receivedAt: Date.now(),
     };
-    logger.info('inbound event', {
+    if (logger.enabled('info')) logger.info('inbound event', {
       requestId, workflowId: workflow.id, method: req.method, path: req.url?.split('?')[0], contentType: headers['content-type'] ?? null,
       contentLength: headers['content-length'] ?? null, userAgent: headers['user-agent'] ?? null, remoteAddress: request.remoteAddress,
     });
@@ -153,7 +154,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       contentType: headers['content-type'] ?? null,
       body: body.inline
         ? { kind: 'inline', data: body.inline }
-        : { kind: 'ref', path: outcome.stagedPath!, size: body.size, sha256: body.sha256! },
+        : { kind: 'ref', path: outcome.stagedPath!, size: body.size, sha256: body.sha256() },
       receivedAt: request.receivedAt,
       principal: admission.principal,
       remoteAddress: request.remoteAddress,

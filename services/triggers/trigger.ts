@@ -37,8 +37,11 @@ export type Admission =
 /** The request body as the receiver holds it: in memory when small, else already in the object store. */
 export interface ReceivedBody {
   size: number;
-  /** Lower-case hex SHA-256 of the bytes as they arrived (before any Content-Encoding is undone). */
-  sha256: string;
+  /**
+   * Lower-case hex SHA-256 of the bytes as they arrived (before any Content-Encoding is undone). A staged
+   * body was hashed while it streamed in; an inline one is hashed on first use (most never need it).
+   */
+  sha256(): string;
   /** The bytes, when they fit INLINE_BODY_MAX; null when the body was staged to the object store. */
   inline: Buffer | null;
 }

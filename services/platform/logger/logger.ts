@@ -13,6 +13,8 @@ export interface Logger {
   warn(msg: string, fields?: Fields): void;
   error(msg: string, fields?: Fields): void;
   child(fields: Fields): Logger;
+  /** Whether a level is written, so a hot path can skip building the fields of a line nobody reads. */
+  enabled(level: Level): boolean;
 }
 
 const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
@@ -35,6 +37,7 @@ export function createLogger(options: { level?: Level; write?: (line: string) =>
     warn: (m, f) => emit('warn', m, f),
     error: (m, f) => emit('error', m, f),
     child: (fields) => createLogger({ level: options.level, write, fields: { ...base, ...fields } }),
+    enabled: (level) => ORDER[level] >= min,
   };
 }
 

@@ -107,7 +107,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
         const header = (credential.data.header ?? 'X-Signature').toLowerCase();
         const signature = request.headers[header];
         if (signature === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
-        if (!verifyRsaSha256(credential.data.publicKey, signature, body.sha256)) return { ok: false, answer: errorAnswer('authorization-wrong') };
+        if (!verifyRsaSha256(credential.data.publicKey, signature, body.sha256())) return { ok: false, answer: errorAnswer('authorization-wrong') };
       }
       if (params.options.rawBody || params.options.binaryData || !body.inline) return { ok: true, inspection: {} };
       const media = parseMediaType(request.headers['content-type']);

@@ -34,17 +34,27 @@ export interface JournalEntry {
   commits: OffsetCommit[];
 }
 
+/** Bytes a record takes in a frame; encodeFrame sizes the whole frame first and allocates once. */
+function recordSize(r: JournalRecord, headerNames: string[]): number {
+  let n = 2 + Buffer.byteLength(r.topic) + 1 + (r.key === null ? 0 : 2 + Buffer.byteLength(r.key)) + 8 + 2 + 4 + r.value.length;
+  for (const name of headerNames) n += 4 + Buffer.byteLength(name) + Buffer.byteLength(r.headers[name]);
+  return n;
+}
+
 class Writer {
-  private parts: Buffer[] = [];
-  size = 0;
-  u8(n: number) { const b = Buffer.allocUnsafe(1); b.writeUInt8(n); this.push(b); }
-  u16(n: number) { const b = Buffer.allocUnsafe(2); b.writeUInt16BE(n); this.push(b); }
-  u32(n: number) { const b = Buffer.allocUnsafe(4); b.writeUInt32BE(n); this.push(b); }
-  f64(n: number) { const b = Buffer.allocUnsafe(8); b.writeDoubleBE(n); this.push(b); }
-  str16(s: string) { const b = Buffer.from(s, 'utf8'); if (b.length > 0xffff) throw new RangeError('string too long for the journal'); this.u16(b.length); this.push(b); }
-  bytes32(b: Buffer) { this.u32(b.length); this.push(b); }
-  push(b: Buffer) { this.parts.push(b); this.size += b.length; }
-  concat() { return Buffer.concat(this.parts, this.size); }
+  pos: number;
+  constructor(private readonly buf: Buffer, start: number) { this.pos = start; }
+  u8(n: number) { this.pos = this.buf.writeUInt8(n, this.pos); }
+  u16(n: number) { this.pos = this.buf.writeUInt16BE(n, this.pos); }
+  u32(n: number) { this.pos = this.buf.writeUInt32BE(n, this.pos); }
+  f64(n: number) { this.pos = this.buf.writeDoubleBE(n, this.pos); }
+  str16(s: string) {
+    const length = this.buf.write(s, this.pos + 2, 'utf8');
+    if (length > 0xffff) throw new RangeError('string too long for the journal');
+    this.buf.writeUInt16BE(length, this.pos);
+    this.pos += 2 + length;
+  }
+  bytes32(b: Buffer) { this.u32(b.length); this.pos += b.copy(this.buf, this.pos); }
 }
 
 /** Where one record's bytes sit inside a frame, so a reader can fetch it alone later. */
@@ -54,37 +64,41 @@ export interface RecordSpan {
 }
 
 export function encodeFrame(entry: JournalEntry): { frame: Buffer; spans: RecordSpan[] } {
-  const w = new Writer();
+  const headerNames = entry.records.map((r) => Object.keys(r.headers));
+  let size = FRAME_HEADER_BYTES + 1 + 4 + 2;
+  entry.records.forEach((r, i) => { size += recordSize(r, headerNames[i]); });
+  for (const c of entry.commits) size += 4 + Buffer.byteLength(c.group) + Buffer.byteLength(c.topic) + 8;
+  const frame = Buffer.allocUnsafe(size);
+  const w = new Writer(frame, FRAME_HEADER_BYTES);
   w.u8(PAYLOAD_VERSION);
   w.u32(entry.records.length);
   const spans: RecordSpan[] = [];
-  for (const record of entry.records) {
-    const start = FRAME_HEADER_BYTES + w.size;
-    writeRecord(w, record);
-    spans.push({ start, length: FRAME_HEADER_BYTES + w.size - start });
-  }
+  entry.records.forEach((record, i) => {
+    const start = w.pos;
+    writeRecord(w, record, headerNames[i]);
+    spans.push({ start, length: w.pos - start });
+  });
   w.u16(entry.commits.length);
   for (const c of entry.commits) {
     w.str16(c.group);
     w.str16(c.topic);
     w.f64(c.next);
   }
-  const payload = w.concat();
-  const header = Buffer.allocUnsafe(FRAME_HEADER_BYTES);
-  header.writeUInt8(FRAME_MAGIC, 0);
-  header.writeUInt32BE(payload.length, 1);
-  header.writeUInt32BE(crc32(payload), 5);
-  return { frame: Buffer.concat([header, payload]), spans };
+  if (w.pos !== size) throw new Error(`journal frame size mismatch: ${w.pos} != ${size}`);
+  const payload = frame.subarray(FRAME_HEADER_BYTES);
+  frame.writeUInt8(FRAME_MAGIC, 0);
+  frame.writeUInt32BE(payload.length, 1);
+  frame.writeUInt32BE(crc32(payload), 5);
+  return { frame, spans };
 }
 
-function writeRecord(w: Writer, r: JournalRecord) {
+function writeRecord(w: Writer, r: JournalRecord, headerNames: string[]) {
   w.str16(r.topic);
   if (r.key === null) w.u8(0);
   else { w.u8(1); w.str16(r.key); }
   w.f64(r.timestamp);
-  const names = Object.keys(r.headers);
-  w.u16(names.length);
-  for (const name of names) { w.str16(name); w.str16(r.headers[name]); }
+  w.u16(headerNames.length);
+  for (const name of headerNames) { w.str16(name); w.str16(r.headers[name]); }
   w.bytes32(r.value);
 }
 

@@ -1,0 +1,54 @@
+// Shared by the benchmarks: start the service (or any server script) as a child and wait for its address.
+const { spawn } = require('node:child_process');
+const { mkdtempSync, writeFileSync } = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const ROOT = path.resolve(__dirname, '../..');
+const CLI = path.join(ROOT, 'dist/services/cli/main.js');
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(`--${name}`);
+  return i >= 0 ? Number(process.argv[i + 1]) : fallback;
+}
+
+function start(command, args, env) {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, [command, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    let out = '';
+    const onData = (d) => {
+      out += d;
+      if (out.length > 100_000) out = out.slice(-50_000);
+      const m = /listening on (http:\/\/\S+)/.exec(out);
+      if (m) resolve({ child, url: m[1].replace('localhost', '127.0.0.1'), output: () => out });
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`${command} exited ${code}: ${out.slice(-2000)}`)));
+  });
+}
+
+async function stop(server) {
+  server.child.kill('SIGTERM');
+  await new Promise((res) => server.child.once('exit', res));
+}
+
+/** A data folder with one webhook workflow, `wf-bench`. */
+async function benchDataDir(env = {}) {
+  const dataDir = mkdtempSync(path.join(os.tmpdir(), 'ingress-bench-'));
+  const wf = path.join(dataDir, 'wf.json');
+  writeFileSync(wf, JSON.stringify({ id: 'wf-bench', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] }));
+  await new Promise((res, rej) => spawn(process.execPath, [CLI, 'workflows', 'put', wf], { env: { ...process.env, DATA_DIR: dataDir, ...env }, stdio: 'ignore' })
+    .once('exit', (c) => (c === 0 ? res() : rej(new Error('workflows put failed')))));
+  return dataDir;
+}
+
+/** Resident memory of a process, in MiB (Linux). */
+function rssMiB(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+) kB/.exec(require('node:fs').readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) / 1024 : NaN;
+  } catch { return NaN; }
+}
+
+module.exports = { ROOT, CLI, arg, start, stop, benchDataDir, rssMiB };
