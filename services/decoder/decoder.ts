@@ -7,7 +7,7 @@ import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
-import { inConsumerSpan, traceHeaders } from '../platform/telemetry/trace-context';
+import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { DecodeServices } from '../triggers/trigger';
 
@@ -47,12 +47,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   const { codec, catalog, logger, topics } = deps;
   const services = bodyServices(deps.store, logger);
   const handle = withDeadLettering(async (record) => {
-    return inConsumerSpan(`${topics.received} process`, record.headers, {
-      'messaging.system': deps.log.kind === 'kafka' ? 'kafka' : 'ingress-embedded',
-      'messaging.operation.type': 'process',
-      'messaging.destination.name': topics.received,
-      'messaging.consumer.group.name': topics.group('decoder'),
-    }, async (span) => {
+    return inConsumerSpan(`${topics.received} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder')), async (span) => {
       const received = codec.decode('Received', record.value);
       span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
       const workflow = await deps.workflows.get(received.workflowId);

@@ -4,7 +4,7 @@ import type { EventLog, OutRecord, StageHandle } from '../platform/log/event-log
 import { withDeadLettering } from '../platform/log/dead-lettering';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
-import { inConsumerSpan, traceHeaders } from '../platform/telemetry/trace-context';
+import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import { executionId } from './execution-id';
 
 /**
@@ -50,12 +50,7 @@ export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'c
 
 export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle> {
   const { codec, logger, topics } = deps;
-  const handle = withDeadLettering(async (record) => inConsumerSpan(`${topics.decoded} process`, record.headers, {
-    'messaging.system': deps.log.kind === 'kafka' ? 'kafka' : 'ingress-embedded',
-    'messaging.operation.type': 'process',
-    'messaging.destination.name': topics.decoded,
-    'messaging.consumer.group.name': topics.group('dispatcher'),
-  }, async (span) => {
+  const handle = withDeadLettering(async (record) => inConsumerSpan(`${topics.decoded} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.decoded, topics.group('dispatcher')), async (span) => {
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
     return executionRecords(decoded, deps);

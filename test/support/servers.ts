@@ -136,10 +136,6 @@ function tail(file: string, maxLines = 30): string {
   }
 }
 
-function secondsSince(t0: number): string {
-  return `${((Date.now() - t0) / 1000).toFixed(1)}s`;
-}
-
 /** Any HTTP(S) response at all means the server is up. */
 function httpAnswers(url: string, ca?: string): Promise<boolean> {
   return new Promise((resolve) => {

@@ -1,5 +1,6 @@
 import { promises as fsp } from 'node:fs';
 import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
+import type { Registry } from '../../platform/registry/registry';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { triggerCatalog } from '../start';
 import type { CommandContext } from '../context';
@@ -23,11 +24,24 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** Open the registry for one command, report document problems one per line, always close. */
+async function withRegistry(ctx: CommandContext, what: string, run: (registry: Registry) => Promise<number>): Promise<number> {
+  const registry = await ctx.openRegistry();
+  try {
+    return await run(registry);
+  } catch (error) {
+    if (error instanceof DocumentError) { ctx.err(`invalid ${what} document:\n${error.problems.map((p) => `  ${p}`).join('\n')}`); return 1; }
+    throw error;
+  } finally {
+    await registry.close();
+  }
+}
+
 export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, []);
   const [verb, arg] = args.positionals;
-  const registry = await ctx.openRegistry();
-  try {
+  const hookUrl = (id: string) => `${ctx.config.publicBaseUrl}/hook/${encodeURIComponent(id)}`;
+  return withRegistry(ctx, 'workflow', async (registry) => {
     switch (verb) {
       case 'put': {
         if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
@@ -35,7 +49,7 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
         const problems = triggerCatalog(ctx.config).validate(doc);
         if (problems.length) throw new DocumentError(problems);
         await registry.workflows.put(doc);
-        ctx.out(JSON.stringify({ id: doc.id, active: doc.active, url: `${ctx.config.publicBaseUrl}/hook/${encodeURIComponent(doc.id)}` }));
+        ctx.out(JSON.stringify({ id: doc.id, active: doc.active, url: hookUrl(doc.id) }));
         return 0;
       }
       case 'get': {
@@ -46,26 +60,18 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
         return 0;
       }
       case 'list':
-        for (const w of await registry.workflows.list()) {
-          ctx.out(JSON.stringify({ id: w.id, name: w.name ?? null, active: w.active, url: `${ctx.config.publicBaseUrl}/hook/${encodeURIComponent(w.id)}` }));
-        }
+        for (const w of await registry.workflows.list()) ctx.out(JSON.stringify({ id: w.id, name: w.name ?? null, active: w.active, url: hookUrl(w.id) }));
         return 0;
       default:
         throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
     }
-  } catch (error) {
-    if (error instanceof DocumentError) { ctx.err(`invalid workflow document:\n${error.problems.map((p) => `  ${p}`).join('\n')}`); return 1; }
-    throw error;
-  } finally {
-    await registry.close();
-  }
+  });
 }
 
 export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, []);
   const [verb, arg] = args.positionals;
-  const registry = await ctx.openRegistry();
-  try {
+  return withRegistry(ctx, 'credential', async (registry) => {
     switch (verb) {
       case 'put': {
         if (!arg) throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
@@ -81,10 +87,5 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
       default:
         throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
     }
-  } catch (error) {
-    if (error instanceof DocumentError) { ctx.err(`invalid credential document:\n${error.problems.map((p) => `  ${p}`).join('\n')}`); return 1; }
-    throw error;
-  } finally {
-    await registry.close();
-  }
+  });
 }

@@ -1,7 +1,7 @@
-import { createHash, randomUUID } from 'node:crypto';
-import { pipeline, Readable, Transform } from 'node:stream';
+import { randomUUID } from 'node:crypto';
+import { pipeline, Readable } from 'node:stream';
 import { BlobServiceClient, type BlobHTTPHeaders, type BlockBlobClient, type ContainerClient } from '@azure/storage-blob';
-import { assertObjectPath, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 
 export interface AzureBlobStoreOptions {
   /** An Azure Storage connection string. It holds the account key: it never appears in an error. */
@@ -62,16 +62,8 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
 
   async function upload(blob: BlockBlobClient, p: string, source: Readable, putOptions: PutOptions): Promise<StoredObject> {
     const { maxBytes, contentType } = putOptions;
-    const hash = createHash('sha256');
-    let size = 0;
-    const meter = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        size += chunk.length;
-        if (maxBytes !== undefined && size > maxBytes) return cb(new ObjectStoreError(`object exceeds ${maxBytes} bytes`, 'too-large'));
-        hash.update(chunk);
-        cb(null, chunk);
-      },
-    });
+    const metered = createMeter(maxBytes);
+    const meter = metered.stream;
     // Errors of the body reach the meter (and so the loop below); a meter that stops destroys the body.
     pipeline(source, meter, () => undefined);
 
@@ -109,7 +101,7 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
         }
       }
       // The body ended within maxBytes: only now may the object become visible.
-      const sha256 = hash.digest('hex');
+      const sha256 = metered.sha256();
       const headers: BlobHTTPHeaders = { blobContentType: contentType ?? 'application/octet-stream' };
       const metadata: Record<string, string> = { [META_SHA256]: sha256, ...(contentType === undefined ? { [META_UNTYPED]: 'true' } : {}) };
       const rest = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingLength);
@@ -121,7 +113,7 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
         if (stageError) throw stageError;
         await blob.commitBlockList(blockIds, { blobHTTPHeaders: headers, metadata, abortSignal: abort.signal });
       }
-      return { path: p, size, sha256, contentType: contentType ?? null };
+      return { path: p, size: metered.size(), sha256, contentType: contentType ?? null };
     } catch (error) {
       abort.abort();
       meter.destroy();

@@ -1,9 +1,9 @@
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { createReadStream, createWriteStream, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { Readable, Transform } from 'node:stream';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { assertObjectPath, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 
 /**
  * The ObjectStore of `npm start`: content under DATA_DIR/objects/data/<path>, its size, hash and type
@@ -22,25 +22,16 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
 
   async function writeDurably(target: string, source: Readable, maxBytes: number | undefined): Promise<{ size: number; sha256: string }> {
     const tmp = path.join(tmpRoot, randomUUID());
-    const hash = createHash('sha256');
-    let size = 0;
-    const meter = new Transform({
-      transform(chunk: Buffer, _enc, cb) {
-        size += chunk.length;
-        if (maxBytes !== undefined && size > maxBytes) return cb(new ObjectStoreError(`object exceeds ${maxBytes} bytes`, 'too-large'));
-        hash.update(chunk);
-        cb(null, chunk);
-      },
-    });
+    const meter = createMeter(maxBytes);
     try {
       const out = createWriteStream(tmp, { mode: 0o600 });
-      await pipeline(source, meter, out);
+      await pipeline(source, meter.stream, out);
       const handle = await fsp.open(tmp, 'r+');
       try { await handle.datasync(); } finally { await handle.close(); }
       await fsp.mkdir(path.dirname(target), { recursive: true });
       await fsp.rename(tmp, target);
       await syncDirectory(path.dirname(target));
-      return { size, sha256: hash.digest('hex') };
+      return { size: meter.size(), sha256: meter.sha256() };
     } catch (error) {
       await fsp.rm(tmp, { force: true });
       if (error instanceof ObjectStoreError) throw error;

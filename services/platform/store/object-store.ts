@@ -1,4 +1,5 @@
-import type { Readable } from 'node:stream';
+import { createHash } from 'node:crypto';
+import { Transform, type Readable } from 'node:stream';
 
 /**
  * ObjectStore port: where request bodies too large to travel inline (claim checks), staged files
@@ -42,6 +43,24 @@ export class ObjectStoreError extends Error {
     super(message, options);
     this.name = 'ObjectStoreError';
   }
+}
+
+/**
+ * A pass-through that counts and hashes what an adapter stores, failing with 'too-large' past maxBytes,
+ * so every adapter reports size and SHA-256 the same way.
+ */
+export function createMeter(maxBytes: number | undefined): { stream: Transform; size(): number; sha256(): string } {
+  const hash = createHash('sha256');
+  let size = 0;
+  const stream = new Transform({
+    transform(chunk: Buffer, _enc, cb) {
+      size += chunk.length;
+      if (maxBytes !== undefined && size > maxBytes) return cb(new ObjectStoreError(`object exceeds ${maxBytes} bytes`, 'too-large'));
+      hash.update(chunk);
+      cb(null, chunk);
+    },
+  });
+  return { stream, size: () => size, sha256: () => hash.digest('hex') };
 }
 
 /** Object paths are relative, slash-separated, without empty, `.` or `..` segments or control characters. */

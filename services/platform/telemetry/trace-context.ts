@@ -25,6 +25,16 @@ export function contextFromHeaders(headers: Record<string, string>): Context {
   return w3c.extract(context.active(), headers, getter);
 }
 
+/** OpenTelemetry messaging attributes of a stage processing a record (semantic conventions). */
+export function stageSpanAttributes(logKind: 'kafka' | 'embedded', topic: string, group: string): Record<string, string> {
+  return {
+    'messaging.system': logKind === 'kafka' ? 'kafka' : 'ingress-embedded',
+    'messaging.operation.type': 'process',
+    'messaging.destination.name': topic,
+    'messaging.consumer.group.name': group,
+  };
+}
+
 /** Run `fn` inside a consumer span that continues the trace carried by a record. */
 export async function inConsumerSpan<T>(
   name: string,
