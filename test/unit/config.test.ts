@@ -17,6 +17,7 @@ test('backends are selected by their variables', () => {
     COSMOS_ENDPOINT: 'https://acct.documents.azure.com:443/', COSMOS_KEY: 'key', EXECUTION_QUEUE_AS2: 'executions.requested.as2.v1', INGRESS_TOPIC_PREFIX: 'stg.',
   });
   expect(c.kafka?.brokers).toEqual(['k1:9092', 'k2:9093']);
+  expect(c.kafka?.clientId).toBe(`ingress-${require('node:os').hostname()}`);
   expect(c.blob?.container).toBe('files');
   expect(c.cosmos?.database).toBe('ingress');
   expect(c.executionQueues.as2).toBe('stg.executions.requested.as2.v1');

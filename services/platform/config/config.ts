@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import * as path from 'node:path';
 import { TOPIC_NAMES } from '../log/topics';
 
@@ -89,7 +90,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     const list = brokers.split(',').map((b) => b.trim()).filter(Boolean);
     const bad = list.filter((b) => !/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(b) || Number(b.slice(b.lastIndexOf(':') + 1)) > 65535);
     if (list.length === 0 || bad.length) problems.push(`KAFKA_BROKERS=${JSON.stringify(brokers)}: a comma-separated list of host:port (bad: ${bad.join(', ') || 'empty'})`);
-    else kafka = { brokers: list, clientId: get('KAFKA_CLIENT_ID') ?? 'ingress' };
+    // Stage transactional ids derive from the client id: replicas need distinct ones, and a restarted
+    // instance the same one (to fence its predecessor), so the host name is the default.
+    else kafka = { brokers: list, clientId: get('KAFKA_CLIENT_ID') ?? `ingress-${hostname()}` };
   }
 
   let blob: Config['blob'] = null;
