@@ -13,7 +13,10 @@ const getter = {
   keys: (carrier: Record<string, string>) => Object.keys(carrier),
 };
 
-export const tracer = () => trace.getTracer('inbound-event-ingress');
+// One tracer for the process: the API hands back a proxy that follows whatever SDK registers later,
+// and asking for it per request would allocate a new proxy each time.
+const processTracer = trace.getTracer('inbound-event-ingress');
+export const tracer = () => processTracer;
 
 export function traceHeaders(ctx: Context = context.active()): Record<string, string> {
   const carrier: Record<string, string> = {};
