@@ -78,6 +78,25 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       }
     });
 
+    maybe('json')("a bad JSON body too large for the receiver's check is dead-lettered whole, its text kept out of messages and logs", async () => {
+      const body = Buffer.from(`nope-secret-4111 ${'x'.repeat(1100 * 1024)}`);
+      const res = await post('wf-plain', body, { 'content-type': 'application/json' });
+      expect(res.status).toBe(200);
+      const requestId = res.headers.get('x-request-id');
+      const deadline = Date.now() + 20_000;
+      let letter;
+      while (!letter && Date.now() < deadline) {
+        letter = (await collectUntilQuiet(app.backends.log, app.topics.deadLetter, 300, 500)).map((r) => codec.decode('DeadLetter', r.value))
+          .find((d) => codec.decode('Received', d.source.value).requestId === requestId);
+      }
+      expect(letter).toMatchObject({ stage: 'decoder', errorCode: 'payload-parse-error', workflowId: 'wf-plain', attempts: 1 });
+      expect(letter!.message).toMatch(/^the JSON body could not be read( \(at byte \d+\))?$/);
+      const received = codec.decode('Received', letter!.source.value);
+      expect(received.body.kind).toBe('ref');
+      if (received.body.kind === 'ref') expect((await readAll(await app.backends.store.get(received.body.path))).equals(body)).toBe(true);
+      expect(JSON.stringify(app.logs)).not.toContain('secret-4111');
+    });
+
     maybe('forms')('url-encoded forms: field → string, repeated fields → arrays, charset honoured', async () => {
       expect(await output(await post('wf-plain', 'name=J%C3%BCrgen+M&tag=a&tag=b&empty=', { 'content-type': 'application/x-www-form-urlencoded' })))
         .toEqual({ name: 'Jürgen M', tag: ['a', 'b'], empty: '' });

@@ -77,5 +77,5 @@ function toEncodingError(error: unknown, maxBytes: number): EncodingError {
   if (error instanceof EncodingError) return error;
   const code = (error as { code?: string }).code;
   if (code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError) return new EncodingError(`the body inflates to more than ${maxBytes} bytes`, 'too-large');
-  return new EncodingError(`the body is not valid ${code === 'Z_DATA_ERROR' ? 'compressed data' : 'compressed data'}: ${(error as Error).message}`, 'corrupt');
+  return new EncodingError(`the body is not valid compressed data (${code ?? (error as Error).message})`, 'corrupt');
 }

@@ -102,8 +102,14 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
       const params = webhookParameters(node);
       if (params.authentication === 'rsaSignature') {
         const credentialId = node.credentials?.rsaSignature;
-        const credential = credentialId ? await services.credential(credentialId).catch(() => null) : null;
-        if (!credential || credential.type !== 'rsaSignature') return { ok: false, answer: errorAnswer('credential-unavailable') };
+        const credential = credentialId ? await services.credential(credentialId).catch((error: Error) => {
+          services.logger.error('credential cannot be read', { credentialId, node: node.name, error });
+          return null;
+        }) : null;
+        if (!credential || credential.type !== 'rsaSignature') {
+          services.logger.error('signature credential is missing or of the wrong type', { credentialId: credentialId ?? null, node: node.name });
+          return { ok: false, answer: errorAnswer('credential-unavailable') };
+        }
         const header = (credential.data.header ?? 'X-Signature').toLowerCase();
         const signature = request.headers[header];
         if (signature === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
