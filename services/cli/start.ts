@@ -10,6 +10,8 @@ import { startDispatcher } from '../dispatcher/dispatcher';
 import { startSampler } from '../sampler/sampler';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
+import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../triggers/logistics/logistics-trigger';
+import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../triggers/warehouse/warehouse-trigger';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { Backends } from './backends';
 
@@ -31,6 +33,8 @@ export function triggerCatalog(config: Config): TriggerCatalog {
       maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
       multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
     }),
+    createLogisticsTrigger({ ...DEFAULT_LOGISTICS_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxEnvelopeBytes: Math.min(config.maxBodyBytes, DEFAULT_LOGISTICS_LIMITS.maxEnvelopeBytes) }),
+    createWarehouseTrigger({ maxPostBytes: Math.min(config.maxBodyBytes, DEFAULT_WAREHOUSE_LIMITS.maxPostBytes) }),
   ]);
 }
 

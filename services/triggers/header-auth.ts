@@ -1,0 +1,65 @@
+import type { WorkflowNode } from '../platform/registry/documents';
+import type { IngressErrorCode } from './answers';
+import { secretsEqual } from './secret-compare';
+import type { InboundRequest, TriggerServices } from './trigger';
+
+/**
+ * Basic and Header Auth on a request's headers (SPEC §5), for every trigger kind that offers them:
+ * missing → `authorization-required`, wrong → `authorization-wrong`, a referenced credential that is
+ * missing, of another type or unreadable → `credential-unavailable` (fail closed, with a log line).
+ * Each trigger renders the code in its own answer format (JSON error, SOAP Fault).
+ */
+export type HeaderAuthOutcome =
+  | { ok: true; principal: string | null; secretHeaders: string[] }
+  | { ok: false; code: IngressErrorCode };
+
+export type CredentialCheck = 'none' | 'basicAuth' | 'headerAuth';
+
+/**
+ * The credential a node names under `key` (by default the credential type), decrypted and of `type`;
+ * null (logged) when it cannot be used.
+ */
+export async function nodeCredential(node: WorkflowNode, type: string, workflowId: string, services: TriggerServices, key = type) {
+  const credentialId = node.credentials?.[key];
+  const credential = credentialId ? await services.credential(credentialId).catch((error: Error) => {
+    services.logger.error('credential cannot be read', { credentialId, node: node.name, workflowId, error });
+    return undefined;
+  }) : null;
+  if (!credential || credential.type !== type) {
+    if (credential !== undefined) services.logger.error('trigger credential is missing or of the wrong type', { credentialId: credentialId ?? null, node: node.name, workflowId, expected: type });
+    return null;
+  }
+  return credential;
+}
+
+export async function checkHeaderAuth(request: InboundRequest, node: WorkflowNode, type: CredentialCheck, services: TriggerServices): Promise<HeaderAuthOutcome> {
+  if (type === 'none') return { ok: true, principal: null, secretHeaders: [] };
+  const credential = await nodeCredential(node, type, request.workflowId, services);
+  if (!credential) return { ok: false, code: 'credential-unavailable' };
+
+  if (credential.type === 'basicAuth') {
+    const header = request.headers.authorization;
+    const match = header ? /^Basic\s+([A-Za-z0-9+/=._~-]*)\s*$/i.exec(header) : null;
+    if (!header) return { ok: false, code: 'authorization-required' };
+    if (!match) return { ok: false, code: 'authorization-wrong' };
+    const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+    const colon = decoded.indexOf(':');
+    const user = colon >= 0 ? decoded.slice(0, colon) : decoded;
+    const password = colon >= 0 ? decoded.slice(colon + 1) : '';
+    // Both compared, always, so the time does not tell which one was wrong.
+    const userOk = secretsEqual(user, credential.data.user);
+    const passwordOk = secretsEqual(password, credential.data.password);
+    return userOk && passwordOk && colon >= 0
+      ? { ok: true, principal: `basic:${credential.data.user}`, secretHeaders: ['authorization'] }
+      : { ok: false, code: 'authorization-wrong' };
+  }
+  if (credential.type === 'headerAuth') {
+    const name = credential.data.name.toLowerCase();
+    const value = request.headers[name];
+    if (value === undefined) return { ok: false, code: 'authorization-required' };
+    return secretsEqual(value, credential.data.value)
+      ? { ok: true, principal: `header:${credential.data.name}`, secretHeaders: [name] }
+      : { ok: false, code: 'authorization-wrong' };
+  }
+  return { ok: false, code: 'credential-unavailable' };
+}

@@ -1,0 +1,155 @@
+import type { DecodedItem } from '../../platform/avro/records';
+import type { WorkflowNode } from '../../platform/registry/documents';
+import { INGRESS_ERRORS, IngressError, type Answer, type IngressErrorCode } from '../answers';
+import { checkHeaderAuth, nodeCredential } from '../header-auth';
+import type { InboundRequest, TriggerPlugin, TriggerServices } from '../trigger';
+import { sanitizeFilename, stagingFolder, uniqueNamer } from '../webhook/staged-files';
+import { wholeBody } from '../whole-body';
+import { logisticsParameters, logisticsProblems } from './parameters';
+import { readEnvelope, readSendStream, SendStreamError, SOAP_ACTIONS, usernameTokenOf, type SendStreamLimits } from './send-stream';
+import { pingAnswer, sendStreamAccepted, soapFault } from './soap-answers';
+import { unwrapUniversal } from './universal';
+import { checkUsernameToken } from './username-token';
+import { XmlError } from './xml';
+
+/**
+ * The logistics-platform trigger (SPEC §2.3, DESIGN.md §6): the eAdaptor's SOAP SendStreamRequest.
+ *
+ * Receiver: header authentication if the node asks for it; the whole envelope is read (bounded), every
+ * Message decoded and its document parsed, so a bad one gets a SOAP Fault naming its TrackingID and
+ * nothing of that request runs; Ping is answered without accepting anything.
+ * Decoder: one item per Message whose document is a selected event type, `{ event, data }` (or
+ * `{ event, file }` with Raw Body), with the Message's TrackingID and attributes; other documents and
+ * unselected types are logged and start nothing.
+ */
+export interface LogisticsLimits extends SendStreamLimits {
+  /** Largest SOAP request held in memory to be checked (and decoded). */
+  maxEnvelopeBytes: number;
+  /** How far a digest UsernameToken's Created may be from now. */
+  maxTokenSkewMs: number;
+}
+
+export const DEFAULT_LOGISTICS_LIMITS: LogisticsLimits = {
+  maxEnvelopeBytes: 64 * 1024 * 1024,
+  maxInflatedBytes: 256 * 1024 * 1024,
+  maxMessages: 1000,
+  maxTokenSkewMs: 5 * 60 * 1000,
+};
+
+function faultFor(code: IngressErrorCode, message?: string): Answer {
+  const entry = INGRESS_ERRORS[code];
+  return soapFault({ status: entry.status, code: entry.status >= 500 ? 'Server' : 'Client', message: message ?? entry.message });
+}
+
+function faultForInput(error: unknown): Answer {
+  if (error instanceof SendStreamError) return soapFault({ status: 500, code: error.faultCode, message: `The request could not be read: ${error.message}`, trackingId: error.trackingId });
+  throw error;
+}
+
+function soapAction(request: InboundRequest): 'sendStream' | 'ping' | 'unknown' {
+  const raw = request.headers.soapaction;
+  if (raw === undefined) return 'sendStream'; // the envelope decides; some clients omit the header
+  const action = raw.trim().replace(/^"(.*)"$/, '$1');
+  if (action === SOAP_ACTIONS.sendStream || action === '') return 'sendStream';
+  if (action === SOAP_ACTIONS.ping) return 'ping';
+  return 'unknown';
+}
+
+export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTICS_LIMITS): TriggerPlugin {
+  const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, code: 'Client', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }));
+
+  async function tokenVerdict(request: InboundRequest, node: WorkflowNode, token: Parameters<typeof checkUsernameToken>[0], services: TriggerServices): Promise<Answer | null> {
+    if (logisticsParameters(node).authentication !== 'wsUsernameToken') return null;
+    const credential = await nodeCredential(node, 'basicAuth', request.workflowId, services, 'wsUsernameToken');
+    if (!credential || credential.type !== 'basicAuth') return faultFor('credential-unavailable');
+    const verdict = checkUsernameToken(token, credential.data, Date.now(), limits.maxTokenSkewMs);
+    return verdict.ok ? null : faultFor(verdict.code);
+  }
+
+  return {
+    nodeTypes: ['logisticsTrigger'],
+    kindOf: () => 'logistics',
+
+    async admit(request, node, services) {
+      const params = logisticsParameters(node);
+      if (params.authentication === 'invalid') {
+        services.logger.error('trigger node names an unknown authentication option; refusing', { node: node.name, workflowId: request.workflowId });
+        return { ok: false, answer: faultFor('credential-unavailable') };
+      }
+      if (soapAction(request) === 'unknown') return { ok: false, answer: soapFault({ status: 500, code: 'Client', message: 'The SOAPAction is not one this endpoint serves (SendStream, Ping)' }) };
+      const encoding = request.headers['content-encoding'];
+      if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') return { ok: false, answer: faultFor('unsupported-media', 'Content-Encoding is not supported; the Messages are compressed already') };
+      if (params.authentication === 'basicAuth' || params.authentication === 'headerAuth') {
+        const outcome = await checkHeaderAuth(request, node, params.authentication, services);
+        return outcome.ok ? outcome : { ok: false, answer: faultFor(outcome.code) };
+      }
+      return { ok: true, principal: null, secretHeaders: [] };
+    },
+
+    validator: (request) => whole.validator(request),
+
+    async inspect(request, node, body, services) {
+      const bytes = whole.take(request, body);
+      if (!bytes) return { ok: false, answer: faultFor('internal-error') };
+      const text = bytes.toString('utf8');
+      try {
+        if (soapAction(request) === 'ping') {
+          const refused = await tokenVerdict(request, node, usernameTokenOf(readEnvelope(text, true)), services);
+          return { ok: false, answer: refused ?? pingAnswer() }; // nothing to accept: answered here
+        }
+        const stream = readSendStream(text, limits, true);
+        const refused = await tokenVerdict(request, node, stream.usernameToken, services);
+        if (refused) return { ok: false, answer: refused };
+        for (const message of stream.messages) {
+          try {
+            unwrapUniversal(message.xml, true);
+          } catch (error) {
+            if (error instanceof XmlError) throw new SendStreamError(`Message ${message.index + 1} is ${error.message}`, message.trackingId);
+            throw error;
+          }
+        }
+        return { ok: true, inspection: {} };
+      } catch (error) {
+        return { ok: false, answer: faultForInput(error) };
+      }
+    },
+
+    accepted: () => sendStreamAccepted(),
+
+    async decode(received, node, services) {
+      const params = logisticsParameters(node);
+      const log = services.logger;
+      const bytes = await services.readBody(received, limits.maxEnvelopeBytes);
+      let stream;
+      try {
+        stream = readSendStream(bytes.toString('utf8'), limits, false);
+      } catch (error) {
+        if (error instanceof SendStreamError) throw new IngressError('payload-parse-error', error.message);
+        throw error;
+      }
+      const folder = stagingFolder(received.workflowId, received.receivedAt, received.requestId);
+      const uniqueName = uniqueNamer();
+      const batchSize = stream.messages.length;
+      const items: DecodedItem[] = [];
+      for (const message of stream.messages) {
+        const context = { workflowId: received.workflowId, requestId: received.requestId, trackingId: message.trackingId, message: message.index + 1 };
+        let unwrapped;
+        try { unwrapped = unwrapUniversal(message.xml, false); } catch (error) { throw new IngressError('payload-parse-error', `Message ${message.index + 1}: ${(error as Error).message}`); }
+        if (unwrapped.kind === 'other') { log.info('logistics message skipped: not an event or shipment document', { ...context, documentType: unwrapped.documentType }); continue; }
+        if (!params.actions.has(unwrapped.event)) { log.info('logistics message skipped: event type not selected', { ...context, event: unwrapped.event }); continue; }
+        const batch = batchSize > 1 ? { batchIndex: message.index, batchSize } : {};
+        const common = { trackingId: message.trackingId, message: message.attributes, ...batch };
+        if (params.rawBody) {
+          const path = `${folder}/${uniqueName(message.attributes.FileName ? sanitizeFilename(message.attributes.FileName) : `message-${message.index + 1}.xml`)}`;
+          await services.store.put(path, Buffer.from(message.xml, 'utf8'), { contentType: 'application/xml' });
+          items.push({ value: JSON.stringify({ event: unwrapped.event, file: path, ...common }), files: [path] });
+        } else {
+          items.push({ value: JSON.stringify({ event: unwrapped.event, data: unwrapped.data, ...common }), files: [] });
+        }
+      }
+      return items;
+    },
+
+    validateNode: logisticsProblems,
+  };
+}

@@ -1,0 +1,202 @@
+import { gunzipSync } from 'node:zlib';
+import { isObject, localName, parseXml, rootOf, XmlError, type XmlObject, type XmlValue } from './xml';
+
+/**
+ * The eAdaptor's SOAP 1.1 SendStreamRequest (DESIGN.md §6): Envelope/Body/SendStreamRequest/Payload/
+ * Message*, each Message base64 of gzip of one XML document. Namespaces of the envelope and the request
+ * are checked; whitespace inside the base64 is allowed. Every fault names the Message's TrackingID, so
+ * the platform's operators can find the message that failed.
+ */
+export const SOAP11_NS = 'http://schemas.xmlsoap.org/soap/envelope/';
+export const EHUB_NS = 'http://CargoWise.com/eHub/2010/06';
+export const WSSE_NS = 'http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd';
+export const SOAP_ACTIONS = {
+  sendStream: `${EHUB_NS}/eAdapterStreamedService/SendStream`,
+  ping: `${EHUB_NS}/eAdapterStreamedService/Ping`,
+} as const;
+
+export type FaultCode = 'Client' | 'VersionMismatch';
+
+export class SendStreamError extends Error {
+  constructor(message: string, readonly trackingId: string | null = null, readonly faultCode: FaultCode = 'Client') {
+    super(message);
+    this.name = 'SendStreamError';
+  }
+}
+
+export interface StreamMessage {
+  index: number;
+  /** The Message element's attributes (ApplicationCode, ClientID, TrackingID, SchemaName, …) as sent. */
+  attributes: Record<string, string>;
+  trackingId: string | null;
+  /** The decoded document. */
+  xml: string;
+}
+
+export interface UsernameToken {
+  username: string;
+  password: string;
+  passwordType: 'text' | 'digest';
+  nonce: string | null;
+  created: string | null;
+}
+
+export interface SendStreamRequest {
+  /** `h:SendStreamRequestTrackingID` of the header, when sent. */
+  requestTrackingId: string | null;
+  usernameToken: UsernameToken | null;
+  messages: StreamMessage[];
+}
+
+export interface SendStreamLimits {
+  /** Inflated bytes of all Messages of one request together. */
+  maxInflatedBytes: number;
+  maxMessages: number;
+}
+
+type Scope = ReadonlyMap<string, string>;
+
+function scopeOf(element: XmlValue, parent: Scope): Scope {
+  if (!isObject(element)) return parent;
+  let scope: Map<string, string> | null = null;
+  for (const key of Object.keys(element)) {
+    if (key === '@xmlns' || key.startsWith('@xmlns:')) {
+      scope ??= new Map(parent);
+      scope.set(key === '@xmlns' ? '' : key.slice(7), String(element[key]));
+    }
+  }
+  return scope ?? parent;
+}
+
+function namespaceOf(name: string, scope: Scope): string | undefined {
+  const colon = name.indexOf(':');
+  return scope.get(colon < 0 ? '' : name.slice(0, colon));
+}
+
+/** Child elements named `local` in `ns`, in document order, with the scope each one sees. */
+function children(element: XmlValue, scope: Scope, ns: string, local: string): { value: XmlValue; scope: Scope }[] {
+  if (!isObject(element)) return [];
+  const found: { value: XmlValue; scope: Scope }[] = [];
+  for (const [key, value] of Object.entries(element)) {
+    if (key.startsWith('@') || key === '#text' || localName(key) !== local) continue;
+    for (const item of Array.isArray(value) ? value : [value]) {
+      const inner = scopeOf(item, scope);
+      if (namespaceOf(key, inner) === ns) found.push({ value: item, scope: inner });
+    }
+  }
+  return found;
+}
+
+function one(element: XmlValue, scope: Scope, ns: string, local: string, what: string): { value: XmlValue; scope: Scope } {
+  const found = children(element, scope, ns, local);
+  if (found.length !== 1) throw new SendStreamError(found.length === 0 ? `the envelope has no ${what}` : `the envelope has more than one ${what}`);
+  return found[0];
+}
+
+function text(value: XmlValue | undefined): string {
+  if (typeof value === 'string') return value;
+  if (isObject(value) && typeof value['#text'] === 'string') return value['#text'];
+  return '';
+}
+
+function attributes(value: XmlValue): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!isObject(value)) return out;
+  for (const [key, v] of Object.entries(value)) if (key.startsWith('@') && !key.startsWith('@xmlns')) out[localName(key.slice(1))] = String(v);
+  return out;
+}
+
+const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
+
+function decodeMessage(value: XmlValue, index: number, budget: { left: number }): StreamMessage {
+  const attrs = attributes(value);
+  const trackingId = attrs.TrackingID || null;
+  const encoded = text(value).replace(/\s+/g, '');
+  if (encoded === '') throw new SendStreamError(`Message ${index + 1} is empty`, trackingId);
+  if (encoded.length % 4 !== 0 || !BASE64.test(encoded)) throw new SendStreamError(`Message ${index + 1} is not valid base64`, trackingId);
+  const gzipped = Buffer.from(encoded, 'base64');
+  if (gzipped.length < 18 || gzipped[0] !== 0x1f || gzipped[1] !== 0x8b) throw new SendStreamError(`Message ${index + 1} is not gzip data`, trackingId);
+  let inflated: Buffer;
+  try {
+    inflated = gunzipSync(gzipped, { maxOutputLength: Math.max(1, budget.left) });
+  } catch (error) {
+    const tooLarge = (error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError;
+    throw new SendStreamError(tooLarge ? `Message ${index + 1} inflates beyond the limit of this service` : `Message ${index + 1} is not valid gzip data`, trackingId);
+  }
+  budget.left -= inflated.length;
+  return { index, attributes: attrs, trackingId, xml: documentText(inflated) };
+}
+
+/** UTF-8 unless a UTF-16 byte order mark says otherwise; a UTF-8 mark is dropped. */
+function documentText(bytes: Buffer): string {
+  if (bytes[0] === 0xff && bytes[1] === 0xfe) return bytes.subarray(2).toString('utf16le');
+  if (bytes[0] === 0xfe && bytes[1] === 0xff) return Buffer.from(bytes.subarray(2)).swap16().toString('utf16le');
+  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return bytes.subarray(3).toString('utf8');
+  return bytes.toString('utf8');
+}
+
+export interface Envelope {
+  header: { value: XmlValue; scope: Scope } | undefined;
+  body: { value: XmlValue; scope: Scope };
+}
+
+/** A SOAP 1.1 envelope: its Header (if any) and Body, with the namespaces in scope. */
+export function readEnvelope(text: string, validate: boolean): Envelope {
+  let doc: XmlObject;
+  try {
+    doc = parseXml(text, 'qualified', validate);
+  } catch (error) {
+    throw new SendStreamError(`the envelope is ${(error as Error).message}`);
+  }
+  let rootName: string;
+  let root: XmlValue;
+  try { [rootName, root] = rootOf(doc); } catch (error) { throw new SendStreamError(`the envelope: ${(error as Error).message}`); }
+  const scope = scopeOf(root, new Map());
+  if (localName(rootName) !== 'Envelope') throw new SendStreamError('the document is not a SOAP envelope');
+  if (namespaceOf(rootName, scope) !== SOAP11_NS) throw new SendStreamError('the envelope is not SOAP 1.1', null, 'VersionMismatch');
+  return { header: children(root, scope, SOAP11_NS, 'Header')[0], body: one(root, scope, SOAP11_NS, 'Body', 'Body') };
+}
+
+/** The WS-Security UsernameToken of the envelope's header, if it has one. */
+export function usernameTokenOf(envelope: Envelope): UsernameToken | null {
+  const header = envelope.header;
+  if (!header) return null;
+  const security = children(header.value, header.scope, WSSE_NS, 'Security')[0];
+  if (!security) return null;
+  const token = children(security.value, security.scope, WSSE_NS, 'UsernameToken')[0];
+  if (!token) return null;
+  const password = children(token.value, token.scope, WSSE_NS, 'Password')[0];
+  const type = password ? attributes(password.value).Type ?? '' : '';
+  const nonce = children(token.value, token.scope, WSSE_NS, 'Nonce')[0];
+  // Created is in the wsu namespace on the wire, in wsse in some clients: the local name decides.
+  const created = Object.entries(isObject(token.value) ? token.value : {}).find(([k]) => localName(k) === 'Created');
+  return {
+    username: text(children(token.value, token.scope, WSSE_NS, 'Username')[0]?.value),
+    password: password ? text(password.value) : '',
+    passwordType: type.endsWith('#PasswordDigest') ? 'digest' : 'text',
+    nonce: nonce ? text(nonce.value) : null,
+    created: created ? text(created[1]) : null,
+  };
+}
+
+/**
+ * Read a SendStreamRequest. `validate` checks well-formedness of the envelope and of every document;
+ * the receiver validates, the decoder (reading what the receiver accepted) does not need to again.
+ */
+export function readSendStream(text_: string, limits: SendStreamLimits, validate: boolean): SendStreamRequest {
+  const envelope = readEnvelope(text_, validate);
+  const request = one(envelope.body.value, envelope.body.scope, EHUB_NS, 'SendStreamRequest', `SendStreamRequest in ${EHUB_NS}`);
+  const payload = one(request.value, request.scope, EHUB_NS, 'Payload', 'Payload');
+  const messages = children(payload.value, payload.scope, EHUB_NS, 'Message');
+  if (messages.length === 0) throw new SendStreamError('the Payload has no Message');
+  if (messages.length > limits.maxMessages) throw new SendStreamError(`the Payload has more than ${limits.maxMessages} Messages`);
+
+  const budget = { left: limits.maxInflatedBytes };
+  const header = envelope.header;
+  const trackingHeader = header ? children(header.value, header.scope, EHUB_NS, 'SendStreamRequestTrackingID')[0] : undefined;
+  return {
+    requestTrackingId: trackingHeader ? text(trackingHeader.value) || null : null,
+    usernameToken: usernameTokenOf(envelope),
+    messages: messages.map((m, index) => decodeMessage(m.value, index, budget)),
+  };
+}

@@ -1,0 +1,46 @@
+import { isObject, parseXml, rootOf, type XmlValue } from './xml';
+
+/**
+ * The platform's Universal documents (SPEC §2.3), matched by local name whatever the namespace year.
+ * `UniversalInterchange/Body/UniversalEvent/Event` is an event-update and `.../UniversalShipment/Shipment`
+ * a shipment-update; the document may also arrive without the interchange around it. Anything else
+ * (UniversalTransaction, Native, …) is recognised as another document type and starts nothing.
+ *
+ * `data` is the element as JSON: values are the strings on the wire, an element that occurs once is an
+ * object and one that repeats is an array, an empty element is "", an attribute is a property named
+ * `@name`, and the text of an element that also has attributes is `#text`.
+ */
+export type LogisticsEvent = 'event-update' | 'shipment-update';
+export const LOGISTICS_EVENTS: readonly LogisticsEvent[] = ['event-update', 'shipment-update'];
+
+export type Unwrapped =
+  | { kind: 'event'; event: LogisticsEvent; data: XmlValue }
+  | { kind: 'other'; documentType: string };
+
+const HANDLERS: Record<string, { event: LogisticsEvent; element: string }> = {
+  UniversalEvent: { event: 'event-update', element: 'Event' },
+  UniversalShipment: { event: 'shipment-update', element: 'Shipment' },
+};
+
+function firstElement(value: XmlValue | undefined): [string, XmlValue] | null {
+  if (!isObject(value)) return null;
+  const entry = Object.entries(value).find(([key]) => !key.startsWith('@') && key !== '#text');
+  return entry ?? null;
+}
+
+export function unwrapUniversal(xml: string, validate: boolean): Unwrapped {
+  const [rootName, root] = rootOf(parseXml(xml, 'local', validate));
+  let documentName = rootName;
+  let document: XmlValue = root;
+  if (rootName === 'UniversalInterchange') {
+    const body = isObject(root) ? root.Body : undefined;
+    const inner = Array.isArray(body) ? null : firstElement(body);
+    if (!inner) return { kind: 'other', documentType: 'UniversalInterchange without a Body document' };
+    [documentName, document] = inner;
+  }
+  const handler = HANDLERS[documentName];
+  if (!handler || Array.isArray(document)) return { kind: 'other', documentType: documentName };
+  const data = isObject(document) ? document[handler.element] : undefined;
+  if (data === undefined || Array.isArray(data)) return { kind: 'other', documentType: `${documentName} without one ${handler.element}` };
+  return { kind: 'event', event: handler.event, data };
+}

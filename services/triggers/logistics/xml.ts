@@ -1,0 +1,72 @@
+import { XMLParser, XMLValidator } from 'fast-xml-parser';
+
+/**
+ * XML as this trigger reads it: well-formedness checked, no DTD at all (SOAP 1.1 forbids one and the
+ * platform never sends one, so refusing it removes entity bombs and external entities outright), and
+ * values kept as the strings they are on the wire ("18250.500" stays a string).
+ */
+export class XmlError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'XmlError';
+  }
+}
+
+const OPTIONS = {
+  ignoreAttributes: false,
+  attributeNamePrefix: '@',
+  textNodeName: '#text',
+  parseTagValue: false,
+  parseAttributeValue: false,
+  trimValues: true,
+  // Character references (&#65; &#x41;) are XML; fast-xml-parser decodes them only under this option.
+  htmlEntities: true,
+  ignoreDeclaration: true,
+  ignorePiTags: true,
+} as const;
+
+/** Prefixes kept: the envelope's namespaces are checked. */
+const qualified = new XMLParser({ ...OPTIONS, removeNSPrefix: false });
+/** Local names only: the platform's document namespaces change with the schema year. */
+const local = new XMLParser({ ...OPTIONS, removeNSPrefix: true });
+
+export type XmlValue = string | XmlObject | XmlValue[];
+export interface XmlObject { [name: string]: XmlValue }
+
+function refuseDtd(xml: string): void {
+  if (/<!DOCTYPE|<!ENTITY/i.test(xml)) throw new XmlError('a document type declaration is not allowed');
+}
+
+/** Parse a document the caller has already checked (or that this service checked when it arrived). */
+export function parseXml(xml: string, names: 'qualified' | 'local', validate: boolean): XmlObject {
+  refuseDtd(xml);
+  if (validate) {
+    const verdict = XMLValidator.validate(xml);
+    if (verdict !== true) throw new XmlError(`not well-formed XML (line ${verdict.err.line}: ${verdict.err.msg})`);
+  }
+  try {
+    const parsed = (names === 'qualified' ? qualified : local).parse(xml) as unknown;
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new XmlError('not an XML document');
+    return parsed as XmlObject;
+  } catch (error) {
+    // Deep nesting overflows the converter's recursion; a bad character reference throws RangeError.
+    if (error instanceof XmlError) throw error;
+    throw new XmlError(error instanceof RangeError ? 'the document is nested too deeply or has an invalid character reference' : 'not well-formed XML');
+  }
+}
+
+/** The one root element of a parsed document: its name and value. */
+export function rootOf(doc: XmlObject): [string, XmlValue] {
+  const names = Object.keys(doc);
+  if (names.length !== 1) throw new XmlError(names.length === 0 ? 'the document has no root element' : 'the document has more than one root element');
+  return [names[0], doc[names[0]]];
+}
+
+export function localName(qualifiedName: string): string {
+  const colon = qualifiedName.indexOf(':');
+  return colon < 0 ? qualifiedName : qualifiedName.slice(colon + 1);
+}
+
+export function isObject(value: XmlValue | undefined): value is XmlObject {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}

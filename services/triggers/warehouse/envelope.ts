@@ -1,0 +1,57 @@
+import type { WarehouseAction } from './parameters';
+
+/**
+ * The provider's post `{ PostId, Type, Data, PostedAt }` (SPEC §2.4). It is read, never rewritten: the
+ * workflow gets the posted JSON text itself (big ERP ids keep every digit, "0", "" and null stay what they
+ * were), with one field added in front, `duplicate`. Only Type and PostId are looked at.
+ */
+export class EnvelopeError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EnvelopeError';
+  }
+}
+
+export interface WarehousePost {
+  /** The JSON text as posted (without a byte order mark). */
+  text: string;
+  /** `dc`/`rc` for the two event types, null for any other Type. */
+  action: WarehouseAction | null;
+  /** Type as posted (for logs), when it is a string. */
+  type: string | null;
+  /** PostId as text (a number is read as its digits), null when absent or empty. */
+  postId: string | null;
+}
+
+const TYPES: Record<string, WarehouseAction> = { DC: 'dc', RC: 'rc' };
+
+export function readWarehousePost(bytes: Buffer): WarehousePost {
+  let text = bytes.toString('utf8');
+  if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    throw new EnvelopeError('The request body is not valid JSON');
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new EnvelopeError('The request body is not a JSON object');
+  const envelope = parsed as Record<string, unknown>;
+  const type = typeof envelope.Type === 'string' ? envelope.Type : null;
+  const rawId = envelope.PostId;
+  const postId = (typeof rawId === 'string' && rawId.trim() !== '') ? rawId : typeof rawId === 'number' ? postIdDigits(text) ?? String(rawId) : null;
+  return { text, action: type ? TYPES[type.trim().toUpperCase()] ?? null : null, type, postId };
+}
+
+/** A numeric PostId exactly as written (JSON.parse would round one beyond 2^53). */
+function postIdDigits(text: string): string | null {
+  const match = /"PostId"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/.exec(text);
+  return match ? match[1] : null;
+}
+
+/** The posted text with `"duplicate":…` as its first member. */
+export function withDuplicateFlag(post: WarehousePost, duplicate: boolean): string {
+  const open = post.text.indexOf('{');
+  const rest = post.text.slice(open + 1);
+  const empty = rest.trim() === '}';
+  return `{"duplicate":${duplicate}${empty ? '' : ','}${rest}`;
+}

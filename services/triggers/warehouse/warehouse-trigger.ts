@@ -1,0 +1,81 @@
+import { errorAnswer, IngressError, type Answer } from '../answers';
+import { checkHeaderAuth } from '../header-auth';
+import type { TriggerPlugin } from '../trigger';
+import { wholeBody } from '../whole-body';
+import { EnvelopeError, readWarehousePost, withDuplicateFlag } from './envelope';
+import { warehouseParameters, warehouseProblems } from './parameters';
+import { postIdLedger } from './post-ids';
+
+/**
+ * The warehouse-provider trigger (SPEC §2.4): a JSON post `{ PostId, Type, Data, PostedAt }`.
+ *
+ * Receiver: optional Basic/Header Auth; the body must be a JSON object (else 400, nothing accepted).
+ * Every post that is a JSON object is accepted, whatever its Type, so a replay after selecting
+ * another action can start it; the answer is `{}`.
+ * Decoder: a selected Type (DC → `dc`, RC → `rc`) gives one item, the post as sent plus `duplicate`;
+ * another Type, or one not selected, starts nothing and is logged.
+ */
+export interface WarehouseLimits {
+  /** Largest post held in memory to be checked and decoded. */
+  maxPostBytes: number;
+}
+
+export const DEFAULT_WAREHOUSE_LIMITS: WarehouseLimits = { maxPostBytes: 16 * 1024 * 1024 };
+
+const ACCEPTED: Answer = { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: '{}' };
+
+export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOUSE_LIMITS): TriggerPlugin {
+  const whole = wholeBody(limits.maxPostBytes, () => errorAnswer('payload-too-large', `The post is larger than ${limits.maxPostBytes} bytes`));
+
+  return {
+    nodeTypes: ['warehouseTrigger'],
+    kindOf: () => 'warehouse',
+
+    async admit(request, node, services) {
+      const params = warehouseParameters(node);
+      if (params.authentication === 'invalid') {
+        services.logger.error('trigger node names an unknown authentication option; refusing', { node: node.name, workflowId: request.workflowId });
+        return { ok: false, answer: errorAnswer('credential-unavailable') };
+      }
+      const encoding = request.headers['content-encoding'];
+      if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') return { ok: false, answer: errorAnswer('unsupported-media', 'Content-Encoding is not supported for warehouse posts') };
+      const outcome = await checkHeaderAuth(request, node, params.authentication, services);
+      return outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) };
+    },
+
+    validator: (request) => whole.validator(request),
+
+    async inspect(request, _node, body) {
+      const bytes = whole.take(request, body);
+      if (!bytes) return { ok: false, answer: errorAnswer('internal-error') };
+      try {
+        readWarehousePost(bytes);
+        return { ok: true, inspection: {} };
+      } catch (error) {
+        if (error instanceof EnvelopeError) return { ok: false, answer: errorAnswer('payload-parse-error', error.message) };
+        throw error;
+      }
+    },
+
+    accepted: () => ACCEPTED,
+
+    async decode(received, node, services) {
+      const params = warehouseParameters(node);
+      let post;
+      try {
+        post = readWarehousePost(await services.readBody(received, limits.maxPostBytes));
+      } catch (error) {
+        if (error instanceof EnvelopeError) throw new IngressError('payload-parse-error', error.message);
+        throw error;
+      }
+      const context = { workflowId: received.workflowId, requestId: received.requestId, postId: post.postId, type: post.type };
+      if (!post.action) { services.logger.info('warehouse post skipped: unknown Type', context); return []; }
+      if (!params.actions.has(post.action)) { services.logger.info('warehouse post skipped: Type not selected', context); return []; }
+      const duplicate = post.postId !== null && await postIdLedger(services.store).isDuplicate(received.workflowId, post.postId, received.requestId);
+      if (duplicate) services.logger.info('warehouse post is a re-post of an earlier PostId', context);
+      return [{ value: withDuplicateFlag(post, duplicate), files: [] }];
+    },
+
+    validateNode: warehouseProblems,
+  };
+}

@@ -1,0 +1,165 @@
+import { gzipSync } from 'node:zlib';
+import { readSendStream, SendStreamError } from '../../services/triggers/logistics/send-stream';
+import { unwrapUniversal } from '../../services/triggers/logistics/universal';
+import { checkUsernameToken } from '../../services/triggers/logistics/username-token';
+import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
+import { XmlError } from '../../services/triggers/logistics/xml';
+import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument } from '../fixtures/cargowise';
+
+/** The logistics trigger's pure parts: envelope reading, unwrapping rules, UsernameToken. */
+const LIMITS = { maxInflatedBytes: 1024 * 1024, maxMessages: 10 };
+
+function faultOf(body: string): SendStreamError {
+  try {
+    const stream = readSendStream(body, LIMITS, true);
+    for (const m of stream.messages) unwrapUniversal(m.xml, true);
+  } catch (error) {
+    if (error instanceof SendStreamError) return error;
+    if (error instanceof XmlError) return new SendStreamError(error.message);
+    throw error;
+  }
+  throw new Error('no fault');
+}
+
+describe('unwrapping Universal documents (SPEC §2.3)', () => {
+  test('an event: strings kept, one-item collection is an object, many-item an array', () => {
+    const one = unwrapUniversal(eventDocument({ contexts: 1 }), true);
+    expect(one).toMatchObject({ kind: 'event', event: 'event-update' });
+    const data = (one as { data: Record<string, any> }).data;
+    expect(data.EventType).toBe('GIN');
+    expect(data.IsEstimate).toBe('false');
+    expect(data.DataContext.DataTargetCollection.DataTarget.Type).toBe('ContainerStock');
+    expect(data.DataContext.Company).toEqual({ Code: 'SYD', Country: { Code: 'AU', Name: 'Australia' }, Name: 'Acme Logistics Pty Ltd' });
+    expect(data.DataContext.TriggerCount).toBe('1');
+    expect(data.ContextCollection.Context).toEqual({ Type: 'ContainerNumber', Value: 'MSCU1234567' });
+    const many = unwrapUniversal(eventDocument({ contexts: 3 }), true) as { data: Record<string, any> };
+    expect(many.data.ContextCollection.Context).toHaveLength(3);
+    expect(many.data.ContextCollection.Context[2]).toEqual({ Type: 'Ref2', Value: 'V2' });
+  });
+
+  test('a shipment: numeric strings stay strings, empty elements are "", attributes are @name, entities decoded', () => {
+    const single = unwrapUniversal(shipmentDocument(), true) as { event: string; data: Record<string, any> };
+    expect(single.event).toBe('shipment-update');
+    const s = single.data;
+    expect(s.TotalWeight).toBe('18250.500');
+    expect(s.ContainerCount).toBe('1');
+    expect(s.PortOfLoading).toEqual({ Code: 'AUSYD', Name: 'Sydney' });
+    expect(s.ContainerCollection['@Content']).toBe('Complete');
+    expect(Array.isArray(s.ContainerCollection.Container)).toBe(false);
+    expect(s.MilestoneCollection.Milestone.ActualDate).toBe('');
+    expect(s.SubShipmentCollection.SubShipment.ShippingInstructions).toBe('');
+    expect(s.SubShipmentCollection.SubShipment.PackingLineCollection.PackingLine.GoodsDescription).toBe('Line 0 & parts');
+    expect(s.DataContext.DataSourceCollection.DataSource).toEqual({ Type: 'ForwardingShipment', Key: 'S00001' });
+
+    const many = (unwrapUniversal(shipmentDocument({ many: true }), true) as { data: Record<string, any> }).data;
+    for (const [collection, item] of [['ContainerCollection', 'Container'], ['DateCollection', 'Date'], ['MilestoneCollection', 'Milestone'], ['OrganizationAddressCollection', 'OrganizationAddress'], ['TransportLegCollection', 'TransportLeg'], ['SubShipmentCollection', 'SubShipment']]) {
+      expect(many[collection][item]).toHaveLength(3);
+    }
+    expect(many.DateCollection.Date[1]).toEqual({ Type: 'Arrival', IsEstimate: 'true', Value: '2026-12-02T00:00:00' });
+  });
+
+  test('a consol with several sub-shipments and data sources', () => {
+    const consol = (unwrapUniversal(shipmentDocument({ consol: true }), true) as { data: Record<string, any> }).data;
+    expect(consol.DataContext.DataSourceCollection.DataSource[0]).toEqual({ Type: 'ForwardingConsol', Key: 'C00012345' });
+    expect(consol.SubShipmentCollection.SubShipment).toHaveLength(3);
+  });
+
+  test('local names match whatever the namespace year; a document without the interchange is read too', () => {
+    expect(unwrapUniversal(eventDocument({ ns: 'http://www.cargowise.com/Schemas/Universal/2030/01' }), true)).toMatchObject({ kind: 'event', event: 'event-update' });
+    expect(unwrapUniversal(eventDocument({ interchange: false }), true)).toMatchObject({ kind: 'event', event: 'event-update' });
+  });
+
+  test('other documents are recognised as such', () => {
+    expect(unwrapUniversal(transactionDocument(), true)).toEqual({ kind: 'other', documentType: 'UniversalTransaction' });
+    expect(unwrapUniversal('<Native><Body/></Native>', true)).toEqual({ kind: 'other', documentType: 'Native' });
+  });
+});
+
+describe('reading a SendStreamRequest', () => {
+  test('messages, their attributes and the header tracking id', () => {
+    const stream = readSendStream(sendStreamRequest([{ xml: eventDocument(), trackingId: 'A' }, { xml: shipmentDocument(), trackingId: 'B', fileName: 'ship.xml' }]), LIMITS, true);
+    expect(stream.requestTrackingId).toBe('a3f5c0de-0000-4000-8000-000000000001');
+    expect(stream.messages.map((m) => m.trackingId)).toEqual(['A', 'B']);
+    expect(stream.messages[1].attributes).toMatchObject({ ApplicationCode: 'UDM', ClientID: 'ACMESYD', FileName: 'ship.xml', SchemaType: 'Xml' });
+    expect(stream.messages[0].xml).toBe(eventDocument());
+  });
+
+  test.each([
+    ['a truncated envelope', () => sendStreamRequest([{ xml: eventDocument() }]).slice(0, 300), /not well-formed/],
+    ['another envelope namespace (SOAP 1.2)', () => sendStreamRequest([{}], { envelopeNs: 'http://www.w3.org/2003/05/soap-envelope' }), /not SOAP 1\.1/],
+    ['another request namespace', () => sendStreamRequest([{}], { requestNs: 'http://example.com/other' }), /no SendStreamRequest/],
+    ['no Message', () => sendStreamRequest([]), /no Message/],
+    ['not base64', () => sendStreamRequest([{ base64: 'H4sI$$$$', trackingId: 'T-BAD64' }]), /not valid base64/],
+    ['base64 of something that is not gzip', () => sendStreamRequest([{ raw: Buffer.from('<xml/>'), trackingId: 'T-PLAIN' }]), /not gzip/],
+    ['corrupt gzip', () => { const g = gzipSync(eventDocument()); g[g.length - 6] ^= 0xff; g[20] ^= 0xff; return sendStreamRequest([{ raw: g, trackingId: 'T-CORRUPT' }]); }, /not valid gzip/],
+    ['a gzip bomb', () => sendStreamRequest([{ raw: gzipSync(Buffer.alloc(8 * 1024 * 1024, 0x20)), trackingId: 'T-BOMB' }]), /inflates beyond/],
+    ['a document that is not XML', () => sendStreamRequest([{ xml: '{"json": true}', trackingId: 'T-JSON' }]), /./],
+    ['a truncated document', () => sendStreamRequest([{ xml: eventDocument().slice(0, 200), trackingId: 'T-TRUNC' }]), /./],
+    ['an entity bomb in the envelope', () => `<?xml version="1.0"?><!DOCTYPE lolz [<!ENTITY lol "lol"><!ENTITY lol2 "&lol;&lol;&lol;&lol;&lol;">]>${sendStreamRequest([{}])}`, /document type declaration/],
+    ['an entity bomb in a document', () => sendStreamRequest([{ xml: `<?xml version="1.0"?><!DOCTYPE a [<!ENTITY x "xxxxxxxx"><!ENTITY y "&x;&x;&x;&x;&x;&x;">]><UniversalInterchange><Body>&y;</Body></UniversalInterchange>`, trackingId: 'T-ENT' }]), /document type declaration/],
+    ['an external entity', () => sendStreamRequest([{ xml: `<!DOCTYPE a [<!ENTITY x SYSTEM "file:///etc/passwd">]><UniversalInterchange>&x;</UniversalInterchange>`, trackingId: 'T-XXE' }]), /document type declaration/],
+  ])('%s is a fault', (_name, body, message) => {
+    const fault = faultOf(body());
+    expect(fault.message).toMatch(message);
+  });
+
+  test('a fault in a Message names its TrackingID', () => {
+    expect(faultOf(sendStreamRequest([{ xml: eventDocument(), trackingId: 'OK-1' }, { base64: '@@@@', trackingId: 'T-SECOND' }])).trackingId).toBe('T-SECOND');
+    expect(faultOf(sendStreamRequest([{ raw: gzipSync(Buffer.alloc(8 * 1024 * 1024)), trackingId: 'T-BOMB' }])).trackingId).toBe('T-BOMB');
+  });
+
+  test('the inflation bound is for all Messages of a request together', () => {
+    const half = shipmentDocument({ padTo: 400 * 1024 });
+    expect(readSendStream(sendStreamRequest([{ xml: half }, { xml: half }]), LIMITS, true).messages).toHaveLength(2);
+    expect(() => readSendStream(sendStreamRequest([{ xml: half }, { xml: half }, { xml: half }]), LIMITS, true)).toThrow(/inflates beyond/);
+  });
+
+  test('more Messages than allowed is a fault', () => {
+    expect(() => readSendStream(sendStreamRequest(Array.from({ length: 11 }, () => ({}))), LIMITS, true)).toThrow(/more than 10 Messages/);
+  });
+
+  test('deep nesting is a fault, not a crash', () => {
+    const deep = `${'<a>'.repeat(200_000)}${'</a>'.repeat(200_000)}`;
+    expect(() => unwrapUniversal(deep, true)).toThrow(XmlError);
+    expect(faultOf(sendStreamRequest([{ xml: deep, trackingId: 'T-DEEP' }])).trackingId).toBe('T-DEEP');
+  });
+
+  test('random bytes never crash the reader', () => {
+    const good = sendStreamRequest([{ xml: eventDocument() }]);
+    let seed = 7;
+    const random = () => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed; };
+    for (let i = 0; i < 300; i++) {
+      const cut = random() % good.length;
+      const mutated = good.slice(0, cut) + String.fromCharCode(random() % 128) + good.slice(cut + 1 + (random() % 5));
+      try {
+        const stream = readSendStream(mutated, LIMITS, true);
+        for (const m of stream.messages) unwrapUniversal(m.xml, true);
+      } catch (error) {
+        expect(error instanceof SendStreamError || error instanceof XmlError).toBe(true);
+      }
+    }
+  });
+});
+
+describe('WS-Security UsernameToken', () => {
+  const expected = { user: 'eadaptor', password: 's3cret' };
+  const tokenIn = (token: Parameters<typeof sendStreamRequest>[1]['token']) => usernameTokenOf(readEnvelope(sendStreamRequest([{}], { token }), true));
+
+  test('PasswordText and PasswordDigest are checked', () => {
+    const now = Date.now();
+    expect(checkUsernameToken(tokenIn({ username: 'eadaptor', password: 's3cret' }), expected, now, 300_000)).toEqual({ ok: true });
+    expect(checkUsernameToken(tokenIn({ username: 'eadaptor', password: 's3cret', digest: true }), expected, now, 300_000)).toEqual({ ok: true });
+    expect(checkUsernameToken(tokenIn({ username: 'eadaptor', password: 'wrong' }), expected, now, 300_000)).toEqual({ ok: false, code: 'authorization-wrong' });
+    expect(checkUsernameToken(tokenIn({ username: 'other', password: 's3cret', digest: true }), expected, now, 300_000)).toEqual({ ok: false, code: 'authorization-wrong' });
+    expect(checkUsernameToken(tokenIn(undefined), expected, now, 300_000)).toEqual({ ok: false, code: 'authorization-required' });
+  });
+
+  test('a stale digest token is refused', () => {
+    const stale = tokenIn({ username: 'eadaptor', password: 's3cret', digest: true, created: new Date(Date.now() - 3_600_000).toISOString() });
+    expect(checkUsernameToken(stale, expected, Date.now(), 300_000)).toEqual({ ok: false, code: 'authorization-wrong' });
+  });
+});
+
+test('the fixture helper breaks base64 into lines like the platform does', () => {
+  expect(encodeMessage(shipmentDocument())).toMatch(/\r\n/);
+});

@@ -1,0 +1,36 @@
+import { EnvelopeError, readWarehousePost, withDuplicateFlag } from '../../services/triggers/warehouse/envelope';
+
+/** The warehouse post, read defensively and never rewritten (SPEC §2.4). */
+const post = (value: unknown) => Buffer.from(typeof value === 'string' ? value : JSON.stringify(value));
+
+describe('reading a warehouse post', () => {
+  test('Type selects dc or rc whatever its case; anything else selects nothing', () => {
+    expect(readWarehousePost(post({ PostId: 'p1', Type: 'DC', Data: {} })).action).toBe('dc');
+    expect(readWarehousePost(post({ PostId: 'p1', Type: ' rc ', Data: {} })).action).toBe('rc');
+    expect(readWarehousePost(post({ PostId: 'p1', Type: 'ASN', Data: {} })).action).toBeNull();
+    expect(readWarehousePost(post({ PostId: 'p1', Data: {} })).action).toBeNull();
+    expect(readWarehousePost(post({ PostId: 'p1', Type: 7 })).type).toBeNull();
+  });
+
+  test('PostId as a string, as a number with every digit, or absent', () => {
+    expect(readWarehousePost(post({ PostId: 'abc-1', Type: 'DC' })).postId).toBe('abc-1');
+    expect(readWarehousePost(post('{"PostId": 123456789012345678901, "Type": "DC"}')).postId).toBe('123456789012345678901');
+    expect(readWarehousePost(post({ Type: 'DC' })).postId).toBeNull();
+    expect(readWarehousePost(post({ PostId: '', Type: 'DC' })).postId).toBeNull();
+  });
+
+  test('invalid JSON and JSON that is not an object are refused', () => {
+    for (const bad of ['{"PostId": ', 'not json', '[1,2]', '"text"', 'null', '']) {
+      expect(() => readWarehousePost(post(bad))).toThrow(EnvelopeError);
+    }
+  });
+
+  test('the output is the posted text with duplicate in front: zeros, blanks, nulls and big ids untouched', () => {
+    const text = '\ufeff{ "PostId":"p9", "Type":"RC", "Data":{"ExpectedQty":null,"ReceivedQuantity":"","PalletQty":0,"SHIPMENT_LINE_ID":123456789012345678901,"Rate":1.50,"Items":[]}, "PostedAt":"2026-11-20T10:00:00Z" }';
+    const read = readWarehousePost(post(text));
+    const output = withDuplicateFlag(read, true);
+    expect(output).toBe('{"duplicate":true, "PostId":"p9", "Type":"RC", "Data":{"ExpectedQty":null,"ReceivedQuantity":"","PalletQty":0,"SHIPMENT_LINE_ID":123456789012345678901,"Rate":1.50,"Items":[]}, "PostedAt":"2026-11-20T10:00:00Z" }');
+    expect(JSON.parse(output)).toMatchObject({ duplicate: true, PostId: 'p9', Data: { ExpectedQty: null, ReceivedQuantity: '', PalletQty: 0 } });
+    expect(withDuplicateFlag(readWarehousePost(post(' { } ')), false)).toBe('{"duplicate":false } ');
+  });
+});
