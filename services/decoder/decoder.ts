@@ -3,7 +3,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog, StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
-import type { PipelineTopics } from '../platform/log/topics';
+import { MAX_RECORD_BYTES, type PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
@@ -59,6 +59,9 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
         requestId: received.requestId, workflowId: received.workflowId, triggerNode: received.triggerNode,
         triggerKind: received.triggerKind, pathSuffix: received.pathSuffix, receivedAt: received.receivedAt, items,
       });
+      if (value.length > MAX_RECORD_BYTES) {
+        throw new StageInputError('output-too-large', `the decoded output is ${value.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit; Raw Body stores such a body as a file instead`);
+      }
       return [{ topic: topics.decoded, key: received.workflowId, value, headers: traceHeaders() }];
     });
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger });

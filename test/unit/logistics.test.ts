@@ -4,7 +4,7 @@ import { unwrapUniversal } from '../../services/triggers/logistics/universal';
 import { checkUsernameToken } from '../../services/triggers/logistics/username-token';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
 import { XmlError } from '../../services/triggers/logistics/xml';
-import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument } from '../fixtures/cargowise';
+import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
 
 /** The logistics trigger's pure parts: envelope reading, unwrapping rules, UsernameToken. */
 const LIMITS = { maxInflatedBytes: 1024 * 1024, maxMessages: 10 };
@@ -143,7 +143,7 @@ describe('reading a SendStreamRequest', () => {
 
 describe('WS-Security UsernameToken', () => {
   const expected = { user: 'eadaptor', password: 's3cret' };
-  const tokenIn = (token: Parameters<typeof sendStreamRequest>[1]['token']) => usernameTokenOf(readEnvelope(sendStreamRequest([{}], { token }), true));
+  const tokenIn = (token: TokenSpec | undefined) => usernameTokenOf(readEnvelope(sendStreamRequest([{}], { token }), true));
 
   test('PasswordText and PasswordDigest are checked', () => {
     const now = Date.now();

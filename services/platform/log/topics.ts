@@ -11,6 +11,14 @@ export interface PipelineTopics {
   group(stage: string): string;
 }
 
+/**
+ * The largest record a stage writes. Kafka topics are created to take it (a record batch of one such
+ * record, with room for its framing); a decoded output beyond it is dead-lettered, since the workflow
+ * would not get it either (Raw Body stores such a document as a file instead).
+ */
+export const MAX_RECORD_BYTES = 8 * 1024 * 1024;
+export const TOPIC_MAX_MESSAGE_BYTES = MAX_RECORD_BYTES + 64 * 1024;
+
 export const TOPIC_NAMES = {
   received: 'ingress.received.v1',
   decoded: 'ingress.decoded.v1',

@@ -5,6 +5,7 @@ import { CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './co
 import { createKafkaClient, unavailable } from './kafka-client';
 import { readTopic } from './reader';
 import { startTransactionalStage, type StageConsumerSettings } from './transactional-stage';
+import { TOPIC_MAX_MESSAGE_BYTES } from '../topics';
 
 /**
  * The EventLog on Apache Kafka (kafkajs): group-committed idempotent appends (coalescing-producer.ts),
@@ -152,7 +153,10 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
             replicationFactor: topicDefaults.replicationFactor,
             // The broker stamps records when it appends them: LogRecord.timestamp is "when the log accepted
             // it", and reading from a time does not depend on the writers' clocks.
-            configEntries: [{ name: 'message.timestamp.type', value: 'LogAppendTime' }],
+            configEntries: [
+              { name: 'message.timestamp.type', value: 'LogAppendTime' },
+              { name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) },
+            ],
           })),
         });
       } catch (error) {

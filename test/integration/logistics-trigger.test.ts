@@ -1,0 +1,178 @@
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { readAll } from './contracts/object-store.contract';
+import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
+import { allExecutions, executionsOf } from '../support/executions';
+import { eventDocument, PING_ACTION, pingRequest, SEND_STREAM_ACTION, sendStreamRequest, shipmentDocument, transactionDocument } from '../fixtures/cargowise';
+import { gzipSync } from 'node:zlib';
+
+/** The logistics-platform trigger (SPEC §2.3, §6): real SOAP over loopback, through the whole pipeline. */
+async function setUp(app: TestApp) {
+  const sealer = createCredentialSealer(app.config.encryptionKey!);
+  const { registry } = app.backends;
+  await registry.credentials.put(sealer.seal({ id: 'cred-token', type: 'basicAuth', data: { user: 'eadaptor', password: 'tok-s3cret' } }));
+  await registry.credentials.put(sealer.seal({ id: 'cred-basic', type: 'basicAuth', data: { user: 'cw', password: 'b4sic' } }));
+  const node = (id: string, parameters: Record<string, unknown>, credentials?: Record<string, string>) =>
+    registry.workflows.put({ id, active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters, credentials }, { name: 'Next', type: 'noop' }] });
+  await node('wf-both', { actions: ['event-update', 'shipment-update'] });
+  await node('wf-events', { actions: ['event-update'] });
+  await node('wf-raw', { actions: ['event-update', 'shipment-update'], options: { rawBody: true } });
+  await node('wf-token', { actions: ['event-update'], authentication: 'wsUsernameToken' }, { wsUsernameToken: 'cred-token' });
+  await node('wf-basic', { actions: ['event-update'], authentication: 'basicAuth' }, { basicAuth: 'cred-basic' });
+}
+
+function describeLogistics(choice: BackendChoice, only?: string[]) {
+  const maybe = (name: string) => (title: string, fn: () => Promise<void>) => { if (!only || only.includes(name)) test(title, fn); };
+  describe(`logistics-platform trigger on ${choice} backends`, () => {
+    let app: TestApp;
+    beforeAll(async () => {
+      app = await startTestApp(choice, { MAX_BODY_BYTES: '8MiB', MAX_INFLATED_BYTES: '4MiB', INLINE_BODY_MAX: '64KiB', WORKFLOW_CACHE_MS: '0' });
+      await setUp(app);
+    }, 120_000);
+    afterAll(async () => { await app?.stop(); });
+
+    const soap = (workflow: string, body: string, headers: Record<string, string> = {}) =>
+      fetch(`${app.baseUrl}/hook/${workflow}`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION, ...headers }, body });
+
+    async function expectFault(res: Response, status: number, ...fragments: string[]) {
+      expect(res.status).toBe(status);
+      expect(res.headers.get('content-type')).toBe('text/xml; charset=utf-8');
+      const text = await res.text();
+      expect(text).toMatch(/^<s:Envelope xmlns:s="http:\/\/schemas.xmlsoap.org\/soap\/envelope\/"><s:Body><s:Fault><faultcode>s:(Client|Server|VersionMismatch)<\/faultcode>/);
+      for (const fragment of fragments) expect(text).toContain(fragment);
+      return text;
+    }
+
+    maybe('core')('an event-update: 200 with an empty-Body envelope and a Timestamp, one execution { event, data }', async () => {
+      const res = await soap('wf-both', sendStreamRequest([{ xml: eventDocument(), trackingId: 'TRK-EV' }]));
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toBe('text/xml; charset=utf-8');
+      const body = await res.text();
+      expect(body).toMatch(/<u:Timestamp u:Id="_0"><u:Created>\d{4}-\d\d-\d\dT[^<]+Z<\/u:Created><u:Expires>[^<]+<\/u:Expires><\/u:Timestamp>/);
+      expect(body).toContain('<s:Body></s:Body>');
+      const [{ execution, input }] = await executionsOf(app, res.headers.get('x-request-id'), 1);
+      expect(execution.triggerKind).toBe('logistics');
+      expect(Object.keys(input)).toEqual(['Freight']);
+      expect(input.Freight).toMatchObject({ event: 'event-update', trackingId: 'TRK-EV', message: { TrackingID: 'TRK-EV', ClientID: 'ACMESYD' } });
+      expect(input.Freight.data).toMatchObject({ EventType: 'GIN', IsEstimate: 'false', ContextCollection: { Context: [{ Type: 'ContainerNumber', Value: 'MSCU1234567' }, { Type: 'Ref1', Value: 'V1' }] } });
+      expect(input.Freight.batchIndex).toBeUndefined();
+    });
+
+    maybe('core')('three Messages → three executions with batchIndex, batchSize and their TrackingIDs; a shipment keeps numeric strings', async () => {
+      const res = await soap('wf-both', sendStreamRequest([
+        { xml: shipmentDocument({ consol: true }), trackingId: 'T1' }, { xml: eventDocument(), trackingId: 'T2' }, { xml: shipmentDocument({ many: true }), trackingId: 'T3' },
+      ]));
+      expect(res.status).toBe(200);
+      const runs = await executionsOf(app, res.headers.get('x-request-id'), 3);
+      expect(runs.map((r) => [r.input.Freight.event, r.input.Freight.trackingId, r.input.Freight.batchIndex, r.input.Freight.batchSize])).toEqual([
+        ['shipment-update', 'T1', 0, 3], ['event-update', 'T2', 1, 3], ['shipment-update', 'T3', 2, 3],
+      ]);
+      expect(runs[0].input.Freight.data.TotalWeight).toBe('18250.500');
+      expect(runs[0].input.Freight.data.SubShipmentCollection.SubShipment).toHaveLength(3);
+      expect(new Set(runs.map((r) => r.execution.executionId)).size).toBe(3);
+    });
+
+    maybe('core')('an unselected event type and an unrecognised document start nothing, and are logged', async () => {
+      const skipped = await soap('wf-events', sendStreamRequest([{ xml: shipmentDocument(), trackingId: 'T-SHIP' }, { xml: transactionDocument(), trackingId: 'T-TX' }]));
+      expect(skipped.status).toBe(200);
+      const after = await soap('wf-events', sendStreamRequest([{ xml: eventDocument(), trackingId: 'T-AFTER' }]));
+      await executionsOf(app, after.headers.get('x-request-id'), 1);
+      expect((await allExecutions(app)).filter((e) => e.requestId === skipped.headers.get('x-request-id'))).toHaveLength(0);
+      const lines = app.logs.filter((l) => l.requestId === skipped.headers.get('x-request-id') && String(l.msg).startsWith('logistics message skipped'));
+      expect(lines.map((l) => l.trackingId)).toEqual(['T-SHIP', 'T-TX']);
+    });
+
+    maybe('core')('Raw Body: each decoded document is stored and the output is { event, file }', async () => {
+      const res = await soap('wf-raw', sendStreamRequest([{ xml: shipmentDocument(), trackingId: 'R1', fileName: '../../etc/ship ment.xml' }, { xml: eventDocument(), trackingId: 'R2' }]));
+      const runs = await executionsOf(app, res.headers.get('x-request-id'), 2);
+      expect(runs[0].input.Freight).toMatchObject({ event: 'shipment-update', trackingId: 'R1' });
+      expect(runs[0].input.Freight.data).toBeUndefined();
+      expect(runs[0].input.Freight.file).toMatch(/^trigger\/wf-raw\/\d{8}T\d{9}Z-[0-9a-f]{12}\/ship ment\.xml$/);
+      expect(runs[1].input.Freight.file).toMatch(/\/message-2\.xml$/);
+      expect((await readAll(await app.backends.store.get(runs[0].input.Freight.file))).toString('utf8')).toBe(shipmentDocument());
+    });
+
+    maybe('faults')('bad Messages get a SOAP Fault (HTTP 500) naming the TrackingID, and nothing of the request runs', async () => {
+      const cases: [string, string][] = [
+        [sendStreamRequest([{ xml: eventDocument(), trackingId: 'GOOD-1' }, { base64: 'not*base64', trackingId: 'BAD-B64' }]), 'BAD-B64'],
+        [sendStreamRequest([{ raw: Buffer.from('plain text'), trackingId: 'BAD-GZIP' }]), 'BAD-GZIP'],
+        [sendStreamRequest([{ raw: gzipSync(Buffer.alloc(5 * 1024 * 1024, 0x41)), trackingId: 'BAD-BOMB' }]), 'BAD-BOMB'],
+        [sendStreamRequest([{ xml: '<UniversalInterchange><Body>', trackingId: 'BAD-XML' }]), 'BAD-XML'],
+        [sendStreamRequest([{ xml: '<!DOCTYPE x [<!ENTITY a "aaaa">]><UniversalInterchange>&a;</UniversalInterchange>', trackingId: 'BAD-DTD' }]), 'BAD-DTD'],
+      ];
+      const ids: string[] = [];
+      for (const [body, tracking] of cases) {
+        const res = await soap('wf-both', body);
+        await expectFault(res, 500, `(TrackingID ${tracking})`, `<detail><TrackingID xmlns="http://CargoWise.com/eHub/2010/06">${tracking}</TrackingID></detail>`);
+        ids.push(res.headers.get('x-request-id')!);
+      }
+      await expectFault(await soap('wf-both', sendStreamRequest([{}]).slice(0, 400)), 500, 'not well-formed');
+      await expectFault(await soap('wf-both', sendStreamRequest([{}], { envelopeNs: 'http://www.w3.org/2003/05/soap-envelope' })), 500, 's:VersionMismatch');
+      await expectFault(await soap('wf-both', '{"json":"instead"}'), 500, 'could not be read');
+      await expectFault(await soap('wf-both', sendStreamRequest([{}]), { soapaction: '"urn:other"' }), 500, 'SOAPAction');
+      const after = await soap('wf-both', sendStreamRequest([{ xml: eventDocument() }]));
+      await executionsOf(app, after.headers.get('x-request-id'), 1);
+      const all = await allExecutions(app);
+      for (const id of ids) expect(all.filter((e) => e.requestId === id)).toHaveLength(0);
+    });
+
+    maybe('faults')('fuzzed envelopes always get a Fault or a 4xx, never a crash, a hang or an execution', async () => {
+      const good = sendStreamRequest([{ xml: eventDocument(), trackingId: 'FUZZ' }]);
+      let seed = 42;
+      const random = () => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed; };
+      const accepted: string[] = [];
+      for (let i = 0; i < 40; i++) {
+        const at = random() % good.length;
+        const mutated = i % 2 === 0 ? good.slice(0, at) : good.slice(0, at) + '<\u0000&' + good.slice(at + 3);
+        const res = await soap('wf-both', mutated);
+        await res.text();
+        if (res.status === 200) accepted.push(res.headers.get('x-request-id')!);
+        else expect([500, 400, 413]).toContain(res.status);
+      }
+      // A mutation may land in text (a value) and still be a valid request: those, and only those, run.
+      const after = await soap('wf-both', good);
+      await executionsOf(app, after.headers.get('x-request-id'), 1);
+      const all = await allExecutions(app);
+      for (const id of accepted) expect(all.filter((e) => e.requestId === id).length).toBeLessThanOrEqual(1);
+    });
+
+    maybe('auth')('Ping is answered without an execution; WS-Security UsernameToken (text and digest) is checked when configured', async () => {
+      const ping = await soap('wf-both', pingRequest(), { soapaction: PING_ACTION });
+      expect(ping.status).toBe(200);
+      expect(await ping.text()).toContain('<PingResponse xmlns="http://CargoWise.com/eHub/2010/06"><PingResult>true</PingResult></PingResponse>');
+
+      const token = { username: 'eadaptor', password: 'tok-s3cret' };
+      await expectFault(await soap('wf-token', pingRequest(), { soapaction: PING_ACTION }), 401, 'Authorization is required');
+      expect((await soap('wf-token', pingRequest(token), { soapaction: PING_ACTION })).status).toBe(200);
+      await expectFault(await soap('wf-token', sendStreamRequest([{}])), 401, 'Authorization is required');
+      await expectFault(await soap('wf-token', sendStreamRequest([{}], { token: { ...token, password: 'nope' } })), 403, 'Authorization data is wrong');
+      for (const t of [token, { ...token, digest: true }]) {
+        const res = await soap('wf-token', sendStreamRequest([{ xml: eventDocument() }], { token: t }));
+        expect(res.status).toBe(200);
+        await executionsOf(app, res.headers.get('x-request-id'), 1);
+      }
+      expect(JSON.stringify(app.logs)).not.toContain('tok-s3cret');
+    });
+
+    maybe('auth')('Basic Auth on the HTTP request applies when the node sets it', async () => {
+      await expectFault(await soap('wf-basic', sendStreamRequest([{}])), 401, 'Authorization is required');
+      await expectFault(await soap('wf-basic', sendStreamRequest([{}]), { authorization: `Basic ${Buffer.from('cw:wrong').toString('base64')}` }), 403);
+      const res = await soap('wf-basic', sendStreamRequest([{ xml: eventDocument() }]), { authorization: `Basic ${Buffer.from('cw:b4sic').toString('base64')}` });
+      expect(res.status).toBe(200);
+      const [{ execution }] = await executionsOf(app, res.headers.get('x-request-id'), 1);
+      expect(execution.triggerKind).toBe('logistics');
+    });
+
+    maybe('core')('a large request (claim-checked, not inline) is checked and decoded the same way', async () => {
+      const big = shipmentDocument({ padTo: 2 * 1024 * 1024 });
+      const body = sendStreamRequest([{ xml: big, trackingId: 'BIG' }, { raw: Buffer.from('x'), trackingId: 'BIG-BAD' }]);
+      expect(body.length).toBeGreaterThan(64 * 1024);
+      await expectFault(await soap('wf-both', body), 500, 'BIG-BAD');
+      const res = await soap('wf-both', sendStreamRequest([{ xml: big, trackingId: 'BIG' }, { xml: eventDocument(), trackingId: 'BIG-2' }]));
+      const runs = await executionsOf(app, res.headers.get('x-request-id'), 2);
+      expect(runs[0].input.Freight.data.ContainerCollection.Container.length).toBeGreaterThan(100);
+    });
+  });
+}
+
+describeLogistics('embedded');
+describeLogistics('real', ['core', 'faults']);
