@@ -67,7 +67,7 @@ function describeWarehouse(choice: BackendChoice, only?: string[]) {
       for (const body of ['{"PostId": "p", ', '[{"PostId":"p"}]', 'PostId=p']) {
         const res = await post('wf-both', body);
         expect(res.status).toBe(400);
-        expect((await res.json()).error).toBe('payload-parse-error');
+        expect(((await res.json()) as { error: string }).error).toBe('payload-parse-error');
       }
       // A large bad post (past the inline size: it streams to the store) is judged the same way.
       const res = await post('wf-both', `{"PostId":"big","Type":"DC","Data":{"x":"${'y'.repeat(20_000)}"}`);
