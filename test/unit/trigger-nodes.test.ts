@@ -1,0 +1,31 @@
+import { createTriggerCatalog } from '../../services/triggers/catalog';
+import { createLogisticsTrigger } from '../../services/triggers/logistics/logistics-trigger';
+import { createWarehouseTrigger } from '../../services/triggers/warehouse/warehouse-trigger';
+import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
+
+/** `workflows put` refuses logistics and warehouse nodes that cannot work. */
+const catalog = createTriggerCatalog([createWebhookTrigger(), createLogisticsTrigger(), createWarehouseTrigger()]);
+const workflow = (node: Record<string, unknown>) => ({ id: 'wf', active: true, nodes: [{ name: 'T', ...node } as never] });
+
+test('a logistics node needs a non-empty list of known actions, a known authentication and its credential', () => {
+  expect(catalog.validate(workflow({ type: 'logisticsTrigger', parameters: { actions: ['event-update'] } }))).toEqual([]);
+  expect(catalog.validate(workflow({ type: 'logisticsTrigger', parameters: {} }))).toEqual(['node "T".parameters.actions must be a non-empty list of event-update, shipment-update']);
+  expect(catalog.validate(workflow({ type: 'logisticsTrigger', parameters: { actions: ['event-update', 'invoice'] } }))).toHaveLength(1);
+  expect(catalog.validate(workflow({ type: 'logisticsTrigger', parameters: { actions: ['shipment-update'], authentication: 'oauth' } })))
+    .toEqual(['node "T".parameters.authentication must be one of none, basicAuth, headerAuth, wsUsernameToken']);
+  expect(catalog.validate(workflow({ type: 'logisticsTrigger', parameters: { actions: ['shipment-update'], authentication: 'wsUsernameToken' } })))
+    .toEqual(['node "T".credentials.wsUsernameToken must name the credential to check callers against']);
+});
+
+test('a warehouse node needs dc and/or rc, and a credential when it authenticates', () => {
+  expect(catalog.validate(workflow({ type: 'warehouseTrigger', parameters: { actions: ['dc', 'rc'] } }))).toEqual([]);
+  expect(catalog.validate(workflow({ type: 'warehouseTrigger', parameters: { actions: [] } }))).toEqual(['node "T".parameters.actions must be a non-empty list of dc, rc']);
+  expect(catalog.validate(workflow({ type: 'warehouseTrigger', parameters: { actions: ['DC'] } }))).toHaveLength(1);
+  expect(catalog.validate(workflow({ type: 'warehouseTrigger', parameters: { actions: ['dc'], authentication: 'headerAuth' } })))
+    .toEqual(['node "T".credentials.headerAuth must name the credential to check callers against']);
+});
+
+test('the catalog selects each kind by node type', () => {
+  expect(catalog.select(workflow({ type: 'logisticsTrigger', parameters: { actions: ['event-update'] } }))?.plugin.kindOf({} as never)).toBe('logistics');
+  expect(catalog.select(workflow({ type: 'warehouseTrigger', parameters: { actions: ['dc'] } }))?.plugin.kindOf({} as never)).toBe('warehouse');
+});
