@@ -7,7 +7,7 @@ import type { Received } from '../platform/avro/records';
 import type { EventLog } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
-import { redactHeaders } from '../platform/logger/redact';
+import { redactHeaders, redactQuery } from '../platform/logger/redact';
 import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
 import { DOCUMENT_ID, type Registry } from '../platform/registry/registry';
 import type { CredentialSealer } from '../platform/registry/credential-crypto';
@@ -37,6 +37,8 @@ export interface ReceiverDeps {
   maxBodyBytes: number;
   inlineBodyMax: number;
   workflowCacheMs: number;
+  /** Query names whose values never reach the received record, beyond the built-in ones. */
+  redactQueryParams: ReadonlySet<string>;
 }
 
 export interface Receiver {
@@ -149,7 +151,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       triggerNode: node.name,
       triggerKind: plugin.kindOf(node),
       pathSuffix: route.pathSuffix,
-      query: route.query,
+      query: redactQuery(route.query, deps.redactQueryParams),
       headers: redactHeaders(headers, admission.secretHeaders),
       contentType: headers['content-type'] ?? null,
       body: body.inline

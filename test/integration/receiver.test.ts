@@ -10,7 +10,7 @@ const codec = defaultAvroCodec();
 let app: TestApp;
 
 beforeAll(async () => {
-  app = await startTestApp('embedded', { MAX_BODY_BYTES: '64KiB', WORKFLOW_CACHE_MS: '0' });
+  app = await startTestApp('embedded', { MAX_BODY_BYTES: '64KiB', WORKFLOW_CACHE_MS: '0', REDACT_QUERY_PARAMS: 'tenant-pin, Other' });
   const sealer = createCredentialSealer(app.config.encryptionKey!);
   const { registry } = app.backends;
   await registry.credentials.put(sealer.seal({ id: 'cred-basic', type: 'basicAuth', data: { user: 'partner', password: 'p:ss:word' } }));
@@ -112,6 +112,14 @@ describe('authentication', () => {
     expect(received.principal).toBe('header:X-Api-Key');
     expect(received.headers['x-api-key']).toBe('[redacted]');
     expect(JSON.stringify(app.logs)).not.toContain('s3cret-value');
+  });
+
+  test('credential-bearing query parameters are redacted in the received record; others are kept', async () => {
+    const ok = await post('/hook/wf-basic?token=tok-123&api_key=k-456&tenant-pin=789&order=42&sig=s1&sig=s2', '{}', { authorization: basic('partner', 'p:ss:word') });
+    expect(ok.status).toBe(200);
+    const received = await receivedFor(ok.headers.get('x-request-id')!);
+    expect(received.query).toEqual({ token: ['[redacted]'], api_key: ['[redacted]'], 'tenant-pin': ['[redacted]'], order: ['42'], sig: ['[redacted]', '[redacted]'] });
+    expect(JSON.stringify(app.logs)).not.toMatch(/tok-123|k-456/);
   });
 
   test('a credential that is referenced but missing fails closed with 500', async () => {

@@ -28,6 +28,8 @@ export interface Config {
   multipart: { maxFileBytes: number; maxFiles: number; maxFields: number };
   /** How many samples of trigger output are kept per trigger node. */
   sampleDataKeep: number;
+  /** Query parameter names (lower case) whose values are redacted in received records, beyond the built-in ones. */
+  redactQueryParams: ReadonlySet<string>;
   /** Topic for each trigger kind's execution requests. */
   executionQueues: Record<TriggerKindName, string>;
   /** Prepended to every topic and consumer group name. */
@@ -134,6 +136,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     maxFields: integer('MULTIPART_MAX_FIELDS', 1000, 1, 100_000, 'how many text fields one multipart body may carry'),
   };
   const sampleDataKeep = integer('SAMPLE_DATA_KEEP', 5, 1, 100, 'how many samples of trigger output to keep per trigger node');
+  const redactQueryParams = new Set((get('REDACT_QUERY_PARAMS') ?? '').split(',').map((n) => n.trim().toLowerCase()).filter(Boolean));
   const workflowCacheMs = integer('WORKFLOW_CACHE_MS', 2000, 0, 3_600_000, 'how long a workflow look-up is cached, in milliseconds');
 
   const topicPrefix = get('INGRESS_TOPIC_PREFIX') ?? '';
@@ -155,5 +158,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix,
+    redactQueryParams,
   };
 }

@@ -18,3 +18,21 @@ export function redactHeaders(headers: Record<string, string>, alsoSecret: Itera
   }
   return out;
 }
+
+/**
+ * Query parameters that carry credentials (partners put tokens in URLs too). Their values are replaced
+ * in the received record, so they reach no topic; `alsoSecret` adds names (REDACT_QUERY_PARAMS).
+ * The answer's `$query` templates still see the request as sent.
+ */
+const SECRET_QUERY = /secret|token|passw|signature|^sig$|^key$|api[-_]?key|access[-_]?key|^auth|^code$|credential|session/i;
+
+export function redactQuery(query: Record<string, string[]>, alsoSecret: ReadonlySet<string>): Record<string, string[]> {
+  let out: Record<string, string[]> | null = null;
+  for (const [name, values] of Object.entries(query)) {
+    if (SECRET_QUERY.test(name) || alsoSecret.has(name.toLowerCase())) {
+      out ??= { ...query };
+      out[name] = values.map(() => REDACTED);
+    }
+  }
+  return out ?? query;
+}
