@@ -32,8 +32,13 @@ export async function nodeCredential(node: WorkflowNode, type: string, workflowI
   return credential;
 }
 
-export async function checkHeaderAuth(request: InboundRequest, node: WorkflowNode, type: CredentialCheck, services: TriggerServices): Promise<HeaderAuthOutcome> {
+/** `invalid`: the node names an option this build does not know, which fails closed (logged). */
+export async function checkHeaderAuth(request: InboundRequest, node: WorkflowNode, type: CredentialCheck | 'invalid', services: TriggerServices): Promise<HeaderAuthOutcome> {
   if (type === 'none') return { ok: true, principal: null, secretHeaders: [] };
+  if (type === 'invalid') {
+    services.logger.error('trigger node names an unknown authentication option; refusing', { node: node.name, workflowId: request.workflowId });
+    return { ok: false, code: 'credential-unavailable' };
+  }
   const credential = await nodeCredential(node, type, request.workflowId, services);
   if (!credential) return { ok: false, code: 'credential-unavailable' };
 
@@ -62,4 +67,10 @@ export async function checkHeaderAuth(request: InboundRequest, node: WorkflowNod
       : { ok: false, code: 'authorization-wrong' };
   }
   return { ok: false, code: 'credential-unavailable' };
+}
+
+/** Triggers whose bodies are compressed inside (SOAP Messages) or always small take no Content-Encoding. */
+export function hasContentEncoding(request: InboundRequest): boolean {
+  const encoding = request.headers['content-encoding'];
+  return encoding !== undefined && encoding.trim().toLowerCase() !== 'identity';
 }

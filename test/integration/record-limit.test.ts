@@ -1,11 +1,8 @@
-import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { MAX_RECORD_BYTES } from '../../services/platform/log/topics';
-import { collectUntilQuiet } from './contracts/event-log.contract';
 import { startTestApp, type TestApp } from '../support/app';
-import { executionsOf } from '../support/executions';
+import { deadLetterOf, executionsOf } from '../support/executions';
 
 /** A decoded output past the record limit is dead-lettered whole; Raw Body is the way to take such a body. */
-const codec = defaultAvroCodec();
 
 describe('the record limit', () => {
   let app: TestApp;
@@ -21,13 +18,7 @@ describe('the record limit', () => {
     const post = (wf: string) => fetch(`${app.baseUrl}/hook/${wf}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
     const big = await post('wf-json');
     expect(big.status).toBe(200);
-    const requestId = big.headers.get('x-request-id');
-    const deadline = Date.now() + 20_000;
-    let letter;
-    while (!letter && Date.now() < deadline) {
-      letter = (await collectUntilQuiet(app.backends.log, app.topics.deadLetter, 300, 500)).map((r) => codec.decode('DeadLetter', r.value))
-        .find((d) => codec.decode('Received', d.source.value).requestId === requestId);
-    }
+    const letter = await deadLetterOf(app, big.headers.get('x-request-id'));
     expect(letter).toMatchObject({ stage: 'decoder', errorCode: 'output-too-large', workflowId: 'wf-json' });
     const [{ input }] = await executionsOf(app, (await post('wf-raw')).headers.get('x-request-id'), 1);
     expect(input.Hook.file).toMatch(/^trigger\/wf-raw\//);

@@ -6,6 +6,7 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { collectUntilQuiet } from './contracts/event-log.contract';
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
+import { deadLetterOf } from '../support/executions';
 
 /** The webhook trigger, Protocol = HTTP: SPEC §2.2 and §7, through the whole pipeline. */
 const codec = defaultAvroCodec();
@@ -82,16 +83,10 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       const body = Buffer.from(`nope-secret-4111 ${'x'.repeat(1100 * 1024)}`);
       const res = await post('wf-plain', body, { 'content-type': 'application/json' });
       expect(res.status).toBe(200);
-      const requestId = res.headers.get('x-request-id');
-      const deadline = Date.now() + 20_000;
-      let letter;
-      while (!letter && Date.now() < deadline) {
-        letter = (await collectUntilQuiet(app.backends.log, app.topics.deadLetter, 300, 500)).map((r) => codec.decode('DeadLetter', r.value))
-          .find((d) => codec.decode('Received', d.source.value).requestId === requestId);
-      }
+      const letter = await deadLetterOf(app, res.headers.get('x-request-id'));
       expect(letter).toMatchObject({ stage: 'decoder', errorCode: 'payload-parse-error', workflowId: 'wf-plain', attempts: 1 });
-      expect(letter!.message).toMatch(/^the JSON body could not be read( \(at byte \d+\))?$/);
-      const received = codec.decode('Received', letter!.source.value);
+      expect(letter.message).toMatch(/^the JSON body could not be read( \(at byte \d+\))?$/);
+      const received = codec.decode('Received', letter.source.value);
       expect(received.body.kind).toBe('ref');
       if (received.body.kind === 'ref') expect((await readAll(await app.backends.store.get(received.body.path))).equals(body)).toBe(true);
       expect(JSON.stringify(app.logs)).not.toContain('secret-4111');

@@ -26,3 +26,14 @@ export async function executionsOf(app: TestApp, requestId: string | null, count
   }
   throw new Error(`request ${requestId} became ${found.length} executions within ${timeoutMs} ms, expected ${count}`);
 }
+
+/** The dead letter a request's received record became, waiting for it. */
+export async function deadLetterOf(app: TestApp, requestId: string | null, timeoutMs = 20_000) {
+  const deadline = Date.now() + timeoutMs;
+  while (Date.now() < deadline) {
+    const letter = (await collectUntilQuiet(app.backends.log, app.topics.deadLetter, 300, 500)).map((r) => codec.decode('DeadLetter', r.value))
+      .find((d) => d.source.topic === app.topics.received && codec.decode('Received', d.source.value).requestId === requestId);
+    if (letter) return letter;
+  }
+  throw new Error(`request ${requestId} was not dead-lettered within ${timeoutMs} ms`);
+}

@@ -1,7 +1,7 @@
 import type { DecodedItem } from '../../platform/avro/records';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { INGRESS_ERRORS, IngressError, type Answer, type IngressErrorCode } from '../answers';
-import { checkHeaderAuth, nodeCredential } from '../header-auth';
+import { checkHeaderAuth, hasContentEncoding, nodeCredential } from '../header-auth';
 import type { InboundRequest, TriggerPlugin, TriggerServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../webhook/staged-files';
 import { wholeBody } from '../whole-body';
@@ -71,19 +71,12 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
     kindOf: () => 'logistics',
 
     async admit(request, node, services) {
-      const params = logisticsParameters(node);
-      if (params.authentication === 'invalid') {
-        services.logger.error('trigger node names an unknown authentication option; refusing', { node: node.name, workflowId: request.workflowId });
-        return { ok: false, answer: faultFor('credential-unavailable') };
-      }
       if (soapAction(request) === 'unknown') return { ok: false, answer: soapFault({ status: 500, code: 'Client', message: 'The SOAPAction is not one this endpoint serves (SendStream, Ping)' }) };
-      const encoding = request.headers['content-encoding'];
-      if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') return { ok: false, answer: faultFor('unsupported-media', 'Content-Encoding is not supported; the Messages are compressed already') };
-      if (params.authentication === 'basicAuth' || params.authentication === 'headerAuth') {
-        const outcome = await checkHeaderAuth(request, node, params.authentication, services);
-        return outcome.ok ? outcome : { ok: false, answer: faultFor(outcome.code) };
-      }
-      return { ok: true, principal: null, secretHeaders: [] };
+      if (hasContentEncoding(request)) return { ok: false, answer: faultFor('unsupported-media', 'Content-Encoding is not supported; the Messages are compressed already') };
+      const auth = logisticsParameters(node).authentication;
+      // A UsernameToken is in the envelope: inspect checks it.
+      const outcome = await checkHeaderAuth(request, node, auth === 'wsUsernameToken' ? 'none' : auth, services);
+      return outcome.ok ? outcome : { ok: false, answer: faultFor(outcome.code) };
     },
 
     validator: (request) => whole.validator(request),

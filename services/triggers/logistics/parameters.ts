@@ -1,4 +1,5 @@
 import type { WorkflowNode } from '../../platform/registry/documents';
+import { actionParameterProblems, actionParameters, type ActionParameters } from '../action-parameters';
 import { LOGISTICS_EVENTS, type LogisticsEvent } from './universal';
 
 /**
@@ -7,14 +8,11 @@ import { LOGISTICS_EVENTS, type LogisticsEvent } from './universal';
  * open): Basic or Header Auth on the HTTP request, or the WS-Security UsernameToken the eAdaptor can
  * send, checked against a `basicAuth` credential named under `credentials.wsUsernameToken`.
  */
-export type LogisticsAuthentication = 'none' | 'basicAuth' | 'headerAuth' | 'wsUsernameToken';
-const AUTH: readonly LogisticsAuthentication[] = ['none', 'basicAuth', 'headerAuth', 'wsUsernameToken'];
+const AUTH = ['basicAuth', 'headerAuth', 'wsUsernameToken'] as const;
+export type LogisticsAuthentication = (typeof AUTH)[number];
 
-export interface LogisticsParameters {
-  actions: ReadonlySet<LogisticsEvent>;
+export interface LogisticsParameters extends ActionParameters<LogisticsEvent, LogisticsAuthentication> {
   rawBody: boolean;
-  /** `invalid` when the document names an option we do not know: that fails closed. */
-  authentication: LogisticsAuthentication | 'invalid';
 }
 
 const cache = new WeakMap<WorkflowNode, LogisticsParameters>();
@@ -22,24 +20,10 @@ const cache = new WeakMap<WorkflowNode, LogisticsParameters>();
 export function logisticsParameters(node: WorkflowNode): LogisticsParameters {
   const hit = cache.get(node);
   if (hit) return hit;
-  const p = (node.parameters ?? {}) as Record<string, unknown>;
-  const o = (typeof p.options === 'object' && p.options !== null ? p.options : {}) as Record<string, unknown>;
-  const actions = Array.isArray(p.actions) ? p.actions.filter((a): a is LogisticsEvent => LOGISTICS_EVENTS.includes(a as LogisticsEvent)) : [];
-  const auth = p.authentication === undefined ? 'none' : AUTH.includes(p.authentication as LogisticsAuthentication) ? p.authentication as LogisticsAuthentication : 'invalid';
-  const params: LogisticsParameters = { actions: new Set(actions), rawBody: o.rawBody === true, authentication: auth };
+  const o = (node.parameters as { options?: { rawBody?: unknown } } | undefined)?.options;
+  const params = { ...actionParameters(node, LOGISTICS_EVENTS, AUTH), rawBody: o?.rawBody === true };
   cache.set(node, params);
   return params;
 }
 
-export function logisticsProblems(node: WorkflowNode): string[] {
-  const at = `node "${node.name}"`;
-  const p = (node.parameters ?? {}) as Record<string, unknown>;
-  const problems: string[] = [];
-  if (!Array.isArray(p.actions) || p.actions.length === 0 || p.actions.some((a) => !LOGISTICS_EVENTS.includes(a as LogisticsEvent))) {
-    problems.push(`${at}.parameters.actions must be a non-empty list of ${LOGISTICS_EVENTS.join(', ')}`);
-  }
-  const auth = logisticsParameters(node).authentication;
-  if (auth === 'invalid') problems.push(`${at}.parameters.authentication must be one of ${AUTH.join(', ')}`);
-  else if (auth !== 'none' && !node.credentials?.[auth]) problems.push(`${at}.credentials.${auth} must name the credential to check callers against`);
-  return problems;
-}
+export const logisticsProblems = (node: WorkflowNode): string[] => actionParameterProblems(node, LOGISTICS_EVENTS, AUTH);

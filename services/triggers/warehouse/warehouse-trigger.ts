@@ -1,5 +1,5 @@
 import { errorAnswer, IngressError, type Answer } from '../answers';
-import { checkHeaderAuth } from '../header-auth';
+import { checkHeaderAuth, hasContentEncoding } from '../header-auth';
 import type { TriggerPlugin } from '../trigger';
 import { wholeBody } from '../whole-body';
 import { EnvelopeError, readWarehousePost, withDuplicateFlag } from './envelope';
@@ -32,14 +32,8 @@ export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOU
     kindOf: () => 'warehouse',
 
     async admit(request, node, services) {
-      const params = warehouseParameters(node);
-      if (params.authentication === 'invalid') {
-        services.logger.error('trigger node names an unknown authentication option; refusing', { node: node.name, workflowId: request.workflowId });
-        return { ok: false, answer: errorAnswer('credential-unavailable') };
-      }
-      const encoding = request.headers['content-encoding'];
-      if (encoding !== undefined && encoding.trim().toLowerCase() !== 'identity') return { ok: false, answer: errorAnswer('unsupported-media', 'Content-Encoding is not supported for warehouse posts') };
-      const outcome = await checkHeaderAuth(request, node, params.authentication, services);
+      if (hasContentEncoding(request)) return { ok: false, answer: errorAnswer('unsupported-media', 'Content-Encoding is not supported for warehouse posts') };
+      const outcome = await checkHeaderAuth(request, node, warehouseParameters(node).authentication, services);
       return outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) };
     },
 

@@ -10,10 +10,6 @@ import type { WebhookParameters } from './parameters';
  */
 export async function authenticate(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, services: TriggerServices): Promise<Admission> {
   if (params.protocol === 'as2' && params.authentication !== 'as2ReceiverAuth') return { ok: false, answer: errorAnswer('protocol-requires-as2-auth') };
-  if (params.authentication === 'invalid') {
-    services.logger.error('trigger node names an unknown authentication option; refusing', { node: node.name, workflowId: request.workflowId });
-    return { ok: false, answer: errorAnswer('credential-unavailable') };
-  }
   // RSA signatures are checked on the body (inspect); AS2 in the AS2 trigger.
   if (params.authentication === 'rsaSignature' || params.authentication === 'as2ReceiverAuth') return { ok: true, principal: null, secretHeaders: [] };
   const outcome = await checkHeaderAuth(request, node, params.authentication, services);
