@@ -51,4 +51,11 @@ function rssMiB(pid) {
   } catch { return NaN; }
 }
 
-module.exports = { ROOT, CLI, arg, start, stop, benchDataDir, rssMiB };
+/** CPU time a process has used so far (user + system), in microseconds (Linux). */
+function cpuMicros(pid) {
+  const fields = require('node:fs').readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  const ticks = Number(fields[11]) + Number(fields[12]); // utime, stime (fields 14 and 15 of stat)
+  return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
+}
+
+module.exports = { ROOT, CLI, arg, start, stop, benchDataDir, rssMiB, cpuMicros };
