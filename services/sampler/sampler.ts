@@ -19,12 +19,25 @@ export interface SamplerDeps {
   /** Every distinct execution queue. */
   queues: string[];
   keep: number;
+  /** Outputs larger than this (JSON text) are not kept as samples (default SAMPLE_MAX_BYTES). */
+  maxSampleBytes?: number;
 }
+
+/**
+ * A sample is for seeing the shape of an output, and `keep` of them share one registry document
+ * (Cosmos DB caps a document at 2 MB): a larger output is left out, with a log line, rather than
+ * failing the sampler over and over.
+ */
+export const SAMPLE_MAX_BYTES = 256 * 1024;
 
 export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
   const { codec, logger } = deps;
   const handle = withDeadLettering(async (record) => {
     const execution = codec.decode('ExecutionRequested', record.value);
+    if (execution.input.length > (deps.maxSampleBytes ?? SAMPLE_MAX_BYTES)) {
+      logger.info('output too large to keep as sample data', { workflowId: execution.workflowId, node: execution.triggerNode, executionId: execution.executionId, chars: execution.input.length });
+      return [];
+    }
     const input = JSON.parse(execution.input) as Record<string, unknown>;
     await deps.samples.append(execution.workflowId, execution.triggerNode, {
       executionId: execution.executionId,

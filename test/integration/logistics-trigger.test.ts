@@ -170,6 +170,16 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       const res = await soap('wf-both', sendStreamRequest([{ xml: big, trackingId: 'BIG' }, { xml: eventDocument(), trackingId: 'BIG-2' }]));
       const runs = await executionsOf(app, res.headers.get('x-request-id'), 2);
       expect(runs[0].input.Freight.data.ContainerCollection.Container.length).toBeGreaterThan(100);
+      // The small output is kept as sample data; the large one is left out, with a log line.
+      const deadline = Date.now() + 20_000;
+      let samples: { data: unknown }[] = [];
+      while (Date.now() < deadline && !samples.some((x) => (x.data as { trackingId?: string }).trackingId === 'BIG-2')) {
+        samples = await app.backends.registry.samples.list('wf-both', 'Freight');
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      expect(samples.map((x) => (x.data as { trackingId?: string }).trackingId)).toContain('BIG-2');
+      expect(samples.map((x) => (x.data as { trackingId?: string }).trackingId)).not.toContain('BIG');
+      expect(app.logs.some((l) => l.msg === 'output too large to keep as sample data' && l.executionId === runs[0].execution.executionId)).toBe(true);
     });
   });
 }
