@@ -10,7 +10,10 @@ import { startDispatcher } from '../dispatcher/dispatcher';
 import { startSampler } from '../sampler/sampler';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
-import type { WorkflowDocument } from '../platform/registry/documents';
+import { webhookParameters } from '../triggers/webhook/parameters';
+import { createAs2Trigger } from '../triggers/as2/as2-trigger';
+import { byProtocol } from '../triggers/by-protocol';
+import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
 import type { Backends } from './backends';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
@@ -24,14 +27,14 @@ export interface RunningServices {
 
 /** Every trigger kind of this build, bounded by the configuration. */
 export function triggerCatalog(config: Config): TriggerCatalog {
-  return createTriggerCatalog([
-    createWebhookTrigger({
-      ...DEFAULT_WEBHOOK_LIMITS,
-      maxInflatedBytes: config.maxInflatedBytes,
-      maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
-      multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
-    }),
-  ]);
+  const http = createWebhookTrigger({
+    ...DEFAULT_WEBHOOK_LIMITS,
+    maxInflatedBytes: config.maxInflatedBytes,
+    maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
+    multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
+  });
+  const as2 = createAs2Trigger({ maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: false });
+  return createTriggerCatalog([byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http))]);
 }
 
 /** Refuse to start when credentials exist that this process could not open (SPEC: fail closed, say why). */
@@ -57,7 +60,14 @@ export async function startServices(config: Config, backends: Backends, services
   try {
     if (services.includes('decoder')) {
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
-      stages.push(await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }) }));
+      // AS2 bodies are opened again by the decoder, with the credential as it is now (README: AS2).
+      const credentials = createTtlCache<CredentialDocument>(async (id) => {
+        const stored = await backends.registry.credentials.get(id);
+        if (!stored) return null;
+        if (!backends.sealer) throw new Error('INGRESS_ENCRYPTION_KEY is not set, so credentials cannot be opened');
+        return backends.sealer.open(stored);
+      }, config.workflowCacheMs);
+      stages.push(await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }) }));
     }
     if (services.includes('dispatcher')) {
       stages.push(await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }));

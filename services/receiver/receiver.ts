@@ -57,7 +57,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (!deps.sealer) throw new Error('INGRESS_ENCRYPTION_KEY is not set, so credentials cannot be opened');
     return deps.sealer.open(stored);
   }, deps.workflowCacheMs);
-  const services: TriggerServices = { credential: (id) => credentials.get(id), logger };
+  const services: TriggerServices = { credential: (id) => credentials.get(id), store, logger };
 
   function send(res: http.ServerResponse, answer: Answer) {
     if (res.headersSent) return;
@@ -158,7 +158,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       receivedAt: request.receivedAt,
       principal: admission.principal,
       remoteAddress: request.remoteAddress,
-      as2: null,
+      as2: inspected.inspection.as2 ?? null,
       traceparent: null,
     };
     const trail = traceHeaders();
@@ -168,10 +168,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     } catch (error) {
       // The claim check stays: a failed append may still have reached the log (at-least-once).
       logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
-      send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
-      return 503;
+      const own = await plugin.notAccepted?.(request, node, inspected.inspection, services);
+      const failed = own ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+      send(res, failed);
+      return failed.status;
     }
-    const answer = plugin.accepted(request, node, body, inspected.inspection, services);
+    const answer = await plugin.accepted(request, node, body, inspected.inspection, services);
     send(res, answer);
     return answer.status;
   }
