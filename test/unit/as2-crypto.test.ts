@@ -35,10 +35,10 @@ function faultOf(fn: () => unknown): As2Fault {
 }
 
 describe('implicit rejection of PKCS#1 v1.5 key transport', () => {
-  test('a corrupted key transport and a wrong content key give the same fault, words and all', () => {
-    const receiver = peer.party('receiver');
+  test('a corrupted key transport and a wrong content key give the same fault, words and all', async () => {
+    const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
-    const der = peer.encrypt(payload(), receiver, '-aes128').body;
+    const der = (await peer.encrypt(payload(), receiver, '-aes128')).body;
     expect(decryptEntity(der, identity).headers['content-type']).toBe('application/edi-x12');
 
     const original = octets(encryptedKeyNode(der));
@@ -52,8 +52,8 @@ describe('implicit rejection of PKCS#1 v1.5 key transport', () => {
     expect(a.modifier).toBe('decryption-failed');
   });
 
-  test('the unpadding returns the real key for good padding and a deterministic pseudo-random key otherwise', () => {
-    const receiver = peer.party('receiver');
+  test('the unpadding returns the real key for good padding and a deterministic pseudo-random key otherwise', async () => {
+    const receiver = await peer.party('receiver');
     const { key } = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
     const cek = randomBytes(32);
     const good = publicEncrypt({ key: new X509Certificate(receiver.cert).publicKey, padding: constants.RSA_PKCS1_PADDING }, cek);
@@ -73,19 +73,19 @@ describe('implicit rejection of PKCS#1 v1.5 key transport', () => {
 });
 
 describe('content ciphers and key transports from openssl cms', () => {
-  test.each([['-aes128'], ['-aes192'], ['-aes256'], ['-des3']])('%s with RSA v1.5 and with OAEP', (cipher) => {
-    const receiver = peer.party('receiver');
+  test.each([['-aes128'], ['-aes192'], ['-aes256'], ['-des3']])('%s with RSA v1.5 and with OAEP', async (cipher) => {
+    const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
     for (const extra of [[], ['-keyopt', 'rsa_padding_mode:oaep']]) {
-      const entity = decryptEntity(peer.encrypt(payload(), receiver, cipher, extra).body, identity);
+      const entity = decryptEntity((await peer.encrypt(payload(), receiver, cipher, extra)).body, identity);
       expect(decodedBody(entity).toString()).toBe('ISA*00*~GS*PO~');
     }
   });
 
-  test('AES-GCM (AuthEnvelopedData)', () => {
-    const receiver = peer.party('receiver');
+  test('AES-GCM (AuthEnvelopedData)', async () => {
+    const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
-    const entity = decryptEntity(peer.encrypt(payload(), receiver, '-aes-256-gcm').body, identity);
+    const entity = decryptEntity((await peer.encrypt(payload(), receiver, '-aes-256-gcm')).body, identity);
     expect(decodedBody(entity).toString()).toBe('ISA*00*~GS*PO~');
   });
 });
@@ -126,13 +126,13 @@ describe('partner spellings', () => {
 });
 
 describe('layers', () => {
-  test('signed, then compressed, then encrypted: MIC over exactly the signed part', () => {
-    const receiver = peer.party('receiver');
-    const partner = peer.party('partner');
+  test('signed, then compressed, then encrypted: MIC over exactly the signed part', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
     const part = payload();
-    const signed = peer.sign(part, partner, 'sha384');
-    const message = peer.encrypt(peer.compress(signed.entity).entity, receiver, '-aes128');
+    const signed = await peer.sign(part, partner, 'sha384');
+    const message = await peer.encrypt(peer.compress(signed.entity).entity, receiver, '-aes128');
     const out = unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 });
     expect(out).toMatchObject({ encrypted: true, signed: true, compressed: true, signerDigest: 'sha384' });
     expect(out.micContent).toEqual(part);

@@ -16,5 +16,6 @@ export function envelopeFault(headers: Record<string, string>, params: As2Parame
   return null;
 }
 
-const headerName = (h: string) => (h === 'message-id' ? 'Message-Id' : h.toUpperCase().replace('FROM', 'From'));
+const HEADER_NAMES: Record<string, string> = { 'message-id': 'Message-Id', 'as2-from': 'AS2-From', 'as2-to': 'AS2-To' };
+const headerName = (h: string) => HEADER_NAMES[h] ?? h;
 const unquote = (v: string) => v.trim().replace(/^"(.*)"$/, '$1');
