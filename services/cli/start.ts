@@ -13,7 +13,8 @@ import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhoo
 import { webhookParameters } from '../triggers/webhook/parameters';
 import { createAs2Trigger } from '../triggers/as2/as2-trigger';
 import { byProtocol } from '../triggers/by-protocol';
-import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
+import type { WorkflowDocument } from '../platform/registry/documents';
+import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
@@ -61,12 +62,7 @@ export async function startServices(config: Config, backends: Backends, services
     if (services.includes('decoder')) {
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
       // AS2 bodies are opened again by the decoder, with the credential as it is now (README: AS2).
-      const credentials = createTtlCache<CredentialDocument>(async (id) => {
-        const stored = await backends.registry.credentials.get(id);
-        if (!stored) return null;
-        if (!backends.sealer) throw new Error('INGRESS_ENCRYPTION_KEY is not set, so credentials cannot be opened');
-        return backends.sealer.open(stored);
-      }, config.workflowCacheMs);
+      const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
       stages.push(await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }) }));
     }
     if (services.includes('dispatcher')) {

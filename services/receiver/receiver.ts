@@ -8,7 +8,7 @@ import type { EventLog } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { redactHeaders } from '../platform/logger/redact';
-import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
+import type { WorkflowDocument } from '../platform/registry/documents';
 import { DOCUMENT_ID, type Registry } from '../platform/registry/registry';
 import type { CredentialSealer } from '../platform/registry/credential-crypto';
 import type { ObjectStore } from '../platform/store/object-store';
@@ -19,6 +19,7 @@ import type { InboundRequest, TriggerServices } from '../triggers/trigger';
 import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
+import { openedCredentials } from '../platform/registry/opened-credentials';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
@@ -51,12 +52,7 @@ const RETRY_AFTER_SECONDS = '5';
 export function createReceiver(deps: ReceiverDeps): Receiver {
   const { log, store, codec, logger, catalog } = deps;
   const workflows = createTtlCache<WorkflowDocument>((id) => deps.registry.workflows.get(id), deps.workflowCacheMs);
-  const credentials = createTtlCache<CredentialDocument>(async (id) => {
-    const stored = await deps.registry.credentials.get(id);
-    if (!stored) return null;
-    if (!deps.sealer) throw new Error('INGRESS_ENCRYPTION_KEY is not set, so credentials cannot be opened');
-    return deps.sealer.open(stored);
-  }, deps.workflowCacheMs);
+  const credentials = openedCredentials(deps.registry, deps.sealer, deps.workflowCacheMs);
   const services: TriggerServices = { credential: (id) => credentials.get(id), store, logger };
 
   function send(res: http.ServerResponse, answer: Answer) {
