@@ -57,9 +57,21 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partner: Certi
   return { digest, signerFingerprint: signer.fingerprint };
 }
 
+/** Partners send the same certificate with every message: parsing it is a visible share of a message's cost. */
+const seen = new Map<string, CertificateFacts>();
+const SEEN_MAX = 256;
+
 function certificateOf(node: Node): CertificateFacts[] {
   if (node.cls !== 0 || node.tag !== 16) return []; // other CertificateChoices are not signer certificates
-  try { return [certificateFacts(new X509Certificate(rawOf(node)))]; } catch { return []; }
+  const raw = rawOf(node);
+  const key = createHash('sha256').update(raw).digest('base64');
+  let facts = seen.get(key);
+  if (!facts) {
+    try { facts = certificateFacts(new X509Certificate(raw)); } catch { return []; }
+    if (seen.size >= SEEN_MAX) seen.delete(seen.keys().next().value as string);
+    seen.set(key, facts);
+  }
+  return [facts];
 }
 
 function attributeValue(attrs: Node, oid: string): Node | null {
