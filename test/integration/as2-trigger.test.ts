@@ -116,6 +116,19 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     expect(await read(outs[2].file)).toBe('%PDF-1.4');
   });
 
+  test('a resend of the same message id is a new execution marked as2.duplicate', async () => {
+    const message = await signedEncrypted(payload());
+    const headers = as2Headers({ 'Message-Id': '<resent-1@partner>' });
+    const outs = [];
+    for (let i = 0; i < 2; i++) {
+      const m = await postAs2(app, 'wf-as2', message, headers, peer, receiver);
+      expect(m.disposition).toMatch(/processed$/);
+      outs.push(JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'].as2);
+    }
+    expect(outs[0].duplicate).toBeUndefined();
+    expect(outs[1].duplicate).toBe(true);
+  });
+
   test('a message larger than INLINE_BODY_MAX (claim check) is opened the same way', async () => {
     const big = EDI.repeat(400); // ~50 KiB
     const m = await postAs2(app, 'wf-as2', signedEncrypted(payload('big.x12', big)), as2Headers(), peer, receiver);

@@ -3,6 +3,7 @@ import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../webhook/staged-files';
 import { identityOf } from './certificates';
+import { evidenceFolder } from './evidence';
 import { As2Fault } from './faults';
 import { decodedBody, filenameOf, parseMediaType } from './mime';
 import { attachmentsOf, unwrapMessage } from './unwrap';
@@ -41,6 +42,8 @@ export async function decodeAs2(received: Received, credentialId: string | null,
   const folder = stagingFolder(received.workflowId, received.receivedAt, received.requestId);
   const unique = uniqueNamer();
   const envelope = received.as2;
+  const messageId = envelope?.messageId ?? received.headers['message-id'] ?? '';
+  const duplicate = messageId ? await seenBefore(services, evidenceFolder(received.workflowId, messageId), received.requestId) : false;
   const batch = attachments.length > 1;
   const items: DecodedItem[] = [];
   for (const [index, { entity, bytes }] of attachments.entries()) {
@@ -51,16 +54,34 @@ export async function decodeAs2(received: Received, credentialId: string | null,
     const as2 = {
       from: envelope?.from ?? received.headers['as2-from'] ?? '',
       to: envelope?.to ?? received.headers['as2-to'] ?? '',
-      messageId: envelope?.messageId ?? received.headers['message-id'] ?? '',
+      messageId,
       receivedAt: new Date(received.receivedAt).toISOString(),
       contentType,
       subject: envelope?.subject ?? received.headers.subject ?? '',
       filename,
       ...(batch ? { batchIndex: index, batchSize: attachments.length } : {}),
+      ...(duplicate ? { duplicate: true } : {}),
     };
     items.push({ value: JSON.stringify({ file: path, as2 }), files: [path] });
   }
   return items;
+}
+
+/**
+ * Whether an earlier request already became executions for this message id (a partner's resend; SPEC
+ * §4.3.6 still starts a new execution, `as2.duplicate` lets downstream dedupe cheaply). The first request
+ * decoded for a message id is recorded beside its evidence; decoding that same request again (a retry
+ * or replay) is not a duplicate.
+ */
+async function seenBefore(services: DecodeServices, folder: string, requestId: string): Promise<boolean> {
+  const marker = `${folder}/first-request`;
+  if (!(await services.store.head(marker))) {
+    await services.store.put(marker, Buffer.from(requestId), { contentType: 'text/plain' });
+    return false;
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of await services.store.get(marker)) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString() !== requestId;
 }
 
 const EXTENSIONS: Record<string, string> = {
