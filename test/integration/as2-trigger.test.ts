@@ -85,6 +85,13 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     const out = JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'];
     expect(out.as2.filename).toBe('folded.x12');
 
+    // Content-Transfer-Encoding: base64 on the HTTP message, and no smime-type (enveloped data is assumed).
+    const encrypted = await signedEncrypted(payload());
+    const b64 = await postAs2(app, 'wf-as2', { contentType: 'application/pkcs7-mime; name=smime.p7m', body: Buffer.from(encrypted.body.toString('base64').replace(/.{76}/g, '$&\r\n')) },
+      as2Headers({ 'Content-Transfer-Encoding': 'base64' }), peer, receiver);
+    expect(b64.disposition).toMatch(/processed$/);
+    expect(b64.headers.get('ediint-features')).toBe('multiple-attachments');
+
     const unsigned = await postAs2(app, 'wf-as2', signedEncrypted(payload()), as2Headers({ 'Disposition-Notification-Options': null }), peer, receiver);
     expect(unsigned.signed).toBe(false);
     expect(unsigned.headers.get('content-type')).toMatch(/^multipart\/report; report-type=disposition-notification/);

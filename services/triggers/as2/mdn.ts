@@ -110,6 +110,8 @@ export function buildMdn(input: MdnInput): Mdn {
     'message-id': messageId,
     date: now.toUTCString(),
     subject: 'Message Disposition Notification',
+    // Tells partners (RFC 6362 §3) that they may send several attachments in one message.
+    'ediint-features': 'multiple-attachments',
     ...(h['as2-to'] ? { 'as2-from': h['as2-to'] } : {}),
     ...(h['as2-from'] ? { 'as2-to': h['as2-from'] } : {}),
   };
