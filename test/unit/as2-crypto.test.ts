@@ -139,3 +139,31 @@ describe('layers', () => {
     expect(decodedBody(out.payload).toString()).toBe('ISA*00*~GS*PO~');
   });
 });
+
+describe('fuzzing', () => {
+  test('truncations and byte flips of a real message end in a fault or a result, never another error', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const signed = await peer.sign(payload(), partner);
+    const compressed = peer.compress(signed.entity);
+    const message = await peer.encrypt(compressed.entity, receiver, '-aes128');
+    let seed = 42;
+    const next = () => (seed = (seed * 1103515245 + 12345) >>> 0);
+    const open = (contentType: string, body: Buffer) => {
+      try {
+        unwrapMessage(body, contentType, null, { identity, maxInflatedBytes: 1 << 20 });
+      } catch (error) {
+        expect(error).toBeInstanceOf(As2Fault);
+      }
+    };
+    for (const layer of [message, compressed, signed]) {
+      for (let i = 0; i < 60; i++) {
+        const body = Buffer.from(layer.body);
+        if (i % 3 === 0) { open(layer.contentType, body.subarray(0, next() % body.length)); continue; }
+        for (let k = 0; k < 1 + (i % 4); k++) body[next() % body.length] ^= 1 << (next() % 8);
+        open(layer.contentType, body);
+      }
+    }
+  });
+});
