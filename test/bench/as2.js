@@ -7,8 +7,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, spawn } = require('node:child_process');
 const { mkdtempSync, readFileSync, rmSync, writeFileSync } = require('node:fs');
-const autocannon = require('autocannon');
-const { CLI, arg, start, stop } = require('./support');
+const { CLI, arg, start, stop, loadTest } = require('./support');
 
 const KEY = 'bench-encryption-key-0123456789';
 
@@ -52,26 +51,13 @@ const HEADERS = {
   'message-id': '<bench@partner>', 'disposition-notification-to': 'as2@partner', 'disposition-notification-options': 'signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, sha-256',
 };
 
-function load(url, seconds, connections, body) {
-  return new Promise((resolve, reject) => {
-    autocannon({ url, method: 'POST', body, headers: HEADERS, connections, duration: seconds }, (error, result) => {
-      if (error) return reject(error);
-      resolve({ rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors });
-    });
-  });
-}
-
 async function measure(name, server, seconds, connections, body) {
   try {
     const url = `${server.url}/hook/wf-as2`;
     const first = await fetch(url, { method: 'POST', headers: HEADERS, body });
     const text = Buffer.from(await first.arrayBuffer()).toString('latin1');
     if (!/Disposition: automatic-action\/MDN-sent-automatically; processed\r?\n/.test(text) || !first.headers.get('content-type').startsWith('multipart/signed')) throw new Error(`${name}: not a signed processed MDN:\n${text.slice(0, 2000)}`);
-    await load(url, 2, connections, body); // warm-up
-    const r = await load(url, seconds, connections, body);
-    if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} answers were not 2xx and ${r.errors} failed; the measurement is void`);
-    process.stderr.write(`${name}: ${r.rps.toFixed(0)} msg/s, p50 ${r.p50} ms, p99 ${r.p99} ms\n`);
-    return r;
+    return await loadTest(name, url, { seconds, connections, body, headers: HEADERS, unit: 'msg/s' });
   } finally {
     await stop(server);
   }

@@ -51,4 +51,20 @@ function rssMiB(pid) {
   } catch { return NaN; }
 }
 
-module.exports = { ROOT, CLI, arg, start, stop, benchDataDir, rssMiB };
+/** autocannon POSTs for `seconds` after a 2 s warm-up; any non-2xx answer or error voids the measurement. */
+async function loadTest(name, url, { seconds, connections, body, headers, unit = 'req/s' }) {
+  const autocannon = require('autocannon');
+  const once = (duration) => new Promise((resolve, reject) => {
+    autocannon({ url, method: 'POST', body, headers, connections, duration }, (error, result) => {
+      if (error) return reject(error);
+      resolve({ rps: result.requests.average, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors });
+    });
+  });
+  await once(2); // warm-up
+  const r = await once(seconds);
+  if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} answers were not 2xx and ${r.errors} failed; the measurement is void`);
+  process.stderr.write(`${name}: ${Math.round(r.rps)} ${unit}, p50 ${r.p50} ms, p99 ${r.p99} ms\n`);
+  return r;
+}
+
+module.exports = { ROOT, CLI, arg, start, stop, benchDataDir, rssMiB, loadTest };
