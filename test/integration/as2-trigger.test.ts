@@ -1,4 +1,6 @@
 import { deflateSync } from 'node:zlib';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { collectUntilQuiet } from './contracts/event-log.contract';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type TestApp } from '../support/app';
@@ -9,6 +11,7 @@ import { as2Headers, executionsOf, postAs2 } from '../support/as2-client';
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, §7), through the whole pipeline on the
  * embedded backends, with messages built and MDNs verified by the openssl command line.
  */
+const codec = defaultAvroCodec();
 let app: TestApp;
 let peer: Peer;
 let receiver: Party;
@@ -152,6 +155,11 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     const events = app.logs.filter((l) => l.messageId === '<evidence-1@partner>').map((l) => l.msg);
     expect(events).toEqual(expect.arrayContaining(['as2.decrypt-start', 'as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-success', 'as2.mdn-sent']));
     expect(JSON.stringify(app.logs)).not.toContain('ST*850');
+    // The received record keeps the raw (encrypted) message and the envelope facts.
+    const received = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === m.requestId)!;
+    expect(received.triggerKind).toBe('as2');
+    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12' });
+    expect(received.body.kind === 'inline' && received.body.data.includes(Buffer.from('ST*850'))).toBe(false);
   });
 });
 

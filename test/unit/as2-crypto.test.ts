@@ -140,6 +140,20 @@ describe('layers', () => {
   });
 });
 
+describe('subject key identifiers', () => {
+  test('a recipient and a signer named by key id (openssl -keyid) are found, and the pin still holds', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const stranger = await peer.party('stranger');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const signed = await peer.sign(payload(), partner, 'sha256', ['-keyid', '-nocerts']);
+    const message = await peer.encrypt(signed.entity, receiver, '-aes128', ['-keyid']);
+    expect(unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, encrypted: true });
+    const other = await peer.sign(payload(), stranger, 'sha256', ['-keyid', '-nocerts']);
+    expect(faultOf(() => unwrapMessage(other.body, other.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).modifier).toBe('authentication-failed');
+  });
+});
+
 describe('fuzzing', () => {
   test('truncations and byte flips of a real message end in a fault or a result, never another error', async () => {
     const receiver = await peer.party('receiver');
