@@ -1,15 +1,16 @@
 import type { As2Envelope } from '../../platform/avro/records';
 import type { WorkflowNode } from '../../platform/registry/documents';
-import type { Answer } from '../answers';
+import { errorAnswer, type Answer } from '../answers';
 import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from '../trigger';
 import { authenticate } from '../webhook/authenticate';
+import { isBotUserAgent } from '../webhook/bot-detector';
 import { parameterProblems, webhookParameters } from '../webhook/parameters';
 import { identityOf, type As2Identity } from './certificates';
 import { decodeAs2 } from './decode';
 import { envelopeFault } from './envelope';
 import { asEntity, evidenceFolder, keepEvidence } from './evidence';
 import { As2Fault, asFault } from './faults';
-import { buildMdn, chooseMicalg, computeMic, parseMdnOptions } from './mdn';
+import { buildMdn, chooseMicalg, computeMic, parseMdnOptions, type MdnInput } from './mdn';
 import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
 import { unwrapMessage } from './unwrap';
@@ -56,7 +57,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
     services.logger[level](event, { event, workflowId: request.workflowId, messageId: request.headers['message-id'] ?? null, requestId: request.requestId, ...fields });
 
   /** An MDN as the HTTP answer, kept as evidence first (a store failure is logged, never the partner's problem). */
-  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<Parameters<typeof buildMdn>[0], 'headers' | 'reportingUa'>, message: Buffer | null): Promise<Answer> {
+  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'>, message: Buffer | null): Promise<Answer> {
     const mdn = buildMdn({ ...mdnInput, headers: request.headers, reportingUa: REPORTING_UA });
     const messageId = request.headers['message-id'];
     if (messageId) {
@@ -82,7 +83,10 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
     kindOf: () => 'as2',
 
     async admit(request, node, services) {
-      const admitted = await authenticate(request, node, webhookParameters(node), services);
+      const params = webhookParameters(node);
+      // Ignore Bots applies as on HTTP (AS2 servers are not bots to the matcher); a bot gets no MDN.
+      if (params.options.ignoreBots && isBotUserAgent(request.headers['user-agent'])) return { ok: false, answer: errorAnswer('bot-rejected') };
+      const admitted = await authenticate(request, node, params, services);
       if (!admitted.ok) return admitted;
       const fault = envelopeFault(request.headers, as2Parameters(node));
       if (fault) return { ok: false, answer: await failureAnswer(request, services, fault, await identityFor(request, node, services), null) };
