@@ -12,7 +12,11 @@ import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../triggers/logistics/logistics-trigger';
 import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../triggers/warehouse/warehouse-trigger';
+import { webhookParameters } from '../triggers/webhook/parameters';
+import { createAs2Trigger } from '../triggers/as2/as2-trigger';
+import { byProtocol } from '../triggers/by-protocol';
 import type { WorkflowDocument } from '../platform/registry/documents';
+import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
@@ -26,13 +30,15 @@ export interface RunningServices {
 
 /** Every trigger kind of this build, bounded by the configuration. */
 export function triggerCatalog(config: Config): TriggerCatalog {
+  const http = createWebhookTrigger({
+    ...DEFAULT_WEBHOOK_LIMITS,
+    maxInflatedBytes: config.maxInflatedBytes,
+    maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
+    multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
+  });
+  const as2 = createAs2Trigger({ maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: false });
   return createTriggerCatalog([
-    createWebhookTrigger({
-      ...DEFAULT_WEBHOOK_LIMITS,
-      maxInflatedBytes: config.maxInflatedBytes,
-      maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
-      multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
-    }),
+    byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
     createLogisticsTrigger({ ...DEFAULT_LOGISTICS_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxEnvelopeBytes: Math.min(config.maxBodyBytes, DEFAULT_LOGISTICS_LIMITS.maxEnvelopeBytes) }),
     createWarehouseTrigger({ maxPostBytes: Math.min(config.maxBodyBytes, DEFAULT_WAREHOUSE_LIMITS.maxPostBytes) }),
   ]);
@@ -61,7 +67,9 @@ export async function startServices(config: Config, backends: Backends, services
   try {
     if (services.includes('decoder')) {
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
-      stages.push(await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }) }));
+      // AS2 bodies are opened again by the decoder, with the credential as it is now (README: AS2).
+      const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
+      stages.push(await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }) }));
     }
     if (services.includes('dispatcher')) {
       stages.push(await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }));

@@ -5,7 +5,7 @@ import type { EventLog, StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
 import { MAX_RECORD_BYTES, type PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
-import type { WorkflowDocument } from '../platform/registry/documents';
+import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import type { TriggerCatalog } from '../triggers/catalog';
@@ -23,15 +23,18 @@ export interface DecoderDeps {
   store: ObjectStore;
   workflows: { get(id: string): Promise<WorkflowDocument | null> };
   catalog: TriggerCatalog;
+  /** Credentials, for kinds whose decode opens the body again (AS2). */
+  credential?(id: string): Promise<CredentialDocument | null>;
   logger: Logger;
 }
 
-export function bodyServices(store: ObjectStore, logger: Logger): DecodeServices {
+export function bodyServices(store: ObjectStore, logger: Logger, credential?: DecodeServices['credential']): DecodeServices {
   const openBody = async (received: Received): Promise<Readable> =>
     received.body.kind === 'inline' ? Readable.from([received.body.data]) : store.get(received.body.path);
   return {
     store,
     logger,
+    credential,
     openBody,
     async readBody(received, maxBytes) {
       if (received.body.kind === 'inline') return received.body.data;
@@ -45,7 +48,7 @@ export function bodyServices(store: ObjectStore, logger: Logger): DecodeServices
 
 export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   const { codec, catalog, logger, topics } = deps;
-  const services = bodyServices(deps.store, logger);
+  const services = bodyServices(deps.store, logger, deps.credential);
   const handle = withDeadLettering(async (record) => {
     return inConsumerSpan(`${topics.received} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder')), async (span) => {
       const received = codec.decode('Received', record.value);

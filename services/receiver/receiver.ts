@@ -8,7 +8,7 @@ import type { EventLog } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { redactHeaders, redactQuery } from '../platform/logger/redact';
-import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
+import type { WorkflowDocument } from '../platform/registry/documents';
 import { DOCUMENT_ID, type Registry } from '../platform/registry/registry';
 import type { CredentialSealer } from '../platform/registry/credential-crypto';
 import type { ObjectStore } from '../platform/store/object-store';
@@ -19,6 +19,7 @@ import type { InboundRequest, TriggerServices } from '../triggers/trigger';
 import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
+import { openedCredentials } from '../platform/registry/opened-credentials';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
@@ -53,13 +54,8 @@ const RETRY_AFTER_SECONDS = '5';
 export function createReceiver(deps: ReceiverDeps): Receiver {
   const { log, store, codec, logger, catalog } = deps;
   const workflows = createTtlCache<WorkflowDocument>((id) => deps.registry.workflows.get(id), deps.workflowCacheMs);
-  const credentials = createTtlCache<CredentialDocument>(async (id) => {
-    const stored = await deps.registry.credentials.get(id);
-    if (!stored) return null;
-    if (!deps.sealer) throw new Error('INGRESS_ENCRYPTION_KEY is not set, so credentials cannot be opened');
-    return deps.sealer.open(stored);
-  }, deps.workflowCacheMs);
-  const services: TriggerServices = { credential: (id) => credentials.get(id), logger };
+  const credentials = openedCredentials(deps.registry, deps.sealer, deps.workflowCacheMs);
+  const services: TriggerServices = { credential: (id) => credentials.get(id), store, logger };
 
   function send(res: http.ServerResponse, answer: Answer) {
     if (res.headersSent) return;
@@ -160,7 +156,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       receivedAt: request.receivedAt,
       principal: admission.principal,
       remoteAddress: request.remoteAddress,
-      as2: null,
+      as2: inspected.inspection.as2 ?? null,
       traceparent: null,
     };
     const trail = traceHeaders();
@@ -170,10 +166,14 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     } catch (error) {
       // The claim check stays: a failed append may still have reached the log (at-least-once).
       logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
-      send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
-      return 503;
+      const own = await plugin.notAccepted?.(request, node, inspected.inspection, services);
+      const failed = own ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+      send(res, failed);
+      return failed.status;
     }
-    const answer = plugin.accepted(request, node, body, inspected.inspection, services);
+    const pending = plugin.accepted(request, node, body, inspected.inspection, services);
+    // Most answers are ready at once; awaiting only real promises keeps a microtask hop off the hot path.
+    const answer = pending instanceof Promise ? await pending : pending;
     send(res, answer);
     return answer.status;
   }

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { DecodedItem, Received, TriggerKind } from '../platform/avro/records';
+import type { As2Envelope, DecodedItem, Received, TriggerKind } from '../platform/avro/records';
 import type { CredentialDocument, WorkflowNode } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
 import type { Logger } from '../platform/logger/logger';
@@ -27,6 +27,8 @@ export interface InboundRequest {
 export interface TriggerServices {
   /** The decrypted credential, or null when none has that id. Throws when it cannot be decrypted. */
   credential(id: string): Promise<CredentialDocument | null>;
+  /** Where a trigger keeps evidence of what it received and answered (AS2 non-repudiation). */
+  store: ObjectStore;
   logger: Logger;
 }
 
@@ -52,6 +54,8 @@ export interface DecodeServices {
   openBody(received: Received): Promise<Readable>;
   /** The raw body in memory, refused beyond `maxBytes`. */
   readBody(received: Received, maxBytes: number): Promise<Buffer>;
+  /** The decrypted credential, for kinds that must open the body again (AS2); absent where none is wired. */
+  credential?(id: string): Promise<CredentialDocument | null>;
   logger: Logger;
 }
 
@@ -72,6 +76,10 @@ export interface BodyValidator {
 /** What inspect learnt that the answer may use (e.g. the parsed JSON for `$json` in templates). */
 export interface Inspection {
   json?: unknown;
+  /** AS2 envelope facts for the received record. */
+  as2?: As2Envelope;
+  /** Whatever else the plugin's own answer steps need (opaque to the receiver). */
+  state?: unknown;
 }
 
 export type InspectOutcome = { ok: true; inspection: Inspection } | { ok: false; answer: Answer };
@@ -87,7 +95,12 @@ export interface TriggerPlugin {
   /** A check of the whole body whose failure changes the answer (syntax of small bodies, signatures). */
   inspect(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome>;
   /** The answer once the request is durable. */
-  accepted(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, inspection: Inspection, services: TriggerServices): Answer;
+  accepted(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, inspection: Inspection, services: TriggerServices): Answer | Promise<Answer>;
+  /**
+   * The answer when the durable accept failed, if this kind has its own (an AS2 failure MDN); null or
+   * absent → the receiver's 503.
+   */
+  notAccepted?(request: InboundRequest, node: WorkflowNode, inspection: Inspection, services: TriggerServices): Promise<Answer | null>;
   /** Problems with a node's configuration, for `workflows put` (templates, options); empty when fine. */
   validateNode?(node: WorkflowNode): string[];
   /** One item per execution to request; throwing an IngressError dead-letters the record. */

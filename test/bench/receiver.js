@@ -3,29 +3,11 @@
 const os = require('node:os');
 const path = require('node:path');
 const { rmSync } = require('node:fs');
-const autocannon = require('autocannon');
-const { ROOT, CLI, arg, start, stop, benchDataDir, cpuMicros } = require('./support');
-
-function load(url, seconds, connections, body) {
-  return new Promise((resolve, reject) => {
-    autocannon({ url, method: 'POST', body, headers: { 'content-type': 'application/json' }, connections, duration: seconds }, (error, result) => {
-      if (error) return reject(error);
-      resolve({ rps: result.requests.average, total: result.requests.total, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors });
-    });
-  });
-}
+const { ROOT, CLI, arg, start, stop, benchDataDir, loadTest } = require('./support');
 
 async function measure(name, server, seconds, connections, body) {
   try {
-    const url = `${server.url}/hook/wf-bench`;
-    await load(url, 2, connections, body); // warm-up
-    const cpuBefore = cpuMicros(server.child.pid);
-    const r = await load(url, seconds, connections, body);
-    // CPU per request is steadier than req/s when other work shares the machine.
-    r.cpuPerRequest = (cpuMicros(server.child.pid) - cpuBefore) / r.total;
-    if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} answers were not 2xx and ${r.errors} failed; the measurement is void`);
-    process.stderr.write(`${name}: ${Math.round(r.rps)} req/s, ${r.cpuPerRequest.toFixed(0)} µs CPU/request, p50 ${r.p50} ms, p99 ${r.p99} ms\n`);
-    return r;
+    return await loadTest(name, `${server.url}/hook/wf-bench`, { seconds, connections, body, headers: { 'content-type': 'application/json' }, pid: server.child.pid });
   } finally {
     await stop(server);
   }

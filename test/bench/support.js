@@ -58,4 +58,26 @@ function cpuMicros(pid) {
   return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
 }
 
-module.exports = { ROOT, CLI, arg, start, stop, benchDataDir, rssMiB, cpuMicros };
+/**
+ * autocannon POSTs for `seconds` after a 2 s warm-up; any non-2xx answer or error voids the measurement.
+ * With `pid`, also the server's CPU time per request, which holds steadier than req/s when other work
+ * shares the machine.
+ */
+async function loadTest(name, url, { seconds, connections, body, headers, unit = 'req/s', pid }) {
+  const autocannon = require('autocannon');
+  const once = (duration) => new Promise((resolve, reject) => {
+    autocannon({ url, method: 'POST', body, headers, connections, duration }, (error, result) => {
+      if (error) return reject(error);
+      resolve({ rps: result.requests.average, total: result.requests.total, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors });
+    });
+  });
+  await once(2); // warm-up
+  const cpuBefore = pid ? cpuMicros(pid) : 0;
+  const r = await once(seconds);
+  r.cpuPerRequest = pid ? (cpuMicros(pid) - cpuBefore) / r.total : NaN;
+  if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} answers were not 2xx and ${r.errors} failed; the measurement is void`);
+  process.stderr.write(`${name}: ${Math.round(r.rps)} ${unit}${pid ? `, ${r.cpuPerRequest.toFixed(0)} µs CPU/request` : ''}, p50 ${r.p50} ms, p99 ${r.p99} ms\n`);
+  return r;
+}
+
+module.exports = { ROOT, CLI, arg, start, stop, benchDataDir, rssMiB, loadTest };

@@ -1,4 +1,4 @@
-import { createPublicKey } from 'node:crypto';
+import { createPrivateKey, createPublicKey, X509Certificate } from 'node:crypto';
 import { DOCUMENT_ID } from './registry';
 
 /** The workflow document of DESIGN.md §5, as stored. Trigger parameters are read by the trigger plugins. */
@@ -75,6 +75,20 @@ export function parseWorkflowDocument(input: unknown): WorkflowDocument {
   return input as unknown as WorkflowDocument;
 }
 
+/** The AS2 PEMs must be readable now, not at the first message (and the key must be the certificate's). */
+function as2PemProblems(data: Record<string, string>): string[] {
+  const problems: string[] = [];
+  let cert: X509Certificate | null = null;
+  try { cert = new X509Certificate(data.certificate); } catch { problems.push('data.certificate is not a readable X.509 certificate'); }
+  let key = null;
+  try { key = createPrivateKey(data.privateKey); } catch { problems.push('data.privateKey is not a readable unencrypted private key'); }
+  if (cert && key && !cert.checkPrivateKey(key)) problems.push('data.privateKey is not the private key of data.certificate');
+  if (data.partnerCertificate !== undefined) {
+    try { new X509Certificate(data.partnerCertificate); } catch { problems.push('data.partnerCertificate is not a readable X.509 certificate'); }
+  }
+  return problems;
+}
+
 /** Check a credential document; the messages never quote a secret. */
 export function parseCredentialDocument(input: unknown): CredentialDocument {
   if (!isObject(input)) throw new DocumentError(['a credential document must be a JSON object']);
@@ -107,6 +121,7 @@ export function parseCredentialDocument(input: unknown): CredentialDocument {
       pem('certificate', /-----BEGIN CERTIFICATE-----/);
       pem('privateKey', /-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----/);
       pem('partnerCertificate', /-----BEGIN CERTIFICATE-----/, true);
+      if (problems.length === 0 && isObject(data)) problems.push(...as2PemProblems(data as Record<string, string>));
       break;
     case 'rsaSignature':
       pem('publicKey', /-----BEGIN PUBLIC KEY-----/);

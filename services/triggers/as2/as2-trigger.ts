@@ -1,0 +1,145 @@
+import type { As2Envelope } from '../../platform/avro/records';
+import type { WorkflowNode } from '../../platform/registry/documents';
+import { errorAnswer, type Answer } from '../answers';
+import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from '../trigger';
+import { authenticate } from '../webhook/authenticate';
+import { isBotUserAgent } from '../webhook/bot-detector';
+import { parameterProblems, webhookParameters } from '../webhook/parameters';
+import { identityOf, type As2Identity } from './certificates';
+import { decodeAs2 } from './decode';
+import { envelopeFault } from './envelope';
+import { asEntity, evidenceFolder, keepEvidence } from './evidence';
+import { As2Fault, asFault } from './faults';
+import { buildMdn, chooseMicalg, computeMic, parseMdnOptions, type MdnInput } from './mdn';
+import { parseMediaType } from './mime';
+import { as2ParameterProblems, as2Parameters } from './parameters';
+import { unwrapMessage } from './unwrap';
+
+/**
+ * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, RFC 4130): a receiver of signed, encrypted
+ * and compressed EDI messages that answers a synchronous MDN.
+ *
+ * Receiver: admit (AS2 Receiver Auth, envelope headers, pins) → inspect (the fast path the MDN needs:
+ * decrypt, verify, MIC) → durable accept → the processed MDN (accepted) or a failure MDN (notAccepted).
+ * Every fault is an As2Fault (faults.ts) answered with its disposition. Raw message and MDN are kept
+ * (evidence.ts). Decoder: decode.ts opens the raw message again and stages the payloads.
+ */
+export interface As2Limits {
+  maxInflatedBytes: number;
+  /** Largest message the decoder reads into memory (the receiver holds it too, up to MAX_BODY_BYTES). */
+  maxMessageBytes: number;
+  allowMd5: boolean;
+}
+
+export const DEFAULT_AS2_LIMITS: As2Limits = { maxInflatedBytes: 256 * 1024 * 1024, maxMessageBytes: 256 * 1024 * 1024, allowMd5: false };
+
+const REPORTING_UA = 'inbound-event-ingress AS2 receiver';
+
+interface Accepted { identity: As2Identity; mic: string; micalg: ReturnType<typeof chooseMicalg>; message: Buffer }
+
+export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): TriggerPlugin {
+  /** Bodies staged past INLINE_BODY_MAX are collected while they stream, for the fast path. */
+  const collected = new WeakMap<InboundRequest, Buffer[]>();
+
+  async function identityFor(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<As2Identity | null> {
+    const id = as2Parameters(node).credentialId;
+    try {
+      const credential = id ? await services.credential(id) : null;
+      if (credential?.type === 'as2ReceiverAuth') return identityOf(credential.data);
+      services.logger.error('AS2 credential is missing or of the wrong type', { workflowId: request.workflowId, credentialId: id });
+    } catch (error) {
+      services.logger.error('AS2 credential cannot be read', { workflowId: request.workflowId, credentialId: id, error });
+    }
+    return null;
+  }
+
+  const log = (services: TriggerServices, request: InboundRequest, event: string, fields: Record<string, unknown> = {}, level: 'info' | 'warn' = 'info') =>
+    services.logger[level](event, { event, workflowId: request.workflowId, messageId: request.headers['message-id'] ?? null, requestId: request.requestId, ...fields });
+
+  /** An MDN as the HTTP answer, kept as evidence first (a store failure is logged, never the partner's problem). */
+  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'>, message: Buffer | null): Promise<Answer> {
+    const mdn = buildMdn({ ...mdnInput, headers: request.headers, reportingUa: REPORTING_UA });
+    const messageId = request.headers['message-id'];
+    if (messageId) {
+      const mdnEntity = asEntity(mdn.headers, mdn.body, ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version']);
+      await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId), message && asEntity(request.headers, message), mdnEntity)
+        .catch((error: Error) => services.logger.error('AS2 evidence could not be stored', { workflowId: request.workflowId, messageId, error }));
+    }
+    log(services, request, 'as2.mdn-sent', { disposition: mdnInput.failure ? `processed/error: ${mdnInput.failure.modifier}` : 'processed', signed: mdn.headers['content-type'].startsWith('multipart/signed'), mdnMessageId: mdn.messageId });
+    return { status, headers: mdn.headers, body: mdn.body };
+  }
+
+  function failureAnswer(request: InboundRequest, services: TriggerServices, fault: As2Fault, identity: As2Identity | null, message: Buffer | null): Promise<Answer> {
+    log(services, request, 'as2.failure', { code: fault.code, disposition: fault.modifier, detail: fault.message }, 'warn');
+    const options = parseMdnOptions(request.headers['disposition-notification-options']);
+    return answerWith(request, services, fault.status, {
+      failure: { modifier: fault.modifier, detail: fault.message }, mic: null, micalg: chooseMicalg(options, null, limits.allowMd5), options, identity,
+    }, message);
+  }
+
+  return {
+    nodeTypes: ['webhook'],
+
+    kindOf: () => 'as2',
+
+    async admit(request, node, services) {
+      const params = webhookParameters(node);
+      // Ignore Bots applies as on HTTP (AS2 servers are not bots to the matcher); a bot gets no MDN.
+      if (params.options.ignoreBots && isBotUserAgent(request.headers['user-agent'])) return { ok: false, answer: errorAnswer('bot-rejected') };
+      const admitted = await authenticate(request, node, params, services);
+      if (!admitted.ok) return admitted;
+      const fault = envelopeFault(request.headers, as2Parameters(node));
+      if (fault) return { ok: false, answer: await failureAnswer(request, services, fault, await identityFor(request, node, services), null) };
+      return { ok: true, principal: `as2:${request.headers['as2-from']}`, secretHeaders: [] };
+    },
+
+    validator(request) {
+      const chunks: Buffer[] = [];
+      collected.set(request, chunks);
+      return { write: (chunk) => { chunks.push(chunk); return true; }, once: (_e, l) => l(), end: async () => null, abort: () => { collected.delete(request); } };
+    },
+
+    async inspect(request, node, body, services) {
+      const message = body.inline ?? Buffer.concat(collected.get(request) ?? []);
+      collected.delete(request);
+      const identity = await identityFor(request, node, services);
+      if (!identity) return { ok: false, answer: await failureAnswer(request, services, new As2Fault('credential-unavailable', 'the receiver cannot open messages right now'), null, message) };
+      let unwrapped;
+      try {
+        unwrapped = unwrapMessage(message, request.headers['content-type'] ?? null, request.headers['content-transfer-encoding'] ?? null, {
+          identity, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
+          onStep: (step, detail) => log(services, request, `as2.${step}`, detail ? { detail } : {}, step.endsWith('failure') ? 'warn' : 'info'),
+        });
+      } catch (error) {
+        if (!(error instanceof As2Fault)) services.logger.error('AS2 message failed unexpectedly', { workflowId: request.workflowId, requestId: request.requestId, error });
+        return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message) };
+      }
+      const options = parseMdnOptions(request.headers['disposition-notification-options']);
+      const micalg = chooseMicalg(options, unwrapped.signerDigest, limits.allowMd5);
+      const as2: As2Envelope = {
+        messageId: request.headers['message-id'], from: request.headers['as2-from'], to: request.headers['as2-to'],
+        subject: request.headers.subject ?? null, contentType: parseMediaType(unwrapped.payload.headers['content-type']).type || null,
+      };
+      const state: Accepted = { identity, mic: computeMic(unwrapped.micContent, micalg), micalg, message };
+      return { ok: true, inspection: { as2, state } };
+    },
+
+    async accepted(request, _node, _body, inspection, services) {
+      const { identity, mic, micalg, message } = inspection.state as Accepted;
+      log(services, request, 'as2.queue-send-success');
+      const options = parseMdnOptions(request.headers['disposition-notification-options']);
+      return answerWith(request, services, 200, { failure: null, mic, micalg, options, identity }, message);
+    },
+
+    async notAccepted(request, _node, inspection: Inspection, services) {
+      const state = inspection.state as Accepted | undefined;
+      log(services, request, 'as2.queue-send-failure', {}, 'warn');
+      const fault = new As2Fault('not-accepted', 'the message could not be stored for processing; send it again later');
+      return failureAnswer(request, services, fault, state?.identity ?? null, state?.message ?? null);
+    },
+
+    decode: (received, node, services) => decodeAs2(received, as2Parameters(node).credentialId, limits, services),
+
+    validateNode: (node) => [...parameterProblems(node, `node "${node.name}"`), ...as2ParameterProblems(node)],
+  };
+}

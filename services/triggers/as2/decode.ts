@@ -1,0 +1,91 @@
+import type { DecodedItem, Received } from '../../platform/avro/records';
+import { IngressError } from '../answers';
+import type { DecodeServices } from '../trigger';
+import { sanitizeFilename, stagingFolder, uniqueNamer } from '../webhook/staged-files';
+import { identityOf } from './certificates';
+import { evidenceFolder } from './evidence';
+import { As2Fault } from './faults';
+import { decodedBody, filenameOf, parseMediaType } from './mime';
+import { attachmentsOf, unwrapMessage } from './unwrap';
+
+/**
+ * Decoder side of AS2: the received record holds the raw message (the source of truth, replayable),
+ * so the payload is decrypted again here with the credential as it is now, staged under
+ * `trigger/<workflowId>/<timestamp>/<filename>`, and given one item per attachment (RFC 6362).
+ * A message that no longer opens (the receiver key was replaced without keeping the old one) is a
+ * permanent fault: it is dead-lettered and can be replayed once the old key is put back.
+ */
+export interface As2DecodeLimits {
+  maxInflatedBytes: number;
+  maxMessageBytes: number;
+  allowMd5: boolean;
+}
+
+export async function decodeAs2(received: Received, credentialId: string | null, limits: As2DecodeLimits, services: DecodeServices): Promise<DecodedItem[]> {
+  if (!credentialId || !services.credential) throw new IngressError('credential-unavailable', 'the AS2 node has no receiver credential to decrypt with');
+  // A credential that cannot be read now is retried (and dead-lettered after the bounded retries).
+  const credential = await services.credential(credentialId);
+  if (!credential || credential.type !== 'as2ReceiverAuth') throw new IngressError('credential-unavailable', `AS2 credential ${credentialId} is missing or not an as2ReceiverAuth credential`);
+  const raw = await services.readBody(received, limits.maxMessageBytes);
+  let attachments;
+  try {
+    const unwrapped = unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
+      identity: identityOf(credential.data), maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
+    });
+    const multiple = /multiple-attachments/i.test(received.headers['ediint-features'] ?? '');
+    attachments = attachmentsOf(unwrapped.payload, multiple).map((entity) => ({ entity, bytes: decodedBody(entity) }));
+  } catch (error) {
+    if (error instanceof As2Fault) throw new IngressError('payload-parse-error', `the AS2 message cannot be opened: ${error.modifier}: ${error.message}`);
+    throw error;
+  }
+
+  const folder = stagingFolder(received.workflowId, received.receivedAt, received.requestId);
+  const unique = uniqueNamer();
+  const envelope = received.as2;
+  const messageId = envelope?.messageId ?? received.headers['message-id'] ?? '';
+  const duplicate = messageId ? await seenBefore(services, evidenceFolder(received.workflowId, messageId), received.requestId) : false;
+  const batch = attachments.length > 1;
+  const items: DecodedItem[] = [];
+  for (const [index, { entity, bytes }] of attachments.entries()) {
+    const contentType = parseMediaType(entity.headers['content-type']).type || 'application/octet-stream';
+    const filename = unique(sanitizeFilename(filenameOf(entity) ?? `payload${batch ? `-${index + 1}` : ''}${extensionOf(contentType)}`));
+    const path = `${folder}/${filename}`;
+    await services.store.put(path, bytes, { contentType });
+    const as2 = {
+      from: envelope?.from ?? received.headers['as2-from'] ?? '',
+      to: envelope?.to ?? received.headers['as2-to'] ?? '',
+      messageId,
+      receivedAt: new Date(received.receivedAt).toISOString(),
+      contentType,
+      subject: envelope?.subject ?? received.headers.subject ?? '',
+      filename,
+      ...(batch ? { batchIndex: index, batchSize: attachments.length } : {}),
+      ...(duplicate ? { duplicate: true } : {}),
+    };
+    items.push({ value: JSON.stringify({ file: path, as2 }), files: [path] });
+  }
+  return items;
+}
+
+/**
+ * Whether an earlier request already became executions for this message id (a partner's resend; SPEC
+ * §4.3.6 still starts a new execution, `as2.duplicate` lets downstream dedupe cheaply). The first request
+ * decoded for a message id is recorded beside its evidence; decoding that same request again (a retry
+ * or replay) is not a duplicate.
+ */
+async function seenBefore(services: DecodeServices, folder: string, requestId: string): Promise<boolean> {
+  const marker = `${folder}/first-request`;
+  if (!(await services.store.head(marker))) {
+    await services.store.put(marker, Buffer.from(requestId), { contentType: 'text/plain' });
+    return false;
+  }
+  const chunks: Buffer[] = [];
+  for await (const chunk of await services.store.get(marker)) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString() !== requestId;
+}
+
+const EXTENSIONS: Record<string, string> = {
+  'application/edi-x12': '.x12', 'application/edifact': '.edi', 'application/edi-consent': '.edi',
+  'application/xml': '.xml', 'text/xml': '.xml', 'application/json': '.json', 'text/plain': '.txt', 'text/csv': '.csv', 'application/pdf': '.pdf',
+};
+const extensionOf = (type: string) => EXTENSIONS[type] ?? '.bin';

@@ -1,0 +1,118 @@
+import { As2Fault } from './faults';
+
+/**
+ * A bounded BER/DER reader that keeps byte offsets. CMS signatures are computed over the ORIGINAL
+ * encoding of the signed attributes; an object model that re-encodes (node-forge's asn1) loses it for
+ * senders that use BER (indefinite lengths, constructed strings), so CMS is walked on these nodes.
+ */
+export interface Node {
+  /** Tag class (0 universal, 1 application, 2 context, 3 private) and number, low-tag-number form only. */
+  cls: number;
+  tag: number;
+  constructed: boolean;
+  /** Offsets into the buffer: start of the tag, start and end of the content. */
+  start: number;
+  contentStart: number;
+  end: number;
+  /** End of the whole encoding: `end`, or two bytes later for an indefinite length (end-of-contents). */
+  outerEnd: number;
+  children: Node[];
+  buf: Buffer;
+}
+
+export const MAX_DEPTH = 32;
+const MAX_NODES = 100_000;
+
+export function parseDer(buf: Buffer): Node {
+  let count = 0;
+  const read = (at: number, limit: number, depth: number): Node => {
+    if (depth > MAX_DEPTH) throw bad('nested too deeply');
+    if (++count > MAX_NODES) throw bad('too many elements');
+    if (at + 2 > limit) throw bad('truncated');
+    const first = buf[at];
+    const cls = first >> 6;
+    const constructed = (first & 0x20) !== 0;
+    let tag = first & 0x1f;
+    let p = at + 1;
+    if (tag === 0x1f) {
+      tag = 0;
+      for (let i = 0; ; i++) {
+        if (p >= limit || i > 3) throw bad('bad tag');
+        const b = buf[p++];
+        tag = (tag << 7) | (b & 0x7f);
+        if (!(b & 0x80)) break;
+      }
+    }
+    if (p >= limit) throw bad('truncated');
+    const lenByte = buf[p++];
+    const children: Node[] = [];
+    if (lenByte === 0x80) {
+      if (!constructed) throw bad('indefinite length on a primitive');
+      const contentStart = p;
+      for (;;) {
+        if (p + 2 > limit) throw bad('truncated');
+        if (buf[p] === 0 && buf[p + 1] === 0) return { cls, tag, constructed, start: at, contentStart, end: p, outerEnd: p + 2, children, buf };
+        const child = read(p, limit, depth + 1);
+        children.push(child);
+        p = child.outerEnd;
+      }
+    }
+    let length = lenByte;
+    if (lenByte & 0x80) {
+      const n = lenByte & 0x7f;
+      if (n > 4 || p + n > limit) throw bad('bad length');
+      length = 0;
+      for (let i = 0; i < n; i++) length = length * 256 + buf[p++];
+    }
+    const contentStart = p;
+    const end = p + length;
+    if (end > limit) throw bad('length beyond the data');
+    if (constructed) {
+      let q = contentStart;
+      while (q < end) {
+        const child = read(q, end, depth + 1);
+        children.push(child);
+        q = child.outerEnd;
+      }
+    }
+    return { cls, tag, constructed, start: at, contentStart, end, outerEnd: end, children, buf };
+  };
+  return read(0, buf.length, 0);
+}
+
+/** The node's whole encoding, tag and length included, exactly as received. */
+export function rawOf(node: Node): Buffer { return node.buf.subarray(node.start, node.outerEnd); }
+export function contentOf(node: Node): Buffer { return node.buf.subarray(node.contentStart, node.end); }
+
+/** An OCTET STRING's bytes, whether primitive or (BER) constructed of pieces. */
+export function octets(node: Node): Buffer {
+  if (!node.constructed) return contentOf(node);
+  return Buffer.concat(node.children.map(octets));
+}
+
+export function oidOf(node: Node | undefined): string {
+  if (!node || node.cls !== 0 || node.tag !== 6) throw bad('expected an OBJECT IDENTIFIER');
+  const bytes = contentOf(node);
+  if (bytes.length === 0) throw bad('empty OBJECT IDENTIFIER');
+  const parts: number[] = [];
+  let value = 0;
+  for (const b of bytes) {
+    value = value * 128 + (b & 0x7f);
+    if (!(b & 0x80)) { parts.push(value); value = 0; }
+  }
+  const head = parts.shift()!;
+  const a = head < 80 ? Math.floor(head / 40) : 2;
+  return [a, head - a * 40, ...parts].join('.');
+}
+
+export function child(node: Node | undefined, index: number, what: string): Node {
+  const found = node?.children[index];
+  if (!found) throw bad(`missing ${what}`);
+  return found;
+}
+
+export const isContext = (node: Node | undefined, tag: number) => !!node && node.cls === 2 && node.tag === tag;
+
+function bad(detail: string): As2Fault {
+  return new As2Fault('malformed-message', `the CMS structure is malformed (${detail})`);
+}

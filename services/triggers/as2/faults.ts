@@ -1,0 +1,39 @@
+/**
+ * Every AS2 fault in one table (the pyas2-lib `exceptions.py` idea, DESIGN.md §8): the MDN disposition
+ * modifier it answers with and the HTTP status of that answer. Code raises a fault by name; nothing
+ * else picks a disposition or a status.
+ *
+ * The detail of a fault goes to the MDN's human-readable part and the logs; it never names key
+ * material, payload bytes, or — for decryption — which step failed (no padding oracle).
+ */
+export const AS2_FAULTS = {
+  'missing-header': { modifier: 'unexpected-processing-error', status: 400 },
+  'authentication-failed': { modifier: 'authentication-failed', status: 200 },
+  'decryption-failed': { modifier: 'decryption-failed', status: 200 },
+  'decompression-failed': { modifier: 'decompression-failed', status: 200 },
+  'integrity-check-failed': { modifier: 'integrity-check-failed', status: 200 },
+  'insufficient-message-security': { modifier: 'insufficient-message-security', status: 200 },
+  'async-mdn-unsupported': { modifier: 'unexpected-processing-error', status: 200 },
+  'malformed-message': { modifier: 'unexpected-processing-error', status: 200 },
+  'unsupported-algorithm': { modifier: 'unexpected-processing-error', status: 200 },
+  'not-accepted': { modifier: 'unexpected-processing-error', status: 200 },
+  'credential-unavailable': { modifier: 'unexpected-processing-error', status: 200 },
+} as const satisfies Record<string, { modifier: string; status: number }>;
+
+export type As2FaultCode = keyof typeof AS2_FAULTS;
+
+export class As2Fault extends Error {
+  readonly modifier: string;
+  readonly status: number;
+  constructor(readonly code: As2FaultCode, detail: string) {
+    super(detail);
+    this.name = 'As2Fault';
+    this.modifier = AS2_FAULTS[code].modifier;
+    this.status = AS2_FAULTS[code].status;
+  }
+}
+
+/** Any error as a fault: an unexpected one becomes unexpected-processing-error without its message. */
+export function asFault(error: unknown): As2Fault {
+  return error instanceof As2Fault ? error : new As2Fault('malformed-message', 'the message could not be processed');
+}

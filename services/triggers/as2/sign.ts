@@ -1,0 +1,42 @@
+import { createHash, sign } from 'node:crypto';
+import { OID, OID_OF_DIGEST, type Digest } from './algorithms';
+import type { As2Identity } from './certificates';
+import { algorithmId, integer, NULL, oid, octetString, seq, setOf, tlv, utcTime } from './der-writer';
+
+/**
+ * A detached CMS SignedData over `content` with the receiver's certificate and key, for signed MDNs.
+ * The RSA (or ECDSA) operation is Node's; signed attributes are contentType, signingTime, messageDigest.
+ */
+const ECDSA_WITH: Record<Exclude<Digest, 'md5'>, string> = {
+  sha1: '1.2.840.10045.4.1', sha224: '1.2.840.10045.4.3.1', sha256: '1.2.840.10045.4.3.2', sha384: '1.2.840.10045.4.3.3', sha512: '1.2.840.10045.4.3.4',
+};
+
+export function signDetached(content: Buffer, digest: Exclude<Digest, 'md5'>, identity: As2Identity, now = new Date()): Buffer {
+  const digestAlgorithm = algorithmId(OID_OF_DIGEST[digest], NULL);
+  const attributes = [
+    seq(oid(OID.contentTypeAttr), setOf(oid(OID.data))),
+    seq(oid(OID.signingTimeAttr), setOf(utcTime(now))),
+    seq(oid(OID.messageDigestAttr), setOf(octetString(createHash(digest).update(content).digest()))),
+  ];
+  const signedAttributes = setOf(...attributes);
+  const ec = identity.key.asymmetricKeyType === 'ec';
+  const signature = sign(digest, signedAttributes, identity.key);
+  const implicitAttributes = Buffer.from(signedAttributes);
+  implicitAttributes[0] = 0xa0;
+  const signerInfo = seq(
+    integer(1),
+    seq(identity.receiver.issuer, tlv(0x02, identity.receiver.serial)),
+    digestAlgorithm,
+    implicitAttributes,
+    ec ? algorithmId(ECDSA_WITH[digest]) : algorithmId(OID.rsaEncryption, NULL),
+    octetString(signature),
+  );
+  const signedData = seq(
+    integer(1),
+    setOf(digestAlgorithm),
+    seq(oid(OID.data)),
+    tlv(0xa0, identity.receiver.cert.raw),
+    setOf(signerInfo),
+  );
+  return seq(oid(OID.signedData), tlv(0xa0, signedData));
+}

@@ -1,0 +1,104 @@
+import { constants, createHash, verify, X509Certificate } from 'node:crypto';
+import { digestFromOid, OID, type Digest } from './algorithms';
+import { certificateFacts, identifies, type CertificateFacts } from './certificates';
+import { child, contentOf, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
+import { As2Fault } from './faults';
+
+/**
+ * A detached CMS SignedData (RFC 5652 §5) over the exact bytes of the signed MIME part. node-forge
+ * cannot verify SignedData, and re-encoding the signed attributes would break BER senders, so: the
+ * messageDigest attribute is compared with our own hash of the part, and the signature is checked
+ * with Node's crypto over the ORIGINAL encoding of the signed attributes re-tagged as a SET (0x31).
+ *
+ * Signer pinning (SPEC §4.2.5): with a partner certificate configured, only it verifies; a certificate
+ * carried in the message that differs from it is refused, never trusted instead.
+ */
+export interface SignatureCheck {
+  digest: Digest;
+  signerFingerprint: string;
+}
+
+export function verifyDetached(signature: Buffer, signed: Buffer, partner: CertificateFacts | null, allowMd5 = false): SignatureCheck {
+  const root = parseDer(signature);
+  if (oidOf(root.children[0]) !== OID.signedData) throw new As2Fault('malformed-message', 'the signature is not CMS signed data');
+  const sd = child(child(root, 1, 'content'), 0, 'SignedData');
+  const carried = sd.children.find((n) => isContext(n, 0))?.children.flatMap(certificateOf) ?? [];
+  const signerInfos = sd.children[sd.children.length - 1];
+  if (!signerInfos || signerInfos.tag !== 17 || signerInfos.children.length === 0) throw new As2Fault('integrity-check-failed', 'the signature has no signer');
+  // AS2 messages carry one signer; with several, the first that names a usable certificate decides.
+  const info = signerInfos.children[0];
+  const sid = child(info, 1, 'signer id');
+  const inMessage = carried.find((facts) => identifies(sid, facts)) ?? null;
+
+  let signer: CertificateFacts;
+  if (partner) {
+    if (inMessage && inMessage.fingerprint !== partner.fingerprint) throw new As2Fault('authentication-failed', 'the signer certificate is not the partner certificate configured for this trigger');
+    if (!inMessage && !identifies(sid, partner)) throw new As2Fault('authentication-failed', 'the message was not signed with the partner certificate configured for this trigger');
+    signer = partner;
+  } else {
+    if (!inMessage) throw new As2Fault('authentication-failed', 'the signer certificate is not in the message and no partner certificate is configured');
+    signer = inMessage;
+  }
+
+  const digest = digestFromOid(oidOf(child(child(info, 2, 'digestAlgorithm'), 0, 'digest oid')), allowMd5);
+  let at = 3;
+  const attrs = isContext(info.children[at], 0) ? info.children[at++] : null;
+  const signatureAlgorithm = child(info, at, 'signatureAlgorithm');
+  const value = octets(child(info, at + 1, 'signature'));
+  let data = signed;
+  if (attrs) {
+    const messageDigest = attributeValue(attrs, OID.messageDigestAttr);
+    if (!messageDigest) throw new As2Fault('integrity-check-failed', 'the signature has no messageDigest attribute');
+    if (!octets(messageDigest).equals(createHash(digest).update(signed).digest())) throw new As2Fault('integrity-check-failed', 'the content does not match its signature (message digest differs)');
+    data = Buffer.from(rawOf(attrs));
+    data[0] = 0x31; // [0] IMPLICIT → SET OF, as signed (RFC 5652 §5.4)
+  }
+  if (!checkSignature(signatureAlgorithm, digest, data, value, signer.cert)) throw new As2Fault('integrity-check-failed', 'the signature does not verify with the signer certificate');
+  return { digest, signerFingerprint: signer.fingerprint };
+}
+
+/** Partners send the same certificate with every message: parsing it is a visible share of a message's cost. */
+const seen = new Map<string, CertificateFacts>();
+const SEEN_MAX = 256;
+
+function certificateOf(node: Node): CertificateFacts[] {
+  if (node.cls !== 0 || node.tag !== 16) return []; // other CertificateChoices are not signer certificates
+  const raw = rawOf(node);
+  const key = createHash('sha256').update(raw).digest('base64');
+  let facts = seen.get(key);
+  if (!facts) {
+    try { facts = certificateFacts(new X509Certificate(raw)); } catch { return []; }
+    if (seen.size >= SEEN_MAX) seen.delete(seen.keys().next().value as string);
+    seen.set(key, facts);
+  }
+  return [facts];
+}
+
+function attributeValue(attrs: Node, oid: string): Node | null {
+  for (const attr of attrs.children) {
+    if (oidOf(attr.children[0]) === oid) return attr.children[1]?.children[0] ?? null;
+  }
+  return null;
+}
+
+const RSA_SIGNATURES = new Set([OID.rsaEncryption, '1.2.840.113549.1.1.5', '1.2.840.113549.1.1.14', OID.sha256WithRsa, '1.2.840.113549.1.1.12', '1.2.840.113549.1.1.13']);
+const ECDSA_SIGNATURES = new Set(['1.2.840.10045.4.1', '1.2.840.10045.4.3.1', '1.2.840.10045.4.3.2', '1.2.840.10045.4.3.3', '1.2.840.10045.4.3.4']);
+
+function checkSignature(algorithm: Node, digest: Digest, data: Buffer, value: Buffer, cert: X509Certificate): boolean {
+  const oid = oidOf(algorithm.children[0]);
+  try {
+    if (RSA_SIGNATURES.has(oid) || ECDSA_SIGNATURES.has(oid)) return verify(digest, data, cert.publicKey, value);
+    if (oid === OID.rsaPss) {
+      let hash: string = 'sha1';
+      let saltLength = 20;
+      for (const field of algorithm.children[1]?.children ?? []) {
+        if (isContext(field, 0)) hash = digestFromOid(oidOf(child(child(field, 0, 'hash'), 0, 'hash oid')));
+        if (isContext(field, 2)) saltLength = contentOf(child(field, 0, 'salt length')).readUIntBE(0, Math.min(6, contentOf(field.children[0]).length));
+      }
+      return verify(hash, data, { key: cert.publicKey, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength }, value);
+    }
+  } catch {
+    return false;
+  }
+  throw new As2Fault('unsupported-algorithm', `signature algorithm ${oid} is not supported`);
+}

@@ -1,0 +1,263 @@
+import { deflateSync } from 'node:zlib';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { collectUntilQuiet } from './contracts/event-log.contract';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { readAll } from './contracts/object-store.contract';
+import { startTestApp, type TestApp } from '../support/app';
+import { compressedData, createPeer, type Built, type Party, type Peer } from '../support/as2-peer';
+import { as2Headers, executionsOf, postAs2 } from '../support/as2-client';
+
+/**
+ * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, §7), through the whole pipeline on the
+ * embedded backends, with messages built and MDNs verified by the openssl command line.
+ */
+const codec = defaultAvroCodec();
+let app: TestApp;
+let peer: Peer;
+let receiver: Party;
+let partner: Party;
+let stranger: Party;
+
+beforeAll(async () => {
+  peer = createPeer();
+  receiver = await peer.party('receiver');
+  partner = await peer.party('partner');
+  stranger = await peer.party('stranger');
+  app = await startTestApp('embedded', { MAX_INFLATED_BYTES: '1MiB', INLINE_BODY_MAX: '16KiB', WORKFLOW_CACHE_MS: '0' });
+  const sealer = createCredentialSealer(app.config.encryptionKey!);
+  const { registry } = app.backends;
+  await registry.credentials.put(sealer.seal({ id: 'cred-pinned', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert } }));
+  await registry.credentials.put(sealer.seal({ id: 'cred-open', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key } }));
+  const as2 = (id: string, credential: string, extra: Record<string, unknown> = {}) => registry.workflows.put({
+    id, active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth', ...extra }, credentials: { as2ReceiverAuth: credential } }],
+  });
+  await as2('wf-as2', 'cred-pinned', { expectedAs2From: 'PARTNER', expectedAs2To: 'INGRESS' });
+  await as2('wf-as2-open', 'cred-open');
+}, 60_000);
+afterAll(async () => { await app?.stop(); peer?.cleanup(); });
+
+const EDI = 'ISA*00*          *00*          *ZZ*PARTNER        *ZZ*INGRESS        *261122*0600*U*00401*000000001*0*P*>~ST*850*0001~SE*2*0001~';
+const payload = (name = 'po-4711.x12', body = EDI) => peer.entity({ 'Content-Type': 'application/edi-x12', 'Content-Disposition': `attachment; filename="${name}"` }, body);
+const signedEncrypted = async (part: Buffer, cipher = '-aes256', digest = 'sha256', extra: string[] = []) => peer.encrypt((await peer.sign(part, partner, digest)).entity, receiver, cipher, extra);
+const read = async (path: string) => (await readAll(await app.backends.store.get(path))).toString('latin1');
+
+describe('partners get a signed MDN with the right MIC, and one execution with the stored payload', () => {
+  test.each([
+    ['-aes128', []], ['-aes192', []], ['-aes256', []], ['-des3', []], ['-aes128', ['-keyopt', 'rsa_padding_mode:oaep']],
+  ])('signed then encrypted with %s %j', async (cipher, extra) => {
+    const part = payload();
+    const headers = as2Headers();
+    const mdn = await postAs2(app, 'wf-as2', signedEncrypted(part, cipher, 'sha256', extra as string[]), headers, peer, receiver);
+    expect(mdn.status).toBe(200);
+    expect(mdn.signed).toBe(true);
+    expect(mdn.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+    expect(mdn.mic).toBe(`${await peer.digest(part, 'sha256')}, sha-256`);
+    expect(mdn.report).toContain(`Original-Message-ID: ${headers['Message-Id']}`);
+    expect(mdn.report).toContain('Final-Recipient: rfc822; INGRESS');
+    expect(mdn.headers.get('as2-from')).toBe('INGRESS');
+    expect(mdn.headers.get('as2-to')).toBe('PARTNER');
+
+    const [execution] = await executionsOf(app, mdn.requestId);
+    expect(execution.triggerKind).toBe('as2');
+    const out = JSON.parse(execution.input)['AS2 in'];
+    expect(out.file).toMatch(/^trigger\/wf-as2\/[^/]+\/po-4711\.x12$/);
+    expect(out.as2).toEqual({ from: 'PARTNER', to: 'INGRESS', messageId: headers['Message-Id'], receivedAt: expect.stringMatching(/Z$/), contentType: 'application/edi-x12', subject: 'PO 4711', filename: 'po-4711.x12' });
+    expect(await read(out.file)).toBe(EDI);
+  });
+
+  test('compressed before signing and compressed after signing (RFC 5402)', async () => {
+    const part = payload();
+    const before = await peer.encrypt((await peer.sign(peer.compress(part).entity, partner)).entity, receiver);
+    const signedInner = await peer.sign(part, partner);
+    const after = await peer.encrypt(peer.compress(signedInner.entity).entity, receiver);
+    const m1 = await postAs2(app, 'wf-as2', before, as2Headers(), peer, receiver);
+    expect(m1.disposition).toMatch(/processed$/);
+    expect(m1.mic).toBe(`${await peer.digest(peer.compress(part).entity, 'sha256')}, sha-256`);
+    const m2 = await postAs2(app, 'wf-as2', after, as2Headers(), peer, receiver);
+    expect(m2.disposition).toMatch(/processed$/);
+    expect(m2.mic).toBe(`${await peer.digest(part, 'sha256')}, sha-256`);
+    for (const m of [m1, m2]) expect(await read(JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'].file)).toBe(EDI);
+  });
+
+  test('partner quirks: micalg spelled sha256, Message-ID without <>, LF-only folded payload headers, unsigned MDN requested', async () => {
+    const part = Buffer.from(`Content-Type: application/edi-x12;\n name="folded.x12"\n\n${EDI}`, 'latin1');
+    const m = await postAs2(app, 'wf-as2', signedEncrypted(part, '-aes128', 'sha1'), as2Headers({ 'Message-Id': 'no-brackets-4711@partner', 'Disposition-Notification-Options': 'signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, sha256' }), peer, receiver);
+    expect(m.disposition).toMatch(/processed$/);
+    expect(m.mic).toBe(`${await peer.digest(part, 'sha256')}, sha256`);
+    expect(m.report).toContain('Original-Message-ID: no-brackets-4711@partner');
+    const out = JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'];
+    expect(out.as2.filename).toBe('folded.x12');
+
+    // Content-Transfer-Encoding: base64 on the HTTP message, and no smime-type (enveloped data is assumed).
+    const encrypted = await signedEncrypted(payload());
+    const b64 = await postAs2(app, 'wf-as2', { contentType: 'application/pkcs7-mime; name=smime.p7m', body: Buffer.from(encrypted.body.toString('base64').replace(/.{76}/g, '$&\r\n')) },
+      as2Headers({ 'Content-Transfer-Encoding': 'base64' }), peer, receiver);
+    expect(b64.disposition).toMatch(/processed$/);
+    expect(b64.headers.get('ediint-features')).toBe('multiple-attachments');
+
+    const unsigned = await postAs2(app, 'wf-as2', signedEncrypted(payload()), as2Headers({ 'Disposition-Notification-Options': null }), peer, receiver);
+    expect(unsigned.signed).toBe(false);
+    expect(unsigned.headers.get('content-type')).toMatch(/^multipart\/report; report-type=disposition-notification/);
+    expect(unsigned.disposition).toMatch(/processed$/);
+  });
+
+  test('encrypted but unsigned, for an unpinned partner: MIC over the decrypted entity', async () => {
+    const part = payload('plain.x12');
+    const m = await postAs2(app, 'wf-as2-open', peer.encrypt(part, receiver, '-aes128'), as2Headers(), peer, receiver);
+    expect(m.disposition).toMatch(/processed$/);
+    expect(m.mic).toBe(`${await peer.digest(part, 'sha256')}, sha-256`);
+  });
+
+  test('multiple attachments (RFC 6362): three executions, batchIndex 0..2, one MDN', async () => {
+    const mixed = peer.entity({ 'Content-Type': 'multipart/mixed; boundary="att"' }, [
+      '--att', 'Content-Type: application/edi-x12', 'Content-Disposition: attachment; filename="a.x12"', '', 'first',
+      '--att', 'Content-Type: application/xml', 'Content-Disposition: attachment; filename="../../b.xml"', '', '<b/>',
+      '--att', 'Content-Type: application/pdf', 'Content-Transfer-Encoding: base64', 'Content-Disposition: attachment; filename="c.pdf"', '', Buffer.from('%PDF-1.4').toString('base64'),
+      '--att--', '',
+    ].join('\r\n'));
+    const m = await postAs2(app, 'wf-as2', signedEncrypted(mixed), as2Headers({ 'EDIINT-Features': 'multiple-attachments, CEM' }), peer, receiver);
+    expect(m.disposition).toMatch(/processed$/);
+    const executions = await executionsOf(app, m.requestId, 3);
+    expect(executions.map((e) => [e.batchIndex, e.batchSize])).toEqual([[0, 3], [1, 3], [2, 3]]);
+    const outs = executions.map((e) => JSON.parse(e.input)['AS2 in']);
+    expect(outs.map((o) => [o.as2.filename, o.as2.contentType, o.as2.batchIndex, o.as2.batchSize])).toEqual([
+      ['a.x12', 'application/edi-x12', 0, 3], ['b.xml', 'application/xml', 1, 3], ['c.pdf', 'application/pdf', 2, 3],
+    ]);
+    expect(await read(outs[2].file)).toBe('%PDF-1.4');
+  });
+
+  test('a resend of the same message id is a new execution marked as2.duplicate', async () => {
+    const message = await signedEncrypted(payload());
+    const headers = as2Headers({ 'Message-Id': '<resent-1@partner>' });
+    const outs = [];
+    for (let i = 0; i < 2; i++) {
+      const m = await postAs2(app, 'wf-as2', message, headers, peer, receiver);
+      expect(m.disposition).toMatch(/processed$/);
+      outs.push(JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'].as2);
+    }
+    expect(outs[0].duplicate).toBeUndefined();
+    expect(outs[1].duplicate).toBe(true);
+  });
+
+  test('a message larger than INLINE_BODY_MAX (claim check) is opened the same way', async () => {
+    const big = EDI.repeat(400); // ~50 KiB
+    const m = await postAs2(app, 'wf-as2', signedEncrypted(payload('big.x12', big)), as2Headers(), peer, receiver);
+    expect(m.disposition).toMatch(/processed$/);
+    expect(await read(JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'].file)).toBe(big);
+  });
+
+  test('the raw message and the MDN are kept by message id; the AS2 logs carry ids, never payload', async () => {
+    const headers = as2Headers({ 'Message-Id': '<evidence-1@partner>' });
+    const m = await postAs2(app, 'wf-as2', signedEncrypted(payload()), headers, peer, receiver);
+    const mdn = await read('as2/wf-as2/evidence-1@partner/mdn');
+    expect(await peer.verifyMdn(/^content-type: (.*)$/im.exec(mdn)![1], Buffer.from(mdn.slice(mdn.indexOf('\r\n\r\n') + 4), 'latin1'), receiver)).toContain(m.mic!);
+    expect(await read('as2/wf-as2/evidence-1@partner/message')).toContain('message-id: <evidence-1@partner>');
+    const events = app.logs.filter((l) => l.messageId === '<evidence-1@partner>').map((l) => l.msg);
+    expect(events).toEqual(expect.arrayContaining(['as2.decrypt-start', 'as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-success', 'as2.mdn-sent']));
+    expect(JSON.stringify(app.logs)).not.toContain('ST*850');
+    // The received record keeps the raw (encrypted) message and the envelope facts.
+    const received = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === m.requestId)!;
+    expect(received.triggerKind).toBe('as2');
+    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12' });
+    expect(received.body.kind === 'inline' && received.body.data.includes(Buffer.from('ST*850'))).toBe(false);
+  });
+});
+
+describe('failure dispositions (SPEC §7)', () => {
+  const failing = async (workflowId: string, message: Built | Promise<Built> | { contentType: string; body: Buffer }, headers = as2Headers()) => {
+    const m = await postAs2(app, workflowId, message, headers, peer, receiver);
+    return m;
+  };
+
+  test('encrypted to another key → decryption-failed', async () => {
+    const m = await failing('wf-as2', peer.encrypt((await peer.sign(payload(), partner)).entity, stranger));
+    expect([m.status, m.signed, m.disposition]).toEqual([200, true, 'automatic-action/MDN-sent-automatically; processed/error: decryption-failed']);
+    expect(m.mic).toBeNull();
+  });
+
+  test('content changed after signing → integrity-check-failed', async () => {
+    const signed = await peer.sign(payload(), partner);
+    const tampered = Buffer.from(signed.body.toString('latin1').replace('ST*850', 'ST*860'), 'latin1');
+    const m = await failing('wf-as2', peer.encrypt(peer.entity({ 'Content-Type': signed.contentType }, tampered), receiver));
+    expect(m.disposition).toMatch(/processed\/error: integrity-check-failed$/);
+  });
+
+  test('signed by a certificate other than the pinned partner one (carried in the message) → authentication-failed', async () => {
+    const m = await failing('wf-as2', peer.encrypt((await peer.sign(payload(), stranger)).entity, receiver));
+    expect(m.disposition).toMatch(/processed\/error: authentication-failed$/);
+  });
+
+  test('AS2-From or AS2-To other than the expected ones → authentication-failed', async () => {
+    for (const override of [{ 'AS2-From': 'partner' }, { 'AS2-To': 'SOMEONE-ELSE' }] as Record<string, string>[]) {
+      const m = await failing('wf-as2', signedEncrypted(payload()), as2Headers(override));
+      expect(m.disposition).toMatch(/processed\/error: authentication-failed$/);
+    }
+  });
+
+  test.each(['Message-Id', 'AS2-From', 'AS2-To'])('missing %s → 400 with a failure MDN', async (header) => {
+    const m = await failing('wf-as2', signedEncrypted(payload()), as2Headers({ [header]: null }));
+    expect(m.status).toBe(400);
+    expect(m.disposition).toMatch(/processed\/error: unexpected-processing-error$/);
+    expect(m.report).toContain(`${header} are missing`);
+  });
+
+  test('unsigned while a partner certificate is pinned → insufficient-message-security', async () => {
+    const m = await failing('wf-as2', peer.encrypt(payload(), receiver));
+    expect(m.disposition).toMatch(/processed\/error: insufficient-message-security$/);
+  });
+
+  test('corrupt compression and a zlib bomb → decompression-failed', async () => {
+    const corrupt = { contentType: 'application/pkcs7-mime; smime-type=compressed-data', body: compressedData(Buffer.alloc(0), Buffer.from('not zlib at all')) };
+    const bomb = { contentType: 'application/pkcs7-mime; smime-type=compressed-data', body: compressedData(Buffer.alloc(0), deflateSync(Buffer.concat([Buffer.from('Content-Type: text/plain\r\n\r\n'), Buffer.alloc(8 * 1024 * 1024)]))) };
+    for (const inner of [corrupt, bomb]) {
+      const m = await failing('wf-as2', peer.encrypt((await peer.sign(peer.entity({ 'Content-Type': inner.contentType }, inner.body), partner)).entity, receiver));
+      expect(m.disposition).toMatch(/processed\/error: decompression-failed$/);
+    }
+  });
+
+  test('asynchronous MDN requested → refused with a clear failure MDN, nothing accepted', async () => {
+    const m = await failing('wf-as2', signedEncrypted(payload()), as2Headers({ 'Receipt-Delivery-Option': 'https://partner.example/mdn' }));
+    expect(m.disposition).toMatch(/processed\/error: unexpected-processing-error$/);
+    expect(m.report).toContain('asynchronous MDNs');
+  });
+
+  test('fuzzed bodies (garbage, truncated DER, deep nesting, bad MIME) always get an MDN, never a crash', async () => {
+    const good = (await signedEncrypted(payload())).body;
+    const deep = Buffer.concat([...Array.from({ length: 100 }, () => Buffer.from([0x30, 0x80])), ...Array.from({ length: 100 }, () => Buffer.from([0, 0]))]);
+    const bodies: [string, Buffer][] = [
+      ['application/pkcs7-mime; smime-type=enveloped-data', good.subarray(0, good.length >> 1)],
+      ['application/pkcs7-mime; smime-type=enveloped-data', Buffer.from('garbage')],
+      ['application/pkcs7-mime; smime-type=enveloped-data', deep],
+      ['application/pkcs7-mime; smime-type=enveloped-data', Buffer.alloc(0)],
+      ['multipart/signed; boundary=x', Buffer.from('--x\r\nno end')],
+      ['application/pkcs7-mime', Buffer.concat([good.subarray(0, 40), Buffer.from([0xff, 0xff, 0xff]), good.subarray(43)])],
+    ];
+    for (const [contentType, body] of bodies) {
+      const m = await failing('wf-as2', { contentType, body });
+      expect(m.status).toBe(200);
+      expect(m.disposition).toMatch(/processed\/error: (unexpected-processing-error|decryption-failed)$/);
+    }
+  });
+
+  test('Protocol AS2 without AS2 Receiver Auth is 401', async () => {
+    await app.backends.registry.workflows.put({ id: 'wf-as2-noauth', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2' } }] });
+    const res = await fetch(`${app.baseUrl}/hook/wf-as2-noauth`, { method: 'POST', headers: as2Headers(), body: 'x' });
+    expect(res.status).toBe(401);
+  });
+});
+
+test('when the durable accept fails after decryption, the answer is a failure MDN, never a success', async () => {
+  const other = await startTestApp('embedded');
+  try {
+    const sealer = createCredentialSealer(other.config.encryptionKey!);
+    await other.backends.registry.credentials.put(sealer.seal({ id: 'cred', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert } }));
+    await other.backends.registry.workflows.put({ id: 'wf', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred' } }] });
+    await other.backends.log.close();
+    const m = await postAs2(other, 'wf', signedEncrypted(payload()), as2Headers(), peer, receiver);
+    expect(m.signed).toBe(true);
+    expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+    expect(other.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-failure', 'as2.mdn-sent']));
+  } finally {
+    await other.stop();
+  }
+});

@@ -1,0 +1,36 @@
+import { DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
+import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
+import { createPeer, type Peer } from '../support/as2-peer';
+
+/** `credentials put` and `workflows put` checks for AS2. */
+let peer: Peer;
+beforeAll(() => { peer = createPeer(); });
+afterAll(() => peer.cleanup());
+
+const problemsOf = (fn: () => unknown) => { try { fn(); } catch (e) { if (e instanceof DocumentError) return e.problems; throw e; } return []; };
+
+test('as2ReceiverAuth PEMs must be readable and the key must be the certificate\'s', async () => {
+  const [a, b] = [await peer.party('a'), await peer.party('b')];
+  const doc = (data: Record<string, string>) => ({ id: 'cred-as2', type: 'as2ReceiverAuth', data });
+  expect(parseCredentialDocument(doc({ certificate: a.cert, privateKey: a.key, partnerCertificate: b.cert })).type).toBe('as2ReceiverAuth');
+  const broken = '-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----';
+  expect(problemsOf(() => parseCredentialDocument(doc({ certificate: broken, privateKey: '-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----', partnerCertificate: broken })))).toEqual([
+    'data.certificate is not a readable X.509 certificate',
+    'data.privateKey is not a readable unencrypted private key',
+    'data.partnerCertificate is not a readable X.509 certificate',
+  ]);
+  const mismatch = problemsOf(() => parseCredentialDocument(doc({ certificate: a.cert, privateKey: b.key })));
+  expect(mismatch).toEqual(['data.privateKey is not the private key of data.certificate']);
+  expect(JSON.stringify(mismatch)).not.toContain('PRIVATE KEY');
+});
+
+test('an AS2 node needs AS2 Receiver Auth and a credential; HTTP-only options are refused', () => {
+  const plugin = createAs2Trigger();
+  expect(plugin.validateNode!({ name: 'In', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth', expectedAs2From: 'ACME' }, credentials: { as2ReceiverAuth: 'c' } })).toEqual([]);
+  expect(plugin.validateNode!({ name: 'In', type: 'webhook', parameters: { protocol: 'as2', authentication: 'basicAuth', expectedAs2To: 42, options: { rawBody: true } }, credentials: { basicAuth: 'c' } })).toEqual([
+    'node "In".parameters.authentication must be as2ReceiverAuth when the protocol is as2',
+    'node "In".credentials.as2ReceiverAuth must name the AS2 receiver credential',
+    'node "In".parameters.expectedAs2To must be a single-line string or null',
+    'node "In".parameters.options.rawBody does not apply to AS2 (the answer is an MDN and payloads are always stored)',
+  ]);
+});
