@@ -186,3 +186,17 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
 
 describeLogistics('embedded');
 describeLogistics('real', ['core', 'faults']);
+
+test('when the durable accept fails, the platform gets a SOAP Fault with 503 and Retry-After, never a success', async () => {
+  const other = await startTestApp('embedded');
+  try {
+    await other.backends.registry.workflows.put({ id: 'wf', active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'] } }] });
+    await other.backends.log.close();
+    const res = await fetch(`${other.baseUrl}/hook/wf`, { method: 'POST', headers: { 'content-type': 'text/xml', soapaction: SEND_STREAM_ACTION }, body: sendStreamRequest([{ xml: eventDocument() }]) });
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).toBe('5');
+    expect(await res.text()).toContain('<faultcode>s:Server</faultcode><faultstring xml:lang="en">The event could not be accepted; retry later</faultstring>');
+  } finally {
+    await other.stop();
+  }
+});

@@ -1,7 +1,7 @@
 import type { DecodedItem, Received } from '../../platform/avro/records';
 import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
-import { sanitizeFilename, stagingFolder, uniqueNamer } from '../webhook/staged-files';
+import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
 import { identityOf } from './certificates';
 import { evidenceFolder } from './evidence';
 import { As2Fault } from './faults';

@@ -3,7 +3,7 @@ import type { WorkflowNode } from '../../platform/registry/documents';
 import { INGRESS_ERRORS, IngressError, type Answer, type IngressErrorCode } from '../answers';
 import { checkHeaderAuth, hasContentEncoding, nodeCredential } from '../header-auth';
 import type { InboundRequest, TriggerPlugin, TriggerServices } from '../trigger';
-import { sanitizeFilename, stagingFolder, uniqueNamer } from '../webhook/staged-files';
+import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
 import { wholeBody } from '../whole-body';
 import { logisticsParameters, logisticsProblems } from './parameters';
 import { readEnvelope, readSendStream, SendStreamError, SOAP_ACTIONS, usernameTokenOf, type SendStreamLimits } from './send-stream';
@@ -108,6 +108,12 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
     },
 
     accepted: () => sendStreamAccepted(),
+
+    // The platform retries a SendStream that failed; a Fault (not the receiver's JSON) is what it reads.
+    async notAccepted() {
+      const fault = faultFor('enqueue-failed');
+      return { ...fault, headers: { ...fault.headers, 'retry-after': '5' } };
+    },
 
     async decode(received, node, services) {
       const params = logisticsParameters(node);

@@ -7,7 +7,7 @@ import { parseForm } from './form';
 import { bodyKind, decodeText, parseMediaType } from './media-type';
 import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
 import type { WebhookParameters } from './parameters';
-import { stagingFolder } from './staged-files';
+import { stagingFolder } from '../staged-files';
 
 /**
  * The webhook's output for one received request (SPEC §2.2), keyed later by the node name:

@@ -1,7 +1,7 @@
 import busboy from 'busboy';
 import type { Readable } from 'node:stream';
 import type { ObjectStore } from '../../platform/store/object-store';
-import { sanitizeFilename, uniqueNamer } from './staged-files';
+import { sanitizeFilename, uniqueNamer } from '../staged-files';
 
 /**
  * multipart/form-data, with busboy, always streaming. The receiver runs `scanMultipart` over the body
