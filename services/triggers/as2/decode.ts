@@ -2,6 +2,7 @@ import type { DecodedItem, Received } from '../../platform/avro/records';
 import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
+import { isRepeat } from '../first-request';
 import { identityOf } from './certificates';
 import { evidenceFolder } from './evidence';
 import { As2Fault } from './faults';
@@ -43,7 +44,7 @@ export async function decodeAs2(received: Received, credentialId: string | null,
   const unique = uniqueNamer();
   const envelope = received.as2;
   const messageId = envelope?.messageId ?? received.headers['message-id'] ?? '';
-  const duplicate = messageId ? await seenBefore(services, evidenceFolder(received.workflowId, messageId), received.requestId) : false;
+  const duplicate = messageId ? await isRepeat(services.store, `${evidenceFolder(received.workflowId, messageId)}/first-request`, received.requestId) : false;
   const batch = attachments.length > 1;
   const items: DecodedItem[] = [];
   for (const [index, { entity, bytes }] of attachments.entries()) {
@@ -65,23 +66,6 @@ export async function decodeAs2(received: Received, credentialId: string | null,
     items.push({ value: JSON.stringify({ file: path, as2 }), files: [path] });
   }
   return items;
-}
-
-/**
- * Whether an earlier request already became executions for this message id (a partner's resend; SPEC
- * §4.3.6 still starts a new execution, `as2.duplicate` lets downstream dedupe cheaply). The first request
- * decoded for a message id is recorded beside its evidence; decoding that same request again (a retry
- * or replay) is not a duplicate.
- */
-async function seenBefore(services: DecodeServices, folder: string, requestId: string): Promise<boolean> {
-  const marker = `${folder}/first-request`;
-  if (!(await services.store.head(marker))) {
-    await services.store.put(marker, Buffer.from(requestId), { contentType: 'text/plain' });
-    return false;
-  }
-  const chunks: Buffer[] = [];
-  for await (const chunk of await services.store.get(marker)) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString() !== requestId;
 }
 
 const EXTENSIONS: Record<string, string> = {

@@ -1,10 +1,11 @@
+import { createHash } from 'node:crypto';
 import { errorAnswer, IngressError, type Answer } from '../answers';
 import { checkHeaderAuth, hasContentEncoding } from '../header-auth';
 import type { TriggerPlugin } from '../trigger';
 import { wholeBody } from '../whole-body';
 import { EnvelopeError, readWarehousePost, withDuplicateFlag } from './envelope';
 import { warehouseParameters, warehouseProblems } from './parameters';
-import { postIdLedger } from './post-ids';
+import { isRepeat } from '../first-request';
 
 /**
  * The warehouse-provider trigger (SPEC §2.4): a JSON post `{ PostId, Type, Data, PostedAt }`.
@@ -21,6 +22,9 @@ export interface WarehouseLimits {
 }
 
 export const DEFAULT_WAREHOUSE_LIMITS: WarehouseLimits = { maxPostBytes: 16 * 1024 * 1024 };
+
+/** Where the first request of a PostId is recorded, per workflow (the PostId hashed: it is partner text). */
+const postIdMarker = (workflowId: string, postId: string) => `warehouse/${workflowId}/post-ids/${createHash('sha256').update(postId, 'utf8').digest('hex')}`;
 
 const ACCEPTED: Answer = { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: '{}' };
 
@@ -65,7 +69,7 @@ export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOU
       const context = { workflowId: received.workflowId, requestId: received.requestId, postId: post.postId, type: post.type };
       if (!post.action) { services.logger.info('warehouse post skipped: unknown Type', context); return []; }
       if (!params.actions.has(post.action)) { services.logger.info('warehouse post skipped: Type not selected', context); return []; }
-      const duplicate = post.postId !== null && await postIdLedger(services.store).isDuplicate(received.workflowId, post.postId, received.requestId);
+      const duplicate = post.postId !== null && await isRepeat(services.store, postIdMarker(received.workflowId, post.postId), received.requestId);
       if (duplicate) services.logger.info('warehouse post is a re-post of an earlier PostId', context);
       return [{ value: withDuplicateFlag(post, duplicate), files: [] }];
     },
