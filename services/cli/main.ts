@@ -8,11 +8,13 @@ import { BLOB_USAGE, blobCommand } from './commands/blob';
 import { CREDENTIALS_USAGE, WORKFLOWS_USAGE, credentialsCommand, workflowsCommand } from './commands/documents';
 import { START_USAGE, startCommand } from './commands/start';
 import { TAIL_USAGE, tailCommand } from './commands/tail';
+import { TOPICS_USAGE, topicsCommand } from './commands/topics';
 
 const USAGE = `usage:
   ${START_USAGE}
   ${WORKFLOWS_USAGE}
   ${CREDENTIALS_USAGE}
+  ${TOPICS_USAGE}
   ${TAIL_USAGE}
   ${BLOB_USAGE}
 Backends come from the environment (KAFKA_BROKERS, AZURE_STORAGE_CONNECTION_STRING, COSMOS_ENDPOINT/COSMOS_KEY, DATA_DIR); see README.md.`;
@@ -21,6 +23,7 @@ const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> =
   start: { run: startCommand, valued: ['services'] },
   workflows: { run: workflowsCommand, valued: [] },
   credentials: { run: credentialsCommand, valued: [] },
+  topics: { run: topicsCommand, valued: [] },
   tail: { run: tailCommand, valued: ['max', 'timeout'] },
   blob: { run: blobCommand, valued: [] },
 };

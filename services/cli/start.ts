@@ -12,6 +12,7 @@ import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { Backends } from './backends';
+import { checkTopics } from './pipeline-topics';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -48,7 +49,7 @@ export async function startServices(config: Config, backends: Backends, services
   const catalog = triggerCatalog(config);
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
-  await backends.log.ensureTopics([topics.received, topics.decoded, topics.deadLetter, ...queues]);
+  await checkTopics(config, backends.log);
   if (services.includes('receiver')) await checkCredentialsReadable(backends);
 
   const stages: StageHandle[] = [];

@@ -3,6 +3,7 @@
 const os = require('node:os');
 const path = require('node:path');
 const { rmSync } = require('node:fs');
+const { execFileSync } = require('node:child_process');
 const autocannon = require('autocannon');
 const { ROOT, CLI, arg, start, stop, benchDataDir } = require('./support');
 
@@ -47,7 +48,8 @@ async function main() {
     const { startKafka } = require(path.join(ROOT, 'infra/kafka/start-kafka.js'));
     const kafka = await startKafka();
     try {
-      const kenv = { ...env, KAFKA_BROKERS: kafka.brokers, INGRESS_TOPIC_PREFIX: `bench${Date.now()}.` };
+      const kenv = { ...env, KAFKA_BROKERS: kafka.brokers, INGRESS_TOPIC_PREFIX: `bench${Date.now()}.`, KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1' };
+      execFileSync(process.execPath, [CLI, 'topics', 'apply'], { env: { ...process.env, ...kenv }, stdio: ['ignore', 'ignore', 'inherit'] });
       rows.push(['receiver alone, durable accept on Kafka (acks=all, idempotent)', await measure('receiver (kafka)', await start(CLI, ['start', '--services', 'receiver'], kenv), seconds, connections, body)]);
     } finally {
       await kafka.stop();

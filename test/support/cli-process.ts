@@ -27,13 +27,16 @@ export function startServiceProcess(env: Record<string, string>, args: string[] 
   });
 }
 
-export function runCli(args: string[], env: Record<string, string>, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Run the CLI to its end; with `sigtermOn`, send it SIGTERM once its output contains that text (for `start`). */
+export function runCli(args: string[], env: Record<string, string>, input?: string, sigtermOn?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
+    let signalled = false;
+    const watch = () => { if (sigtermOn && !signalled && (stdout + stderr).includes(sigtermOn)) { signalled = true; child.kill('SIGTERM'); } };
+    child.stdout.on('data', (d) => { stdout += d; watch(); });
+    child.stderr.on('data', (d) => { stderr += d; watch(); });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
     child.stdin.end(input ?? '');

@@ -32,6 +32,18 @@ export interface Config {
   executionQueues: Record<TriggerKindName, string>;
   /** Prepended to every topic and consumer group name. */
   topicPrefix: string;
+  /** What `ingress topics apply` creates on Kafka (README "Topics"). */
+  topicSettings: TopicSettings;
+}
+
+export interface TopicSettings {
+  partitions: number;
+  /** Capped to the cluster's broker count when applied, with a warning. */
+  replicationFactor: number;
+  minInsyncReplicas: number;
+  /** Hours; 0 keeps records forever. */
+  retentionHours: number;
+  deadLetterRetentionHours: number;
 }
 
 export class ConfigError extends Error {
@@ -151,9 +163,20 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     }
   }
 
+  const topicSettings: TopicSettings = {
+    partitions: integer('KAFKA_TOPIC_PARTITIONS', 6, 1, 10_000, 'partitions of each pipeline topic'),
+    replicationFactor: integer('KAFKA_REPLICATION_FACTOR', 3, 1, 16, 'replicas of each pipeline topic'),
+    minInsyncReplicas: integer('KAFKA_MIN_INSYNC_REPLICAS', 2, 1, 16, 'replicas that must acknowledge an append'),
+    retentionHours: integer('KAFKA_RETENTION_HOURS', 168, 0, 876_000, 'hours the pipeline topics keep records, 0 for ever'),
+    deadLetterRetentionHours: integer('KAFKA_DEAD_LETTER_RETENTION_HOURS', 720, 0, 876_000, 'hours the dead-letter topic keeps records, 0 for ever'),
+  };
+  if (get('KAFKA_MIN_INSYNC_REPLICAS') !== undefined && topicSettings.minInsyncReplicas > topicSettings.replicationFactor) {
+    problems.push(`KAFKA_MIN_INSYNC_REPLICAS=${topicSettings.minInsyncReplicas}: at most KAFKA_REPLICATION_FACTOR (${topicSettings.replicationFactor}), or no append could ever be acknowledged`);
+  }
+
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, maxInflatedBytes, multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
   };
 }

@@ -58,6 +58,11 @@ export interface ReadOptions {
   signal: AbortSignal;
 }
 
+export interface PartitionOffset {
+  partition: number;
+  offset: string;
+}
+
 export interface EventLog {
   /** Which adapter this is, for logs and the CLI. */
   readonly kind: 'kafka' | 'embedded';
@@ -72,8 +77,12 @@ export interface EventLog {
   runStage(options: StageOptions): Promise<StageHandle>;
   /** Read a topic outside any consumer group (tail, replay). Yields until the signal aborts. */
   read(topic: string, options: ReadOptions): AsyncIterable<LogRecord>;
-  /** Create the topics if missing (embedded: no-op). */
+  /** Create the topics if missing, with the adapter's defaults (embedded: no-op). Tests and development only. */
   ensureTopics(topics: string[]): Promise<void>;
+  /** Which of these topics do not exist (embedded: none, topics exist once written). */
+  missingTopics(topics: string[]): Promise<string[]>;
+  /** The next offset of each partition of the topic (its end as of now), for bounded reads. */
+  endOffsets(topic: string): Promise<PartitionOffset[]>;
   close(): Promise<void>;
 }
 

@@ -205,6 +205,13 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
 
     async ensureTopics() { /* topics exist once written */ },
 
+    async missingTopics() { return []; },
+
+    async endOffsets(topic) {
+      if (options.readOnly) await journal.refresh();
+      return [{ partition: 0, offset: String(topicState(topic).spans.length) }];
+    },
+
     async close() {
       if (closed) return;
       closed = true;

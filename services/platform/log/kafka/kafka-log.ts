@@ -4,6 +4,8 @@ import { silentLogger, type Logger } from '../../logger/logger';
 import { CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
 import { createKafkaClient, unavailable } from './kafka-client';
 import { readTopic } from './reader';
+import { applyTopics, missingTopics, type TopicApplyOptions, type TopicApplyResult } from './topic-admin';
+import type { TopicSpec } from '../topics';
 import { startTransactionalStage, type StageConsumerSettings } from './transactional-stage';
 
 /**
@@ -36,6 +38,8 @@ export interface KafkaEventLog extends EventLog {
   readonly kind: 'kafka';
   /** Group-commit counters of append(): how many produce requests carried how many appends. */
   stats(): AppendStats;
+  /** `ingress topics apply`: create or update the topics as specified (topic-admin.ts). */
+  applyTopics(specs: TopicSpec[], options: TopicApplyOptions): Promise<TopicApplyResult[]>;
 }
 
 const TOPIC_DEFAULTS = { partitions: 3, replicationFactor: 1 };
@@ -157,6 +161,33 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
         });
       } catch (error) {
         throw unavailable(`kafka could not create topics ${missing.join(', ')}`, error);
+      }
+    },
+
+    async missingTopics(topics) {
+      ensureOpen();
+      try {
+        return await missingTopics(await admin(), topics);
+      } catch (error) {
+        throw unavailable('kafka could not list topics', error);
+      }
+    },
+
+    async endOffsets(topic) {
+      ensureOpen();
+      try {
+        return (await (await admin()).fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, offset: p.high }));
+      } catch (error) {
+        throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
+      }
+    },
+
+    async applyTopics(specs, applyOptions) {
+      ensureOpen();
+      try {
+        return await applyTopics(await admin(), specs, applyOptions);
+      } catch (error) {
+        throw unavailable('kafka could not apply the topics', error);
       }
     },
 
