@@ -9,6 +9,8 @@ import { CREDENTIALS_USAGE, WORKFLOWS_USAGE, credentialsCommand, workflowsComman
 import { START_USAGE, startCommand } from './commands/start';
 import { TAIL_USAGE, tailCommand } from './commands/tail';
 import { TOPICS_USAGE, topicsCommand } from './commands/topics';
+import { REPLAY_USAGE, replayCommand } from './commands/replay';
+import { DEAD_LETTERS_USAGE, deadLettersCommand } from './commands/dead-letters';
 
 const USAGE = `usage:
   ${START_USAGE}
@@ -17,6 +19,8 @@ const USAGE = `usage:
   ${TOPICS_USAGE}
   ${TAIL_USAGE}
   ${BLOB_USAGE}
+  ${REPLAY_USAGE}
+  ${DEAD_LETTERS_USAGE}
 Backends come from the environment (KAFKA_BROKERS, AZURE_STORAGE_CONNECTION_STRING, COSMOS_ENDPOINT/COSMOS_KEY, DATA_DIR); see README.md.`;
 
 const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> = {
@@ -26,6 +30,8 @@ const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> =
   topics: { run: topicsCommand, valued: [] },
   tail: { run: tailCommand, valued: ['max', 'timeout'] },
   blob: { run: blobCommand, valued: [] },
+  replay: { run: replayCommand, valued: ['from', 'to', 'workflow', 'checkpoint'] },
+  'dead-letters': { run: deadLettersCommand, valued: ['stage', 'since', 'workflow'] },
 };
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -51,6 +57,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     out: (line) => process.stdout.write(line + '\n'),
     err: (line) => process.stderr.write(line + '\n'),
     openLog: () => openLog(config, logger, { readOnlyLog: true }),
+    openLogForWriting: () => openLog(config, logger),
     openStore: () => openStore(config),
     openRegistry: () => openRegistry(config),
     sealer: () => {

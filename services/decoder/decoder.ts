@@ -3,6 +3,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog, StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
+import { carryReplayMark } from '../platform/log/replay-marking';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { WorkflowDocument } from '../platform/registry/documents';
@@ -59,7 +60,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
         requestId: received.requestId, workflowId: received.workflowId, triggerNode: received.triggerNode,
         triggerKind: received.triggerKind, pathSuffix: received.pathSuffix, receivedAt: received.receivedAt, items,
       });
-      return [{ topic: topics.decoded, key: received.workflowId, value, headers: traceHeaders() }];
+      return [{ topic: topics.decoded, key: received.workflowId, value, headers: carryReplayMark(record.headers, traceHeaders()) }];
     });
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger });
   return deps.log.runStage({

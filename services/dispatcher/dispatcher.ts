@@ -2,6 +2,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
 import type { EventLog, OutRecord, StageHandle } from '../platform/log/event-log';
 import { withDeadLettering } from '../platform/log/dead-lettering';
+import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
@@ -25,9 +26,10 @@ export function executionInput(decoded: Decoded, itemValue: string): string {
   return `{${JSON.stringify(decoded.triggerNode)}:${itemValue}${path}}`;
 }
 
+/** `replayOf`: the original record's identity when the decoded record is a replay (replay-marking.ts). */
 export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'codec' | 'executionQueues'>, replayOf: string | null = null): OutRecord[] {
   const now = Date.now();
-  const headers = traceHeaders();
+  const headers = replayOf === null ? traceHeaders() : { ...traceHeaders(), [REPLAY_OF_HEADER]: replayOf };
   return decoded.items.map((item, batchIndex) => ({
     topic: deps.executionQueues[decoded.triggerKind],
     key: decoded.workflowId,
@@ -53,7 +55,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
   const handle = withDeadLettering(async (record) => inConsumerSpan(`${topics.decoded} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.decoded, topics.group('dispatcher')), async (span) => {
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
-    return executionRecords(decoded, deps);
+    return executionRecords(decoded, deps, replayOf(record.headers));
   }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger });
   return deps.log.runStage({
     group: topics.group('dispatcher'), topic: topics.decoded, handle,

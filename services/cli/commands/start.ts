@@ -31,7 +31,9 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   if (running.port !== null) ctx.err(`ingress listening on http://${ctx.config.host === '0.0.0.0' ? 'localhost' : ctx.config.host}:${running.port} (POST /hook/{workflowId})`);
 
   await new Promise<void>((resolve) => {
-    const stop = (signal: string) => { ctx.logger.info('stopping', { signal }); resolve(); };
+    // Signal listeners do not keep Node running: stages alone on the embedded log wait on promises only.
+    const keepAlive = setInterval(() => undefined, 1 << 30);
+    const stop = (signal: string) => { clearInterval(keepAlive); ctx.logger.info('stopping', { signal }); resolve(); };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });

@@ -212,6 +212,11 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       return [{ partition: 0, offset: String(topicState(topic).spans.length) }];
     },
 
+    async offsetsForTime(topic, timestamp) {
+      if (options.readOnly) await journal.refresh();
+      return [{ partition: 0, offset: String(startOffset(topic, { from: 'time', timestamp })) }];
+    },
+
     async close() {
       if (closed) return;
       closed = true;

@@ -182,6 +182,15 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       }
     },
 
+    async offsetsForTime(topic, timestamp) {
+      ensureOpen();
+      try {
+        return await (await admin()).fetchTopicOffsetsByTimestamp(topic, timestamp);
+      } catch (error) {
+        throw unavailable(`kafka could not look up the offsets of ${topic} at a time`, error);
+      }
+    },
+
     async applyTopics(specs, applyOptions) {
       ensureOpen();
       try {
