@@ -5,6 +5,7 @@ import { pipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import { createReceiver, type Receiver } from '../receiver/receiver';
+import { createAcceptGate } from '../receiver/accept-gate';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { startSampler } from '../sampler/sampler';
@@ -13,6 +14,7 @@ import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhoo
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { Backends } from './backends';
 import { checkTopics } from './pipeline-topics';
+import type { ReadinessCheck } from '../platform/health/admin-server';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -20,7 +22,10 @@ export type ServiceName = (typeof SERVICES)[number];
 export interface RunningServices {
   /** The receiver's port, when it runs. */
   port: number | null;
-  stop(): Promise<void>;
+  /** What /readyz checks: the backends answer, the receiver listens, every stage is a member of its group. */
+  readiness: ReadinessCheck[];
+  /** Stop accepting, let requests in flight finish (up to `receiverGraceMs`), then stop the stages (they commit). */
+  stop(receiverGraceMs?: number): Promise<void>;
 }
 
 /** Every trigger kind of this build, bounded by the configuration. */
@@ -52,38 +57,48 @@ export async function startServices(config: Config, backends: Backends, services
   await checkTopics(config, backends.log);
   if (services.includes('receiver')) await checkCredentialsReadable(backends);
 
-  const stages: StageHandle[] = [];
+  const stages: { name: ServiceName; handle: StageHandle }[] = [];
   let receiver: Receiver | null = null;
   let port: number | null = null;
   try {
     if (services.includes('decoder')) {
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
-      stages.push(await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }) }));
+      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }) }) });
     }
     if (services.includes('dispatcher')) {
-      stages.push(await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }));
+      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }) });
     }
     if (services.includes('sampler')) {
-      stages.push(await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), queues, keep: config.sampleDataKeep }));
+      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), queues, keep: config.sampleDataKeep }) });
     }
     if (services.includes('receiver')) {
       receiver = createReceiver({
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs,
+        acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
       });
       port = await receiver.listen(config.port, config.host);
     }
   } catch (error) {
     await receiver?.close();
-    for (const s of stages) await s.stop().catch(() => undefined);
+    for (const s of stages) await s.handle.stop().catch(() => undefined);
     throw error;
   }
+  const listening = receiver;
+  const readiness: ReadinessCheck[] = [
+    { name: 'log', check: async () => { await backends.log.missingTopics([topics.received]); return null; } },
+    { name: 'store', check: async () => { await backends.store.head('readyz'); return null; } },
+    { name: 'registry', check: async () => { await backends.registry.workflows.get('readyz'); return null; } },
+    ...stages.map(({ name, handle }) => ({ name, check: () => handle.notReady() })),
+    ...(listening ? [{ name: 'receiver', check: () => (listening.server.listening ? null : 'not listening') }] : []),
+  ];
   return {
     port,
-    async stop() {
+    readiness,
+    async stop(receiverGraceMs) {
       // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
-      await receiver?.close();
-      for (const s of stages) await s.stop();
+      await receiver?.close(receiverGraceMs);
+      for (const s of stages) await s.handle.stop();
     },
   };
 }

@@ -19,6 +19,7 @@ import type { InboundRequest, TriggerServices } from '../triggers/trigger';
 import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
+import type { AcceptGate } from './accept-gate';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
@@ -37,6 +38,8 @@ export interface ReceiverDeps {
   maxBodyBytes: number;
   inlineBodyMax: number;
   workflowCacheMs: number;
+  /** Back-pressure (accept-gate.ts): accepts waiting for the log beyond this are answered 503 at once. */
+  acceptGate: AcceptGate;
 }
 
 export interface Receiver {
@@ -113,6 +116,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
     const admission = await plugin.admit(request, node, services);
     if (!admission.ok) { refuse(req, res, admission.answer); return admission.answer.status; }
+    if (deps.acceptGate.saturated()) { refuse(req, res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS })); return 503; }
 
     const day = new Date(request.receivedAt).toISOString().slice(0, 10);
     const outcome = await readBody(req, {
@@ -163,13 +167,22 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     };
     const trail = traceHeaders();
     received.traceparent = trail.traceparent ?? null;
+    const value = codec.encode('Received', received);
+    if (!deps.acceptGate.tryEnter(value.length)) {
+      if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
+      logger.warn('log saturated, request refused', { requestId, workflowId: workflow.id, pending: deps.acceptGate.pending().count });
+      send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
+      return 503;
+    }
     try {
-      await log.append([{ topic: deps.topics.received, key: workflow.id, value: codec.encode('Received', received), headers: trail }]);
+      await log.append([{ topic: deps.topics.received, key: workflow.id, value, headers: trail }]);
     } catch (error) {
       // The claim check stays: a failed append may still have reached the log (at-least-once).
       logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
       send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
       return 503;
+    } finally {
+      deps.acceptGate.leave(value.length);
     }
     const answer = plugin.accepted(request, node, body, inspected.inspection, services);
     send(res, answer);

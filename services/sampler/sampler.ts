@@ -40,5 +40,8 @@ export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
       onRetry: (error, rec, attempt) => logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
     }));
   }
-  return { async stop() { for (const s of stages) await s.stop(); } };
+  return {
+    async stop() { for (const s of stages) await s.stop(); },
+    notReady: () => stages.map((s) => s.notReady()).find((reason) => reason !== null) ?? null,
+  };
 }

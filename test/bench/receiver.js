@@ -37,7 +37,7 @@ async function main() {
   while (JSON.stringify(item).length < 1000) item.lines.push({ sku: `SKU-${item.lines.length}`, qty: 1, price: '9.99' });
   const body = JSON.stringify(item).padEnd(1024, ' ');
   const dataDir = await benchDataDir();
-  const env = { DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+  const env = { DATA_DIR: dataDir, PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
 
   const rows = [];
   const baseline = await measure('bare node:http', await start(path.join(__dirname, 'baseline-server.js'), [], {}), seconds, connections, body);

@@ -37,7 +37,7 @@ export interface TestApp {
 export function backendEnv(choice: BackendChoice, extra: Record<string, string> = {}): { env: Record<string, string>; cleanup(): void } {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'ingress-app-'));
   const id = randomUUID().replace(/-/g, '').slice(0, 10);
-  const env: Record<string, string> = { PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', INGRESS_ENCRYPTION_KEY: 'test-encryption-key-0123456789' };
+  const env: Record<string, string> = { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', INGRESS_ENCRYPTION_KEY: 'test-encryption-key-0123456789' };
   if (choice === 'real') {
     Object.assign(env, {
       KAFKA_BROKERS: requireTestEnv(TEST_ENV.kafkaBrokers),

@@ -44,6 +44,8 @@ export interface StageOptions {
 export interface StageHandle {
   /** Stop consuming, finish the record in hand, commit, and release the consumer. */
   stop(): Promise<void>;
+  /** For /readyz: null while the stage is a consuming member of its group, else why it is not. */
+  notReady(): string | null;
 }
 
 export type ReadStart =

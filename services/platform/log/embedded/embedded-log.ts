@@ -187,6 +187,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           await loop;
           runningStages.delete(key);
         },
+        notReady: () => (stop.signal.aborted ? 'stopped' : null),
       };
     },
 

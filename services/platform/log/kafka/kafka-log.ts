@@ -101,7 +101,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
         // Same transactional id: a second instance in this process would fence the first.
         throw new EventLogError(`stage ${stageOptions.group} already consumes ${stageOptions.topic} in this process`, 'log-unavailable');
       }
-      const placeholder: StageHandle = { stop: async () => undefined };
+      const placeholder: StageHandle = { stop: async () => undefined, notReady: () => 'starting' };
       stages.set(key, placeholder);
       let inner: StageHandle;
       try {
@@ -124,6 +124,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
           stopping ??= inner.stop().finally(() => { if (stages.get(key) === handle) stages.delete(key); });
           return stopping;
         },
+        notReady: () => inner.notReady(),
       };
       stages.set(key, handle);
       return handle;
