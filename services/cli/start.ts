@@ -14,6 +14,7 @@ import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhoo
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { Backends } from './backends';
 import { checkTopics } from './pipeline-topics';
+import { createIngressMetrics } from '../platform/telemetry/metrics';
 import type { ReadinessCheck } from '../platform/health/admin-server';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
@@ -51,6 +52,8 @@ export async function checkCredentialsReadable(backends: Backends): Promise<void
 
 export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
   const codec = defaultAvroCodec();
+  // After startTelemetry: the global meter provider is the SDK's when OTEL_* asks for an exporter, else a no-op.
+  const metrics = createIngressMetrics();
   const catalog = triggerCatalog(config);
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
@@ -63,19 +66,19 @@ export async function startServices(config: Config, backends: Backends, services
   try {
     if (services.includes('decoder')) {
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
-      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }) }) });
+      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, logger: logger.child({ service: 'decoder' }), metrics }) });
     }
     if (services.includes('dispatcher')) {
-      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }) });
+      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues }) });
     }
     if (services.includes('sampler')) {
-      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), queues, keep: config.sampleDataKeep }) });
+      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep }) });
     }
     if (services.includes('receiver')) {
       receiver = createReceiver({
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs,
-        acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
+        acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }), metrics,
       });
       port = await receiver.listen(config.port, config.host);
     }
@@ -84,6 +87,10 @@ export async function startServices(config: Config, backends: Backends, services
     for (const s of stages) await s.handle.stop().catch(() => undefined);
     throw error;
   }
+  const inputs: Record<string, string[]> = { decoder: [topics.received], dispatcher: [topics.decoded], sampler: queues };
+  metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async (topic) => ({
+    stage: name, topic, lag: await backends.log.consumerLag(topics.group(name), topic),
+  }))))));
   const listening = receiver;
   const readiness: ReadinessCheck[] = [
     { name: 'log', check: async () => { await backends.log.missingTopics([topics.received]); return null; } },

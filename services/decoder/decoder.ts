@@ -6,6 +6,7 @@ import { StageInputError, withDeadLettering } from '../platform/log/dead-letteri
 import { carryReplayMark } from '../platform/log/replay-marking';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
@@ -25,6 +26,7 @@ export interface DecoderDeps {
   workflows: { get(id: string): Promise<WorkflowDocument | null> };
   catalog: TriggerCatalog;
   logger: Logger;
+  metrics?: IngressMetrics;
 }
 
 export function bodyServices(store: ObjectStore, logger: Logger): DecodeServices {
@@ -62,7 +64,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       });
       return [{ topic: topics.decoded, key: received.workflowId, value, headers: carryReplayMark(record.headers, traceHeaders()) }];
     });
-  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger });
+  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics });
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handle,
     onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, workflowId: rec?.key ?? null, error }),

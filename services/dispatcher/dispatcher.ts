@@ -5,6 +5,7 @@ import { withDeadLettering } from '../platform/log/dead-lettering';
 import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import { executionId } from './execution-id';
 
@@ -17,6 +18,7 @@ export interface DispatcherDeps {
   topics: PipelineTopics;
   codec: AvroCodec;
   logger: Logger;
+  metrics?: IngressMetrics;
   executionQueues: Record<TriggerKind, string>;
 }
 
@@ -56,7 +58,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
     return executionRecords(decoded, deps, replayOf(record.headers));
-  }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger });
+  }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics });
   return deps.log.runStage({
     group: topics.group('dispatcher'), topic: topics.decoded, handle,
     onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),

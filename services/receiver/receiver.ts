@@ -20,6 +20,7 @@ import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import type { AcceptGate } from './accept-gate';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
@@ -40,6 +41,13 @@ export interface ReceiverDeps {
   workflowCacheMs: number;
   /** Back-pressure (accept-gate.ts): accepts waiting for the log beyond this are answered 503 at once. */
   acceptGate: AcceptGate;
+  metrics: Pick<IngressMetrics, 'request'>;
+}
+
+/** What a request turned out to be, for its metrics. */
+interface RequestFacts {
+  triggerKind: string | null;
+  bodyBytes: number;
 }
 
 export interface Receiver {
@@ -75,7 +83,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     void drainBody(req, deps.maxBodyBytes).then(() => { if (!req.complete) req.socket.destroy(); });
   }
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<number> {
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
     const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, errorAnswer('not-found')); return 404; }
     if (req.method !== 'POST') { refuse(req, res, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
@@ -100,6 +108,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return 200;
     }
     const { node, plugin } = selected;
+    facts.triggerKind = plugin.kindOf(node);
 
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(req.headers)) {
@@ -139,6 +148,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return 499; // the client went away; nothing was accepted
     }
     const { body } = outcome;
+    facts.bodyBytes = body.size;
 
     const inspected = await plugin.inspect(request, node, body, services);
     if (!inspected.ok) {
@@ -191,14 +201,17 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
   const server = http.createServer((req, res) => {
     const requestId = randomUUID();
+    const started = performance.now();
+    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0 };
     res.setHeader('x-request-id', requestId);
     const span = tracer().startSpan('POST /hook/{workflowId}', {
       kind: SpanKind.SERVER,
       attributes: { 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId },
     });
     context.with(trace.setSpan(context.active(), span), () => {
-      handle(req, res, requestId).then(
+      handle(req, res, requestId, facts).then(
         (status) => {
+          deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes);
           span.setAttribute('http.response.status_code', status);
           if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
           span.end();
@@ -206,6 +219,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         (error) => {
           logger.error('request failed', { requestId, error });
           send(res, errorAnswer('internal-error'));
+          deps.metrics.request(500, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes);
           span.recordException(error as Error);
           span.setStatus({ code: SpanStatusCode.ERROR });
           span.setAttribute('http.response.status_code', 500);

@@ -85,6 +85,8 @@ export interface EventLog {
   missingTopics(topics: string[]): Promise<string[]>;
   /** The next offset of each partition of the topic (its end as of now), for bounded reads. */
   endOffsets(topic: string): Promise<PartitionOffset[]>;
+  /** Records of the topic the group has not committed yet, over all partitions (for the lag metric). */
+  consumerLag(group: string, topic: string): Promise<number>;
   /** Per partition, the offset of the first record at or after the time (the end where there is none). */
   offsetsForTime(topic: string, timestamp: number): Promise<PartitionOffset[]>;
   close(): Promise<void>;

@@ -213,6 +213,10 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       return [{ partition: 0, offset: String(topicState(topic).spans.length) }];
     },
 
+    async consumerLag(group, topic) {
+      return topicState(topic).spans.length - (committed.get(groupKey(group, topic)) ?? 0);
+    },
+
     async offsetsForTime(topic, timestamp) {
       if (options.readOnly) await journal.refresh();
       return [{ partition: 0, offset: String(startOffset(topic, { from: 'time', timestamp })) }];

@@ -183,6 +183,22 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       }
     },
 
+    async consumerLag(group, topic) {
+      ensureOpen();
+      try {
+        const client = await admin();
+        const [ends, [committed]] = await Promise.all([client.fetchTopicOffsets(topic), client.fetchOffsets({ groupId: group, topics: [topic] })]);
+        const done = new Map((committed?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
+        // A partition the group never committed (-1) is behind by everything it holds.
+        return ends.reduce((sum, p) => {
+          const from = done.get(p.partition) ?? -1n;
+          return sum + Number(BigInt(p.high) - (from < 0n ? BigInt(p.low) : from));
+        }, 0);
+      } catch (error) {
+        throw unavailable(`kafka could not compute the lag of ${group} on ${topic}`, error);
+      }
+    },
+
     async offsetsForTime(topic, timestamp) {
       ensureOpen();
       try {
