@@ -93,6 +93,7 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
 
   let replayed = 0;
   let skipped = 0;
+  const touched = new Set<number>();
   let batch: OutRecord[] = [];
   const flush = async () => {
     if (batch.length > 0) await log.append(batch);
@@ -114,6 +115,7 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
         arm(options.quietMs ?? 5_000);
         const p = record.partition;
         if (!open.has(p)) continue;
+        touched.add(p);
         const offset = BigInt(record.offset);
         if (offset < next(p)) continue; // appended by an earlier run of this checkpoint
         if (offset >= ends.get(p)! || (until && ('offset' in until ? offset > until.offset : record.timestamp >= until.time))) {
@@ -130,8 +132,14 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
       }
     }
     const interrupted = options.signal.aborted && open.size > 0;
-    state.complete = !interrupted;
+    // Stopped by quiet: a partition that gave nothing although more than its final commit marker was left was
+    // not read (the log did not deliver); say so rather than call the range done.
+    const unread = interrupted ? [] : [...open].filter((p) => !touched.has(p) && ends.get(p)! - next(p) > 1n);
+    state.complete = !interrupted && unread.length === 0;
     await flush();
+    if (unread.length > 0) {
+      throw new Error(`${source} delivered nothing from partition(s) ${unread.join(', ')} within ${options.firstRecordMs ?? 30_000} ms although records were left; run the command again to go on${checkpoint ? ` (checkpoint ${checkpoint.path})` : ''}`);
+    }
     return { replayed, skipped, interrupted };
   } finally {
     clearTimeout(quiet);
