@@ -61,7 +61,8 @@ test('topics apply creates every pipeline topic, per-kind queues included, with 
 
   // With the topics there, start comes up (and stops on SIGTERM); see cli.test.ts for the embedded log.
   const start = await runCli(['start', '--services', 'dispatcher'], { ...env, PORT: '0' }, undefined, 'ingress started');
-  expect(start.code).toBe(0);
+  expect({ code: start.code, stderr: start.stderr }).toEqual({ code: 0, stderr: '' });
+  expect(start.stdout).toContain('"stopped"');
 }, 90_000);
 
 test('topic settings are validated like every other variable', async () => {

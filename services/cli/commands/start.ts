@@ -42,19 +42,21 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     throw error;
   }
   phase = { name: 'process', check: () => null };
-  ctx.logger.info('ingress started', {
-    services, port: running.port, adminPort: admin?.port ?? null, log: backends.log.kind, store: backends.store.kind, registry: backends.registry.kind,
-    dataDir: backends.log.kind === 'embedded' || backends.store.kind === 'filesystem' || backends.registry.kind === 'file' ? ctx.config.dataDir : undefined,
-  });
-  if (running.port !== null) ctx.err(`ingress listening on http://${ctx.config.host === '0.0.0.0' ? 'localhost' : ctx.config.host}:${running.port} (POST /hook/{workflowId})`);
-
-  const signal = await new Promise<string>((resolve) => {
+  // Listen for the signals before saying we started: whoever waits for that line may signal at once.
+  const signalled = new Promise<string>((resolve) => {
     // Signal listeners do not keep Node running: stages alone on the embedded log wait on promises only.
     const keepAlive = setInterval(() => undefined, 1 << 30);
     const stop = (name: string) => { clearInterval(keepAlive); resolve(name); };
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  ctx.logger.info('ingress started', {
+    services, port: running.port, adminPort: admin?.port ?? null, log: backends.log.kind, store: backends.store.kind, registry: backends.registry.kind,
+    dataDir: backends.log.kind === 'embedded' || backends.store.kind === 'filesystem' || backends.registry.kind === 'file' ? ctx.config.dataDir : undefined,
+  });
+  if (running.port !== null) ctx.err(`ingress listening on http://${ctx.config.host === '0.0.0.0' ? 'localhost' : ctx.config.host}:${running.port} (POST /hook/{workflowId})`);
+
+  const signal = await signalled;
   phase = { name: 'process', check: () => 'shutting down' };
   const grace = ctx.config.shutdownGraceMs;
   ctx.logger.info('stopping', { signal, graceMs: grace });
