@@ -1,4 +1,4 @@
-import { metrics, type Meter } from '@opentelemetry/api';
+import { metrics, type Attributes, type Meter } from '@opentelemetry/api';
 
 /**
  * The service's metrics, through the OpenTelemetry metrics API. The instruments come from the global meter
@@ -25,12 +25,24 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
   const stageRecords = meter.createCounter('ingress.stage.records', { description: 'Input records a stage finished, by outcome', unit: '{record}' });
   const deadLetters = meter.createCounter('ingress.dead_letters', { description: 'Records sent to the dead-letter topic, by stage and error code', unit: '{record}' });
   const lag = meter.createObservableGauge('messaging.kafka.consumer.lag', { description: 'Records in the stage input topic not yet committed by the stage', unit: '{record}' });
+  // The hot path allocates no attribute objects: one set per status and trigger kind, made once.
+  const requestAttributes = new Map<string, { count: Attributes; duration: Attributes; bytes: Attributes }>();
+  const attributesOf = (status: number, triggerKind: string) => {
+    const key = `${status} ${triggerKind}`;
+    let set = requestAttributes.get(key);
+    if (!set) {
+      const count = { 'http.response.status_code': status, 'ingress.trigger_kind': triggerKind };
+      set = { count, duration: { 'http.request.method': 'POST', 'http.route': '/hook/{workflowId}', ...count }, bytes: { 'ingress.trigger_kind': triggerKind } };
+      requestAttributes.set(key, set);
+    }
+    return set;
+  };
   return {
     request(status, triggerKind, seconds, bodyBytes) {
-      const attributes = { 'http.response.status_code': status, 'ingress.trigger_kind': triggerKind ?? 'none' };
-      requests.add(1, attributes);
-      duration.record(seconds, { 'http.request.method': 'POST', 'http.route': '/hook/{workflowId}', ...attributes });
-      if (bodyBytes > 0) bytesIn.add(bodyBytes, { 'ingress.trigger_kind': attributes['ingress.trigger_kind'] });
+      const attributes = attributesOf(status, triggerKind ?? 'none');
+      requests.add(1, attributes.count);
+      duration.record(seconds, attributes.duration);
+      if (bodyBytes > 0) bytesIn.add(bodyBytes, attributes.bytes);
     },
     stageRecord(stage, outcome, errorCode) {
       stageRecords.add(1, { 'ingress.stage': stage, 'ingress.outcome': outcome });
