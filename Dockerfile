@@ -14,6 +14,8 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY schemas ./schemas
 USER node
-EXPOSE 8080
+# 8080: the hooks; 8081: /healthz and /readyz (ADMIN_PORT) for the orchestrator's probes.
+EXPOSE 8080 8081
+HEALTHCHECK --interval=10s --timeout=3s CMD node -e "const p=process.env.ADMIN_PORT||'8081';if(p==='0')process.exit(0);fetch('http://127.0.0.1:'+p+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 ENTRYPOINT ["node", "dist/services/cli/main.js"]
 CMD ["start"]

@@ -40,3 +40,21 @@ export function numberFlag(args: ParsedArgs, name: string, min: number): number 
   if (v === true || !Number.isFinite(n) || n < min) throw new UsageError(`--${name} takes a number of at least ${min}`);
   return n;
 }
+
+/** `--from 42` (an offset) or `--from 2026-11-22T05:00:00Z` (an ISO time); null when absent. */
+export type Position = { offset: bigint } | { time: number };
+
+export function positionFlag(args: ParsedArgs, name: string, what: 'offset-or-time' | 'time'): Position | null {
+  const v = args.flags.get(name);
+  if (v === undefined) return null;
+  if (v !== true && what === 'offset-or-time' && /^\d+$/.test(v)) return { offset: BigInt(v) };
+  const time = v === true || !/^\d{4}-\d{2}-\d{2}/.test(v) ? NaN : Date.parse(v);
+  if (Number.isNaN(time)) throw new UsageError(`--${name} takes ${what === 'time' ? 'an ISO time' : 'an offset or an ISO time'} (e.g. 2026-11-22T05:00:00Z)`);
+  return { time };
+}
+
+export function stringFlag(args: ParsedArgs, name: string): string | null {
+  const v = args.flags.get(name);
+  if (v === true) throw new UsageError(`--${name} needs a value`);
+  return v ?? null;
+}

@@ -11,7 +11,10 @@ export interface CommandContext {
   logger: Logger;
   out(line: string): void;
   err(line: string): void;
+  /** Read-only on the embedded log, so it works alongside a running service. */
   openLog(): Promise<EventLog>;
+  /** For commands that append (replays): on the embedded log this takes the DATA_DIR lock, so no service may run. */
+  openLogForWriting(): Promise<EventLog>;
   openStore(): Promise<ObjectStore>;
   openRegistry(): Promise<Registry>;
   sealer(): CredentialSealer;

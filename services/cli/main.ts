@@ -8,21 +8,30 @@ import { BLOB_USAGE, blobCommand } from './commands/blob';
 import { CREDENTIALS_USAGE, WORKFLOWS_USAGE, credentialsCommand, workflowsCommand } from './commands/documents';
 import { START_USAGE, startCommand } from './commands/start';
 import { TAIL_USAGE, tailCommand } from './commands/tail';
+import { TOPICS_USAGE, topicsCommand } from './commands/topics';
+import { REPLAY_USAGE, replayCommand } from './commands/replay';
+import { DEAD_LETTERS_USAGE, deadLettersCommand } from './commands/dead-letters';
 
 const USAGE = `usage:
   ${START_USAGE}
   ${WORKFLOWS_USAGE}
   ${CREDENTIALS_USAGE}
+  ${TOPICS_USAGE}
   ${TAIL_USAGE}
   ${BLOB_USAGE}
+  ${REPLAY_USAGE}
+  ${DEAD_LETTERS_USAGE}
 Backends come from the environment (KAFKA_BROKERS, AZURE_STORAGE_CONNECTION_STRING, COSMOS_ENDPOINT/COSMOS_KEY, DATA_DIR); see README.md.`;
 
 const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> = {
   start: { run: startCommand, valued: ['services'] },
   workflows: { run: workflowsCommand, valued: [] },
   credentials: { run: credentialsCommand, valued: [] },
+  topics: { run: topicsCommand, valued: [] },
   tail: { run: tailCommand, valued: ['max', 'timeout'] },
   blob: { run: blobCommand, valued: [] },
+  replay: { run: replayCommand, valued: ['from', 'to', 'workflow', 'checkpoint'] },
+  'dead-letters': { run: deadLettersCommand, valued: ['stage', 'since', 'workflow'] },
 };
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -48,6 +57,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     out: (line) => process.stdout.write(line + '\n'),
     err: (line) => process.stderr.write(line + '\n'),
     openLog: () => openLog(config, logger, { readOnlyLog: true }),
+    openLogForWriting: () => openLog(config, logger),
     openStore: () => openStore(config),
     openRegistry: () => openRegistry(config),
     sealer: () => {

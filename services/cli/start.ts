@@ -5,6 +5,7 @@ import { pipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import { createReceiver, type Receiver } from '../receiver/receiver';
+import { createAcceptGate } from '../receiver/accept-gate';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { startSampler } from '../sampler/sampler';
@@ -18,6 +19,9 @@ import { byProtocol } from '../triggers/by-protocol';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
+import { checkTopics } from './pipeline-topics';
+import { createIngressMetrics } from '../platform/telemetry/metrics';
+import type { ReadinessCheck } from '../platform/health/admin-server';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -25,7 +29,10 @@ export type ServiceName = (typeof SERVICES)[number];
 export interface RunningServices {
   /** The receiver's port, when it runs. */
   port: number | null;
-  stop(): Promise<void>;
+  /** What /readyz checks: the backends answer, the receiver listens, every stage is a member of its group. */
+  readiness: ReadinessCheck[];
+  /** Stop accepting, let requests in flight finish (up to `receiverGraceMs`), then stop the stages (they commit). */
+  stop(receiverGraceMs?: number): Promise<void>;
 }
 
 /** Every trigger kind of this build, bounded by the configuration. */
@@ -55,13 +62,15 @@ export async function checkCredentialsReadable(backends: Backends): Promise<void
 
 export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
   const codec = defaultAvroCodec();
+  // After startTelemetry: the global meter provider is the SDK's when OTEL_* asks for an exporter, else a no-op.
+  const metrics = createIngressMetrics();
   const catalog = triggerCatalog(config);
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
-  await backends.log.ensureTopics([topics.received, topics.decoded, topics.deadLetter, ...queues]);
+  await checkTopics(config, backends.log);
   if (services.includes('receiver')) await checkCredentialsReadable(backends);
 
-  const stages: StageHandle[] = [];
+  const stages: { name: ServiceName; handle: StageHandle }[] = [];
   let receiver: Receiver | null = null;
   let port: number | null = null;
   try {
@@ -69,32 +78,46 @@ export async function startServices(config: Config, backends: Backends, services
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
       // AS2 bodies are opened again by the decoder, with the credential as it is now (README: AS2).
       const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
-      stages.push(await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }) }));
+      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics }) });
     }
     if (services.includes('dispatcher')) {
-      stages.push(await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), executionQueues: config.executionQueues }));
+      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues }) });
     }
     if (services.includes('sampler')) {
-      stages.push(await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), queues, keep: config.sampleDataKeep }));
+      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep }) });
     }
     if (services.includes('receiver')) {
       receiver = createReceiver({
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs, redactQueryParams: config.redactQueryParams,
+        acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }), metrics,
       });
       port = await receiver.listen(config.port, config.host);
     }
   } catch (error) {
     await receiver?.close();
-    for (const s of stages) await s.stop().catch(() => undefined);
+    for (const s of stages) await s.handle.stop().catch(() => undefined);
     throw error;
   }
+  const inputs: Record<string, string[]> = { decoder: [topics.received], dispatcher: [topics.decoded], sampler: queues };
+  metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async (topic) => ({
+    stage: name, topic, lag: await backends.log.consumerLag(topics.group(name), topic),
+  }))))));
+  const listening = receiver;
+  const readiness: ReadinessCheck[] = [
+    { name: 'log', check: async () => { await backends.log.missingTopics([topics.received]); return null; } },
+    { name: 'store', check: async () => { await backends.store.head('readyz'); return null; } },
+    { name: 'registry', check: async () => { await backends.registry.workflows.get('readyz'); return null; } },
+    ...stages.map(({ name, handle }) => ({ name, check: () => handle.notReady() })),
+    ...(listening ? [{ name: 'receiver', check: () => (listening.server.listening ? null : 'not listening') }] : []),
+  ];
   return {
     port,
-    async stop() {
+    readiness,
+    async stop(receiverGraceMs) {
       // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
-      await receiver?.close();
-      for (const s of stages) await s.stop();
+      await receiver?.close(receiverGraceMs);
+      for (const s of stages) await s.handle.stop();
     },
   };
 }

@@ -3,8 +3,10 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog, StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
+import { carryReplayMark } from '../platform/log/replay-marking';
 import { MAX_RECORD_BYTES, type PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
@@ -26,6 +28,7 @@ export interface DecoderDeps {
   /** Credentials, for kinds whose decode opens the body again (AS2). */
   credential?(id: string): Promise<CredentialDocument | null>;
   logger: Logger;
+  metrics?: IngressMetrics;
 }
 
 export function bodyServices(store: ObjectStore, logger: Logger, credential?: DecodeServices['credential']): DecodeServices {
@@ -65,9 +68,9 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       if (value.length > MAX_RECORD_BYTES) {
         throw new StageInputError('output-too-large', `the decoded output is ${value.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit; Raw Body stores such a body as a file instead`);
       }
-      return [{ topic: topics.decoded, key: received.workflowId, value, headers: traceHeaders() }];
+      return [{ topic: topics.decoded, key: received.workflowId, value, headers: carryReplayMark(record.headers, traceHeaders()) }];
     });
-  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger });
+  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics });
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handle,
     onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, workflowId: rec?.key ?? null, error }),

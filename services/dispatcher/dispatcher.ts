@@ -2,8 +2,10 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
 import type { EventLog, OutRecord, StageHandle } from '../platform/log/event-log';
 import { withDeadLettering } from '../platform/log/dead-lettering';
+import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import { executionId } from './execution-id';
 
@@ -16,6 +18,7 @@ export interface DispatcherDeps {
   topics: PipelineTopics;
   codec: AvroCodec;
   logger: Logger;
+  metrics?: IngressMetrics;
   executionQueues: Record<TriggerKind, string>;
 }
 
@@ -25,9 +28,10 @@ export function executionInput(decoded: Decoded, itemValue: string): string {
   return `{${JSON.stringify(decoded.triggerNode)}:${itemValue}${path}}`;
 }
 
+/** `replayOf`: the original record's identity when the decoded record is a replay (replay-marking.ts). */
 export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'codec' | 'executionQueues'>, replayOf: string | null = null): OutRecord[] {
   const now = Date.now();
-  const headers = traceHeaders();
+  const headers = replayOf === null ? traceHeaders() : { ...traceHeaders(), [REPLAY_OF_HEADER]: replayOf };
   return decoded.items.map((item, batchIndex) => ({
     topic: deps.executionQueues[decoded.triggerKind],
     key: decoded.workflowId,
@@ -53,8 +57,8 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
   const handle = withDeadLettering(async (record) => inConsumerSpan(`${topics.decoded} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.decoded, topics.group('dispatcher')), async (span) => {
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
-    return executionRecords(decoded, deps);
-  }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger });
+    return executionRecords(decoded, deps, replayOf(record.headers));
+  }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics });
   return deps.log.runStage({
     group: topics.group('dispatcher'), topic: topics.decoded, handle,
     onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),

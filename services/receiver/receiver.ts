@@ -20,6 +20,8 @@ import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import { openedCredentials } from '../platform/registry/opened-credentials';
+import type { AcceptGate } from './accept-gate';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
@@ -40,6 +42,15 @@ export interface ReceiverDeps {
   workflowCacheMs: number;
   /** Query names whose values never reach the received record, beyond the built-in ones. */
   redactQueryParams: ReadonlySet<string>;
+  /** Back-pressure (accept-gate.ts): accepts waiting for the log beyond this are answered 503 at once. */
+  acceptGate: AcceptGate;
+  metrics: Pick<IngressMetrics, 'request'>;
+}
+
+/** What a request turned out to be, for its metrics. */
+interface RequestFacts {
+  triggerKind: string | null;
+  bodyBytes: number;
 }
 
 export interface Receiver {
@@ -70,7 +81,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     void drainBody(req, deps.maxBodyBytes).then(() => { if (!req.complete) req.socket.destroy(); });
   }
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): Promise<number> {
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
     const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, errorAnswer('not-found')); return 404; }
     if (req.method !== 'POST') { refuse(req, res, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
@@ -95,6 +106,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return 200;
     }
     const { node, plugin } = selected;
+    facts.triggerKind = plugin.kindOf(node);
 
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(req.headers)) {
@@ -111,6 +123,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
     const admission = await plugin.admit(request, node, services);
     if (!admission.ok) { refuse(req, res, admission.answer); return admission.answer.status; }
+    if (deps.acceptGate.saturated()) { refuse(req, res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS })); return 503; }
 
     const day = new Date(request.receivedAt).toISOString().slice(0, 10);
     const outcome = await readBody(req, {
@@ -133,6 +146,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return 499; // the client went away; nothing was accepted
     }
     const { body } = outcome;
+    facts.bodyBytes = body.size;
 
     const inspected = await plugin.inspect(request, node, body, services);
     if (!inspected.ok) {
@@ -161,15 +175,27 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     };
     const trail = traceHeaders();
     received.traceparent = trail.traceparent ?? null;
-    try {
-      await log.append([{ topic: deps.topics.received, key: workflow.id, value: codec.encode('Received', received), headers: trail }]);
-    } catch (error) {
-      // The claim check stays: a failed append may still have reached the log (at-least-once).
-      logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
+    const value = codec.encode('Received', received);
+    /** Nothing was accepted: the kind's own answer (an AS2 failure MDN, a SOAP Fault), else 503. */
+    const refuseAccepted = async (): Promise<number> => {
       const own = await plugin.notAccepted?.(request, node, inspected.inspection, services);
       const failed = own ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
       send(res, failed);
       return failed.status;
+    };
+    if (!deps.acceptGate.tryEnter(value.length)) {
+      if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
+      logger.warn('log saturated, request refused', { requestId, workflowId: workflow.id, pending: deps.acceptGate.pending().count });
+      return refuseAccepted();
+    }
+    try {
+      await log.append([{ topic: deps.topics.received, key: workflow.id, value, headers: trail }]);
+    } catch (error) {
+      // The claim check stays: a failed append may still have reached the log (at-least-once).
+      logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
+      return refuseAccepted();
+    } finally {
+      deps.acceptGate.leave(value.length);
     }
     const pending = plugin.accepted(request, node, body, inspected.inspection, services);
     // Most answers are ready at once; awaiting only real promises keeps a microtask hop off the hot path.
@@ -180,14 +206,17 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
   const server = http.createServer((req, res) => {
     const requestId = randomUUID();
+    const started = performance.now();
+    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0 };
     res.setHeader('x-request-id', requestId);
     const span = tracer().startSpan('POST /hook/{workflowId}', {
       kind: SpanKind.SERVER,
       attributes: { 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId },
     });
     context.with(trace.setSpan(context.active(), span), () => {
-      handle(req, res, requestId).then(
+      handle(req, res, requestId, facts).then(
         (status) => {
+          deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes);
           span.setAttribute('http.response.status_code', status);
           if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
           span.end();
@@ -195,6 +224,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         (error) => {
           logger.error('request failed', { requestId, error });
           send(res, errorAnswer('internal-error'));
+          deps.metrics.request(500, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes);
           span.recordException(error as Error);
           span.setStatus({ code: SpanStatusCode.ERROR });
           span.setAttribute('http.response.status_code', 500);

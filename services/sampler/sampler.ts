@@ -3,6 +3,7 @@ import type { EventLog, StageHandle } from '../platform/log/event-log';
 import { withDeadLettering } from '../platform/log/dead-lettering';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { SampleStore } from '../platform/registry/registry';
 
 /**
@@ -16,6 +17,7 @@ export interface SamplerDeps {
   codec: AvroCodec;
   samples: SampleStore;
   logger: Logger;
+  metrics?: IngressMetrics;
   /** Every distinct execution queue. */
   queues: string[];
   keep: number;
@@ -45,7 +47,7 @@ export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
       data: input[execution.triggerNode],
     }, deps.keep);
     return [];
-  }, { stage: 'sampler', topic: deps.topics.deadLetter, codec, logger });
+  }, { stage: 'sampler', topic: deps.topics.deadLetter, codec, logger, metrics: deps.metrics });
   const stages: StageHandle[] = [];
   for (const topic of deps.queues) {
     stages.push(await deps.log.runStage({
@@ -53,5 +55,8 @@ export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
       onRetry: (error, rec, attempt) => logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
     }));
   }
-  return { async stop() { for (const s of stages) await s.stop(); } };
+  return {
+    async stop() { for (const s of stages) await s.stop(); },
+    notReady: () => stages.map((s) => s.notReady()).find((reason) => reason !== null) ?? null,
+  };
 }

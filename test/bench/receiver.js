@@ -3,6 +3,7 @@
 const os = require('node:os');
 const path = require('node:path');
 const { rmSync } = require('node:fs');
+const { execFileSync } = require('node:child_process');
 const { ROOT, CLI, arg, start, stop, benchDataDir, loadTest } = require('./support');
 
 async function measure(name, server, seconds, connections, body) {
@@ -21,7 +22,7 @@ async function main() {
   while (JSON.stringify(item).length < 1000) item.lines.push({ sku: `SKU-${item.lines.length}`, qty: 1, price: '9.99' });
   const body = JSON.stringify(item).padEnd(1024, ' ');
   const dataDir = await benchDataDir();
-  const env = { DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
+  const env = { DATA_DIR: dataDir, PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
 
   const rows = [];
   const baseline = await measure('bare node:http', await start(path.join(__dirname, 'baseline-server.js'), [], {}), seconds, connections, body);
@@ -32,7 +33,8 @@ async function main() {
     const { startKafka } = require(path.join(ROOT, 'infra/kafka/start-kafka.js'));
     const kafka = await startKafka();
     try {
-      const kenv = { ...env, KAFKA_BROKERS: kafka.brokers, INGRESS_TOPIC_PREFIX: `bench${Date.now()}.` };
+      const kenv = { ...env, KAFKA_BROKERS: kafka.brokers, INGRESS_TOPIC_PREFIX: `bench${Date.now()}.`, KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1' };
+      execFileSync(process.execPath, [CLI, 'topics', 'apply'], { env: { ...process.env, ...kenv }, stdio: ['ignore', 'ignore', 'inherit'] });
       rows.push(['receiver alone, durable accept on Kafka (acks=all, idempotent)', await measure('receiver (kafka)', await start(CLI, ['start', '--services', 'receiver'], kenv), seconds, connections, body)]);
     } finally {
       await kafka.stop();

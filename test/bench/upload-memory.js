@@ -31,7 +31,7 @@ function upload(url, mib) {
 
 async function run(label, services, uploads, mib) {
   const dataDir = await benchDataDir();
-  const server = await start(CLI, ['start', '--services', services], { DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', MAX_BODY_BYTES: `${mib + 1}MiB` });
+  const server = await start(CLI, ['start', '--services', services], { DATA_DIR: dataDir, PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', MAX_BODY_BYTES: `${mib + 1}MiB` });
   try {
     await new Promise((r) => setTimeout(r, 500));
     const idle = rssMiB(server.child.pid);

@@ -8,6 +8,14 @@ import { loadConfig, type Config } from '../../services/platform/config/config';
 import { createLogger, type Logger } from '../../services/platform/logger/logger';
 import { pipelineTopics, type PipelineTopics } from '../../services/platform/log/topics';
 import { requireTestEnv, TEST_ENV } from './servers';
+import type { EventLog } from '../../services/platform/log/event-log';
+import type { KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
+import { topicSpecs } from '../../services/cli/pipeline-topics';
+
+/** What `ingress topics apply` does, before a service starts on Kafka (it refuses to create topics itself). */
+export async function applyTopics(config: Config, log: EventLog): Promise<void> {
+  if (log.kind === 'kafka') await (log as KafkaEventLog).applyTopics(topicSpecs(config), { warn: () => undefined });
+}
 
 /**
  * The whole service in this process, on the embedded backends (a temp DATA_DIR) or on the real
@@ -29,11 +37,15 @@ export interface TestApp {
 export function backendEnv(choice: BackendChoice, extra: Record<string, string> = {}): { env: Record<string, string>; cleanup(): void } {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'ingress-app-'));
   const id = randomUUID().replace(/-/g, '').slice(0, 10);
-  const env: Record<string, string> = { PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', INGRESS_ENCRYPTION_KEY: 'test-encryption-key-0123456789' };
+  const env: Record<string, string> = { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info', INGRESS_ENCRYPTION_KEY: 'test-encryption-key-0123456789' };
   if (choice === 'real') {
     Object.assign(env, {
       KAFKA_BROKERS: requireTestEnv(TEST_ENV.kafkaBrokers),
       INGRESS_TOPIC_PREFIX: `t${id}.`,
+      // One broker: what `ingress topics apply` creates for each app's topics.
+      KAFKA_TOPIC_PARTITIONS: '3',
+      KAFKA_REPLICATION_FACTOR: '1',
+      KAFKA_MIN_INSYNC_REPLICAS: '1',
       AZURE_STORAGE_CONNECTION_STRING: requireTestEnv(TEST_ENV.azureStorageConnectionString),
       BLOB_CONTAINER: `t${id}`,
       COSMOS_ENDPOINT: requireTestEnv(TEST_ENV.cosmosEndpoint),
@@ -55,6 +67,7 @@ export async function startTestApp(choice: BackendChoice, extra: Record<string, 
   const backends = await openBackends(config, logger);
   let running;
   try {
+    await applyTopics(config, backends.log);
     running = await startServices(config, backends, services, logger);
   } catch (error) {
     await backends.close();

@@ -10,16 +10,19 @@ export interface ServiceProcess {
   output(): string;
 }
 
-/** `ingress start` in a child; resolves once it prints the address it listens on. */
+/** `ingress start` in a child; resolves once it prints the address it listens on (or, without the receiver, once it started). */
 export function startServiceProcess(env: Record<string, string>, args: string[] = []): Promise<ServiceProcess> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, 'start', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`ingress start did not come up in 30 s:\n${out.slice(-3000)}`)); }, 30_000);
+    // Without the receiver there is no address to wait for: the started log line says the stages run.
+    const services = args.indexOf('--services') >= 0 ? args[args.indexOf('--services') + 1] : 'receiver';
     const onData = (d: Buffer) => {
       out += d.toString();
       const m = /listening on (http:\/\/[^\s]+)/.exec(out);
       if (m) { clearTimeout(timer); resolve({ child, baseUrl: m[1].replace('localhost', '127.0.0.1'), output: () => out }); }
+      else if (!services.includes('receiver') && out.includes('ingress started')) { clearTimeout(timer); resolve({ child, baseUrl: '', output: () => out }); }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
@@ -27,13 +30,16 @@ export function startServiceProcess(env: Record<string, string>, args: string[] 
   });
 }
 
-export function runCli(args: string[], env: Record<string, string>, input?: string): Promise<{ code: number; stdout: string; stderr: string }> {
+/** Run the CLI to its end; with `sigtermOn`, send it SIGTERM once its output contains that text (for `start`). */
+export function runCli(args: string[], env: Record<string, string>, input?: string, sigtermOn?: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [CLI, ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
-    child.stdout.on('data', (d) => { stdout += d; });
-    child.stderr.on('data', (d) => { stderr += d; });
+    let signalled = false;
+    const watch = () => { if (sigtermOn && !signalled && (stdout + stderr).includes(sigtermOn)) { signalled = true; child.kill('SIGTERM'); } };
+    child.stdout.on('data', (d) => { stdout += d; watch(); });
+    child.stderr.on('data', (d) => { stderr += d; watch(); });
     child.on('error', reject);
     child.on('close', (code) => resolve({ code: code ?? -1, stdout, stderr }));
     child.stdin.end(input ?? '');

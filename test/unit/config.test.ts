@@ -54,3 +54,16 @@ test('every problem is reported at once, and no secret is echoed', () => {
   expect(found).toHaveLength(4);
   expect(found.join('\n')).not.toMatch(/supersecret|tiny-secret/);
 });
+
+test('operations settings: admin port, shutdown grace, back-pressure and topic settings', () => {
+  expect(loadConfig({})).toMatchObject({
+    adminPort: 8081, shutdownGraceMs: 25_000, maxPendingAccepts: 2000, maxPendingAcceptBytes: 64 * 1024 * 1024,
+    topicSettings: { partitions: 6, replicationFactor: 3, minInsyncReplicas: 2, retentionHours: 168, deadLetterRetentionHours: 720 },
+  });
+  expect(loadConfig({ ADMIN_PORT: '0' }).adminPort).toBeNull();
+  expect(problems({ ADMIN_PORT: '8080' })).toEqual(['ADMIN_PORT=8080: must differ from PORT']);
+  expect(problems({ SHUTDOWN_GRACE_MS: '-1', MAX_PENDING_ACCEPTS: '0' })).toEqual([
+    'SHUTDOWN_GRACE_MS="-1": how long a graceful shutdown may take, in milliseconds (a whole number from 0 to 3600000)',
+    'MAX_PENDING_ACCEPTS="0": how many accepts may wait for the log before the receiver answers 503 (a whole number from 1 to 1000000)',
+  ]);
+});

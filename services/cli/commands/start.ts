@@ -1,12 +1,18 @@
+import { startAdminServer, type AdminServer, type ReadinessCheck } from '../../platform/health/admin-server';
 import { startTelemetry } from '../../platform/telemetry/sdk';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { openBackends } from '../backends';
 import type { CommandContext } from '../context';
-import { SERVICES, startServices, type ServiceName } from '../start';
+import { SERVICES, startServices, type RunningServices, type ServiceName } from '../start';
 
 export const START_USAGE = `ingress start [--services ${SERVICES.join(',')}]`;
 
-/** Run the services (all by default) until SIGTERM or SIGINT, then stop in order and exit. */
+/**
+ * Run the services (all by default) until SIGTERM or SIGINT, then shut down gracefully: /readyz turns 503, the
+ * receiver stops accepting and finishes the requests in flight, the stages commit and stop, the backends close.
+ * All of it within SHUTDOWN_GRACE_MS (the receiver gets 80% of it); past that, or on a second signal, the
+ * process exits at once with status 1 (what was answered 200 is durable either way).
+ */
 export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, ['services']);
   const list = args.flags.get('services');
@@ -14,29 +20,62 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   const unknown = services.filter((s) => !SERVICES.includes(s));
   if (list === true || services.length === 0 || unknown.length) throw new UsageError(`--services takes a comma-separated list of ${SERVICES.join(', ')}${unknown.length ? ` (unknown: ${unknown.join(', ')})` : ''}`);
 
+  let phase: ReadinessCheck = { name: 'process', check: () => 'starting' };
+  let running: RunningServices | null = null;
+  const admin: AdminServer | null = ctx.config.adminPort === null ? null : await startAdminServer({
+    port: ctx.config.adminPort, host: ctx.config.host, logger: ctx.logger,
+    checks: () => [phase, ...(running?.readiness ?? [])],
+  });
   const stopTelemetry = await startTelemetry(process.env, ctx.logger);
-  const backends = await openBackends(ctx.config, ctx.logger);
-  let running;
+  let backends;
   try {
-    running = await startServices(ctx.config, backends, services, ctx.logger);
+    backends = await openBackends(ctx.config, ctx.logger);
+    try {
+      running = await startServices(ctx.config, backends, services, ctx.logger);
+    } catch (error) {
+      await backends.close();
+      throw error;
+    }
   } catch (error) {
-    await backends.close();
+    await admin?.close();
     await stopTelemetry();
     throw error;
   }
+  phase = { name: 'process', check: () => null };
+  // Listen for the signals before saying we started: whoever waits for that line may signal at once.
+  const signalled = new Promise<string>((resolve) => {
+    // Signal listeners do not keep Node running: stages alone on the embedded log wait on promises only.
+    const keepAlive = setInterval(() => undefined, 1 << 30);
+    const stop = (name: string) => { clearInterval(keepAlive); resolve(name); };
+    process.once('SIGTERM', () => stop('SIGTERM'));
+    process.once('SIGINT', () => stop('SIGINT'));
+  });
   ctx.logger.info('ingress started', {
-    services, port: running.port, log: backends.log.kind, store: backends.store.kind, registry: backends.registry.kind,
+    services, port: running.port, adminPort: admin?.port ?? null, log: backends.log.kind, store: backends.store.kind, registry: backends.registry.kind,
     dataDir: backends.log.kind === 'embedded' || backends.store.kind === 'filesystem' || backends.registry.kind === 'file' ? ctx.config.dataDir : undefined,
   });
   if (running.port !== null) ctx.err(`ingress listening on http://${ctx.config.host === '0.0.0.0' ? 'localhost' : ctx.config.host}:${running.port} (POST /hook/{workflowId})`);
 
-  await new Promise<void>((resolve) => {
-    const stop = (signal: string) => { ctx.logger.info('stopping', { signal }); resolve(); };
-    process.once('SIGTERM', () => stop('SIGTERM'));
-    process.once('SIGINT', () => stop('SIGINT'));
+  const signal = await signalled;
+  phase = { name: 'process', check: () => 'shutting down' };
+  const grace = ctx.config.shutdownGraceMs;
+  ctx.logger.info('stopping', { signal, graceMs: grace });
+  const stopped = (async () => {
+    await running.stop(Math.floor(grace * 0.8));
+    await backends.close();
+    return 0;
+  })();
+  let timer: NodeJS.Timeout | undefined;
+  const cut = new Promise<number>((resolve) => {
+    timer = setTimeout(() => { ctx.logger.error('shutdown did not finish within SHUTDOWN_GRACE_MS; exiting', { graceMs: grace }); resolve(1); }, grace);
+    const again = (name: string) => { ctx.logger.error('second signal during shutdown; exiting', { signal: name }); resolve(1); };
+    process.once('SIGTERM', () => again('SIGTERM'));
+    process.once('SIGINT', () => again('SIGINT'));
   });
-  await running.stop();
-  await backends.close();
+  const code = await Promise.race([stopped, cut]);
+  clearTimeout(timer);
+  await admin?.close();
   await stopTelemetry();
-  return 0;
+  if (code === 0) ctx.logger.info('stopped', { signal });
+  return code;
 }

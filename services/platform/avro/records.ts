@@ -108,7 +108,7 @@ export interface ExecutionRequested {
   receivedAt: number;
   /** Epoch milliseconds. */
   requestedAt: number;
-  /** Execution id this one replays (schema default null). */
+  /** For a replay, `<topic>/<partition>/<offset>` of the original record re-fed; null for a first attempt (schema default null). */
   replayOf: string | null;
 }
 

@@ -34,6 +34,25 @@ export interface Config {
   executionQueues: Record<TriggerKindName, string>;
   /** Prepended to every topic and consumer group name. */
   topicPrefix: string;
+  /** Admin HTTP port for /healthz and /readyz; null = off (ADMIN_PORT=0). */
+  adminPort: number | null;
+  /** How long SIGTERM may take: in-flight requests, stage commits, closing the backends. */
+  shutdownGraceMs: number;
+  /** Back-pressure: accepts waiting for the log beyond these are answered 503 at once. */
+  maxPendingAccepts: number;
+  maxPendingAcceptBytes: number;
+  /** What `ingress topics apply` creates on Kafka (README "Topics"). */
+  topicSettings: TopicSettings;
+}
+
+export interface TopicSettings {
+  partitions: number;
+  /** Capped to the cluster's broker count when applied, with a warning. */
+  replicationFactor: number;
+  minInsyncReplicas: number;
+  /** Hours; 0 keeps records forever. */
+  retentionHours: number;
+  deadLetterRetentionHours: number;
 }
 
 export class ConfigError extends Error {
@@ -154,10 +173,28 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     }
   }
 
+  const adminPortValue = integer('ADMIN_PORT', 8081, 0, 65535, 'the admin port of /healthz and /readyz, 0 for none');
+  const adminPort = adminPortValue === 0 ? null : adminPortValue;
+  if (adminPort !== null && adminPort === port) problems.push(`ADMIN_PORT=${adminPort}: must differ from PORT`);
+  const shutdownGraceMs = integer('SHUTDOWN_GRACE_MS', 25_000, 0, 3_600_000, 'how long a graceful shutdown may take, in milliseconds');
+  const maxPendingAccepts = integer('MAX_PENDING_ACCEPTS', 2_000, 1, 1_000_000, 'how many accepts may wait for the log before the receiver answers 503');
+  const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
+
+  const topicSettings: TopicSettings = {
+    partitions: integer('KAFKA_TOPIC_PARTITIONS', 6, 1, 10_000, 'partitions of each pipeline topic'),
+    replicationFactor: integer('KAFKA_REPLICATION_FACTOR', 3, 1, 16, 'replicas of each pipeline topic'),
+    minInsyncReplicas: integer('KAFKA_MIN_INSYNC_REPLICAS', 2, 1, 16, 'replicas that must acknowledge an append'),
+    retentionHours: integer('KAFKA_RETENTION_HOURS', 168, 0, 876_000, 'hours the pipeline topics keep records, 0 for ever'),
+    deadLetterRetentionHours: integer('KAFKA_DEAD_LETTER_RETENTION_HOURS', 720, 0, 876_000, 'hours the dead-letter topic keeps records, 0 for ever'),
+  };
+  if (get('KAFKA_MIN_INSYNC_REPLICAS') !== undefined && topicSettings.minInsyncReplicas > topicSettings.replicationFactor) {
+    problems.push(`KAFKA_MIN_INSYNC_REPLICAS=${topicSettings.minInsyncReplicas}: at most KAFKA_REPLICATION_FACTOR (${topicSettings.replicationFactor}), or no append could ever be acknowledged`);
+  }
+
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, maxInflatedBytes, multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix,
-    redactQueryParams,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
+    adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams,
   };
 }

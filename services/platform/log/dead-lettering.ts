@@ -1,5 +1,6 @@
 import type { AvroCodec } from '../avro/codec';
 import type { Logger } from '../logger/logger';
+import type { IngressMetrics } from '../telemetry/metrics';
 import type { LogRecord, OutRecord, StageHandler } from './event-log';
 
 /**
@@ -17,6 +18,8 @@ export interface DeadLetteringOptions {
   maxAttempts?: number;
   /** Failures that retrying cannot fix (bad input, unknown schema…). */
   isPermanent?: (error: unknown) => boolean;
+  /** Stage throughput and dead letters. */
+  metrics?: Pick<IngressMetrics, 'stageRecord'>;
 }
 
 const PERMANENT_NAMES = new Set(['IngressError', 'AvroDecodeError', 'SyntaxError', 'DocumentError', 'StageInputError']);
@@ -42,6 +45,7 @@ export function withDeadLettering(handle: StageHandler, options: DeadLetteringOp
     try {
       const out = await handle(record);
       attempts.delete(id);
+      options.metrics?.stageRecord(options.stage, 'processed');
       return out;
     } catch (error) {
       const attempt = (attempts.get(id) ?? 0) + 1;
@@ -52,6 +56,7 @@ export function withDeadLettering(handle: StageHandler, options: DeadLetteringOp
       attempts.delete(id);
       const err = error as Error & { code?: unknown };
       const code = typeof err.code === 'string' ? err.code : err.name ?? 'error';
+      options.metrics?.stageRecord(options.stage, 'dead-lettered', code);
       options.logger.warn('record dead-lettered', { stage: options.stage, topic: record.topic, partition: record.partition, offset: record.offset, workflowId: record.key, errorCode: code, attempts: attempt, error: err });
       const value = options.codec.encode('DeadLetter', {
         stage: options.stage,

@@ -44,6 +44,8 @@ export interface StageOptions {
 export interface StageHandle {
   /** Stop consuming, finish the record in hand, commit, and release the consumer. */
   stop(): Promise<void>;
+  /** For /readyz: null while the stage is a consuming member of its group, else why it is not. */
+  notReady(): string | null;
 }
 
 export type ReadStart =
@@ -56,6 +58,11 @@ export interface ReadOptions {
   start: ReadStart;
   /** Stop when this aborts; reading otherwise follows the log as it grows. */
   signal: AbortSignal;
+}
+
+export interface PartitionOffset {
+  partition: number;
+  offset: string;
 }
 
 export interface EventLog {
@@ -72,8 +79,16 @@ export interface EventLog {
   runStage(options: StageOptions): Promise<StageHandle>;
   /** Read a topic outside any consumer group (tail, replay). Yields until the signal aborts. */
   read(topic: string, options: ReadOptions): AsyncIterable<LogRecord>;
-  /** Create the topics if missing (embedded: no-op). */
+  /** Create the topics if missing, with the adapter's defaults (embedded: no-op). Tests and development only. */
   ensureTopics(topics: string[]): Promise<void>;
+  /** Which of these topics do not exist (embedded: none, topics exist once written). */
+  missingTopics(topics: string[]): Promise<string[]>;
+  /** The next offset of each partition of the topic (its end as of now), for bounded reads. */
+  endOffsets(topic: string): Promise<PartitionOffset[]>;
+  /** Records of the topic the group has not committed yet, over all partitions (for the lag metric). */
+  consumerLag(group: string, topic: string): Promise<number>;
+  /** Per partition, the offset of the first record at or after the time (the end where there is none). */
+  offsetsForTime(topic: string, timestamp: number): Promise<PartitionOffset[]>;
   close(): Promise<void>;
 }
 

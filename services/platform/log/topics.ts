@@ -35,3 +35,46 @@ export function pipelineTopics(prefix = ''): PipelineTopics {
     group: (stage) => `${prefix}ingress-${stage}`,
   };
 }
+
+/** One topic as `ingress topics apply` wants it. */
+export interface TopicSpec {
+  topic: string;
+  partitions: number;
+  replicationFactor: number;
+  /** Kafka topic configs, by their Kafka names. */
+  configs: Record<string, string>;
+}
+
+export interface TopicSpecSettings {
+  partitions: number;
+  replicationFactor: number;
+  minInsyncReplicas: number;
+  retentionHours: number;
+  deadLetterRetentionHours: number;
+}
+
+const HOUR_MS = 3_600_000;
+
+/**
+ * Every topic the pipeline writes: the three stage topics, the dead-letter topic and each execution queue
+ * (the default one and those EXECUTION_QUEUE_<KIND> names). The broker stamps records when it appends them
+ * (LogAppendTime): LogRecord.timestamp is "when the log accepted it", and `replay --from TIME` does not
+ * depend on the writers' clocks.
+ */
+export function pipelineTopicSpecs(topics: PipelineTopics, queues: readonly string[], settings: TopicSpecSettings): TopicSpec[] {
+  const spec = (topic: string, retentionHours: number): TopicSpec => ({
+    topic,
+    partitions: settings.partitions,
+    replicationFactor: settings.replicationFactor,
+    configs: {
+      'cleanup.policy': 'delete',
+      'retention.ms': retentionHours === 0 ? '-1' : String(retentionHours * HOUR_MS),
+      'min.insync.replicas': String(settings.minInsyncReplicas),
+      'message.timestamp.type': 'LogAppendTime',
+      // A record up to MAX_RECORD_BYTES in a batch of its own (the broker's default is 1 MiB).
+      'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES),
+    },
+  });
+  const names = [...new Set([topics.received, topics.decoded, topics.executions, ...queues])];
+  return [...names.map((t) => spec(t, settings.retentionHours)), spec(topics.deadLetter, settings.deadLetterRetentionHours)];
+}

@@ -1,13 +1,16 @@
 import type { Logger } from '../logger/logger';
 
 /**
- * Start the OpenTelemetry Node SDK when the standard OTEL_* variables ask for an exporter. Without
- * them the API stays a no-op and costs nothing on the hot path. Incoming HTTP is traced by the
+ * Start the OpenTelemetry Node SDK when the standard OTEL_* variables ask for an exporter (traces or metrics).
+ * Without them the API stays a no-op and costs nothing on the hot path. Once the SDK runs, metrics
+ * (metrics.ts) go to OTEL_METRICS_EXPORTER (otlp unless it says console, prometheus or none). Incoming HTTP is traced by the
  * receiver itself (its own server span), so the http instrumentation only traces outgoing calls
  * (Azure Blob, Cosmos DB); kafkajs is traced by its instrumentation.
  */
 export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Promise<() => Promise<void>> {
-  const wanted = env.OTEL_SDK_DISABLED !== 'true' && Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || (env.OTEL_TRACES_EXPORTER && env.OTEL_TRACES_EXPORTER !== 'none'));
+  const asked = (name: string) => Boolean(env[name] && env[name] !== 'none');
+  const wanted = env.OTEL_SDK_DISABLED !== 'true'
+    && (asked('OTEL_EXPORTER_OTLP_ENDPOINT') || asked('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') || asked('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') || asked('OTEL_TRACES_EXPORTER') || asked('OTEL_METRICS_EXPORTER'));
   if (!wanted) return async () => undefined;
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
   const { HttpInstrumentation } = await import('@opentelemetry/instrumentation-http');

@@ -133,6 +133,30 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       expect(values).toContain('out-of-in-late-4');
     });
 
+    test('end offsets, offsets for a time, missing topics, and a group\'s lag (replay and metrics rely on them)', async () => {
+      const log = await fixture.open();
+      const topic = topicName('positions');
+      const output = topicName('positions-out');
+      const group = `contract-lag-${randomUUID().slice(0, 8)}`;
+      await log.ensureTopics([topic, output]);
+      expect(await log.missingTopics([topic])).toEqual([]);
+      await log.append([rec(topic, 'k', 'a'), rec(topic, 'k', 'b')]);
+      const between = Date.now() + 1;
+      await new Promise((r) => setTimeout(r, 5));
+      await log.append([rec(topic, 'k', 'c')]);
+      const total = (await log.endOffsets(topic)).reduce((n, p) => n + Number(p.offset), 0);
+      expect(total).toBe(3);
+      const atTime = await log.offsetsForTime(topic, between);
+      expect(atTime.reduce((n, p) => n + Number(p.offset), 0)).toBe(2);
+      expect(await log.consumerLag(group, topic)).toBe(3);
+      const stage = await log.runStage({ group, topic, handle: async (r) => [rec(output, r.key, r.value.toString())] });
+      await collect(log, output, 3);
+      let lag = await log.consumerLag(group, topic);
+      while (lag > 0) { await new Promise((r) => setTimeout(r, 100)); lag = await log.consumerLag(group, topic); }
+      expect(stage.notReady()).toBeNull();
+      await stage.stop();
+    });
+
     test('a handler that fails is retried and its record is not skipped', async () => {
       const log = await fixture.open();
       const input = topicName('retry-in');

@@ -187,6 +187,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           await loop;
           runningStages.delete(key);
         },
+        notReady: () => (stop.signal.aborted ? 'stopped' : null),
       };
     },
 
@@ -204,6 +205,22 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     },
 
     async ensureTopics() { /* topics exist once written */ },
+
+    async missingTopics() { return []; },
+
+    async endOffsets(topic) {
+      if (options.readOnly) await journal.refresh();
+      return [{ partition: 0, offset: String(topicState(topic).spans.length) }];
+    },
+
+    async consumerLag(group, topic) {
+      return topicState(topic).spans.length - (committed.get(groupKey(group, topic)) ?? 0);
+    },
+
+    async offsetsForTime(topic, timestamp) {
+      if (options.readOnly) await journal.refresh();
+      return [{ partition: 0, offset: String(startOffset(topic, { from: 'time', timestamp })) }];
+    },
 
     async close() {
       if (closed) return;

@@ -242,6 +242,8 @@ export class CoalescingProducer {
         maxInFlightRequests: 5, // the most idempotence allows; one sendBatch is in flight anyway
         retry: PRODUCER_RETRY,
         createPartitioner: Partitioners.DefaultPartitioner,
+        // Topics come from `ingress topics apply`, never from a broker's auto-creation with its defaults.
+        allowAutoTopicCreation: false,
       });
       producer.on(producer.events.REQUEST, (event) => {
         if (event.payload.apiName === 'Produce') this.counters.produceRequests++;

@@ -4,6 +4,8 @@ import { silentLogger, type Logger } from '../../logger/logger';
 import { CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
 import { createKafkaClient, unavailable } from './kafka-client';
 import { readTopic } from './reader';
+import { applyTopics, missingTopics, type TopicApplyOptions, type TopicApplyResult } from './topic-admin';
+import type { TopicSpec } from '../topics';
 import { startTransactionalStage, type StageConsumerSettings } from './transactional-stage';
 import { TOPIC_MAX_MESSAGE_BYTES } from '../topics';
 
@@ -37,6 +39,8 @@ export interface KafkaEventLog extends EventLog {
   readonly kind: 'kafka';
   /** Group-commit counters of append(): how many produce requests carried how many appends. */
   stats(): AppendStats;
+  /** `ingress topics apply`: create or update the topics as specified (topic-admin.ts). */
+  applyTopics(specs: TopicSpec[], options: TopicApplyOptions): Promise<TopicApplyResult[]>;
 }
 
 const TOPIC_DEFAULTS = { partitions: 3, replicationFactor: 1 };
@@ -98,7 +102,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
         // Same transactional id: a second instance in this process would fence the first.
         throw new EventLogError(`stage ${stageOptions.group} already consumes ${stageOptions.topic} in this process`, 'log-unavailable');
       }
-      const placeholder: StageHandle = { stop: async () => undefined };
+      const placeholder: StageHandle = { stop: async () => undefined, notReady: () => 'starting' };
       stages.set(key, placeholder);
       let inner: StageHandle;
       try {
@@ -121,6 +125,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
           stopping ??= inner.stop().finally(() => { if (stages.get(key) === handle) stages.delete(key); });
           return stopping;
         },
+        notReady: () => inner.notReady(),
       };
       stages.set(key, handle);
       return handle;
@@ -161,6 +166,58 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
         });
       } catch (error) {
         throw unavailable(`kafka could not create topics ${missing.join(', ')}`, error);
+      }
+    },
+
+    async missingTopics(topics) {
+      ensureOpen();
+      try {
+        return await missingTopics(await admin(), topics);
+      } catch (error) {
+        throw unavailable('kafka could not list topics', error);
+      }
+    },
+
+    async endOffsets(topic) {
+      ensureOpen();
+      try {
+        return (await (await admin()).fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, offset: p.high }));
+      } catch (error) {
+        throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
+      }
+    },
+
+    async consumerLag(group, topic) {
+      ensureOpen();
+      try {
+        const client = await admin();
+        const [ends, [committed]] = await Promise.all([client.fetchTopicOffsets(topic), client.fetchOffsets({ groupId: group, topics: [topic] })]);
+        const done = new Map((committed?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
+        // A partition the group never committed (-1) is behind by everything it holds.
+        return ends.reduce((sum, p) => {
+          const from = done.get(p.partition) ?? -1n;
+          return sum + Number(BigInt(p.high) - (from < 0n ? BigInt(p.low) : from));
+        }, 0);
+      } catch (error) {
+        throw unavailable(`kafka could not compute the lag of ${group} on ${topic}`, error);
+      }
+    },
+
+    async offsetsForTime(topic, timestamp) {
+      ensureOpen();
+      try {
+        return await (await admin()).fetchTopicOffsetsByTimestamp(topic, timestamp);
+      } catch (error) {
+        throw unavailable(`kafka could not look up the offsets of ${topic} at a time`, error);
+      }
+    },
+
+    async applyTopics(specs, applyOptions) {
+      ensureOpen();
+      try {
+        return await applyTopics(await admin(), specs, applyOptions);
+      } catch (error) {
+        throw unavailable('kafka could not apply the topics', error);
       }
     },
 

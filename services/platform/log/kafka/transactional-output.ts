@@ -102,6 +102,7 @@ export class TransactionalOutput {
       transactionTimeout: this.transactionTimeout,
       retry: PRODUCER_RETRY,
       createPartitioner: Partitioners.DefaultPartitioner,
+      allowAutoTopicCreation: false, // topics come from `ingress topics apply`
     });
     try {
       await producer.connect();

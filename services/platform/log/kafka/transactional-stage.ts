@@ -49,7 +49,7 @@ type Then = 'resume' | 'recover';
 export async function startTransactionalStage(ctx: StageContext, options: StageOptions): Promise<StageHandle> {
   const stage = new TransactionalStage(ctx, options);
   await stage.start();
-  return { stop: () => stage.stop() };
+  return { stop: () => stage.stop(), notReady: () => stage.notReady() };
 }
 
 class TransactionalStage {
@@ -60,6 +60,8 @@ class TransactionalStage {
   private readonly timers = new Map<number, NodeJS.Timeout>();
   private restartTimer: NodeJS.Timeout | null = null;
   private crashes = 0;
+  /** Why the consumer is not a member of its group right now (for /readyz); null when it is. */
+  private membership: string | null = 'joining its consumer group';
   private stopping = false;
   private stopped: Promise<void> | null = null;
   private readonly runConfig: ConsumerRunConfig;
@@ -82,7 +84,9 @@ class TransactionalStage {
       partitionsConsumedConcurrently: 1, // one transactional producer: one transaction at a time
       eachBatch: (payload) => this.onBatch(payload),
     };
+    this.consumer.on(this.consumer.events.REBALANCING, () => { this.membership = 'rebalancing'; });
     this.consumer.on(this.consumer.events.GROUP_JOIN, ({ payload }) => {
+      this.membership = null;
       this.crashes = 0;
       // Partitions this member no longer has: their retry timers have nothing left to do.
       // Unpaused, so that they are not stuck if the group gives them back later.
@@ -97,6 +101,7 @@ class TransactionalStage {
     });
     this.consumer.on(this.consumer.events.CRASH, ({ payload }) => {
       if (this.stopping) return;
+      this.membership = `consumer crashed (${describeKafkaError(payload.error)}), restarting`;
       this.crashes++;
       this.report(payload.error, null, this.crashes);
       if (!payload.restart) this.restartLater();
@@ -115,6 +120,10 @@ class TransactionalStage {
       await this.output.close();
       throw unavailable(`kafka stage ${this.options.group} on ${this.options.topic} could not start`, error);
     }
+  }
+
+  notReady(): string | null {
+    return this.stopping ? 'stopping' : this.membership;
   }
 
   stop(): Promise<void> {

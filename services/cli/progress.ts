@@ -1,0 +1,34 @@
+/**
+ * Progress of long CLI work on a terminal: records, rate and ETA on one stderr line, rewritten at most four
+ * times a second. Off when stderr is not a TTY (piped or redirected), so scripts see only their data.
+ */
+export interface Progress {
+  /** `done` records so far; `remaining` when known, for the ETA. */
+  update(done: number, remaining: number | null): void;
+  finish(): void;
+}
+
+export function createProgress(label: string, stream: NodeJS.WriteStream = process.stderr, now: () => number = Date.now): Progress {
+  if (!stream.isTTY) return { update() {}, finish() {} };
+  const started = now();
+  let last = 0;
+  let shown = false;
+  return {
+    update(done, remaining) {
+      const t = now();
+      if (t - last < 250) return;
+      last = t;
+      const rate = done / Math.max((t - started) / 1000, 0.001);
+      const eta = remaining !== null && rate > 0 ? ` ETA ${formatSeconds(remaining / rate)}` : '';
+      stream.write(`\r${label}: ${done} records, ${Math.round(rate)}/s${eta}\u001b[K`);
+      shown = true;
+    },
+    finish() { if (shown) stream.write('\n'); },
+  };
+}
+
+function formatSeconds(s: number): string {
+  if (s < 60) return `${Math.ceil(s)}s`;
+  const m = Math.floor(s / 60);
+  return m < 60 ? `${m}m${String(Math.ceil(s % 60)).padStart(2, '0')}s` : `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
+}

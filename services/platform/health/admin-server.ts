@@ -1,0 +1,74 @@
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { Logger } from '../logger/logger';
+
+/**
+ * The admin port: `/healthz` answers 200 while the process is up (a liveness probe: restart me if this
+ * fails); `/readyz` runs every readiness check and answers 200 `{"status":"ready"}` when all pass, else 503
+ * `{"status":"not-ready","reasons":{"<check>":"<why>"}}` (a readiness probe: send me no traffic). Checks are
+ * looked up on every request, so what is checked can change as the process starts and stops.
+ */
+export interface ReadinessCheck {
+  name: string;
+  /** null when ready, else why not; a check that throws or outlasts the timeout is not ready. */
+  check(): Promise<string | null> | string | null;
+}
+
+export interface AdminServerOptions {
+  port: number;
+  host: string;
+  checks(): ReadinessCheck[];
+  logger: Logger;
+  /** Per check (default 2 s): a backend that does not answer is not ready. */
+  timeoutMs?: number;
+}
+
+export interface AdminServer {
+  port: number;
+  close(): Promise<void>;
+}
+
+export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
+  const timeoutMs = options.timeoutMs ?? 2_000;
+  const answer = (res: http.ServerResponse, status: number, body: unknown) => {
+    const text = JSON.stringify(body);
+    res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
+    res.end(text);
+  };
+  const server = http.createServer((req, res) => {
+    const path = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') return answer(res, 405, { error: 'method-not-allowed' });
+    if (path === '/healthz') return answer(res, 200, { status: 'up' });
+    if (path !== '/readyz') return answer(res, 404, { error: 'not-found' });
+    void readiness(options.checks(), timeoutMs).then((reasons) => {
+      if (Object.keys(reasons).length === 0) answer(res, 200, { status: 'ready' });
+      else answer(res, 503, { status: 'not-ready', reasons });
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port, options.host, () => { server.off('error', reject); resolve(); });
+  });
+  server.unref(); // never what keeps the process alive
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () => new Promise((resolve) => { server.close(() => resolve()); server.closeAllConnections(); }),
+  };
+}
+
+async function readiness(checks: ReadinessCheck[], timeoutMs: number): Promise<Record<string, string>> {
+  const reasons: Record<string, string> = {};
+  await Promise.all(checks.map(async ({ name, check }) => {
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<string>((resolve) => { timer = setTimeout(() => resolve(`no answer within ${timeoutMs} ms`), timeoutMs); });
+    try {
+      const reason = await Promise.race([Promise.resolve().then(check), timeout]);
+      if (reason !== null) reasons[name] = reason;
+    } catch (error) {
+      reasons[name] = (error as Error).message ?? String(error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }));
+  return reasons;
+}

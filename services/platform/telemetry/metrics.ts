@@ -1,0 +1,59 @@
+import { metrics, type Attributes, type Meter } from '@opentelemetry/api';
+
+/**
+ * The service's metrics, through the OpenTelemetry metrics API. The instruments come from the global meter
+ * provider at the time the services start: with no SDK (no OTEL_* exporter asked for) that is the API's no-op
+ * meter, and recording costs one empty call. Names follow the semantic conventions where there is one
+ * (http.server.request.duration, messaging.*), `ingress.*` otherwise.
+ */
+export interface IngressMetrics {
+  /** One hook request answered: its status, its trigger kind (none when no workflow matched), how long, how many body bytes. */
+  request(status: number, triggerKind: string | null, seconds: number, bodyBytes: number): void;
+  /** One input record a stage finished: processed, or dead-lettered with an error code. */
+  stageRecord(stage: string, outcome: 'processed' | 'dead-lettered', errorCode?: string): void;
+  /** Report consumer lag (records behind, per stage and topic) whenever metrics are collected. */
+  observeLag(read: () => Promise<{ stage: string; topic: string; lag: number }[]>): void;
+}
+
+export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-event-ingress')): IngressMetrics {
+  const requests = meter.createCounter('ingress.requests', { description: 'Hook requests answered, by status and trigger kind', unit: '{request}' });
+  const duration = meter.createHistogram('http.server.request.duration', {
+    description: 'Time to answer a hook request (the durable accept included)', unit: 's',
+    advice: { explicitBucketBoundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] },
+  });
+  const bytesIn = meter.createCounter('ingress.request.body.size', { description: 'Body bytes received by hook requests that reached a trigger', unit: 'By' });
+  const stageRecords = meter.createCounter('ingress.stage.records', { description: 'Input records a stage finished, by outcome', unit: '{record}' });
+  const deadLetters = meter.createCounter('ingress.dead_letters', { description: 'Records sent to the dead-letter topic, by stage and error code', unit: '{record}' });
+  const lag = meter.createObservableGauge('messaging.kafka.consumer.lag', { description: 'Records in the stage input topic not yet committed by the stage', unit: '{record}' });
+  // The hot path allocates no attribute objects: one set per status and trigger kind, made once.
+  const requestAttributes = new Map<string, { count: Attributes; duration: Attributes; bytes: Attributes }>();
+  const attributesOf = (status: number, triggerKind: string) => {
+    const key = `${status} ${triggerKind}`;
+    let set = requestAttributes.get(key);
+    if (!set) {
+      const count = { 'http.response.status_code': status, 'ingress.trigger_kind': triggerKind };
+      set = { count, duration: { 'http.request.method': 'POST', 'http.route': '/hook/{workflowId}', ...count }, bytes: { 'ingress.trigger_kind': triggerKind } };
+      requestAttributes.set(key, set);
+    }
+    return set;
+  };
+  return {
+    request(status, triggerKind, seconds, bodyBytes) {
+      const attributes = attributesOf(status, triggerKind ?? 'none');
+      requests.add(1, attributes.count);
+      duration.record(seconds, attributes.duration);
+      if (bodyBytes > 0) bytesIn.add(bodyBytes, attributes.bytes);
+    },
+    stageRecord(stage, outcome, errorCode) {
+      stageRecords.add(1, { 'ingress.stage': stage, 'ingress.outcome': outcome });
+      if (outcome === 'dead-lettered') deadLetters.add(1, { 'ingress.stage': stage, 'error.type': errorCode ?? 'error' });
+    },
+    observeLag(read) {
+      lag.addCallback(async (result) => {
+        for (const { stage, topic, lag: value } of await read().catch(() => [])) {
+          result.observe(value, { 'ingress.stage': stage, 'messaging.destination.name': topic });
+        }
+      });
+    },
+  };
+}

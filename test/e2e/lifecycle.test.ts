@@ -1,0 +1,131 @@
+import * as http from 'node:http';
+import { writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { backendEnv } from '../support/app';
+import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { getFreePort, startKafkaForTests, type KafkaHandle } from '../support/servers';
+
+/**
+ * The service as an orchestrator sees it: liveness and readiness on the admin port, a graceful stop on SIGTERM
+ * that finishes the requests in flight, and, on a broker of its own that is restarted under load, every 200
+ * backed by an execution and every refusal a 503 with Retry-After (back-pressure instead of an unbounded queue).
+ */
+const lines = (text: string) => text.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
+const get = async (port: number, path: string) => {
+  const res = await fetch(`http://127.0.0.1:${port}${path}`);
+  return { status: res.status, body: await res.json() as Record<string, unknown> };
+};
+/** Poll until the predicate holds (bounded by the test's timeout, not asserted on time). */
+async function until<T>(probe: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
+  for (;;) {
+    const v = await probe().catch(() => undefined as T);
+    if (v !== undefined && ok(v)) return v;
+    await new Promise((r) => setTimeout(r, 200));
+  }
+}
+const putWorkflow = async (env: Record<string, string>, id: string) => {
+  const file = path.join(env.DATA_DIR, `${id}.json`);
+  writeFileSync(file, JSON.stringify({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook' }] }));
+  expect((await runCli(['workflows', 'put', file], env)).code).toBe(0);
+};
+
+test('SIGTERM: readiness turns 503, new connections are refused, the request in flight is answered 200 and becomes an execution', async () => {
+  const adminPort = await getFreePort();
+  const { env, cleanup } = backendEnv('embedded', { ADMIN_PORT: String(adminPort), SHUTDOWN_GRACE_MS: '20000' });
+  try {
+    await putWorkflow(env, 'wf-grace');
+    const service = await startServiceProcess(env);
+    expect(await get(adminPort, '/healthz')).toEqual({ status: 200, body: { status: 'up' } });
+    expect((await until(() => get(adminPort, '/readyz'), (r) => r.status === 200)).body).toEqual({ status: 'ready' });
+
+    // A request whose body is still arriving when the signal comes.
+    let readyWhileStopping: number | null = null;
+    let newConnection: 'refused' | 'accepted' | null = null;
+    const url = new URL(`${service.baseUrl}/hook/wf-grace`);
+    const answered = new Promise<{ status: number; id: string }>((resolve, reject) => {
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
+        res.resume();
+        res.on('end', () => resolve({ status: res.statusCode!, id: String(res.headers['x-request-id']) }));
+      });
+      req.on('error', reject);
+      req.write('{"part":');
+      void until(async () => service.output(), (out) => out.includes('"inbound event"')).then(async () => {
+        service.child.kill('SIGTERM');
+        await until(async () => service.output(), (out) => out.includes('"stopping"'));
+        readyWhileStopping = (await get(adminPort, '/readyz')).status;
+        newConnection = await fetch(`${service.baseUrl}/hook/wf-grace`, { method: 'POST', body: '{}' }).then(() => 'accepted' as const, () => 'refused' as const);
+        req.end('1}');
+      }).catch(reject);
+    });
+    const { status, id } = await answered;
+    expect(status).toBe(200);
+    expect(readyWhileStopping).toBe(503);
+    expect(newConnection).toBe('refused');
+    await waitForExit(service.child);
+    expect(service.child.exitCode).toBe(0);
+    expect(service.output()).toContain('"stopped"');
+    const executions = lines((await runCli(['tail', 'executions.requested.v1', '--from-beginning', '--max', '1', '--timeout', '10'], env)).stdout);
+    expect(executions.map((e) => e.requestId)).toEqual([id]);
+  } finally {
+    cleanup();
+  }
+}, 90_000);
+
+describe('on a broker of its own', () => {
+  let kafka: KafkaHandle;
+  beforeAll(async () => { kafka = await startKafkaForTests(); }, 120_000);
+  afterAll(async () => { await kafka?.stop(); });
+
+  test('a broker restart under load: every 200 has its execution, every refusal is a 503 with Retry-After, /readyz says so meanwhile', async () => {
+    const adminPort = await getFreePort();
+    const { env, cleanup } = backendEnv('embedded', {
+      KAFKA_BROKERS: kafka.brokers, KAFKA_TOPIC_PARTITIONS: '3', KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1',
+      ADMIN_PORT: String(adminPort), MAX_PENDING_ACCEPTS: '4',
+    });
+    let service: ServiceProcess | null = null;
+    try {
+      expect((await runCli(['topics', 'apply'], env)).code).toBe(0);
+      await putWorkflow(env, 'wf-load');
+      service = await startServiceProcess(env);
+      await until(() => get(adminPort, '/readyz'), (r) => r.status === 200);
+
+      const accepted: string[] = [];
+      const refused: { status: number; retryAfter: string | null }[] = [];
+      let loading = true;
+      const load = Promise.all(Array.from({ length: 8 }, async (_, worker) => {
+        for (let i = 0; loading; i++) {
+          const res = await fetch(`${service!.baseUrl}/hook/wf-load`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ worker, i }) });
+          await res.arrayBuffer();
+          if (res.status === 200) accepted.push(res.headers.get('x-request-id')!);
+          else refused.push({ status: res.status, retryAfter: res.headers.get('retry-after') });
+        }
+      }));
+      await until(async () => accepted.length, (n) => n >= 50);
+      const readiness: number[] = [];
+      let restarting = true;
+      const watch = (async () => { while (restarting) { readiness.push((await get(adminPort, '/readyz').catch(() => ({ status: 0 }))).status); } })();
+      await kafka.restart({ downMs: 4_000 });
+      restarting = false;
+      await watch;
+      const after = accepted.length;
+      await until(async () => accepted.length, (n) => n >= after + 50);
+      loading = false;
+      await load;
+
+      expect(refused.length).toBeGreaterThan(0);
+      for (const r of refused) expect(r).toEqual({ status: 503, retryAfter: '5' });
+      expect(readiness).toContain(503);
+      expect((await until(() => get(adminPort, '/readyz'), (r) => r.status === 200)).body).toEqual({ status: 'ready' });
+
+      // Refused accepts may still have reached the log (at-least-once): executions ⊇ 200s, each execution id once.
+      const executions = lines((await runCli(['tail', 'executions.requested.v1', '--from-beginning', '--timeout', '20'], env)).stdout);
+      const requestIds = new Set(executions.map((e) => e.requestId));
+      expect(accepted.filter((id) => !requestIds.has(id))).toEqual([]);
+      expect(new Set(executions.map((e) => e.executionId)).size).toBe(executions.length);
+    } finally {
+      service?.child.kill('SIGTERM');
+      if (service) await waitForExit(service.child);
+      cleanup();
+    }
+  }, 240_000);
+});

@@ -1,0 +1,56 @@
+import { metrics as metricsApi } from '@opentelemetry/api';
+import { metrics } from '@opentelemetry/sdk-node';
+import { collect } from './contracts/event-log.contract';
+import { startTestApp, type TestApp } from '../support/app';
+
+/**
+ * The metrics the service records, read with a pull reader from the OpenTelemetry SDK: requests by status
+ * and trigger kind, accept latency, bytes in, stage throughput, dead letters and consumer lag.
+ */
+class TestReader extends metrics.MetricReader {
+  protected async onForceFlush(): Promise<void> {}
+  protected async onShutdown(): Promise<void> {}
+}
+const reader = new TestReader();
+let app: TestApp;
+beforeAll(async () => {
+  metricsApi.setGlobalMeterProvider(new metrics.MeterProvider({ readers: [reader] }));
+  app = await startTestApp('embedded');
+});
+afterAll(async () => { await app.stop(); });
+
+type Point = { attributes: Record<string, unknown>; value: unknown };
+async function points(name: string): Promise<Point[]> {
+  const { resourceMetrics } = await reader.collect();
+  return resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).filter((m) => m.descriptor.name === name).flatMap((m) => m.dataPoints as Point[]);
+}
+const sum = (ps: Point[], match: Record<string, unknown>) => ps
+  .filter((p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v))
+  .reduce((n, p) => n + (typeof p.value === 'number' ? p.value : (p.value as { count: number }).count), 0);
+
+test('requests, latency, bytes, stage records, dead letters and lag are recorded', async () => {
+  await app.backends.registry.workflows.put({ id: 'wf-metrics', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  const body = '{"measured":true}';
+  expect((await fetch(`${app.baseUrl}/hook/wf-metrics`, { method: 'POST', headers: { 'content-type': 'application/json' }, body })).status).toBe(200);
+  expect((await fetch(`${app.baseUrl}/hook/wf-none`, { method: 'POST', body: '{}' })).status).toBe(200);
+  await app.backends.log.append([{ topic: app.topics.received, key: 'wf-metrics', value: Buffer.from('poison') }]);
+  await collect(app.backends.log, app.topics.executions, 1);
+  await collect(app.backends.log, app.topics.deadLetter, 1);
+
+  const requests = await points('ingress.requests');
+  expect(sum(requests, { 'http.response.status_code': 200, 'ingress.trigger_kind': 'webhook' })).toBe(1);
+  expect(sum(requests, { 'http.response.status_code': 200, 'ingress.trigger_kind': 'none' })).toBe(1);
+  expect(sum(await points('http.server.request.duration'), { 'http.route': '/hook/{workflowId}' })).toBe(2);
+  expect(sum(await points('ingress.request.body.size'), { 'ingress.trigger_kind': 'webhook' })).toBe(body.length);
+
+  // The stages commit after the records are visible: poll until the counters catch up (bounded by the test timeout).
+  let stage: Point[] = [];
+  while (sum(stage, { 'ingress.stage': 'dispatcher', 'ingress.outcome': 'processed' }) < 1) stage = await points('ingress.stage.records');
+  expect(sum(stage, { 'ingress.stage': 'decoder', 'ingress.outcome': 'processed' })).toBe(1);
+  expect(sum(stage, { 'ingress.stage': 'decoder', 'ingress.outcome': 'dead-lettered' })).toBe(1);
+  expect(sum(await points('ingress.dead_letters'), { 'ingress.stage': 'decoder', 'error.type': 'not-single-object' })).toBe(1);
+
+  let lag: Point[] = [];
+  while (!lag.some((p) => p.attributes['ingress.stage'] === 'decoder' && p.value === 0)) lag = await points('messaging.kafka.consumer.lag');
+  expect(lag.map((p) => p.attributes['messaging.destination.name']).sort()).toEqual([app.topics.decoded, app.topics.executions, app.topics.received].sort());
+});
