@@ -87,8 +87,8 @@ describe('azure blob store: adapter specifics', () => {
     const { stream } = mebibytes(10, 9);
     await expect(store.put(`${base}/broken.bin`, stream)).rejects.toThrow();
     const blob = BlobServiceClient.fromConnectionString(conn).getContainerClient(container).getBlockBlobClient(`${base}/broken.bin`);
-    // The blocks did reach the server, uncommitted: the blob itself does not exist.
-    expect((await blob.getBlockList('uncommitted')).uncommittedBlocks?.length).toBeGreaterThan(0);
+    // Whether some blocks reached the server (uncommitted) depends on timing (a staging request in flight
+    // is aborted with the body); either way the blob itself does not exist.
     expect(await blob.exists()).toBe(false);
     expect(await store.head(`${base}/broken.bin`)).toBeNull();
     await expect(store.get(`${base}/broken.bin`)).rejects.toMatchObject({ code: 'not-found' });
