@@ -16,16 +16,17 @@ const MAX_NAME_BYTES = 200;
  * `file` when nothing is left. Non-ASCII letters stay.
  */
 export function sanitizeFilename(name: string | undefined | null): string {
-  let base = (name ?? '').normalize('NFC');
-  base = base.split(/[/\\]/).pop() ?? '';
+  let base = (name ?? '').split(/[/\\]/).pop() ?? '';
+  // A name longer than any file system takes is cut before the work below, which is then bounded too.
+  base = base.slice(0, 4 * MAX_NAME_BYTES).normalize('NFC');
   base = base.replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '');
   base = base.replace(/^[.\s]+/, '').replace(/[\s.]+$/, '');
   if (base === '') return 'file';
   if (Buffer.byteLength(base, 'utf8') <= MAX_NAME_BYTES) return base;
   const dot = base.lastIndexOf('.');
   const ext = dot > 0 && base.length - dot <= 16 ? base.slice(dot) : '';
-  let stem = base.slice(0, base.length - ext.length);
-  while (Buffer.byteLength(stem + ext, 'utf8') > MAX_NAME_BYTES) stem = Array.from(stem).slice(0, -1).join('');
+  // One cut at the byte budget; a character split by the cut decodes as U+FFFD, which is dropped.
+  const stem = Buffer.from(base.slice(0, base.length - ext.length), 'utf8').subarray(0, MAX_NAME_BYTES - Buffer.byteLength(ext, 'utf8')).toString('utf8').replace(/\uFFFD+$/, '');
   return stem + ext;
 }
 
