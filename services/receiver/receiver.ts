@@ -126,9 +126,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (deps.acceptGate.saturated()) { refuse(req, res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS })); return 503; }
 
     const day = new Date(request.receivedAt).toISOString().slice(0, 10);
+    const stagingPath = `raw/${workflow.id}/${day}/${requestId}`;
     const outcome = await readBody(req, {
       maxBytes: deps.maxBodyBytes, inlineMax: deps.inlineBodyMax, store,
-      stagingPath: () => `raw/${workflow.id}/${day}/${requestId}`,
+      stagingPath: () => stagingPath,
       validator: plugin.validator?.(request, node) ?? null,
     });
     if (!outcome.ok) {
@@ -155,6 +156,34 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return inspected.answer.status;
     }
 
+    /** Nothing was accepted: the kind's own answer (an AS2 failure MDN, a SOAP Fault), else 503. */
+    const refuseAccepted = async (): Promise<number> => {
+      const own = await plugin.notAccepted?.(request, node, inspected.inspection, services);
+      const failed = own ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+      send(res, failed);
+      return failed.status;
+    };
+
+    let recordBody: Received['body'] = body.inline
+      ? { kind: 'inline', data: body.inline }
+      : { kind: 'ref', path: outcome.stagedPath!, size: body.size, sha256: body.sha256() };
+    const replacement = inspected.inspection.persistBody;
+    if (replacement) {
+      // The plugin keeps a copy without the secret its raw bytes carry, in place of the raw bytes.
+      try {
+        if (replacement.length <= deps.inlineBodyMax) {
+          recordBody = { kind: 'inline', data: replacement };
+          if (outcome.stagedPath) await store.delete(outcome.stagedPath);
+        } else {
+          const stored = await store.put(stagingPath, replacement);
+          recordBody = { kind: 'ref', path: stagingPath, size: stored.size, sha256: stored.sha256 };
+        }
+      } catch (error) {
+        logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error });
+        return refuseAccepted();
+      }
+    }
+
     const received: Received = {
       requestId,
       workflowId: workflow.id,
@@ -164,9 +193,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       query: redactQuery(route.query, deps.redactQueryParams),
       headers: redactHeaders(headers, admission.secretHeaders),
       contentType: headers['content-type'] ?? null,
-      body: body.inline
-        ? { kind: 'inline', data: body.inline }
-        : { kind: 'ref', path: outcome.stagedPath!, size: body.size, sha256: body.sha256() },
+      body: recordBody,
       receivedAt: request.receivedAt,
       principal: admission.principal,
       remoteAddress: request.remoteAddress,
@@ -176,13 +203,6 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const trail = traceHeaders();
     received.traceparent = trail.traceparent ?? null;
     const value = codec.encode('Received', received);
-    /** Nothing was accepted: the kind's own answer (an AS2 failure MDN, a SOAP Fault), else 503. */
-    const refuseAccepted = async (): Promise<number> => {
-      const own = await plugin.notAccepted?.(request, node, inspected.inspection, services);
-      const failed = own ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
-      send(res, failed);
-      return failed.status;
-    };
     if (!deps.acceptGate.tryEnter(value.length)) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       logger.warn('log saturated, request refused', { requestId, workflowId: workflow.id, pending: deps.acceptGate.pending().count });

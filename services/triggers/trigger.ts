@@ -80,6 +80,11 @@ export interface Inspection {
   as2?: As2Envelope;
   /** Whatever else the plugin's own answer steps need (opaque to the receiver). */
   state?: unknown;
+  /**
+   * The bytes to keep in the received log instead of the body as it arrived, when those carry a secret
+   * (a WS-Security password in a SOAP header). The copy must decode like the original.
+   */
+  persistBody?: Buffer;
 }
 
 export type InspectOutcome = { ok: true; inspection: Inspection } | { ok: false; answer: Answer };

@@ -1,4 +1,6 @@
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { collectUntilQuiet } from './contracts/event-log.contract';
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
 import { allExecutions, executionsOf } from '../support/executions';
@@ -6,6 +8,7 @@ import { eventDocument, PING_ACTION, pingRequest, SEND_STREAM_ACTION, sendStream
 import { gzipSync } from 'node:zlib';
 
 /** The logistics-platform trigger (SPEC §2.3, §6): real SOAP over loopback, through the whole pipeline. */
+const codec = defaultAvroCodec();
 async function setUp(app: TestApp) {
   const sealer = createCredentialSealer(app.config.encryptionKey!);
   const { registry } = app.backends;
@@ -151,6 +154,14 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
         await executionsOf(app, res.headers.get('x-request-id'), 1);
       }
       expect(JSON.stringify(app.logs)).not.toContain('tok-s3cret');
+      // The received log keeps the envelope with its password replaced, never the secret.
+      const records = (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).map((r) => codec.decode('Received', r.value)).filter((r) => r.workflowId === 'wf-token');
+      expect(records.length).toBeGreaterThanOrEqual(2);
+      for (const record of records) {
+        const text = record.body.kind === 'inline' ? record.body.data.toString('utf8') : (await readAll(await app.backends.store.get(record.body.path))).toString('utf8');
+        expect(text).not.toContain('tok-s3cret');
+        expect(text).toMatch(/<o:Password Type="[^"]+">\[redacted\]<\/o:Password>/);
+      }
     });
 
     maybe('auth')('Basic Auth on the HTTP request applies when the node sets it', async () => {

@@ -7,12 +7,13 @@ import { XmlError } from '../../services/triggers/logistics/xml';
 import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
 
 /** The logistics trigger's pure parts: envelope reading, unwrapping rules, UsernameToken. */
-const LIMITS = { maxInflatedBytes: 1024 * 1024, maxMessages: 10 };
+const LIMITS = { maxInflatedBytes: 1024 * 1024, maxMessages: 10, maxElements: 1_000_000 };
+const budget = () => ({ elements: 1_000_000 });
 
 function faultOf(body: string): SendStreamError {
   try {
     const stream = readSendStream(body, LIMITS, true);
-    for (const m of stream.messages) unwrapUniversal(m.xml, true);
+    for (const m of stream.messages) unwrapUniversal(m.xml, true, budget());
   } catch (error) {
     if (error instanceof SendStreamError) return error;
     if (error instanceof XmlError) return new SendStreamError(error.message);
@@ -23,7 +24,7 @@ function faultOf(body: string): SendStreamError {
 
 describe('unwrapping Universal documents (SPEC §2.3)', () => {
   test('an event: strings kept, one-item collection is an object, many-item an array', () => {
-    const one = unwrapUniversal(eventDocument({ contexts: 1 }), true);
+    const one = unwrapUniversal(eventDocument({ contexts: 1 }), true, budget());
     expect(one).toMatchObject({ kind: 'event', event: 'event-update' });
     const data = (one as { data: Record<string, any> }).data;
     expect(data.EventType).toBe('GIN');
@@ -32,13 +33,13 @@ describe('unwrapping Universal documents (SPEC §2.3)', () => {
     expect(data.DataContext.Company).toEqual({ Code: 'SYD', Country: { Code: 'AU', Name: 'Australia' }, Name: 'Acme Logistics Pty Ltd' });
     expect(data.DataContext.TriggerCount).toBe('1');
     expect(data.ContextCollection.Context).toEqual({ Type: 'ContainerNumber', Value: 'MSCU1234567' });
-    const many = unwrapUniversal(eventDocument({ contexts: 3 }), true) as { data: Record<string, any> };
+    const many = unwrapUniversal(eventDocument({ contexts: 3 }), true, budget()) as { data: Record<string, any> };
     expect(many.data.ContextCollection.Context).toHaveLength(3);
     expect(many.data.ContextCollection.Context[2]).toEqual({ Type: 'Ref2', Value: 'V2' });
   });
 
   test('a shipment: numeric strings stay strings, empty elements are "", attributes are @name, entities decoded', () => {
-    const single = unwrapUniversal(shipmentDocument(), true) as { event: string; data: Record<string, any> };
+    const single = unwrapUniversal(shipmentDocument(), true, budget()) as { event: string; data: Record<string, any> };
     expect(single.event).toBe('shipment-update');
     const s = single.data;
     expect(s.TotalWeight).toBe('18250.500');
@@ -51,7 +52,7 @@ describe('unwrapping Universal documents (SPEC §2.3)', () => {
     expect(s.SubShipmentCollection.SubShipment.PackingLineCollection.PackingLine.GoodsDescription).toBe('Line 0 & parts');
     expect(s.DataContext.DataSourceCollection.DataSource).toEqual({ Type: 'ForwardingShipment', Key: 'S00001' });
 
-    const many = (unwrapUniversal(shipmentDocument({ many: true }), true) as { data: Record<string, any> }).data;
+    const many = (unwrapUniversal(shipmentDocument({ many: true }), true, budget()) as { data: Record<string, any> }).data;
     for (const [collection, item] of [['ContainerCollection', 'Container'], ['DateCollection', 'Date'], ['MilestoneCollection', 'Milestone'], ['OrganizationAddressCollection', 'OrganizationAddress'], ['TransportLegCollection', 'TransportLeg'], ['SubShipmentCollection', 'SubShipment']]) {
       expect(many[collection][item]).toHaveLength(3);
     }
@@ -59,19 +60,19 @@ describe('unwrapping Universal documents (SPEC §2.3)', () => {
   });
 
   test('a consol with several sub-shipments and data sources', () => {
-    const consol = (unwrapUniversal(shipmentDocument({ consol: true }), true) as { data: Record<string, any> }).data;
+    const consol = (unwrapUniversal(shipmentDocument({ consol: true }), true, budget()) as { data: Record<string, any> }).data;
     expect(consol.DataContext.DataSourceCollection.DataSource[0]).toEqual({ Type: 'ForwardingConsol', Key: 'C00012345' });
     expect(consol.SubShipmentCollection.SubShipment).toHaveLength(3);
   });
 
   test('local names match whatever the namespace year; a document without the interchange is read too', () => {
-    expect(unwrapUniversal(eventDocument({ ns: 'http://www.cargowise.com/Schemas/Universal/2030/01' }), true)).toMatchObject({ kind: 'event', event: 'event-update' });
-    expect(unwrapUniversal(eventDocument({ interchange: false }), true)).toMatchObject({ kind: 'event', event: 'event-update' });
+    expect(unwrapUniversal(eventDocument({ ns: 'http://www.cargowise.com/Schemas/Universal/2030/01' }), true, budget())).toMatchObject({ kind: 'event', event: 'event-update' });
+    expect(unwrapUniversal(eventDocument({ interchange: false }), true, budget())).toMatchObject({ kind: 'event', event: 'event-update' });
   });
 
   test('other documents are recognised as such', () => {
-    expect(unwrapUniversal(transactionDocument(), true)).toEqual({ kind: 'other', documentType: 'UniversalTransaction' });
-    expect(unwrapUniversal('<Native><Body/></Native>', true)).toEqual({ kind: 'other', documentType: 'Native' });
+    expect(unwrapUniversal(transactionDocument(), true, budget())).toEqual({ kind: 'other', documentType: 'UniversalTransaction' });
+    expect(unwrapUniversal('<Native><Body/></Native>', true, budget())).toEqual({ kind: 'other', documentType: 'Native' });
   });
 });
 
@@ -120,7 +121,7 @@ describe('reading a SendStreamRequest', () => {
 
   test('deep nesting is a fault, not a crash', () => {
     const deep = `${'<a>'.repeat(200_000)}${'</a>'.repeat(200_000)}`;
-    expect(() => unwrapUniversal(deep, true)).toThrow(XmlError);
+    expect(() => unwrapUniversal(deep, true, budget())).toThrow(XmlError);
     expect(faultOf(sendStreamRequest([{ xml: deep, trackingId: 'T-DEEP' }])).trackingId).toBe('T-DEEP');
   });
 
@@ -133,7 +134,7 @@ describe('reading a SendStreamRequest', () => {
       const mutated = good.slice(0, cut) + String.fromCharCode(random() % 128) + good.slice(cut + 1 + (random() % 5));
       try {
         const stream = readSendStream(mutated, LIMITS, true);
-        for (const m of stream.messages) unwrapUniversal(m.xml, true);
+        for (const m of stream.messages) unwrapUniversal(m.xml, true, budget());
       } catch (error) {
         expect(error instanceof SendStreamError || error instanceof XmlError).toBe(true);
       }
@@ -143,7 +144,7 @@ describe('reading a SendStreamRequest', () => {
 
 describe('WS-Security UsernameToken', () => {
   const expected = { user: 'eadaptor', password: 's3cret' };
-  const tokenIn = (token: TokenSpec | undefined) => usernameTokenOf(readEnvelope(sendStreamRequest([{}], { token }), true));
+  const tokenIn = (token: TokenSpec | undefined) => usernameTokenOf(readEnvelope(sendStreamRequest([{}], { token }), true, budget()));
 
   test('PasswordText and PasswordDigest are checked', () => {
     const now = Date.now();
@@ -162,4 +163,31 @@ describe('WS-Security UsernameToken', () => {
 
 test('the fixture helper breaks base64 into lines like the platform does', () => {
   expect(encodeMessage(shipmentDocument())).toMatch(/\r\n/);
+});
+
+describe('bounds of one request', () => {
+  test('a small Message of millions of empty elements is a fault before it is parsed', () => {
+    const bomb = `<UniversalInterchange><Body><UniversalEvent><Event>${'<a/>'.repeat(2_000_000)}</Event></UniversalEvent></Body></UniversalInterchange>`;
+    const body = sendStreamRequest([{ xml: bomb, trackingId: 'T-ELEMENTS' }]);
+    expect(body.length).toBeLessThan(100_000);
+    const limits = { maxInflatedBytes: 16 * 1024 * 1024, maxMessages: 10, maxElements: 500_000 };
+    const shared = { inflatedBytes: limits.maxInflatedBytes, elements: limits.maxElements };
+    const stream = readSendStream(body, limits, true, shared);
+    expect(() => unwrapUniversal(stream.messages[0].xml, true, shared)).toThrow(/more elements than this service parses/);
+  });
+
+  test('the element budget is shared by every document of a request', () => {
+    const doc = shipmentDocument({ many: true });
+    const limits = { maxInflatedBytes: 16 * 1024 * 1024, maxMessages: 10, maxElements: 400 };
+    const shared = { inflatedBytes: limits.maxInflatedBytes, elements: limits.maxElements };
+    const stream = readSendStream(sendStreamRequest([{ xml: doc }, { xml: doc }, { xml: doc }]), limits, true, shared);
+    // One document fits the budget on its own; the three of one request do not.
+    expect(() => unwrapUniversal(doc, true, { elements: 400 })).not.toThrow();
+    expect(() => stream.messages.forEach((m) => unwrapUniversal(m.xml, true, shared))).toThrow(XmlError);
+  });
+
+  test('a UTF-16 document of odd length is a fault naming its Message', () => {
+    const odd = Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from('<a/>', 'utf16le').swap16(), Buffer.from([0x00])]);
+    expect(faultOf(sendStreamRequest([{ raw: gzipSync(odd), trackingId: 'T-UTF16' }]))).toMatchObject({ trackingId: 'T-UTF16', message: expect.stringMatching(/UTF-16/) });
+  });
 });

@@ -16,6 +16,9 @@ describe('reading a warehouse post', () => {
     expect(readWarehousePost(post({ PostId: 'abc-1', Type: 'DC' })).postId).toBe('abc-1');
     expect(readWarehousePost(post('{"PostId": 123456789012345678901, "Type": "DC"}')).postId).toBe('123456789012345678901');
     expect(readWarehousePost(post({ Type: 'DC' })).postId).toBeNull();
+    // The top-level PostId as JSON.parse keeps it: not a nested one, not the first of a repeated key.
+    expect(readWarehousePost(post('{"Data":{"PostId":111},"PostId":222,"Type":"DC"}')).postId).toBe('222');
+    expect(readWarehousePost(post('{"PostId":5,"PostId":6,"Type":"DC"}')).postId).toBe('6');
     expect(readWarehousePost(post({ PostId: '', Type: 'DC' })).postId).toBeNull();
   });
 

@@ -1,5 +1,5 @@
 import { gunzipSync } from 'node:zlib';
-import { isObject, localName, parseXml, rootOf, XmlError, type XmlObject, type XmlValue } from './xml';
+import { isObject, localName, parseXml, rootOf, type ParseBudget, type XmlObject, type XmlValue } from './xml';
 
 /**
  * The eAdaptor's SOAP 1.1 SendStreamRequest (DESIGN.md §6): Envelope/Body/SendStreamRequest/Payload/
@@ -52,7 +52,16 @@ export interface SendStreamLimits {
   /** Inflated bytes of all Messages of one request together. */
   maxInflatedBytes: number;
   maxMessages: number;
+  /** Elements of the envelope and all documents of one request together (see ParseBudget). */
+  maxElements: number;
 }
+
+/** What one request may still inflate and parse. */
+export interface RequestBudget extends ParseBudget {
+  inflatedBytes: number;
+}
+
+export const requestBudget = (limits: SendStreamLimits): RequestBudget => ({ inflatedBytes: limits.maxInflatedBytes, elements: limits.maxElements });
 
 type Scope = ReadonlyMap<string, string>;
 
@@ -108,7 +117,7 @@ function attributes(value: XmlValue): Record<string, string> {
 
 const BASE64 = /^[A-Za-z0-9+/]*={0,2}$/;
 
-function decodeMessage(value: XmlValue, index: number, budget: { left: number }): StreamMessage {
+function decodeMessage(value: XmlValue, index: number, budget: RequestBudget): StreamMessage {
   const attrs = attributes(value);
   const trackingId = attrs.TrackingID || null;
   const encoded = text(value).replace(/\s+/g, '');
@@ -118,17 +127,21 @@ function decodeMessage(value: XmlValue, index: number, budget: { left: number })
   if (gzipped.length < 18 || gzipped[0] !== 0x1f || gzipped[1] !== 0x8b) throw new SendStreamError(`Message ${index + 1} is not gzip data`, trackingId);
   let inflated: Buffer;
   try {
-    inflated = gunzipSync(gzipped, { maxOutputLength: Math.max(1, budget.left) });
+    inflated = gunzipSync(gzipped, { maxOutputLength: Math.max(1, budget.inflatedBytes) });
   } catch (error) {
     const tooLarge = (error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError;
     throw new SendStreamError(tooLarge ? `Message ${index + 1} inflates beyond the limit of this service` : `Message ${index + 1} is not valid gzip data`, trackingId);
   }
-  budget.left -= inflated.length;
-  return { index, attributes: attrs, trackingId, xml: documentText(inflated) };
+  budget.inflatedBytes -= inflated.length;
+  const xml = documentText(inflated);
+  if (xml === null) throw new SendStreamError(`Message ${index + 1} is not valid UTF-16 text`, trackingId);
+  return { index, attributes: attrs, trackingId, xml };
 }
 
-/** UTF-8 unless a UTF-16 byte order mark says otherwise; a UTF-8 mark is dropped. */
-function documentText(bytes: Buffer): string {
+/** UTF-8 unless a UTF-16 byte order mark says otherwise; a UTF-8 mark is dropped. Null: odd-length UTF-16. */
+function documentText(bytes: Buffer): string | null {
+  const utf16 = (bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff);
+  if (utf16 && bytes.length % 2 !== 0) return null;
   if (bytes[0] === 0xff && bytes[1] === 0xfe) return bytes.subarray(2).toString('utf16le');
   if (bytes[0] === 0xfe && bytes[1] === 0xff) return Buffer.from(bytes.subarray(2)).swap16().toString('utf16le');
   if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return bytes.subarray(3).toString('utf8');
@@ -141,10 +154,10 @@ export interface Envelope {
 }
 
 /** A SOAP 1.1 envelope: its Header (if any) and Body, with the namespaces in scope. */
-export function readEnvelope(text: string, validate: boolean): Envelope {
+export function readEnvelope(text: string, validate: boolean, budget: ParseBudget): Envelope {
   let doc: XmlObject;
   try {
-    doc = parseXml(text, 'qualified', validate);
+    doc = parseXml(text, 'qualified', validate, budget);
   } catch (error) {
     throw new SendStreamError(`the envelope is ${(error as Error).message}`);
   }
@@ -180,18 +193,15 @@ export function usernameTokenOf(envelope: Envelope): UsernameToken | null {
 }
 
 /**
- * Read a SendStreamRequest. `validate` checks well-formedness of the envelope and of every document;
- * the receiver validates, the decoder (reading what the receiver accepted) does not need to again.
+ * The Messages of a SendStreamRequest envelope, decoded (base64, gzip) within the request's budget.
+ * The documents are not parsed here (unwrapUniversal does that, within the same budget).
  */
-export function readSendStream(text_: string, limits: SendStreamLimits, validate: boolean): SendStreamRequest {
-  const envelope = readEnvelope(text_, validate);
+export function sendStreamOf(envelope: Envelope, limits: SendStreamLimits, budget: RequestBudget): SendStreamRequest {
   const request = one(envelope.body.value, envelope.body.scope, EHUB_NS, 'SendStreamRequest', `SendStreamRequest in ${EHUB_NS}`);
   const payload = one(request.value, request.scope, EHUB_NS, 'Payload', 'Payload');
   const messages = children(payload.value, payload.scope, EHUB_NS, 'Message');
   if (messages.length === 0) throw new SendStreamError('the Payload has no Message');
   if (messages.length > limits.maxMessages) throw new SendStreamError(`the Payload has more than ${limits.maxMessages} Messages`);
-
-  const budget = { left: limits.maxInflatedBytes };
   const header = envelope.header;
   const trackingHeader = header ? children(header.value, header.scope, EHUB_NS, 'SendStreamRequestTrackingID')[0] : undefined;
   return {
@@ -199,4 +209,12 @@ export function readSendStream(text_: string, limits: SendStreamLimits, validate
     usernameToken: usernameTokenOf(envelope),
     messages: messages.map((m, index) => decodeMessage(m.value, index, budget)),
   };
+}
+
+/**
+ * Read a SendStreamRequest. `validate` checks well-formedness of the envelope (the documents are checked
+ * by unwrapUniversal); the receiver validates, the decoder (reading what the receiver accepted) need not.
+ */
+export function readSendStream(text_: string, limits: SendStreamLimits, validate: boolean, budget: RequestBudget = requestBudget(limits)): SendStreamRequest {
+  return sendStreamOf(readEnvelope(text_, validate, budget), limits, budget);
 }

@@ -1,4 +1,4 @@
-import { isObject, parseXml, rootOf, type XmlValue } from './xml';
+import { isObject, parseXml, rootOf, type ParseBudget, type XmlValue } from './xml';
 
 /**
  * The platform's Universal documents (SPEC §2.3), matched by local name whatever the namespace year.
@@ -28,8 +28,8 @@ function firstElement(value: XmlValue | undefined): [string, XmlValue] | null {
   return entry ?? null;
 }
 
-export function unwrapUniversal(xml: string, validate: boolean): Unwrapped {
-  const [rootName, root] = rootOf(parseXml(xml, 'local', validate));
+export function unwrapUniversal(xml: string, validate: boolean, budget: ParseBudget): Unwrapped {
+  const [rootName, root] = rootOf(parseXml(xml, 'local', validate, budget));
   let documentName = rootName;
   let document: XmlValue = root;
   if (rootName === 'UniversalInterchange') {

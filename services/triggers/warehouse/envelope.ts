@@ -38,14 +38,19 @@ export function readWarehousePost(bytes: Buffer): WarehousePost {
   const envelope = parsed as Record<string, unknown>;
   const type = typeof envelope.Type === 'string' ? envelope.Type : null;
   const rawId = envelope.PostId;
-  const postId = (typeof rawId === 'string' && rawId.trim() !== '') ? rawId : typeof rawId === 'number' ? postIdDigits(text) ?? String(rawId) : null;
+  const postId = (typeof rawId === 'string' && rawId.trim() !== '') ? rawId : typeof rawId === 'number' ? numericPostId(text, rawId) : null;
   return { text, action: type ? TYPES[type.trim().toUpperCase()] ?? null : null, type, postId };
 }
 
-/** A numeric PostId exactly as written (JSON.parse would round one beyond 2^53). */
-function postIdDigits(text: string): string | null {
+/**
+ * A numeric PostId as text. A safe integer is exact as JSON.parse read it; a larger one is taken as
+ * written (JSON.parse rounds it), from the first `"PostId": <number>` of the text, but only when that is
+ * the value JSON.parse kept (not a nested or repeated key).
+ */
+function numericPostId(text: string, parsed: number): string {
+  if (Number.isSafeInteger(parsed)) return String(parsed);
   const match = /"PostId"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/.exec(text);
-  return match ? match[1] : null;
+  return match && Number(match[1]) === parsed ? match[1] : String(parsed);
 }
 
 /** The posted text with `"duplicate":…` as its first member. */
