@@ -68,8 +68,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const credentials = openedCredentials(deps.registry, deps.sealer, deps.workflowCacheMs);
   const services: TriggerServices = { credential: (id) => credentials.get(id), store, logger };
 
+  /** What each answer said beyond its status, for the request's metrics. */
+  const outcomes = new WeakMap<http.ServerResponse, string>();
+
   function send(res: http.ServerResponse, answer: Answer) {
     if (res.headersSent) return;
+    if (answer.outcome !== undefined) outcomes.set(res, answer.outcome);
     const body = typeof answer.body === 'string' ? Buffer.from(answer.body, 'utf8') : answer.body;
     res.writeHead(answer.status, { ...answer.headers, 'content-length': String(body.length) });
     res.end(body);
@@ -236,7 +240,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     context.with(trace.setSpan(context.active(), span), () => {
       handle(req, res, requestId, facts).then(
         (status) => {
-          deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes);
+          deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes, outcomes.get(res));
           span.setAttribute('http.response.status_code', status);
           if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
           span.end();

@@ -24,6 +24,8 @@ export interface Answer {
   status: number;
   headers: Record<string, string>;
   body: string | Buffer;
+  /** What the answer said beyond its status, for metrics (an AS2 disposition such as `processed/error: decryption-failed`). */
+  outcome?: string;
 }
 
 /** The JSON error body of DESIGN.md §5: {"error":"<code>","message":"<text>"}. */

@@ -7,8 +7,11 @@ import { metrics, type Attributes, type Meter } from '@opentelemetry/api';
  * (http.server.request.duration, messaging.*), `ingress.*` otherwise.
  */
 export interface IngressMetrics {
-  /** One hook request answered: its status, its trigger kind (none when no workflow matched), how long, how many body bytes. */
-  request(status: number, triggerKind: string | null, seconds: number, bodyBytes: number): void;
+  /**
+   * One hook request answered: its status, its trigger kind (none when no workflow matched), how long, how
+   * many body bytes, and what the answer said beyond its status when the kind says more (AS2 dispositions).
+   */
+  request(status: number, triggerKind: string | null, seconds: number, bodyBytes: number, outcome?: string): void;
   /** One input record a stage finished: processed, or dead-lettered with an error code. */
   stageRecord(stage: string, outcome: 'processed' | 'dead-lettered', errorCode?: string): void;
   /** Report consumer lag (records behind, per stage and topic) whenever metrics are collected. */
@@ -22,6 +25,8 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
     advice: { explicitBucketBoundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] },
   });
   const bytesIn = meter.createCounter('ingress.request.body.size', { description: 'Body bytes received by hook requests that reached a trigger', unit: 'By' });
+  const outcomes = meter.createCounter('ingress.answer.outcomes', { description: 'Answers by what they said beyond the status (AS2 dispositions), by trigger kind', unit: '{request}' });
+  const outcomeAttributes = new Map<string, Attributes>();
   const stageRecords = meter.createCounter('ingress.stage.records', { description: 'Input records a stage finished, by outcome', unit: '{record}' });
   const deadLetters = meter.createCounter('ingress.dead_letters', { description: 'Records sent to the dead-letter topic, by stage and error code', unit: '{record}' });
   const lag = meter.createObservableGauge('messaging.kafka.consumer.lag', { description: 'Records in the stage input topic not yet committed by the stage', unit: '{record}' });
@@ -38,11 +43,17 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
     return set;
   };
   return {
-    request(status, triggerKind, seconds, bodyBytes) {
+    request(status, triggerKind, seconds, bodyBytes, outcome) {
       const attributes = attributesOf(status, triggerKind ?? 'none');
       requests.add(1, attributes.count);
       duration.record(seconds, attributes.duration);
       if (bodyBytes > 0) bytesIn.add(bodyBytes, attributes.bytes);
+      if (outcome !== undefined) {
+        const key = `${triggerKind} ${outcome}`;
+        let set = outcomeAttributes.get(key);
+        if (!set) outcomeAttributes.set(key, (set = { 'ingress.trigger_kind': triggerKind ?? 'none', 'ingress.outcome': outcome }));
+        outcomes.add(1, set);
+      }
     },
     stageRecord(stage, outcome, errorCode) {
       stageRecords.add(1, { 'ingress.stage': stage, 'ingress.outcome': outcome });
