@@ -5,7 +5,7 @@
   parse-mdn  parse an MDN (HTTP headers JSON + body) with pyas2lib's Mdn.parse against that state; print
              JSON {status, detailed_status, mic_ok, signed, signature_verified, original_message_found}.
   receive    a minimal pyas2lib AS2 receiver (Message.parse + Mdn.build) on 127.0.0.1:PORT, for the benchmark;
-             prints "listening PORT" when ready.
+             prints "listening on http://127.0.0.1:PORT" when ready; --processes N pre-forks N processes.
 
 Keys and certificates are PEM files (a party's key file may hold the key and its certificate). Nothing here
 uses the code under test.
@@ -115,7 +115,9 @@ def parse_mdn(a):
 
 
 def receive(a):
-    from http.server import BaseHTTPRequestHandler, HTTPServer
+    import os
+    import signal
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
     org = organization(a.receiver, read(a.receiver_key) + b'\n' + read(a.receiver_cert))
     partner = as2.Partner(as2_name=a.sender, verify_cert=read(a.sender_cert), sign=True, encrypt=True,
@@ -142,8 +144,23 @@ def receive(a):
         def log_message(self, *args):
             pass
 
-    server = HTTPServer(('127.0.0.1', a.port), Handler)
-    print(f'listening {server.server_address[1]}', flush=True)
+    server = ThreadingHTTPServer(('127.0.0.1', a.port), Handler)
+    server.daemon_threads = True
+    # Pre-fork: every process accepts on the same listening socket; SIGTERM to the first stops them all.
+    children = []
+    for _ in range(a.processes - 1):
+        pid = os.fork()
+        if pid == 0:
+            children = None
+            break
+        children.append(pid)
+    if children is not None:
+        def stop(*_args):
+            for pid in children:
+                os.kill(pid, signal.SIGTERM)
+            os._exit(0)
+        signal.signal(signal.SIGTERM, stop)
+        print(f'listening on http://127.0.0.1:{server.server_address[1]} ({a.processes} processes)', flush=True)
     server.serve_forever()
 
 
@@ -184,6 +201,7 @@ def main():
     r.add_argument('--sender', required=True)
     r.add_argument('--sender-cert', required=True)
     r.add_argument('--port', type=int, default=0)
+    r.add_argument('--processes', type=int, default=1)
     a = p.parse_args()
     {'build': build, 'parse-mdn': parse_mdn, 'receive': receive}[a.cmd](a)
 
