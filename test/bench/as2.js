@@ -43,7 +43,7 @@ async function setUp() {
   writeFileSync(`${dir}/wf.json`, JSON.stringify({ id: 'wf-as2', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-as2' } }] }));
   await cli(['credentials', 'put', `${dir}/cred.json`], env);
   await cli(['workflows', 'put', `${dir}/wf.json`], env);
-  return { dir, dataDir, body };
+  return { dir, dataDir, body, receiver, partner };
 }
 
 const HEADERS = {
@@ -88,4 +88,6 @@ async function main() {
   }
 }
 
-main().catch((e) => { process.stderr.write(`${e.stack}\n`); process.exit(1); });
+module.exports = { KEY, HEADERS, rsaBound, setUp, measure };
+
+if (require.main === module) main().catch((e) => { process.stderr.write(`${e.stack}\n`); process.exit(1); });

@@ -81,9 +81,14 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
 
   test('partner quirks: micalg spelled sha256, Message-ID without <>, LF-only folded payload headers, unsigned MDN requested', async () => {
     const part = Buffer.from(`Content-Type: application/edi-x12;\n name="folded.x12"\n\n${EDI}`, 'latin1');
-    const m = await postAs2(app, 'wf-as2', signedEncrypted(part, '-aes128', 'sha1'), as2Headers({ 'Message-Id': 'no-brackets-4711@partner', 'Disposition-Notification-Options': 'signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, sha256' }), peer, receiver);
+    const m = await postAs2(app, 'wf-as2', signedEncrypted(part, '-aes128', 'sha256'), as2Headers({ 'Message-Id': 'no-brackets-4711@partner', 'Disposition-Notification-Options': 'signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, sha256' }), peer, receiver);
     expect(m.disposition).toMatch(/processed$/);
     expect(m.mic).toBe(`${await peer.digest(part, 'sha256')}, sha256`);
+    // Signed with SHA-1 while the receipt asks for sha256: the MDN is signed with SHA-256, the MIC stays SHA-1 (RFC 4130 §7.4.3).
+    const sha1 = await postAs2(app, 'wf-as2', signedEncrypted(part, '-aes128', 'sha1'), as2Headers({ 'Disposition-Notification-Options': 'signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, sha256' }), peer, receiver);
+    expect(sha1.disposition).toMatch(/processed$/);
+    expect(sha1.headers.get('content-type')).toContain('micalg=sha-256');
+    expect(sha1.mic).toBe(`${await peer.digest(part, 'sha1')}, sha-1`);
     expect(m.report).toContain('Original-Message-ID: no-brackets-4711@partner');
     const out = JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'];
     expect(out.as2.filename).toBe('folded.x12');

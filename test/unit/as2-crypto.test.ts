@@ -6,7 +6,7 @@ import { As2Fault } from '../../services/triggers/as2/faults';
 import { syntheticKey, unwrapPkcs1 } from '../../services/triggers/as2/key-transport';
 import { decodedBody, multipartParts, parseEntity } from '../../services/triggers/as2/mime';
 import { digestFromName } from '../../services/triggers/as2/algorithms';
-import { parseMdnOptions, chooseMicalg } from '../../services/triggers/as2/mdn';
+import { parseMdnOptions, chooseMicalg, micAlgorithm } from '../../services/triggers/as2/mdn';
 import { unwrapMessage } from '../../services/triggers/as2/unwrap';
 import { createPeer, type Peer } from '../support/as2-peer';
 
@@ -122,6 +122,14 @@ describe('partner spellings', () => {
     expect(options).toEqual({ signed: true, micalgs: ['md5', 'sha256', 'sha1'] });
     expect(chooseMicalg(options, null)).toEqual({ digest: 'sha256', name: 'sha256' });
     expect(chooseMicalg(parseMdnOptions(undefined), 'sha384')).toEqual({ digest: 'sha384', name: 'sha-384' });
+  });
+
+  test('Received-Content-MIC of a signed message uses the signature\'s digest, not the receipt micalg (RFC 4130 §7.4.3)', () => {
+    const options = parseMdnOptions('signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, sha256, SHA1');
+    expect(micAlgorithm(options, 'sha1')).toEqual({ digest: 'sha1', name: 'SHA1' });
+    expect(micAlgorithm(options, 'sha512')).toEqual({ digest: 'sha512', name: 'sha-512' });
+    expect(micAlgorithm(options, null)).toEqual({ digest: 'sha256', name: 'sha256' });
+    expect(micAlgorithm(parseMdnOptions(undefined), null)).toEqual({ digest: 'sha256', name: 'sha-256' });
   });
 });
 

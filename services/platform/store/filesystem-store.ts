@@ -55,7 +55,9 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
       assertObjectPath(p);
       try {
         const handle = await fsp.open(fileOf(p), 'r');
-        return createReadStream('', { fd: handle.fd, autoClose: true }).on('close', () => void handle.close().catch(() => undefined));
+        // The stream owns the FileHandle and closes it once. (Passing handle.fd and closing the handle too
+        // closed the number twice: the second close hit whatever file the process had opened meanwhile.)
+        return createReadStream('', { fd: handle, autoClose: true });
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectStoreError(`no object at ${p}`, 'not-found');
         throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });

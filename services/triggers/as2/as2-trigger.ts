@@ -10,7 +10,7 @@ import { decodeAs2 } from './decode';
 import { envelopeFault } from './envelope';
 import { asEntity, evidenceFolder, keepEvidence } from './evidence';
 import { As2Fault, asFault } from './faults';
-import { buildMdn, chooseMicalg, computeMic, parseMdnOptions, type MdnInput } from './mdn';
+import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type MdnInput } from './mdn';
 import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
 import { unwrapMessage } from './unwrap';
@@ -120,7 +120,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
         messageId: request.headers['message-id'], from: request.headers['as2-from'], to: request.headers['as2-to'],
         subject: request.headers.subject ?? null, contentType: parseMediaType(unwrapped.payload.headers['content-type']).type || null,
       };
-      const state: Accepted = { identity, mic: computeMic(unwrapped.micContent, micalg), micalg, message };
+      const state: Accepted = { identity, mic: computeMic(unwrapped.micContent, micAlgorithm(options, unwrapped.signerDigest, limits.allowMd5)), micalg, message };
       return { ok: true, inspection: { as2, state } };
     },
 

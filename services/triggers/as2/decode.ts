@@ -33,6 +33,11 @@ export async function decodeAs2(received: Received, credentialId: string | null,
     const unwrapped = unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
       identity: identityOf(credential.data), maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
     });
+    // An unsecured message's payload headers are the HTTP headers: its file name is in the request's Content-Disposition (pyas2lib sends it there).
+    const disposition = received.headers['content-disposition'];
+    if (!unwrapped.encrypted && !unwrapped.signed && !unwrapped.compressed && disposition && !unwrapped.payload.headers['content-disposition']) {
+      unwrapped.payload.headers['content-disposition'] = disposition;
+    }
     const multiple = /multiple-attachments/i.test(received.headers['ediint-features'] ?? '');
     attachments = attachmentsOf(unwrapped.payload, multiple).map((entity) => ({ entity, bytes: decodedBody(entity) }));
   } catch (error) {

@@ -39,6 +39,18 @@ export function chooseMicalg(options: MdnOptions, signerDigest: Digest | null, a
   return { digest, name: MICALG_NAME[digest] };
 }
 
+/**
+ * The Received-Content-MIC algorithm. RFC 4130 §7.4.3: for a signed message it MUST be the one the
+ * message was signed with (the partner compares it with the MIC it kept; pyas2lib, for one, reports a
+ * mismatch otherwise), whatever signed-receipt-micalg asks for the receipt's signature; the partner's
+ * spelling is kept when one of its tokens names that digest. Unsigned: as chooseMicalg.
+ */
+export function micAlgorithm(options: MdnOptions, signerDigest: Digest | null, allowMd5 = false): { digest: Digest; name: string } {
+  if (!signerDigest) return chooseMicalg(options, null, allowMd5);
+  const token = options.micalgs.find((t) => digestFromName(t, allowMd5) === signerDigest);
+  return { digest: signerDigest, name: token ?? MICALG_NAME[signerDigest] };
+}
+
 export function computeMic(content: Buffer, micalg: { digest: string; name: string }): string {
   return `${createHash(micalg.digest).update(content).digest('base64')}, ${micalg.name}`;
 }
