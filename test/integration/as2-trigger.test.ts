@@ -146,12 +146,12 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     expect(await read(JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'].file)).toBe(big);
   });
 
-  test('the raw message and the MDN are kept by message id; the AS2 logs carry ids, never payload', async () => {
+  test('the raw message and the MDN are kept by message id and request; the AS2 logs carry ids, never payload', async () => {
     const headers = as2Headers({ 'Message-Id': '<evidence-1@partner>' });
     const m = await postAs2(app, 'wf-as2', signedEncrypted(payload()), headers, peer, receiver);
-    const mdn = await read('as2/wf-as2/evidence-1@partner/mdn');
+    const mdn = await read(`as2/wf-as2/evidence-1@partner/${m.requestId}/mdn`);
     expect(await peer.verifyMdn(/^content-type: (.*)$/im.exec(mdn)![1], Buffer.from(mdn.slice(mdn.indexOf('\r\n\r\n') + 4), 'latin1'), receiver)).toContain(m.mic!);
-    expect(await read('as2/wf-as2/evidence-1@partner/message')).toContain('message-id: <evidence-1@partner>');
+    expect(await read(`as2/wf-as2/evidence-1@partner/${m.requestId}/message`)).toContain('message-id: <evidence-1@partner>');
     const events = app.logs.filter((l) => l.messageId === '<evidence-1@partner>').map((l) => l.msg);
     expect(events).toEqual(expect.arrayContaining(['as2.decrypt-start', 'as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-success', 'as2.mdn-sent']));
     expect(JSON.stringify(app.logs)).not.toContain('ST*850');
@@ -243,6 +243,26 @@ describe('failure dispositions (SPEC §7)', () => {
     await app.backends.registry.workflows.put({ id: 'wf-as2-noauth', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2' } }] });
     const res = await fetch(`${app.baseUrl}/hook/wf-as2-noauth`, { method: 'POST', headers: as2Headers(), body: 'x' });
     expect(res.status).toBe(401);
+  });
+});
+
+describe('non-repudiation evidence per request (finding: evidence overwrite)', () => {
+  const list = async (prefix: string) => { const out: string[] = []; for await (const p of app.backends.store.list(prefix)) out.push(p); return out; };
+
+  test('every attempt keeps its own evidence; a refused envelope or an unauthenticated failure stores nothing', async () => {
+    const headers = as2Headers({ 'Message-Id': '<kept-1@partner>' });
+    const first = await postAs2(app, 'wf-as2', signedEncrypted(payload()), headers, peer, receiver);
+    const again = await postAs2(app, 'wf-as2', signedEncrypted(payload()), headers, peer, receiver);
+    // Someone else naming the same message id: wrong AS2-From (refused at the envelope) and a body that does not decrypt.
+    const forged = await postAs2(app, 'wf-as2', { contentType: 'text/plain', body: Buffer.from('forged') }, as2Headers({ 'Message-Id': '<kept-1@partner>', 'AS2-From': 'MALLORY' }), peer, receiver);
+    const garbage = await postAs2(app, 'wf-as2', peer.encrypt(payload(), stranger), headers, peer, receiver);
+    expect([forged.disposition, garbage.disposition]).toEqual([expect.stringMatching(/authentication-failed$/), expect.stringMatching(/decryption-failed$/)]);
+    expect(first.requestId).not.toBe(again.requestId);
+    await executionsOf(app, again.requestId);
+    const kept = await list('as2/wf-as2/kept-1@partner/');
+    expect(kept.filter((p) => !p.endsWith('/first-request')).sort()).toEqual([first.requestId, again.requestId].flatMap((id) => [`as2/wf-as2/kept-1@partner/${id}/mdn`, `as2/wf-as2/kept-1@partner/${id}/message`]).sort());
+    expect(await read(`as2/wf-as2/kept-1@partner/${first.requestId}/mdn`)).toContain(first.mic!);
+    expect(await read('as2/wf-as2/kept-1@partner/first-request')).toBe(first.requestId);
   });
 });
 

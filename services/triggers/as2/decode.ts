@@ -4,7 +4,7 @@ import type { DecodeServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
 import { isRepeat } from '../first-request';
 import { identityOf } from './certificates';
-import { evidenceFolder } from './evidence';
+import { messageFolder } from './evidence';
 import { As2Fault } from './faults';
 import { decodedBody, filenameOf, parseMediaType } from './mime';
 import { attachmentsOf, unwrapMessage } from './unwrap';
@@ -44,7 +44,7 @@ export async function decodeAs2(received: Received, credentialId: string | null,
   const unique = uniqueNamer();
   const envelope = received.as2;
   const messageId = envelope?.messageId ?? received.headers['message-id'] ?? '';
-  const duplicate = messageId ? await isRepeat(services.store, `${evidenceFolder(received.workflowId, messageId)}/first-request`, received.requestId) : false;
+  const duplicate = messageId ? await isRepeat(services.store, `${messageFolder(received.workflowId, messageId)}/first-request`, received.requestId) : false;
   const batch = attachments.length > 1;
   const items: DecodedItem[] = [];
   for (const [index, { entity, bytes }] of attachments.entries()) {
