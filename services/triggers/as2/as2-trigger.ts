@@ -13,7 +13,7 @@ import { As2Fault, asFault } from './faults';
 import { buildMdn, chooseMicalg, computeMic, parseMdnOptions, type MdnInput } from './mdn';
 import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
-import { unwrapMessage } from './unwrap';
+import { hasMultipleAttachments, unwrapMessage } from './unwrap';
 
 /**
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, RFC 4130): a receiver of signed, encrypted
@@ -73,7 +73,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
   }
 
   function failureAnswer(request: InboundRequest, services: TriggerServices, fault: As2Fault, identity: As2Identity | null, message: Buffer | null, keep: boolean): Promise<Answer> {
-    log(services, request, 'as2.failure', { code: fault.code, disposition: fault.modifier, detail: fault.message }, 'warn');
+    log(services, request, 'as2.failure', { code: fault.code, disposition: fault.modifier, detail: fault.message, ...(fault.reason ? { reason: fault.reason } : {}) }, 'warn');
     const options = parseMdnOptions(request.headers['disposition-notification-options']);
     return answerWith(request, services, fault.status, {
       failure: { modifier: fault.modifier, detail: fault.message }, mic: null, micalg: chooseMicalg(options, null, limits.allowMd5), options, identity,
@@ -112,8 +112,10 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       let authenticated = false;
       let unwrapped;
       try {
-        unwrapped = unwrapMessage(message, request.headers['content-type'] ?? null, request.headers['content-transfer-encoding'] ?? null, {
-          identity, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
+        // Everything the decoder will do but staging (attachments, transfer encodings): what is answered
+        // processed opens in the decoder too.
+        unwrapped = await unwrapMessage(message, request.headers['content-type'] ?? null, request.headers['content-transfer-encoding'] ?? null, {
+          identity, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5, multipleAttachments: hasMultipleAttachments(request.headers),
           onStep: (step, detail) => {
             if (step === 'verify-success' && identity.partner) authenticated = true;
             log(services, request, `as2.${step}`, detail ? { detail } : {}, step.endsWith('failure') ? 'warn' : 'info');

@@ -6,8 +6,8 @@ import { isRepeat } from '../first-request';
 import { identityOf } from './certificates';
 import { messageFolder } from './evidence';
 import { As2Fault } from './faults';
-import { decodedBody, filenameOf, parseMediaType } from './mime';
-import { attachmentsOf, unwrapMessage } from './unwrap';
+import { filenameOf, parseMediaType } from './mime';
+import { hasMultipleAttachments, unwrapMessage } from './unwrap';
 
 /**
  * Decoder side of AS2: the received record holds the raw message (the source of truth, replayable),
@@ -30,13 +30,13 @@ export async function decodeAs2(received: Received, credentialId: string | null,
   const raw = await services.readBody(received, limits.maxMessageBytes);
   let attachments;
   try {
-    const unwrapped = unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
+    // The same opening as the receiver's inspect (unwrap.ts), attachments and transfer encodings included.
+    attachments = (await unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
       identity: identityOf(credential.data), maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
-    });
-    const multiple = /multiple-attachments/i.test(received.headers['ediint-features'] ?? '');
-    attachments = attachmentsOf(unwrapped.payload, multiple).map((entity) => ({ entity, bytes: decodedBody(entity) }));
+      multipleAttachments: hasMultipleAttachments(received.headers),
+    })).attachments;
   } catch (error) {
-    if (error instanceof As2Fault) throw new IngressError('payload-parse-error', `the AS2 message cannot be opened: ${error.modifier}: ${error.message}`);
+    if (error instanceof As2Fault) throw new IngressError('payload-parse-error', `the AS2 message cannot be opened: ${error.modifier}: ${error.reason ?? error.message}`);
     throw error;
   }
 

@@ -25,8 +25,14 @@ export type As2FaultCode = keyof typeof AS2_FAULTS;
 export class As2Fault extends Error {
   readonly modifier: string;
   readonly status: number;
-  constructor(readonly code: As2FaultCode, detail: string) {
+  /**
+   * The server-side reason, for the logs only (never the MDN): set when the partner-facing detail was
+   * replaced by a fixed text (faults inside encrypted content, see unwrap.ts).
+   */
+  readonly reason: string | null;
+  constructor(readonly code: As2FaultCode, detail: string, reason: string | null = null) {
     super(detail);
+    this.reason = reason;
     this.name = 'As2Fault';
     this.modifier = AS2_FAULTS[code].modifier;
     this.status = AS2_FAULTS[code].status;
