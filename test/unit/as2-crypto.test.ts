@@ -2,8 +2,8 @@ import { constants, publicEncrypt, randomBytes, X509Certificate } from 'node:cry
 import { deflateSync } from 'node:zlib';
 import { identityOf, type As2Identity } from '../../services/triggers/as2/certificates';
 import { DECRYPTION_FAILED, decryptEntity, stripPkcs7 } from '../../services/triggers/as2/decrypt';
-import { octets, parseDer, type Node } from '../../services/triggers/as2/der';
-import { As2Fault } from '../../services/triggers/as2/faults';
+import { octets, oidOf, parseDer, type Node } from '../../services/triggers/as2/der';
+import { As2Fault, MAX_DETAIL_CHARS } from '../../services/triggers/as2/faults';
 import { syntheticKey, unwrapPkcs1 } from '../../services/triggers/as2/key-transport';
 import { decodedBody, multipartParts, parseEntity } from '../../services/triggers/as2/mime';
 import { digestFromName } from '../../services/triggers/as2/algorithms';
@@ -252,6 +252,37 @@ describe('no padding oracle: every fault of encrypted content is one disposition
     const unknown = Buffer.from(message.body);
     unknown[oid.end - 1] ^= 0x7f;
     expect((await asyncFaultOf(unwrapMessage(unknown, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).code).toBe('unsupported-algorithm');
+  });
+});
+
+describe('AES-GCM tag length (RFC 5084)', () => {
+  test('an ICVlen below 12 is refused before anything is decrypted', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const der = (await peer.encrypt(payload(), receiver, '-aes-256-gcm')).body;
+    const params = parseDer(der).children[1].children[0].children[2].children[1].children[1];
+    const icv = params.children[1];
+    expect(der[icv.contentStart]).toBe(16);
+    for (const length of [4, 8, 11]) {
+      const short = Buffer.from(der);
+      short[icv.contentStart] = length;
+      const fault = faultOf(() => decryptEntity(short, identity));
+      expect([fault.code, fault.modifier]).toEqual(['unsupported-algorithm', 'unexpected-processing-error']);
+    }
+  });
+});
+
+describe('attacker-sized values in fault texts', () => {
+  test('an OBJECT IDENTIFIER over 64 bytes is refused, and no fault detail exceeds 200 characters', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const big = Buffer.concat([Buffer.from([0x06, 0x83, 0x0f, 0x42, 0x40]), Buffer.alloc(1_000_000, 0x7f)]);
+    const message = Buffer.concat([Buffer.from([0x30, 0x83, 0x0f, 0x42, 0x47]), big, Buffer.from([0xa0, 0x02, 0x30, 0x00])]);
+    const fault = await asyncFaultOf(unwrapMessage(message, 'application/pkcs7-mime; smime-type=enveloped-data', 'binary', { identity, maxInflatedBytes: 1 << 20 }));
+    expect(fault.message.length).toBeLessThanOrEqual(MAX_DETAIL_CHARS);
+    expect(faultOf(() => oidOf(parseDer(Buffer.concat([Buffer.from([0x06, 65]), Buffer.alloc(65, 0x01)])))).message).toMatch(/too long/);
+    expect(oidOf(parseDer(Buffer.concat([Buffer.from([0x06, 64]), Buffer.alloc(63, 0x81), Buffer.from([0x01])])))).toMatch(/^2\./);
+    expect(new As2Fault('malformed-message', 'x'.repeat(10_000), 'y'.repeat(10_000))).toMatchObject({ message: expect.stringMatching(/^x{199}…$/), reason: expect.stringMatching(/^y{199}…$/) });
   });
 });
 

@@ -17,6 +17,10 @@ import { parseEntity, type MimeEntity } from './mime';
 export const DECRYPTION_FAILED = 'the message could not be decrypted with the receiver key';
 const FAILED = DECRYPTION_FAILED;
 
+/** RFC 5084 §3.2: ICVlen is 12 to 16 octets; shorter tags are forgeable. */
+const GCM_MIN_TAG = 12;
+const GCM_MAX_TAG = 16;
+
 export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
   const root = parseDer(der);
   const type = oidOf(root.children[0]);
@@ -34,7 +38,12 @@ export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
   const encrypted = eci.children.find((n) => isContext(n, 0));
   if (!encrypted) throw new As2Fault('malformed-message', 'the enveloped data carries no encrypted content');
   const params = child(algorithm, 1, 'cipher parameters');
-  const tagLength = cipher.gcm && params.children[1] ? contentOf(params.children[1]).readUIntBE(0, Math.min(contentOf(params.children[1]).length, 1)) : 12;
+  let tagLength = 12;
+  if (cipher.gcm && params.children[1]) {
+    const icv = contentOf(params.children[1]);
+    tagLength = icv.length === 1 ? icv[0] : 0;
+    if (tagLength < GCM_MIN_TAG || tagLength > GCM_MAX_TAG) throw new As2Fault('unsupported-algorithm', `AES-GCM tags shorter than ${GCM_MIN_TAG} or longer than ${GCM_MAX_TAG} octets are not accepted (RFC 5084)`);
+  }
 
   const key = contentKey(recipients, identity, cipher.keyLength);
   let plain: Buffer;
@@ -45,6 +54,7 @@ export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
       const mac = env.children.find((n, k) => k > i + 1 && n.cls === 0 && n.tag === 4);
       if (!mac) throw new As2Fault('malformed-message', 'the authenticated enveloped data has no MAC');
       const tag = octets(mac);
+      if (tag.length !== tagLength) throw new As2Fault('malformed-message', 'the AES-GCM tag has the wrong length');
       const decipher = createDecipheriv(cipher.name as 'aes-128-gcm', key, nonce, { authTagLength: tagLength }) as DecipherGCM;
       decipher.setAuthTag(tag);
       if (authAttrs) { const aad = Buffer.from(rawOf(authAttrs)); aad[0] = 0x31; decipher.setAAD(aad); }

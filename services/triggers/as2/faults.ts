@@ -22,6 +22,9 @@ export const AS2_FAULTS = {
 
 export type As2FaultCode = keyof typeof AS2_FAULTS;
 
+/** Longest fault detail (MDN text and logs): attacker-sized values must not grow the answer. */
+export const MAX_DETAIL_CHARS = 200;
+
 export class As2Fault extends Error {
   readonly modifier: string;
   readonly status: number;
@@ -31,8 +34,8 @@ export class As2Fault extends Error {
    */
   readonly reason: string | null;
   constructor(readonly code: As2FaultCode, detail: string, reason: string | null = null) {
-    super(detail);
-    this.reason = reason;
+    super(detail.length > MAX_DETAIL_CHARS ? `${detail.slice(0, MAX_DETAIL_CHARS - 1)}…` : detail);
+    this.reason = reason && reason.length > MAX_DETAIL_CHARS ? `${reason.slice(0, MAX_DETAIL_CHARS - 1)}…` : reason;
     this.name = 'As2Fault';
     this.modifier = AS2_FAULTS[code].modifier;
     this.status = AS2_FAULTS[code].status;
