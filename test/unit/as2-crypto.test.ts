@@ -339,6 +339,43 @@ describe('inflation: one budget per message, off the event loop, refused early w
   });
 });
 
+describe('signatures: content-type attribute, pin before carried certificates, bounded certificate sets', () => {
+  test('a signed content-type attribute other than id-data is refused (RFC 5652 §11.1)', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const good = await peer.sign(payload(), partner);
+    expect(await unwrapMessage(good.body, good.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
+    const other = await peer.sign(payload(), partner, 'sha256', ['-econtent_type', '1.2.3.4']);
+    const fault = await asyncFaultOf(unwrapMessage(other.body, other.contentType, null, { identity, maxInflatedBytes: 1 << 20 }));
+    expect([fault.code, fault.message]).toEqual(['integrity-check-failed', 'the signed content-type attribute is missing or is not id-data']);
+  });
+
+  test('with a pinned partner, carried certificates are not consulted: a look-alike certificate changes nothing', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    // Same issuer and serial as the partner certificate, another key.
+    const serial = new X509Certificate(partner.cert).serialNumber;
+    const twin = await peer.certificate('twin', ['-subj', '/CN=partner/O=AS2 test', '-set_serial', `0x${serial}`]);
+    const signed = await peer.sign(payload(), partner, 'sha256', ['-nocerts', '-certfile', twin.certPath]);
+    expect(await unwrapMessage(signed.body, signed.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, signerFingerprint: new X509Certificate(partner.cert).fingerprint256 });
+  });
+
+  test('without a pin, the signer certificate is looked for among the first 8 carried certificates only', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    // A larger key makes a longer certificate, which sorts last in the DER SET OF certificates.
+    const partner = await peer.certificate('big-signer', ['-subj', '/CN=big signer', '-newkey', 'rsa:3072']);
+    const others = await Promise.all(Array.from({ length: 8 }, (_, i) => peer.party(`other-${i}`)));
+    const bundle = others.map((p) => p.cert).join('');
+    const few = await peer.sign(payload(), partner, 'sha256', ['-certfile', peer.file(others.slice(0, 3).map((p) => p.cert).join(''))]);
+    expect(await unwrapMessage(few.body, few.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
+    const many = await peer.sign(payload(), partner, 'sha256', ['-certfile', peer.file(bundle)]);
+    expect((await asyncFaultOf(unwrapMessage(many.body, many.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).code).toBe('authentication-failed');
+  });
+});
+
 describe('what is answered processed opens in the decoder', () => {
   test('an unsupported transfer encoding of the payload, and an unclosed multipart/mixed with multiple-attachments, fail in unwrap', async () => {
     const receiver = await peer.party('receiver');
