@@ -45,6 +45,6 @@ test('a signed, compressed, encrypted two-attachment message becomes two executi
   const outs = executions.map((e) => JSON.parse(e.input)['AS2 in']);
   expect(outs.map((o) => [o.as2.filename, o.as2.batchIndex, o.as2.batchSize])).toEqual([['po.x12', 0, 2], ['note.txt', 1, 2]]);
   expect((await readAll(await app.backends.store.get(outs[0].file))).toString()).toBe(big);
-  const kept = (await readAll(await app.backends.store.get('as2/wf-as2/e2e-1@partner/mdn'))).toString('latin1');
+  const kept = (await readAll(await app.backends.store.get(`as2/wf-as2/e2e-1@partner/${mdn.requestId}/mdn`))).toString('latin1');
   expect(kept).toContain('multipart/signed');
 }, 90_000);

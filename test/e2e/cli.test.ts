@@ -98,6 +98,7 @@ test('tail prints decoded records as JSON lines while the service runs; blob get
     const blob = await runCli(['blob', 'get', received.body.path], env);
     expect(blob.stdout).toBe('{"hello":"cli world"}');
     expect((await runCli(['blob', 'get', 'raw/none'], env)).code).toBe(1);
+    expect((await runCli(['blob', 'list', received.body.path.slice(0, received.body.path.lastIndexOf('/') + 1)], env)).stdout.split('\n')).toContain(received.body.path);
   } finally {
     service.child.kill('SIGTERM');
     await waitForExit(service.child);

@@ -149,9 +149,12 @@ describe('failures pyas2lib reads from our MDN', () => {
     expect(verdict).toMatchObject({ status: 'processed/error', detailed_status: 'decryption-failed', signature_verified: true });
   });
 
-  test('unsigned while the partner is pinned → processed/error: insufficient-message-security', async () => {
-    const verdict = await refused('wf-py', await pyas2.build(EDI, { encrypt: 'aes_128_cbc', filename: 'po.x12' }));
-    expect(verdict).toMatchObject({ status: 'processed/error', detailed_status: 'insufficient-message-security' });
+  test('unsigned while the partner is pinned → processed/error: insufficient-message-security (decryption-failed inside encryption)', async () => {
+    const plain = await refused('wf-py', await pyas2.build(EDI, { compress: true, filename: 'po.x12' }));
+    expect(plain).toMatchObject({ status: 'processed/error', detailed_status: 'insufficient-message-security' });
+    // Inside encryption every fault after decryption is one answer (no oracle on encrypted content, README "AS2").
+    const sealed = await refused('wf-py', await pyas2.build(EDI, { encrypt: 'aes_128_cbc', filename: 'po.x12' }));
+    expect(sealed).toMatchObject({ status: 'processed/error', detailed_status: 'decryption-failed' });
   });
 
   test('pyas2lib itself refuses an MDN whose signature is not by the receiver it knows', async () => {

@@ -5,7 +5,10 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type TestApp } from '../support/app';
 import { compressedData, createPeer, type Built, type Party, type Peer } from '../support/as2-peer';
-import { as2Headers, executionsOf, postAs2 } from '../support/as2-client';
+import { as2Headers, executionsOf, postAs2, type MdnSeen } from '../support/as2-client';
+import { contentVariants, openCbc, paddings, withCiphertextByte, withPlain } from '../support/as2-tamper';
+import { identityOf } from '../../services/triggers/as2/certificates';
+import { DECRYPTION_FAILED } from '../../services/triggers/as2/decrypt';
 
 /**
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, §7), through the whole pipeline on the
@@ -151,12 +154,12 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     expect(await read(JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'].file)).toBe(big);
   });
 
-  test('the raw message and the MDN are kept by message id; the AS2 logs carry ids, never payload', async () => {
+  test('the raw message and the MDN are kept by message id and request; the AS2 logs carry ids, never payload', async () => {
     const headers = as2Headers({ 'Message-Id': '<evidence-1@partner>' });
     const m = await postAs2(app, 'wf-as2', signedEncrypted(payload()), headers, peer, receiver);
-    const mdn = await read('as2/wf-as2/evidence-1@partner/mdn');
+    const mdn = await read(`as2/wf-as2/evidence-1@partner/${m.requestId}/mdn`);
     expect(await peer.verifyMdn(/^content-type: (.*)$/im.exec(mdn)![1], Buffer.from(mdn.slice(mdn.indexOf('\r\n\r\n') + 4), 'latin1'), receiver)).toContain(m.mic!);
-    expect(await read('as2/wf-as2/evidence-1@partner/message')).toContain('message-id: <evidence-1@partner>');
+    expect(await read(`as2/wf-as2/evidence-1@partner/${m.requestId}/message`)).toContain('message-id: <evidence-1@partner>');
     const events = app.logs.filter((l) => l.messageId === '<evidence-1@partner>').map((l) => l.msg);
     expect(events).toEqual(expect.arrayContaining(['as2.decrypt-start', 'as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-success', 'as2.mdn-sent']));
     expect(JSON.stringify(app.logs)).not.toContain('ST*850');
@@ -180,16 +183,23 @@ describe('failure dispositions (SPEC §7)', () => {
     expect(m.mic).toBeNull();
   });
 
-  test('content changed after signing → integrity-check-failed', async () => {
+  test('content changed after signing → integrity-check-failed; inside encryption, decryption-failed like any fault there', async () => {
     const signed = await peer.sign(payload(), partner);
     const tampered = Buffer.from(signed.body.toString('latin1').replace('ST*850', 'ST*860'), 'latin1');
-    const m = await failing('wf-as2', peer.encrypt(peer.entity({ 'Content-Type': signed.contentType }, tampered), receiver));
+    const m = await failing('wf-as2', { contentType: signed.contentType, body: tampered });
     expect(m.disposition).toMatch(/processed\/error: integrity-check-failed$/);
+    const sealed = await failing('wf-as2', peer.encrypt(peer.entity({ 'Content-Type': signed.contentType }, tampered), receiver));
+    expect(sealed.disposition).toMatch(/processed\/error: decryption-failed$/);
+    expect(sealed.report).toContain(`could not be processed: ${DECRYPTION_FAILED}.`);
   });
 
-  test('signed by a certificate other than the pinned partner one (carried in the message) → authentication-failed', async () => {
-    const m = await failing('wf-as2', peer.encrypt((await peer.sign(payload(), stranger)).entity, receiver));
+  test('signed by a certificate other than the pinned partner one → authentication-failed, inside encryption too (SPEC §7)', async () => {
+    const m = await failing('wf-as2', peer.sign(payload(), stranger));
     expect(m.disposition).toMatch(/processed\/error: authentication-failed$/);
+    // A signature that holds with the carried certificate is named even inside encryption: tampered
+    // ciphertext can never produce one, so the answer is no oracle (README "AS2").
+    const sealed = await failing('wf-as2', peer.encrypt((await peer.sign(payload(), stranger)).entity, receiver));
+    expect(sealed.disposition).toMatch(/processed\/error: authentication-failed$/);
   });
 
   test('AS2-From or AS2-To other than the expected ones → authentication-failed', async () => {
@@ -206,17 +216,22 @@ describe('failure dispositions (SPEC §7)', () => {
     expect(m.report).toContain(`${header} are missing`);
   });
 
-  test('unsigned while a partner certificate is pinned → insufficient-message-security', async () => {
-    const m = await failing('wf-as2', peer.encrypt(payload(), receiver));
+  test('unsigned while a partner certificate is pinned → insufficient-message-security; inside encryption, decryption-failed', async () => {
+    const m = await failing('wf-as2', { contentType: 'application/edi-x12', body: Buffer.from(EDI) });
     expect(m.disposition).toMatch(/processed\/error: insufficient-message-security$/);
+    const sealed = await failing('wf-as2', peer.encrypt(payload(), receiver));
+    expect(sealed.disposition).toMatch(/processed\/error: decryption-failed$/);
   });
 
   test('corrupt compression and a zlib bomb → decompression-failed', async () => {
     const corrupt = { contentType: 'application/pkcs7-mime; smime-type=compressed-data', body: compressedData(Buffer.alloc(0), Buffer.from('not zlib at all')) };
     const bomb = { contentType: 'application/pkcs7-mime; smime-type=compressed-data', body: compressedData(Buffer.alloc(0), deflateSync(Buffer.concat([Buffer.from('Content-Type: text/plain\r\n\r\n'), Buffer.alloc(8 * 1024 * 1024)]))) };
     for (const inner of [corrupt, bomb]) {
-      const m = await failing('wf-as2', peer.encrypt((await peer.sign(peer.entity({ 'Content-Type': inner.contentType }, inner.body), partner)).entity, receiver));
+      const signed = await peer.sign(peer.entity({ 'Content-Type': inner.contentType }, inner.body), partner);
+      const m = await failing('wf-as2', signed);
       expect(m.disposition).toMatch(/processed\/error: decompression-failed$/);
+      const sealed = await failing('wf-as2', peer.encrypt(signed.entity, receiver));
+      expect(sealed.disposition).toMatch(/processed\/error: decryption-failed$/);
     }
   });
 
@@ -248,6 +263,76 @@ describe('failure dispositions (SPEC §7)', () => {
     await app.backends.registry.workflows.put({ id: 'wf-as2-noauth', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2' } }] });
     const res = await fetch(`${app.baseUrl}/hook/wf-as2-noauth`, { method: 'POST', headers: as2Headers(), body: 'x' });
     expect(res.status).toBe(401);
+  });
+});
+
+describe('no padding oracle through the MDN (finding: CBC padding oracle)', () => {
+  /** An MDN with what differs between any two MDNs (ids, dates, boundaries) blanked out. */
+  const shape = (m: MdnSeen) => [m.status, m.signed, m.disposition, m.mic, m.report.replace(/----=_report_[0-9a-f-]+/g, 'B')];
+
+  test('bad and good paddings, and every content fault after decryption, give the same MDN', async () => {
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const message = await signedEncrypted(payload(), '-aes128');
+    const cbc = openCbc(message.body, identity);
+    const headers = as2Headers({ 'Message-Id': '<oracle-1@partner>' });
+    const post = (body: Buffer) => postAs2(app, 'wf-as2', { contentType: message.contentType, body }, headers, peer, receiver);
+    const variants = contentVariants(cbc, 'ISA*00');
+    const seen = new Map<string, string>();
+    for (const [content, bytes] of Object.entries(variants)) {
+      if (content === 'original content') continue;
+      for (const [padding, plain] of Object.entries(paddings(cbc, bytes))) seen.set(`${content}, ${padding}`, JSON.stringify(shape(await post(withPlain(cbc, plain)))));
+    }
+    // Vaudenay's blind query: the last byte of the next-to-last block, one value of which pads validly.
+    const at = cbc.end - cbc.start - cbc.block - 1;
+    for (const delta of [1, 2, 3, 0x80]) seen.set(`ciphertext byte ^ ${delta}`, JSON.stringify(shape(await post(withCiphertextByte(cbc, at, message.body[cbc.start + at] ^ delta)))));
+    const answers = new Set(seen.values());
+    expect(answers.size).toBe(1);
+    const [status, signed, disposition, mic, report] = JSON.parse([...answers][0]);
+    expect([status, signed, disposition, mic]).toEqual([200, true, 'automatic-action/MDN-sent-automatically; processed/error: decryption-failed', null]);
+    expect(report).toContain(`The AS2 message <oracle-1@partner> was received but could not be processed: ${DECRYPTION_FAILED}.`);
+    // The reason stays in the server log.
+    expect(app.logs.filter((l) => l.messageId === '<oracle-1@partner>' && l.msg === 'as2.failure').map((l) => l.reason)).toEqual(expect.arrayContaining([expect.stringMatching(/^integrity-check-failed: /), expect.stringMatching(/^insufficient-message-security: /)]));
+  });
+});
+
+describe('nothing answered processed fails in the decoder (finding: accept then dead-letter)', () => {
+  test('an unsupported payload transfer encoding, and an unclosed multipart/mixed with multiple-attachments, get a failure MDN', async () => {
+    const uu = peer.entity({ 'Content-Type': 'application/edi-x12', 'Content-Transfer-Encoding': 'x-uuencode' }, 'begin 644 po.x12\n');
+    const open = peer.entity({ 'Content-Type': 'multipart/mixed; boundary="zz"' }, '--zz\r\nContent-Type: text/plain\r\n\r\nhello\r\n');
+    const features = as2Headers({ 'EDIINT-Features': 'multiple-attachments' });
+    const plain = [await postAs2(app, 'wf-as2', peer.sign(uu, partner), as2Headers(), peer, receiver), await postAs2(app, 'wf-as2', peer.sign(open, partner), features, peer, receiver)];
+    for (const m of plain) expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+    const sealed = [await postAs2(app, 'wf-as2', signedEncrypted(uu), as2Headers(), peer, receiver), await postAs2(app, 'wf-as2', signedEncrypted(open), as2Headers({ 'EDIINT-Features': 'multiple-attachments' }), peer, receiver)];
+    for (const m of sealed) expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: decryption-failed');
+    // Without the feature header the unclosed multipart is one opaque file, and it is decoded.
+    const single = await postAs2(app, 'wf-as2', signedEncrypted(open), as2Headers(), peer, receiver);
+    expect(single.disposition).toMatch(/processed$/);
+    expect(await executionsOf(app, single.requestId)).toHaveLength(1);
+  });
+});
+
+describe('non-repudiation evidence per request (finding: evidence overwrite)', () => {
+  const list = async (prefix: string) => { const out: string[] = []; for await (const p of app.backends.store.list(prefix)) out.push(p); return out; };
+
+  test('every attempt keeps its own evidence; a refused envelope or an unauthenticated failure stores nothing', async () => {
+    const headers = as2Headers({ 'Message-Id': '<kept-1@partner>' });
+    const first = await postAs2(app, 'wf-as2', signedEncrypted(payload()), headers, peer, receiver);
+    const again = await postAs2(app, 'wf-as2', signedEncrypted(payload()), headers, peer, receiver);
+    // Someone else naming the same message id: wrong AS2-From (refused at the envelope) and a body that does not decrypt.
+    const forged = await postAs2(app, 'wf-as2', { contentType: 'text/plain', body: Buffer.from('forged') }, as2Headers({ 'Message-Id': '<kept-1@partner>', 'AS2-From': 'MALLORY' }), peer, receiver);
+    const garbage = await postAs2(app, 'wf-as2', peer.encrypt(payload(), stranger), headers, peer, receiver);
+    expect([forged.disposition, garbage.disposition]).toEqual([expect.stringMatching(/authentication-failed$/), expect.stringMatching(/decryption-failed$/)]);
+    expect(first.requestId).not.toBe(again.requestId);
+    await executionsOf(app, again.requestId);
+    const kept = await list('as2/wf-as2/kept-1@partner/');
+    expect(kept.filter((p) => !p.endsWith('/first-request')).sort()).toEqual([first.requestId, again.requestId].flatMap((id) => [`as2/wf-as2/kept-1@partner/${id}/mdn`, `as2/wf-as2/kept-1@partner/${id}/message`]).sort());
+    expect(await read(`as2/wf-as2/kept-1@partner/${first.requestId}/mdn`)).toContain(first.mic!);
+    expect(await read('as2/wf-as2/kept-1@partner/first-request')).toBe(first.requestId);
+    // A failure after the pinned signature verified is kept (the sender is known).
+    const uu = peer.entity({ 'Content-Type': 'application/edi-x12', 'Content-Transfer-Encoding': 'x-uuencode' }, 'begin 644 po.x12\n');
+    const late = await postAs2(app, 'wf-as2', peer.sign(uu, partner), as2Headers({ 'Message-Id': '<kept-2@partner>' }), peer, receiver);
+    expect(late.disposition).toMatch(/unexpected-processing-error$/);
+    expect(await list('as2/wf-as2/kept-2@partner/')).toEqual([`as2/wf-as2/kept-2@partner/${late.requestId}/mdn`, `as2/wf-as2/kept-2@partner/${late.requestId}/message`]);
   });
 });
 

@@ -19,6 +19,10 @@ export interface Built { contentType: string; body: Buffer; entity: Buffer }
 export interface Peer {
   dir: string;
   party(name: string): Promise<Party>;
+  /** A self-signed key and certificate with these `openssl req` options (subject, serial…), not cached. */
+  certificate(name: string, reqOptions: string[]): Promise<Party>;
+  /** Bytes written to a file of the peer's directory: its path. */
+  file(data: Buffer | string): string;
   /** A MIME entity (headers CRLF blank line body) written verbatim. */
   entity(headers: Record<string, string>, body: Buffer | string): Buffer;
   /** `openssl cms -sign -binary`: returns the HTTP Content-Type and body of the multipart/signed. */
@@ -64,6 +68,13 @@ export function createPeer(): Peer {
       }
       return p;
     },
+    async certificate(name, reqOptions) {
+      const keyPath = path.join(dir, `${name}.key`);
+      const certPath = path.join(dir, `${name}.crt`);
+      await openssl(['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', keyPath, '-out', certPath, '-days', '30', ...reqOptions]);
+      return { name, keyPath, certPath, key: readFileSync(keyPath, 'utf8'), cert: readFileSync(certPath, 'utf8') };
+    },
+    file,
     entity,
     async sign(content, signer, digest = 'sha256', extra = []) {
       const out = await openssl(['cms', '-sign', '-binary', '-in', file(content), '-signer', signer.certPath, '-inkey', signer.keyPath, '-md', digest, ...extra]);

@@ -1,14 +1,16 @@
 import { constants, publicEncrypt, randomBytes, X509Certificate } from 'node:crypto';
-import { identityOf } from '../../services/triggers/as2/certificates';
-import { decryptEntity } from '../../services/triggers/as2/decrypt';
-import { octets, parseDer, type Node } from '../../services/triggers/as2/der';
-import { As2Fault } from '../../services/triggers/as2/faults';
+import { deflateSync } from 'node:zlib';
+import { identityOf, type As2Identity } from '../../services/triggers/as2/certificates';
+import { DECRYPTION_FAILED, decryptEntity, stripPkcs7 } from '../../services/triggers/as2/decrypt';
+import { octets, oidOf, parseDer, type Node } from '../../services/triggers/as2/der';
+import { As2Fault, MAX_DETAIL_CHARS } from '../../services/triggers/as2/faults';
 import { syntheticKey, unwrapPkcs1 } from '../../services/triggers/as2/key-transport';
 import { decodedBody, multipartParts, parseEntity } from '../../services/triggers/as2/mime';
 import { digestFromName } from '../../services/triggers/as2/algorithms';
 import { parseMdnOptions, chooseMicalg, micAlgorithm } from '../../services/triggers/as2/mdn';
-import { unwrapMessage } from '../../services/triggers/as2/unwrap';
-import { createPeer, type Peer } from '../support/as2-peer';
+import { AS2_MAX_INFLATED_BYTES, unwrapMessage } from '../../services/triggers/as2/unwrap';
+import { compressedData, createPeer, type Peer } from '../support/as2-peer';
+import { contentVariants, openCbc, paddings, withCiphertextByte, withPlain } from '../support/as2-tamper';
 
 /** The AS2 crypto and MIME units, on messages built by the openssl command line. */
 let peer: Peer;
@@ -31,6 +33,11 @@ function withEncryptedKey(der: Buffer, replacement: Buffer): Buffer {
 
 function faultOf(fn: () => unknown): As2Fault {
   try { fn(); } catch (error) { expect(error).toBeInstanceOf(As2Fault); return error as As2Fault; }
+  throw new Error('no fault');
+}
+
+async function asyncFaultOf(promise: Promise<unknown>): Promise<As2Fault> {
+  try { await promise; } catch (error) { expect(error).toBeInstanceOf(As2Fault); return error as As2Fault; }
   throw new Error('no fault');
 }
 
@@ -141,7 +148,7 @@ describe('layers', () => {
     const part = payload();
     const signed = await peer.sign(part, partner, 'sha384');
     const message = await peer.encrypt(peer.compress(signed.entity).entity, receiver, '-aes128');
-    const out = unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 });
+    const out = await unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 });
     expect(out).toMatchObject({ encrypted: true, signed: true, compressed: true, signerDigest: 'sha384' });
     expect(out.micContent).toEqual(part);
     expect(decodedBody(out.payload).toString()).toBe('ISA*00*~GS*PO~');
@@ -156,9 +163,9 @@ describe('subject key identifiers', () => {
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
     const signed = await peer.sign(payload(), partner, 'sha256', ['-keyid', '-nocerts']);
     const message = await peer.encrypt(signed.entity, receiver, '-aes128', ['-keyid']);
-    expect(unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, encrypted: true });
+    expect(await unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, encrypted: true });
     const other = await peer.sign(payload(), stranger, 'sha256', ['-keyid', '-nocerts']);
-    expect(faultOf(() => unwrapMessage(other.body, other.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).modifier).toBe('authentication-failed');
+    expect((await asyncFaultOf(unwrapMessage(other.body, other.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).modifier).toBe('authentication-failed');
   });
 });
 
@@ -172,9 +179,9 @@ describe('fuzzing', () => {
     const message = await peer.encrypt(compressed.entity, receiver, '-aes128');
     let seed = 42;
     const next = () => (seed = (seed * 1103515245 + 12345) >>> 0);
-    const open = (contentType: string, body: Buffer) => {
+    const open = async (contentType: string, body: Buffer) => {
       try {
-        unwrapMessage(body, contentType, null, { identity, maxInflatedBytes: 1 << 20 });
+        await unwrapMessage(body, contentType, null, { identity, maxInflatedBytes: 1 << 20 });
       } catch (error) {
         expect(error).toBeInstanceOf(As2Fault);
       }
@@ -182,10 +189,213 @@ describe('fuzzing', () => {
     for (const layer of [message, compressed, signed]) {
       for (let i = 0; i < 60; i++) {
         const body = Buffer.from(layer.body);
-        if (i % 3 === 0) { open(layer.contentType, body.subarray(0, next() % body.length)); continue; }
+        if (i % 3 === 0) { await open(layer.contentType, body.subarray(0, next() % body.length)); continue; }
         for (let k = 0; k < 1 + (i % 4); k++) body[next() % body.length] ^= 1 << (next() % 8);
-        open(layer.contentType, body);
+        await open(layer.contentType, body);
       }
     }
+  });
+});
+
+describe('no padding oracle: every fault of encrypted content is one disposition with one text', () => {
+  const opened = async (cipher: string) => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const message = await peer.encrypt((await peer.sign(payload(), partner)).entity, receiver, cipher);
+    return { identity, message, cbc: openCbc(message.body, identity) };
+  };
+  const outcome = async (body: Buffer, contentType: string, identity: As2Identity) => {
+    try {
+      await unwrapMessage(body, contentType, null, { identity, maxInflatedBytes: 1 << 20 });
+      return 'processed';
+    } catch (error) {
+      const fault = error as As2Fault;
+      return JSON.stringify([fault.code, fault.modifier, fault.status, fault.message]);
+    }
+  };
+
+  test.each([['-aes128'], ['-des3']])('%s: Vaudenay\'s query (every value of the last byte of the next-to-last block) always gives the same answer', async (cipher) => {
+    const { identity, message, cbc } = await opened(cipher);
+    expect(await outcome(message.body, message.contentType, identity)).toBe('processed');
+    const n = cbc.end - cbc.start;
+    const seen = new Set<string>();
+    // One of these 256 values makes the last plaintext byte 0x01: a valid padding over garbled content.
+    const original = message.body[cbc.end - cbc.block - 1];
+    for (let g = 0; g < 256; g++) if (g !== original) seen.add(await outcome(withCiphertextByte(cbc, n - cbc.block - 1, g), message.contentType, identity));
+    expect([...seen]).toEqual([JSON.stringify(['decryption-failed', 'decryption-failed', 200, DECRYPTION_FAILED])]);
+  });
+
+  test('the padding never changes the answer, and every failing content gets the same fault', async () => {
+    const { identity, message, cbc } = await opened('-aes256');
+    const answers: Record<string, Record<string, string>> = {};
+    for (const [name, content] of Object.entries(contentVariants(cbc, 'ISA*00'))) {
+      answers[name] = {};
+      for (const [padding, plain] of Object.entries(paddings(cbc, content))) answers[name][padding] = await outcome(withPlain(cbc, plain), message.contentType, identity);
+    }
+    const failed = JSON.stringify(['decryption-failed', 'decryption-failed', 200, DECRYPTION_FAILED]);
+    const all = (answer: string) => ({ 'valid padding': answer, 'padding ends in 0': answer, 'padding longer than a block': answer, 'inconsistent padding': answer });
+    expect(answers).toEqual({
+      'original content': all('processed'), // a bad padding is not a failure: what it leaves fails later, or not at all
+      'content not MIME': all(failed),
+      'signed content changed': all(failed),
+      'unsigned content': all(failed),
+      'signature part cut': all(failed),
+    });
+  });
+
+  test('PKCS#7 padding is removed when valid, and nothing is removed (no failure) when it is not', () => {
+    const block = (tail: number[]) => Buffer.concat([Buffer.alloc(16 - tail.length, 0x61), Buffer.from(tail)]);
+    expect(stripPkcs7(block([1]), 16)).toHaveLength(15);
+    expect(stripPkcs7(block([3, 3, 3]), 16)).toHaveLength(13);
+    expect(stripPkcs7(Buffer.alloc(16, 16), 16)).toHaveLength(0);
+    for (const bad of [[0], [17], [2, 3], [3, 4, 3], [255]]) expect(stripPkcs7(block(bad), 16)).toHaveLength(16);
+    expect(stripPkcs7(Buffer.alloc(8, 9), 8)).toHaveLength(8);
+  });
+
+  test('faults of the envelope itself keep their own disposition', async () => {
+    const { identity, message } = await opened('-aes128');
+    const env = parseDer(message.body).children[1].children[0];
+    const oid = env.children[2].children[1].children[0]; // contentEncryptionAlgorithm
+    const unknown = Buffer.from(message.body);
+    unknown[oid.end - 1] ^= 0x7f;
+    expect((await asyncFaultOf(unwrapMessage(unknown, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).code).toBe('unsupported-algorithm');
+  });
+});
+
+describe('AES-GCM tag length (RFC 5084)', () => {
+  test('an ICVlen below 12 is refused before anything is decrypted', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const der = (await peer.encrypt(payload(), receiver, '-aes-256-gcm')).body;
+    const params = parseDer(der).children[1].children[0].children[2].children[1].children[1];
+    const icv = params.children[1];
+    expect(der[icv.contentStart]).toBe(16);
+    for (const length of [4, 8, 11]) {
+      const short = Buffer.from(der);
+      short[icv.contentStart] = length;
+      const fault = faultOf(() => decryptEntity(short, identity));
+      expect([fault.code, fault.modifier]).toEqual(['unsupported-algorithm', 'unexpected-processing-error']);
+    }
+  });
+});
+
+describe('attacker-sized values in fault texts', () => {
+  test('an OBJECT IDENTIFIER over 64 bytes is refused, and no fault detail exceeds 200 characters', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const big = Buffer.concat([Buffer.from([0x06, 0x83, 0x0f, 0x42, 0x40]), Buffer.alloc(1_000_000, 0x7f)]);
+    const message = Buffer.concat([Buffer.from([0x30, 0x83, 0x0f, 0x42, 0x47]), big, Buffer.from([0xa0, 0x02, 0x30, 0x00])]);
+    const fault = await asyncFaultOf(unwrapMessage(message, 'application/pkcs7-mime; smime-type=enveloped-data', 'binary', { identity, maxInflatedBytes: 1 << 20 }));
+    expect(fault.message.length).toBeLessThanOrEqual(MAX_DETAIL_CHARS);
+    expect(faultOf(() => oidOf(parseDer(Buffer.concat([Buffer.from([0x06, 65]), Buffer.alloc(65, 0x01)])))).message).toMatch(/too long/);
+    expect(oidOf(parseDer(Buffer.concat([Buffer.from([0x06, 64]), Buffer.alloc(63, 0x81), Buffer.from([0x01])])))).toMatch(/^2\./);
+    expect(new As2Fault('malformed-message', 'x'.repeat(10_000), 'y'.repeat(10_000))).toMatchObject({ message: expect.stringMatching(/^x{199}…$/), reason: expect.stringMatching(/^y{199}…$/) });
+  });
+});
+
+describe('inflation: one budget per message, off the event loop, refused early when no signature can follow', () => {
+  const mime = (headers: string, body: Buffer) => Buffer.concat([Buffer.from(`${headers}\r\n\r\n`), body]);
+  const PKCS7Z = 'application/pkcs7-mime; smime-type=compressed-data';
+
+  test('two compressed layers each under the limit, together over it, are refused', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const inner = compressedData(mime('Content-Type: text/plain', Buffer.alloc(600 * 1024, 0x41)));
+    // The outer layer inflates to the inner DER followed by 600 KiB the DER reader never looks at.
+    const outer = compressedData(mime(`Content-Type: ${PKCS7Z}`, Buffer.concat([inner, Buffer.alloc(600 * 1024)])));
+    const fault = await asyncFaultOf(unwrapMessage(outer, PKCS7Z, null, { identity, maxInflatedBytes: 1 << 20 }));
+    expect([fault.code, fault.message]).toEqual(['decompression-failed', `the compressed data inflates beyond ${1 << 20} bytes`]);
+    expect(await unwrapMessage(outer, PKCS7Z, null, { identity, maxInflatedBytes: 2 << 20 })).toMatchObject({ compressed: true });
+  });
+
+  test('the receiver caps inflation at 64 MiB whatever MAX_INFLATED_BYTES says', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const bomb = compressedData(Buffer.alloc(0), deflateSync(mime('Content-Type: text/plain', Buffer.alloc(AS2_MAX_INFLATED_BYTES + 1024))));
+    const fault = await asyncFaultOf(unwrapMessage(bomb, PKCS7Z, null, { identity, maxInflatedBytes: 256 * 1024 * 1024 }));
+    expect(fault.message).toBe(`the compressed data inflates beyond ${AS2_MAX_INFLATED_BYTES} bytes`);
+  });
+
+  test('inflating does not block the event loop', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const big = compressedData(Buffer.alloc(0), deflateSync(mime('Content-Type: text/plain', Buffer.alloc(32 * 1024 * 1024))));
+    let ticks = 0;
+    const timer = setInterval(() => ticks++, 1);
+    try {
+      const pending = unwrapMessage(big, PKCS7Z, null, { identity, maxInflatedBytes: 64 * 1024 * 1024 });
+      await pending;
+    } finally {
+      clearInterval(timer);
+    }
+    expect(ticks).toBeGreaterThan(0);
+  });
+
+  test('a pinned trigger refuses an unsigned compressed entity from its headers, before inflating the rest', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    // 8 MiB inflated against a 1 MiB budget: only the first bytes are ever inflated.
+    const bomb = compressedData(Buffer.alloc(0), deflateSync(mime('Content-Type: application/edi-x12', Buffer.alloc(8 * 1024 * 1024))));
+    const fault = await asyncFaultOf(unwrapMessage(bomb, PKCS7Z, null, { identity, maxInflatedBytes: 1 << 20 }));
+    expect(fault.code).toBe('insufficient-message-security');
+    // A signed entity inside is inflated (within the budget) to reach its signature.
+    const signed = await peer.sign(payload(), partner);
+    const ok = compressedData(signed.entity);
+    expect(await unwrapMessage(ok, PKCS7Z, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ compressed: true, signed: true });
+  });
+});
+
+describe('signatures: content-type attribute, pin before carried certificates, bounded certificate sets', () => {
+  test('a signed content-type attribute other than id-data is refused (RFC 5652 §11.1)', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const good = await peer.sign(payload(), partner);
+    expect(await unwrapMessage(good.body, good.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
+    const other = await peer.sign(payload(), partner, 'sha256', ['-econtent_type', '1.2.3.4']);
+    const fault = await asyncFaultOf(unwrapMessage(other.body, other.contentType, null, { identity, maxInflatedBytes: 1 << 20 }));
+    expect([fault.code, fault.message]).toEqual(['integrity-check-failed', 'the signed content-type attribute is missing or is not id-data']);
+  });
+
+  test('with a pinned partner, carried certificates are not consulted: a look-alike certificate changes nothing', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    // Same issuer and serial as the partner certificate, another key.
+    const serial = new X509Certificate(partner.cert).serialNumber;
+    const twin = await peer.certificate('twin', ['-subj', '/CN=partner/O=AS2 test', '-set_serial', `0x${serial}`]);
+    const signed = await peer.sign(payload(), partner, 'sha256', ['-nocerts', '-certfile', twin.certPath]);
+    expect(await unwrapMessage(signed.body, signed.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, signerFingerprint: new X509Certificate(partner.cert).fingerprint256 });
+  });
+
+  test('without a pin, the signer certificate is looked for among the first 8 carried certificates only', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    // A larger key makes a longer certificate, which sorts last in the DER SET OF certificates.
+    const partner = await peer.certificate('big-signer', ['-subj', '/CN=big signer', '-newkey', 'rsa:3072']);
+    const others = await Promise.all(Array.from({ length: 8 }, (_, i) => peer.party(`other-${i}`)));
+    const bundle = others.map((p) => p.cert).join('');
+    const few = await peer.sign(payload(), partner, 'sha256', ['-certfile', peer.file(others.slice(0, 3).map((p) => p.cert).join(''))]);
+    expect(await unwrapMessage(few.body, few.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
+    const many = await peer.sign(payload(), partner, 'sha256', ['-certfile', peer.file(bundle)]);
+    expect((await asyncFaultOf(unwrapMessage(many.body, many.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).code).toBe('authentication-failed');
+  });
+});
+
+describe('what is answered processed opens in the decoder', () => {
+  test('an unsupported transfer encoding of the payload, and an unclosed multipart/mixed with multiple-attachments, fail in unwrap', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const uu = await asyncFaultOf(unwrapMessage(Buffer.from('begin 644 po.x12\n'), 'application/edi-x12', 'x-uuencode', { identity, maxInflatedBytes: 1 << 20 }));
+    expect([uu.code, uu.message]).toEqual(['malformed-message', 'Content-Transfer-Encoding x-uuencode is not supported']);
+    const open = Buffer.from('--zz\r\nContent-Type: text/plain\r\n\r\nhello\r\n');
+    const mixed = await asyncFaultOf(unwrapMessage(open, 'multipart/mixed; boundary=zz', null, { identity, maxInflatedBytes: 1 << 20, multipleAttachments: true }));
+    expect(mixed.code).toBe('malformed-message');
+    expect(await unwrapMessage(open, 'multipart/mixed; boundary=zz', null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ attachments: [{ bytes: open }] });
+    // Inside encrypted content the same faults are decryption-failed (no oracle).
+    const sealed = await peer.encrypt(peer.entity({ 'Content-Type': 'application/edi-x12', 'Content-Transfer-Encoding': 'x-uuencode' }, 'begin 644 po.x12\n'), receiver, '-aes128');
+    expect((await asyncFaultOf(unwrapMessage(sealed.body, sealed.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).code).toBe('decryption-failed');
   });
 });

@@ -2,14 +2,18 @@ import { pipeline } from 'node:stream/promises';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 
-export const BLOB_USAGE = 'ingress blob get PATH  (writes the object to standard output)';
+export const BLOB_USAGE = 'ingress blob get PATH | list PREFIX  (writes the object, or the paths under PREFIX one a line, to standard output)';
 
 export async function blobCommand(args: ParsedArgs, ctx: CommandContext, stdout: NodeJS.WritableStream = process.stdout): Promise<number> {
   allowOnly(args, []);
   const [verb, path] = args.positionals;
-  if (verb !== 'get' || !path) throw new UsageError(`usage: ${BLOB_USAGE}`);
+  if ((verb !== 'get' && verb !== 'list') || !path) throw new UsageError(`usage: ${BLOB_USAGE}`);
   const store = await ctx.openStore();
   try {
+    if (verb === 'list') {
+      for await (const found of store.list(path)) stdout.write(`${found}\n`);
+      return 0;
+    }
     const head = await store.head(path);
     if (!head) { ctx.err(`no object at ${path}`); return 1; }
     await pipeline(await store.get(path), stdout, { end: false });

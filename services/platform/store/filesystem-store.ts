@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { createReadStream, createWriteStream, promises as fsp } from 'node:fs';
+import { createWriteStream, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
@@ -55,9 +55,9 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
       assertObjectPath(p);
       try {
         const handle = await fsp.open(fileOf(p), 'r');
-        // The stream owns the FileHandle and closes it once. (Passing handle.fd and closing the handle too
-        // closed the number twice: the second close hit whatever file the process had opened meanwhile.)
-        return createReadStream('', { fd: handle, autoClose: true });
+        // The stream owns the FileHandle and closes it once: closing `handle.fd` through the stream and then
+        // the handle again closed the same descriptor number twice, by then possibly another file's (EBADF).
+        return handle.createReadStream();
       } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectStoreError(`no object at ${p}`, 'not-found');
         throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });

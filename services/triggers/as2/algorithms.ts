@@ -44,16 +44,16 @@ export function digestFromOid(oid: string, allowMd5 = false): Digest {
   return digest;
 }
 
-export interface ContentCipher { name: string; keyLength: number; gcm: boolean }
+export interface ContentCipher { name: string; keyLength: number; gcm: boolean; block: number }
 
 export const CONTENT_CIPHERS: Record<string, ContentCipher> = {
-  '1.2.840.113549.3.7': { name: 'des-ede3-cbc', keyLength: 24, gcm: false },
-  '2.16.840.1.101.3.4.1.2': { name: 'aes-128-cbc', keyLength: 16, gcm: false },
-  '2.16.840.1.101.3.4.1.22': { name: 'aes-192-cbc', keyLength: 24, gcm: false },
-  '2.16.840.1.101.3.4.1.42': { name: 'aes-256-cbc', keyLength: 32, gcm: false },
-  '2.16.840.1.101.3.4.1.6': { name: 'aes-128-gcm', keyLength: 16, gcm: true },
-  '2.16.840.1.101.3.4.1.26': { name: 'aes-192-gcm', keyLength: 24, gcm: true },
-  '2.16.840.1.101.3.4.1.46': { name: 'aes-256-gcm', keyLength: 32, gcm: true },
+  '1.2.840.113549.3.7': { name: 'des-ede3-cbc', keyLength: 24, gcm: false, block: 8 },
+  '2.16.840.1.101.3.4.1.2': { name: 'aes-128-cbc', keyLength: 16, gcm: false, block: 16 },
+  '2.16.840.1.101.3.4.1.22': { name: 'aes-192-cbc', keyLength: 24, gcm: false, block: 16 },
+  '2.16.840.1.101.3.4.1.42': { name: 'aes-256-cbc', keyLength: 32, gcm: false, block: 16 },
+  '2.16.840.1.101.3.4.1.6': { name: 'aes-128-gcm', keyLength: 16, gcm: true, block: 16 },
+  '2.16.840.1.101.3.4.1.26': { name: 'aes-192-gcm', keyLength: 24, gcm: true, block: 16 },
+  '2.16.840.1.101.3.4.1.46': { name: 'aes-256-gcm', keyLength: 32, gcm: true, block: 16 },
 };
 
 export const OID = {

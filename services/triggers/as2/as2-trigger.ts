@@ -13,7 +13,7 @@ import { As2Fault, asFault } from './faults';
 import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type MdnInput } from './mdn';
 import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
-import { unwrapMessage } from './unwrap';
+import { hasMultipleAttachments, unwrapMessage } from './unwrap';
 
 /**
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, RFC 4130): a receiver of signed, encrypted
@@ -56,25 +56,28 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
   const log = (services: TriggerServices, request: InboundRequest, event: string, fields: Record<string, unknown> = {}, level: 'info' | 'warn' = 'info') =>
     services.logger[level](event, { event, workflowId: request.workflowId, messageId: request.headers['message-id'] ?? null, requestId: request.requestId, ...fields });
 
-  /** An MDN as the HTTP answer, kept as evidence first (a store failure is logged, never the partner's problem). */
-  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'>, message: Buffer | null): Promise<Answer> {
+  /**
+   * An MDN as the HTTP answer. With `keep` (the sender is authenticated, see evidence.ts) it is kept as
+   * evidence first, under this request's own folder (a store failure is logged, never the partner's problem).
+   */
+  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'>, message: Buffer | null, keep: boolean): Promise<Answer> {
     const mdn = buildMdn({ ...mdnInput, headers: request.headers, reportingUa: REPORTING_UA });
     const messageId = request.headers['message-id'];
-    if (messageId) {
+    if (messageId && keep) {
       const mdnEntity = asEntity(mdn.headers, mdn.body, ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version']);
-      await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId), message && asEntity(request.headers, message), mdnEntity)
+      await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && asEntity(request.headers, message), mdnEntity)
         .catch((error: Error) => services.logger.error('AS2 evidence could not be stored', { workflowId: request.workflowId, messageId, error }));
     }
     log(services, request, 'as2.mdn-sent', { disposition: mdnInput.failure ? `processed/error: ${mdnInput.failure.modifier}` : 'processed', signed: mdn.headers['content-type'].startsWith('multipart/signed'), mdnMessageId: mdn.messageId });
     return { status, headers: mdn.headers, body: mdn.body };
   }
 
-  function failureAnswer(request: InboundRequest, services: TriggerServices, fault: As2Fault, identity: As2Identity | null, message: Buffer | null): Promise<Answer> {
-    log(services, request, 'as2.failure', { code: fault.code, disposition: fault.modifier, detail: fault.message }, 'warn');
+  function failureAnswer(request: InboundRequest, services: TriggerServices, fault: As2Fault, identity: As2Identity | null, message: Buffer | null, keep: boolean): Promise<Answer> {
+    log(services, request, 'as2.failure', { code: fault.code, disposition: fault.modifier, detail: fault.message, ...(fault.reason ? { reason: fault.reason } : {}) }, 'warn');
     const options = parseMdnOptions(request.headers['disposition-notification-options']);
     return answerWith(request, services, fault.status, {
       failure: { modifier: fault.modifier, detail: fault.message }, mic: null, micalg: chooseMicalg(options, null, limits.allowMd5), options, identity,
-    }, message);
+    }, message, keep);
   }
 
   return {
@@ -89,7 +92,8 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       const admitted = await authenticate(request, node, params, services);
       if (!admitted.ok) return admitted;
       const fault = envelopeFault(request.headers, as2Parameters(node));
-      if (fault) return { ok: false, answer: await failureAnswer(request, services, fault, await identityFor(request, node, services), null) };
+      // Refused before the sender could be authenticated: logged, no evidence stored (evidence.ts).
+      if (fault) return { ok: false, answer: await failureAnswer(request, services, fault, await identityFor(request, node, services), null, false) };
       return { ok: true, principal: `as2:${request.headers['as2-from']}`, secretHeaders: [] };
     },
 
@@ -103,16 +107,23 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       const message = body.inline ?? Buffer.concat(collected.get(request) ?? []);
       collected.delete(request);
       const identity = await identityFor(request, node, services);
-      if (!identity) return { ok: false, answer: await failureAnswer(request, services, new As2Fault('credential-unavailable', 'the receiver cannot open messages right now'), null, message) };
+      if (!identity) return { ok: false, answer: await failureAnswer(request, services, new As2Fault('credential-unavailable', 'the receiver cannot open messages right now'), null, message, false) };
+      // The sender is authenticated once a signature verified with the pinned partner certificate.
+      let authenticated = false;
       let unwrapped;
       try {
-        unwrapped = unwrapMessage(message, request.headers['content-type'] ?? null, request.headers['content-transfer-encoding'] ?? null, {
-          identity, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
-          onStep: (step, detail) => log(services, request, `as2.${step}`, detail ? { detail } : {}, step.endsWith('failure') ? 'warn' : 'info'),
+        // Everything the decoder will do but staging (attachments, transfer encodings): what is answered
+        // processed opens in the decoder too.
+        unwrapped = await unwrapMessage(message, request.headers['content-type'] ?? null, request.headers['content-transfer-encoding'] ?? null, {
+          identity, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5, multipleAttachments: hasMultipleAttachments(request.headers),
+          onStep: (step, detail) => {
+            if (step === 'verify-success' && identity.partner) authenticated = true;
+            log(services, request, `as2.${step}`, detail ? { detail } : {}, step.endsWith('failure') ? 'warn' : 'info');
+          },
         });
       } catch (error) {
         if (!(error instanceof As2Fault)) services.logger.error('AS2 message failed unexpectedly', { workflowId: request.workflowId, requestId: request.requestId, error });
-        return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message) };
+        return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message, authenticated) };
       }
       const options = parseMdnOptions(request.headers['disposition-notification-options']);
       const micalg = chooseMicalg(options, unwrapped.signerDigest, limits.allowMd5);
@@ -128,14 +139,14 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       const { identity, mic, micalg, message } = inspection.state as Accepted;
       log(services, request, 'as2.queue-send-success');
       const options = parseMdnOptions(request.headers['disposition-notification-options']);
-      return answerWith(request, services, 200, { failure: null, mic, micalg, options, identity }, message);
+      return answerWith(request, services, 200, { failure: null, mic, micalg, options, identity }, message, true);
     },
 
     async notAccepted(request, _node, inspection: Inspection, services) {
       const state = inspection.state as Accepted | undefined;
       log(services, request, 'as2.queue-send-failure', {}, 'warn');
       const fault = new As2Fault('not-accepted', 'the message could not be stored for processing; send it again later');
-      return failureAnswer(request, services, fault, state?.identity ?? null, state?.message ?? null);
+      return failureAnswer(request, services, fault, state?.identity ?? null, state?.message ?? null, !!state);
     },
 
     decode: (received, node, services) => decodeAs2(received, as2Parameters(node).credentialId, limits, services),

@@ -1,14 +1,32 @@
-import { inflateSync } from 'node:zlib';
+import { createInflate } from 'node:zlib';
 import { OID } from './algorithms';
 import { child, isContext, octets, oidOf, parseDer } from './der';
 import { As2Fault } from './faults';
-import { parseEntity, type MimeEntity } from './mime';
+import { MIME_LIMITS, parseEntity, type MimeEntity } from './mime';
 
 /**
- * RFC 5402 compressed data (CMS CompressedData, zlib) → the inner MIME entity. Inflation stops at
- * MAX_INFLATED_BYTES: a zlib bomb is a decompression failure, not an out-of-memory.
+ * RFC 5402 compressed data (CMS CompressedData, zlib) → the inner MIME entity.
+ *
+ * Inflation draws on ONE budget per message, shared by every compressed layer (unwrap.ts sets it to the
+ * smaller of MAX_INFLATED_BYTES and the receiver cap): a zlib bomb is a decompression failure, not an
+ * out-of-memory. It streams through zlib's thread pool, so the event loop is never blocked by it, and
+ * stops as soon as the budget is spent. `check` sees the first bytes (the inner entity's headers) and
+ * may refuse the rest before it is inflated (a pinned trigger refuses an inner entity that cannot lead
+ * to a signature without inflating it whole).
  */
-export function decompressEntity(der: Buffer, maxInflatedBytes: number): MimeEntity {
+export interface InflateBudget {
+  /** Bytes that may still be inflated for this message. */
+  left: number;
+  /** The whole budget, for the words of the fault. */
+  readonly total: number;
+}
+
+export type HeadCheck = (head: Buffer) => As2Fault | null;
+
+/** Enough inflated bytes to hold the inner entity's headers (MIME_LIMITS.maxHeaderBytes). */
+const HEAD_BYTES = MIME_LIMITS.maxHeaderBytes + 4;
+
+export async function decompressEntity(der: Buffer, budget: InflateBudget, check?: HeadCheck): Promise<MimeEntity> {
   let compressed: Buffer;
   try {
     const root = parseDer(der);
@@ -22,16 +40,48 @@ export function decompressEntity(der: Buffer, maxInflatedBytes: number): MimeEnt
   } catch {
     throw new As2Fault('decompression-failed', 'the compressed data is malformed or not zlib');
   }
-  let inflated: Buffer;
-  try {
-    inflated = inflateSync(compressed, { maxOutputLength: maxInflatedBytes });
-  } catch (error) {
-    const tooLarge = (error as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError;
-    throw new As2Fault('decompression-failed', tooLarge ? `the compressed data inflates beyond ${maxInflatedBytes} bytes` : 'the compressed data is corrupt');
-  }
+  const inflated = await inflateBounded(compressed, budget, check);
   try {
     return parseEntity(inflated);
   } catch {
     throw new As2Fault('decompression-failed', 'the decompressed data is not a MIME entity');
   }
+}
+
+function inflateBounded(data: Buffer, budget: InflateBudget, check?: HeadCheck): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const inflater = createInflate();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let checked = !check;
+    let done = false;
+    const fail = (fault: As2Fault) => {
+      if (done) return;
+      done = true;
+      inflater.destroy();
+      reject(fault);
+    };
+    const runCheck = () => {
+      checked = true;
+      const fault = check!(Buffer.concat(chunks));
+      if (fault) fail(fault);
+    };
+    inflater.on('data', (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > budget.left) return fail(new As2Fault('decompression-failed', `the compressed data inflates beyond ${budget.total} bytes`));
+      chunks.push(chunk);
+      if (!checked && size >= HEAD_BYTES) runCheck();
+    });
+    inflater.on('error', () => fail(new As2Fault('decompression-failed', 'the compressed data is corrupt')));
+    inflater.on('end', () => {
+      if (done) return;
+      if (!checked) runCheck();
+      if (done) return;
+      done = true;
+      budget.left -= size;
+      resolve(Buffer.concat(chunks, size));
+    });
+    inflater.end(data);
+  });
 }

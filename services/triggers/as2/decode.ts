@@ -4,10 +4,10 @@ import type { DecodeServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
 import { isRepeat } from '../first-request';
 import { identityOf } from './certificates';
-import { evidenceFolder } from './evidence';
+import { messageFolder } from './evidence';
 import { As2Fault } from './faults';
-import { decodedBody, filenameOf, parseMediaType } from './mime';
-import { attachmentsOf, unwrapMessage } from './unwrap';
+import { filenameOf, parseMediaType } from './mime';
+import { hasMultipleAttachments, unwrapMessage } from './unwrap';
 
 /**
  * Decoder side of AS2: the received record holds the raw message (the source of truth, replayable),
@@ -30,18 +30,19 @@ export async function decodeAs2(received: Received, credentialId: string | null,
   const raw = await services.readBody(received, limits.maxMessageBytes);
   let attachments;
   try {
-    const unwrapped = unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
+    // The same opening as the receiver's inspect (unwrap.ts), attachments and transfer encodings included.
+    const opened = await unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
       identity: identityOf(credential.data), maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
+      multipleAttachments: hasMultipleAttachments(received.headers),
     });
+    attachments = opened.attachments;
     // An unsecured message's payload headers are the HTTP headers: its file name is in the request's Content-Disposition (pyas2lib sends it there).
     const disposition = received.headers['content-disposition'];
-    if (!unwrapped.encrypted && !unwrapped.signed && !unwrapped.compressed && disposition && !unwrapped.payload.headers['content-disposition']) {
-      unwrapped.payload.headers['content-disposition'] = disposition;
+    if (!opened.encrypted && !opened.signed && !opened.compressed && disposition && attachments.length === 1 && !attachments[0].entity.headers['content-disposition']) {
+      attachments[0].entity.headers['content-disposition'] = disposition;
     }
-    const multiple = /multiple-attachments/i.test(received.headers['ediint-features'] ?? '');
-    attachments = attachmentsOf(unwrapped.payload, multiple).map((entity) => ({ entity, bytes: decodedBody(entity) }));
   } catch (error) {
-    if (error instanceof As2Fault) throw new IngressError('payload-parse-error', `the AS2 message cannot be opened: ${error.modifier}: ${error.message}`);
+    if (error instanceof As2Fault) throw new IngressError('payload-parse-error', `the AS2 message cannot be opened: ${error.modifier}: ${error.reason ?? error.message}`);
     throw error;
   }
 
@@ -49,7 +50,7 @@ export async function decodeAs2(received: Received, credentialId: string | null,
   const unique = uniqueNamer();
   const envelope = received.as2;
   const messageId = envelope?.messageId ?? received.headers['message-id'] ?? '';
-  const duplicate = messageId ? await isRepeat(services.store, `${evidenceFolder(received.workflowId, messageId)}/first-request`, received.requestId) : false;
+  const duplicate = messageId ? await isRepeat(services.store, `${messageFolder(received.workflowId, messageId)}/first-request`, received.requestId) : false;
   const batch = attachments.length > 1;
   const items: DecodedItem[] = [];
   for (const [index, { entity, bytes }] of attachments.entries()) {

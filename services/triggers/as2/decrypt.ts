@@ -8,11 +8,18 @@ import { parseEntity, type MimeEntity } from './mime';
 
 /**
  * CMS EnvelopedData (RFC 5652 §6) and AuthEnvelopedData with AES-GCM (RFC 5083/5084) → the inner MIME
- * entity. Every way this can fail after the structure was read — key transport, cipher padding, GCM
- * tag, an inner entity that is not MIME — is the same fault with the same words, so a partner (or an
- * attacker) learns only "decryption-failed".
+ * entity. Every way this can fail after the structure was read — key transport, cipher, GCM tag, an
+ * inner entity that is not MIME — is the same fault with the same words, so a partner (or an attacker)
+ * learns only "decryption-failed". CBC padding is removed without failing on it (see stripPkcs7): a
+ * bad padding yields bytes that fail later, and unwrap.ts answers every fault that depends on the
+ * decrypted bytes with this same fault and text (no padding oracle, README "AS2").
  */
-const FAILED = 'the message could not be decrypted with the receiver key';
+export const DECRYPTION_FAILED = 'the message could not be decrypted with the receiver key';
+const FAILED = DECRYPTION_FAILED;
+
+/** RFC 5084 §3.2: ICVlen is 12 to 16 octets; shorter tags are forgeable. */
+const GCM_MIN_TAG = 12;
+const GCM_MAX_TAG = 16;
 
 export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
   const root = parseDer(der);
@@ -30,37 +37,66 @@ export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
   if (!cipher || cipher.gcm !== gcmEnvelope) throw new As2Fault('unsupported-algorithm', `content encryption algorithm ${cipherOid} is not supported`);
   const encrypted = eci.children.find((n) => isContext(n, 0));
   if (!encrypted) throw new As2Fault('malformed-message', 'the enveloped data carries no encrypted content');
+  const params = child(algorithm, 1, 'cipher parameters');
+  let tagLength = 12;
+  if (cipher.gcm && params.children[1]) {
+    const icv = contentOf(params.children[1]);
+    tagLength = icv.length === 1 ? icv[0] : 0;
+    if (tagLength < GCM_MIN_TAG || tagLength > GCM_MAX_TAG) throw new As2Fault('unsupported-algorithm', `AES-GCM tags shorter than ${GCM_MIN_TAG} or longer than ${GCM_MAX_TAG} octets are not accepted (RFC 5084)`);
+  }
 
   const key = contentKey(recipients, identity, cipher.keyLength);
   let plain: Buffer;
   try {
-    const params = child(algorithm, 1, 'cipher parameters');
     if (cipher.gcm) {
       const nonce = octets(child(params, 0, 'GCM nonce'));
-      const tagLength = params.children[1] ? contentOf(params.children[1]).readUIntBE(0, Math.min(contentOf(params.children[1]).length, 1)) : 12;
       const authAttrs = env.children.find((n, k) => k > i + 1 && isContext(n, 1));
       const mac = env.children.find((n, k) => k > i + 1 && n.cls === 0 && n.tag === 4);
       if (!mac) throw new As2Fault('malformed-message', 'the authenticated enveloped data has no MAC');
+      const tag = octets(mac);
+      if (tag.length !== tagLength) throw new As2Fault('malformed-message', 'the AES-GCM tag has the wrong length');
       const decipher = createDecipheriv(cipher.name as 'aes-128-gcm', key, nonce, { authTagLength: tagLength }) as DecipherGCM;
-      decipher.setAuthTag(octets(mac));
+      decipher.setAuthTag(tag);
       if (authAttrs) { const aad = Buffer.from(rawOf(authAttrs)); aad[0] = 0x31; decipher.setAAD(aad); }
       plain = Buffer.concat([decipher.update(octets(encrypted)), decipher.final()]);
     } else {
       const decipher = createDecipheriv(cipher.name, key, octets(params));
-      plain = Buffer.concat([decipher.update(octets(encrypted)), decipher.final()]);
+      // No automatic padding check: OpenSSL's would fail on bad padding only, a padding oracle.
+      decipher.setAutoPadding(false);
+      plain = stripPkcs7(Buffer.concat([decipher.update(octets(encrypted)), decipher.final()]), cipher.block);
     }
   } catch (error) {
     if (error instanceof As2Fault && error.code !== 'malformed-message') throw error;
-    throw new As2Fault('decryption-failed', FAILED);
+    throw new As2Fault('decryption-failed', FAILED, `cipher: ${(error as Error).message}`);
   }
-  // A wrong key passes CBC padding about once in 256; what comes out is then not a MIME entity.
+  // A wrong key or a bad padding yields bytes that are not a MIME entity (else a later layer fails).
   try {
     const entity = parseEntity(plain);
     if (!entity.headers['content-type']) throw new Error('no content type');
     return entity;
   } catch {
-    throw new As2Fault('decryption-failed', FAILED);
+    throw new As2Fault('decryption-failed', FAILED, 'the decrypted content is not a MIME entity');
   }
+}
+
+/** 1 when the byte is zero, else 0, without a branch. */
+const isZero = (x: number) => ((x - 1) >>> 31) & 1;
+
+/**
+ * PKCS#7 padding (RFC 5652 §6.3) removed without a data-dependent branch or failure: a valid padding
+ * is removed; an invalid one removes nothing, and the garbage that stays fails later, answered exactly
+ * like every other fault of encrypted content. Only the length of the ciphertext (public) is tested.
+ */
+export function stripPkcs7(padded: Buffer, block: number): Buffer {
+  const n = padded.length;
+  if (n === 0 || n % block !== 0) return padded;
+  const pad = padded[n - 1];
+  let bad = isZero(pad) | ((block - pad) >>> 31); // pad = 0 or pad > block
+  for (let k = 1; k <= block; k++) {
+    const inPad = ((k - pad - 1) >>> 31) & 1; // k ≤ pad
+    bad |= inPad & (isZero(padded[n - k] ^ pad) ^ 1);
+  }
+  return padded.subarray(0, n - pad * (bad ^ 1));
 }
 
 /** The content-encryption key from the recipient info that names our certificate (else the only/first one). */

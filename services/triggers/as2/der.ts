@@ -22,6 +22,7 @@ export interface Node {
 
 export const MAX_DEPTH = 32;
 const MAX_NODES = 100_000;
+export const MAX_OID_BYTES = 64;
 
 export function parseDer(buf: Buffer): Node {
   let count = 0;
@@ -94,6 +95,8 @@ export function oidOf(node: Node | undefined): string {
   if (!node || node.cls !== 0 || node.tag !== 6) throw bad('expected an OBJECT IDENTIFIER');
   const bytes = contentOf(node);
   if (bytes.length === 0) throw bad('empty OBJECT IDENTIFIER');
+  // Real OIDs are a few dozen bytes; an attacker-sized one would be copied (4x as text) into fault details.
+  if (bytes.length > MAX_OID_BYTES) throw bad('OBJECT IDENTIFIER too long');
   const parts: number[] = [];
   let value = 0;
   for (const b of bytes) {

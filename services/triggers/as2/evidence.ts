@@ -1,14 +1,22 @@
 import type { ObjectStore } from '../../platform/store/object-store';
 
 /**
- * Non-repudiation: the raw inbound message (its AS2 headers and body) and the MDN sent, kept under
- * `as2/<workflowId>/<message id>/{message,mdn}` so either can be fetched by message id
- * (`ingress blob get as2/<workflowId>/<message id>/mdn`). A partner's retry of the same message id
- * replaces both with the latest copy.
+ * Non-repudiation: the raw inbound message (its AS2 headers and body) and the MDN sent, kept per request
+ * under `as2/<workflowId>/<message id>/<requestId>/{message,mdn}`: listing the message id's folder gives
+ * every attempt, and no request (a partner's resend, or anyone naming someone else's message id) can
+ * replace what an earlier one left. Kept only once the sender is authenticated (as2-trigger.ts): a
+ * request refused at the envelope or before its pinned signature verified is logged, not stored.
  */
-export function evidenceFolder(workflowId: string, messageId: string): string {
-  const id = messageId.replace(/^\s*<|>\s*$/g, '').replace(/[^A-Za-z0-9._@+=-]/g, '_').replace(/^\.+/, '_').slice(0, 200);
-  return `as2/${workflowId}/${id || 'no-message-id'}`;
+const safe = (value: string) => value.replace(/^\s*<|>\s*$/g, '').replace(/[^A-Za-z0-9._@+=-]/g, '_').replace(/^\.+/, '_').slice(0, 200);
+
+/** `as2/<workflowId>/<message id>`: every attempt of a message id, and its `first-request` marker (decode.ts). */
+export function messageFolder(workflowId: string, messageId: string): string {
+  return `as2/${workflowId}/${safe(messageId) || 'no-message-id'}`;
+}
+
+/** `as2/<workflowId>/<message id>/<requestId>`: the evidence of one request. */
+export function evidenceFolder(workflowId: string, messageId: string, requestId: string): string {
+  return `${messageFolder(workflowId, messageId)}/${safe(requestId) || 'no-request-id'}`;
 }
 
 /** Request headers worth keeping with the message (no credentials are among AS2's). */

@@ -9,6 +9,8 @@
 export const AS2_FAULTS = {
   'missing-header': { modifier: 'unexpected-processing-error', status: 400 },
   'authentication-failed': { modifier: 'authentication-failed', status: 200 },
+  /** A valid signature, by a certificate other than the pinned one: the one fault told apart inside encryption (unwrap.ts). */
+  'signer-not-pinned': { modifier: 'authentication-failed', status: 200 },
   'decryption-failed': { modifier: 'decryption-failed', status: 200 },
   'decompression-failed': { modifier: 'decompression-failed', status: 200 },
   'integrity-check-failed': { modifier: 'integrity-check-failed', status: 200 },
@@ -22,11 +24,20 @@ export const AS2_FAULTS = {
 
 export type As2FaultCode = keyof typeof AS2_FAULTS;
 
+/** Longest fault detail (MDN text and logs): attacker-sized values must not grow the answer. */
+export const MAX_DETAIL_CHARS = 200;
+
 export class As2Fault extends Error {
   readonly modifier: string;
   readonly status: number;
-  constructor(readonly code: As2FaultCode, detail: string) {
-    super(detail);
+  /**
+   * The server-side reason, for the logs only (never the MDN): set when the partner-facing detail was
+   * replaced by a fixed text (faults inside encrypted content, see unwrap.ts).
+   */
+  readonly reason: string | null;
+  constructor(readonly code: As2FaultCode, detail: string, reason: string | null = null) {
+    super(detail.length > MAX_DETAIL_CHARS ? `${detail.slice(0, MAX_DETAIL_CHARS - 1)}…` : detail);
+    this.reason = reason && reason.length > MAX_DETAIL_CHARS ? `${reason.slice(0, MAX_DETAIL_CHARS - 1)}…` : reason;
     this.name = 'As2Fault';
     this.modifier = AS2_FAULTS[code].modifier;
     this.status = AS2_FAULTS[code].status;

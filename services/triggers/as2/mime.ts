@@ -69,7 +69,7 @@ export function decodedBody(entity: MimeEntity): Buffer {
   if (cte === 'base64') return Buffer.from(entity.body.toString('latin1').replace(/[^A-Za-z0-9+/=]/g, ''), 'base64');
   if (cte === 'quoted-printable') return decodeQuotedPrintable(entity.body);
   if (cte === 'binary' || cte === '8bit' || cte === '7bit') return entity.body;
-  throw new As2Fault('malformed-message', `Content-Transfer-Encoding ${cte.slice(0, 40)} is not supported`);
+  throw new As2Fault('malformed-message', `Content-Transfer-Encoding ${cte.replace(/[^a-z0-9._+-]/g, '?').slice(0, 40)} is not supported`);
 }
 
 function decodeQuotedPrintable(body: Buffer): Buffer {

@@ -1,7 +1,7 @@
 import type { Digest } from './algorithms';
 import type { As2Identity } from './certificates';
-import { decompressEntity } from './compress';
-import { decryptEntity } from './decrypt';
+import { decompressEntity, type HeadCheck, type InflateBudget } from './compress';
+import { DECRYPTION_FAILED, decryptEntity } from './decrypt';
 import { As2Fault } from './faults';
 import { decodedBody, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
 import { verifyDetached } from './verify';
@@ -9,11 +9,23 @@ import { verifyDetached } from './verify';
 /**
  * The layers of an AS2 message, outside in, as senders stack them: encryption (enveloped data),
  * signature (multipart/signed) and RFC 5402 compression before or after signing, in any order, each at
- * most a few times. What comes out is the payload entity and what the MIC must cover (RFC 4130
- * §7.3.1): exactly the signed part when signed, else the decrypted entity, else the body as received.
+ * most a few times. What comes out is the payload entity, its attachments decoded exactly as the decoder
+ * stages them (so nothing answered `processed` can fail to open later), and what the MIC must cover
+ * (RFC 4130 §7.3.1): exactly the signed part when signed, else the decrypted entity, else the body as
+ * received.
+ *
+ * No oracle on encrypted content: once an enveloped layer was opened (key transport done), every fault
+ * that depends on the decrypted bytes — cipher, padding, MIME, compression, signature, pin, missing
+ * signature, attachments — is answered `decryption-failed` with one fixed text. The real reason goes to
+ * the server log only (As2Fault.reason). Faults decided before that (envelope structure, key transport
+ * algorithm, an outer signature over ciphertext) keep their own disposition, and so does a signature
+ * that holds with a certificate other than the pinned one (`signer-not-pinned`, authentication-failed):
+ * tampered ciphertext cannot produce a valid signature, so that answer tells an attacker nothing.
  */
 export interface Unwrapped {
   payload: MimeEntity;
+  /** The payload's attachments (RFC 6362) with their transfer encoding undone. */
+  attachments: { entity: MimeEntity; bytes: Buffer }[];
   encrypted: boolean;
   signed: boolean;
   compressed: boolean;
@@ -26,19 +38,44 @@ export interface UnwrapOptions {
   identity: As2Identity;
   maxInflatedBytes: number;
   allowMd5?: boolean;
+  /** `EDIINT-Features: multiple-attachments` was sent: a multipart/mixed payload is split. */
+  multipleAttachments?: boolean;
   /** Told of each step, for the structured logs (as2.decrypt-start, …). */
   onStep?(step: 'decrypt-start' | 'decrypt-success' | 'decrypt-failure' | 'verify-success' | 'verify-failure', detail?: string): void;
 }
+
+/**
+ * What the receiver inflates at most per message, all compressed layers together, whatever
+ * MAX_INFLATED_BYTES says: inflation can happen before any signature was checked (compressed outside the
+ * signature), so this is what an unauthenticated sender can make the receiver hold.
+ */
+export const AS2_MAX_INFLATED_BYTES = 64 * 1024 * 1024;
 
 const MAX_LAYERS = 6;
 const PKCS7_MIME = new Set(['application/pkcs7-mime', 'application/x-pkcs7-mime']);
 
 /** `contentType` and `transferEncoding` are the HTTP headers of the request; `body` its bytes. */
-export function unwrapMessage(body: Buffer, contentType: string | null, transferEncoding: string | null, options: UnwrapOptions): Unwrapped {
+export async function unwrapMessage(body: Buffer, contentType: string | null, transferEncoding: string | null, options: UnwrapOptions): Promise<Unwrapped> {
+  const state = { sealed: false };
+  try {
+    return await unwrapLayers(body, contentType, transferEncoding, options, state);
+  } catch (error) {
+    // A signature that holds with another certificate than the pinned one is named as such even inside
+    // encryption: only a valid signature over the content produces it, which tampering cannot.
+    if (!state.sealed || (error instanceof As2Fault && error.code === 'signer-not-pinned')) throw error;
+    const reason = error instanceof As2Fault ? `${error.code}: ${error.reason ?? error.message}` : 'unexpected error';
+    throw new As2Fault('decryption-failed', DECRYPTION_FAILED, reason);
+  }
+}
+
+async function unwrapLayers(body: Buffer, contentType: string | null, transferEncoding: string | null, options: UnwrapOptions, state: { sealed: boolean }): Promise<Unwrapped> {
   const headers: Record<string, string> = { 'content-type': contentType ?? '' };
   if (transferEncoding) headers['content-transfer-encoding'] = transferEncoding;
   let entity: MimeEntity = { headers, body, raw: body };
   const result = { encrypted: false, signed: false, compressed: false, micContent: body, signerDigest: null as Digest | null, signerFingerprint: null as string | null };
+  const limit = Math.min(options.maxInflatedBytes, AS2_MAX_INFLATED_BYTES);
+  const budget: InflateBudget = { left: limit, total: limit };
+  const partner = options.identity.partner;
 
   for (let layer = 0; ; layer++) {
     if (layer > MAX_LAYERS) throw new As2Fault('malformed-message', 'the message nests too many layers');
@@ -47,21 +84,23 @@ export function unwrapMessage(body: Buffer, contentType: string | null, transfer
       const smime = (media.params['smime-type'] ?? 'enveloped-data').toLowerCase();
       const der = decodedBody(entity);
       if (smime === 'compressed-data') {
-        entity = decompressEntity(der, options.maxInflatedBytes);
+        // A pinned partner must sign: an inner entity that can lead to no signature is refused from its headers.
+        entity = await decompressEntity(der, budget, partner && !result.signed ? mustLeadToSignature : undefined);
         result.compressed = true;
       } else if (smime === 'enveloped-data' || smime === 'authenveloped-data') {
         options.onStep?.('decrypt-start');
         try {
           entity = decryptEntity(der, options.identity);
         } catch (error) {
-          options.onStep?.('decrypt-failure', (error as Error).message);
+          options.onStep?.('decrypt-failure', error instanceof As2Fault ? (error.reason ?? error.message) : 'unexpected error');
           throw error;
         }
+        state.sealed = true;
         options.onStep?.('decrypt-success');
         if (!result.encrypted && !result.signed) result.micContent = entity.raw;
         result.encrypted = true;
       } else {
-        throw new As2Fault('unsupported-algorithm', `S/MIME type ${smime.slice(0, 40)} is not supported (sign with multipart/signed)`);
+        throw new As2Fault('unsupported-algorithm', `S/MIME type ${token(smime)} is not supported (sign with multipart/signed)`);
       }
     } else if (media.type === 'multipart/signed') {
       const parts = multipartParts(entity.body, media.params.boundary);
@@ -69,7 +108,7 @@ export function unwrapMessage(body: Buffer, contentType: string | null, transfer
       const signature = parseEntity(parts[1]);
       let check;
       try {
-        check = verifyDetached(decodedBody(signature), parts[0], options.identity.partner, options.allowMd5);
+        check = verifyDetached(decodedBody(signature), parts[0], partner, options.allowMd5);
       } catch (error) {
         options.onStep?.('verify-failure', (error as Error).message);
         throw error;
@@ -86,10 +125,31 @@ export function unwrapMessage(body: Buffer, contentType: string | null, transfer
       break;
     }
   }
-  if (options.identity.partner && !result.signed) {
+  if (partner && !result.signed) {
     throw new As2Fault('insufficient-message-security', 'the message is not signed, but a partner certificate is configured for this trigger');
   }
-  return { payload: entity, ...result };
+  const attachments = attachmentsOf(entity, options.multipleAttachments ?? false).map((part) => ({ entity: part, bytes: decodedBody(part) }));
+  return { payload: entity, attachments, ...result };
+}
+
+/** For a pinned partner before any signature: only another layer (signed or S/MIME) may follow. */
+const mustLeadToSignature: HeadCheck = (head) => {
+  let type: string;
+  try {
+    type = parseMediaType(parseEntity(head).headers['content-type']).type;
+  } catch {
+    return new As2Fault('decompression-failed', 'the decompressed data is not a MIME entity');
+  }
+  if (type === 'multipart/signed' || PKCS7_MIME.has(type)) return null;
+  return new As2Fault('insufficient-message-security', 'the message is not signed, but a partner certificate is configured for this trigger');
+};
+
+/** A header token for a fault detail: no payload bytes, bounded. */
+const token = (value: string) => value.replace(/[^A-Za-z0-9._+-]/g, '?').slice(0, 40);
+
+/** RFC 6362: the sender announces multiple attachments with `EDIINT-Features: multiple-attachments`. */
+export function hasMultipleAttachments(headers: Record<string, string>): boolean {
+  return /multiple-attachments/i.test(headers['ediint-features'] ?? '');
 }
 
 /** The payload's attachments: the parts of a multipart/mixed under RFC 6362, else the payload itself. */

@@ -22,24 +22,36 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partner: Certi
   const root = parseDer(signature);
   if (oidOf(root.children[0]) !== OID.signedData) throw new As2Fault('malformed-message', 'the signature is not CMS signed data');
   const sd = child(child(root, 1, 'content'), 0, 'SignedData');
-  const carried = sd.children.find((n) => isContext(n, 0))?.children.flatMap(certificateOf) ?? [];
   const signerInfos = sd.children[sd.children.length - 1];
   if (!signerInfos || signerInfos.tag !== 17 || signerInfos.children.length === 0) throw new As2Fault('integrity-check-failed', 'the signature has no signer');
-  // AS2 messages carry one signer; with several, the first that names a usable certificate decides.
+  // AS2 messages carry one signer; with several, the first decides.
   const info = signerInfos.children[0];
   const sid = child(info, 1, 'signer id');
-  const inMessage = carried.find((facts) => identifies(sid, facts)) ?? null;
 
   let signer: CertificateFacts;
   if (partner) {
-    if (inMessage && inMessage.fingerprint !== partner.fingerprint) throw new As2Fault('authentication-failed', 'the signer certificate is not the partner certificate configured for this trigger');
-    if (!inMessage && !identifies(sid, partner)) throw new As2Fault('authentication-failed', 'the message was not signed with the partner certificate configured for this trigger');
+    // The pin first: the signer must be named as the partner certificate, and only its key verifies.
+    if (!identifies(sid, partner)) {
+      // Told apart only when the signature really holds with the certificate the message carries (a
+      // partner that rotated its certificate): tampered content can never produce that, so this answer
+      // leaks nothing about encrypted content (unwrap.ts). The carried set is looked at within its bounds.
+      const other = carriedSigner(sd.children.find((n) => isContext(n, 0)), sid);
+      if (other && signatureHolds(info, signed, other, allowMd5)) {
+        throw new As2Fault('signer-not-pinned', 'the message was signed with a certificate other than the partner certificate configured for this trigger');
+      }
+      throw new As2Fault('authentication-failed', 'the message was not signed with the partner certificate configured for this trigger');
+    }
     signer = partner;
   } else {
+    const inMessage = carriedSigner(sd.children.find((n) => isContext(n, 0)), sid);
     if (!inMessage) throw new As2Fault('authentication-failed', 'the signer certificate is not in the message and no partner certificate is configured');
     signer = inMessage;
   }
+  return { digest: checkSigner(info, signed, signer, allowMd5), signerFingerprint: signer.fingerprint };
+}
 
+/** The signer info's signature over `signed`, checked with `signer`: its digest, or integrity-check-failed. */
+function checkSigner(info: Node, signed: Buffer, signer: CertificateFacts, allowMd5: boolean): Digest {
   const digest = digestFromOid(oidOf(child(child(info, 2, 'digestAlgorithm'), 0, 'digest oid')), allowMd5);
   let at = 3;
   const attrs = isContext(info.children[at], 0) ? info.children[at++] : null;
@@ -47,6 +59,9 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partner: Certi
   const value = octets(child(info, at + 1, 'signature'));
   let data = signed;
   if (attrs) {
+    // RFC 5652 §11.1: with signed attributes, content-type must be present and name the content (id-data).
+    const contentType = attributeValue(attrs, OID.contentTypeAttr);
+    if (!contentType || oidOf(contentType) !== OID.data) throw new As2Fault('integrity-check-failed', 'the signed content-type attribute is missing or is not id-data');
     const messageDigest = attributeValue(attrs, OID.messageDigestAttr);
     if (!messageDigest) throw new As2Fault('integrity-check-failed', 'the signature has no messageDigest attribute');
     if (!octets(messageDigest).equals(createHash(digest).update(signed).digest())) throw new As2Fault('integrity-check-failed', 'the content does not match its signature (message digest differs)');
@@ -54,24 +69,47 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partner: Certi
     data[0] = 0x31; // [0] IMPLICIT → SET OF, as signed (RFC 5652 §5.4)
   }
   if (!checkSignature(signatureAlgorithm, digest, data, value, signer.cert)) throw new As2Fault('integrity-check-failed', 'the signature does not verify with the signer certificate');
-  return { digest, signerFingerprint: signer.fingerprint };
+  return digest;
+}
+
+function signatureHolds(info: Node, signed: Buffer, signer: CertificateFacts, allowMd5: boolean): boolean {
+  try {
+    checkSigner(info, signed, signer, allowMd5);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Partners send the same certificate with every message: parsing it is a visible share of a message's cost. */
 const seen = new Map<string, CertificateFacts>();
 const SEEN_MAX = 256;
+/** What a carried certificate set may cost: the first few certificates, each of a sane size. */
+export const CARRIED_LIMITS = { maxCertificates: 8, maxCertificateBytes: 16 * 1024 };
 
-function certificateOf(node: Node): CertificateFacts[] {
-  if (node.cls !== 0 || node.tag !== 16) return []; // other CertificateChoices are not signer certificates
+/** The carried certificate the signer id names, parsing certificates only until it is found (bounded). */
+function carriedSigner(set: Node | undefined, sid: Node): CertificateFacts | null {
+  let looked = 0;
+  for (const node of set?.children ?? []) {
+    if (node.cls !== 0 || node.tag !== 16) continue; // other CertificateChoices are not signer certificates
+    if (++looked > CARRIED_LIMITS.maxCertificates) break;
+    if (node.outerEnd - node.start > CARRIED_LIMITS.maxCertificateBytes) continue;
+    const facts = certificateOf(node);
+    if (facts && identifies(sid, facts)) return facts;
+  }
+  return null;
+}
+
+function certificateOf(node: Node): CertificateFacts | null {
   const raw = rawOf(node);
   const key = createHash('sha256').update(raw).digest('base64');
   let facts = seen.get(key);
   if (!facts) {
-    try { facts = certificateFacts(new X509Certificate(raw)); } catch { return []; }
+    try { facts = certificateFacts(new X509Certificate(raw)); } catch { return null; }
     if (seen.size >= SEEN_MAX) seen.delete(seen.keys().next().value as string);
     seen.set(key, facts);
   }
-  return [facts];
+  return facts;
 }
 
 function attributeValue(attrs: Node, oid: string): Node | null {
