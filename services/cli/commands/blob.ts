@@ -11,7 +11,10 @@ export async function blobCommand(args: ParsedArgs, ctx: CommandContext, stdout:
   const store = await ctx.openStore();
   try {
     if (verb === 'list') {
-      for await (const found of store.list(path)) stdout.write(`${found}\n`);
+      for await (const found of store.list(path)) {
+        // Wait for each line to be taken: the command exits right after, and a pipe drops what it still holds.
+        await new Promise<void>((resolve, reject) => stdout.write(`${found}\n`, (error) => (error ? reject(error) : resolve())));
+      }
       return 0;
     }
     const head = await store.head(path);
