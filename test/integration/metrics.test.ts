@@ -54,3 +54,13 @@ test('requests, latency, bytes, stage records, dead letters and lag are recorded
   while (!lag.some((p) => p.attributes['ingress.stage'] === 'decoder' && p.value === 0)) lag = await points('messaging.kafka.consumer.lag');
   expect(lag.map((p) => p.attributes['messaging.destination.name']).sort()).toEqual([app.topics.decoded, app.topics.executions, app.topics.received].sort());
 });
+
+test('what an answer said beyond its status is counted: AS2 dispositions', async () => {
+  // An AS2 node; a message without its envelope headers is answered 400 with a failure MDN.
+  await app.backends.registry.workflows.put({ id: 'wf-as2-metrics', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-none' } }] });
+  const res = await fetch(`${app.baseUrl}/hook/wf-as2-metrics`, { method: 'POST', headers: { 'content-type': 'application/pkcs7-mime' }, body: 'not a message' });
+  expect(res.status).toBe(400);
+  expect(await res.text()).toContain('processed/error: unexpected-processing-error');
+  const outcomes = await points('ingress.answer.outcomes');
+  expect(sum(outcomes, { 'ingress.trigger_kind': 'as2', 'ingress.outcome': 'processed/error: unexpected-processing-error' })).toBe(1);
+});

@@ -68,8 +68,9 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && asEntity(request.headers, message), mdnEntity)
         .catch((error: Error) => services.logger.error('AS2 evidence could not be stored', { workflowId: request.workflowId, messageId, error }));
     }
-    log(services, request, 'as2.mdn-sent', { disposition: mdnInput.failure ? `processed/error: ${mdnInput.failure.modifier}` : 'processed', signed: mdn.headers['content-type'].startsWith('multipart/signed'), mdnMessageId: mdn.messageId });
-    return { status, headers: mdn.headers, body: mdn.body };
+    const disposition = mdnInput.failure ? `processed/error: ${mdnInput.failure.modifier}` : 'processed';
+    log(services, request, 'as2.mdn-sent', { disposition, signed: mdn.headers['content-type'].startsWith('multipart/signed'), mdnMessageId: mdn.messageId });
+    return { status, headers: mdn.headers, body: mdn.body, outcome: disposition };
   }
 
   function failureAnswer(request: InboundRequest, services: TriggerServices, fault: As2Fault, identity: As2Identity | null, message: Buffer | null, keep: boolean): Promise<Answer> {
