@@ -7,7 +7,7 @@ const path = require('node:path');
 
 const DIST = path.resolve(__dirname, '../../dist');
 const { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } = require(`${DIST}/services/triggers/logistics/logistics-trigger.js`);
-const { readSendStream } = require(`${DIST}/services/triggers/logistics/send-stream.js`);
+const { readSendStream, requestBudget } = require(`${DIST}/services/triggers/logistics/send-stream.js`);
 const { unwrapUniversal } = require(`${DIST}/services/triggers/logistics/universal.js`);
 const { shipmentDocument, sendStreamRequest } = require(`${DIST}/test/fixtures/cargowise.js`);
 
@@ -33,7 +33,8 @@ const cases = {
   'baseline: gunzip + fast-xml-parser (defaults)': async () => parser.parse(gunzipSync(gz).toString('utf8')),
   'decoder: envelope + base64 + gunzip + parse + unwrap + JSON': async () => plugin.decode(received, node, services),
   'receiver check: the same with well-formedness validation': async () => {
-    for (const m of readSendStream(envelope.toString('utf8'), DEFAULT_LOGISTICS_LIMITS, true).messages) unwrapUniversal(m.xml, true);
+    const budget = requestBudget(DEFAULT_LOGISTICS_LIMITS);
+    for (const m of readSendStream(envelope.toString('utf8'), DEFAULT_LOGISTICS_LIMITS, true, budget).messages) unwrapUniversal(m.xml, true, budget);
   },
 };
 
