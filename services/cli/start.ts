@@ -11,10 +11,10 @@ import { startDispatcher } from '../dispatcher/dispatcher';
 import { startSampler } from '../sampler/sampler';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
-import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../triggers/logistics/logistics-trigger';
+import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS, type LogisticsLimits } from '../triggers/logistics/logistics-trigger';
 import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../triggers/warehouse/warehouse-trigger';
 import { webhookParameters } from '../triggers/webhook/parameters';
-import { createAs2Trigger } from '../triggers/as2/as2-trigger';
+import { createAs2Trigger, DEFAULT_AS2_LIMITS } from '../triggers/as2/as2-trigger';
 import { byProtocol } from '../triggers/by-protocol';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import { openedCredentials } from '../platform/registry/opened-credentials';
@@ -43,12 +43,21 @@ export function triggerCatalog(config: Config): TriggerCatalog {
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
   });
-  const as2 = createAs2Trigger({ maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: false });
+  const as2 = createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes });
   return createTriggerCatalog([
     byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
-    createLogisticsTrigger({ ...DEFAULT_LOGISTICS_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxEnvelopeBytes: Math.min(config.maxBodyBytes, DEFAULT_LOGISTICS_LIMITS.maxEnvelopeBytes) }),
+    createLogisticsTrigger(logisticsLimits(config)),
     createWarehouseTrigger({ maxPostBytes: Math.min(config.maxBodyBytes, DEFAULT_WAREHOUSE_LIMITS.maxPostBytes) }),
   ]);
+}
+
+/** The logistics trigger's per-request bounds: its own defaults, lowered further by the service-wide limits. */
+export function logisticsLimits(config: Config): LogisticsLimits {
+  return {
+    ...DEFAULT_LOGISTICS_LIMITS,
+    maxInflatedBytes: Math.min(config.maxInflatedBytes, DEFAULT_LOGISTICS_LIMITS.maxInflatedBytes),
+    maxEnvelopeBytes: Math.min(config.maxBodyBytes, DEFAULT_LOGISTICS_LIMITS.maxEnvelopeBytes),
+  };
 }
 
 /** Refuse to start when credentials exist that this process could not open (SPEC: fail closed, say why). */

@@ -15,7 +15,7 @@ import type { ObjectStore } from '../platform/store/object-store';
 import { traceHeaders, tracer } from '../platform/telemetry/trace-context';
 import { EMPTY_OK, errorAnswer, type Answer } from '../triggers/answers';
 import type { TriggerCatalog } from '../triggers/catalog';
-import type { InboundRequest, TriggerServices } from '../triggers/trigger';
+import type { InboundRequest, Inspection, TriggerServices } from '../triggers/trigger';
 import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
@@ -127,7 +127,14 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
     const admission = await plugin.admit(request, node, services);
     if (!admission.ok) { refuse(req, res, admission.answer); return admission.answer.status; }
-    if (deps.acceptGate.saturated()) { refuse(req, res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS })); return 503; }
+    /** Nothing was accepted: the kind's own answer (an AS2 failure MDN, a SOAP Fault), else 503. */
+    const notAccepted = async (inspection: Inspection): Promise<Answer> =>
+      (await plugin.notAccepted?.(request, node, inspection, services)) ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+    if (deps.acceptGate.saturated()) {
+      const answer = await notAccepted({});
+      refuse(req, res, answer);
+      return answer.status;
+    }
 
     const day = new Date(request.receivedAt).toISOString().slice(0, 10);
     const stagingPath = `raw/${workflow.id}/${day}/${requestId}`;
@@ -144,8 +151,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       }
       if (outcome.reason === 'store-failed') {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
-        send(res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
-        return 503;
+        const answer = await notAccepted({});
+        send(res, answer);
+        return answer.status;
       }
       if (outcome.reason === 'rejected') { refuse(req, res, outcome.answer); return outcome.answer.status; }
       return 499; // the client went away; nothing was accepted
@@ -160,10 +168,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return inspected.answer.status;
     }
 
-    /** Nothing was accepted: the kind's own answer (an AS2 failure MDN, a SOAP Fault), else 503. */
     const refuseAccepted = async (): Promise<number> => {
-      const own = await plugin.notAccepted?.(request, node, inspected.inspection, services);
-      const failed = own ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+      const failed = await notAccepted(inspected.inspection);
       send(res, failed);
       return failed.status;
     };

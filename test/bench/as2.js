@@ -67,7 +67,7 @@ async function main() {
   const seconds = arg('seconds', 10);
   const connections = arg('connections', 8);
   const { dir, dataDir, body } = await setUp();
-  const env = { DATA_DIR: dataDir, PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', INGRESS_ENCRYPTION_KEY: KEY, WORKFLOW_CACHE_MS: '60000' };
+  const env = { DATA_DIR: dataDir, PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', INGRESS_ENCRYPTION_KEY: KEY, WORKFLOW_CACHE_MS: '60000' };
   try {
     const privateOps = rsaBound(3);
     process.stderr.write(`openssl speed rsa2048: ${privateOps.toFixed(0)} private ops/s\n`);

@@ -2,7 +2,7 @@
 // inline) is written while no stage runs, then decoder and dispatcher start in one process and the time until
 // both have committed everything (consumer lag 0 on ingress.received.v1 and ingress.decoded.v1) is the lag
 // recovery time; records / that time is the received→executions.requested throughput.
-// Usage: npm run build && node test/bench/pipeline.js [--records 100000] [--partitions 3]
+// Usage: npm run bench:pipeline -- [--records 100000] [--partitions 3]
 const { execFileSync, spawn } = require('node:child_process');
 const { randomUUID } = require('node:crypto');
 const path = require('node:path');
@@ -69,7 +69,7 @@ async function main() {
     }
     const recoverySeconds = (Date.now() - t1) / 1000;
     const lines = [
-      `\`npm run build && node test/bench/pipeline.js --records ${records} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka 3.9 broker (KRaft) on the same machine; 1 KiB JSON bodies inline, 12 workflows (keys); decoder and dispatcher in one process.`,
+      `\`npm run bench:pipeline -- --records ${records} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka 3.9 broker (KRaft) on the same machine; 1 KiB JSON bodies inline, 12 workflows (keys); decoder and dispatcher in one process.`,
       '',
       '| measure | value |',
       '|---|---|',

@@ -60,12 +60,10 @@ describe('azure blob store: adapter specifics', () => {
   test('an unreachable endpoint is store-unavailable, without the key in the message', async () => {
     const unreachable = conn.replace(/BlobEndpoint=[^;]+/i, 'BlobEndpoint=http://127.0.0.1:9/devstoreaccount1');
     expect(unreachable).not.toBe(conn);
-    const started = Date.now();
     const err = await openAzureBlobStore({ connectionString: unreachable, container }).catch((e) => e);
     expect(err).toBeInstanceOf(ObjectStoreError);
     expect(err.code).toBe('store-unavailable');
     expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(accountKey);
-    expect(Date.now() - started).toBeLessThan(30_000);
   });
 
   test('an invalid container name is refused before any request', async () => {

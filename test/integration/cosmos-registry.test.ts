@@ -43,12 +43,10 @@ describe('cosmos registry: failures', () => {
   test('an unreachable endpoint is registry-unavailable, without the key in the error', async () => {
     const unreachable = new URL(ENDPOINT);
     unreachable.port = '9';
-    const started = Date.now();
     const err = await open({ endpoint: unreachable.toString(), requestTimeoutMs: 500 }).catch((e) => e);
     expect(err).toBeInstanceOf(RegistryError);
     expect(err.code).toBe('registry-unavailable');
     expect(`${err.message}\n${err.stack}\n${inspect(err, { depth: 10 })}`).not.toContain(KEY);
-    expect(Date.now() - started).toBeLessThan(30_000);
   });
 
   test('a wrong key fails as registry-unavailable without the key, or (cosmosdb-server checks no signature) still works', async () => {

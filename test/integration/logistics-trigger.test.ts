@@ -123,18 +123,21 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       let seed = 42;
       const random = () => { seed = (seed * 1103515245 + 12345) & 0x7fffffff; return seed; };
       const accepted: string[] = [];
+      const refused: string[] = [];
       for (let i = 0; i < 40; i++) {
         const at = random() % good.length;
         const mutated = i % 2 === 0 ? good.slice(0, at) : good.slice(0, at) + '<\u0000&' + good.slice(at + 3);
         const res = await soap('wf-both', mutated);
         await res.text();
         if (res.status === 200) accepted.push(res.headers.get('x-request-id')!);
-        else expect([500, 400, 413]).toContain(res.status);
+        else { expect([500, 400, 413]).toContain(res.status); refused.push(res.headers.get('x-request-id')!); }
       }
+      expect(refused.length).toBeGreaterThan(0);
       // A mutation may land in text (a value) and still be a valid request: those, and only those, run.
       const after = await soap('wf-both', good);
       await executionsOf(app, after.headers.get('x-request-id'), 1);
       const all = await allExecutions(app);
+      for (const id of refused) expect(all.filter((e) => e.requestId === id)).toHaveLength(0);
       for (const id of accepted) expect(all.filter((e) => e.requestId === id).length).toBeLessThanOrEqual(1);
     });
 

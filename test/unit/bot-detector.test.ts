@@ -4,7 +4,7 @@ import {
   EXTRA_PATTERNS,
   REMOVED_PATTERNS,
   isBotUserAgent,
-} from '../../services/triggers/webhook/bot-detector';
+} from '../../services/triggers/bot-detector';
 
 /** Link previewers, crawlers and URL scanners: Ignore Bots must reject these. */
 const BOTS: [string, string][] = [

@@ -61,6 +61,9 @@ test('operations settings: admin port, shutdown grace, back-pressure and topic s
     topicSettings: { partitions: 6, replicationFactor: 3, minInsyncReplicas: 2, retentionHours: 168, deadLetterRetentionHours: 720 },
   });
   expect(loadConfig({ ADMIN_PORT: '0' }).adminPort).toBeNull();
+  // min.insync.replicas follows a lowered replication factor unless set; set above it, it is refused.
+  expect(loadConfig({ KAFKA_REPLICATION_FACTOR: '1' }).topicSettings.minInsyncReplicas).toBe(1);
+  expect(problems({ KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '2' })).toHaveLength(1);
   expect(problems({ ADMIN_PORT: '8080' })).toEqual(['ADMIN_PORT=8080: must differ from PORT']);
   expect(problems({ SHUTDOWN_GRACE_MS: '-1', MAX_PENDING_ACCEPTS: '0' })).toEqual([
     'SHUTDOWN_GRACE_MS="-1": how long a graceful shutdown may take, in milliseconds (a whole number from 0 to 3600000)',

@@ -1,3 +1,5 @@
+import { logisticsLimits } from '../../services/cli/start';
+import { loadConfig } from '../../services/platform/config/config';
 import { createTriggerCatalog } from '../../services/triggers/catalog';
 import { createLogisticsTrigger } from '../../services/triggers/logistics/logistics-trigger';
 import { createWarehouseTrigger } from '../../services/triggers/warehouse/warehouse-trigger';
@@ -28,4 +30,9 @@ test('a warehouse node needs dc and/or rc, and a credential when it authenticate
 test('the catalog selects each kind by node type', () => {
   expect(catalog.select(workflow({ type: 'logisticsTrigger', parameters: { actions: ['event-update'] } }))?.plugin.kindOf({} as never)).toBe('logistics');
   expect(catalog.select(workflow({ type: 'warehouseTrigger', parameters: { actions: ['dc'] } }))?.plugin.kindOf({} as never)).toBe('warehouse');
+});
+
+test('the logistics bounds of the running service: its own 16 MiB, lowered further by the service-wide limits', () => {
+  expect(logisticsLimits(loadConfig({}))).toMatchObject({ maxInflatedBytes: 16 * 1024 * 1024, maxEnvelopeBytes: 16 * 1024 * 1024, maxElements: 500_000 });
+  expect(logisticsLimits(loadConfig({ MAX_INFLATED_BYTES: '4MiB', MAX_BODY_BYTES: '2MiB' }))).toMatchObject({ maxInflatedBytes: 4 * 1024 * 1024, maxEnvelopeBytes: 2 * 1024 * 1024 });
 });

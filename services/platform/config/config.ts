@@ -146,7 +146,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (encryptionKey !== null && encryptionKey.length < 16) problems.push('INGRESS_ENCRYPTION_KEY: at least 16 characters (a random string; keep it secret and stable)');
 
   const maxBodyBytes = size('MAX_BODY_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
-  // A received record must fit a default Kafka message (1 MB) with its headers.
+  // A received record must also fit a topic created outside `ingress topics apply` (Kafka's default
+  // max.message.bytes, 1 MB) with its headers; larger bodies travel as claim checks anyway.
   const inlineBodyMax = size('INLINE_BODY_MAX', 256 * 1024, 0, 768 * 1024);
   const maxInflatedBytes = size('MAX_INFLATED_BYTES', 256 * 1024 ** 2, 1024, 16 * 1024 ** 3);
   const multipart = {
@@ -180,10 +181,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const maxPendingAccepts = integer('MAX_PENDING_ACCEPTS', 2_000, 1, 1_000_000, 'how many accepts may wait for the log before the receiver answers 503');
   const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
 
+  const replicationFactor = integer('KAFKA_REPLICATION_FACTOR', 3, 1, 16, 'replicas of each pipeline topic');
   const topicSettings: TopicSettings = {
     partitions: integer('KAFKA_TOPIC_PARTITIONS', 6, 1, 10_000, 'partitions of each pipeline topic'),
-    replicationFactor: integer('KAFKA_REPLICATION_FACTOR', 3, 1, 16, 'replicas of each pipeline topic'),
-    minInsyncReplicas: integer('KAFKA_MIN_INSYNC_REPLICAS', 2, 1, 16, 'replicas that must acknowledge an append'),
+    replicationFactor,
+    // The default follows a lowered replication factor: 2 of 1 replica could never acknowledge an append.
+    minInsyncReplicas: integer('KAFKA_MIN_INSYNC_REPLICAS', Math.min(2, replicationFactor), 1, 16, 'replicas that must acknowledge an append'),
     retentionHours: integer('KAFKA_RETENTION_HOURS', 168, 0, 876_000, 'hours the pipeline topics keep records, 0 for ever'),
     deadLetterRetentionHours: integer('KAFKA_DEAD_LETTER_RETENTION_HOURS', 720, 0, 876_000, 'hours the dead-letter topic keeps records, 0 for ever'),
   };

@@ -2,8 +2,9 @@ import type { As2Envelope } from '../../platform/avro/records';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer, type Answer } from '../answers';
 import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from '../trigger';
+// An AS2 node is a webhook node in Protocol AS2: its parameters and header checks are the webhook node's.
 import { authenticate } from '../webhook/authenticate';
-import { isBotUserAgent } from '../webhook/bot-detector';
+import { isBotUserAgent } from '../bot-detector';
 import { parameterProblems, webhookParameters } from '../webhook/parameters';
 import { identityOf, type As2Identity } from './certificates';
 import { decodeAs2 } from './decode';

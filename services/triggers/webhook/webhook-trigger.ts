@@ -3,7 +3,7 @@ import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer, type Answer } from '../answers';
 import type { BodyValidator, InspectOutcome, TriggerPlugin } from '../trigger';
 import { authenticate } from './authenticate';
-import { isBotUserAgent } from './bot-detector';
+import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { bodyKind, decodeText, parseMediaType } from './media-type';

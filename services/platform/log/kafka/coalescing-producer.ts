@@ -26,8 +26,9 @@ export interface GroupCommitSettings {
   maxRecords: number;
   /**
    * Bytes (keys, values, headers) per sendBatch. kafkajs writes one record batch per partition per request and
-   * the broker refuses batches over the topic's max.message.bytes (1 MiB by default): coalescing must not turn
-   * appends that are fine alone into a batch that is not. An append larger than this is sent alone.
+   * the broker refuses batches over the topic's max.message.bytes (Kafka's default is 1 MiB; `topics apply`
+   * sets 8 MiB + 64 KiB, but a topic made elsewhere may keep the default): coalescing must not turn appends
+   * that are fine alone into a batch that is not. An append larger than this is sent alone.
    */
   maxBatchBytes: number;
   maxMs: number;

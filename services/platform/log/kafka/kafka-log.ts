@@ -19,7 +19,7 @@ export interface KafkaLogOptions {
   brokers: string[];
   clientId: string;
   logger?: Logger;
-  /** For topics ensureTopics() creates (default 3 partitions, replication factor 1). */
+  /** For topics ensureTopics() creates in tests and development (default 3 partitions, replication factor 1); production topics come from `ingress topics apply`. */
   topicDefaults?: { partitions: number; replicationFactor: number };
   /** Group commit: records per produce request (default 500); linger of an idle pipeline, ms (default 0). */
   linger?: { maxRecords: number; maxMs: number };

@@ -70,7 +70,8 @@ export class TransactionalOutput {
       throw new TransactionFailure(true, { cause: error });
     }
     try {
-      // Several requests if need be: the broker refuses a record batch over max.message.bytes (1 MiB by default).
+      // Several requests if need be: the broker refuses a record batch over max.message.bytes (Kafka's
+      // default 1 MiB on a topic not made by `topics apply`); a record larger than a slice goes alone.
       for (const slice of sliceByBytes(outputs, MAX_REQUEST_BYTES)) await tx.sendBatch({ topicMessages: toTopicMessages(slice), acks: -1 });
       await tx.sendOffsets({
         consumerGroupId: offsets.group,
