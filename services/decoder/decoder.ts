@@ -56,6 +56,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
     return inConsumerSpan(`${topics.received} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder')), async (span) => {
       const received = codec.decode('Received', record.value);
       span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
+      if (received.as2) span.setAttribute('as2.message_id', received.as2.messageId);
       const workflow = await deps.workflows.get(received.workflowId);
       const node = workflow?.nodes.find((n) => n.name === received.triggerNode);
       const plugin = node ? catalog.pluginFor(node.type) : null;

@@ -167,6 +167,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       send(res, inspected.answer);
       return inspected.answer.status;
     }
+    if (inspected.inspection.as2) trace.getActiveSpan()?.setAttribute('as2.message_id', inspected.inspection.as2.messageId);
 
     const refuseAccepted = async (): Promise<number> => {
       const failed = await notAccepted(inspected.inspection);

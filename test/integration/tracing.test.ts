@@ -3,6 +3,9 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { collect } from './contracts/event-log.contract';
 import { startTestApp, type BackendChoice } from '../support/app';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { createPeer } from '../support/as2-peer';
+import { as2Headers, postAs2 } from '../support/as2-client';
 
 /** One trace per request: the receiver's HTTP span, then the decoder's and the dispatcher's, across the log. */
 const exporter = new InMemorySpanExporter();
@@ -42,5 +45,34 @@ test.each(choices)('one trace from the POST to the execution record (%s)', async
     expect(execution.headers.traceparent).toContain(traceId);
   } finally {
     await app.stop();
+  }
+}, 120_000);
+
+test('an AS2 request\'s spans carry its message id (as2.message_id)', async () => {
+  const peer = createPeer();
+  const app = await startTestApp('embedded');
+  try {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const sealer = createCredentialSealer(app.config.encryptionKey!);
+    await app.backends.registry.credentials.put(sealer.seal({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key } }));
+    await app.backends.registry.workflows.put({ id: 'wf-as2-traced', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-as2' } }] });
+    exporter.reset();
+    const headers = as2Headers();
+    const part = Buffer.from('Content-Type: application/edi-x12\r\n\r\nISA*00*TRACE~');
+    const mdn = await postAs2(app, 'wf-as2-traced', peer.sign(part, partner), headers, peer, receiver);
+    expect(mdn.disposition).toMatch(/processed$/);
+    await collect(app.backends.log, app.topics.executions, 1);
+    const spans = () => exporter.getFinishedSpans().filter((s) => s.attributes['ingress.request_id'] === mdn.requestId);
+    const deadline = Date.now() + 10_000;
+    while (spans().length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    const messageId = headers['Message-Id'].replace(/^<|>$/g, '');
+    const http = spans().find((s) => s.name === 'POST /hook/{workflowId}');
+    const decoder = spans().find((s) => s.name === `${app.topics.received} process`);
+    expect(String(http?.attributes['as2.message_id'])).toContain(messageId);
+    expect(String(decoder?.attributes['as2.message_id'])).toContain(messageId);
+  } finally {
+    await app.stop();
+    peer.cleanup();
   }
 }, 120_000);
