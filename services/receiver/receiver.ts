@@ -71,40 +71,46 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   /** What each answer said beyond its status, for the request's metrics. */
   const outcomes = new WeakMap<http.ServerResponse, string>();
 
-  function send(res: http.ServerResponse, answer: Answer) {
+  /**
+   * Status, headers and body in one `writeHead` + `end`: with no `setHeader` before it and a string body,
+   * node:http writes the whole answer in one piece. A `setHeader` or a Buffer body each send it down a
+   * slower path (docs/benchmarks.md), so only binary answers (AS2 MDNs) are Buffers.
+   */
+  function send(res: http.ServerResponse, requestId: string, answer: Answer) {
     if (res.headersSent) return;
     if (answer.outcome !== undefined) outcomes.set(res, answer.outcome);
-    const body = typeof answer.body === 'string' ? Buffer.from(answer.body, 'utf8') : answer.body;
-    res.writeHead(answer.status, { ...answer.headers, 'content-length': String(body.length) });
-    res.end(body);
+    const length = typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length;
+    res.writeHead(answer.status, { ...answer.headers, 'content-length': String(length), 'x-request-id': requestId });
+    res.end(answer.body);
   }
 
   /** Answer without reading the body; keep the connection only if the rest of the body is small. */
-  function refuse(req: http.IncomingMessage, res: http.ServerResponse, answer: Answer) {
-    send(res, answer);
+  function refuse(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer) {
+    send(res, requestId, answer);
     void drainBody(req, deps.maxBodyBytes).then(() => { if (!req.complete) req.socket.destroy(); });
   }
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
     const route = parseHookRoute(req.url ?? '/');
-    if (!route) { refuse(req, res, errorAnswer('not-found')); return 404; }
-    if (req.method !== 'POST') { refuse(req, res, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
+    if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
+    if (req.method !== 'POST') { refuse(req, res, requestId, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
     trace.getActiveSpan()?.setAttribute('workflow.id', route.workflowId);
 
     let workflow: WorkflowDocument | null;
     try {
       // An id that cannot exist is simply a missing workflow, answered like any other.
-      workflow = DOCUMENT_ID.test(route.workflowId) ? await workflows.get(route.workflowId) : null;
+      const cached = workflows.peek(route.workflowId);
+      workflow = cached !== undefined ? cached : DOCUMENT_ID.test(route.workflowId) ? await workflows.get(route.workflowId) : null;
     } catch (error) {
       logger.error('registry unavailable', { requestId, error });
-      refuse(req, res, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
+      refuse(req, res, requestId, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
       return 503;
     }
     const selected = workflow && workflow.active ? catalog.select(workflow) : null;
     if (!workflow || !selected) {
       // Read the body as an existing workflow would, then the same empty answer whatever the reason.
       await drainBody(req, deps.maxBodyBytes);
-      send(res, EMPTY_OK);
+      send(res, requestId, EMPTY_OK);
       // A body past the limit was not read to its end: the connection cannot carry another request.
       if (!req.complete) res.once('finish', () => req.socket.destroy());
       return 200;
@@ -125,53 +131,58 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       contentLength: headers['content-length'] ?? null, userAgent: headers['user-agent'] ?? null, remoteAddress: request.remoteAddress,
     });
 
-    const admission = await plugin.admit(request, node, services);
-    if (!admission.ok) { refuse(req, res, admission.answer); return admission.answer.status; }
+    // Plugins answer at once when they have nothing to wait for; awaiting only real promises keeps
+    // microtask hops off the common path (as for `accepted` below).
+    const admitting = plugin.admit(request, node, services);
+    const admission = admitting instanceof Promise ? await admitting : admitting;
+    if (!admission.ok) { refuse(req, res, requestId, admission.answer); return admission.answer.status; }
     /** Nothing was accepted: the kind's own answer (an AS2 failure MDN, a SOAP Fault), else 503. */
     const notAccepted = async (inspection: Inspection): Promise<Answer> =>
       (await plugin.notAccepted?.(request, node, inspection, services)) ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
     if (deps.acceptGate.saturated()) {
       const answer = await notAccepted({});
-      refuse(req, res, answer);
+      refuse(req, res, requestId, answer);
       return answer.status;
     }
 
-    const day = new Date(request.receivedAt).toISOString().slice(0, 10);
-    const stagingPath = `raw/${workflow.id}/${day}/${requestId}`;
+    const workflowId = workflow.id;
+    /** Where the body goes when it outgrows INLINE_BODY_MAX (most never do). */
+    const stagingPath = () => `raw/${workflowId}/${new Date(request.receivedAt).toISOString().slice(0, 10)}/${requestId}`;
     const outcome = await readBody(req, {
       maxBytes: deps.maxBodyBytes, inlineMax: deps.inlineBodyMax, store,
-      stagingPath: () => stagingPath,
+      stagingPath,
       validator: plugin.validator?.(request, node) ?? null,
     });
     if (!outcome.ok) {
       if (outcome.reason === 'too-large') {
-        send(res, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
+        send(res, requestId, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
         res.once('finish', () => req.socket.destroy());
         return 413;
       }
       if (outcome.reason === 'store-failed') {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
         const answer = await notAccepted({});
-        send(res, answer);
+        send(res, requestId, answer);
         return answer.status;
       }
-      if (outcome.reason === 'rejected') { refuse(req, res, outcome.answer); return outcome.answer.status; }
+      if (outcome.reason === 'rejected') { refuse(req, res, requestId, outcome.answer); return outcome.answer.status; }
       return 499; // the client went away; nothing was accepted
     }
     const { body } = outcome;
     facts.bodyBytes = body.size;
 
-    const inspected = await plugin.inspect(request, node, body, services);
+    const inspecting = plugin.inspect(request, node, body, services);
+    const inspected = inspecting instanceof Promise ? await inspecting : inspecting;
     if (!inspected.ok) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
-      send(res, inspected.answer);
+      send(res, requestId, inspected.answer);
       return inspected.answer.status;
     }
     if (inspected.inspection.as2) trace.getActiveSpan()?.setAttribute('as2.message_id', inspected.inspection.as2.messageId);
 
     const refuseAccepted = async (): Promise<number> => {
       const failed = await notAccepted(inspected.inspection);
-      send(res, failed);
+      send(res, requestId, failed);
       return failed.status;
     };
 
@@ -186,8 +197,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
           recordBody = { kind: 'inline', data: replacement };
           if (outcome.stagedPath) await store.delete(outcome.stagedPath);
         } else {
-          const stored = await store.put(stagingPath, replacement);
-          recordBody = { kind: 'ref', path: stagingPath, size: stored.size, sha256: stored.sha256 };
+          const path = stagingPath();
+          const stored = await store.put(path, replacement);
+          recordBody = { kind: 'ref', path, size: stored.size, sha256: stored.sha256 };
         }
       } catch (error) {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error });
@@ -229,9 +241,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       deps.acceptGate.leave(value.length);
     }
     const pending = plugin.accepted(request, node, body, inspected.inspection, services);
-    // Most answers are ready at once; awaiting only real promises keeps a microtask hop off the hot path.
     const answer = pending instanceof Promise ? await pending : pending;
-    send(res, answer);
+    send(res, requestId, answer);
     return answer.status;
   }
 
@@ -239,7 +250,6 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const requestId = randomUUID();
     const started = performance.now();
     const facts: RequestFacts = { triggerKind: null, bodyBytes: 0 };
-    res.setHeader('x-request-id', requestId);
     const span = tracer().startSpan('POST /hook/{workflowId}', {
       kind: SpanKind.SERVER,
       attributes: { 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId },
@@ -254,7 +264,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         },
         (error) => {
           logger.error('request failed', { requestId, error });
-          send(res, errorAnswer('internal-error'));
+          send(res, requestId, errorAnswer('internal-error'));
           deps.metrics.request(500, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes);
           span.recordException(error as Error);
           span.setStatus({ code: SpanStatusCode.ERROR });

@@ -71,12 +71,20 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
     });
 
     maybe('json')('binary or text that is not JSON, under a JSON or unknown type, is 400 payload-parse-error', async () => {
-      // (fetch gives a string body text/plain, so the untyped case sends bytes.)
-      for (const [body, type] of [[Buffer.from([0xff, 0x00, 0x12]), 'application/octet-stream'], ['<a/>', 'application/json'], [Buffer.from('nope'), '']] as const) {
-        const res = await post('wf-plain', body, type ? { 'content-type': type } : {});
-        expect(res.status).toBe(400);
-        expect(await res.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is not valid JSON' });
+      // (fetch gives a string body text/plain, so the untyped case sends bytes.) wf-plain has no template, so
+      // the receiver checks the syntax without building the value; wf-text-response parses it for `$json`;
+      // a charset other than UTF-8 is decoded first.
+      const bad = [[Buffer.from([0xff, 0x00, 0x12]), 'application/octet-stream'], ['<a/>', 'application/json'], [Buffer.from('nope'), ''],
+        ['{"a":1', 'application/json; charset=iso-8859-1'], [Buffer.from([0xef, 0xbb, 0xbf, 0x7b, 0x7d]), 'application/json']] as const;
+      for (const path of ['wf-plain', 'wf-text-response']) {
+        for (const [body, type] of bad) {
+          const res = await post(path, body, type ? { 'content-type': type } : {});
+          expect({ path, type, status: res.status }).toEqual({ path, type, status: 400 });
+          expect(await res.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is not valid JSON' });
+        }
       }
+      expect(await output(await post('wf-plain', Buffer.from('{"caf\xe9":"\xe9"}', 'latin1'), { 'content-type': 'application/json; charset=iso-8859-1' }))).toEqual({ 'café': 'é' });
+      expect(await output(await post('wf-plain', Buffer.from([0x5b, 0x22, 0xff, 0x22, 0x5d]), { 'content-type': 'application/json' }))).toEqual(['\ufffd']);
     });
 
     maybe('json')("a bad JSON body too large for the receiver's check is dead-lettered whole, its text kept out of messages and logs", async () => {

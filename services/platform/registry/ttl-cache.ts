@@ -4,6 +4,8 @@
  */
 export interface TtlCache<T> {
   get(key: string): Promise<T | null>;
+  /** The cached value without loading: undefined when the key is not cached or has expired. */
+  peek(key: string): T | null | undefined;
   clear(): void;
 }
 
@@ -30,6 +32,10 @@ export function createTtlCache<T>(load: (key: string) => Promise<T | null>, ttlM
       );
       loading.set(key, p);
       return p;
+    },
+    peek(key) {
+      const hit = entries.get(key);
+      return hit && hit.expires > Date.now() ? hit.value : undefined;
     },
     clear: () => entries.clear(),
   };

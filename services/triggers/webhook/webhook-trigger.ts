@@ -1,14 +1,15 @@
 import { Writable } from 'node:stream';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer, type Answer } from '../answers';
-import type { BodyValidator, InspectOutcome, TriggerPlugin } from '../trigger';
+import type { BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerPlugin, TriggerServices } from '../trigger';
 import { authenticate } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { bodyKind, decodeText, parseMediaType } from './media-type';
 import { MultipartError, scanMultipart } from './multipart';
-import { parameterProblems, webhookParameters } from './parameters';
+import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
+import { isJsonText } from './json-syntax';
 import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
 
@@ -31,6 +32,10 @@ export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
   maxJsonCheckBytes: 1024 * 1024,
   multipart: { maxFileBytes: 64 * 1024 * 1024, maxFiles: 100, maxFields: 1000, maxFieldBytes: 1024 * 1024 },
 };
+
+const notJson = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') });
+
+const hasTemplates = (params: WebhookParameters) => params.options.responseData !== null || params.options.responseHeaders.length > 0;
 
 function encodingAnswer(error: EncodingError): Answer {
   if (error.kind === 'unsupported') return errorAnswer('unsupported-media', error.message);
@@ -78,12 +83,58 @@ function streamingValidator(encoding: Encoding, contentType: string | null, mult
 }
 
 export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS): TriggerPlugin {
+  /** RSA signature over the exact bytes (SPEC §5): null when it holds, else the refusal. */
+  async function verifiedSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
+    const credentialId = node.credentials?.rsaSignature;
+    const credential = credentialId ? await services.credential(credentialId).catch((error: Error) => {
+      services.logger.error('credential cannot be read', { credentialId, node: node.name, error });
+      return null;
+    }) : null;
+    if (!credential || credential.type !== 'rsaSignature') {
+      services.logger.error('signature credential is missing or of the wrong type', { credentialId: credentialId ?? null, node: node.name });
+      return { ok: false, answer: errorAnswer('credential-unavailable') };
+    }
+    const header = (credential.data.header ?? 'X-Signature').toLowerCase();
+    const signature = request.headers[header];
+    if (signature === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
+    if (!verifyRsaSha256(credential.data.publicKey, signature, body.sha256())) return { ok: false, answer: errorAnswer('authorization-wrong') };
+    return null;
+  }
+
+  /** JSON syntax of a body small enough to hold, which the 400 answer needs (and `$json` for templates). */
+  function syntaxCheck(request: InboundRequest, params: WebhookParameters, body: ReceivedBody): InspectOutcome {
+    if (params.options.rawBody || params.options.binaryData || !body.inline) return { ok: true, inspection: {} };
+    const media = parseMediaType(request.headers['content-type']);
+    if (bodyKind(media.type) !== 'json') return { ok: true, inspection: {} };
+    // The answer must say 400 for a body that is not JSON, so the syntax check of bodies small enough
+    // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
+    let bytes: Buffer;
+    try {
+      bytes = inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes);
+    } catch {
+      return { ok: true, inspection: {} }; // too large to check here, or already judged by the validator
+    }
+    if (bytes.length === 0) return { ok: true, inspection: { json: {} } };
+    const charset = (media.params.charset ?? 'utf-8').trim().toLowerCase();
+    // Only templates read the value (`$json`); without them UTF-8 is checked without building it.
+    if (!hasTemplates(params) && (charset === 'utf-8' || charset === 'utf8')) {
+      return isJsonText(bytes) ? { ok: true, inspection: {} } : notJson();
+    }
+    let text: string;
+    try { text = decodeText(bytes, charset); } catch { return { ok: true, inspection: {} }; } // an unknown charset: the decoder's to judge
+    try {
+      return { ok: true, inspection: { json: JSON.parse(text) } };
+    } catch {
+      return notJson();
+    }
+  }
+
   return {
     nodeTypes: ['webhook'],
 
     kindOf: (node) => (webhookParameters(node).protocol === 'as2' ? 'as2' : 'webhook'),
 
-    async admit(request, node, services) {
+    admit(request, node, services) {
       const params = webhookParameters(node);
       if (params.options.ignoreBots && isBotUserAgent(request.headers['user-agent'])) return { ok: false, answer: errorAnswer('bot-rejected') };
       return authenticate(request, node, params, services);
@@ -98,41 +149,12 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
       return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, limits);
     },
 
-    async inspect(request, node, body, services): Promise<InspectOutcome> {
+    inspect(request, node, body, services) {
       const params = webhookParameters(node);
       if (params.authentication === 'rsaSignature') {
-        const credentialId = node.credentials?.rsaSignature;
-        const credential = credentialId ? await services.credential(credentialId).catch((error: Error) => {
-          services.logger.error('credential cannot be read', { credentialId, node: node.name, error });
-          return null;
-        }) : null;
-        if (!credential || credential.type !== 'rsaSignature') {
-          services.logger.error('signature credential is missing or of the wrong type', { credentialId: credentialId ?? null, node: node.name });
-          return { ok: false, answer: errorAnswer('credential-unavailable') };
-        }
-        const header = (credential.data.header ?? 'X-Signature').toLowerCase();
-        const signature = request.headers[header];
-        if (signature === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
-        if (!verifyRsaSha256(credential.data.publicKey, signature, body.sha256())) return { ok: false, answer: errorAnswer('authorization-wrong') };
+        return verifiedSignature(request, node, body, services).then((refusal) => refusal ?? syntaxCheck(request, params, body));
       }
-      if (params.options.rawBody || params.options.binaryData || !body.inline) return { ok: true, inspection: {} };
-      const media = parseMediaType(request.headers['content-type']);
-      if (bodyKind(media.type) !== 'json') return { ok: true, inspection: {} };
-      // The answer must say 400 for a body that is not JSON, so the syntax check of bodies small enough
-      // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
-      let text: string;
-      try {
-        const bytes = inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes);
-        text = decodeText(bytes, media.params.charset);
-      } catch {
-        return { ok: true, inspection: {} }; // too large to check here, or already judged by the validator
-      }
-      if (text.length === 0) return { ok: true, inspection: { json: {} } };
-      try {
-        return { ok: true, inspection: { json: JSON.parse(text) } };
-      } catch {
-        return { ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') };
-      }
+      return syntaxCheck(request, params, body);
     },
 
     accepted: (request, node, _body, inspection, services) => acceptedAnswer(webhookParameters(node), request, inspection, services.logger),
