@@ -119,8 +119,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     facts.triggerKind = plugin.kindOf(node);
 
     const headers: Record<string, string> = {};
-    for (const [name, value] of Object.entries(req.headers)) {
-      if (value !== undefined) headers[name] = Array.isArray(value) ? value.join(', ') : value;
+    const incoming = req.headers;
+    for (const name in incoming) {
+      const value = incoming[name];
+      if (value !== undefined) headers[name] = typeof value === 'string' ? value : value.join(', ');
     }
     const request: InboundRequest = {
       requestId, workflowId: workflow.id, pathSuffix: route.pathSuffix, query: route.query, headers,
@@ -250,10 +252,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const requestId = randomUUID();
     const started = performance.now();
     const facts: RequestFacts = { triggerKind: null, bodyBytes: 0 };
-    const span = tracer().startSpan('POST /hook/{workflowId}', {
-      kind: SpanKind.SERVER,
-      attributes: { 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId },
-    });
+    const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
+    // Without an SDK the span records nothing: its attributes are not even built.
+    if (span.isRecording()) {
+      span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId });
+    }
     context.with(trace.setSpan(context.active(), span), () => {
       handle(req, res, requestId, facts).then(
         (status) => {

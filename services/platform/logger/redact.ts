@@ -9,12 +9,25 @@ const ALWAYS_SECRET = new Set([
 
 export const REDACTED = '[redacted]';
 
-export function redactHeaders(headers: Record<string, string>, alsoSecret: Iterable<string> = []): Record<string, string> {
-  const extra = new Set([...alsoSecret].map((h) => h.toLowerCase()));
+/** Header names repeat from request to request: each name's verdict is worked out once (a bounded memo). */
+const verdicts = new Map<string, boolean>();
+
+function isSecretHeader(lower: string): boolean {
+  let secret = verdicts.get(lower);
+  if (secret === undefined) {
+    secret = ALWAYS_SECRET.has(lower) || /secret|token|password|signature/.test(lower);
+    if (verdicts.size >= 4096) verdicts.clear();
+    verdicts.set(lower, secret);
+  }
+  return secret;
+}
+
+export function redactHeaders(headers: Record<string, string>, alsoSecret: readonly string[] = []): Record<string, string> {
+  const extra = alsoSecret.length > 0 ? new Set(alsoSecret.map((h) => h.toLowerCase())) : null;
   const out: Record<string, string> = {};
-  for (const [name, value] of Object.entries(headers)) {
+  for (const name in headers) {
     const lower = name.toLowerCase();
-    out[lower] = ALWAYS_SECRET.has(lower) || extra.has(lower) || /secret|token|password|signature/.test(lower) ? REDACTED : value;
+    out[lower] = isSecretHeader(lower) || (extra !== null && extra.has(lower)) ? REDACTED : headers[name];
   }
   return out;
 }
