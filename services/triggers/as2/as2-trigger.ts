@@ -59,7 +59,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
   const log = (services: TriggerServices, request: InboundRequest, event: string, fields: Record<string, unknown> = {}, level: 'info' | 'warn' = 'info') =>
     services.logger[level](event, { event, workflowId: request.workflowId, messageId: request.headers['message-id'] ?? null, requestId: request.requestId, ...fields });
 
-  const makeMdn = (request: InboundRequest, input: Omit<MdnInput, 'headers' | 'reportingUa'>): Mdn => buildMdn({ ...input, headers: request.headers, reportingUa: REPORTING_UA });
+  const makeMdn = (request: InboundRequest, input: Omit<MdnInput, 'headers' | 'reportingUa'>): Promise<Mdn> => buildMdn({ ...input, headers: request.headers, reportingUa: REPORTING_UA });
 
   function sent(request: InboundRequest, services: TriggerServices, status: number, mdn: Mdn, disposition: string): Answer {
     log(services, request, 'as2.mdn-sent', { disposition, signed: mdn.headers['content-type'].startsWith('multipart/signed'), mdnMessageId: mdn.messageId });
@@ -72,7 +72,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
    * partner's problem).
    */
   async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'> & { failure: NonNullable<MdnInput['failure']> }, message: Buffer | null, keep: boolean): Promise<Answer> {
-    const mdn = makeMdn(request, mdnInput);
+    const mdn = await makeMdn(request, mdnInput);
     const messageId = request.headers['message-id'];
     if (messageId && keep) {
       await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && asEntity(request.headers, message), mdnEntity(mdn))
@@ -140,7 +140,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       // The processed MDN is made before the durable accept and travels in the received record, so what is
       // answered once the record is durable is already in the log, byte for byte (Message-ID and Date
       // included); the decoder keeps it as evidence from there. It is sent only if the append succeeds.
-      const mdn = makeMdn(request, { failure: null, mic, micalg, options, identity });
+      const mdn = await makeMdn(request, { failure: null, mic, micalg, options, identity });
       const as2: As2Envelope = {
         messageId: request.headers['message-id'], from: request.headers['as2-from'], to: request.headers['as2-to'],
         subject: request.headers.subject ?? null, contentType: parseMediaType(unwrapped.payload.headers['content-type']).type || null,
