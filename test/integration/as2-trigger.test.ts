@@ -9,6 +9,7 @@ import { answeredEntity, as2Headers, executionsOf, postAs2, type MdnSeen } from 
 import { startServices } from '../../services/cli/start';
 import { createLogger } from '../../services/platform/logger/logger';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
+import { deadLetterOf } from '../support/executions';
 import type { EventLog, LogRecord } from '../../services/platform/log/event-log';
 import type { Received } from '../../services/platform/avro/records';
 import { contentVariants, openCbc, paddings, withCiphertextByte, withPlain } from '../support/as2-tamper';
@@ -414,6 +415,29 @@ describe('the processed MDN travels in the received record; the decoder keeps th
         const keptMessage = splitEntity(await bytesOf(solo, `${folder}/message`));
         expect(keptMessage.body.equals(message.body)).toBe(true);
         expect(keptMessage.head).toContain('message-id: <recorded-1@partner>');
+      } finally {
+        await decoder.stop();
+      }
+    } finally {
+      await solo.stop();
+    }
+  });
+
+  test('a record the decoder can no longer open (receiver key replaced) is dead-lettered, with its evidence written', async () => {
+    const solo = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0' }, ['receiver']);
+    try {
+      await wfWith(solo, 'wf');
+      const m = await postAs2(solo, 'wf', signedEncrypted(payload()), as2Headers({ 'Message-Id': '<rekeyed-1@partner>' }), peer, receiver);
+      expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+      const sealer = createCredentialSealer(solo.config.encryptionKey!);
+      await solo.backends.registry.credentials.put(sealer.seal({ id: 'cred', type: 'as2ReceiverAuth', data: { certificate: stranger.cert, privateKey: stranger.key, partnerCertificate: partner.cert } }));
+      const logger = createLogger({ level: 'debug', write: (line) => solo.logs.push(JSON.parse(line)) });
+      const decoder = await startServices(solo.config, solo.backends, ['decoder'], logger);
+      try {
+        expect((await deadLetterOf(solo, m.requestId)).errorCode).toBe('payload-parse-error');
+        const folder = `as2/wf/rekeyed-1@partner/${m.requestId}`;
+        expect(await listed(solo, `${folder}/`)).toEqual([`${folder}/mdn`, `${folder}/message`]);
+        expect((await bytesOf(solo, `${folder}/mdn`)).equals(answeredEntity(m))).toBe(true);
       } finally {
         await decoder.stop();
       }

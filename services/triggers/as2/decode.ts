@@ -25,8 +25,20 @@ export interface As2DecodeLimits {
 }
 
 export async function decodeAs2(received: Received, credentialId: string | null, limits: As2DecodeLimits, services: DecodeServices): Promise<DecodedItem[]> {
-  const kept = await keepRecordedEvidence(received, services);
-  if (kept.length) services.logger.info('as2.evidence-stored', { event: 'as2.evidence-stored', workflowId: received.workflowId, messageId: received.as2?.messageId ?? null, requestId: received.requestId, objects: kept });
+  // The evidence is written while the message is opened and staged, and is settled before this record's
+  // outcome is: a record decoded or dead-lettered has its evidence, and a failure to write it is retried.
+  const evidence = keepRecordedEvidence(received, services).then((kept) => {
+    if (kept.length) services.logger.info('as2.evidence-stored', { event: 'as2.evidence-stored', workflowId: received.workflowId, messageId: received.as2?.messageId ?? null, requestId: received.requestId, objects: kept });
+  });
+  evidence.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+  try {
+    return await openAndStage(received, credentialId, limits, services);
+  } finally {
+    await evidence;
+  }
+}
+
+async function openAndStage(received: Received, credentialId: string | null, limits: As2DecodeLimits, services: DecodeServices): Promise<DecodedItem[]> {
   if (!credentialId || !services.credential) throw new IngressError('credential-unavailable', 'the AS2 node has no receiver credential to decrypt with');
   // A credential that cannot be read now is retried (and dead-lettered after the bounded retries).
   const credential = await services.credential(credentialId);
