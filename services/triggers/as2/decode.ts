@@ -11,9 +11,8 @@ import { hasMultipleAttachments, unwrapMessage } from './unwrap';
 
 /**
  * Decoder side of AS2: the received record holds the raw message and the MDN sent (the source of truth,
- * replayable). First the non-repudiation evidence is written from it (evidence.ts; before anything that
- * can fail for the record's content or the credential, and idempotently), then the payload is
- * decrypted again here with the credential as it is now, staged under
+ * replayable). The non-repudiation evidence is written from it (evidence.ts, idempotently) while the
+ * payload is decrypted again here with the credential as it is now and staged under
  * `trigger/<workflowId>/<timestamp>/<filename>`, and given one item per attachment (RFC 6362).
  * A message that no longer opens (the receiver key was replaced without keeping the old one) is a
  * permanent fault: it is dead-lettered and can be replayed once the old key is put back.
