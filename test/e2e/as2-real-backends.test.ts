@@ -2,7 +2,7 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { readAll } from '../integration/contracts/object-store.contract';
 import { startTestApp, type TestApp } from '../support/app';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
-import { as2Headers, executionsOf, postAs2 } from '../support/as2-client';
+import { answeredEntity, as2Headers, executionsOf, postAs2 } from '../support/as2-client';
 
 /**
  * AS2 end to end on the production adapters: Kafka (received → decoded → executions), Azurite (claim
@@ -45,6 +45,12 @@ test('a signed, compressed, encrypted two-attachment message becomes two executi
   const outs = executions.map((e) => JSON.parse(e.input)['AS2 in']);
   expect(outs.map((o) => [o.as2.filename, o.as2.batchIndex, o.as2.batchSize])).toEqual([['po.x12', 0, 2], ['note.txt', 1, 2]]);
   expect((await readAll(await app.backends.store.get(outs[0].file))).toString()).toBe(big);
-  const kept = (await readAll(await app.backends.store.get(`as2/wf-as2/e2e-1@partner/${mdn.requestId}/mdn`))).toString('latin1');
-  expect(kept).toContain('multipart/signed');
+  // The evidence, written by the decoder from the received record: the MDN exactly as answered, and the
+  // raw message (a claim check in Azurite here) behind the request's AS2 headers.
+  const kept = await readAll(await app.backends.store.get(`as2/wf-as2/e2e-1@partner/${mdn.requestId}/mdn`));
+  expect(kept.toString('latin1')).toContain('multipart/signed');
+  expect(kept.equals(answeredEntity(mdn))).toBe(true);
+  const keptMessage = await readAll(await app.backends.store.get(`as2/wf-as2/e2e-1@partner/${mdn.requestId}/message`));
+  expect(keptMessage.subarray(keptMessage.indexOf('\r\n\r\n') + 4).equals(message.body)).toBe(true);
+  expect(keptMessage.toString('latin1')).toContain('message-id: <e2e-1@partner>');
 }, 90_000);

@@ -5,7 +5,13 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type TestApp } from '../support/app';
 import { compressedData, createPeer, type Built, type Party, type Peer } from '../support/as2-peer';
-import { as2Headers, executionsOf, postAs2, type MdnSeen } from '../support/as2-client';
+import { answeredEntity, as2Headers, executionsOf, postAs2, type MdnSeen } from '../support/as2-client';
+import { startServices } from '../../services/cli/start';
+import { createLogger } from '../../services/platform/logger/logger';
+import { replayHeaders } from '../../services/platform/log/replay-marking';
+import { deadLetterOf } from '../support/executions';
+import type { EventLog, LogRecord } from '../../services/platform/log/event-log';
+import type { Received } from '../../services/platform/avro/records';
 import { contentVariants, openCbc, paddings, withCiphertextByte, withPlain } from '../support/as2-tamper';
 import { identityOf } from '../../services/triggers/as2/certificates';
 import { DECRYPTION_FAILED } from '../../services/triggers/as2/decrypt';
@@ -43,6 +49,18 @@ const EDI = 'ISA*00*          *00*          *ZZ*PARTNER        *ZZ*INGRESS      
 const payload = (name = 'po-4711.x12', body = EDI) => peer.entity({ 'Content-Type': 'application/edi-x12', 'Content-Disposition': `attachment; filename="${name}"` }, body);
 const signedEncrypted = async (part: Buffer, cipher = '-aes256', digest = 'sha256', extra: string[] = []) => peer.encrypt((await peer.sign(part, partner, digest)).entity, receiver, cipher, extra);
 const read = async (path: string) => (await readAll(await app.backends.store.get(path))).toString('latin1');
+const listed = async (on: TestApp, prefix: string) => { const out: string[] = []; for await (const p of on.backends.store.list(prefix)) out.push(p); return out; };
+const bytesOf = async (on: TestApp, path: string) => readAll(await on.backends.store.get(path));
+const receivedRecords = async (on: TestApp): Promise<{ record: LogRecord; received: Received }[]> =>
+  (await collectUntilQuiet(on.backends.log, on.topics.received, 300)).map((record) => ({ record, received: codec.decode('Received', record.value) }));
+const receivedOf = async (on: TestApp, requestId: string) => (await receivedRecords(on)).find((r) => r.received.requestId === requestId)!;
+/** The MIME entity split at its blank line: header lines and body. */
+const splitEntity = (entity: Buffer) => { const at = entity.indexOf('\r\n\r\n'); return { head: entity.subarray(0, at).toString('latin1'), body: entity.subarray(at + 4) }; };
+const wfWith = async (on: TestApp, id: string) => {
+  const sealer = createCredentialSealer(on.config.encryptionKey!);
+  await on.backends.registry.credentials.put(sealer.seal({ id: 'cred', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert } }));
+  await on.backends.registry.workflows.put({ id, active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred' } }] });
+};
 
 describe('partners get a signed MDN with the right MIC, and one execution with the stored payload', () => {
   test.each([
@@ -149,24 +167,35 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
 
   test('a message larger than INLINE_BODY_MAX (claim check) is opened the same way', async () => {
     const big = EDI.repeat(400); // ~50 KiB
-    const m = await postAs2(app, 'wf-as2', signedEncrypted(payload('big.x12', big)), as2Headers(), peer, receiver);
+    const message = await signedEncrypted(payload('big.x12', big));
+    const m = await postAs2(app, 'wf-as2', message, as2Headers({ 'Message-Id': '<big-1@partner>' }), peer, receiver);
     expect(m.disposition).toMatch(/processed$/);
     expect(await read(JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'].file)).toBe(big);
+    // Its evidence is streamed from the claim check behind the request's AS2 headers.
+    expect((await receivedOf(app, m.requestId)).received.body.kind).toBe('ref');
+    expect(splitEntity(await bytesOf(app, `as2/wf-as2/big-1@partner/${m.requestId}/message`)).body.equals(message.body)).toBe(true);
   });
 
   test('the raw message and the MDN are kept by message id and request; the AS2 logs carry ids, never payload', async () => {
     const headers = as2Headers({ 'Message-Id': '<evidence-1@partner>' });
-    const m = await postAs2(app, 'wf-as2', signedEncrypted(payload()), headers, peer, receiver);
+    const message = await signedEncrypted(payload());
+    const m = await postAs2(app, 'wf-as2', message, headers, peer, receiver);
+    // The decoder writes the evidence from the received record: once the execution exists, it is there.
+    await executionsOf(app, m.requestId);
     const mdn = await read(`as2/wf-as2/evidence-1@partner/${m.requestId}/mdn`);
     expect(await peer.verifyMdn(/^content-type: (.*)$/im.exec(mdn)![1], Buffer.from(mdn.slice(mdn.indexOf('\r\n\r\n') + 4), 'latin1'), receiver)).toContain(m.mic!);
-    expect(await read(`as2/wf-as2/evidence-1@partner/${m.requestId}/message`)).toContain('message-id: <evidence-1@partner>');
+    expect(Buffer.from(mdn, 'latin1').equals(answeredEntity(m))).toBe(true);
+    const kept = splitEntity(await bytesOf(app, `as2/wf-as2/evidence-1@partner/${m.requestId}/message`));
+    expect(kept.head).toContain('message-id: <evidence-1@partner>');
+    expect(kept.head).toContain(`content-type: ${message.contentType}`);
+    expect(kept.body.equals(message.body)).toBe(true);
     const events = app.logs.filter((l) => l.messageId === '<evidence-1@partner>').map((l) => l.msg);
-    expect(events).toEqual(expect.arrayContaining(['as2.decrypt-start', 'as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-success', 'as2.mdn-sent']));
+    expect(events).toEqual(expect.arrayContaining(['as2.decrypt-start', 'as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-success', 'as2.mdn-sent', 'as2.evidence-stored']));
     expect(JSON.stringify(app.logs)).not.toContain('ST*850');
-    // The received record keeps the raw (encrypted) message and the envelope facts.
-    const received = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === m.requestId)!;
+    // The received record keeps the raw (encrypted) message, the envelope facts and the MDN answered.
+    const { received } = await receivedOf(app, m.requestId);
     expect(received.triggerKind).toBe('as2');
-    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12' });
+    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12', mdn: answeredEntity(m) });
     expect(received.body.kind === 'inline' && received.body.data.includes(Buffer.from('ST*850'))).toBe(false);
   });
 });
@@ -336,18 +365,133 @@ describe('non-repudiation evidence per request (finding: evidence overwrite)', (
   });
 });
 
-test('when the durable accept fails after decryption, the answer is a failure MDN, never a success', async () => {
+test('when the durable accept fails after decryption, the answer is a failure MDN, never a success, and it is kept', async () => {
   const other = await startTestApp('embedded');
   try {
-    const sealer = createCredentialSealer(other.config.encryptionKey!);
-    await other.backends.registry.credentials.put(sealer.seal({ id: 'cred', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert } }));
-    await other.backends.registry.workflows.put({ id: 'wf', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred' } }] });
+    await wfWith(other, 'wf');
     await other.backends.log.close();
-    const m = await postAs2(other, 'wf', signedEncrypted(payload()), as2Headers(), peer, receiver);
+    const m = await postAs2(other, 'wf', signedEncrypted(payload()), as2Headers({ 'Message-Id': '<closed-1@partner>' }), peer, receiver);
     expect(m.signed).toBe(true);
     expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
     expect(other.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-failure', 'as2.mdn-sent']));
+    // The sender was authenticated: the receiver keeps the failure MDN it sent, before answering.
+    expect((await bytesOf(other, `as2/wf/closed-1@partner/${m.requestId}/mdn`)).equals(answeredEntity(m))).toBe(true);
   } finally {
     await other.stop();
   }
+});
+
+describe('the processed MDN travels in the received record; the decoder keeps the evidence from it', () => {
+  test('the receiver alone answers from the record and stores nothing; the decoder then writes message and MDN', async () => {
+    const solo = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0' }, ['receiver']);
+    try {
+      await wfWith(solo, 'wf');
+      const message = await signedEncrypted(payload());
+      const m = await postAs2(solo, 'wf', message, as2Headers({ 'Message-Id': '<recorded-1@partner>' }), peer, receiver);
+      expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+      // The answer is the recorded MDN, byte for byte: headers (Message-ID and Date included) and body.
+      const { received } = await receivedOf(solo, m.requestId);
+      expect(received.as2!.mdn).not.toBeNull();
+      expect(received.as2!.mdn!.equals(answeredEntity(m))).toBe(true);
+      expect(splitEntity(received.as2!.mdn!).body.equals(m.body)).toBe(true);
+      expect(await listed(solo, 'as2/')).toEqual([]);
+
+      const logger = createLogger({ level: 'debug', write: (line) => solo.logs.push(JSON.parse(line)) });
+      const decoder = await startServices(solo.config, solo.backends, ['decoder'], logger);
+      try {
+        const folder = `as2/wf/recorded-1@partner/${m.requestId}`;
+        const deadline = Date.now() + 20_000;
+        let decoded = false;
+        while (!decoded) {
+          if (Date.now() > deadline) throw new Error(`request ${m.requestId} was not decoded`);
+          const out = await collectUntilQuiet(solo.backends.log, solo.topics.decoded, 300, 500);
+          decoded = out.some((r) => codec.decode('Decoded', r.value).requestId === m.requestId);
+        }
+        expect(await listed(solo, `${folder}/`)).toEqual([`${folder}/mdn`, `${folder}/message`]);
+        const mdn = await bytesOf(solo, `${folder}/mdn`);
+        expect(mdn.equals(received.as2!.mdn!)).toBe(true);
+        const kept = splitEntity(mdn);
+        expect(await peer.verifyMdn(/^content-type: (.*)$/im.exec(kept.head)![1], kept.body, receiver)).toContain(m.mic!);
+        const keptMessage = splitEntity(await bytesOf(solo, `${folder}/message`));
+        expect(keptMessage.body.equals(message.body)).toBe(true);
+        expect(keptMessage.head).toContain('message-id: <recorded-1@partner>');
+      } finally {
+        await decoder.stop();
+      }
+    } finally {
+      await solo.stop();
+    }
+  });
+
+  test('a record the decoder can no longer open (receiver key replaced) is dead-lettered, with its evidence written', async () => {
+    const solo = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0' }, ['receiver']);
+    try {
+      await wfWith(solo, 'wf');
+      const m = await postAs2(solo, 'wf', signedEncrypted(payload()), as2Headers({ 'Message-Id': '<rekeyed-1@partner>' }), peer, receiver);
+      expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+      const sealer = createCredentialSealer(solo.config.encryptionKey!);
+      await solo.backends.registry.credentials.put(sealer.seal({ id: 'cred', type: 'as2ReceiverAuth', data: { certificate: stranger.cert, privateKey: stranger.key, partnerCertificate: partner.cert } }));
+      const logger = createLogger({ level: 'debug', write: (line) => solo.logs.push(JSON.parse(line)) });
+      const decoder = await startServices(solo.config, solo.backends, ['decoder'], logger);
+      try {
+        expect((await deadLetterOf(solo, m.requestId)).errorCode).toBe('payload-parse-error');
+        const folder = `as2/wf/rekeyed-1@partner/${m.requestId}`;
+        expect(await listed(solo, `${folder}/`)).toEqual([`${folder}/mdn`, `${folder}/message`]);
+        expect((await bytesOf(solo, `${folder}/mdn`)).equals(answeredEntity(m))).toBe(true);
+      } finally {
+        await decoder.stop();
+      }
+    } finally {
+      await solo.stop();
+    }
+  });
+
+  test('an append reported failed although the record reached the log: the failure MDN is answered and kept, the recorded one is never sent', async () => {
+    const other = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0' });
+    try {
+      await wfWith(other, 'wf');
+      const log: EventLog = other.backends.log;
+      const append = log.append.bind(log);
+      log.append = async (records) => {
+        await append(records);
+        if (records.some((r) => r.topic === other.topics.received)) throw new Error('the acknowledgement was lost');
+      };
+      const m = await postAs2(other, 'wf', signedEncrypted(payload()), as2Headers({ 'Message-Id': '<lost-ack@partner>' }), peer, receiver);
+      expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+      // The record is in the log (at-least-once) with the processed MDN that was made for it...
+      const { received } = await receivedOf(other, m.requestId);
+      const recorded = splitEntity(received.as2!.mdn!);
+      expect(recorded.head).toMatch(/^message-id: <[^>]+>$/m);
+      expect(recorded.head).not.toContain(`message-id: ${m.headers.get('message-id')}`);
+      expect(recorded.body.equals(m.body)).toBe(false);
+      // ...and once the decoder has handled it, the MDN kept is still the failure MDN that was sent.
+      await executionsOf(other, m.requestId);
+      const kept = await bytesOf(other, `as2/wf/lost-ack@partner/${m.requestId}/mdn`);
+      expect(kept.equals(answeredEntity(m))).toBe(true);
+      expect(kept.equals(received.as2!.mdn!)).toBe(false);
+      expect(await listed(other, `as2/wf/lost-ack@partner/${m.requestId}/`)).toEqual([`as2/wf/lost-ack@partner/${m.requestId}/mdn`, `as2/wf/lost-ack@partner/${m.requestId}/message`]);
+    } finally {
+      await other.stop();
+    }
+  });
+
+  test('a replay of the record decodes again without failing on the evidence already there, and changes none of it', async () => {
+    const m = await postAs2(app, 'wf-as2', signedEncrypted(payload()), as2Headers({ 'Message-Id': '<replayed-1@partner>' }), peer, receiver);
+    expect(m.disposition).toMatch(/processed$/);
+    await executionsOf(app, m.requestId);
+    const folder = `as2/wf-as2/replayed-1@partner/${m.requestId}`;
+    const before = await Promise.all(['mdn', 'message'].map((name) => bytesOf(app, `${folder}/${name}`)));
+    expect(before[0].equals(answeredEntity(m))).toBe(true);
+    const { record } = await receivedOf(app, m.requestId);
+    const logsBefore = app.logs.length;
+    await app.backends.log.append([{ topic: app.topics.received, key: record.key, value: record.value, headers: replayHeaders(record) }]);
+    const executions = await executionsOf(app, m.requestId, 2);
+    expect(executions.map((e) => e.replayOf)).toEqual(expect.arrayContaining([null, `${record.topic}/${record.partition}/${record.offset}`]));
+    const after = await Promise.all(['mdn', 'message'].map((name) => bytesOf(app, `${folder}/${name}`)));
+    expect(after[0].equals(before[0])).toBe(true);
+    expect(after[1].equals(before[1])).toBe(true);
+    // Written once: the replay found both objects and wrote nothing.
+    expect(app.logs.filter((l) => l.msg === 'as2.evidence-stored' && l.requestId === m.requestId)).toHaveLength(1);
+    expect(app.logs.slice(logsBefore).filter((l) => l.msg === 'record dead-lettered' || l.msg === 'decoder retrying')).toEqual([]);
+  });
 });

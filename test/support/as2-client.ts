@@ -14,6 +14,8 @@ export interface MdnSeen {
   /** The multipart/report, after signature verification when signed. */
   report: string;
   signed: boolean;
+  /** The HTTP body exactly as answered (the MDN without its top-level headers). */
+  body: Buffer;
   disposition: string;
   mic: string | null;
   requestId: string;
@@ -38,11 +40,21 @@ export async function postAs2(app: TestApp, workflowId: string, built: Built | P
   const signed = contentType.startsWith('multipart/signed');
   const report = signed ? await peer.verifyMdn(contentType, body, receiver) : body.toString('latin1');
   return {
-    status: res.status, headers: res.headers, report, signed,
+    status: res.status, headers: res.headers, report, signed, body,
     disposition: /^Disposition:\s*(.*)$/im.exec(report)?.[1].trim() ?? '',
     mic: /^Received-Content-MIC:\s*(.*)$/im.exec(report)?.[1].trim() ?? null,
     requestId: res.headers.get('x-request-id') ?? '',
   };
+}
+
+/**
+ * The MDN as answered, as one MIME entity: the MDN's headers from the HTTP answer, in the order and
+ * spelling `Received.as2.mdn` and the `mdn` evidence use (evidence.ts), then the body.
+ */
+export function answeredEntity(mdn: MdnSeen): Buffer {
+  const names = ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version'];
+  const lines = names.filter((n) => mdn.headers.get(n) !== null).map((n) => `${n}: ${mdn.headers.get(n)}`);
+  return Buffer.concat([Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1'), mdn.body]);
 }
 
 /** The executions a request became, waiting until `count` arrive. */

@@ -120,6 +120,7 @@ function receivedAs2Ref(): Received {
       to: 'OUR-COMPANY',
       subject: 'EDI 850 Purchase Order',
       contentType: 'application/edi-x12',
+      mdn: Buffer.from('content-type: multipart/report; report-type=disposition-notification; boundary="b"\r\nmessage-id: <mdn-1@our-company>\r\n\r\n--b--\r\n', 'latin1'),
     },
     traceparent: null,
   };
@@ -332,7 +333,10 @@ describe('Avro codec', () => {
       to: 'OUR-COMPANY',
       subject: 'EDI 850 Purchase Order',
       contentType: 'application/edi-x12',
+      mdn: value.as2!.mdn,
     });
+    expect(Buffer.isBuffer(back.as2!.mdn)).toBe(true);
+    expect(back.as2!.mdn!.toString('latin1')).toContain('message-id: <mdn-1@our-company>');
     expect(back.pathSuffix).toBeNull();
     expect(back.principal).toBeNull();
     expect(back.remoteAddress).toBeNull();
@@ -499,6 +503,26 @@ describe('Avro codec', () => {
       } finally {
         fs.rmSync(dir, { recursive: true, force: true });
       }
+    });
+
+    it('(b) a Received written before As2Envelope carried the MDN (schemas/history/Received.1.avsc) decodes with mdn null', () => {
+      const previous = JSON.parse(fs.readFileSync(path.join(SCHEMA_DIR, 'history', 'Received.1.avsc'), 'utf8'));
+      const envelopeOf = (schema: any) => schema.fields.find((f: { name: string }) => f.name === 'as2').type[1].fields.map((f: { name: string }) => f.name);
+      expect(envelopeOf(previous)).not.toContain('mdn');
+      expect(envelopeOf(current)).toContain('mdn');
+      // Written exactly as the service before the change wrote it: its schema's fingerprint, its binary.
+      const { mdn: _m, ...oldEnvelope } = receivedAs2Ref().as2!;
+      const oldValue = { ...receivedAs2Ref(), as2: oldEnvelope };
+      const avroOld = { ...oldValue, body: { 'ingress.v1.BodyRef': { path: 'bodies/wf_edi_850/req_01J9ZK7XQ0AS2EDI', size: 5242880, sha256: (oldValue.body as { sha256: string }).sha256 } } };
+      const buf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(avroOld)]);
+      expect(buf.subarray(2, 10).equals(codec.fingerprintOf('Received'))).toBe(false);
+      const back = codec.decode('Received', buf);
+      expect(back.as2).toEqual({ ...oldEnvelope, mdn: null });
+      expect(back).toEqual({ ...oldValue, as2: { ...oldEnvelope, mdn: null } });
+      // A record without an AS2 envelope, from the same old writer, still decodes too.
+      const plain = { ...receivedInline(), body: { 'ingress.v1.InlineBody': { data: BODY } } };
+      const plainBuf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(plain)]);
+      expect(codec.decode('Received', plainBuf)).toEqual(receivedInline());
     });
 
     it('(c) a reader field without a default that the writer lacks is a clear incompatible-schema error', () => {

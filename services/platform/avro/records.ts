@@ -47,6 +47,12 @@ export interface As2Envelope {
   to: string;
   subject: string | null;
   contentType: string | null;
+  /**
+   * The processed MDN the receiver answers once the record is durable, as a MIME entity (headers, blank
+   * line, body): the bytes sent. The decoder stores it as evidence. Null in records written before the
+   * field existed (schemas/history/Received.1.avsc), whose MDN the receiver stored when it answered.
+   */
+  mdn: Buffer | null;
 }
 
 /** Record `ingress.v1.Received`. */

@@ -61,7 +61,9 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
   const blobOf = (p: string): BlockBlobClient => container.getBlockBlobClient(p);
 
   async function upload(blob: BlockBlobClient, p: string, source: Readable, putOptions: PutOptions): Promise<StoredObject> {
-    const { maxBytes, contentType } = putOptions;
+    const { maxBytes, contentType, ifAbsent } = putOptions;
+    // Create only: the service refuses the write (409/412) when a blob is already there.
+    const conditions = ifAbsent ? { ifNoneMatch: '*' } : undefined;
     const metered = createMeter(maxBytes);
     const meter = metered.stream;
     // Errors of the body reach the meter (and so the loop below); a meter that stops destroys the body.
@@ -106,12 +108,12 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
       const metadata: Record<string, string> = { [META_SHA256]: sha256, ...(contentType === undefined ? { [META_UNTYPED]: 'true' } : {}) };
       const rest = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingLength);
       if (blockIds.length === 0) {
-        await blob.upload(rest, rest.length, { blobHTTPHeaders: headers, metadata, abortSignal: abort.signal });
+        await blob.upload(rest, rest.length, { blobHTTPHeaders: headers, metadata, conditions, abortSignal: abort.signal });
       } else {
         if (rest.length > 0) await stage(rest);
         while (inflight.size > 0) await Promise.race(inflight);
         if (stageError) throw stageError;
-        await blob.commitBlockList(blockIds, { blobHTTPHeaders: headers, metadata, abortSignal: abort.signal });
+        await blob.commitBlockList(blockIds, { blobHTTPHeaders: headers, metadata, conditions, abortSignal: abort.signal });
       }
       return { path: p, size: metered.size(), sha256, contentType: contentType ?? null };
     } catch (error) {
@@ -119,6 +121,8 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
       meter.destroy();
       await Promise.allSettled([...inflight]);
       if (error instanceof ObjectStoreError) throw error;
+      const status = statusOf(stageError ?? error);
+      if (ifAbsent && (status === 409 || status === 412)) throw new ObjectStoreError(`an object is already at ${p}`, 'already-exists');
       if (stageError === null && !isAzureError(error)) {
         // The body itself failed (the client went away). Reported like the filesystem adapter does;
         // the original error is the cause (it came from the caller's stream, not from the SDK).

@@ -20,7 +20,11 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
   const fileOf = (p: string) => path.join(dataRoot, ...p.split('/'));
   const metaOf = (p: string) => path.join(metaRoot, ...p.split('/')) + '.json';
 
-  async function writeDurably(target: string, source: Readable, maxBytes: number | undefined): Promise<{ size: number; sha256: string }> {
+  /**
+   * `exclusive`: the file is linked into place, which fails when one is there (EEXIST), instead of renamed
+   * over it: the kernel decides, whoever else writes the same path meanwhile.
+   */
+  async function writeDurably(target: string, source: Readable, maxBytes: number | undefined, exclusive = false): Promise<{ size: number; sha256: string }> {
     const tmp = path.join(tmpRoot, randomUUID());
     const meter = createMeter(maxBytes);
     try {
@@ -29,12 +33,18 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
       const handle = await fsp.open(tmp, 'r+');
       try { await handle.datasync(); } finally { await handle.close(); }
       await fsp.mkdir(path.dirname(target), { recursive: true });
-      await fsp.rename(tmp, target);
+      if (exclusive) {
+        await fsp.link(tmp, target);
+        await fsp.unlink(tmp);
+      } else {
+        await fsp.rename(tmp, target);
+      }
       await syncDirectory(path.dirname(target));
       return { size: meter.size(), sha256: meter.sha256() };
     } catch (error) {
       await fsp.rm(tmp, { force: true });
       if (error instanceof ObjectStoreError) throw error;
+      if (exclusive && (error as NodeJS.ErrnoException).code === 'EEXIST') throw new ObjectStoreError('an object is already there', 'already-exists');
       throw new ObjectStoreError(`filesystem store could not write: ${(error as Error).message}`, 'store-unavailable', { cause: error });
     }
   }
@@ -45,9 +55,19 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
     async put(p: string, body: Readable | Buffer, options: PutOptions = {}): Promise<StoredObject> {
       assertObjectPath(p);
       const source = Buffer.isBuffer(body) ? Readable.from([body]) : body;
-      const { size, sha256 } = await writeDurably(fileOf(p), source, options.maxBytes);
+      const exclusive = options.ifAbsent === true;
+      if (exclusive && (await exists(fileOf(p)))) {
+        source.destroy?.();
+        throw new ObjectStoreError(`an object is already at ${p}`, 'already-exists');
+      }
+      const { size, sha256 } = await writeDurably(fileOf(p), source, options.maxBytes, exclusive).catch((error: unknown) => {
+        throw error instanceof ObjectStoreError && error.code === 'already-exists' ? new ObjectStoreError(`an object is already at ${p}`, 'already-exists') : error;
+      });
       const stored: StoredObject = { path: p, size, sha256, contentType: options.contentType ?? null };
-      await writeDurably(metaOf(p), Readable.from([Buffer.from(JSON.stringify(stored))]), undefined);
+      // Exclusive: the metadata of a put that replaced this object meanwhile (data, then metadata) is kept.
+      await writeDurably(metaOf(p), Readable.from([Buffer.from(JSON.stringify(stored))]), undefined, exclusive).catch((error: unknown) => {
+        if (!(error instanceof ObjectStoreError && error.code === 'already-exists')) throw error;
+      });
       return stored;
     },
 
@@ -103,6 +123,15 @@ async function walk(dir: string, relative: string, out: string[]): Promise<void>
     const rel = relative ? `${relative}/${e.name}` : e.name;
     if (e.isDirectory()) await walk(path.join(dir, e.name), rel, out);
     else if (e.isFile()) out.push(rel);
+  }
+}
+
+async function exists(file: string): Promise<boolean> {
+  try {
+    await fsp.access(file);
+    return true;
+  } catch {
+    return false;
   }
 }
 

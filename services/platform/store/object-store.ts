@@ -17,6 +17,12 @@ export interface PutOptions {
   contentType?: string;
   /** Refuse (and store nothing) once more than this many bytes arrive. */
   maxBytes?: number;
+  /**
+   * Create only: when an object is already at the path, store nothing and fail with
+   * ObjectStoreError('already-exists'). Decided atomically by the store, so an unconditional put of the
+   * same path at the same time either finds this object (and replaces it) or is found by it.
+   */
+  ifAbsent?: boolean;
 }
 
 export interface ObjectStore {
@@ -36,7 +42,7 @@ export interface ObjectStore {
   close(): Promise<void>;
 }
 
-export type ObjectStoreErrorCode = 'not-found' | 'too-large' | 'invalid-path' | 'store-unavailable';
+export type ObjectStoreErrorCode = 'not-found' | 'too-large' | 'invalid-path' | 'store-unavailable' | 'already-exists';
 
 export class ObjectStoreError extends Error {
   constructor(message: string, readonly code: ObjectStoreErrorCode, options?: { cause?: unknown }) {

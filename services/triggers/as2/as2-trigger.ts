@@ -9,9 +9,9 @@ import { parameterProblems, webhookParameters } from '../webhook/parameters';
 import { identityOf, type As2Identity } from './certificates';
 import { decodeAs2 } from './decode';
 import { envelopeFault } from './envelope';
-import { asEntity, evidenceFolder, keepEvidence } from './evidence';
+import { asEntity, evidenceFolder, keepEvidence, mdnEntity } from './evidence';
 import { As2Fault, asFault } from './faults';
-import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type MdnInput } from './mdn';
+import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type Mdn, type MdnInput } from './mdn';
 import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
 import { hasMultipleAttachments, unwrapMessage } from './unwrap';
@@ -21,9 +21,11 @@ import { hasMultipleAttachments, unwrapMessage } from './unwrap';
  * and compressed EDI messages that answers a synchronous MDN.
  *
  * Receiver: admit (AS2 Receiver Auth, envelope headers, pins) → inspect (the fast path the MDN needs:
- * decrypt, verify, MIC) → durable accept → the processed MDN (accepted) or a failure MDN (notAccepted).
+ * decrypt, verify, MIC, and the processed MDN itself, which travels in the received record) → durable
+ * accept → that MDN (accepted) or a failure MDN (notAccepted; the recorded one is then never sent).
  * Every fault is an As2Fault (faults.ts) answered with its disposition. Raw message and MDN are kept
- * (evidence.ts). Decoder: decode.ts opens the raw message again and stages the payloads.
+ * (evidence.ts): an accepted message's by the decoder, from the record; a refused one's before the answer.
+ * Decoder: decode.ts keeps the evidence, opens the raw message again and stages the payloads.
  */
 export interface As2Limits {
   maxInflatedBytes: number;
@@ -36,7 +38,7 @@ export const DEFAULT_AS2_LIMITS: As2Limits = { maxInflatedBytes: 256 * 1024 * 10
 
 const REPORTING_UA = 'inbound-event-ingress AS2 receiver';
 
-interface Accepted { identity: As2Identity; mic: string; micalg: ReturnType<typeof chooseMicalg>; message: Buffer }
+interface Accepted { identity: As2Identity; message: Buffer; /** The processed MDN, also in the received record. */ mdn: Mdn }
 
 export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): TriggerPlugin {
   /** Bodies staged past INLINE_BODY_MAX are collected while they stream, for the fast path. */
@@ -57,21 +59,26 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
   const log = (services: TriggerServices, request: InboundRequest, event: string, fields: Record<string, unknown> = {}, level: 'info' | 'warn' = 'info') =>
     services.logger[level](event, { event, workflowId: request.workflowId, messageId: request.headers['message-id'] ?? null, requestId: request.requestId, ...fields });
 
-  /**
-   * An MDN as the HTTP answer. With `keep` (the sender is authenticated, see evidence.ts) it is kept as
-   * evidence first, under this request's own folder (a store failure is logged, never the partner's problem).
-   */
-  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'>, message: Buffer | null, keep: boolean): Promise<Answer> {
-    const mdn = buildMdn({ ...mdnInput, headers: request.headers, reportingUa: REPORTING_UA });
-    const messageId = request.headers['message-id'];
-    if (messageId && keep) {
-      const mdnEntity = asEntity(mdn.headers, mdn.body, ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version']);
-      await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && asEntity(request.headers, message), mdnEntity)
-        .catch((error: Error) => services.logger.error('AS2 evidence could not be stored', { workflowId: request.workflowId, messageId, error }));
-    }
-    const disposition = mdnInput.failure ? `processed/error: ${mdnInput.failure.modifier}` : 'processed';
+  const makeMdn = (request: InboundRequest, input: Omit<MdnInput, 'headers' | 'reportingUa'>): Promise<Mdn> => buildMdn({ ...input, headers: request.headers, reportingUa: REPORTING_UA });
+
+  function sent(request: InboundRequest, services: TriggerServices, status: number, mdn: Mdn, disposition: string): Answer {
     log(services, request, 'as2.mdn-sent', { disposition, signed: mdn.headers['content-type'].startsWith('multipart/signed'), mdnMessageId: mdn.messageId });
     return { status, headers: mdn.headers, body: mdn.body, outcome: disposition };
+  }
+
+  /**
+   * A failure MDN as the HTTP answer. With `keep` (the sender is authenticated, see evidence.ts) it is
+   * kept as evidence first, under this request's own folder (a store failure is logged, never the
+   * partner's problem).
+   */
+  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'> & { failure: NonNullable<MdnInput['failure']> }, message: Buffer | null, keep: boolean): Promise<Answer> {
+    const mdn = await makeMdn(request, mdnInput);
+    const messageId = request.headers['message-id'];
+    if (messageId && keep) {
+      await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && asEntity(request.headers, message), mdnEntity(mdn))
+        .catch((error: Error) => services.logger.error('AS2 evidence could not be stored', { workflowId: request.workflowId, messageId, error }));
+    }
+    return sent(request, services, status, mdn, `processed/error: ${mdnInput.failure.modifier}`);
   }
 
   function failureAnswer(request: InboundRequest, services: TriggerServices, fault: As2Fault, identity: As2Identity | null, message: Buffer | null, keep: boolean): Promise<Answer> {
@@ -129,19 +136,23 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       }
       const options = parseMdnOptions(request.headers['disposition-notification-options']);
       const micalg = chooseMicalg(options, unwrapped.signerDigest, limits.allowMd5);
+      const mic = computeMic(unwrapped.micContent, micAlgorithm(options, unwrapped.signerDigest, limits.allowMd5));
+      // The processed MDN is made before the durable accept and travels in the received record, so what is
+      // answered once the record is durable is already in the log, byte for byte (Message-ID and Date
+      // included); the decoder keeps it as evidence from there. It is sent only if the append succeeds.
+      const mdn = await makeMdn(request, { failure: null, mic, micalg, options, identity });
       const as2: As2Envelope = {
         messageId: request.headers['message-id'], from: request.headers['as2-from'], to: request.headers['as2-to'],
         subject: request.headers.subject ?? null, contentType: parseMediaType(unwrapped.payload.headers['content-type']).type || null,
+        mdn: mdnEntity(mdn),
       };
-      const state: Accepted = { identity, mic: computeMic(unwrapped.micContent, micAlgorithm(options, unwrapped.signerDigest, limits.allowMd5)), micalg, message };
+      const state: Accepted = { identity, message, mdn };
       return { ok: true, inspection: { as2, state } };
     },
 
-    async accepted(request, _node, _body, inspection, services) {
-      const { identity, mic, micalg, message } = inspection.state as Accepted;
+    accepted(request, _node, _body, inspection, services) {
       log(services, request, 'as2.queue-send-success');
-      const options = parseMdnOptions(request.headers['disposition-notification-options']);
-      return answerWith(request, services, 200, { failure: null, mic, micalg, options, identity }, message, true);
+      return sent(request, services, 200, (inspection.state as Accepted).mdn, 'processed');
     },
 
     async notAccepted(request, _node, inspection: Inspection, services) {

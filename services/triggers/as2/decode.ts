@@ -4,14 +4,15 @@ import type { DecodeServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
 import { isRepeat } from '../first-request';
 import { identityOf } from './certificates';
-import { messageFolder } from './evidence';
+import { keepRecordedEvidence, messageFolder } from './evidence';
 import { As2Fault } from './faults';
 import { filenameOf, parseMediaType } from './mime';
 import { hasMultipleAttachments, unwrapMessage } from './unwrap';
 
 /**
- * Decoder side of AS2: the received record holds the raw message (the source of truth, replayable),
- * so the payload is decrypted again here with the credential as it is now, staged under
+ * Decoder side of AS2: the received record holds the raw message and the MDN sent (the source of truth,
+ * replayable). The non-repudiation evidence is written from it (evidence.ts, idempotently) while the
+ * payload is decrypted again here with the credential as it is now and staged under
  * `trigger/<workflowId>/<timestamp>/<filename>`, and given one item per attachment (RFC 6362).
  * A message that no longer opens (the receiver key was replaced without keeping the old one) is a
  * permanent fault: it is dead-lettered and can be replayed once the old key is put back.
@@ -23,6 +24,20 @@ export interface As2DecodeLimits {
 }
 
 export async function decodeAs2(received: Received, credentialId: string | null, limits: As2DecodeLimits, services: DecodeServices): Promise<DecodedItem[]> {
+  // The evidence is written while the message is opened and staged, and is settled before this record's
+  // outcome is: a record decoded or dead-lettered has its evidence, and a failure to write it is retried.
+  const evidence = keepRecordedEvidence(received, services).then((kept) => {
+    if (kept.length) services.logger.info('as2.evidence-stored', { event: 'as2.evidence-stored', workflowId: received.workflowId, messageId: received.as2?.messageId ?? null, requestId: received.requestId, objects: kept });
+  });
+  evidence.catch(() => undefined); // awaited below; not an unhandled rejection meanwhile
+  try {
+    return await openAndStage(received, credentialId, limits, services);
+  } finally {
+    await evidence;
+  }
+}
+
+async function openAndStage(received: Received, credentialId: string | null, limits: As2DecodeLimits, services: DecodeServices): Promise<DecodedItem[]> {
   if (!credentialId || !services.credential) throw new IngressError('credential-unavailable', 'the AS2 node has no receiver credential to decrypt with');
   // A credential that cannot be read now is retried (and dead-lettered after the bounded retries).
   const credential = await services.credential(credentialId);

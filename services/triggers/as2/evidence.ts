@@ -1,4 +1,8 @@
-import type { ObjectStore } from '../../platform/store/object-store';
+import { Readable } from 'node:stream';
+import type { Received } from '../../platform/avro/records';
+import { ObjectStoreError, type ObjectStore } from '../../platform/store/object-store';
+import type { DecodeServices } from '../trigger';
+import type { Mdn } from './mdn';
 
 /**
  * Non-repudiation: the raw inbound message (its AS2 headers and body) and the MDN sent, kept per request
@@ -6,6 +10,13 @@ import type { ObjectStore } from '../../platform/store/object-store';
  * every attempt, and no request (a partner's resend, or anyone naming someone else's message id) can
  * replace what an earlier one left. Kept only once the sender is authenticated (as2-trigger.ts): a
  * request refused at the envelope or before its pinned signature verified is logged, not stored.
+ *
+ * Who writes them:
+ * - an accepted message: its processed MDN travels in the received record (`as2.mdn`, durable before it
+ *   is sent), and the decoder writes both objects from the record (keepRecordedEvidence), off the answer
+ *   path; until then the received log holds them.
+ * - a message refused after the sender was authenticated, or because the durable accept failed: the
+ *   receiver writes them before it answers (keepEvidence).
  */
 const safe = (value: string) => value.replace(/^\s*<|>\s*$/g, '').replace(/[^A-Za-z0-9._@+=-]/g, '_').replace(/^\.+/, '_').slice(0, 200);
 
@@ -22,14 +33,66 @@ export function evidenceFolder(workflowId: string, messageId: string, requestId:
 /** Request headers worth keeping with the message (no credentials are among AS2's). */
 const KEPT = ['content-type', 'content-transfer-encoding', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'subject', 'date', 'disposition-notification-to', 'disposition-notification-options', 'receipt-delivery-option', 'ediint-features', 'mime-version'];
 
-export function asEntity(headers: Record<string, string>, body: Buffer, names: readonly string[] = KEPT): Buffer {
+/** The MDN's own headers, kept with its body. */
+const MDN_HEADERS = ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version'];
+
+function entityHead(headers: Record<string, string>, names: readonly string[]): Buffer {
   const lines = names.filter((n) => headers[n] !== undefined).map((n) => `${n}: ${headers[n]}`);
-  return Buffer.concat([Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1'), body]);
+  return Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1');
 }
 
+export function asEntity(headers: Record<string, string>, body: Buffer, names: readonly string[] = KEPT): Buffer {
+  return Buffer.concat([entityHead(headers, names), body]);
+}
+
+/** The MDN as one MIME entity (headers, blank line, body): what is kept, and what `Received.as2.mdn` carries. */
+export function mdnEntity(mdn: Mdn): Buffer {
+  return asEntity(mdn.headers, mdn.body, MDN_HEADERS);
+}
+
+const KEPT_AS = { contentType: 'message/rfc822' };
+
+/** The receiver's copy, before it answers: replaces what is there (it is what was sent). */
 export async function keepEvidence(store: ObjectStore, folder: string, message: Buffer | null, mdn: Buffer): Promise<void> {
   await Promise.all([
-    message ? store.put(`${folder}/message`, message, { contentType: 'message/rfc822' }) : null,
-    store.put(`${folder}/mdn`, mdn, { contentType: 'message/rfc822' }),
+    message ? store.put(`${folder}/message`, message, KEPT_AS) : null,
+    store.put(`${folder}/mdn`, mdn, KEPT_AS),
   ]);
+}
+
+/**
+ * The decoder's copy of an accepted message's evidence, from its received record: the message (the
+ * record's body, inline or claim check, with the request's AS2 headers) and the MDN the record carries.
+ * Idempotent: each object is created only where none is (a replay or a retry writes nothing and does not
+ * fail). An existing `message` holds the same bytes whoever wrote it. An existing `mdn` is the failure
+ * MDN the receiver sent and stored because the append was reported failed although the record reached
+ * the log: the recorded one was never sent, so it must not replace it (the create-only put decides
+ * atomically, whichever of the two writes comes first).
+ * Records written before the MDN travelled in them (`as2.mdn` null) had their evidence stored by the
+ * receiver: nothing to do. Returns the objects written.
+ */
+export async function keepRecordedEvidence(received: Received, services: Pick<DecodeServices, 'store' | 'openBody'>): Promise<string[]> {
+  const envelope = received.as2;
+  if (!envelope?.mdn) return [];
+  const folder = evidenceFolder(received.workflowId, envelope.messageId, received.requestId);
+  const { store } = services;
+  const created = async (path: string, body: () => Readable | Buffer): Promise<string[]> => {
+    if (await store.head(path)) return [];
+    try {
+      await store.put(path, body(), { ...KEPT_AS, ifAbsent: true });
+      return [path];
+    } catch (error) {
+      if (error instanceof ObjectStoreError && error.code === 'already-exists') return [];
+      throw error;
+    }
+  };
+  const head = entityHead(received.headers, KEPT);
+  // A claim check streams from the store (opened only once the put reads it): the message is never held whole.
+  async function* claimChecked(): AsyncGenerator<Buffer> {
+    yield head;
+    for await (const chunk of await services.openBody(received)) yield chunk as Buffer;
+  }
+  const message = () => (received.body.kind === 'inline' ? Buffer.concat([head, received.body.data]) : Readable.from(claimChecked()));
+  const written = await Promise.all([created(`${folder}/message`, message), created(`${folder}/mdn`, () => envelope.mdn!)]);
+  return written.flat();
 }

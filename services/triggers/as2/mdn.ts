@@ -79,7 +79,7 @@ export interface Mdn {
 
 const CRLF = '\r\n';
 
-export function buildMdn(input: MdnInput): Mdn {
+export async function buildMdn(input: MdnInput): Promise<Mdn> {
   const h = input.headers;
   const now = input.now ?? new Date();
   const originalId = h['message-id'] ?? '';
@@ -132,7 +132,7 @@ export function buildMdn(input: MdnInput): Mdn {
     return { headers: { ...headers, 'content-type': reportType }, body: Buffer.from(reportBody, 'latin1'), messageId };
   }
   const signedPart = Buffer.from(`Content-Type: ${reportType}${CRLF}${CRLF}${reportBody}`, 'latin1');
-  const signature = signDetached(signedPart, input.micalg.digest, input.identity, now).toString('base64').replace(/.{1,76}/g, (line) => line + CRLF);
+  const signature = (await signDetached(signedPart, input.micalg.digest, input.identity, now)).toString('base64').replace(/.{1,76}/g, (line) => line + CRLF);
   const outer = `----=_signed_${randomUUID()}`;
   const body = Buffer.concat([
     Buffer.from(`--${outer}${CRLF}`, 'latin1'),

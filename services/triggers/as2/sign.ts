@@ -5,13 +5,15 @@ import { algorithmId, integer, NULL, oid, octetString, seq, setOf, tlv, utcTime 
 
 /**
  * A detached CMS SignedData over `content` with the receiver's certificate and key, for signed MDNs.
- * The RSA (or ECDSA) operation is Node's; signed attributes are contentType, signingTime, messageDigest.
+ * The RSA (or ECDSA) operation is Node's, run in its thread pool (the callback form of crypto.sign), so
+ * the event loop goes on with other requests meanwhile; signed attributes are contentType, signingTime,
+ * messageDigest.
  */
 const ECDSA_WITH: Record<Exclude<Digest, 'md5'>, string> = {
   sha1: '1.2.840.10045.4.1', sha224: '1.2.840.10045.4.3.1', sha256: '1.2.840.10045.4.3.2', sha384: '1.2.840.10045.4.3.3', sha512: '1.2.840.10045.4.3.4',
 };
 
-export function signDetached(content: Buffer, digest: Exclude<Digest, 'md5'>, identity: As2Identity, now = new Date()): Buffer {
+export async function signDetached(content: Buffer, digest: Exclude<Digest, 'md5'>, identity: As2Identity, now = new Date()): Promise<Buffer> {
   const digestAlgorithm = algorithmId(OID_OF_DIGEST[digest], NULL);
   const attributes = [
     seq(oid(OID.contentTypeAttr), setOf(oid(OID.data))),
@@ -20,7 +22,7 @@ export function signDetached(content: Buffer, digest: Exclude<Digest, 'md5'>, id
   ];
   const signedAttributes = setOf(...attributes);
   const ec = identity.key.asymmetricKeyType === 'ec';
-  const signature = sign(digest, signedAttributes, identity.key);
+  const signature = await new Promise<Buffer>((resolve, reject) => sign(digest, signedAttributes, identity.key, (error, out) => (error ? reject(error) : resolve(out))));
   const implicitAttributes = Buffer.from(signedAttributes);
   implicitAttributes[0] = 0xa0;
   const signerInfo = seq(

@@ -70,6 +70,32 @@ export function describeObjectStoreContract(name: string, open: () => Promise<Ob
       expect(await store.head(`${prefix}/broken.bin`)).toBeNull();
     });
 
+    test('ifAbsent creates only: an existing object is left as it was and the put fails with already-exists', async () => {
+      const first = await store.put(`${prefix}/once.txt`, Buffer.from('first'), { ifAbsent: true, contentType: 'text/plain' });
+      expect(first.size).toBe(5);
+      const err = await store.put(`${prefix}/once.txt`, Buffer.from('second, longer'), { ifAbsent: true }).catch((e) => e);
+      expect(err).toBeInstanceOf(ObjectStoreError);
+      expect(err.code).toBe('already-exists');
+      expect((await readAll(await store.get(`${prefix}/once.txt`))).toString()).toBe('first');
+      expect(await store.head(`${prefix}/once.txt`)).toMatchObject({ size: 5, sha256: first.sha256, contentType: 'text/plain' });
+      // A streamed body past one block is refused the same way; an unconditional put still replaces.
+      const big = Buffer.alloc(5 * 1024 * 1024, 1);
+      await expect(store.put(`${prefix}/once.txt`, Readable.from([big.subarray(0, 3 << 20), big.subarray(3 << 20)]), { ifAbsent: true })).rejects.toMatchObject({ code: 'already-exists' });
+      await store.put(`${prefix}/once.txt`, Buffer.from('replaced'));
+      expect((await readAll(await store.get(`${prefix}/once.txt`))).toString()).toBe('replaced');
+      expect(await store.head(`${prefix}/once.txt`)).toMatchObject({ size: 8 });
+    });
+
+    test('of concurrent ifAbsent puts of one path exactly one stores its bytes', async () => {
+      const bodies = ['a', 'bb', 'ccc', 'dddd'].map((b) => Buffer.from(b));
+      const results = await Promise.allSettled(bodies.map((b) => store.put(`${prefix}/race.txt`, b, { ifAbsent: true })));
+      const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+      expect(won).toHaveLength(1);
+      expect(results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason.code)).toEqual(['already-exists', 'already-exists', 'already-exists']);
+      expect(await readAll(await store.get(`${prefix}/race.txt`))).toEqual(bodies[won[0]]);
+      expect(await store.head(`${prefix}/race.txt`)).toMatchObject({ size: bodies[won[0]].length });
+    });
+
     test('paths that could escape are refused', async () => {
       for (const bad of ['../etc/passwd', `${prefix}/../x`, '/abs', `${prefix}//x`, `${prefix}/a\u0000b`, '']) {
         await expect(store.put(bad, Buffer.from('x'))).rejects.toMatchObject({ code: 'invalid-path' });
