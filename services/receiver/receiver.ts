@@ -72,15 +72,18 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const outcomes = new WeakMap<http.ServerResponse, string>();
 
   /**
-   * Status, headers and body in one `writeHead` + `end`: with no `setHeader` before it and a string body,
-   * node:http writes the whole answer in one piece. A `setHeader` or a Buffer body each send it down a
-   * slower path (docs/benchmarks.md), so only binary answers (AS2 MDNs) are Buffers.
+   * Status, headers and body in one `writeHead` + `end`. Each of these measurably slows every answer
+   * (docs/benchmarks.md), so none is used: a `setHeader` before it, a Buffer body where a string will do
+   * (only binary answers, AS2 MDNs, are Buffers), and an object spread to merge the headers.
    */
   function send(res: http.ServerResponse, requestId: string, answer: Answer) {
     if (res.headersSent) return;
     if (answer.outcome !== undefined) outcomes.set(res, answer.outcome);
-    const length = typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length;
-    res.writeHead(answer.status, { ...answer.headers, 'content-length': String(length), 'x-request-id': requestId });
+    const headers: Record<string, string> = {};
+    for (const name in answer.headers) headers[name] = answer.headers[name];
+    headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length);
+    headers['x-request-id'] = requestId;
+    res.writeHead(answer.status, headers);
     res.end(answer.body);
   }
 

@@ -382,9 +382,12 @@ function describe(val: unknown): string {
   }
 }
 
-/** Received with its body in avsc's wrapped-union form. */
+/** Received with its body in avsc's wrapped-union form (copied field by field: an object spread is far slower here). */
 function receivedToAvro(value: RecordTypes['Received']): unknown {
-  return { ...value, body: bodyToAvro(value.body) };
+  const out: Record<string, unknown> = {};
+  for (const name in value) out[name] = value[name as keyof typeof value];
+  out.body = bodyToAvro(value.body);
+  return out;
 }
 
 function bodyToAvro(body: Body): unknown {

@@ -15,6 +15,7 @@ export class EncodingError extends Error {
 }
 
 export function parseEncoding(header: string | undefined): Encoding {
+  if (header === undefined || header === '') return 'identity'; // most requests, without allocating
   const codings = (header ?? '').split(',').map((c) => c.trim().toLowerCase()).filter((c) => c && c !== 'identity');
   if (codings.length === 0) return 'identity';
   if (codings.length > 1) throw new EncodingError(`Content-Encoding "${header}" stacks codings; only one of gzip or deflate is accepted`, 'unsupported');

@@ -30,11 +30,16 @@ function isHex(c: number): boolean {
   return (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x46) || (c >= 0x61 && c <= 0x66);
 }
 
+/** Bytes a string holds as they are: not a control character, a quote or a backslash. */
+const PLAIN = new Uint8Array(256).map((_, c) => (c >= 0x20 && c !== C.Quote && c !== C.Backslash ? 1 : 0));
+
 /** The index after a string that starts at `i` (on its quote), or -1. */
 function endOfString(b: Uint8Array, i: number): number {
   if (b[i] !== C.Quote) return -1;
-  for (i++; i < b.length; i++) {
+  const n = b.length;
+  for (i++; i < n; i++) {
     const c = b[i];
+    if (PLAIN[c] === 1) continue;
     if (c === C.Quote) return i + 1;
     if (c < 0x20) return -1;
     if (c === C.Backslash) {

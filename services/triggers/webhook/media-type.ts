@@ -6,6 +6,7 @@ export interface MediaType {
 
 export function parseMediaType(header: string | undefined | null): MediaType {
   if (!header) return { type: '', params: {} };
+  if (header.indexOf(';') < 0) return { type: header.trim().toLowerCase(), params: {} }; // most requests: no parameters
   const [first, ...rest] = splitParams(header);
   const params: Record<string, string> = {};
   for (const part of rest) {
