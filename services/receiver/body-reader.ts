@@ -86,24 +86,34 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     req.on('data', onData);
     req.once('aborted', () => finish({ ok: false, reason: 'aborted' }));
     req.once('error', (error) => finish({ ok: false, reason: 'aborted', error }));
-    req.once('end', async () => {
-      if (settled) return;
+
+    /** The body as read: held in memory, or staged as a claim check (hashed while it streamed). */
+    const accepted = (s: typeof spill): BodyOutcome => {
+      const inline = s ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+      let digest = s ? hash!.digest('hex') : null;
+      const sha256 = () => (digest ??= createHash('sha256').update(inline!).digest('hex'));
+      return { ok: true, body: { size, sha256, inline }, stagedPath: s ? s.path : null };
+    };
+    /** Once the validator's verdict and the claim check's write are in. */
+    const afterWriters = async (s: typeof spill) => {
       try {
-        const s = spill;
         if (s) s.stream.end();
-        const [verdict] = await Promise.all([validator ? validator.end() : Promise.resolve(null), s?.done]);
+        const [verdict] = await Promise.all([validator ? validator.end() : null, s?.done]);
         if (verdict) {
           // The body was refused: a claim check already written is not referenced by anything.
           if (s) void options.store.delete(s.path).catch(() => undefined);
           return finish({ ok: false, reason: 'rejected', answer: verdict });
         }
-        const inline = s ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-        let digest = s ? hash!.digest('hex') : null;
-        const sha256 = () => (digest ??= createHash('sha256').update(inline!).digest('hex'));
-        finish({ ok: true, body: { size, sha256, inline }, stagedPath: s ? s.path : null });
+        finish(accepted(s));
       } catch (error) {
         finish({ ok: false, reason: 'store-failed', error });
       }
+    };
+    req.once('end', () => {
+      if (settled) return;
+      // The common case, a small body with nothing streaming alongside, settles at once: no promise hops.
+      if (!spill && !validator) finish(accepted(null));
+      else void afterWriters(spill);
     });
   });
 }
