@@ -1,4 +1,4 @@
-import { promises as fsp, constants as fsc } from 'node:fs';
+import { promises as fsp, constants as fsc, write as fsWrite } from 'node:fs';
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
 import { checkFrame, decodeFrame, encodeFrame, type JournalEntry, type RecordSpan } from './frame';
@@ -283,10 +283,16 @@ async function readFully(handle: fsp.FileHandle, buf: Buffer, position: number) 
   }
 }
 
-async function writeFully(handle: fsp.FileHandle, buf: Buffer, position: number) {
-  let done = 0;
-  while (done < buf.length) {
-    const { bytesWritten } = await handle.write(buf, done, buf.length - done, position + done);
-    done += bytesWritten;
-  }
+/**
+ * Write all of `buf` at `position`, through the callback API on the handle's descriptor: the FileHandle
+ * promise API costs measurably more per write on the accept path, which runs hundreds of these a second.
+ */
+function writeFully(handle: fsp.FileHandle, buf: Buffer, position: number): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const from = (done: number) => {
+      if (done >= buf.length) return resolve();
+      fsWrite(handle.fd, buf, done, buf.length - done, position + done, (error, written) => (error ? reject(error) : from(done + written)));
+    };
+    from(0);
+  });
 }
