@@ -382,12 +382,18 @@ function describe(val: unknown): string {
   }
 }
 
-/** Received with its body in avsc's wrapped-union form (copied field by field: an object spread is far slower here). */
-function receivedToAvro(value: RecordTypes['Received']): unknown {
-  const out: Record<string, unknown> = {};
-  for (const name in value) out[name] = value[name as keyof typeof value];
-  out.body = bodyToAvro(value.body);
-  return out;
+/**
+ * Received with its body in avsc's wrapped-union form. Every field is named in one literal: that is what
+ * avsc's generated writer reads fastest (a spread or a copy loop cost µs per request on the accept path).
+ * A field added to Received.avsc must be added here too; the codec test that round-trips a record with
+ * every schema field set fails until it is.
+ */
+function receivedToAvro(v: RecordTypes['Received']): unknown {
+  return {
+    requestId: v.requestId, workflowId: v.workflowId, triggerNode: v.triggerNode, triggerKind: v.triggerKind, pathSuffix: v.pathSuffix,
+    query: v.query, headers: v.headers, contentType: v.contentType, body: bodyToAvro(v.body), receivedAt: v.receivedAt,
+    principal: v.principal, remoteAddress: v.remoteAddress, as2: v.as2, traceparent: v.traceparent,
+  };
 }
 
 function bodyToAvro(body: Body): unknown {
