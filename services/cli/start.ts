@@ -43,7 +43,7 @@ export function triggerCatalog(config: Config): TriggerCatalog {
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
   });
-  const as2 = createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes });
+  const as2 = createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 });
   return createTriggerCatalog([
     byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
     createLogisticsTrigger(logisticsLimits(config)),

@@ -365,6 +365,24 @@ describe('non-repudiation evidence per request (finding: evidence overwrite)', (
   });
 });
 
+test('MD5 signatures are refused unless AS2_ALLOW_MD5 is on; then the MIC is MD5 too (RFC 4130 §7.4.3)', async () => {
+  const part = payload();
+  const refused = await postAs2(app, 'wf-as2', peer.sign(part, partner, 'md5'), as2Headers({ 'Message-Id': '<md5-off@partner>' }), peer, receiver);
+  expect(refused.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+  // Refused: nothing reached the received log.
+  expect((await receivedRecords(app)).filter((r) => r.received.requestId === refused.requestId)).toEqual([]);
+  const other = await startTestApp('embedded', { AS2_ALLOW_MD5: 'true' });
+  try {
+    await wfWith(other, 'wf');
+    const m = await postAs2(other, 'wf', peer.sign(part, partner, 'md5'), as2Headers({ 'Message-Id': '<md5-on@partner>' }), peer, receiver);
+    expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+    expect(m.mic).toBe(`${await peer.digest(part, 'md5')}, md5`);
+    expect(await executionsOf(other, m.requestId)).toHaveLength(1);
+  } finally {
+    await other.stop();
+  }
+});
+
 test('when the durable accept fails after decryption, the answer is a failure MDN, never a success, and it is kept', async () => {
   const other = await startTestApp('embedded');
   try {

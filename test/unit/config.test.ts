@@ -24,6 +24,12 @@ test('backends are selected by their variables', () => {
   expect(c.executionQueues.webhook).toBe('stg.executions.requested.v1');
 });
 
+test('MD5 for AS2 is off unless asked for', () => {
+  expect(loadConfig({}).as2AllowMd5).toBe(false);
+  expect(loadConfig({ AS2_ALLOW_MD5: 'TRUE' }).as2AllowMd5).toBe(true);
+  expect(loadConfig({ AS2_ALLOW_MD5: 'false' }).as2AllowMd5).toBe(false);
+});
+
 test('sizes accept units', () => {
   expect(loadConfig({ MAX_BODY_BYTES: '10MiB', INLINE_BODY_MAX: '4 KiB' })).toMatchObject({ maxBodyBytes: 10 * 1024 * 1024, inlineBodyMax: 4096 });
 });
@@ -43,6 +49,7 @@ test.each([
   [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL="loud": one of/],
   [{ EXECUTION_QUEUE_FAX: 'x' }, /^EXECUTION_QUEUE_FAX: unknown trigger kind/],
   [{ EXECUTION_QUEUE_AS2: 'bad topic!' }, /^EXECUTION_QUEUE_AS2="bad topic!": a Kafka topic name/],
+  [{ AS2_ALLOW_MD5: 'yes' }, /^AS2_ALLOW_MD5="yes": true or false$/],
 ])('%j is refused with one clear line', (env, line) => {
   const found = problems(env as Record<string, string>);
   expect(found).toHaveLength(1);
