@@ -167,6 +167,15 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       }
     });
 
+    maybe('auth')('a digest UsernameToken used again while fresh is refused as a replay; a new token passes', async () => {
+      const sent = sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password: 'tok-s3cret', digest: true } });
+      const first = await soap('wf-token', sent);
+      expect(first.status).toBe(200);
+      await expectFault(await soap('wf-token', sent), 403, 'Authorization data is wrong');
+      expect(app.logs.map((l) => l.msg)).toContain('a WS-Security UsernameToken was used again; refused as a replay');
+      expect((await soap('wf-token', sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password: 'tok-s3cret', digest: true } }))).status).toBe(200);
+    });
+
     maybe('auth')('Basic Auth on the HTTP request applies when the node sets it', async () => {
       await expectFault(await soap('wf-basic', sendStreamRequest([{}])), 401, 'Authorization is required');
       await expectFault(await soap('wf-basic', sendStreamRequest([{}]), { authorization: `Basic ${Buffer.from('cw:wrong').toString('base64')}` }), 403);
@@ -210,6 +219,23 @@ test('when the durable accept fails, the platform gets a SOAP Fault with 503 and
     expect(res.status).toBe(503);
     expect(res.headers.get('retry-after')).toBe('5');
     expect(await res.text()).toContain('<faultcode>s:Server</faultcode><faultstring xml:lang="en">The event could not be accepted; retry later</faultstring>');
+  } finally {
+    await other.stop();
+  }
+});
+
+test('a digest token whose request was not accepted may come again: the resend is not taken for a replay', async () => {
+  const other = await startTestApp('embedded');
+  try {
+    const sealer = createCredentialSealer(other.config.encryptionKey!);
+    await other.backends.registry.credentials.put(sealer.seal({ id: 'cred-token', type: 'basicAuth', data: { user: 'eadaptor', password: 'tok-s3cret' } }));
+    await other.backends.registry.workflows.put({ id: 'wf', active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'], authentication: 'wsUsernameToken' }, credentials: { wsUsernameToken: 'cred-token' } }] });
+    await other.backends.log.close();
+    const sent = sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password: 'tok-s3cret', digest: true } });
+    const post = () => fetch(`${other.baseUrl}/hook/wf`, { method: 'POST', headers: { 'content-type': 'text/xml', soapaction: SEND_STREAM_ACTION }, body: sent });
+    // Both get the failed accept's 503, never the replay's 403.
+    expect((await post()).status).toBe(503);
+    expect((await post()).status).toBe(503);
   } finally {
     await other.stop();
   }

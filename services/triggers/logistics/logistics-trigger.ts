@@ -10,6 +10,7 @@ import { readEnvelope, readSendStream, requestBudget, sendStreamOf, SendStreamEr
 import { pingAnswer, sendStreamAccepted, soapFault } from './soap-answers';
 import { unwrapUniversal } from './universal';
 import { checkUsernameToken } from './username-token';
+import { createNonceLedger } from './nonce-ledger';
 import { XmlError } from './xml';
 
 /**
@@ -69,12 +70,34 @@ function soapAction(request: InboundRequest): 'sendStream' | 'ping' | 'unknown' 
 export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTICS_LIMITS): TriggerPlugin {
   const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, code: 'Client', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }));
 
+  const nonces = createNonceLedger();
+  /** The digest token a request used, claimed in the ledger until the request is accepted or refused. */
+  const claims = new WeakMap<InboundRequest, string>();
+
   async function tokenVerdict(request: InboundRequest, node: WorkflowNode, token: Parameters<typeof checkUsernameToken>[0], services: TriggerServices): Promise<Answer | null> {
     if (logisticsParameters(node).authentication !== 'wsUsernameToken') return null;
     const credential = await nodeCredential(node, 'basicAuth', request.workflowId, services, 'wsUsernameToken');
     if (!credential || credential.type !== 'basicAuth') return faultFor('credential-unavailable');
-    const verdict = checkUsernameToken(token, credential.data, Date.now(), limits.maxTokenSkewMs);
-    return verdict.ok ? null : faultFor(verdict.code);
+    const now = Date.now();
+    const verdict = checkUsernameToken(token, credential.data, now, limits.maxTokenSkewMs);
+    if (!verdict.ok) return faultFor(verdict.code);
+    if (token?.passwordType === 'digest') {
+      // Only a token that verified is remembered: nobody without the password can fill the ledger.
+      const key = `${node.credentials?.wsUsernameToken ?? ''}\n${token.nonce ?? ''}\n${token.created ?? ''}`;
+      if (!nonces.claim(key, Date.parse(token.created ?? '') + limits.maxTokenSkewMs, now)) {
+        services.logger.warn('a WS-Security UsernameToken was used again; refused as a replay', { workflowId: request.workflowId, requestId: request.requestId });
+        return faultFor('authorization-wrong');
+      }
+      claims.set(request, key);
+    }
+    return null;
+  }
+
+  /** The request was not accepted: its token may come again (the partner resends the same bytes). */
+  function releaseToken(request: InboundRequest) {
+    const key = claims.get(request);
+    if (key !== undefined) nonces.release(key);
+    claims.delete(request);
   }
 
   return {
@@ -114,6 +137,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         }
         return { ok: true, inspection: token ? { persistBody: withoutPasswords(text) } : {} };
       } catch (error) {
+        releaseToken(request);
         return { ok: false, answer: faultForInput(error) };
       }
     },
@@ -121,7 +145,8 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
     accepted: () => sendStreamAccepted(),
 
     // The platform retries a SendStream that failed; a Fault (not the receiver's JSON) is what it reads.
-    async notAccepted() {
+    async notAccepted(request) {
+      releaseToken(request);
       const fault = faultFor('enqueue-failed');
       return { ...fault, headers: { ...fault.headers, 'retry-after': '5' } };
     },

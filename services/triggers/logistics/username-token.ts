@@ -6,8 +6,8 @@ import type { UsernameToken } from './send-stream';
 /**
  * WS-Security UsernameToken (OASIS UsernameToken Profile 1.0/1.1) against a user and password:
  * PasswordText compared in constant time; PasswordDigest = base64(SHA-1(nonce ‖ created ‖ password)).
- * A digest token must be fresh (Created within `maxSkewMs` of now), which bounds how long a captured
- * one can be replayed; nonces are not remembered.
+ * A digest token must be fresh (Created within `maxSkewMs` of now); the trigger also refuses one used
+ * before within that time (nonce-ledger.ts).
  */
 export function checkUsernameToken(token: UsernameToken | null, expected: { user: string; password: string }, now: number, maxSkewMs: number): { ok: true } | { ok: false; code: IngressErrorCode } {
   if (!token) return { ok: false, code: 'authorization-required' };
