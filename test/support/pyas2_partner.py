@@ -164,15 +164,20 @@ def receive(a):
     server.serve_forever()
 
 
+def add_parties(parser, keyed):
+    """The two AS2 parties' names and certificates; `keyed` is the one whose private key this command uses."""
+    for party in ('sender', 'receiver'):
+        parser.add_argument(f'--{party}', required=True)
+        if party == keyed:
+            parser.add_argument(f'--{party}-key', required=True)
+        parser.add_argument(f'--{party}-cert', required=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest='cmd', required=True)
     b = sub.add_parser('build')
-    b.add_argument('--sender', required=True)
-    b.add_argument('--sender-key', required=True)
-    b.add_argument('--sender-cert', required=True)
-    b.add_argument('--receiver', required=True)
-    b.add_argument('--receiver-cert', required=True)
+    add_parties(b, 'sender')
     b.add_argument('--sign', action='store_true')
     b.add_argument('--digest', default='sha256')
     b.add_argument('--encrypt', default=None, help='one of ' + ', '.join(as2.ENCRYPTION_ALGORITHMS))
@@ -186,20 +191,12 @@ def main():
     b.add_argument('--subject', default='AS2 Message')
     b.add_argument('--out', required=True, help='path prefix: writes .headers.json, .body, .state.json')
     m = sub.add_parser('parse-mdn')
-    m.add_argument('--sender', required=True)
-    m.add_argument('--sender-key', required=True)
-    m.add_argument('--sender-cert', required=True)
-    m.add_argument('--receiver', required=True)
-    m.add_argument('--receiver-cert', required=True)
+    add_parties(m, 'sender')
     m.add_argument('--state', required=True)
     m.add_argument('--headers', required=True)
     m.add_argument('--body', required=True)
     r = sub.add_parser('receive')
-    r.add_argument('--receiver', required=True)
-    r.add_argument('--receiver-key', required=True)
-    r.add_argument('--receiver-cert', required=True)
-    r.add_argument('--sender', required=True)
-    r.add_argument('--sender-cert', required=True)
+    add_parties(r, 'receiver')
     r.add_argument('--port', type=int, default=0)
     r.add_argument('--processes', type=int, default=1)
     a = p.parse_args()

@@ -5,6 +5,7 @@ import * as tls from 'node:tls';
 import { CosmosClient, type Container, type CosmosClientOptions } from '@azure/cosmos';
 import { DOCUMENT_ID, RegistryError, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
+import { firstLine, sanitizedCause } from '../logger/error-text';
 
 export interface CosmosRegistryOptions {
   /** The account URL, e.g. https://myaccount.documents.azure.com:443/ (http:// only for a local test server). */
@@ -56,7 +57,7 @@ interface SamplesDocument {
 export async function openCosmosRegistry(options: CosmosRegistryOptions): Promise<Registry> {
   const redact = (text: string) => (options.key ? text.split(options.key).join('[redacted]') : text);
   const unavailable = (what: string, error: unknown) =>
-    new RegistryError(redact(`cosmos registry could not ${what}: ${describeError(error)}`), 'registry-unavailable', { cause: sanitizedCause(error, redact) });
+    new RegistryError(redact(`cosmos registry could not ${what}: ${describeError(error)}`), 'registry-unavailable', { cause: sanitizedCause(error, redact, ['code', 'substatus']) });
 
   let url: URL;
   try { url = new URL(options.endpoint); } catch {
@@ -241,10 +242,6 @@ function statusOf(error: unknown): number | undefined {
   return undefined;
 }
 
-function firstLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return message.split('\n')[0].slice(0, 300);
-}
 
 function describeError(error: unknown): string {
   const e = (error ?? {}) as { code?: unknown; substatus?: unknown };
@@ -255,16 +252,3 @@ function describeError(error: unknown): string {
   return parts.join(' ');
 }
 
-/**
- * A stand-in for the SDK error as the cause: the original carries request headers and diagnostics that
- * have no business in a log line. Keep what helps diagnosis, redacted.
- */
-function sanitizedCause(error: unknown, redact: (s: string) => string): Error {
-  const e = (error ?? {}) as { name?: unknown; code?: unknown; substatus?: unknown };
-  const cause = new Error(redact(firstLine(error))) as Error & { code?: number | string; substatus?: number };
-  if (typeof e.name === 'string') cause.name = e.name;
-  if (typeof e.code === 'number' || typeof e.code === 'string') cause.code = e.code;
-  if (typeof e.substatus === 'number') cause.substatus = e.substatus;
-  cause.stack = `${cause.name}: ${cause.message}`;
-  return cause;
-}

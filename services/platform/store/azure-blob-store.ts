@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { pipeline, Readable } from 'node:stream';
 import { BlobServiceClient, type BlobHTTPHeaders, type BlockBlobClient, type ContainerClient } from '@azure/storage-blob';
 import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+import { firstLine, sanitizedCause } from '../logger/error-text';
 
 export interface AzureBlobStoreOptions {
   /** An Azure Storage connection string. It holds the account key: it never appears in an error. */
@@ -34,7 +35,7 @@ const META_UNTYPED = 'untyped';
 export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promise<ObjectStore> {
   const redact = redactorFor(options.connectionString);
   const fail = (what: string, error: unknown, code: 'not-found' | 'store-unavailable' = 'store-unavailable') =>
-    new ObjectStoreError(redact(`azure blob store could not ${what}: ${describeError(error)}`), code, { cause: sanitizedCause(error, redact) });
+    new ObjectStoreError(redact(`azure blob store could not ${what}: ${describeError(error)}`), code, { cause: sanitizedCause(error, redact, ['statusCode', 'code']) });
 
   if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(options.container)) {
     throw new ObjectStoreError(`azure blob container name ${JSON.stringify(options.container.slice(0, 80))} is invalid: 3-63 lower-case letters, digits and single hyphens`, 'store-unavailable');
@@ -49,7 +50,7 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
     container = service.getContainerClient(options.container);
   } catch (error) {
     // Never echo the connection string itself: it holds the account key.
-    throw new ObjectStoreError(redact(`azure blob store: the connection string was not accepted (${firstLine(error)})`), 'store-unavailable', { cause: sanitizedCause(error, redact) });
+    throw new ObjectStoreError(redact(`azure blob store: the connection string was not accepted (${firstLine(error)})`), 'store-unavailable', { cause: sanitizedCause(error, redact, ['statusCode', 'code']) });
   }
 
   try {
@@ -204,10 +205,6 @@ function isAzureError(error: unknown): boolean {
   return name === 'RestError' || name === 'AbortError' || statusOf(error) !== undefined;
 }
 
-function firstLine(error: unknown): string {
-  const message = error instanceof Error ? error.message : String(error);
-  return message.split('\n')[0].slice(0, 300);
-}
 
 function describeError(error: unknown): string {
   const e = (error ?? {}) as { statusCode?: unknown; code?: unknown };
@@ -218,19 +215,6 @@ function describeError(error: unknown): string {
   return parts.join(' ');
 }
 
-/**
- * A stand-in for the SDK error as the cause: the original carries the request (URL, headers) and,
- * with a SAS connection string, the token in the URL. Keep what helps diagnosis, redacted.
- */
-function sanitizedCause(error: unknown, redact: (s: string) => string): Error {
-  const e = (error ?? {}) as { name?: unknown; statusCode?: unknown; code?: unknown };
-  const cause = new Error(redact(firstLine(error))) as Error & { statusCode?: number; code?: string };
-  if (typeof e.name === 'string') cause.name = e.name;
-  if (typeof e.statusCode === 'number') cause.statusCode = e.statusCode;
-  if (typeof e.code === 'string') cause.code = redact(e.code);
-  cause.stack = `${cause.name}: ${cause.message}`;
-  return cause;
-}
 
 /** Removes the secrets of a connection string (whole string, AccountKey, SAS token, any sig=) from a text. */
 function redactorFor(connectionString: string): (text: string) => string {
