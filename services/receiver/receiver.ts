@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { SpanKind, SpanStatusCode, context, trace } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Span } from '@opentelemetry/api';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog } from '../platform/log/event-log';
@@ -251,34 +251,35 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     return answer.status;
   }
 
-  const server = http.createServer((req, res) => {
+  /** One request, start to metrics; handle() decides the answer. */
+  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span): Promise<void> {
     const requestId = randomUUID();
     const started = performance.now();
     const facts: RequestFacts = { triggerKind: null, bodyBytes: 0 };
-    const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // Without an SDK the span records nothing: its attributes are not even built.
     if (span.isRecording()) {
       span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId });
     }
-    context.with(trace.setSpan(context.active(), span), () => {
-      handle(req, res, requestId, facts).then(
-        (status) => {
-          deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes, outcomes.get(res));
-          span.setAttribute('http.response.status_code', status);
-          if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-          span.end();
-        },
-        (error) => {
-          logger.error('request failed', { requestId, error });
-          send(res, requestId, errorAnswer('internal-error'));
-          deps.metrics.request(500, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes);
-          span.recordException(error as Error);
-          span.setStatus({ code: SpanStatusCode.ERROR });
-          span.setAttribute('http.response.status_code', 500);
-          span.end();
-        },
-      );
-    });
+    let status: number;
+    try {
+      status = await handle(req, res, requestId, facts);
+    } catch (error) {
+      logger.error('request failed', { requestId, error });
+      send(res, requestId, errorAnswer('internal-error'));
+      span.recordException(error as Error);
+      status = 500;
+    }
+    deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes, outcomes.get(res));
+    span.setAttribute('http.response.status_code', status);
+    if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    span.end();
+  }
+
+  const server = http.createServer((req, res) => {
+    const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
+    // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
+    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);
+    else void serve(req, res, span);
   });
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;

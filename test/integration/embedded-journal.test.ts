@@ -76,3 +76,15 @@ test('a read-only reader in the same folder sees what the writer appends later',
   await reader.close();
   await writer.close();
 });
+
+test('a reader that starts late reads from disk what a reader that followed got from memory', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  const follower = collect(log, 't', 3000);
+  // More records than the in-memory window and the index's first capacity hold.
+  for (let i = 0; i < 3000; i += 100) await log.append(Array.from({ length: 100 }, (_, j) => rec(`v${i + j}`)));
+  const followed = (await follower).map((r) => `${r.offset}:${r.value.toString()}`);
+  const late = (await collect(log, 't', 3000)).map((r) => `${r.offset}:${r.value.toString()}`);
+  expect(late).toEqual(followed);
+  expect(late[2999]).toBe('2999:v2999');
+  await log.close();
+});

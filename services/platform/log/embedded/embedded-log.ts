@@ -4,8 +4,10 @@ import {
   EventLogError,
   type EventLog, type LogRecord, type OutRecord, type ReadOptions, type StageHandle, type StageOptions,
 } from '../event-log';
-import { decodeRecord, type JournalEntry, type JournalRecord } from './frame';
-import { Journal, type SpanLocation } from './journal';
+import { decodeRecord, type JournalEntry, type JournalRecord, type RecordSpan } from './frame';
+import { Journal } from './journal';
+import { TopicIndex } from './topic-index';
+import { RecentRecords } from './recent-records';
 import { acquireDirectoryLock, type DirectoryLock } from './directory-lock';
 
 /**
@@ -23,9 +25,8 @@ export interface EmbeddedLogOptions {
 }
 
 interface TopicState {
-  spans: SpanLocation[];
-  timestamps: number[];
-  recent: Map<number, JournalRecord>;
+  index: TopicIndex;
+  recent: RecentRecords;
   waiters: Set<() => void>;
 }
 
@@ -40,30 +41,28 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
   const topicState = (topic: string): TopicState => {
     let state = topics.get(topic);
     if (!state) {
-      state = { spans: [], timestamps: [], recent: new Map(), waiters: new Set() };
+      state = { index: new TopicIndex(), recent: new RecentRecords(RECENT_RECORDS), waiters: new Set() };
       topics.set(topic, state);
     }
     return state;
   };
   const groupKey = (group: string, topic: string) => `${group}\u0000${topic}`;
 
-  const onEntry = (entry: JournalEntry, spans: SpanLocation[]) => {
-    const touched = new Set<TopicState>();
-    entry.records.forEach((record, i) => {
+  // Runs once per append on the accept path: no allocation beyond what the index needs.
+  const onEntry = (entry: JournalEntry, segment: number, framePosition: number, spans: RecordSpan[]) => {
+    for (let i = 0; i < entry.records.length; i++) {
+      const record = entry.records[i];
       const state = topicState(record.topic);
-      const offset = state.spans.length;
-      state.spans.push(spans[i]);
-      state.timestamps.push(record.timestamp);
-      state.recent.set(offset, record);
-      state.recent.delete(offset - RECENT_RECORDS);
-      touched.add(state);
-    });
-    for (const c of entry.commits) committed.set(groupKey(c.group, c.topic), c.next);
-    for (const state of touched) {
-      const waiters = [...state.waiters];
-      state.waiters.clear();
-      for (const wake of waiters) wake();
+      state.recent.remember(state.index.length, record);
+      state.index.push(segment, framePosition + spans[i].start, spans[i].length, record.timestamp);
+      // A woken reader resumes in a later microtask, after the whole entry is indexed.
+      if (state.waiters.size > 0) {
+        const waiters = [...state.waiters];
+        state.waiters.clear();
+        for (const wake of waiters) wake();
+      }
     }
+    for (const c of entry.commits) committed.set(groupKey(c.group, c.topic), c.next);
   };
 
   let lock: DirectoryLock | null = null;
@@ -84,14 +83,14 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
 
   async function recordAt(topic: string, offset: number): Promise<LogRecord> {
     const state = topicState(topic);
-    const record = state.recent.get(offset) ?? decodeRecord(await journal.read(state.spans[offset]));
+    const record = state.recent.get(offset) ?? decodeRecord(await journal.read(state.index.at(offset)));
     return { topic, partition: 0, offset: String(offset), key: record.key, value: record.value, headers: record.headers, timestamp: record.timestamp };
   }
 
   /** Resolve when the topic grows past `length` or the signal aborts. */
   function waitForGrowth(topic: string, length: number, signal: AbortSignal): Promise<void> {
     const state = topicState(topic);
-    if (state.spans.length > length || signal.aborted) return Promise.resolve();
+    if (state.index.length > length || signal.aborted) return Promise.resolve();
     return new Promise<void>((resolve) => {
       let timer: NodeJS.Timeout | undefined;
       const done = () => {
@@ -105,7 +104,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       if (options.readOnly) {
         // Another process writes: look at the files now and then.
         timer = setInterval(() => {
-          journal.refresh().then(() => { if (state.spans.length > length) done(); }, done);
+          journal.refresh().then(() => { if (state.index.length > length) done(); }, done);
         }, READ_ONLY_POLL_MS);
       }
     });
@@ -119,14 +118,9 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     const state = topicState(topic);
     switch (start.from) {
       case 'beginning': return 0;
-      case 'end': return state.spans.length;
+      case 'end': return state.index.length;
       case 'offset': return Math.max(0, Number(start.offset));
-      case 'time': {
-        // Timestamps only grow within a topic: binary search for the first at or after the time.
-        let lo = 0, hi = state.timestamps.length;
-        while (lo < hi) { const mid = (lo + hi) >> 1; if (state.timestamps[mid] < start.timestamp) lo = mid + 1; else hi = mid; }
-        return lo;
-      }
+      case 'time': return state.index.firstAtOrAfter(start.timestamp);
     }
   }
 
@@ -146,10 +140,11 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       runningStages.add(key);
       const stop = new AbortController();
       let attempt = 0;
+      const unfollow = topicState(topic).recent.follow();
       const loop = (async () => {
         while (!stop.signal.aborted) {
           const next = committed.get(key) ?? 0;
-          const length = topicState(topic).spans.length;
+          const length = topicState(topic).index.length;
           if (next >= length) { await waitForGrowth(topic, length, stop.signal); continue; }
           const outputs: OutRecord[] = [];
           let done = next;
@@ -185,6 +180,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
         async stop() {
           stop.abort();
           await loop;
+          unfollow();
           runningStages.delete(key);
         },
         notReady: () => (stop.signal.aborted ? 'stopped' : null),
@@ -193,14 +189,19 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
 
     async *read(topic, { start, signal }) {
       let offset = startOffset(topic, start);
-      while (!signal.aborted) {
-        const length = topicState(topic).spans.length;
-        if (offset >= length) {
-          if (options.readOnly) await journal.refresh();
-          if (topicState(topic).spans.length === length) await waitForGrowth(topic, length, signal);
-          continue;
+      const unfollow = topicState(topic).recent.follow();
+      try {
+        while (!signal.aborted) {
+          const length = topicState(topic).index.length;
+          if (offset >= length) {
+            if (options.readOnly) await journal.refresh();
+            if (topicState(topic).index.length === length) await waitForGrowth(topic, length, signal);
+            continue;
+          }
+          yield await recordAt(topic, offset++);
         }
-        yield await recordAt(topic, offset++);
+      } finally {
+        unfollow();
       }
     },
 
@@ -210,11 +211,11 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
 
     async endOffsets(topic) {
       if (options.readOnly) await journal.refresh();
-      return [{ partition: 0, offset: String(topicState(topic).spans.length) }];
+      return [{ partition: 0, offset: String(topicState(topic).index.length) }];
     },
 
     async consumerLag(group, topic) {
-      return topicState(topic).spans.length - (committed.get(groupKey(group, topic)) ?? 0);
+      return topicState(topic).index.length - (committed.get(groupKey(group, topic)) ?? 0);
     },
 
     async offsetsForTime(topic, timestamp) {

@@ -2,6 +2,7 @@ import { promises as fsp, constants as fsc, write as fsWrite } from 'node:fs';
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
 import { checkFrame, decodeFrame, encodeFrame, type JournalEntry, type RecordSpan } from './frame';
+import type { SpanLocation } from './topic-index';
 
 /**
  * The embedded log's storage: numbered append-only segment files of frames (frame.ts).
@@ -11,13 +12,8 @@ import { checkFrame, decodeFrame, encodeFrame, type JournalEntry, type RecordSpa
  * disk. Up to MAX_IN_FLIGHT batches are written at once, at positions reserved in order; an append
  * resolves only after its own bytes and every earlier batch's are on disk.
  */
-export interface SpanLocation {
-  segment: number;
-  position: number;
-  length: number;
-}
-
-export type EntryListener = (entry: JournalEntry, spans: SpanLocation[]) => void;
+/** An entry in journal order, with where its frame starts; `spans` are relative to that start. */
+export type EntryListener = (entry: JournalEntry, segment: number, framePosition: number, spans: RecordSpan[]) => void;
 
 export interface JournalOptions {
   dir: string;
@@ -75,7 +71,13 @@ export class Journal {
 
   static async open(options: JournalOptions): Promise<Journal> {
     const journal = new Journal({ segmentBytes: DEFAULT_SEGMENT_BYTES, ...options });
-    await journal.load();
+    try {
+      await journal.load();
+    } catch (error) {
+      // A refused journal (corrupt, unreadable) keeps no file open.
+      for (const s of journal.segments) await s.handle.close().catch(() => undefined);
+      throw error;
+    }
     return journal;
   }
 
@@ -133,7 +135,7 @@ export class Journal {
 
   private deliver(frame: Buffer, segmentNumber: number, framePosition: number) {
     const { entry, spans } = decodeFrame(frame);
-    this.options.onEntry(entry, spans.map((s) => ({ segment: segmentNumber, position: framePosition + s.start, length: s.length })));
+    this.options.onEntry(entry, segmentNumber, framePosition, spans);
   }
 
   /** Read-only mode: pick up what the writing process appended since the last look. */
@@ -214,7 +216,7 @@ export class Journal {
       const segment = batch.segment;
       let position = batch.start;
       for (const p of batch.pendings) {
-        this.options.onEntry(p.entry, p.spans.map((s) => ({ segment: segment.number, position: position + s.start, length: s.length })));
+        this.options.onEntry(p.entry, segment.number, position, p.spans);
         position += p.frame.length;
       }
       segment.size = batch.start + batch.bytes.length;

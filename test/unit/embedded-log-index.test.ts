@@ -1,0 +1,40 @@
+import { TopicIndex } from '../../services/platform/log/embedded/topic-index';
+import { RecentRecords } from '../../services/platform/log/embedded/recent-records';
+import type { JournalRecord } from '../../services/platform/log/embedded/frame';
+
+test('the topic index keeps every location and timestamp as it grows past its first capacity', () => {
+  const index = new TopicIndex();
+  const n = 5000;
+  // Positions past 2^32 and timestamps in epoch milliseconds must survive exactly.
+  for (let i = 0; i < n; i++) index.push(i % 7, 2 ** 33 + i * 100, 90 + (i % 13), 1_700_000_000_000 + Math.floor(i / 3));
+  expect(index.length).toBe(n);
+  for (const offset of [0, 1023, 1024, 2047, 2048, n - 1]) {
+    expect(index.at(offset)).toEqual({ segment: offset % 7, position: 2 ** 33 + offset * 100, length: 90 + (offset % 13) });
+  }
+  expect(() => index.at(n)).toThrow(RangeError);
+  expect(() => index.at(-1)).toThrow(RangeError);
+  expect(index.firstAtOrAfter(0)).toBe(0);
+  expect(index.firstAtOrAfter(1_700_000_000_000 + 1000)).toBe(3000);
+  expect(index.firstAtOrAfter(Number.MAX_SAFE_INTEGER)).toBe(n);
+});
+
+const record = (value: string): JournalRecord => ({ topic: 't', key: null, value: Buffer.from(value), headers: {}, timestamp: 0 });
+
+test('recent records are kept only while a reader follows, and only the newest ones', () => {
+  const recent = new RecentRecords(4);
+  recent.remember(0, record('unfollowed'));
+  expect(recent.get(0)).toBeUndefined();
+
+  const unfollow = recent.follow();
+  for (let offset = 1; offset <= 6; offset++) recent.remember(offset, record(`r${offset}`));
+  expect(recent.get(1)).toBeUndefined(); // overwritten by offset 5
+  expect(recent.get(2)).toBeUndefined(); // overwritten by offset 6
+  expect([3, 4, 5, 6].map((o) => recent.get(o)?.value.toString())).toEqual(['r3', 'r4', 'r5', 'r6']);
+
+  const second = recent.follow();
+  unfollow();
+  unfollow(); // a second release of the same reader changes nothing
+  expect(recent.get(6)?.value.toString()).toBe('r6');
+  second();
+  expect(recent.get(6)).toBeUndefined(); // the last reader left: nothing is held
+});
