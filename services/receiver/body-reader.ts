@@ -83,9 +83,11 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       }
     };
 
+    // `on`, not `once`: each of these fires at most once for a request, finish() settles only once, and
+    // `once` wraps every listener in a bound function, on every request.
     req.on('data', onData);
-    req.once('aborted', () => finish({ ok: false, reason: 'aborted' }));
-    req.once('error', (error) => finish({ ok: false, reason: 'aborted', error }));
+    req.on('aborted', () => finish({ ok: false, reason: 'aborted' }));
+    req.on('error', (error) => finish({ ok: false, reason: 'aborted', error }));
 
     /** The body as read: held in memory, or staged as a claim check (hashed while it streamed). */
     const accepted = (s: typeof spill): BodyOutcome => {
@@ -109,7 +111,7 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
         finish({ ok: false, reason: 'store-failed', error });
       }
     };
-    req.once('end', () => {
+    req.on('end', () => {
       if (settled) return;
       // The common case, a small body with nothing streaming alongside, settles at once: no promise hops.
       if (!spill && !validator) finish(accepted(null));

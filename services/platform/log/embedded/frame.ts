@@ -35,9 +35,9 @@ export interface JournalEntry {
 }
 
 /** Bytes a record takes in a frame; encodeFrame sizes the whole frame first and allocates once. */
-function recordSize(r: JournalRecord, headerNames: string[]): number {
+function recordSize(r: JournalRecord): number {
   let n = 2 + Buffer.byteLength(r.topic) + 1 + (r.key === null ? 0 : 2 + Buffer.byteLength(r.key)) + 8 + 2 + 4 + r.value.length;
-  for (const name of headerNames) n += 4 + Buffer.byteLength(name) + Buffer.byteLength(r.headers[name]);
+  for (const name of Object.keys(r.headers)) n += 4 + Buffer.byteLength(name) + Buffer.byteLength(r.headers[name]);
   return n;
 }
 
@@ -63,21 +63,22 @@ export interface RecordSpan {
   length: number;
 }
 
+// Runs once per append on the accept path, hence plain loops and no intermediate arrays.
 export function encodeFrame(entry: JournalEntry): { frame: Buffer; spans: RecordSpan[] } {
-  const headerNames = entry.records.map((r) => Object.keys(r.headers));
+  const { records } = entry;
   let size = FRAME_HEADER_BYTES + 1 + 4 + 2;
-  entry.records.forEach((r, i) => { size += recordSize(r, headerNames[i]); });
+  for (let i = 0; i < records.length; i++) size += recordSize(records[i]);
   for (const c of entry.commits) size += 4 + Buffer.byteLength(c.group) + Buffer.byteLength(c.topic) + 8;
   const frame = Buffer.allocUnsafe(size);
   const w = new Writer(frame, FRAME_HEADER_BYTES);
   w.u8(PAYLOAD_VERSION);
-  w.u32(entry.records.length);
-  const spans: RecordSpan[] = [];
-  entry.records.forEach((record, i) => {
+  w.u32(records.length);
+  const spans = new Array<RecordSpan>(records.length);
+  for (let i = 0; i < records.length; i++) {
     const start = w.pos;
-    writeRecord(w, record, headerNames[i]);
-    spans.push({ start, length: w.pos - start });
-  });
+    writeRecord(w, records[i]);
+    spans[i] = { start, length: w.pos - start };
+  }
   w.u16(entry.commits.length);
   for (const c of entry.commits) {
     w.str16(c.group);
@@ -92,7 +93,8 @@ export function encodeFrame(entry: JournalEntry): { frame: Buffer; spans: Record
   return { frame, spans };
 }
 
-function writeRecord(w: Writer, r: JournalRecord, headerNames: string[]) {
+function writeRecord(w: Writer, r: JournalRecord) {
+  const headerNames = Object.keys(r.headers);
   w.str16(r.topic);
   if (r.key === null) w.u8(0);
   else { w.u8(1); w.str16(r.key); }
