@@ -15,7 +15,7 @@ export function parseHookRoute(url: string): HookRoute | null {
   let workflowId: string;
   let suffix: string | null = null;
   try {
-    workflowId = decodeURIComponent(rawId);
+    workflowId = rawId.indexOf('%') < 0 ? rawId : decodeURIComponent(rawId); // most ids need no decoding
     if (slash >= 0) {
       const s = rest.slice(slash + 1).replace(/\/+$/, '');
       suffix = s === '' ? null : decodeURIComponent(s);

@@ -573,3 +573,21 @@ test('a Received record with every schema field set (none at its default) comes 
   const inline: Received = { ...received, body: { kind: 'inline', data: Buffer.from('{}') } };
   expect(codec.decode('Received', codec.encode('Received', inline))).toEqual(inline);
 });
+
+test('records encoded one after another stay intact, small ones sharing memory and large ones not', () => {
+  const codec = createAvroCodec();
+  const received = (i: number, bodyBytes: number): Received => ({
+    requestId: `r-${i}`, workflowId: 'wf-1', triggerNode: 'Hook', triggerKind: 'webhook', pathSuffix: null, query: {},
+    headers: { 'content-type': 'application/json' }, contentType: 'application/json',
+    body: { kind: 'inline', data: Buffer.alloc(bodyBytes, i % 251) }, receivedAt: 1_700_000_000_000 + i,
+    principal: null, remoteAddress: null, as2: null, traceparent: null,
+  });
+  // Enough records to fill several shared blocks, sizes that rarely fit what is left, and some too large to share.
+  const values = Array.from({ length: 300 }, (_, i) => received(i, i % 50 === 7 ? 70_000 : (i * 131) % 3000));
+  const encoded = values.map((v) => codec.encode('Received', v));
+  encoded.forEach((buf, i) => expect(codec.decode('Received', buf)).toEqual(values[i]));
+  const shared = encoded.filter((b) => b.buffer.byteLength > b.length);
+  const own = encoded.filter((b) => b.buffer.byteLength === b.length);
+  expect(shared.length).toBeGreaterThan(250);
+  expect(own.length).toBe(6); // the six 70 kB bodies
+});

@@ -115,6 +115,7 @@ interface CurrentEntry {
   header: Buffer;
 }
 
+const SLAB_BYTES = 64 * 1024;
 const INLINE_BRANCH = `${AVRO_NAMESPACE}.InlineBody`;
 const REF_BRANCH = `${AVRO_NAMESPACE}.BodyRef`;
 
@@ -207,6 +208,14 @@ export function createAvroCodec(opts: AvroCodecOptions = {}): AvroCodec {
     addWriter(parseSchema(schema, `extraWriterSchemas[${i}]`), `extraWriterSchemas[${i}]`);
   });
 
+  /**
+   * Records are encoded straight into a shared slab and handed out as views of it: no copy and no
+   * buffer of their own (the receiver encodes one per request). A view keeps its slab alive, so a slab
+   * is small (64 KiB). A record that does not fit in what is left starts a fresh slab only if it is at
+   * most an eighth of one; a larger one gets a buffer of its own.
+   */
+  let slab = Buffer.allocUnsafe(SLAB_BYTES);
+  let slabUsed = 0;
   let scratch = Buffer.allocUnsafe(64 * 1024);
 
   const writerOf = (buf: Buffer): WriterEntry => {
@@ -265,6 +274,19 @@ export function createAvroCodec(opts: AvroCodecOptions = {}): AvroCodec {
       if (entry === undefined) throw new AvroEncodeError('unknown-record', `unknown record name ${String(name)}`);
       const avroValue: unknown = name === 'Received' ? receivedToAvro(value as RecordTypes['Received']) : value;
       if (!entry.type.isValid(avroValue)) throw invalidValue(name, entry.type, avroValue);
+      for (let attempt = 0; attempt < 2; attempt++) {
+        entry.header.copy(slab, slabUsed);
+        const end = entry.type.encode(avroValue, slab, slabUsed + SINGLE_OBJECT_HEADER_LENGTH);
+        if (end >= 0) {
+          const out = slab.subarray(slabUsed, end);
+          slabUsed = end;
+          return out;
+        }
+        // Did not fit in what is left: a fresh slab, if the record is small enough to share one.
+        if (SLAB_BYTES - end - slabUsed > SLAB_BYTES / 8) break;
+        slab = Buffer.allocUnsafe(SLAB_BYTES);
+        slabUsed = 0;
+      }
       entry.header.copy(scratch, 0);
       let end = entry.type.encode(avroValue, scratch, SINGLE_OBJECT_HEADER_LENGTH);
       if (end < 0) {

@@ -34,7 +34,7 @@ export interface JournalEntry {
   commits: OffsetCommit[];
 }
 
-/** Bytes a record takes in a frame; encodeFrame sizes the whole frame first and allocates once. */
+/** Bytes a record takes in a frame; frameSize sums them so the frame is written in one pass. */
 function recordSize(r: JournalRecord): number {
   let n = 2 + Buffer.byteLength(r.topic) + 1 + (r.key === null ? 0 : 2 + Buffer.byteLength(r.key)) + 8 + 2 + 4 + r.value.length;
   for (const name of Object.keys(r.headers)) n += 4 + Buffer.byteLength(name) + Buffer.byteLength(r.headers[name]);
@@ -63,21 +63,29 @@ export interface RecordSpan {
   length: number;
 }
 
-// Runs once per append on the accept path, hence plain loops and no intermediate arrays.
-export function encodeFrame(entry: JournalEntry): { frame: Buffer; spans: RecordSpan[] } {
+/** Bytes the frame of `entry` takes, header included. */
+export function frameSize(entry: JournalEntry): number {
   const { records } = entry;
   let size = FRAME_HEADER_BYTES + 1 + 4 + 2;
   for (let i = 0; i < records.length; i++) size += recordSize(records[i]);
   for (const c of entry.commits) size += 4 + Buffer.byteLength(c.group) + Buffer.byteLength(c.topic) + 8;
-  const frame = Buffer.allocUnsafe(size);
-  const w = new Writer(frame, FRAME_HEADER_BYTES);
+  return size;
+}
+
+/**
+ * Write the frame of `entry` into `buf` at `offset` (frameSize(entry) bytes must be free there); the
+ * spans are relative to the frame's start. Runs once per append on the accept path, hence plain loops.
+ */
+export function writeFrame(entry: JournalEntry, buf: Buffer, offset: number, size: number): RecordSpan[] {
+  const { records } = entry;
+  const w = new Writer(buf, offset + FRAME_HEADER_BYTES);
   w.u8(PAYLOAD_VERSION);
   w.u32(records.length);
   const spans = new Array<RecordSpan>(records.length);
   for (let i = 0; i < records.length; i++) {
     const start = w.pos;
     writeRecord(w, records[i]);
-    spans[i] = { start, length: w.pos - start };
+    spans[i] = { start: start - offset, length: w.pos - start };
   }
   w.u16(entry.commits.length);
   for (const c of entry.commits) {
@@ -85,12 +93,12 @@ export function encodeFrame(entry: JournalEntry): { frame: Buffer; spans: Record
     w.str16(c.topic);
     w.f64(c.next);
   }
-  if (w.pos !== size) throw new Error(`journal frame size mismatch: ${w.pos} != ${size}`);
-  const payload = frame.subarray(FRAME_HEADER_BYTES);
-  frame.writeUInt8(FRAME_MAGIC, 0);
-  frame.writeUInt32BE(payload.length, 1);
-  frame.writeUInt32BE(crc32(payload), 5);
-  return { frame, spans };
+  if (w.pos - offset !== size) throw new Error(`journal frame size mismatch: ${w.pos - offset} != ${size}`);
+  const payload = buf.subarray(offset + FRAME_HEADER_BYTES, offset + size);
+  buf.writeUInt8(FRAME_MAGIC, offset);
+  buf.writeUInt32BE(payload.length, offset + 1);
+  buf.writeUInt32BE(crc32(payload), offset + 5);
+  return spans;
 }
 
 function writeRecord(w: Writer, r: JournalRecord) {

@@ -1,7 +1,8 @@
 import { promises as fsp, constants as fsc, write as fsWrite } from 'node:fs';
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
-import { checkFrame, decodeFrame, encodeFrame, type JournalEntry, type RecordSpan } from './frame';
+import { checkFrame, decodeFrame, frameSize, writeFrame, type JournalEntry, type RecordSpan } from './frame';
+import { FrameAssembly } from './frame-assembly';
 import type { SpanLocation } from './topic-index';
 
 /**
@@ -35,7 +36,8 @@ interface Segment {
 
 interface Pending {
   entry: JournalEntry;
-  frame: Buffer;
+  /** Its frame's size; the frame itself is in the assembly, then in its batch's bytes, in queue order. */
+  size: number;
   spans: RecordSpan[];
   resolve: () => void;
   reject: (error: unknown) => void;
@@ -45,6 +47,8 @@ interface Batch {
   segment: Segment;
   start: number;
   bytes: Buffer;
+  /** The assembly buffer `bytes` is a view of, recycled once the write is over. */
+  storage: Buffer;
   pendings: Pending[];
   state: 'writing' | 'written' | 'failed';
   error: Error | null;
@@ -58,6 +62,7 @@ const DEFAULT_SEGMENT_BYTES = 64 * 1024 * 1024;
 export class Journal {
   private segments: Segment[] = [];
   private queue: Pending[] = [];
+  private readonly assembly = new FrameAssembly();
   private inFlight: Batch[] = [];
   /** Where the next batch goes in the newest segment (beyond what is acknowledged while writes are in flight). */
   private reserved = 0;
@@ -154,9 +159,12 @@ export class Journal {
     if (this.closed) return Promise.reject(new EventLogError('embedded log is closed', 'log-closed'));
     if (this.options.readOnly) return Promise.reject(new EventLogError('embedded log was opened read-only', 'log-closed'));
     if (this.failure) return Promise.reject(new EventLogError(`embedded log cannot write: ${this.failure.message}`, 'log-unavailable', { cause: this.failure }));
-    const { frame, spans } = encodeFrame(entry);
+    const size = frameSize(entry);
+    const offset = this.assembly.reserve(size);
+    const spans = writeFrame(entry, this.assembly.current, offset, size);
+    this.assembly.commit(size);
     return new Promise<void>((resolve, reject) => {
-      this.queue.push({ entry, frame, spans, resolve, reject });
+      this.queue.push({ entry, size, spans, resolve, reject });
       this.schedulePump();
     });
   }
@@ -186,8 +194,8 @@ export class Journal {
           this.reserved = 0;
         }
         const pendings = this.queue.splice(0, this.queue.length);
-        const bytes = pendings.length === 1 ? pendings[0].frame : Buffer.concat(pendings.map((p) => p.frame));
-        const batch: Batch = { segment, start: this.reserved, bytes, pendings, state: 'writing', error: null };
+        const { bytes, storage } = this.assembly.take();
+        const batch: Batch = { segment, start: this.reserved, bytes, storage, pendings, state: 'writing', error: null };
         this.reserved += bytes.length;
         this.inFlight.push(batch);
         writeFully(segment.handle, bytes, batch.start).then(
@@ -196,16 +204,25 @@ export class Journal {
         );
       }
     } catch (error) {
-      this.failure = error as Error;
-      for (const p of this.queue.splice(0)) p.reject(new EventLogError(`embedded log cannot write: ${(error as Error).message}`, 'log-unavailable', { cause: error }));
+      this.fail(error as Error);
     } finally {
       this.pumping = false;
     }
   }
 
+  /** The journal cannot write any more: refuse what is queued (and drop its assembled frames). */
+  private fail(error: Error) {
+    this.failure = error;
+    this.assembly.recycle(this.assembly.take().storage);
+    for (const p of this.queue.splice(0)) p.reject(new EventLogError(`embedded log cannot write: ${error.message}`, 'log-unavailable', { cause: error }));
+  }
+
   private settle() {
     while (this.inFlight.length > 0 && this.inFlight[0].state !== 'writing') {
       const batch = this.inFlight.shift()!;
+      // The write is over either way: its buffer may take new frames (records hold their own values).
+      this.assembly.recycle(batch.storage);
+      const written = batch.bytes.length;
       if (batch.state === 'failed' || this.recovering) {
         this.recovering = true;
         const cause = batch.error ?? new Error('an earlier write failed');
@@ -217,9 +234,9 @@ export class Journal {
       let position = batch.start;
       for (const p of batch.pendings) {
         this.options.onEntry(p.entry, segment.number, position, p.spans);
-        position += p.frame.length;
+        position += p.size;
       }
-      segment.size = batch.start + batch.bytes.length;
+      segment.size = batch.start + written;
       for (const p of batch.pendings) p.resolve();
     }
     if (this.recovering && this.inFlight.length === 0) void this.recover();
@@ -233,8 +250,7 @@ export class Journal {
       await segment.handle.truncate(segment.size);
       this.reserved = segment.size;
     } catch (error) {
-      this.failure = error as Error;
-      for (const p of this.queue.splice(0)) p.reject(new EventLogError(`embedded log cannot write: ${(error as Error).message}`, 'log-unavailable', { cause: error }));
+      this.fail(error as Error);
     }
     this.recovering = false;
     this.schedulePump();
