@@ -108,3 +108,15 @@ test('concurrent appends of mixed sizes, one past the write buffer, all land int
   read.forEach((r, i) => expect(r.value.equals(values[i])).toBe(true));
   await reopened.close();
 });
+
+test('a read-only reader looking twice at once sees each new record once', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
+  await log.append(Array.from({ length: 50 }, (_, i) => rec(`v${i}`)));
+  // Both calls look at the files for what the writer appended; the second must not replay it again.
+  const [a, b] = await Promise.all([reader.endOffsets('t'), reader.endOffsets('t')]);
+  expect([a[0].offset, b[0].offset]).toEqual(['50', '50']);
+  expect((await collect(reader, 't', 50)).map((r) => r.offset)).toEqual(Array.from({ length: 50 }, (_, i) => String(i)));
+  await reader.close();
+  await log.close();
+});

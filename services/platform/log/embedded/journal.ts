@@ -77,6 +77,7 @@ export class Journal {
   private recovering = false;
   private failure: Error | null = null;
   private closed = false;
+  private refreshing: Promise<void> | null = null;
 
   private constructor(private readonly options: JournalOptions & { segmentBytes: number }) {}
 
@@ -150,8 +151,14 @@ export class Journal {
   }
 
   /** Read-only mode: pick up what the writing process appended since the last look. */
-  async refresh(): Promise<void> {
-    if (!this.options.readOnly) return;
+  refresh(): Promise<void> {
+    if (!this.options.readOnly) return Promise.resolve();
+    // One look at a time: two scans of a segment at once would both deliver its new frames.
+    this.refreshing ??= this.lookAgain().finally(() => { this.refreshing = null; });
+    return this.refreshing;
+  }
+
+  private async lookAgain(): Promise<void> {
     const names = (await listSegments(this.dir)).sort();
     const known = new Set(this.segments.map((s) => s.number));
     for (const name of names) {
