@@ -120,3 +120,19 @@ test('a read-only reader looking twice at once sees each new record once', async
   await reader.close();
   await log.close();
 });
+
+test('a record the journal cannot frame is refused as a rejection and leaves nothing behind', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  await log.append([rec('before')]);
+  let thrown: unknown = null;
+  let refused: Promise<void> | null = null;
+  try { refused = log.append([{ topic: 't', key: 'k'.repeat(70_000), value: Buffer.from('x') }]); } catch (error) { thrown = error; }
+  expect(thrown).toBeNull();
+  await expect(refused).rejects.toThrow(/too long for the journal/);
+  await log.append([rec('after')]);
+  await log.close();
+  const reopened = await openEmbeddedLog({ dataDir: dir });
+  expect((await collect(reopened, 't', 2)).map((r) => r.value.toString())).toEqual(['before', 'after']);
+  expect((await reopened.endOffsets('t'))[0].offset).toBe('2');
+  await reopened.close();
+});

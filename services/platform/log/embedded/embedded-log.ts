@@ -128,12 +128,17 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     kind: 'embedded',
 
     // Not async: on the accept path another promise layer would cost a microtask hop per request.
+    // A record the journal cannot frame still comes back as a rejection, never a throw.
     append(records) {
       if (records.length === 0) return Promise.resolve();
-      const now = Date.now();
-      const journalRecords = new Array<JournalRecord>(records.length);
-      for (let i = 0; i < records.length; i++) journalRecords[i] = toJournal(records[i], now);
-      return journal.append({ records: journalRecords, commits: [] });
+      try {
+        const now = Date.now();
+        const journalRecords = new Array<JournalRecord>(records.length);
+        for (let i = 0; i < records.length; i++) journalRecords[i] = toJournal(records[i], now);
+        return journal.append({ records: journalRecords, commits: [] });
+      } catch (error) {
+        return Promise.reject(error);
+      }
     },
 
     async runStage({ group, topic, handle, onRetry }: StageOptions): Promise<StageHandle> {

@@ -17,10 +17,6 @@ export class FrameAssembly {
     this.buffer = Buffer.allocUnsafe(initialBytes);
   }
 
-  get length(): number {
-    return this.used;
-  }
-
   /** The buffer that reserve()'s offsets refer to (it changes when it grows or is taken). */
   get current(): Buffer {
     return this.buffer;
