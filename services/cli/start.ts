@@ -6,6 +6,7 @@ import type { Logger } from '../platform/logger/logger';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import { createReceiver, type Receiver } from '../receiver/receiver';
 import { createAcceptGate } from '../receiver/accept-gate';
+import { createAcceptTiming } from '../receiver/accept-timing';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { startSampler } from '../sampler/sampler';
@@ -99,7 +100,8 @@ export async function startServices(config: Config, backends: Backends, services
       receiver = createReceiver({
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs, redactQueryParams: config.redactQueryParams,
-        acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }), metrics,
+        acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
+        acceptTiming: createAcceptTiming(), metrics,
       });
       port = await receiver.listen(config.port, config.host);
     }

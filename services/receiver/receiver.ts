@@ -21,6 +21,7 @@ import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { AcceptGate } from './accept-gate';
+import type { AcceptTiming } from './accept-timing';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 
 /**
@@ -44,6 +45,8 @@ export interface ReceiverDeps {
   redactQueryParams: ReadonlySet<string>;
   /** Back-pressure (accept-gate.ts): accepts waiting for the log beyond this are answered 503 at once. */
   acceptGate: AcceptGate;
+  /** Answers that accept nothing wait about as long as a durable accept (accept-timing.ts). */
+  acceptTiming: AcceptTiming;
   metrics: Pick<IngressMetrics, 'request'>;
 }
 
@@ -111,8 +114,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     const selected = workflow && workflow.active ? catalog.select(workflow) : null;
     if (!workflow || !selected) {
-      // Read the body as an existing workflow would, then the same empty answer whatever the reason.
+      // Read the body as an existing workflow would, take as long as accepting it would have, then the
+      // same empty answer whatever the reason.
       await drainBody(req, deps.maxBodyBytes);
+      await deps.acceptTiming.imitate();
       send(res, requestId, EMPTY_OK);
       // A body past the limit was not read to its end: the connection cannot carry another request.
       if (!req.complete) res.once('finish', () => req.socket.destroy());
@@ -174,6 +179,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return 499; // the client went away; nothing was accepted
     }
     const { body } = outcome;
+    const bodyRead = performance.now();
     facts.bodyBytes = body.size;
 
     const inspecting = plugin.inspect(request, node, body, services);
@@ -247,6 +253,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     const pending = plugin.accepted(request, node, body, inspected.inspection, services);
     const answer = pending instanceof Promise ? await pending : pending;
+    deps.acceptTiming.record(performance.now() - bodyRead);
     send(res, requestId, answer);
     return answer.status;
   }

@@ -1,0 +1,81 @@
+import { openBackends, type Backends } from '../../services/cli/backends';
+import { triggerCatalog } from '../../services/cli/start';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { loadConfig } from '../../services/platform/config/config';
+import { pipelineTopics } from '../../services/platform/log/topics';
+import { createLogger } from '../../services/platform/logger/logger';
+import { createIngressMetrics } from '../../services/platform/telemetry/metrics';
+import { createAcceptGate } from '../../services/receiver/accept-gate';
+import type { AcceptTiming } from '../../services/receiver/accept-timing';
+import { createReceiver, type Receiver } from '../../services/receiver/receiver';
+import { backendEnv } from '../support/app';
+
+/**
+ * A missing, inactive or trigger-less workflow must not answer sooner than an accepted event (SPEC §4:
+ * the public URL never reveals workflow state). The receiver runs on the embedded backends with an
+ * AcceptTiming the test holds, so the order of events shows what a stopwatch would only estimate.
+ */
+let backends: Backends;
+let receiver: Receiver;
+let baseUrl: string;
+let cleanup: () => void;
+
+const recorded: number[] = [];
+const imitations: (() => void)[] = [];
+const timing: AcceptTiming = {
+  record: (ms) => { recorded.push(ms); },
+  draw: () => 0,
+  imitate: () => new Promise<void>((resolve) => { imitations.push(resolve); }),
+};
+
+beforeAll(async () => {
+  const made = backendEnv('embedded', { WORKFLOW_CACHE_MS: '0' });
+  cleanup = made.cleanup;
+  const config = loadConfig(made.env);
+  const logger = createLogger({ level: 'error', write: () => undefined });
+  backends = await openBackends(config, logger);
+  await backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  await backends.registry.workflows.put({ id: 'wf-inactive', active: false, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  await backends.registry.workflows.put({ id: 'wf-no-trigger', active: true, nodes: [{ name: 'Only', type: 'noop' }] });
+  receiver = createReceiver({
+    log: backends.log, topics: pipelineTopics(config.topicPrefix), store: backends.store, registry: backends.registry, sealer: backends.sealer,
+    catalog: triggerCatalog(config), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
+    workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate: createAcceptGate({ maxPending: 100, maxPendingBytes: 1 << 20 }),
+    acceptTiming: timing, metrics: createIngressMetrics(),
+  });
+  baseUrl = `http://127.0.0.1:${await receiver.listen(0, '127.0.0.1')}`;
+});
+afterAll(async () => {
+  await receiver?.close(100);
+  await backends?.close();
+  cleanup?.();
+});
+
+const post = (id: string) => fetch(`${baseUrl}/hook/${id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
+
+test('each durable accept tells the timing how long it took', async () => {
+  const res = await post('wf-open');
+  expect(res.status).toBe(200);
+  expect(recorded).toHaveLength(1);
+  expect(recorded[0]).toBeGreaterThan(0);
+  expect(imitations).toHaveLength(0);
+});
+
+test.each(['wf-missing', 'wf-inactive', 'wf-no-trigger'])('%s is answered only once the imitated accept is over, and records nothing', async (id) => {
+  imitations.length = 0;
+  const before = recorded.length;
+  let answered = false;
+  const answer = post(id).then((res) => { answered = true; return res; });
+  for (const deadline = Date.now() + 5000; imitations.length === 0;) {
+    if (Date.now() > deadline) throw new Error('the receiver never waited for an imitated accept');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  // An answer sent without waiting would be here well within this.
+  await new Promise((r) => setTimeout(r, 100));
+  expect(answered).toBe(false);
+  imitations[0]();
+  const res = await answer;
+  expect(res.status).toBe(200);
+  expect(await res.text()).toBe('');
+  expect(recorded).toHaveLength(before);
+});
