@@ -64,7 +64,13 @@ export function createAcceptTiming(options: AcceptTimingOptions = {}): AcceptTim
     imitate() {
       const target = timing.draw();
       const shortest = 1 + overshoot;
-      if (target >= shortest) return sleep(target - overshoot);
+      if (target >= shortest) {
+        // Whole milliseconds, rounded at random in proportion: the timer cannot do better, and Node keeps
+        // a timer list per distinct duration, so fractions would make one per request.
+        const ms = target - overshoot;
+        const whole = Math.floor(ms);
+        return sleep(random() < ms - whole ? whole + 1 : whole);
+      }
       return target > 0 && random() * shortest < target ? sleep(1) : Promise.resolve();
     },
   };
