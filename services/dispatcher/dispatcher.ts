@@ -11,7 +11,8 @@ import { executionId } from './execution-id';
 
 /**
  * Stage 3: decoded → one ExecutionRequested per item, on the execution queue of the trigger kind.
- * The input is `{ "<trigger node name>": value }`, plus `path` when the URL had a suffix.
+ * The input is `{ "<trigger node name>": value }`, plus `path` when the URL had a suffix (and the node is
+ * not itself named `path`).
  */
 export interface DispatcherDeps {
   log: EventLog;
@@ -22,9 +23,12 @@ export interface DispatcherDeps {
   executionQueues: Record<TriggerKind, string>;
 }
 
-/** The execution input as JSON text, built around the item's JSON text without parsing it again. */
+/**
+ * The execution input as JSON text, built around the item's JSON text without parsing it again. A trigger
+ * node named `path` keeps its output: the suffix cannot share the key, and it stays in the received record.
+ */
 export function executionInput(decoded: Decoded, itemValue: string): string {
-  const path = decoded.pathSuffix === null ? '' : `,"path":${JSON.stringify(decoded.pathSuffix)}`;
+  const path = decoded.pathSuffix === null || decoded.triggerNode === 'path' ? '' : `,"path":${JSON.stringify(decoded.pathSuffix)}`;
   return `{${JSON.stringify(decoded.triggerNode)}:${itemValue}${path}}`;
 }
 

@@ -23,6 +23,8 @@ test('execution input wraps the item under the node name and adds path only when
   const decoded = { requestId: 'r', workflowId: 'w', triggerNode: 'My "hook"', triggerKind: 'webhook' as const, receivedAt: 0, items: [] };
   expect(JSON.parse(executionInput({ ...decoded, pathSuffix: null }, '{"a":1}'))).toEqual({ 'My "hook"': { a: 1 } });
   expect(JSON.parse(executionInput({ ...decoded, pathSuffix: 'x/y' }, '[1,2]'))).toEqual({ 'My "hook"': [1, 2], path: 'x/y' });
+  // A node named `path` keeps its output rather than lose it to the suffix.
+  expect(JSON.parse(executionInput({ ...decoded, triggerNode: 'path', pathSuffix: 'eu' }, '{"order":42}'))).toEqual({ path: { order: 42 } });
 });
 
 test('secret comparison', () => {

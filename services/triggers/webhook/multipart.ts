@@ -1,5 +1,5 @@
 import busboy from 'busboy';
-import type { Readable } from 'node:stream';
+import { PassThrough, type Readable } from 'node:stream';
 import type { ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, uniqueNamer } from '../staged-files';
 
@@ -66,6 +66,9 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
     watch(bb, limits, (error) => { failure ??= error; resolve(); });
     bb.on('file', (_name, stream) => {
       stream.on('limit', () => { failure ??= new MultipartError(`a file is larger than ${limits.maxFileBytes} bytes`, 'too-large'); });
+      // busboy fails a file part left open when it is ended or destroyed; the verdict is already known
+      // (too large, or ended early), and an unheard 'error' would take the process down.
+      stream.on('error', () => undefined);
       stream.resume();
     });
     bb.on('field', (_name, _value, info) => {
@@ -74,7 +77,8 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
   });
   return {
     write: (chunk) => (failure || !bb ? true : bb.write(chunk)),
-    once: (event, listener) => (bb ? bb.once(event, listener) : listener()),
+    // A busboy that failed while pushing back never drains: the verdict ends the wait as well.
+    once: (event, listener) => (failure || !bb ? listener() : onceEither(bb, event, done, listener)),
     async end() {
       // A verdict already reached (a limit) stands: busboy was no longer fed and will not close.
       if (failure) { bb?.destroy(); return failure; }
@@ -85,6 +89,19 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
     },
     abort() { bb?.destroy(); },
   };
+}
+
+/** Call `listener` once, on `event` or when `over` settles, whichever comes first. */
+export function onceEither(emitter: { once(event: string, l: () => void): unknown; off(event: string, l: () => void): unknown }, event: string, over: Promise<unknown>, listener: () => void): void {
+  let called = false;
+  const call = () => {
+    if (called) return;
+    called = true;
+    emitter.off(event, call);
+    listener();
+  };
+  emitter.once(event, call);
+  void over.then(call, call);
 }
 
 export type FormValue = string | string[];
@@ -115,22 +132,30 @@ export async function stageMultipart(
       if (info.valueTruncated) return fail(new MultipartError(`a field is larger than ${limits.maxFieldBytes} bytes`, 'too-large'));
       add(name, v);
     });
-    bb.on('file', (name, stream, info) => {
-      // A file input left empty arrives with no file name and no bytes: nothing to stage.
-      if (!info.filename) {
-        let bytes = 0;
-        stream.on('data', (c: Buffer) => { bytes += c.length; });
-        stream.on('end', () => { if (bytes > 0) add(name, ''); });
-        return;
-      }
-      const path = `${folder}/${nameFor(sanitizeFilename(info.filename))}`;
-      stream.on('limit', () => fail(new MultipartError(`a file is larger than ${limits.maxFileBytes} bytes`, 'too-large')));
+    const stage = (name: string, filename: string, stream: Readable, mimeType: string) => {
+      const path = `${folder}/${nameFor(sanitizeFilename(filename))}`;
       // Recorded in the order the parts came; a failed upload fails the whole body anyway.
       files.push(path);
       add(name, path);
-      const upload = store.put(path, stream, { contentType: info.mimeType, maxBytes: limits.maxFileBytes }).then(() => undefined);
+      const upload = store.put(path, stream, { contentType: mimeType, maxBytes: limits.maxFileBytes }).then(() => undefined);
       upload.catch((error: Error) => fail(error));
       uploads.push(upload);
+    };
+    bb.on('file', (name, stream, info) => {
+      stream.on('limit', () => fail(new MultipartError(`a file is larger than ${limits.maxFileBytes} bytes`, 'too-large')));
+      // busboy fails a part left open when the body is given up; the body's own failure is the one reported.
+      stream.on('error', () => undefined);
+      if (info.filename) return stage(name, info.filename, stream, info.mimeType);
+      // A file input left empty arrives with no file name and no bytes: nothing to stage. A part with
+      // bytes but no file name (busboy counts any application/octet-stream part as a file) is a file all
+      // the same, named after its field.
+      stream.once('data', (first: Buffer) => {
+        stream.pause();
+        const rest = new PassThrough();
+        rest.write(first);
+        stream.pipe(rest);
+        stage(name, name, rest, info.mimeType);
+      });
     });
     bb.on('close', () => { if (!failure) resolve(); });
     body.on('error', (error) => fail(new MultipartError(`the body could not be read: ${error.message}`, 'malformed')));

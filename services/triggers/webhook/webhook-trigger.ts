@@ -7,7 +7,7 @@ import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { bodyKind, decodeText, parseMediaType } from './media-type';
-import { MultipartError, scanMultipart } from './multipart';
+import { MultipartError, onceEither, scanMultipart } from './multipart';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
 import { isJsonText } from './json-syntax';
 import { acceptedAnswer, responseProblems } from './respond';
@@ -71,7 +71,12 @@ function streamingValidator(encoding: Encoding, contentType: string | null, mult
   const first = inflater ?? scan!;
   return {
     write: (chunk) => (encodingFailure ? true : first.write(chunk)),
-    once: (event, listener) => (first as BodyValidator).once(event, listener),
+    // An inflater that failed while pushing back (a bomb past the limit) never drains: its end ends the wait.
+    once: (event, listener) => {
+      if (!inflater) return scan!.once(event, listener);
+      if (encodingFailure) return listener();
+      onceEither(inflater, event, inflated, listener);
+    },
     async end() {
       if (inflater) { inflater.end(); await inflated; }
       if (encodingFailure) { scan?.abort(); return encodingAnswer(encodingFailure); }
