@@ -224,6 +224,15 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       expect((await post('wf-signed', body, { 'content-type': 'application/json', 'x-signature': 'AAAA' })).status).toBe(403);
       const missing = await post('wf-signed', body, { 'content-type': 'application/json' });
       expect(missing.status).toBe(401);
+      // Nothing is inflated or parsed before the signature holds: without one, a broken body is still a 401.
+      for (const [type, encoding, bytes] of [['application/json', 'gzip', 'garbage'], ['multipart/form-data; boundary=b', 'identity', '--b\r\nbroken'], ['application/json', 'br', '{}']]) {
+        const unsigned = await post('wf-signed', Buffer.from(bytes), { 'content-type': type, 'content-encoding': encoding });
+        expect({ type, encoding, status: unsigned.status }).toEqual({ type, encoding, status: 401 });
+        const signed = await post('wf-signed', Buffer.from(bytes), { 'content-type': type, 'content-encoding': encoding, 'x-signature': sign('sha256', Buffer.from(bytes), privateKey).toString('base64') });
+        expect({ type, encoding, status: signed.status }).toEqual({ type, encoding, status: encoding === 'br' ? 415 : 400 });
+      }
+      const zipped = gzipSync('{"signed":"and zipped"}');
+      expect(await output(await post('wf-signed', zipped, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-signature': sign('sha256', zipped, privateKey).toString('base64') }))).toEqual({ signed: 'and zipped' });
       // A body large enough to be staged is verified from the digest taken while it streamed in.
       const large = Buffer.from(JSON.stringify({ pad: 'p'.repeat(200 * 1024) }));
       expect(await output(await post('wf-signed', large, { 'content-type': 'application/json', 'x-signature': sign('sha256', large, privateKey).toString('base64') }))).toEqual({ pad: 'p'.repeat(200 * 1024) });

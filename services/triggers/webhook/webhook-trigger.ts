@@ -134,6 +134,28 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     }
   }
 
+  /** Inflation and multipart framing, checked while the body streams in; null when there is nothing to check. */
+  function bodyValidator(request: InboundRequest, node: WorkflowNode): BodyValidator | null {
+    const params = webhookParameters(node);
+    let encoding: Encoding;
+    try { encoding = parseEncoding(request.headers['content-encoding']); } catch (error) { return fixedVerdict(encodingAnswer(error as EncodingError)); }
+    const multipart = !params.options.rawBody && !params.options.binaryData && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
+    if (encoding === 'identity' && !multipart) return null;
+    return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, limits);
+  }
+
+  /**
+   * The same checks for a signed body, once its signature holds. Only a body held in memory is checked
+   * here; a staged one is not read back, and if it is malformed the decoder dead-letters it.
+   */
+  async function checkedAfterSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody): Promise<InspectOutcome | null> {
+    const validator = body.inline ? bodyValidator(request, node) : null;
+    if (!validator) return null;
+    validator.write(body.inline!);
+    const verdict = await validator.end();
+    return verdict ? { ok: false, answer: verdict } : null;
+  }
+
   return {
     nodeTypes: ['webhook'],
 
@@ -146,18 +168,15 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     },
 
     validator(request, node) {
-      const params = webhookParameters(node);
-      let encoding: Encoding;
-      try { encoding = parseEncoding(request.headers['content-encoding']); } catch (error) { return fixedVerdict(encodingAnswer(error as EncodingError)); }
-      const multipart = !params.options.rawBody && !params.options.binaryData && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
-      if (encoding === 'identity' && !multipart) return null;
-      return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, limits);
+      // A signed body is not inflated or parsed before its signature holds (DESIGN.md §6): inspect() does it.
+      if (webhookParameters(node).authentication === 'rsaSignature') return null;
+      return bodyValidator(request, node);
     },
 
     inspect(request, node, body, services) {
       const params = webhookParameters(node);
       if (params.authentication === 'rsaSignature') {
-        return verifiedSignature(request, node, body, services).then((refusal) => refusal ?? syntaxCheck(request, params, body));
+        return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body)) ?? syntaxCheck(request, params, body));
       }
       return syntaxCheck(request, params, body);
     },
