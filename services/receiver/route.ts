@@ -16,12 +16,14 @@ export function parseHookRoute(url: string): HookRoute | null {
   let suffix: string | null = null;
   try {
     workflowId = rawId.indexOf('%') < 0 ? rawId : decodeURIComponent(rawId); // most ids need no decoding
-    if (slash >= 0) {
-      const s = rest.slice(slash + 1).replace(/\/+$/, '');
-      suffix = s === '' ? null : decodeURIComponent(s);
-    }
   } catch {
-    return null; // malformed percent-encoding
+    return null; // malformed percent-encoding: no workflow has such an id
+  }
+  if (slash >= 0) {
+    const s = rest.slice(slash + 1).replace(/\/+$/, '');
+    // The suffix is the partner's to choose (SPEC §4.1): a segment that is not UTF-8 percent-encoding
+    // (`100%`, Latin-1 `%E9`) is forwarded as sent rather than refused.
+    suffix = s === '' ? null : s.indexOf('%') < 0 ? s : s.split('/').map(decodeLoosely).join('/');
   }
   if (workflowId === '') return null;
   const query: Record<string, string[]> = {};
@@ -29,4 +31,12 @@ export function parseHookRoute(url: string): HookRoute | null {
     for (const [name, value] of new URLSearchParams(url.slice(q + 1))) (query[name] ??= []).push(value);
   }
   return { workflowId, pathSuffix: suffix, query };
+}
+
+function decodeLoosely(segment: string): string {
+  try {
+    return decodeURIComponent(segment);
+  } catch {
+    return segment;
+  }
 }

@@ -9,6 +9,8 @@ test('hook routes: id, suffix of any depth, repeated query values', () => {
   expect(parseHookRoute('/hook/wf-1/')).toEqual({ workflowId: 'wf-1', pathSuffix: null, query: {} });
   expect(parseHookRoute('/hook/wf-1/a/b%20c?x=1&x=2&y=')).toEqual({ workflowId: 'wf-1', pathSuffix: 'a/b c', query: { x: ['1', '2'], y: [''] } });
   for (const bad of ['/', '/hook', '/hook/', '/hooks/wf', '/hook/%E0%A4%A']) expect(parseHookRoute(bad)).toBeNull();
+  // A suffix segment that is not UTF-8 percent-encoding is forwarded as sent; the others are decoded.
+  expect(parseHookRoute('/hook/wf-1/100%/caf%E9/a%20b')?.pathSuffix).toBe('100%/caf%E9/a b');
 });
 
 test('execution ids are deterministic UUIDs per request and batch index', () => {
