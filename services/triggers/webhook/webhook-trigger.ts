@@ -52,9 +52,10 @@ function fixedVerdict(answer: Answer): BodyValidator {
   return { write: () => true, once: (_e, l) => l(), end: async () => answer, abort: () => undefined };
 }
 
-function streamingValidator(encoding: Encoding, contentType: string | null, multipart: boolean, limits: WebhookLimits): BodyValidator {
+/** `maxInflated`: the bound the decoder will hold the inflated body to, so nothing accepted here fails there for size. */
+function streamingValidator(encoding: Encoding, contentType: string | null, multipart: boolean, maxInflated: number, limits: WebhookLimits): BodyValidator {
   const scan = multipart ? scanMultipart(contentType ?? '', limits.multipart) : null;
-  const inflater = encoding === 'identity' ? null : createInflater(encoding, limits.maxInflatedBytes);
+  const inflater = encoding === 'identity' ? null : createInflater(encoding, maxInflated);
   let encodingFailure: EncodingError | null = null;
   const inflated = inflater
     ? new Promise<void>((resolve) => {
@@ -139,9 +140,12 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     const params = webhookParameters(node);
     let encoding: Encoding;
     try { encoding = parseEncoding(request.headers['content-encoding']); } catch (error) { return fixedVerdict(encodingAnswer(error as EncodingError)); }
-    const multipart = !params.options.rawBody && !params.options.binaryData && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
+    const asFile = params.options.rawBody || params.options.binaryData;
+    const multipart = !asFile && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
     if (encoding === 'identity' && !multipart) return null;
-    return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, limits);
+    // Files and multipart stream through the decoder; every other kind is decoded in memory.
+    const maxInflated = asFile || multipart ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
+    return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, maxInflated, limits);
   }
 
   /**
