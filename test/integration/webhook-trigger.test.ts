@@ -83,6 +83,11 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
           expect(await res.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is not valid JSON' });
         }
       }
+      for (const type of ['application/json; charset=bogus', 'application/x-www-form-urlencoded; charset=x-unknown', 'text/plain; charset=nope']) {
+        const res = await post('wf-plain', '{"a":1}', { 'content-type': type });
+        expect({ type, status: res.status }).toEqual({ type, status: 400 });
+        expect(await res.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is in a charset this service cannot decode' });
+      }
       expect(await output(await post('wf-plain', Buffer.from('{"caf\xe9":"\xe9"}', 'latin1'), { 'content-type': 'application/json; charset=iso-8859-1' }))).toEqual({ 'café': 'é' });
       expect(await output(await post('wf-plain', Buffer.from([0x5b, 0x22, 0xff, 0x22, 0x5d]), { 'content-type': 'application/json' }))).toEqual(['\ufffd']);
     });

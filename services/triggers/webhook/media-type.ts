@@ -47,6 +47,19 @@ export function bodyKind(type: string): BodyKind {
   return 'json';
 }
 
+/** Whether decodeText can decode the charset the Content-Type names (UTF-8 when none). */
+export function isKnownCharset(charset: string | undefined): boolean {
+  if (charset === undefined) return true;
+  const label = (charset ?? 'utf-8').trim().toLowerCase();
+  if (label === 'utf-8' || label === 'utf8') return true;
+  try {
+    new TextDecoder(label);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Decode text in the charset the Content-Type names (UTF-8 when none); an unknown charset is an error. */
 export function decodeText(bytes: Buffer, charset: string | undefined): string {
   const label = (charset ?? 'utf-8').trim().toLowerCase();

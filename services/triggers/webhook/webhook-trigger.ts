@@ -6,7 +6,7 @@ import { authenticate } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
-import { bodyKind, decodeText, parseMediaType } from './media-type';
+import { bodyKind, decodeText, isKnownCharset, parseMediaType } from './media-type';
 import { MultipartError, onceEither, scanMultipart } from './multipart';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
 import { isJsonText } from './json-syntax';
@@ -34,6 +34,7 @@ export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
 };
 
 const notJson = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') });
+const unknownCharset = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is in a charset this service cannot decode') });
 
 const hasTemplates = (params: WebhookParameters) => params.options.responseData !== null || params.options.responseHeaders.length > 0;
 
@@ -109,9 +110,12 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
 
   /** JSON syntax of a body small enough to hold, which the 400 answer needs (and `$json` for templates). */
   function syntaxCheck(request: InboundRequest, params: WebhookParameters, body: ReceivedBody): InspectOutcome {
-    if (params.options.rawBody || params.options.binaryData || !body.inline) return { ok: true, inspection: {} };
+    if (params.options.rawBody || params.options.binaryData) return { ok: true, inspection: {} };
     const media = parseMediaType(request.headers['content-type']);
-    if (bodyKind(media.type) !== 'json') return { ok: true, inspection: {} };
+    const kind = bodyKind(media.type);
+    // A text body in a charset nothing here can decode would only fail in the decoder: say so now.
+    if (kind !== 'multipart' && !isKnownCharset(media.params.charset)) return unknownCharset();
+    if (kind !== 'json' || !body.inline) return { ok: true, inspection: {} };
     // The answer must say 400 for a body that is not JSON, so the syntax check of bodies small enough
     // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
     let bytes: Buffer;
@@ -126,8 +130,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     if (!hasTemplates(params) && (charset === 'utf-8' || charset === 'utf8')) {
       return isJsonText(bytes) ? { ok: true, inspection: {} } : notJson();
     }
-    let text: string;
-    try { text = decodeText(bytes, charset); } catch { return { ok: true, inspection: {} }; } // an unknown charset: the decoder's to judge
+    const text = decodeText(bytes, charset);
     try {
       return { ok: true, inspection: { json: JSON.parse(text) } };
     } catch {
