@@ -2,6 +2,7 @@ import busboy from 'busboy';
 import { PassThrough, type Readable } from 'node:stream';
 import type { ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, uniqueNamer } from '../staged-files';
+import { onceEither } from './once-either';
 
 /**
  * multipart/form-data, with busboy, always streaming. The receiver runs `scanMultipart` over the body
@@ -89,19 +90,6 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
     },
     abort() { bb?.destroy(); },
   };
-}
-
-/** Call `listener` once, on `event` or when `over` settles, whichever comes first. */
-export function onceEither(emitter: { once(event: string, l: () => void): unknown; off(event: string, l: () => void): unknown }, event: string, over: Promise<unknown>, listener: () => void): void {
-  let called = false;
-  const call = () => {
-    if (called) return;
-    called = true;
-    emitter.off(event, call);
-    listener();
-  };
-  emitter.once(event, call);
-  void over.then(call, call);
 }
 
 export type FormValue = string | string[];
