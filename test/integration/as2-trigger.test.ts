@@ -333,6 +333,16 @@ describe('nothing answered processed fails in the decoder (finding: accept then 
     for (const m of plain) expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
     const sealed = [await postAs2(app, 'wf-as2', signedEncrypted(uu), as2Headers(), peer, receiver), await postAs2(app, 'wf-as2', signedEncrypted(open), as2Headers({ 'EDIINT-Features': 'multiple-attachments' }), peer, receiver)];
     for (const m of sealed) expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: decryption-failed');
+    // Every attachment's item repeats the envelope headers: 900 of them under a 12 000-character Subject
+    // would make a decoded record over the limit, so the message is refused here, not dead-lettered later.
+    const parts = Array.from({ length: 900 }, (_, i) => `--many\r\nContent-Type: text/plain\r\n\r\npart ${i}\r\n`).join('');
+    const many = peer.entity({ 'Content-Type': 'multipart/mixed; boundary="many"' }, `${parts}--many--\r\n`);
+    const crowded = await postAs2(app, 'wf-as2', signedEncrypted(many), as2Headers({ 'EDIINT-Features': 'multiple-attachments', Subject: 's'.repeat(12_000) }), peer, receiver);
+    expect(crowded.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+    const fewer = Array.from({ length: 3 }, (_, i) => `--many\r\nContent-Type: text/plain\r\n\r\npart ${i}\r\n`).join('');
+    const roomy = await postAs2(app, 'wf-as2', signedEncrypted(peer.entity({ 'Content-Type': 'multipart/mixed; boundary="many"' }, `${fewer}--many--\r\n`)), as2Headers({ 'EDIINT-Features': 'multiple-attachments', Subject: 's'.repeat(12_000) }), peer, receiver);
+    expect(roomy.disposition).toMatch(/processed$/);
+    expect(await executionsOf(app, roomy.requestId, 3)).toHaveLength(3);
     // Without the feature header the unclosed multipart is one opaque file, and it is decoded.
     const single = await postAs2(app, 'wf-as2', signedEncrypted(open), as2Headers(), peer, receiver);
     expect(single.disposition).toMatch(/processed$/);

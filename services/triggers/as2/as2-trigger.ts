@@ -1,4 +1,5 @@
 import type { As2Envelope } from '../../platform/avro/records';
+import { MAX_RECORD_BYTES } from '../../platform/log/topics';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer, type Answer } from '../answers';
 import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from '../trigger';
@@ -7,7 +8,7 @@ import { authenticate } from '../webhook/authenticate';
 import { isBotUserAgent } from '../bot-detector';
 import { parameterProblems, webhookParameters } from '../webhook/parameters';
 import { identityOf, type As2Identity } from './certificates';
-import { decodeAs2 } from './decode';
+import { decodeAs2, decodedBytesBound } from './decode';
 import { envelopeFault } from './envelope';
 import { asEntity, evidenceFolder, keepEvidence, mdnEntity } from './evidence';
 import { As2Fault, asFault } from './faults';
@@ -133,6 +134,11 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       } catch (error) {
         if (!(error instanceof As2Fault)) services.logger.error('AS2 message failed unexpectedly', { workflowId: request.workflowId, requestId: request.requestId, error });
         return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message, authenticated) };
+      }
+      if (decodedBytesBound(request.workflowId, request.headers, unwrapped.attachments) > MAX_RECORD_BYTES) {
+        // Every attachment's item repeats the envelope's headers: so many of them could not be decoded.
+        const fault = new As2Fault('malformed-message', `${unwrapped.attachments.length} attachments with these headers would not fit one record`);
+        return { ok: false, answer: await failureAnswer(request, services, fault, identity, message, authenticated) };
       }
       const options = parseMdnOptions(request.headers['disposition-notification-options']);
       const micalg = chooseMicalg(options, unwrapped.signerDigest, limits.allowMd5);

@@ -89,6 +89,29 @@ async function openAndStage(received: Received, credentialId: string | null, lim
   return items;
 }
 
+/** Bytes a value takes as JSON text in UTF-8. */
+const jsonBytes = (value: string) => Buffer.byteLength(JSON.stringify(value));
+/** A sanitised file name is at most 200 bytes (staged-files.ts); as JSON, quotes doubled, with a ` (n)` suffix. */
+const FILENAME_JSON_BYTES = 2 * 200 + 16;
+/** Keys, punctuation, receivedAt, batch fields, `duplicate` and the record's own framing, per item. */
+const ITEM_OVERHEAD_BYTES = 512;
+
+/**
+ * An upper bound of the bytes openAndStage's items take in the decoded record. Every item repeats the
+ * envelope's header values (SPEC §2.2), which the sender sizes; the receiver refuses a message whose items
+ * could not fit one record, so that nothing answered processed fails here for its size.
+ */
+export function decodedBytesBound(workflowId: string, headers: Record<string, string>, attachments: readonly { entity: { headers: Record<string, string> } }[]): number {
+  const envelope = ['as2-from', 'as2-to', 'message-id', 'subject'].reduce((n, name) => n + jsonBytes(headers[name] ?? ''), 0);
+  // The path appears twice in an item (its value and its files) and the file name once more.
+  const path = jsonBytes(stagingFolder(workflowId, 0, '')) + 16 + FILENAME_JSON_BYTES;
+  let total = 0;
+  for (const { entity } of attachments) {
+    total += ITEM_OVERHEAD_BYTES + envelope + 2 * path + FILENAME_JSON_BYTES + jsonBytes(parseMediaType(entity.headers['content-type']).type || 'application/octet-stream');
+  }
+  return total;
+}
+
 const EXTENSIONS: Record<string, string> = {
   'application/edi-x12': '.x12', 'application/edifact': '.edi', 'application/edi-consent': '.edi',
   'application/xml': '.xml', 'text/xml': '.xml', 'application/json': '.json', 'text/plain': '.txt', 'text/csv': '.csv', 'application/pdf': '.pdf',
