@@ -115,6 +115,17 @@ describe('reading a SendStreamRequest', () => {
     expect(() => readSendStream(sendStreamRequest([{ xml: half }, { xml: half }, { xml: half }]), LIMITS, true)).toThrow(/inflates beyond/);
   });
 
+  test('namespace prefixes resolve through the ancestors, the nearest declaration winning', () => {
+    const S = 'http://schemas.xmlsoap.org/soap/envelope/';
+    // The envelope binds `x` to another namespace (among many decoys); a Body that binds `x` to SOAP's
+    // itself is found, one that relies on the envelope's binding is not.
+    const decoys = Array.from({ length: 50 }, (_, i) => ` xmlns:d${i}="urn:decoy"`).join('');
+    const request = sendStreamRequest([{ xml: eventDocument(), trackingId: 'NS-1' }]).replace(/<(\w+):Envelope /, `<$1:Envelope xmlns:x="urn:wrong"${decoys} `);
+    const body = (open: string) => request.replace(/<\w+:Body>/, open).replace(/<\/\w+:Body>/, '</x:Body>');
+    expect(readSendStream(body(`<x:Body xmlns:x="${S}">`), LIMITS, true).messages.map((m) => m.trackingId)).toEqual(['NS-1']);
+    expect(() => readSendStream(body('<x:Body>'), LIMITS, true)).toThrow(/no Body/);
+  });
+
   test('more Messages than allowed is a fault', () => {
     expect(() => readSendStream(sendStreamRequest(Array.from({ length: 11 }, () => ({}))), LIMITS, true)).toThrow(/more than 10 Messages/);
   });
