@@ -173,6 +173,12 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       expect(first.status).toBe(200);
       await expectFault(await soap('wf-token', sent), 403, 'Authorization data is wrong');
       expect(app.logs.map((l) => l.msg)).toContain('a WS-Security UsernameToken was used again; refused as a replay');
+      // The same nonce bytes spelled another way (no padding, a character base64 decoding skips, a line
+      // break) are the same token: refused too.
+      const nonce = /<o:Nonce [^>]*>([^<]*)<\/o:Nonce>/.exec(sent)![1];
+      for (const respelled of [nonce.replace(/=+$/, ''), `${nonce}!`, `${nonce.slice(0, 8)}\n${nonce.slice(8)}`]) {
+        await expectFault(await soap('wf-token', sent.replace(`>${nonce}<`, `>${respelled}<`)), 403, 'Authorization data is wrong');
+      }
       expect((await soap('wf-token', sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password: 'tok-s3cret', digest: true } }))).status).toBe(200);
     });
 

@@ -1,7 +1,7 @@
 import { gzipSync } from 'node:zlib';
 import { readSendStream, SendStreamError } from '../../services/triggers/logistics/send-stream';
 import { unwrapUniversal } from '../../services/triggers/logistics/universal';
-import { checkUsernameToken } from '../../services/triggers/logistics/username-token';
+import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistics/username-token';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
 import { XmlError } from '../../services/triggers/logistics/xml';
 import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
@@ -164,6 +164,14 @@ describe('WS-Security UsernameToken', () => {
     expect(checkUsernameToken(tokenIn({ username: 'eadaptor', password: 'wrong' }), expected, now, 300_000)).toEqual({ ok: false, code: 'authorization-wrong' });
     expect(checkUsernameToken(tokenIn({ username: 'other', password: 's3cret', digest: true }), expected, now, 300_000)).toEqual({ ok: false, code: 'authorization-wrong' });
     expect(checkUsernameToken(tokenIn(undefined), expected, now, 300_000)).toEqual({ ok: false, code: 'authorization-required' });
+  });
+
+  test('a nonce counts only as canonical base64 of at most 64 bytes', () => {
+    const nonce = Buffer.from('0123456789abcdef').toString('base64');
+    expect(nonceBytes(nonce)?.toString()).toBe('0123456789abcdef');
+    for (const respelled of [nonce.replace(/=+$/, ''), `${nonce}!`, ` ${nonce}`, `${nonce.slice(0, 4)}\n${nonce.slice(4)}`, '', Buffer.alloc(65).toString('base64')]) {
+      expect(nonceBytes(respelled)).toBeNull();
+    }
   });
 
   test('a stale digest token is refused', () => {

@@ -9,7 +9,7 @@ import { logisticsParameters, logisticsProblems } from './parameters';
 import { readEnvelope, readSendStream, requestBudget, sendStreamOf, SendStreamError, SOAP_ACTIONS, usernameTokenOf, type SendStreamLimits } from './send-stream';
 import { pingAnswer, sendStreamAccepted, soapFault } from './soap-answers';
 import { unwrapUniversal } from './universal';
-import { checkUsernameToken } from './username-token';
+import { checkUsernameToken, tokenReplayKey } from './username-token';
 import { createNonceLedger } from './nonce-ledger';
 import { XmlError } from './xml';
 
@@ -83,7 +83,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
     if (!verdict.ok) return faultFor(verdict.code);
     if (token?.passwordType === 'digest') {
       // Only a token that verified is remembered: nobody without the password can fill the ledger.
-      const key = `${node.credentials?.wsUsernameToken ?? ''}\n${token.nonce ?? ''}\n${token.created ?? ''}`;
+      const key = tokenReplayKey(node.credentials?.wsUsernameToken ?? '', token);
       if (!nonces.claim(key, Date.parse(token.created ?? '') + limits.maxTokenSkewMs, now)) {
         services.logger.warn('a WS-Security UsernameToken was used again; refused as a replay', { workflowId: request.workflowId, requestId: request.requestId });
         return faultFor('authorization-wrong');
