@@ -167,6 +167,19 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       }
     });
 
+    maybe('auth')('a password in a token this node does not check, or in CDATA, never reaches the received log either', async () => {
+      const sent = sendStreamRequest([{ xml: eventDocument() }]).replace(/<(\w+):Body>/,
+        '<$1:Header><w:Security xmlns:w="http://schemas.xmlsoap.org/ws/2002/07/secext"><w:Password>pw-2002-secret</w:Password><w:Password><![CDATA[pw-cdata-secret]]></w:Password></w:Security></$1:Header><$1:Body>');
+      const res = await soap('wf-events', sent);
+      expect(res.status).toBe(200);
+      const requestId = res.headers.get('x-request-id');
+      await executionsOf(app, requestId, 1);
+      const record = (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === requestId)!;
+      const text = record.body.kind === 'inline' ? record.body.data.toString('utf8') : (await readAll(await app.backends.store.get(record.body.path))).toString('utf8');
+      expect(text).not.toMatch(/pw-(2002|cdata)-secret/);
+      expect(text.match(/\[redacted\]/g)).toHaveLength(2);
+    });
+
     maybe('auth')('a digest UsernameToken used again while fresh is refused as a replay; a new token passes', async () => {
       const sent = sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password: 'tok-s3cret', digest: true } });
       const first = await soap('wf-token', sent);

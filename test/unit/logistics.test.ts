@@ -2,6 +2,8 @@ import { gzipSync } from 'node:zlib';
 import { readSendStream, SendStreamError } from '../../services/triggers/logistics/send-stream';
 import { unwrapUniversal } from '../../services/triggers/logistics/universal';
 import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistics/username-token';
+import { withoutPasswords } from '../../services/triggers/logistics/password-redaction';
+import { XMLValidator } from 'fast-xml-parser';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
 import { XmlError } from '../../services/triggers/logistics/xml';
 import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
@@ -208,5 +210,31 @@ describe('bounds of one request', () => {
   test('a UTF-16 document of odd length is a fault naming its Message', () => {
     const odd = Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from('<a/>', 'utf16le').swap16(), Buffer.from([0x00])]);
     expect(faultOf(sendStreamRequest([{ raw: gzipSync(odd), trackingId: 'T-UTF16' }]))).toMatchObject({ trackingId: 'T-UTF16', message: expect.stringMatching(/UTF-16/) });
+  });
+});
+
+describe('passwords kept out of the received log', () => {
+  const wsse = 'http://docs.oasis-open.org/wss/2004/01/oasis-200401-wss-wssecurity-secext-1.0.xsd';
+  const envelope = (token: string) => `<s:Envelope xmlns:s="http://schemas.xmlsoap.org/soap/envelope/"><s:Header>${token}</s:Header><s:Body><Ping/></s:Body></s:Envelope>`;
+
+  test.each([
+    ['plain text', `<o:Password xmlns:o="${wsse}">pw-secret</o:Password>`],
+    ['CDATA', `<o:Password xmlns:o="${wsse}"><![CDATA[pw-secret]]></o:Password>`],
+    ['split by a comment', `<o:Password xmlns:o="${wsse}">pw-se<!-- x -->cret</o:Password>`],
+    ['a non-ASCII prefix', `<é:Password xmlns:é="${wsse}">pw-secret</é:Password>`],
+    ['the 2002 namespace', '<w:Password xmlns:w="http://schemas.xmlsoap.org/ws/2002/07/secext">pw-secret</w:Password>'],
+    ['no prefix', '<Password>pw-secret</Password>'],
+    ['a > in an attribute', `<o:Password xmlns:o="${wsse}" Id="a>b">pw-secret</o:Password>`],
+    ['a comment naming a Password element first', `<!-- <o:Password> --><o:Password xmlns:o="${wsse}">pw-secret</o:Password>`],
+  ])('%s: redacted, and the envelope stays well-formed', (_name, token) => {
+    const kept = withoutPasswords(envelope(token));
+    expect(kept).not.toContain('secret');
+    expect(kept).toContain('[redacted]');
+    expect(XMLValidator.validate(kept)).toBe(true);
+  });
+
+  test('an envelope without a Password element is returned as it is', () => {
+    const text = envelope('<o:Username>me</o:Username><!-- Password -->');
+    expect(withoutPasswords(text)).toBe(text);
   });
 });

@@ -10,6 +10,7 @@ import { readEnvelope, readSendStream, requestBudget, sendStreamOf, SendStreamEr
 import { pingAnswer, sendStreamAccepted, soapFault } from './soap-answers';
 import { unwrapUniversal } from './universal';
 import { checkUsernameToken, tokenReplayKey } from './username-token';
+import { withoutPasswords } from './password-redaction';
 import { createNonceLedger } from './nonce-ledger';
 import { XmlError } from './xml';
 
@@ -42,11 +43,6 @@ export const DEFAULT_LOGISTICS_LIMITS: LogisticsLimits = {
   maxMessages: 1000,
   maxTokenSkewMs: 5 * 60 * 1000,
 };
-
-/** The envelope as it is kept in the received log: WS-Security passwords never reach a topic. */
-function withoutPasswords(text: string): Buffer {
-  return Buffer.from(text.replace(/(<(?:[A-Za-z_][\w.-]*:)?Password\b[^>]*>)[^<]*(<\/)/g, '$1[redacted]$2'), 'utf8');
-}
 
 function faultFor(code: IngressErrorCode, message?: string): Answer {
   const entry = INGRESS_ERRORS[code];
@@ -135,7 +131,9 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
             throw error;
           }
         }
-        return { ok: true, inspection: token ? { persistBody: withoutPasswords(text) } : {} };
+        // WS-Security passwords never reach a topic, whether or not the token was one this node checks.
+        const kept = withoutPasswords(text);
+        return { ok: true, inspection: kept !== text ? { persistBody: Buffer.from(kept, 'utf8') } : {} };
       } catch (error) {
         releaseToken(request);
         return { ok: false, answer: faultForInput(error) };
