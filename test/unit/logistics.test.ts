@@ -5,7 +5,7 @@ import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistic
 import { withoutPasswords } from '../../services/triggers/logistics/password-redaction';
 import { XMLValidator } from 'fast-xml-parser';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
-import { XmlError } from '../../services/triggers/logistics/xml';
+import { MAX_DEPTH, parseXml, XmlError } from '../../services/triggers/logistics/xml';
 import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
 
 /** The logistics trigger's pure parts: envelope reading, unwrapping rules, UsernameToken. */
@@ -205,6 +205,19 @@ describe('bounds of one request', () => {
     // One document fits the budget on its own; the three of one request do not.
     expect(() => unwrapUniversal(doc, true, { elements: 400 })).not.toThrow();
     expect(() => stream.messages.forEach((m) => unwrapUniversal(m.xml, true, shared))).toThrow(XmlError);
+  });
+
+  test('attributes spend the element budget too', () => {
+    const attributes = Array.from({ length: 1000 }, (_, i) => ` a${i}="v"`).join('');
+    const doc = `<UniversalInterchange><Body><UniversalEvent${attributes}/></Body></UniversalInterchange>`;
+    expect(() => unwrapUniversal(doc, true, { elements: 900 })).toThrow(/more elements than this service parses/);
+    expect(() => unwrapUniversal(doc, true, { elements: 2000 })).not.toThrow(/more elements/);
+  });
+
+  test(`nesting deeper than ${MAX_DEPTH} is refused before parsing; self-closing and sibling elements add no depth`, () => {
+    const nested = (depth: number) => `${'<a>'.repeat(depth)}${'<b/>'.repeat(3)}${'</a>'.repeat(depth)}`;
+    expect(() => parseXml(nested(MAX_DEPTH), 'local', true, { elements: 10_000 })).not.toThrow();
+    expect(() => parseXml(nested(MAX_DEPTH + 1), 'local', true, { elements: 10_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
   });
 
   test('a UTF-16 document of odd length is a fault naming its Message', () => {

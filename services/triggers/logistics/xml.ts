@@ -46,11 +46,29 @@ export interface ParseBudget {
   elements: number;
 }
 
-/** Count element starts (conservatively: any `<` not opening an end tag, comment, CDATA or PI). */
+/** Deeper than any document the platform sends (~15 levels), far below where the parser's recursion gives out. */
+export const MAX_DEPTH = 512;
+
+const overBudget = () => new XmlError('more elements than this service parses for one request');
+
+/**
+ * Spend the budget on what the parser will build, before it runs: each element start (any `<` not opening
+ * an end tag, comment, CDATA or PI) and each attribute (any `=`, conservatively: an attribute costs the
+ * parser about what an element does). Nesting deeper than MAX_DEPTH is refused here too, so that nothing
+ * later (the converter, JSON.stringify) runs out of stack on a document that parsed.
+ */
 function spendElements(xml: string, budget: ParseBudget): void {
+  let depth = 0;
   for (let i = xml.indexOf('<'); i !== -1; i = xml.indexOf('<', i + 1)) {
     const next = xml.charCodeAt(i + 1);
-    if (next !== 0x2f && next !== 0x21 && next !== 0x3f && --budget.elements < 0) throw new XmlError('more elements than this service parses for one request');
+    if (next === 0x2f) { depth--; continue; }
+    if (next === 0x21 || next === 0x3f) continue;
+    if (--budget.elements < 0) throw overBudget();
+    const end = xml.indexOf('>', i);
+    if (end > 0 && xml.charCodeAt(end - 1) !== 0x2f && ++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
+  }
+  for (let i = xml.indexOf('='); i !== -1; i = xml.indexOf('=', i + 1)) {
+    if (--budget.elements < 0) throw overBudget();
   }
 }
 
