@@ -259,3 +259,24 @@ test('a digest token whose request was not accepted may come again: the resend i
     await other.stop();
   }
 });
+
+test('Messages that would decode past one record are a 413 Fault at the door; with Raw Body they pass', async () => {
+  // The service's own bounds (16 MiB inflated), so that two documents can decode to more than 8 MiB.
+  const other = await startTestApp('embedded');
+  try {
+    const put = (id: string, options: Record<string, unknown>) => other.backends.registry.workflows.put({ id, active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'], options } }] });
+    await put('wf', {});
+    await put('wf-raw', { rawBody: true });
+    const large = eventDocument().replace('<EventType>GIN</EventType>', `<EventType>GIN</EventType><Note>${'x'.repeat(4_500_000)}</Note>`);
+    const request = sendStreamRequest([{ xml: large, trackingId: 'BIG-1' }, { xml: large, trackingId: 'BIG-2' }]);
+    const send = (id: string) => fetch(`${other.baseUrl}/hook/${id}`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION }, body: request });
+    const refused = await send('wf');
+    expect(refused.status).toBe(413);
+    expect(await refused.text()).toContain('decode to more than one record holds');
+    const raw = await send('wf-raw');
+    expect(raw.status).toBe(200);
+    expect(await executionsOf(other, raw.headers.get('x-request-id'), 2)).toHaveLength(2);
+  } finally {
+    await other.stop();
+  }
+});

@@ -81,6 +81,13 @@ function describeWarehouse(choice: BackendChoice, only?: string[]) {
       expect(input.Warehouse.Data.Items).toHaveLength(400);
     });
 
+    maybe('core')('a post larger than one decoded record can carry is 413 at the door, not a 200 and a dead letter', async () => {
+      const big = dcPost(`huge-${Date.now()}`, { Blob: 'z'.repeat(8 * 1024 * 1024) });
+      const res = await post('wf-both', big);
+      expect(res.status).toBe(413);
+      expect(((await res.json()) as { error: string }).error).toBe('payload-too-large');
+    });
+
     maybe('auth')('Header Auth applies when the node sets it', async () => {
       expect((await post('wf-auth', dcPost('a1'))).status).toBe(401);
       expect((await post('wf-auth', dcPost('a1'), { 'x-wise-key': 'wrong' })).status).toBe(403);

@@ -5,14 +5,15 @@ import { checkHeaderAuth, hasContentEncoding, nodeCredential } from '../header-a
 import type { InboundRequest, TriggerPlugin, TriggerServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
 import { wholeBody } from '../whole-body';
-import { logisticsParameters, logisticsProblems } from './parameters';
-import { readEnvelope, readSendStream, requestBudget, sendStreamOf, SendStreamError, SOAP_ACTIONS, usernameTokenOf, type SendStreamLimits } from './send-stream';
+import { logisticsParameters, logisticsProblems, type LogisticsParameters } from './parameters';
+import { readEnvelope, readSendStream, requestBudget, sendStreamOf, SendStreamError, SOAP_ACTIONS, usernameTokenOf, type SendStreamLimits, type StreamMessage } from './send-stream';
 import { pingAnswer, sendStreamAccepted, soapFault } from './soap-answers';
-import { unwrapUniversal } from './universal';
+import { unwrapUniversal, type Unwrapped } from './universal';
 import { checkUsernameToken, tokenReplayKey } from './username-token';
 import { withoutPasswords } from './password-redaction';
 import { createNonceLedger } from './nonce-ledger';
-import { XmlError } from './xml';
+import { XmlError, type XmlValue } from './xml';
+import { MAX_RECORD_BYTES } from '../../platform/log/topics';
 
 /**
  * The logistics-platform trigger (SPEC §2.3, DESIGN.md §6): the eAdaptor's SOAP SendStreamRequest.
@@ -43,6 +44,35 @@ export const DEFAULT_LOGISTICS_LIMITS: LogisticsLimits = {
   maxMessages: 1000,
   maxTokenSkewMs: 5 * 60 * 1000,
 };
+
+/** One Message's output: the event, its document (or file), and where it came from. */
+function itemValue(unwrapped: { event: string }, message: StreamMessage, batchSize: number, content: { data: XmlValue } | { file: string }): string {
+  const batch = batchSize > 1 ? { batchIndex: message.index, batchSize } : {};
+  return JSON.stringify({ event: unwrapped.event, ...content, trackingId: message.trackingId, message: message.attributes, ...batch });
+}
+
+/** The decoded record's other fields and Avro framing, beside its items. */
+const RECORD_OVERHEAD_BYTES = 64 * 1024;
+/** A stand-in for a staged file's path, as long as one can be (staged-files.ts: folder and a 200-byte name). */
+const LONGEST_PATH = 'p'.repeat(512);
+
+/**
+ * Whether the items the decoder will make of these Messages fit one record. A document's JSON is at most
+ * about twice its XML (quotes and backslashes are escaped, attributes gain an `@`), so only a request
+ * whose documents are that large is measured exactly, by building what the decoder builds.
+ */
+function fitsOneRecord(messages: { message: StreamMessage; unwrapped: Unwrapped }[], params: LogisticsParameters): boolean {
+  const room = MAX_RECORD_BYTES - RECORD_OVERHEAD_BYTES;
+  const estimate = messages.reduce((n, { message }) => n + 2 * message.xml.length + JSON.stringify(message.attributes).length + 256, 0);
+  if (estimate <= room) return true;
+  let total = 0;
+  for (const { message, unwrapped } of messages) {
+    if (unwrapped.kind !== 'event' || !params.actions.has(unwrapped.event)) continue;
+    total += Buffer.byteLength(itemValue(unwrapped, message, messages.length, params.rawBody ? { file: LONGEST_PATH } : { data: unwrapped.data }));
+    if (total > room) return false;
+  }
+  return true;
+}
 
 function faultFor(code: IngressErrorCode, message?: string): Answer {
   const entry = INGRESS_ERRORS[code];
@@ -123,13 +153,18 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         const refused = await tokenVerdict(request, node, token, services);
         if (refused) return { ok: false, answer: refused };
         if (soapAction(request) === 'ping') return { ok: false, answer: pingAnswer() }; // nothing to accept: answered here
+        const opened: { message: StreamMessage; unwrapped: Unwrapped }[] = [];
         for (const message of sendStreamOf(envelope, limits, budget).messages) {
           try {
-            unwrapUniversal(message.xml, true, budget);
+            opened.push({ message, unwrapped: unwrapUniversal(message.xml, true, budget) });
           } catch (error) {
             if (error instanceof XmlError) throw new SendStreamError(`Message ${message.index + 1} is ${error.message}`, message.trackingId);
             throw error;
           }
+        }
+        if (!fitsOneRecord(opened, logisticsParameters(node))) {
+          releaseToken(request);
+          return { ok: false, answer: soapFault({ status: 413, code: 'Client', message: `The request's Messages decode to more than one record holds (${MAX_RECORD_BYTES} bytes): send fewer per request, or set Raw Body` }) };
         }
         // WS-Security passwords never reach a topic, whether or not the token was one this node checks.
         const kept = withoutPasswords(text);
@@ -171,14 +206,12 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         try { unwrapped = unwrapUniversal(message.xml, false, budget); } catch (error) { throw new IngressError('payload-parse-error', `Message ${message.index + 1}: ${(error as Error).message}`); }
         if (unwrapped.kind === 'other') { log.info('logistics message skipped: not an event or shipment document', { ...context, documentType: unwrapped.documentType }); continue; }
         if (!params.actions.has(unwrapped.event)) { log.info('logistics message skipped: event type not selected', { ...context, event: unwrapped.event }); continue; }
-        const batch = batchSize > 1 ? { batchIndex: message.index, batchSize } : {};
-        const common = { trackingId: message.trackingId, message: message.attributes, ...batch };
         if (params.rawBody) {
           const path = `${folder}/${uniqueName(message.attributes.FileName ? sanitizeFilename(message.attributes.FileName) : `message-${message.index + 1}.xml`)}`;
           await services.store.put(path, Buffer.from(message.xml, 'utf8'), { contentType: 'application/xml' });
-          items.push({ value: JSON.stringify({ event: unwrapped.event, file: path, ...common }), files: [path] });
+          items.push({ value: itemValue(unwrapped, message, batchSize, { file: path }), files: [path] });
         } else {
-          items.push({ value: JSON.stringify({ event: unwrapped.event, data: unwrapped.data, ...common }), files: [] });
+          items.push({ value: itemValue(unwrapped, message, batchSize, { data: unwrapped.data }), files: [] });
         }
       }
       return items;

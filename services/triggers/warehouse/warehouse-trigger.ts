@@ -4,6 +4,7 @@ import { checkHeaderAuth, hasContentEncoding } from '../header-auth';
 import type { TriggerPlugin } from '../trigger';
 import { wholeBody } from '../whole-body';
 import { EnvelopeError, readWarehousePost, withDuplicateFlag } from './envelope';
+import { MAX_RECORD_BYTES } from '../../platform/log/topics';
 import { warehouseParameters, warehouseProblems } from './parameters';
 import { isRepeat } from '../first-request';
 
@@ -21,7 +22,11 @@ export interface WarehouseLimits {
   maxPostBytes: number;
 }
 
-export const DEFAULT_WAREHOUSE_LIMITS: WarehouseLimits = { maxPostBytes: 16 * 1024 * 1024 };
+/**
+ * The output is the post as sent (plus `duplicate`), in one decoded record: a larger post could be
+ * answered 200 and then fail in the decoder for its size, so it is refused at the door instead.
+ */
+export const DEFAULT_WAREHOUSE_LIMITS: WarehouseLimits = { maxPostBytes: MAX_RECORD_BYTES - 64 * 1024 };
 
 /** Where the first request of a PostId is recorded, per workflow (the PostId hashed: it is partner text). */
 const postIdMarker = (workflowId: string, postId: string) => `warehouse/${workflowId}/post-ids/${createHash('sha256').update(postId, 'utf8').digest('hex')}`;
