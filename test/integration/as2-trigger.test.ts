@@ -388,6 +388,10 @@ test('MD5 signatures are refused unless AS2_ALLOW_MD5 is on; then the MIC is MD5
     expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
     expect(m.mic).toBe(`${await peer.digest(part, 'md5')}, md5`);
     expect(await executionsOf(other, m.requestId)).toHaveLength(1);
+    // The receipt asked to be signed stays signed: with SHA-256, never MD5 (postAs2 verifies the signature).
+    const md5First = await postAs2(other, 'wf', peer.sign(part, partner, 'md5'), as2Headers({ 'Message-Id': '<md5-first@partner>', 'Disposition-Notification-Options': 'signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, md5, sha256' }), peer, receiver);
+    expect(md5First.signed).toBe(true);
+    expect(md5First.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
   } finally {
     await other.stop();
   }

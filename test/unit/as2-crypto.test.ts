@@ -129,6 +129,10 @@ describe('partner spellings', () => {
     expect(options).toEqual({ signed: true, micalgs: ['md5', 'sha256', 'sha1'] });
     expect(chooseMicalg(options, null)).toEqual({ digest: 'sha256', name: 'sha256' });
     expect(chooseMicalg(parseMdnOptions(undefined), 'sha384')).toEqual({ digest: 'sha384', name: 'sha-384' });
+    // MD5, even when allowed for messages, never signs a receipt: the next algorithm asked for does.
+    expect(chooseMicalg(options, null, true)).toEqual({ digest: 'sha256', name: 'sha256' });
+    expect(chooseMicalg(parseMdnOptions('signed-receipt-protocol=optional, pkcs7-signature; signed-receipt-micalg=optional, md5'), 'md5', true)).toEqual({ digest: 'sha256', name: 'sha-256' });
+    expect(micAlgorithm(options, null, true)).toEqual({ digest: 'md5', name: 'md5' });
   });
 
   test('Received-Content-MIC of a signed message uses the signature\'s digest, not the receipt micalg (RFC 4130 §7.4.3)', () => {

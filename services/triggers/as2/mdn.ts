@@ -29,14 +29,23 @@ export function parseMdnOptions(header: string | undefined): MdnOptions {
   return options;
 }
 
-/** The MIC algorithm: the partner's first supported choice (kept in its spelling), else the signer's, else SHA-256. */
-export function chooseMicalg(options: MdnOptions, signerDigest: Digest | null, allowMd5 = false): { digest: Exclude<Digest, 'md5'> | 'md5'; name: string } {
+/** The partner's first supported micalg (kept in its spelling), else the signer's, else SHA-256; MD5 only if allowed and `md5Ok`. */
+function firstAsked(options: MdnOptions, signerDigest: Digest | null, allowMd5: boolean, md5Ok: boolean): { digest: Digest; name: string } {
   for (const token of options.micalgs) {
     const digest = digestFromName(token, allowMd5);
-    if (digest) return { digest, name: token };
+    if (digest && (md5Ok || digest !== 'md5')) return { digest, name: token };
   }
-  const digest = signerDigest ?? 'sha256';
+  const digest = signerDigest && (md5Ok || signerDigest !== 'md5') ? signerDigest : 'sha256';
   return { digest, name: MICALG_NAME[digest] };
+}
+
+/**
+ * The receipt's signature algorithm. MD5 may be accepted on messages (AS2_ALLOW_MD5) but never signs a
+ * receipt: a signed receipt that was asked for stays signed, with the next algorithm the partner lists
+ * (or the signer's, or SHA-256).
+ */
+export function chooseMicalg(options: MdnOptions, signerDigest: Digest | null, allowMd5 = false): { digest: Exclude<Digest, 'md5'>; name: string } {
+  return firstAsked(options, signerDigest, allowMd5, false) as { digest: Exclude<Digest, 'md5'>; name: string };
 }
 
 /**
@@ -46,7 +55,7 @@ export function chooseMicalg(options: MdnOptions, signerDigest: Digest | null, a
  * spelling is kept when one of its tokens names that digest. Unsigned: as chooseMicalg.
  */
 export function micAlgorithm(options: MdnOptions, signerDigest: Digest | null, allowMd5 = false): { digest: Digest; name: string } {
-  if (!signerDigest) return chooseMicalg(options, null, allowMd5);
+  if (!signerDigest) return firstAsked(options, null, allowMd5, true);
   const token = options.micalgs.find((t) => digestFromName(t, allowMd5) === signerDigest);
   return { digest: signerDigest, name: token ?? MICALG_NAME[signerDigest] };
 }
@@ -62,7 +71,7 @@ export interface MdnInput {
   failure: { modifier: string; detail: string } | null;
   /** `<base64>, <micalg>` when there is one to report. */
   mic: string | null;
-  micalg: { digest: Digest; name: string };
+  micalg: { digest: Exclude<Digest, 'md5'>; name: string };
   options: MdnOptions;
   /** The receiver's identity, to sign with; null answers unsigned. */
   identity: As2Identity | null;
@@ -128,7 +137,7 @@ export async function buildMdn(input: MdnInput): Promise<Mdn> {
     ...(h['as2-from'] ? { 'as2-to': h['as2-from'] } : {}),
   };
 
-  if (!input.options.signed || !input.identity || input.micalg.digest === 'md5') {
+  if (!input.options.signed || !input.identity) {
     return { headers: { ...headers, 'content-type': reportType }, body: Buffer.from(reportBody, 'latin1'), messageId };
   }
   const signedPart = Buffer.from(`Content-Type: ${reportType}${CRLF}${CRLF}${reportBody}`, 'latin1');
