@@ -1,3 +1,5 @@
+import { rmSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { collectUntilQuiet } from './contracts/event-log.contract';
@@ -408,6 +410,22 @@ test('when the durable accept fails after decryption, the answer is a failure MD
     expect(other.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-failure', 'as2.mdn-sent']));
     // The sender was authenticated: the receiver keeps the failure MDN it sent, before answering.
     expect((await bytesOf(other, `as2/wf/closed-1@partner/${m.requestId}/mdn`)).equals(answeredEntity(m))).toBe(true);
+  } finally {
+    await other.stop();
+  }
+});
+
+test('refused before its inspection (the claim check could not be stored), the failure MDN is still signed', async () => {
+  const other = await startTestApp('embedded', { INLINE_BODY_MAX: '4KiB' });
+  try {
+    await wfWith(other, 'wf');
+    // Where claim checks go is taken by a file: the store cannot write one.
+    const raw = path.join(other.config.dataDir, 'objects', 'data', 'raw');
+    rmSync(raw, { recursive: true, force: true });
+    writeFileSync(raw, 'in the way');
+    const m = await postAs2(other, 'wf', signedEncrypted(payload('big.x12', 'ISA*'.repeat(16 * 1024))), as2Headers({ 'Message-Id': '<no-store-1@partner>' }), peer, receiver);
+    expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+    expect(m.signed).toBe(true);
   } finally {
     await other.stop();
   }

@@ -161,11 +161,14 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       return sent(request, services, 200, (inspection.state as Accepted).mdn, 'processed');
     },
 
-    async notAccepted(request, _node, inspection: Inspection, services) {
+    async notAccepted(request, node, inspection: Inspection, services) {
       const state = inspection.state as Accepted | undefined;
       log(services, request, 'as2.queue-send-failure', {}, 'warn');
       const fault = new As2Fault('not-accepted', 'the message could not be stored for processing; send it again later');
-      return failureAnswer(request, services, fault, state?.identity ?? null, state?.message ?? null, !!state);
+      // Refused before inspection (the accept gate full, the claim check not stored): the receipt is
+      // still signed when the partner asked for a signed one.
+      const identity = state ? state.identity : await identityFor(request, node, services);
+      return failureAnswer(request, services, fault, identity, state?.message ?? null, !!state);
     },
 
     decode: (received, node, services) => decodeAs2(received, as2Parameters(node).credentialId, limits, services),
