@@ -136,6 +136,16 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     expect(m.mic).toBe(`${await peer.digest(part, 'sha256')}, sha-256`);
   });
 
+  test('a carried signer key no partner has (a public exponent over 32 bits) is not verified with: authentication-failed', async () => {
+    // Verifying with a key the sender chose costs what the sender wants; only ordinary keys are used.
+    const odd = await peer.certificate('odd-exponent', ['-pkeyopt', 'rsa_keygen_pubexp:4294967297', '-subj', '/CN=odd/O=AS2 test']);
+    const part = payload();
+    const m = await postAs2(app, 'wf-as2-open', peer.sign(part, odd), as2Headers(), peer, receiver);
+    expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: authentication-failed');
+    const usual = await postAs2(app, 'wf-as2-open', peer.sign(part, await peer.party('usual-signer')), as2Headers(), peer, receiver);
+    expect(usual.disposition).toMatch(/processed$/);
+  });
+
   test('multiple attachments (RFC 6362): three executions, batchIndex 0..2, one MDN', async () => {
     const mixed = peer.entity({ 'Content-Type': 'multipart/mixed; boundary="att"' }, [
       '--att', 'Content-Type: application/edi-x12', 'Content-Disposition: attachment; filename="a.x12"', '', 'first',
