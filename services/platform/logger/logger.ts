@@ -19,6 +19,14 @@ export interface Logger {
 
 const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
 
+/**
+ * Longest text a field keeps. Fields carry what partners sent (a PostId, a Type, a TrackingID, a
+ * Message-Id), sized by them: a 16 MiB `Type` must not become a 16 MiB log line.
+ */
+export const MAX_FIELD_CHARS = 2000;
+
+const capped = (text: string) => (text.length > MAX_FIELD_CHARS ? `${text.slice(0, MAX_FIELD_CHARS)}… (${text.length} characters)` : text);
+
 export function createLogger(options: { level?: Level; write?: (line: string) => void; fields?: Fields } = {}): Logger {
   const min = ORDER[options.level ?? 'info'];
   const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
@@ -28,7 +36,11 @@ export function createLogger(options: { level?: Level; write?: (line: string) =>
     const span = trace.getActiveSpan()?.spanContext();
     const entry: Fields = { time: new Date().toISOString(), level, msg, ...base, ...fields };
     if (span && span.traceId !== '00000000000000000000000000000000') { entry.trace_id = span.traceId; entry.span_id = span.spanId; }
-    if (entry.error instanceof Error) entry.error = { name: entry.error.name, message: entry.error.message, code: (entry.error as { code?: unknown }).code };
+    if (entry.error instanceof Error) entry.error = { name: entry.error.name, message: capped(entry.error.message), code: (entry.error as { code?: unknown }).code };
+    for (const key in entry) {
+      const value = entry[key];
+      if (typeof value === 'string' && value.length > MAX_FIELD_CHARS) entry[key] = capped(value);
+    }
     write(JSON.stringify(entry));
   };
   return {
