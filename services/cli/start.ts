@@ -17,6 +17,7 @@ import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../triggers/wa
 import { webhookParameters } from '../triggers/webhook/parameters';
 import { createAs2Trigger, DEFAULT_AS2_LIMITS } from '../triggers/as2/as2-trigger';
 import { byProtocol } from '../triggers/by-protocol';
+import { heldBytes } from '../triggers/whole-body';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
@@ -44,11 +45,13 @@ export function triggerCatalog(config: Config): TriggerCatalog {
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
   });
-  const as2 = createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 });
+  // One budget for every body held whole in memory, whichever trigger holds it (whole-body.ts).
+  const held = heldBytes(config.maxHeldBodyBytes);
+  const as2 = createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held);
   return createTriggerCatalog([
     byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
-    createLogisticsTrigger(logisticsLimits(config)),
-    createWarehouseTrigger({ maxPostBytes: Math.min(config.maxBodyBytes, DEFAULT_WAREHOUSE_LIMITS.maxPostBytes) }),
+    createLogisticsTrigger(logisticsLimits(config), held),
+    createWarehouseTrigger({ maxPostBytes: Math.min(config.maxBodyBytes, DEFAULT_WAREHOUSE_LIMITS.maxPostBytes) }, held),
   ]);
 }
 

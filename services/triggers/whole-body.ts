@@ -3,43 +3,93 @@ import type { BodyValidator, InboundRequest, ReceivedBody } from './trigger';
 
 /**
  * For triggers whose answer depends on the whole body (a SOAP Fault for a bad Message, a 400 for a
- * warehouse post that is not JSON), even a body too large to travel inline in the record: the receiver
- * streams the body through this validator, which keeps the bytes up to `maxBytes` for `inspect`.
- * A larger body gets `tooLarge` without being held.
+ * warehouse post that is not JSON, an AS2 message to open), even a body too large to travel inline in
+ * the record: the receiver streams the body through this validator, which keeps the bytes up to
+ * `maxBytes` for `inspect`. A larger body gets `tooLarge` without being held.
+ *
+ * Everything such triggers hold at once is bounded by one HeldBytes budget: without it, a hundred slow
+ * 16 MiB uploads (before any authentication, for triggers whose credentials are inside the body) would
+ * hold 1.6 GB. A request that finds the budget spent is read to its end without being kept, and
+ * `take` tells its trigger to answer "busy" (503, or a failure MDN), which a sender retries.
  */
-export interface WholeBody {
-  validator(request: InboundRequest): BodyValidator;
-  /** The bytes kept for this request (the inline body when the receiver holds it anyway). */
-  take(request: InboundRequest, body: ReceivedBody): Buffer | null;
+/** What the triggers that hold whole bodies may hold at once, unless configured (MAX_HELD_BODY_BYTES). */
+export const DEFAULT_HELD_BODY_BYTES = 256 * 1024 * 1024;
+
+export interface HeldBytes {
+  /**
+   * Room for `bytes` more of a body that already holds `own`. A body alone in the budget always gets it
+   * (up to its trigger's own limit), so a budget below the largest body never refuses that body for ever.
+   */
+  tryTake(bytes: number, own: number): boolean;
+  give(bytes: number): void;
+  held(): number;
 }
 
-export function wholeBody(maxBytes: number, tooLarge: () => Answer): WholeBody {
-  const kept = new WeakMap<InboundRequest, Buffer>();
+export function heldBytes(maxBytes: number): HeldBytes {
+  let held = 0;
+  return {
+    tryTake(bytes, own) {
+      if (held > own && held + bytes > maxBytes) return false;
+      held += bytes;
+      return true;
+    },
+    give(bytes) { held -= bytes; },
+    held: () => held,
+  };
+}
+
+export interface WholeBody {
+  validator(request: InboundRequest): BodyValidator;
+  /**
+   * The bytes kept for this request (the inline body when the receiver holds it anyway), 'busy' when the
+   * budget had no room for them, or null. Their room in the budget is given back here.
+   */
+  take(request: InboundRequest, body: ReceivedBody): Buffer | 'busy' | null;
+}
+
+export function wholeBody(maxBytes: number, tooLarge: () => Answer, budget: HeldBytes): WholeBody {
+  const kept = new WeakMap<InboundRequest, Buffer | 'busy'>();
+  /** Bytes each request holds in the budget, until take or abort gives them back. */
+  const holding = new WeakMap<InboundRequest, number>();
+  const release = (request: InboundRequest) => {
+    budget.give(holding.get(request) ?? 0);
+    holding.delete(request);
+  };
   return {
     validator(request) {
       let chunks: Buffer[] | null = [];
       let size = 0;
+      let busy = false;
       return {
         write(chunk) {
-          if (chunks === null) return true;
           size += chunk.length;
-          if (size > maxBytes) chunks = null; else chunks.push(chunk);
+          if (chunks === null) return true;
+          if (size > maxBytes) { chunks = null; release(request); return true; }
+          if (!budget.tryTake(chunk.length, holding.get(request) ?? 0)) { chunks = null; busy = true; release(request); return true; }
+          holding.set(request, (holding.get(request) ?? 0) + chunk.length);
+          chunks.push(chunk);
           return true;
         },
         once: (_event, listener) => { listener(); },
         async end() {
-          if (chunks === null) return tooLarge();
-          kept.set(request, Buffer.concat(chunks, size));
+          if (size > maxBytes) return tooLarge();
+          kept.set(request, busy ? 'busy' : Buffer.concat(chunks ?? [], size));
           chunks = null;
           return null;
         },
-        abort() { chunks = null; },
+        abort() {
+          chunks = null;
+          kept.delete(request);
+          release(request);
+        },
       };
     },
     take(request, body) {
       const bytes = kept.get(request) ?? body.inline;
       kept.delete(request);
-      return bytes;
+      release(request);
+      // A body the receiver holds inline anyway needs no room of its own.
+      return bytes === 'busy' && body.inline ? body.inline : bytes;
     },
   };
 }

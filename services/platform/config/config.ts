@@ -25,6 +25,8 @@ export interface Config {
   workflowCacheMs: number;
   /** Bounds of the webhook's decoding (SPEC §8 leaves them to us). */
   maxInflatedBytes: number;
+  /** What the triggers that need a whole body (logistics, warehouse, AS2) may hold in memory at once. */
+  maxHeldBodyBytes: number;
   /** AS2: accept MD5 as a signature digest and MDN micalg, for a partner that cannot do better (off by default). */
   as2AllowMd5: boolean;
   multipart: { maxFileBytes: number; maxFiles: number; maxFields: number };
@@ -152,6 +154,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   // max.message.bytes, 1 MB) with its headers; larger bodies travel as claim checks anyway.
   const inlineBodyMax = size('INLINE_BODY_MAX', 256 * 1024, 0, 768 * 1024);
   const maxInflatedBytes = size('MAX_INFLATED_BYTES', 256 * 1024 ** 2, 1024, 16 * 1024 ** 3);
+  const maxHeldBodyBytes = size('MAX_HELD_BODY_BYTES', 256 * 1024 ** 2, 1024 ** 2, 64 * 1024 ** 3);
   const allowMd5 = get('AS2_ALLOW_MD5')?.toLowerCase() ?? 'false';
   if (allowMd5 !== 'true' && allowMd5 !== 'false') problems.push(`AS2_ALLOW_MD5=${JSON.stringify(get('AS2_ALLOW_MD5'))}: true or false`);
   const multipart = {
@@ -201,7 +204,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, maxInflatedBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
     adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams,
   };
 }

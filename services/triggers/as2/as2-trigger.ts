@@ -16,6 +16,7 @@ import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type
 import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
 import { hasMultipleAttachments, unwrapMessage } from './unwrap';
+import { DEFAULT_HELD_BODY_BYTES, heldBytes, wholeBody, type HeldBytes } from '../whole-body';
 
 /**
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, RFC 4130): a receiver of signed, encrypted
@@ -41,9 +42,9 @@ const REPORTING_UA = 'inbound-event-ingress AS2 receiver';
 
 interface Accepted { identity: As2Identity; message: Buffer; /** The processed MDN, also in the received record. */ mdn: Mdn }
 
-export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): TriggerPlugin {
-  /** Bodies staged past INLINE_BODY_MAX are collected while they stream, for the fast path. */
-  const collected = new WeakMap<InboundRequest, Buffer[]>();
+export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
+  /** The message is opened whole; one past INLINE_BODY_MAX is kept while it streams (the receiver caps its size). */
+  const whole = wholeBody(limits.maxMessageBytes, () => errorAnswer('payload-too-large'), held);
 
   async function identityFor(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<As2Identity | null> {
     const id = as2Parameters(node).credentialId;
@@ -107,16 +108,16 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS): Trigge
       return { ok: true, principal: `as2:${request.headers['as2-from']}`, secretHeaders: [] };
     },
 
-    validator(request) {
-      const chunks: Buffer[] = [];
-      collected.set(request, chunks);
-      return { write: (chunk) => { chunks.push(chunk); return true; }, once: (_e, l) => l(), end: async () => null, abort: () => { collected.delete(request); } };
-    },
+    validator: (request) => whole.validator(request),
 
     async inspect(request, node, body, services) {
-      const message = body.inline ?? Buffer.concat(collected.get(request) ?? []);
-      collected.delete(request);
+      const message = whole.take(request, body);
       const identity = await identityFor(request, node, services);
+      if (message === 'busy' || message === null) {
+        // No room to hold it now (or nothing held): nothing accepted, the partner sends it again.
+        const fault = new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later');
+        return { ok: false, answer: await failureAnswer(request, services, fault, identity, null, false) };
+      }
       if (!identity) return { ok: false, answer: await failureAnswer(request, services, new As2Fault('credential-unavailable', 'the receiver cannot open messages right now'), null, message, false) };
       // The sender is authenticated once a signature verified with the pinned partner certificate.
       let authenticated = false;

@@ -4,7 +4,7 @@ import { INGRESS_ERRORS, IngressError, type Answer, type IngressErrorCode } from
 import { checkHeaderAuth, hasContentEncoding, nodeCredential } from '../header-auth';
 import type { InboundRequest, TriggerPlugin, TriggerServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
-import { wholeBody } from '../whole-body';
+import { DEFAULT_HELD_BODY_BYTES, heldBytes, wholeBody, type HeldBytes } from '../whole-body';
 import { logisticsParameters, logisticsProblems, type LogisticsParameters } from './parameters';
 import { readEnvelope, readSendStream, requestBudget, sendStreamOf, SendStreamError, SOAP_ACTIONS, usernameTokenOf, type SendStreamLimits, type StreamMessage } from './send-stream';
 import { pingAnswer, sendStreamAccepted, soapFault } from './soap-answers';
@@ -74,6 +74,12 @@ function fitsOneRecord(messages: { message: StreamMessage; unwrapped: Unwrapped 
   return true;
 }
 
+/** Nothing was accepted, for now: the platform sends it again. */
+function busyFault(): Answer {
+  const fault = faultFor('enqueue-failed');
+  return { ...fault, headers: { ...fault.headers, 'retry-after': '5' } };
+}
+
 function faultFor(code: IngressErrorCode, message?: string): Answer {
   const entry = INGRESS_ERRORS[code];
   return soapFault({ status: entry.status, code: entry.status >= 500 ? 'Server' : 'Client', message: message ?? entry.message });
@@ -93,8 +99,8 @@ function soapAction(request: InboundRequest): 'sendStream' | 'ping' | 'unknown' 
   return 'unknown';
 }
 
-export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTICS_LIMITS): TriggerPlugin {
-  const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, code: 'Client', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }));
+export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTICS_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
+  const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, code: 'Client', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }), held);
 
   const nonces = createNonceLedger();
   /** The digest token a request used, claimed in the ledger until the request is accepted or refused. */
@@ -143,6 +149,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
 
     async inspect(request, node, body, services) {
       const bytes = whole.take(request, body);
+      if (bytes === 'busy') return { ok: false, answer: busyFault() };
       if (!bytes) return { ok: false, answer: faultFor('internal-error') };
       const text = bytes.toString('utf8');
       const budget = requestBudget(limits);
@@ -180,8 +187,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
     // The platform retries a SendStream that failed; a Fault (not the receiver's JSON) is what it reads.
     async notAccepted(request) {
       releaseToken(request);
-      const fault = faultFor('enqueue-failed');
-      return { ...fault, headers: { ...fault.headers, 'retry-after': '5' } };
+      return busyFault();
     },
 
     async decode(received, node, services) {

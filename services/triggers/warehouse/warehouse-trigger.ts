@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import { errorAnswer, IngressError, type Answer } from '../answers';
 import { checkHeaderAuth, hasContentEncoding } from '../header-auth';
 import type { TriggerPlugin } from '../trigger';
-import { wholeBody } from '../whole-body';
+import { DEFAULT_HELD_BODY_BYTES, heldBytes, wholeBody, type HeldBytes } from '../whole-body';
 import { EnvelopeError, readWarehousePost, withDuplicateFlag } from './envelope';
 import { MAX_RECORD_BYTES } from '../../platform/log/topics';
 import { warehouseParameters, warehouseProblems } from './parameters';
@@ -33,8 +33,8 @@ const postIdMarker = (workflowId: string, postId: string) => `warehouse/${workfl
 
 const ACCEPTED: Answer = { status: 200, headers: { 'content-type': 'application/json; charset=utf-8' }, body: '{}' };
 
-export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOUSE_LIMITS): TriggerPlugin {
-  const whole = wholeBody(limits.maxPostBytes, () => errorAnswer('payload-too-large', `The post is larger than ${limits.maxPostBytes} bytes`));
+export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOUSE_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
+  const whole = wholeBody(limits.maxPostBytes, () => errorAnswer('payload-too-large', `The post is larger than ${limits.maxPostBytes} bytes`), held);
 
   return {
     nodeTypes: ['warehouseTrigger'],
@@ -50,6 +50,7 @@ export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOU
 
     async inspect(request, _node, body) {
       const bytes = whole.take(request, body);
+      if (bytes === 'busy') return { ok: false, answer: errorAnswer('enqueue-failed', undefined, { 'retry-after': '5' }) };
       if (!bytes) return { ok: false, answer: errorAnswer('internal-error') };
       try {
         readWarehousePost(bytes);
