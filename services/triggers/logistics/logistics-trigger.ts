@@ -56,20 +56,24 @@ const RECORD_OVERHEAD_BYTES = 64 * 1024;
 /** A stand-in for a staged file's path, as long as one can be (staged-files.ts: folder and a 200-byte name). */
 const LONGEST_PATH = 'p'.repeat(512);
 
+const RECORD_ROOM = MAX_RECORD_BYTES - RECORD_OVERHEAD_BYTES;
+
 /**
- * Whether the items the decoder will make of these Messages fit one record. A document's JSON is at most
- * about twice its XML (quotes and backslashes are escaped, attributes gain an `@`), so only a request
- * whose documents are that large is measured exactly, by building what the decoder builds.
+ * Whether the items the decoder will make of these Messages surely fit one record. A document's JSON is
+ * at most about twice its XML (quotes and backslashes are escaped, attributes gain an `@`); only a request
+ * whose documents are larger than that is measured exactly (fitsOneRecord), holding its parsed documents.
  */
+function surelyFitsOneRecord(messages: StreamMessage[]): boolean {
+  return messages.reduce((n, message) => n + 2 * message.xml.length + JSON.stringify(message.attributes).length + 256, 0) <= RECORD_ROOM;
+}
+
+/** Whether the items the decoder will make of these Messages fit one record, by building what it builds. */
 function fitsOneRecord(messages: { message: StreamMessage; unwrapped: Unwrapped }[], params: LogisticsParameters): boolean {
-  const room = MAX_RECORD_BYTES - RECORD_OVERHEAD_BYTES;
-  const estimate = messages.reduce((n, { message }) => n + 2 * message.xml.length + JSON.stringify(message.attributes).length + 256, 0);
-  if (estimate <= room) return true;
   let total = 0;
   for (const { message, unwrapped } of messages) {
     if (unwrapped.kind !== 'event' || !params.actions.has(unwrapped.event)) continue;
     total += Buffer.byteLength(itemValue(unwrapped, message, messages.length, params.rawBody ? { file: LONGEST_PATH } : { data: unwrapped.data }));
-    if (total > room) return false;
+    if (total > RECORD_ROOM) return false;
   }
   return true;
 }
@@ -160,16 +164,19 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         const refused = await tokenVerdict(request, node, token, services);
         if (refused) return { ok: false, answer: refused };
         if (soapAction(request) === 'ping') return { ok: false, answer: pingAnswer() }; // nothing to accept: answered here
+        const messages = sendStreamOf(envelope, limits, budget).messages;
+        const measure = !surelyFitsOneRecord(messages);
         const opened: { message: StreamMessage; unwrapped: Unwrapped }[] = [];
-        for (const message of sendStreamOf(envelope, limits, budget).messages) {
+        for (const message of messages) {
           try {
-            opened.push({ message, unwrapped: unwrapUniversal(message.xml, true, budget) });
+            const unwrapped = unwrapUniversal(message.xml, true, budget);
+            if (measure) opened.push({ message, unwrapped });
           } catch (error) {
             if (error instanceof XmlError) throw new SendStreamError(`Message ${message.index + 1} is ${error.message}`, message.trackingId);
             throw error;
           }
         }
-        if (!fitsOneRecord(opened, logisticsParameters(node))) {
+        if (measure && !fitsOneRecord(opened, logisticsParameters(node))) {
           releaseToken(request);
           return { ok: false, answer: soapFault({ status: 413, code: 'Client', message: `The request's Messages decode to more than one record holds (${MAX_RECORD_BYTES} bytes): send fewer per request, or set Raw Body` }) };
         }
