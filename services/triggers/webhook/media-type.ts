@@ -50,7 +50,7 @@ export function bodyKind(type: string): BodyKind {
 /** Whether decodeText can decode the charset the Content-Type names (UTF-8 when none). */
 export function isKnownCharset(charset: string | undefined): boolean {
   if (charset === undefined) return true;
-  const label = (charset ?? 'utf-8').trim().toLowerCase();
+  const label = charset.trim().toLowerCase();
   if (label === 'utf-8' || label === 'utf8') return true;
   try {
     new TextDecoder(label);

@@ -141,6 +141,7 @@ export async function stageMultipart(
         stream.pause();
         const rest = new PassThrough();
         rest.write(first);
+        stream.on('error', (error) => rest.destroy(error)); // pipe() does not pass a failure on
         stream.pipe(rest);
         stage(name, name, rest, info.mimeType);
       });
