@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -27,6 +27,22 @@ test('a torn write at the tail is cut off on open; everything before it stays', 
   await reopened.append([rec('c')]);
   expect((await collect(reopened, 't', 3)).map((r) => r.value.toString())).toEqual(['a', 'b', 'c']);
   await reopened.close();
+});
+
+test('damage in the middle of the newest segment is refused, not cut: acknowledged records follow it', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  for (let i = 0; i < 20; i++) await log.append([rec(`record-${i}-${'p'.repeat(200)}`)]);
+  await log.close();
+  const [file] = segmentFiles();
+  const size = statSync(file).size;
+  const bytes = readFileSync(file);
+  for (const at of [Math.floor(size / 3), 4]) { // a payload byte, then the first frame's length
+    const damaged = Buffer.from(bytes);
+    damaged[at] ^= 0x10;
+    writeFileSync(file, damaged);
+    await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({ code: 'log-corrupt', message: expect.stringMatching(/damaged.*nothing was cut/) });
+    expect(statSync(file).size).toBe(size);
+  }
 });
 
 test('damage before the newest segment is refused loudly, not skipped', async () => {

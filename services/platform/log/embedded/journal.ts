@@ -1,7 +1,7 @@
 import { promises as fsp, constants as fsc, write as fsWrite } from 'node:fs';
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
-import { checkFrame, decodeFrame, frameSize, writeFrame, type JournalEntry, type RecordSpan } from './frame';
+import { checkFrame, decodeFrame, FRAME_HEADER_BYTES, FRAME_MAGIC, frameSize, writeFrame, type JournalEntry, type RecordSpan } from './frame';
 import { FrameAssembly } from './frame-assembly';
 import type { SpanLocation } from './topic-index';
 
@@ -133,6 +133,16 @@ export class Journal {
         const where = `${segment.file} at byte ${segment.size + pos}`;
         if (!isLast) throw new EventLogError(`embedded log is corrupt: ${check.reason} frame in ${where}`, 'log-corrupt');
         // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged.
+        // A complete frame after the bad one means damage in the middle (a bad block, a flipped bit), with
+        // acknowledged records behind it: cutting there would drop them all, so nothing is cut.
+        const intact = completeFrameAfter(buf, pos);
+        if (intact >= 0) {
+          throw new EventLogError(
+            `embedded log is damaged: a ${check.reason} frame in ${where}, followed by complete frames from byte ${segment.size + intact}; ` +
+            'records after the damage were acknowledged, so nothing was cut. Keep a copy of the data folder; to give up everything from the damage on, truncate the file at that first byte',
+            'log-corrupt',
+          );
+        }
         await segment.handle.truncate(segment.size + pos);
         await segment.handle.datasync();
         this.options.onRepair?.(`embedded log: cut ${buf.length - pos} bytes of an unfinished write (${check.reason}) from ${where}`);
@@ -294,6 +304,27 @@ export class Journal {
     for (const s of this.segments) await s.handle.close().catch(() => undefined);
     this.segments = [];
   }
+}
+
+/** How far past a bad frame to look for a complete one: past one frame header gone wrong, whatever its length says. */
+const DAMAGE_SEARCH_BYTES = 64 * 1024;
+
+/**
+ * Where a complete frame starts after the bad one at `pos`, or -1. First where the bad frame's own length
+ * says the next one starts (damage in a payload, its checksum or its magic byte), then at every frame
+ * marker in the next 64 KiB (damage in a length). An unfinished write leaves neither: its frames end
+ * the file, cut short.
+ */
+function completeFrameAfter(buf: Buffer, pos: number): number {
+  if (buf.length - pos >= FRAME_HEADER_BYTES) {
+    const next = pos + FRAME_HEADER_BYTES + buf.readUInt32BE(pos + 1);
+    if (next < buf.length && checkFrame(buf, next).ok) return next;
+  }
+  const end = Math.min(buf.length, pos + DAMAGE_SEARCH_BYTES);
+  for (let at = buf.indexOf(FRAME_MAGIC, pos + 1); at >= 0 && at < end; at = buf.indexOf(FRAME_MAGIC, at + 1)) {
+    if (checkFrame(buf, at).ok) return at;
+  }
+  return -1;
 }
 
 async function listSegments(dir: string): Promise<string[]> {
