@@ -17,6 +17,12 @@ export interface PipelineTopics {
  * would not get it either (Raw Body stores such a document as a file instead).
  */
 export const MAX_RECORD_BYTES = 8 * 1024 * 1024;
+/**
+ * A stage ends its batch (one atomic append, or one transaction) once its outputs reach this many bytes,
+ * not only at its record count: 256 outputs of up to 8 MiB each would otherwise be held at once, and a
+ * stage that runs out of memory mid-batch commits nothing and meets the same batch after a restart.
+ */
+export const MAX_STAGE_BATCH_BYTES = 32 * 1024 * 1024;
 export const TOPIC_MAX_MESSAGE_BYTES = MAX_RECORD_BYTES + 64 * 1024;
 
 export const TOPIC_NAMES = {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { EventLog, LogRecord, OutRecord } from '../../../services/platform/log/event-log';
+import { MAX_STAGE_BATCH_BYTES } from '../../../services/platform/log/topics';
 
 /**
  * The EventLog contract: every adapter (embedded journal, Kafka) must pass it unchanged.
@@ -132,6 +133,40 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       expect(new Set(values).size).toBe(25);
       expect(values).toContain('out-of-in-late-4');
     });
+
+    test('a stage ends its batch once its outputs reach MAX_STAGE_BATCH_BYTES, not only at its record count', async () => {
+      const log = await fixture.open();
+      const input = topicName('big-in');
+      const output = topicName('big-out');
+      const group = `contract-big-${randomUUID().slice(0, 8)}`;
+      await log.ensureTopics([input, output]);
+      await log.append(Array.from({ length: 6 }, (_, i) => rec(input, 'wf-big', `in-${i}`)));
+      const outputSize = 7 * 1024 * 1024;
+      const perBatch = Math.ceil(MAX_STAGE_BATCH_BYTES / outputSize);
+      // What the stage had committed when each input came to it: a batch's outputs appear only once it ends
+      // (on Kafka a moment after its transaction commits, when the markers are written: hence the wait).
+      const committedBefore: number[] = [];
+      const committed = async () => (await log.endOffsets(output)).reduce((n, p) => n + Number(p.offset), 0);
+      let seen = 0;
+      const stage = await log.runStage({
+        group, topic: input,
+        handle: async (r) => {
+          let now = await committed();
+          if (seen++ === perBatch) {
+            for (const deadline = Date.now() + 10_000; now < perBatch && Date.now() < deadline;) {
+              await new Promise((done) => setTimeout(done, 50));
+              now = await committed();
+            }
+          }
+          committedBefore.push(now);
+          return [{ topic: output, key: r.key, value: Buffer.alloc(outputSize, 0x61), headers: {} }];
+        },
+      });
+      await collect(log, output, 6, 60_000);
+      await stage.stop();
+      expect(committedBefore[0]).toBe(0);
+      expect(committedBefore[perBatch]).toBeGreaterThanOrEqual(perBatch);
+    }, 120_000);
 
     test('end offsets, offsets for a time, missing topics, and a group\'s lag (replay and metrics rely on them)', async () => {
       const log = await fixture.open();

@@ -6,6 +6,7 @@ import {
 } from '../event-log';
 import { decodeRecord, type JournalEntry, type JournalRecord, type RecordSpan } from './frame';
 import { Journal } from './journal';
+import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TopicIndex } from './topic-index';
 import { RecentRecords } from './recent-records';
 import { acquireDirectoryLock, type DirectoryLock } from './directory-lock';
@@ -157,11 +158,15 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           const outputs: OutRecord[] = [];
           let done = next;
           let failure: { error: unknown; record: LogRecord | null } | null = null;
-          for (let offset = next; offset < Math.min(length, next + stageBatch) && !stop.signal.aborted; offset++) {
+          let outputBytes = 0;
+          for (let offset = next; offset < Math.min(length, next + stageBatch) && outputBytes < MAX_STAGE_BATCH_BYTES && !stop.signal.aborted; offset++) {
             let record: LogRecord | null = null;
             try {
               record = await recordAt(topic, offset);
-              outputs.push(...(await handle(record)));
+              for (const out of await handle(record)) {
+                outputs.push(out);
+                outputBytes += out.value.length;
+              }
               done = offset + 1;
             } catch (error) {
               failure = { error, record };

@@ -4,6 +4,7 @@ import type { Logger } from '../../logger/logger';
 import { backoffMs } from '../embedded/embedded-log';
 import { describeKafkaError, unavailable } from './kafka-client';
 import { nextOffset, toLogRecord } from './records';
+import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
 
 /**
@@ -152,12 +153,16 @@ class TransactionalStage {
       let failure: { error: unknown; record: LogRecord } | null = null;
       let interruption: unknown = null;
       let halted = false;
-      while (i < messages.length && i - first < MAX_RECORDS_PER_TRANSACTION) {
+      let outputBytes = 0;
+      while (i < messages.length && i - first < MAX_RECORDS_PER_TRANSACTION && outputBytes < MAX_STAGE_BATCH_BYTES) {
         if (this.stopping || !isRunning() || isStale()) { halted = true; break; }
         const record = toLogRecord(batch.topic, partition, messages[i]);
         try {
           const produced = await handle(record);
-          for (const out of produced) outputs.push(out);
+          for (const out of produced) {
+            outputs.push(out);
+            outputBytes += out.value.length;
+          }
         } catch (error) {
           failure = { error, record };
           break;
