@@ -173,6 +173,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
         const answer = await notAccepted({});
         send(res, requestId, answer);
+        // The rest of the upload was not read: the connection cannot carry another request.
+        if (!req.complete) res.once('finish', () => req.socket.destroy());
         return answer.status;
       }
       if (outcome.reason === 'rejected') { refuse(req, res, requestId, outcome.answer); return outcome.answer.status; }

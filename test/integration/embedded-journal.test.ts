@@ -1,4 +1,4 @@
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -55,6 +55,16 @@ test('damage before the newest segment is refused loudly, not skipped', async ()
   const damaged = Buffer.alloc(size, 0x41);
   writeFileSync(first, damaged);
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({ code: 'log-corrupt' });
+});
+
+test('a journal that can no longer write says so where readiness asks (missingTopics), and refuses appends', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir, segmentBytes: 64 });
+  await log.append([rec('x'.repeat(100))]);
+  // The next segment cannot be opened: its name is taken by a directory.
+  mkdirSync(path.join(dir, 'log', '0000000001.journal'));
+  await expect(log.append([rec('y')])).rejects.toMatchObject({ code: 'log-unavailable' });
+  await expect(log.missingTopics(['t'])).rejects.toMatchObject({ code: 'log-unavailable', message: expect.stringMatching(/cannot write/) });
+  await log.close();
 });
 
 test('segments roll and reads span them', async () => {

@@ -220,7 +220,12 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
 
     async ensureTopics() { /* topics exist once written */ },
 
-    async missingTopics() { return []; },
+    // Topics exist once written; what readiness needs to hear is a journal that can no longer write.
+    async missingTopics() {
+      const broken = journal.broken;
+      if (broken) throw new EventLogError(`embedded log cannot write: ${broken.message}`, 'log-unavailable', { cause: broken });
+      return [];
+    },
 
     async endOffsets(topic) {
       if (options.readOnly) await journal.refresh();

@@ -95,6 +95,9 @@ export class Journal {
 
   private get dir() { return this.options.dir; }
 
+  /** Why the journal can write no more (a segment that would not open, a failed repair), or null. */
+  get broken(): Error | null { return this.failure; }
+
   private async load() {
     if (!this.options.readOnly) await fsp.mkdir(this.dir, { recursive: true });
     const names = (await listSegments(this.dir)).sort();
