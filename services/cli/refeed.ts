@@ -6,8 +6,9 @@ import type { Progress } from './progress';
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
  * of now (or `until`), turn each record into the copy to append (or skip it), and append the copies in batches.
- * The end is each partition's next offset when the run starts, so records appended meanwhile (the replays
- * themselves, when a topic is replayed into itself) are not read again. On Kafka the last offset of a topic
+ * The end is each partition's next offset when the first run starts (kept in the checkpoint for a resumed
+ * run), so records appended meanwhile (the replays themselves, when a topic is replayed into itself, or new
+ * requests between two runs) are not read again. On Kafka the last offset of a topic
  * written in transactions is a commit marker, never delivered: a partition is also done after `quietMs`
  * without a record.
  *
@@ -46,6 +47,8 @@ export interface CheckpointState {
   request: Record<string, string | null>;
   /** Next offset to look at, per partition. */
   positions: Record<string, string>;
+  /** Each partition's end when the first run began: a resumed run stops there too (absent in older checkpoints). */
+  ends?: Record<string, string>;
   replayed: number;
   skipped: number;
   complete: boolean;
@@ -85,7 +88,12 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
   const state: CheckpointState = saved ?? { request, positions: {}, replayed: 0, skipped: 0, complete: false };
   if (state.complete) return { replayed: 0, skipped: 0, interrupted: false };
 
-  const ends = new Map((await log.endOffsets(source)).map((p) => [p.partition, BigInt(p.offset)]));
+  // The range ends where the topic ended when the first run began, however long ago that was: records
+  // appended since (new requests, or this replay's own copies) are not part of it.
+  const ends = new Map(state.ends
+    ? Object.entries(state.ends).map(([p, offset]) => [Number(p), BigInt(offset)] as const)
+    : (await log.endOffsets(source)).map((p) => [p.partition, BigInt(p.offset)] as const));
+  state.ends ??= Object.fromEntries([...ends].map(([p, offset]) => [String(p), String(offset)]));
   const starts = await startOffsets(log, source, options.start);
   const next = (partition: number) => BigInt(state.positions[partition] ?? starts.get(partition) ?? 0n);
   const open = new Set([...ends].filter(([p, end]) => next(p) < end).map(([p]) => p));

@@ -48,6 +48,18 @@ test('the range ends where the topic ended when the run began, and at --to', asy
   expect(bounded.replayed).toBe(5);
 });
 
+test('a resumed run stops where the topic ended when the first run began, not at its end now', async () => {
+  const stop = new AbortController();
+  let seen = 0;
+  const first = await run(stop.signal, (r) => { if (++seen === 3) stop.abort(); return copy(r); });
+  expect(first.interrupted).toBe(true);
+  // New requests arrive between the two runs: they are not part of this replay.
+  await log.append([{ topic: 'in', key: 'k0', value: Buffer.from('late-1') }, { topic: 'in', key: 'k1', value: Buffer.from('late-2') }]);
+  await run(new AbortController().signal, copy);
+  const out = await collectUntilQuiet(log, 'out', 300);
+  expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
 test('a checkpoint of another request is refused rather than mixed up', async () => {
   await run(new AbortController().signal, copy);
   await expect(run(new AbortController().signal, copy, { topic: 'other' })).rejects.toThrow(/belongs to another replay/);
