@@ -48,6 +48,14 @@ export async function collectUntilQuiet(log: EventLog, topic: string, quietMs: n
 const topicName = (what: string) => `contract.${what}.${randomUUID().slice(0, 8)}`;
 const rec = (topic: string, key: string | null, value: string, headers: Record<string, string> = {}): OutRecord => ({ topic, key, value: Buffer.from(value), headers });
 
+/** A stage test's input and output topics, created, and a group of its own. */
+async function stageTopics(log: EventLog, what: string): Promise<{ input: string; output: string; group: string }> {
+  const input = topicName(`${what}-in`);
+  const output = topicName(`${what}-out`);
+  await log.ensureTopics([input, output]);
+  return { input, output, group: `contract-${what}-${randomUUID().slice(0, 8)}` };
+}
+
 export function describeEventLogContract(name: string, makeFixture: () => EventLogFixture): void {
   describe(`EventLog contract: ${name}`, () => {
     let fixture: EventLogFixture;
@@ -114,10 +122,7 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
 
     test('a stage turns each input into its outputs exactly once, across a stop and a restart', async () => {
       const log = await fixture.open();
-      const input = topicName('stage-in');
-      const output = topicName('stage-out');
-      const group = `contract-stage-${randomUUID().slice(0, 8)}`;
-      await log.ensureTopics([input, output]);
+      const { input, output, group } = await stageTopics(log, 'stage');
       await log.append(Array.from({ length: 20 }, (_, i) => rec(input, `wf-${i % 3}`, `in-${i}`)));
       const handle = async (r: LogRecord) => [rec(output, r.key, `out-of-${r.value.toString()}`)];
       const first = await log.runStage({ group, topic: input, handle });
@@ -136,10 +141,7 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
 
     test('a stage ends its batch once its outputs reach MAX_STAGE_BATCH_BYTES, not only at its record count', async () => {
       const log = await fixture.open();
-      const input = topicName('big-in');
-      const output = topicName('big-out');
-      const group = `contract-big-${randomUUID().slice(0, 8)}`;
-      await log.ensureTopics([input, output]);
+      const { input, output, group } = await stageTopics(log, 'big');
       await log.append(Array.from({ length: 6 }, (_, i) => rec(input, 'wf-big', `in-${i}`)));
       const outputSize = 7 * 1024 * 1024;
       const perBatch = Math.ceil(MAX_STAGE_BATCH_BYTES / outputSize);
@@ -194,14 +196,12 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
 
     test('a handler that fails is retried and its record is not skipped', async () => {
       const log = await fixture.open();
-      const input = topicName('retry-in');
-      const output = topicName('retry-out');
-      await log.ensureTopics([input, output]);
+      const { input, output, group } = await stageTopics(log, 'retry');
       await log.append([rec(input, 'k', 'flaky'), rec(input, 'k', 'fine')]);
       let failures = 0;
       const retries: number[] = [];
       const stage = await log.runStage({
-        group: `contract-retry-${randomUUID().slice(0, 8)}`,
+        group,
         topic: input,
         handle: async (r) => {
           if (r.value.toString() === 'flaky' && failures < 2) { failures++; throw new Error('transient'); }
