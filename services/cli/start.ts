@@ -17,7 +17,7 @@ import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../triggers/wa
 import { webhookParameters } from '../triggers/webhook/parameters';
 import { createAs2Trigger, DEFAULT_AS2_LIMITS } from '../triggers/as2/as2-trigger';
 import { byProtocol } from '../triggers/by-protocol';
-import { heldBytes } from '../triggers/whole-body';
+import { heldBytes, type HeldBytes } from '../triggers/whole-body';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
@@ -38,15 +38,13 @@ export interface RunningServices {
 }
 
 /** Every trigger kind of this build, bounded by the configuration. */
-export function triggerCatalog(config: Config): TriggerCatalog {
+export function triggerCatalog(config: Config, held: HeldBytes = heldBytes(config.maxHeldBodyBytes)): TriggerCatalog {
   const http = createWebhookTrigger({
     ...DEFAULT_WEBHOOK_LIMITS,
     maxInflatedBytes: config.maxInflatedBytes,
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
   });
-  // One budget for every body held whole in memory, whichever trigger holds it (whole-body.ts).
-  const held = heldBytes(config.maxHeldBodyBytes);
   const as2 = createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held);
   return createTriggerCatalog([
     byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
@@ -77,7 +75,10 @@ export async function startServices(config: Config, backends: Backends, services
   const codec = defaultAvroCodec();
   // After startTelemetry: the global meter provider is the SDK's when OTEL_* asks for an exporter, else a no-op.
   const metrics = createIngressMetrics();
-  const catalog = triggerCatalog(config);
+  // One budget for the bodies held in memory, by the receiver while it reads them and by the triggers
+  // that keep them whole (whole-body.ts): a body held by both counts twice, which errs on the safe side.
+  const heldBodies = heldBytes(config.maxHeldBodyBytes);
+  const catalog = triggerCatalog(config, heldBodies);
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
   await checkTopics(config, backends.log);
@@ -104,7 +105,7 @@ export async function startServices(config: Config, backends: Backends, services
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs, redactQueryParams: config.redactQueryParams,
         acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
-        acceptTiming: createAcceptTiming(), metrics,
+        acceptTiming: createAcceptTiming(), heldBodies, metrics,
       });
       port = await receiver.listen(config.port, config.host);
     }

@@ -4,16 +4,21 @@ import { PassThrough } from 'node:stream';
 import type { ObjectStore } from '../platform/store/object-store';
 import type { Answer } from '../triggers/answers';
 import type { BodyValidator, ReceivedBody } from '../triggers/trigger';
+import type { HeldBytes } from '../triggers/whole-body';
 
 /**
  * Read a request body under a size limit that holds for chunked bodies too. Up to `inlineMax` bytes
  * stay in memory (they travel inside the received record); past that the body streams into the object
  * store as a claim check and only its reference travels. Never more than `inlineMax` is held in memory.
  * A trigger's validator sees every chunk as it arrives; the slower of it and the store sets the pace.
+ *
+ * What all requests hold in memory while their bodies arrive is bounded too (`held`, MAX_HELD_BODY_BYTES):
+ * a thousand uploads stalled just under `inlineMax` would otherwise hold a thousand times it. A request
+ * that finds the budget spent stops being read and is told `busy`, which the receiver answers 503.
  */
 export type BodyOutcome =
   | { ok: true; body: ReceivedBody; stagedPath: string | null }
-  | { ok: false; reason: 'too-large' | 'aborted' | 'store-failed'; error?: unknown }
+  | { ok: false; reason: 'too-large' | 'aborted' | 'store-failed' | 'busy'; error?: unknown }
   | { ok: false; reason: 'rejected'; answer: Answer };
 
 export interface BodyReaderOptions {
@@ -23,6 +28,8 @@ export interface BodyReaderOptions {
   /** Where a large body goes; only called when the body outgrows inlineMax. */
   stagingPath: () => string;
   validator?: BodyValidator | null;
+  /** The memory budget the bytes held inline take room in until the body is read (all requests together). */
+  held?: HeldBytes | null;
 }
 
 interface Drainable {
@@ -32,6 +39,7 @@ interface Drainable {
 
 export function readBody(req: IncomingMessage, options: BodyReaderOptions): Promise<BodyOutcome> {
   const validator = options.validator ?? null;
+  const budget = options.held ?? null;
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > options.maxBytes) {
     validator?.abort();
@@ -46,10 +54,14 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     let settled = false;
     let waiting = 0;
     let spill: { stream: PassThrough; done: Promise<unknown>; path: string } | null = null;
+    /** Room this body holds in the budget: its inline chunks, until it settles or spills. */
+    let holding = 0;
+    const release = () => { budget?.give(holding); holding = 0; };
 
     const finish = (outcome: BodyOutcome) => {
       if (settled) return;
       settled = true;
+      release();
       req.off('data', onData);
       if (!outcome.ok) {
         req.pause();
@@ -70,8 +82,13 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       if (size > options.maxBytes) return finish({ ok: false, reason: 'too-large' });
       if (validator) feed(validator, chunk);
       if (spill) { hash!.update(chunk); return feed(spill.stream, chunk); }
+      if (size <= options.inlineMax && budget) {
+        if (!budget.tryTake(chunk.length, holding)) return finish({ ok: false, reason: 'busy' });
+        holding += chunk.length;
+      }
       chunks.push(chunk);
       if (size > options.inlineMax) {
+        release(); // from here the chunks are the claim check's stream's, which pauses the request when full
         const stream = new PassThrough();
         const path = options.stagingPath();
         hash = createHash('sha256');
@@ -130,5 +147,7 @@ export function drainBody(req: IncomingMessage, maxBytes: number): Promise<void>
     req.once('end', done);
     req.once('aborted', done);
     req.once('error', done);
+    // A reader that gave up on the body paused it; a 'data' listener alone does not undo that.
+    req.resume();
   });
 }

@@ -16,6 +16,7 @@ import { traceHeaders, tracer } from '../platform/telemetry/trace-context';
 import { EMPTY_OK, errorAnswer, type Answer } from '../triggers/answers';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { InboundRequest, Inspection, TriggerServices } from '../triggers/trigger';
+import type { HeldBytes } from '../triggers/whole-body';
 import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
@@ -45,6 +46,8 @@ export interface ReceiverDeps {
   redactQueryParams: ReadonlySet<string>;
   /** Back-pressure (accept-gate.ts): accepts waiting for the log beyond this are answered 503 at once. */
   acceptGate: AcceptGate;
+  /** What bodies may hold in memory at once while they are read, all requests together (body-reader.ts). */
+  heldBodies: HeldBytes;
   /** Answers that accept nothing wait about as long as a durable accept (accept-timing.ts). */
   acceptTiming: AcceptTiming;
   metrics: Pick<IngressMetrics, 'request'>;
@@ -162,6 +165,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       maxBytes: deps.maxBodyBytes, inlineMax: deps.inlineBodyMax, store,
       stagingPath,
       validator: plugin.validator?.(request, node) ?? null,
+      held: deps.heldBodies,
     });
     if (!outcome.ok) {
       if (outcome.reason === 'too-large') {
@@ -175,6 +179,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         send(res, requestId, answer);
         // The rest of the upload was not read: the connection cannot carry another request.
         if (!req.complete) res.once('finish', () => req.socket.destroy());
+        return answer.status;
+      }
+      if (outcome.reason === 'busy') {
+        logger.warn('bodies held in memory are at MAX_HELD_BODY_BYTES, request refused', { requestId, workflowId: workflow.id });
+        const answer = await notAccepted({});
+        refuse(req, res, requestId, answer);
         return answer.status;
       }
       if (outcome.reason === 'rejected') { refuse(req, res, requestId, outcome.answer); return outcome.answer.status; }

@@ -8,6 +8,7 @@ import { createIngressMetrics } from '../../services/platform/telemetry/metrics'
 import { createAcceptGate } from '../../services/receiver/accept-gate';
 import type { AcceptTiming } from '../../services/receiver/accept-timing';
 import { createReceiver, type Receiver } from '../../services/receiver/receiver';
+import { heldBytes } from '../../services/triggers/whole-body';
 import { backendEnv } from '../support/app';
 
 /**
@@ -41,7 +42,7 @@ beforeAll(async () => {
     log: backends.log, topics: pipelineTopics(config.topicPrefix), store: backends.store, registry: backends.registry, sealer: backends.sealer,
     catalog: triggerCatalog(config), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
     workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate: createAcceptGate({ maxPending: 100, maxPendingBytes: 1 << 20 }),
-    acceptTiming: timing, metrics: createIngressMetrics(),
+    acceptTiming: timing, heldBodies: heldBytes(config.maxHeldBodyBytes), metrics: createIngressMetrics(),
   });
   baseUrl = `http://127.0.0.1:${await receiver.listen(0, '127.0.0.1')}`;
 });

@@ -148,3 +148,47 @@ test('when the log cannot accept, the answer is 503 with Retry-After, never 200'
     await other.stop();
   }
 });
+
+test('bodies held in memory while they arrive are bounded by MAX_HELD_BODY_BYTES: past it a request is answered 503, and the held ones are still accepted', async () => {
+  const other = await startTestApp('embedded', { MAX_HELD_BODY_BYTES: '1MiB' }); // INLINE_BODY_MAX stays 256 KiB
+  const stalled: http.ClientRequest[] = [];
+  try {
+    await other.backends.registry.workflows.put({ id: 'wf-x', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+    const url = new URL(`${other.baseUrl}/hook/wf-x`);
+    // Four uploads of 250 KiB that stop 10 bytes short of their end hold 1000 KiB of the 1024 KiB.
+    const length = 250 * 1024;
+    const answers = Array.from({ length: 4 }, (_, i) => new Promise<number>((resolve, reject) => {
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': length } }, (res) => {
+        res.resume();
+        resolve(res.statusCode!);
+      });
+      req.on('error', reject);
+      req.write(`{"n":${i},"pad":"`.padEnd(length - 10, 'x'));
+      stalled.push(req);
+    }));
+    const small = () => fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ pad: 'y'.repeat(100 * 1024) }) });
+    // The stalled bytes reach the server soon; until they do, a small request may still be accepted.
+    let refused: Response | null = null;
+    for (let attempt = 0; attempt < 200 && !refused; attempt++) {
+      const res = await small();
+      if (res.status === 503) refused = res;
+      else { expect(res.status).toBe(200); await res.arrayBuffer(); await new Promise((r) => setTimeout(r, 10)); }
+    }
+    expect(refused).not.toBeNull();
+    expect(refused!.headers.get('retry-after')).toBe('5');
+    expect(((await refused!.json()) as { error: string }).error).toBe('enqueue-failed');
+    expect(other.logs.some((l) => l.msg === 'bodies held in memory are at MAX_HELD_BODY_BYTES, request refused')).toBe(true);
+
+    // The held uploads end and are accepted; their room is given back, so the next request is accepted too.
+    for (const req of stalled) req.end('"}'.padStart(10, 'x'));
+    expect(await Promise.all(answers)).toEqual([200, 200, 200, 200]);
+    expect((await small()).status).toBe(200);
+    const bodies = (await collectUntilQuiet(other.backends.log, other.topics.received, 300)).map((r) => codec.decode('Received', r.value).body);
+    for (let i = 0; i < 4; i++) {
+      expect(bodies.some((b) => b.kind === 'inline' && b.data.length === length && b.data.subarray(0, 12).toString() === `{"n":${i},"pad"`.slice(0, 12))).toBe(true);
+    }
+  } finally {
+    for (const req of stalled) req.destroy();
+    await other.stop();
+  }
+});

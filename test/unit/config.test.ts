@@ -32,6 +32,7 @@ test('MD5 for AS2 is off unless asked for', () => {
 
 test('sizes accept units', () => {
   expect(loadConfig({ MAX_BODY_BYTES: '10MiB', INLINE_BODY_MAX: '4 KiB' })).toMatchObject({ maxBodyBytes: 10 * 1024 * 1024, inlineBodyMax: 4096 });
+  expect(loadConfig({ MAX_HELD_BODY_BYTES: '1MiB', INLINE_BODY_MAX: '480KiB' })).toMatchObject({ maxHeldBodyBytes: 1024 * 1024, inlineBodyMax: 480 * 1024 });
 });
 
 test.each([
@@ -50,6 +51,7 @@ test.each([
   [{ EXECUTION_QUEUE_FAX: 'x' }, /^EXECUTION_QUEUE_FAX: unknown trigger kind/],
   [{ EXECUTION_QUEUE_AS2: 'bad topic!' }, /^EXECUTION_QUEUE_AS2="bad topic!": a Kafka topic name/],
   [{ AS2_ALLOW_MD5: 'yes' }, /^AS2_ALLOW_MD5="yes": true or false$/],
+  [{ MAX_HELD_BODY_BYTES: '1MiB', INLINE_BODY_MAX: '768KiB' }, /^MAX_HELD_BODY_BYTES=1048576: at least twice INLINE_BODY_MAX \(786432\) plus 64KiB/],
 ])('%j is refused with one clear line', (env, line) => {
   const found = problems(env as Record<string, string>);
   expect(found).toHaveLength(1);

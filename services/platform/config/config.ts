@@ -155,6 +155,12 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const inlineBodyMax = size('INLINE_BODY_MAX', 256 * 1024, 0, 768 * 1024);
   const maxInflatedBytes = size('MAX_INFLATED_BYTES', 256 * 1024 ** 2, 1024, 16 * 1024 ** 3);
   const maxHeldBodyBytes = size('MAX_HELD_BODY_BYTES', 256 * 1024 ** 2, 1024 ** 2, 64 * 1024 ** 3);
+  // While it arrives, a body is held by the receiver (up to INLINE_BODY_MAX) and, for the triggers that keep
+  // whole bodies, by its trigger too, both within this budget: a body alone must always fit, or its sender
+  // would be told "busy" for ever. 64 KiB is the most one read of the socket adds at once.
+  if (maxHeldBodyBytes < 2 * inlineBodyMax + 64 * 1024) {
+    problems.push(`MAX_HELD_BODY_BYTES=${maxHeldBodyBytes}: at least twice INLINE_BODY_MAX (${inlineBodyMax}) plus 64KiB, so that one body alone always fits`);
+  }
   const allowMd5 = get('AS2_ALLOW_MD5')?.toLowerCase() ?? 'false';
   if (allowMd5 !== 'true' && allowMd5 !== 'false') problems.push(`AS2_ALLOW_MD5=${JSON.stringify(get('AS2_ALLOW_MD5'))}: true or false`);
   const multipart = {
