@@ -137,11 +137,14 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
   });
 }
 
-/** Read and discard a body (bounded), so an answer that does not need it takes about as long as one that does. */
-export function drainBody(req: IncomingMessage, maxBytes: number): Promise<void> {
+/**
+ * Read and discard a body (bounded), so an answer that does not need it takes about as long as one that does;
+ * 'too-large' when it stopped reading at `maxBytes`, 'read' otherwise (ended, or the client went away).
+ */
+export function drainBody(req: IncomingMessage, maxBytes: number): Promise<'read' | 'too-large'> {
   return new Promise((resolve) => {
     let size = 0;
-    const done = () => { req.off('data', onData); resolve(); };
+    const done = () => { req.off('data', onData); resolve(size > maxBytes ? 'too-large' : 'read'); };
     const onData = (chunk: Buffer) => { size += chunk.length; if (size > maxBytes) { req.pause(); done(); } };
     req.on('data', onData);
     req.once('end', done);

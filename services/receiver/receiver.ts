@@ -99,6 +99,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     void drainBody(req, deps.maxBodyBytes).then(() => { if (!req.complete) req.socket.destroy(); });
   }
 
+  /** A body over MAX_BODY_BYTES: 413, and the connection, with the rest of the body unread, is closed. */
+  function tooLarge(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): number {
+    send(res, requestId, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
+    res.once('finish', () => req.socket.destroy());
+    return 413;
+  }
+
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
     const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
@@ -118,12 +125,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const selected = workflow && workflow.active ? catalog.select(workflow) : null;
     if (!workflow || !selected) {
       // Read the body as an existing workflow would, take as long as accepting it would have, then the
-      // same empty answer whatever the reason.
-      await drainBody(req, deps.maxBodyBytes);
+      // same empty answer whatever the reason. A body over the limit is a 413 at the same moment as for
+      // an open hook (before reading, or when the limit is crossed), or that answer would tell them apart.
+      if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
+      if (await drainBody(req, deps.maxBodyBytes) === 'too-large') return tooLarge(req, res, requestId);
       await deps.acceptTiming.imitate();
       send(res, requestId, EMPTY_OK);
-      // A body past the limit was not read to its end: the connection cannot carry another request.
-      if (!req.complete) res.once('finish', () => req.socket.destroy());
+      if (!req.complete) res.once('finish', () => req.socket.destroy()); // the client went away mid-body
       return 200;
     }
     const { node, plugin } = selected;
@@ -168,11 +176,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       held: deps.heldBodies,
     });
     if (!outcome.ok) {
-      if (outcome.reason === 'too-large') {
-        send(res, requestId, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
-        res.once('finish', () => req.socket.destroy());
-        return 413;
-      }
+      if (outcome.reason === 'too-large') return tooLarge(req, res, requestId);
       if (outcome.reason === 'store-failed') {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
         const answer = await notAccepted({});

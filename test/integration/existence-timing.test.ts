@@ -1,3 +1,4 @@
+import * as http from 'node:http';
 import { openBackends, type Backends } from '../../services/cli/backends';
 import { triggerCatalog } from '../../services/cli/start';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
@@ -30,7 +31,7 @@ const timing: AcceptTiming = {
 };
 
 beforeAll(async () => {
-  const made = backendEnv('embedded', { WORKFLOW_CACHE_MS: '0' });
+  const made = backendEnv('embedded', { WORKFLOW_CACHE_MS: '0', MAX_BODY_BYTES: '64KiB' });
   cleanup = made.cleanup;
   const config = loadConfig(made.env);
   const logger = createLogger({ level: 'error', write: () => undefined });
@@ -79,4 +80,29 @@ test.each(['wf-missing', 'wf-inactive', 'wf-no-trigger'])('%s is answered only o
   expect(res.status).toBe(200);
   expect(await res.text()).toBe('');
   expect(recorded).toHaveLength(before);
+});
+
+/** POST 70 KiB (over MAX_BODY_BYTES), declared or chunked, until an answer comes; its status. */
+function postTooLarge(id: string, declared: boolean): Promise<number> {
+  const url = new URL(`${baseUrl}/hook/${id}`);
+  return new Promise<number>((resolve, reject) => {
+    const headers: Record<string, string> = { 'content-type': 'application/json', ...(declared ? { 'content-length': String(70 * 1024) } : { 'transfer-encoding': 'chunked' }) };
+    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers }, (res) => { res.resume(); resolve(res.statusCode!); });
+    // The server closes the connection after its 413 without reading the rest.
+    req.on('error', (e) => (/EPIPE|ECONNRESET/.test(String(e)) ? undefined : reject(e)));
+    let sent = 0;
+    const pump = () => {
+      while (sent < 70 * 1024) { sent += 7 * 1024; if (!req.write('x'.repeat(7 * 1024))) return void req.once('drain', pump); }
+      req.end();
+    };
+    pump();
+  });
+}
+
+test.each([true, false])('a body over MAX_BODY_BYTES (declared: %s) is a 413 whether or not the workflow exists, without an imitated wait', async (declared) => {
+  imitations.length = 0;
+  expect(await postTooLarge('wf-open', declared)).toBe(413);
+  expect(await postTooLarge('wf-missing', declared)).toBe(413);
+  expect(await postTooLarge('wf-inactive', declared)).toBe(413);
+  expect(imitations).toHaveLength(0);
 });
