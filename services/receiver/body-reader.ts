@@ -137,19 +137,40 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
   });
 }
 
+/** A drained body's room in the budget, counted as readBody counts it though nothing is kept. */
+export interface DrainAccount {
+  held: HeldBytes;
+  inlineMax: number;
+}
+
 /**
  * Read and discard a body (bounded), so an answer that does not need it takes about as long as one that does;
- * 'too-large' when it stopped reading at `maxBytes`, 'read' otherwise (ended, or the client went away).
+ * 'too-large' when it stopped reading at `maxBytes`, 'busy' when `account` found the budget spent where
+ * readBody would have, 'read' otherwise (ended, or the client went away).
  */
-export function drainBody(req: IncomingMessage, maxBytes: number): Promise<'read' | 'too-large'> {
+export function drainBody(req: IncomingMessage, maxBytes: number, account: DrainAccount | null = null): Promise<'read' | 'too-large' | 'busy'> {
   return new Promise((resolve) => {
     let size = 0;
-    const done = () => { req.off('data', onData); resolve(size > maxBytes ? 'too-large' : 'read'); };
-    const onData = (chunk: Buffer) => { size += chunk.length; if (size > maxBytes) { req.pause(); done(); } };
+    let holding = 0;
+    const done = (outcome: 'read' | 'too-large' | 'busy') => {
+      req.off('data', onData);
+      account?.held.give(holding);
+      holding = 0;
+      resolve(outcome);
+    };
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > maxBytes) { req.pause(); return done('too-large'); }
+      if (account && size <= account.inlineMax) {
+        if (!account.held.tryTake(chunk.length, holding)) { req.pause(); return done('busy'); }
+        holding += chunk.length;
+      }
+    };
+    const ended = () => done('read');
     req.on('data', onData);
-    req.once('end', done);
-    req.once('aborted', done);
-    req.once('error', done);
+    req.once('end', ended);
+    req.once('aborted', ended);
+    req.once('error', ended);
     // A reader that gave up on the body paused it; a 'data' listener alone does not undo that.
     req.resume();
   });

@@ -67,6 +67,8 @@ export interface Receiver {
 }
 
 const RETRY_AFTER_SECONDS = '5';
+/** Nothing could be accepted now; the sender should retry. */
+const BUSY: Answer = Object.freeze(errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
 
 export function createReceiver(deps: ReceiverDeps): Receiver {
   const { log, store, codec, logger, catalog } = deps;
@@ -119,16 +121,20 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       workflow = cached !== undefined ? cached : DOCUMENT_ID.test(route.workflowId) ? await workflows.get(route.workflowId) : null;
     } catch (error) {
       logger.error('registry unavailable', { requestId, error });
-      refuse(req, res, requestId, errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
+      refuse(req, res, requestId, BUSY);
       return 503;
     }
     const selected = workflow && workflow.active ? catalog.select(workflow) : null;
     if (!workflow || !selected) {
       // Read the body as an existing workflow would, take as long as accepting it would have, then the
-      // same empty answer whatever the reason. A body over the limit is a 413 at the same moment as for
-      // an open hook (before reading, or when the limit is crossed), or that answer would tell them apart.
+      // same empty answer whatever the reason. Where an open hook would refuse (a body over the limit, the
+      // log saturated, the memory budget spent) the answer is the same refusal at the same moment, or
+      // that answer would tell the two apart.
       if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
-      if (await drainBody(req, deps.maxBodyBytes) === 'too-large') return tooLarge(req, res, requestId);
+      if (deps.acceptGate.saturated()) { refuse(req, res, requestId, BUSY); return BUSY.status; }
+      const drained = await drainBody(req, deps.maxBodyBytes, { held: deps.heldBodies, inlineMax: deps.inlineBodyMax });
+      if (drained === 'too-large') return tooLarge(req, res, requestId);
+      if (drained === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
       await deps.acceptTiming.imitate();
       send(res, requestId, EMPTY_OK);
       if (!req.complete) res.once('finish', () => req.socket.destroy()); // the client went away mid-body
@@ -159,7 +165,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (!admission.ok) { refuse(req, res, requestId, admission.answer); return admission.answer.status; }
     /** Nothing was accepted: the kind's own answer (an AS2 failure MDN, a SOAP Fault), else 503. */
     const notAccepted = async (inspection: Inspection): Promise<Answer> =>
-      (await plugin.notAccepted?.(request, node, inspection, services)) ?? errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS });
+      (await plugin.notAccepted?.(request, node, inspection, services)) ?? BUSY;
     if (deps.acceptGate.saturated()) {
       const answer = await notAccepted({});
       refuse(req, res, requestId, answer);

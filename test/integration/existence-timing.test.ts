@@ -22,6 +22,10 @@ let receiver: Receiver;
 let baseUrl: string;
 let cleanup: () => void;
 
+/** Held by the test, to fill them as a flood of slow uploads or a slow log would. */
+const heldBodies = heldBytes(1024 * 1024);
+const acceptGate = createAcceptGate({ maxPending: 100, maxPendingBytes: 1 << 20 });
+
 const recorded: number[] = [];
 const imitations: (() => void)[] = [];
 const timing: AcceptTiming = {
@@ -42,8 +46,8 @@ beforeAll(async () => {
   receiver = createReceiver({
     log: backends.log, topics: pipelineTopics(config.topicPrefix), store: backends.store, registry: backends.registry, sealer: backends.sealer,
     catalog: triggerCatalog(config), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
-    workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate: createAcceptGate({ maxPending: 100, maxPendingBytes: 1 << 20 }),
-    acceptTiming: timing, heldBodies: heldBytes(config.maxHeldBodyBytes), metrics: createIngressMetrics(),
+    workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate,
+    acceptTiming: timing, heldBodies, metrics: createIngressMetrics(),
   });
   baseUrl = `http://127.0.0.1:${await receiver.listen(0, '127.0.0.1')}`;
 });
@@ -104,5 +108,30 @@ test.each([true, false])('a body over MAX_BODY_BYTES (declared: %s) is a 413 whe
   expect(await postTooLarge('wf-open', declared)).toBe(413);
   expect(await postTooLarge('wf-missing', declared)).toBe(413);
   expect(await postTooLarge('wf-inactive', declared)).toBe(413);
+  expect(imitations).toHaveLength(0);
+});
+
+test('when bodies in memory are at their budget, or the log is saturated, a missing workflow is refused 503 as an open hook is', async () => {
+  imitations.length = 0;
+  const refused = async (id: string) => {
+    const res = await post(id);
+    return { status: res.status, retryAfter: res.headers.get('retry-after'), body: await res.json() };
+  };
+  const busy = { status: 503, retryAfter: '5', body: { error: 'enqueue-failed', message: expect.any(String) } };
+
+  expect(heldBodies.tryTake(1024 * 1024, 0)).toBe(true); // the budget is spent
+  try {
+    for (const id of ['wf-open', 'wf-missing', 'wf-inactive']) expect({ id, ...(await refused(id)) }).toEqual({ id, ...busy });
+  } finally {
+    heldBodies.give(1024 * 1024);
+  }
+  expect(heldBodies.held()).toBe(0); // the refused requests gave their room back
+
+  for (let i = 0; i < 100; i++) acceptGate.tryEnter(1); // the log is saturated
+  try {
+    for (const id of ['wf-open', 'wf-missing', 'wf-no-trigger']) expect({ id, ...(await refused(id)) }).toEqual({ id, ...busy });
+  } finally {
+    for (let i = 0; i < 100; i++) acceptGate.leave(1);
+  }
   expect(imitations).toHaveLength(0);
 });
