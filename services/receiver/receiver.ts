@@ -127,11 +127,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const selected = workflow && workflow.active ? catalog.select(workflow) : null;
     if (!workflow || !selected) {
       // Read the body as an existing workflow would, take as long as accepting it would have, then the
-      // same empty answer whatever the reason. Where an open hook would refuse (a body over the limit, the
-      // log saturated, the memory budget spent) the answer is the same refusal at the same moment, or
-      // that answer would tell the two apart.
-      if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
+      // same empty answer whatever the reason. Where an open hook would refuse (the log saturated, a body
+      // over the limit, the memory budget spent) the answer is the same refusal at the same moment and in
+      // the same order, or that answer would tell the two apart.
       if (deps.acceptGate.saturated()) { refuse(req, res, requestId, BUSY); return BUSY.status; }
+      if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
       const drained = await drainBody(req, deps.maxBodyBytes, { held: deps.heldBodies, inlineMax: deps.inlineBodyMax });
       if (drained === 'too-large') return tooLarge(req, res, requestId);
       if (drained === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
