@@ -161,9 +161,13 @@ export function drainBody(req: IncomingMessage, maxBytes: number, account: Drain
     const onData = (chunk: Buffer) => {
       size += chunk.length;
       if (size > maxBytes) { req.pause(); return done('too-large'); }
-      if (account && size <= account.inlineMax) {
+      if (!account) return;
+      if (size <= account.inlineMax) {
         if (!account.held.tryTake(chunk.length, holding)) { req.pause(); return done('busy'); }
         holding += chunk.length;
+      } else {
+        account.held.give(holding); // readBody would be streaming it to the store from here
+        holding = 0;
       }
     };
     const ended = () => done('read');
