@@ -7,6 +7,7 @@ import { createTtlCache } from '../platform/registry/ttl-cache';
 import { createReceiver, type Receiver } from '../receiver/receiver';
 import { createAcceptGate } from '../receiver/accept-gate';
 import { createAcceptTiming } from '../receiver/accept-timing';
+import { idleBodies } from '../receiver/idle-bodies';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { startSampler } from '../sampler/sampler';
@@ -105,7 +106,7 @@ export async function startServices(config: Config, backends: Backends, services
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs, redactQueryParams: config.redactQueryParams,
         acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
-        acceptTiming: createAcceptTiming(), heldBodies, metrics,
+        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs), metrics,
       });
       port = await receiver.listen(config.port, config.host);
     }

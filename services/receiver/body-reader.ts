@@ -5,6 +5,7 @@ import type { ObjectStore } from '../platform/store/object-store';
 import type { Answer } from '../triggers/answers';
 import type { BodyValidator, ReceivedBody } from '../triggers/trigger';
 import type { HeldBytes } from '../triggers/whole-body';
+import type { IdleBodies, IdleWatch } from './idle-bodies';
 
 /**
  * Read a request body under a size limit that holds for chunked bodies too. Up to `inlineMax` bytes
@@ -14,11 +15,12 @@ import type { HeldBytes } from '../triggers/whole-body';
  *
  * What all requests hold in memory while their bodies arrive is bounded too (`held`, MAX_HELD_BODY_BYTES):
  * a thousand uploads stalled just under `inlineMax` would otherwise hold a thousand times it. A request
- * that finds the budget spent stops being read and is told `busy`, which the receiver answers 503.
+ * that finds the budget spent stops being read and is told `busy`, which the receiver answers 503. A body
+ * from which nothing arrives for a while is given up as `idle` (idle-bodies.ts), which the receiver answers 408.
  */
 export type BodyOutcome =
   | { ok: true; body: ReceivedBody; stagedPath: string | null }
-  | { ok: false; reason: 'too-large' | 'aborted' | 'store-failed' | 'busy'; error?: unknown }
+  | { ok: false; reason: 'too-large' | 'aborted' | 'store-failed' | 'busy' | 'idle'; error?: unknown }
   | { ok: false; reason: 'rejected'; answer: Answer };
 
 export interface BodyReaderOptions {
@@ -30,6 +32,8 @@ export interface BodyReaderOptions {
   validator?: BodyValidator | null;
   /** The memory budget the bytes held inline take room in until the body is read (all requests together). */
   held?: HeldBytes | null;
+  /** Gives up a body from which nothing arrives for too long. */
+  idle?: IdleBodies | null;
 }
 
 interface Drainable {
@@ -58,9 +62,16 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     let holding = 0;
     const release = () => { budget?.give(holding); holding = 0; };
 
+    // Silence counts only while the body is ours to read: not while we pause it for a slow writer.
+    let watch: IdleWatch | null = null;
+    let ended = false;
+    const watchForSilence = () => { if (!ended) watch = options.idle?.watch(() => finish({ ok: false, reason: 'idle' })) ?? null; };
+    watchForSilence();
+
     const finish = (outcome: BodyOutcome) => {
       if (settled) return;
       settled = true;
+      watch?.end();
       release();
       req.off('data', onData);
       if (!outcome.ok) {
@@ -73,11 +84,12 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     // Pause the request until every writer that asked for it has drained.
     const feed = (writer: Drainable, chunk: Buffer) => {
       if (writer.write(chunk)) return;
-      if (waiting++ === 0) req.pause();
-      writer.once('drain', () => { if (--waiting === 0 && !settled) req.resume(); });
+      if (waiting++ === 0) { req.pause(); watch?.end(); watch = null; }
+      writer.once('drain', () => { if (--waiting === 0 && !settled) { watchForSilence(); req.resume(); } });
     };
 
     const onData = (chunk: Buffer) => {
+      watch?.touch();
       size += chunk.length;
       if (size > options.maxBytes) return finish({ ok: false, reason: 'too-large' });
       if (validator) feed(validator, chunk);
@@ -130,6 +142,8 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     };
     req.on('end', () => {
       if (settled) return;
+      ended = true;
+      watch?.end(); // all of it arrived: what follows (the store, the validator) is not the sender's to hurry
       // The common case, a small body with nothing streaming alongside, settles at once: no promise hops.
       if (!spill && !validator) finish(accepted(null));
       else void afterWriters(spill);
@@ -137,33 +151,44 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
   });
 }
 
-/** A drained body's room in the budget, counted as readBody counts it though nothing is kept. */
-export interface DrainAccount {
-  held: HeldBytes;
-  inlineMax: number;
+/** What a drain counts and watches as readBody would, though it keeps nothing. */
+export interface DrainOptions {
+  /** The budget the first `inlineMax` bytes take room in, as readBody's do. */
+  account?: { held: HeldBytes; inlineMax: number } | null;
+  idle?: IdleBodies | null;
 }
 
+export type DrainOutcome = 'read' | 'too-large' | 'busy' | 'idle';
+
 /**
- * Read and discard a body (bounded), so an answer that does not need it takes about as long as one that does;
- * 'too-large' when it stopped reading at `maxBytes`, 'busy' when `account` found the budget spent where
- * readBody would have, 'read' otherwise (ended, or the client went away).
+ * Read and discard a body (bounded), so an answer that does not need it takes about as long as one that does.
+ * 'too-large' when it stopped reading at `maxBytes`, 'busy' when the budget was spent where readBody would
+ * have found it so, 'idle' when nothing arrived for too long, 'read' otherwise (ended, or the client went away).
  */
-export function drainBody(req: IncomingMessage, maxBytes: number, account: DrainAccount | null = null): Promise<'read' | 'too-large' | 'busy'> {
+export function drainBody(req: IncomingMessage, maxBytes: number, options: DrainOptions = {}): Promise<DrainOutcome> {
+  const account = options.account ?? null;
   return new Promise((resolve) => {
     let size = 0;
     let holding = 0;
-    const done = (outcome: 'read' | 'too-large' | 'busy') => {
+    let settled = false;
+    const done = (outcome: DrainOutcome) => {
+      if (settled) return;
+      settled = true;
+      watch?.end();
       req.off('data', onData);
+      if (outcome !== 'read') req.pause();
       account?.held.give(holding);
       holding = 0;
       resolve(outcome);
     };
+    const watch = options.idle?.watch(() => done('idle')) ?? null;
     const onData = (chunk: Buffer) => {
+      watch?.touch();
       size += chunk.length;
-      if (size > maxBytes) { req.pause(); return done('too-large'); }
+      if (size > maxBytes) return done('too-large');
       if (!account) return;
       if (size <= account.inlineMax) {
-        if (!account.held.tryTake(chunk.length, holding)) { req.pause(); return done('busy'); }
+        if (!account.held.tryTake(chunk.length, holding)) return done('busy');
         holding += chunk.length;
       } else {
         account.held.give(holding); // readBody would be streaming it to the store from here

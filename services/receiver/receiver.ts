@@ -23,6 +23,7 @@ import { createTtlCache } from '../platform/registry/ttl-cache';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { AcceptGate } from './accept-gate';
 import type { AcceptTiming } from './accept-timing';
+import type { IdleBodies } from './idle-bodies';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 
 /**
@@ -48,6 +49,8 @@ export interface ReceiverDeps {
   acceptGate: AcceptGate;
   /** What bodies may hold in memory at once while they are read, all requests together (body-reader.ts). */
   heldBodies: HeldBytes;
+  /** Gives up bodies from which nothing arrives for too long (idle-bodies.ts). */
+  idleBodies: IdleBodies;
   /** Answers that accept nothing wait about as long as a durable accept (accept-timing.ts). */
   acceptTiming: AcceptTiming;
   metrics: Pick<IngressMetrics, 'request'>;
@@ -98,15 +101,19 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   /** Answer without reading the body; keep the connection only if the rest of the body is small. */
   function refuse(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer) {
     send(res, requestId, answer);
-    void drainBody(req, deps.maxBodyBytes).then(() => { if (!req.complete) req.socket.destroy(); });
+    void drainBody(req, deps.maxBodyBytes, { idle: deps.idleBodies }).then(() => { if (!req.complete) req.socket.destroy(); });
   }
 
-  /** A body over MAX_BODY_BYTES: 413, and the connection, with the rest of the body unread, is closed. */
-  function tooLarge(req: http.IncomingMessage, res: http.ServerResponse, requestId: string): number {
-    send(res, requestId, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
+  /** An answer after which the connection, with the rest of the body unread, is closed. */
+  function closing(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer): number {
+    send(res, requestId, answer);
     res.once('finish', () => req.socket.destroy());
-    return 413;
+    return answer.status;
   }
+  const tooLarge = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string) =>
+    closing(req, res, requestId, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
+  const stalled = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string) =>
+    closing(req, res, requestId, errorAnswer('request-timeout', undefined, { connection: 'close' }));
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
     const route = parseHookRoute(req.url ?? '/');
@@ -132,8 +139,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       // the same order, or that answer would tell the two apart.
       if (deps.acceptGate.saturated()) { refuse(req, res, requestId, BUSY); return BUSY.status; }
       if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
-      const drained = await drainBody(req, deps.maxBodyBytes, { held: deps.heldBodies, inlineMax: deps.inlineBodyMax });
+      const drained = await drainBody(req, deps.maxBodyBytes, { account: { held: deps.heldBodies, inlineMax: deps.inlineBodyMax }, idle: deps.idleBodies });
       if (drained === 'too-large') return tooLarge(req, res, requestId);
+      if (drained === 'idle') return stalled(req, res, requestId);
       if (drained === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
       await deps.acceptTiming.imitate();
       send(res, requestId, EMPTY_OK);
@@ -180,9 +188,14 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       stagingPath,
       validator: plugin.validator?.(request, node) ?? null,
       held: deps.heldBodies,
+      idle: deps.idleBodies,
     });
     if (!outcome.ok) {
       if (outcome.reason === 'too-large') return tooLarge(req, res, requestId);
+      if (outcome.reason === 'idle') {
+        logger.warn('request body stopped arriving, request given up', { requestId, workflowId: workflow.id });
+        return stalled(req, res, requestId);
+      }
       if (outcome.reason === 'store-failed') {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
         const answer = await notAccepted({});

@@ -10,6 +10,7 @@ import { createAcceptGate } from '../../services/receiver/accept-gate';
 import type { AcceptTiming } from '../../services/receiver/accept-timing';
 import { createReceiver, type Receiver } from '../../services/receiver/receiver';
 import { heldBytes } from '../../services/triggers/whole-body';
+import { idleBodies } from '../../services/receiver/idle-bodies';
 import { backendEnv } from '../support/app';
 
 /**
@@ -47,7 +48,7 @@ beforeAll(async () => {
     log: backends.log, topics: pipelineTopics(config.topicPrefix), store: backends.store, registry: backends.registry, sealer: backends.sealer,
     catalog: triggerCatalog(config), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
     workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate,
-    acceptTiming: timing, heldBodies, metrics: createIngressMetrics(),
+    acceptTiming: timing, heldBodies, idleBodies: idleBodies(1000), metrics: createIngressMetrics(),
   });
   baseUrl = `http://127.0.0.1:${await receiver.listen(0, '127.0.0.1')}`;
 });
@@ -133,5 +134,17 @@ test('when bodies in memory are at their budget, or the log is saturated, a miss
   } finally {
     for (let i = 0; i < 100; i++) acceptGate.leave(1);
   }
+  expect(imitations).toHaveLength(0);
+});
+
+test('a silent body is given up with 408 whether or not the workflow exists, without an imitated wait', async () => {
+  imitations.length = 0;
+  const url = new URL(baseUrl);
+  const silent = (id: string) => new Promise<number>((resolve, reject) => {
+    const req = http.request({ host: url.hostname, port: url.port, path: `/hook/${id}`, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': 100 } }, (res) => { res.resume(); resolve(res.statusCode!); });
+    req.on('error', reject);
+    req.write('{"a":'); // and nothing more: the receiver's idle time here is 1 s
+  });
+  expect(await Promise.all([silent('wf-open'), silent('wf-missing'), silent('wf-no-trigger')])).toEqual([408, 408, 408]);
   expect(imitations).toHaveLength(0);
 });

@@ -192,3 +192,38 @@ test('bodies held in memory while they arrive are bounded by MAX_HELD_BODY_BYTES
     await other.stop();
   }
 });
+
+test('a body from which nothing arrives for BODY_IDLE_TIMEOUT_MS is given up with 408 and the connection closed; one that keeps arriving is accepted', async () => {
+  const other = await startTestApp('embedded', { BODY_IDLE_TIMEOUT_MS: '600' });
+  try {
+    await other.backends.registry.workflows.put({ id: 'wf-x', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+    const url = new URL(`${other.baseUrl}/hook/wf-x`);
+    /** POST `parts` of a 20-byte JSON body, `gapMs` apart (the last part ends it unless `stop`). */
+    const upload = (parts: string[], gapMs: number, stop = false) => new Promise<{ status: number; closed: boolean; body: string }>((resolve, reject) => {
+      const length = parts.join('').length + (stop ? 10 : 0);
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': length } }, (res) => {
+        let body = '';
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => setTimeout(() => resolve({ status: res.statusCode!, closed: req.socket?.destroyed ?? true, body }), 50));
+      });
+      req.on('error', reject);
+      parts.forEach((part, i) => setTimeout(() => req.write(part), i * gapMs));
+    });
+    const before = (await collectUntilQuiet(other.backends.log, other.topics.received, 300)).length;
+
+    const silent = await upload(['{"stalled":', 'true'], 50, true); // then nothing more
+    expect(silent.status).toBe(408);
+    expect(JSON.parse(silent.body).error).toBe('request-timeout');
+    expect(silent.closed).toBe(true);
+    expect(other.logs.some((l) => l.msg === 'request body stopped arriving, request given up')).toBe(true);
+
+    // Ten parts 150 ms apart: 1.35 s in all, more than twice the idle time, but never silent for it.
+    const trickle = await upload(['{"t":"', ...'abcdefgh'.split(''), '"}'], 150);
+    expect(trickle.status).toBe(200);
+    const after = await collectUntilQuiet(other.backends.log, other.topics.received, 300);
+    expect(after.length).toBe(before + 1);
+    expect(codec.decode('Received', after[after.length - 1].value).body).toEqual({ kind: 'inline', data: Buffer.from('{"t":"abcdefgh"}') });
+  } finally {
+    await other.stop();
+  }
+});

@@ -23,6 +23,8 @@ export interface Config {
   maxBodyBytes: number;
   inlineBodyMax: number;
   workflowCacheMs: number;
+  /** How long a request body may send nothing before the receiver gives it up (408). */
+  bodyIdleMs: number;
   /** Bounds of the webhook's decoding (SPEC §8 leaves them to us). */
   maxInflatedBytes: number;
   /** What the triggers that need a whole body (logistics, warehouse, AS2) may hold in memory at once. */
@@ -171,6 +173,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const sampleDataKeep = integer('SAMPLE_DATA_KEEP', 5, 1, 100, 'how many samples of trigger output to keep per trigger node');
   const redactQueryParams = new Set((get('REDACT_QUERY_PARAMS') ?? '').split(',').map((n) => n.trim().toLowerCase()).filter(Boolean));
   const workflowCacheMs = integer('WORKFLOW_CACHE_MS', 2000, 0, 3_600_000, 'how long a workflow look-up is cached, in milliseconds');
+  // At most the receiver's whole-request timeout (300 s), which would end such a request anyway.
+  const bodyIdleMs = integer('BODY_IDLE_TIMEOUT_MS', 60_000, 100, 300_000, 'how long a request body may send nothing before it is given up, in milliseconds');
 
   const topicPrefix = get('INGRESS_TOPIC_PREFIX') ?? '';
   if (topicPrefix && !/^[A-Za-z0-9._-]{1,100}$/.test(topicPrefix)) problems.push(`INGRESS_TOPIC_PREFIX=${JSON.stringify(topicPrefix)}: up to 100 letters, digits, ".", "_" or "-"`);
@@ -210,7 +214,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, bodyIdleMs, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
     adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams,
   };
 }
