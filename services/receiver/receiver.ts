@@ -135,8 +135,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (!workflow || !selected) {
       // Read the body as an existing workflow would, take as long as accepting it would have, then the
       // same empty answer whatever the reason. Where an open hook would refuse (the log saturated, a body
-      // over the limit, the memory budget spent) the answer is the same refusal at the same moment and in
-      // the same order, or that answer would tell the two apart.
+      // over the limit or gone silent, the memory budget spent) the answer is the same refusal at the same
+      // moment and in the same order, or that answer would tell the two apart.
       if (deps.acceptGate.saturated()) { refuse(req, res, requestId, BUSY); return BUSY.status; }
       if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
       const drained = await drainBody(req, deps.maxBodyBytes, { account: { held: deps.heldBodies, inlineMax: deps.inlineBodyMax }, idle: deps.idleBodies });
