@@ -123,7 +123,7 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       const inline = s ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
       let digest = s ? hash!.digest('hex') : null;
       const sha256 = () => (digest ??= createHash('sha256').update(inline!).digest('hex'));
-      return { ok: true, body: { size, sha256, inline }, stagedPath: s ? s.path : null };
+      return { ok: true, body: { size, sha256, inline, readStaged: s ? () => options.store.get(s.path) : null }, stagedPath: s ? s.path : null };
     };
     /** Once the validator's verdict and the claim check's write are in. */
     const afterWriters = async (s: typeof spill) => {

@@ -46,6 +46,8 @@ export interface ReceivedBody {
   sha256(): string;
   /** The bytes, when they fit INLINE_BODY_MAX; null when the body was staged to the object store. */
   inline: Buffer | null;
+  /** A staged body read back from the object store (a check that could not run while it streamed in); null when inline. */
+  readStaged: (() => Promise<Readable>) | null;
 }
 
 export interface DecodeServices {

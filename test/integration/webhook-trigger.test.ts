@@ -1,4 +1,4 @@
-import { generateKeyPairSync, sign } from 'node:crypto';
+import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { gzipSync, deflateSync } from 'node:zlib';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { ExecutionRequested } from '../../services/platform/avro/records';
@@ -241,6 +241,21 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       // A body large enough to be staged is verified from the digest taken while it streamed in.
       const large = Buffer.from(JSON.stringify({ pad: 'p'.repeat(200 * 1024) }));
       expect(await output(await post('wf-signed', large, { 'content-type': 'application/json', 'x-signature': sign('sha256', large, privateKey).toString('base64') }))).toEqual({ pad: 'p'.repeat(200 * 1024) });
+      // A staged signed body that is compressed or multipart is read back from the store for the checks
+      // that could not run while it streamed in (before its signature held): bad ones are refused, not accepted.
+      const noise = randomBytes(150 * 1024).toString('base64');
+      const largeZipped = gzipSync(JSON.stringify({ noise }));
+      expect(largeZipped.length).toBeGreaterThan(64 * 1024); // over INLINE_BODY_MAX: staged
+      const signedZip = (bytes: Buffer) => post('wf-signed', bytes, { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-signature': sign('sha256', bytes, privateKey).toString('base64') });
+      expect(await output(await signedZip(largeZipped))).toEqual({ noise });
+      const corrupt = Buffer.from(largeZipped);
+      corrupt.fill(0xff, 40_000, 40_100);
+      const refused = await signedZip(corrupt);
+      expect(refused.status).toBe(400);
+      expect(((await refused.json()) as { error: string }).error).toBe('payload-parse-error');
+      const brokenParts = Buffer.from(`--b\r\ncontent-disposition: form-data; name="f"; filename="a.bin"\r\n\r\n${'x'.repeat(100 * 1024)}`); // never closed
+      const brokenMultipart = await post('wf-signed', brokenParts, { 'content-type': 'multipart/form-data; boundary=b', 'x-signature': sign('sha256', brokenParts, privateKey).toString('base64') });
+      expect(brokenMultipart.status).toBe(400);
     });
 
     maybe('bots')('Ignore Bots rejects link previewers with 403 and lets HTTP clients and browsers through', async () => {

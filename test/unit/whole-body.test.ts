@@ -4,7 +4,7 @@ import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../../services
 import { heldBytes, wholeBody } from '../../services/triggers/whole-body';
 
 const request = (id: string): InboundRequest => ({ requestId: id, workflowId: 'wf', pathSuffix: null, query: {}, headers: {}, remoteAddress: null, receivedAt: 0 });
-const staged = (size: number): ReceivedBody => ({ size, inline: null, sha256: () => '' });
+const staged = (size: number): ReceivedBody => ({ size, inline: null, sha256: () => '', readStaged: null });
 const tooLarge = () => errorAnswer('payload-too-large');
 
 test('bodies held whole share one budget; one that finds it spent is read on but not kept, and told busy', async () => {
@@ -49,7 +49,7 @@ test('a body the receiver holds inline is never busy: its own copy is used', asy
   const v = whole.validator(small);
   v.write(Buffer.from('{}'));
   await v.end();
-  expect(whole.take(small, { size: 2, inline: Buffer.from('{}'), sha256: () => '' })?.toString()).toBe('{}');
+  expect(whole.take(small, { size: 2, inline: Buffer.from('{}'), sha256: () => '', readStaged: null })?.toString()).toBe('{}');
 });
 
 test('the warehouse trigger answers a busy post 503 with Retry-After', async () => {
