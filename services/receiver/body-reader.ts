@@ -49,6 +49,11 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     validator?.abort();
     return Promise.resolve({ ok: false, reason: 'too-large' });
   }
+  // The client may have gone while the workflow was looked up: its 'aborted' will not come again.
+  if (req.destroyed) {
+    validator?.abort();
+    return Promise.resolve({ ok: false, reason: 'aborted' });
+  }
 
   return new Promise<BodyOutcome>((resolve) => {
     const chunks: Buffer[] = [];
@@ -166,6 +171,9 @@ export type DrainOutcome = 'read' | 'too-large' | 'busy' | 'idle';
  * have found it so, 'idle' when nothing arrived for too long, 'read' otherwise (ended, or the client went away).
  */
 export function drainBody(req: IncomingMessage, maxBytes: number, options: DrainOptions = {}): Promise<DrainOutcome> {
+  // Nothing more will come: a body already read to its end (a verdict given after it), or a client gone.
+  // Waiting for events that fired before would keep the request, and its watch, until the idle timeout.
+  if (req.readableEnded || req.destroyed) return Promise.resolve('read');
   const account = options.account ?? null;
   return new Promise((resolve) => {
     let size = 0;

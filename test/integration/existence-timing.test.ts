@@ -10,7 +10,8 @@ import { createAcceptGate } from '../../services/receiver/accept-gate';
 import type { AcceptTiming } from '../../services/receiver/accept-timing';
 import { createReceiver, type Receiver } from '../../services/receiver/receiver';
 import { heldBytes } from '../../services/triggers/whole-body';
-import { idleBodies } from '../../services/receiver/idle-bodies';
+import { idleBodies, type IdleBodies } from '../../services/receiver/idle-bodies';
+import type { Registry } from '../../services/platform/registry/registry';
 import { backendEnv } from '../support/app';
 
 /**
@@ -27,6 +28,31 @@ let cleanup: () => void;
 const heldBodies = heldBytes(1024 * 1024);
 const acceptGate = createAcceptGate({ maxPending: 100, maxPendingBytes: 1 << 20 });
 
+/** Look-ups of `wf-gated` wait until the test opens the gate, so a client can go away meanwhile. */
+let openGate: () => void = () => undefined;
+let atGate = false;
+function gatedRegistry(registry: Registry): Registry {
+  const workflows = Object.create(registry.workflows) as Registry['workflows'];
+  workflows.get = async (id: string) => {
+    if (id === 'wf-gated') await new Promise<void>((resolve) => { atGate = true; openGate = resolve; });
+    return registry.workflows.get(id);
+  };
+  return Object.assign(Object.create(registry) as Registry, { workflows });
+}
+
+/** The receiver's idle watch, counting the bodies it watches. */
+const idle = idleBodies(1000);
+let watching = 0;
+const watchedBodies: IdleBodies = {
+  watch(giveUp) {
+    watching++;
+    let ended = false;
+    const end = () => { if (!ended) { ended = true; watching--; } };
+    const inner = idle.watch(() => { end(); giveUp(); });
+    return { touch: () => inner.touch(), end: () => { end(); inner.end(); } };
+  },
+};
+
 const recorded: number[] = [];
 const imitations: (() => void)[] = [];
 const timing: AcceptTiming = {
@@ -42,13 +68,14 @@ beforeAll(async () => {
   const logger = createLogger({ level: 'error', write: () => undefined });
   backends = await openBackends(config, logger);
   await backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  await backends.registry.workflows.put({ id: 'wf-gated', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-inactive', active: false, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-no-trigger', active: true, nodes: [{ name: 'Only', type: 'noop' }] });
   receiver = createReceiver({
-    log: backends.log, topics: pipelineTopics(config.topicPrefix), store: backends.store, registry: backends.registry, sealer: backends.sealer,
+    log: backends.log, topics: pipelineTopics(config.topicPrefix), store: backends.store, registry: gatedRegistry(backends.registry), sealer: backends.sealer,
     catalog: triggerCatalog(config), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
     workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate,
-    acceptTiming: timing, heldBodies, idleBodies: idleBodies(1000), metrics: createIngressMetrics(),
+    acceptTiming: timing, heldBodies, idleBodies: watchedBodies, metrics: createIngressMetrics(),
   });
   baseUrl = `http://127.0.0.1:${await receiver.listen(0, '127.0.0.1')}`;
 });
@@ -147,4 +174,32 @@ test('a silent body is given up with 408 whether or not the workflow exists, wit
   });
   expect(await Promise.all([silent('wf-open'), silent('wf-missing'), silent('wf-no-trigger')])).toEqual([408, 408, 408]);
   expect(imitations).toHaveLength(0);
+});
+
+test('a body refused after it was read to its end (415, 400) leaves nothing watched behind it', async () => {
+  for (const [encoding, body, status] of [['br', '{}', 415], ['gzip', 'not gzip', 400]] as const) {
+    const res = await fetch(`${baseUrl}/hook/wf-open`, { method: 'POST', headers: { 'content-type': 'application/json', 'content-encoding': encoding }, body });
+    expect(res.status).toBe(status);
+    await res.arrayBuffer();
+    // The refusal's drain found the body already read: it watches nothing (it used to, until the idle time).
+    expect(watching).toBe(0);
+  }
+});
+
+test('a client that goes away while its workflow is looked up is not waited for until the idle time', async () => {
+  const url = new URL(baseUrl);
+  const gaveUp = watching;
+  const client = http.request({ host: url.hostname, port: url.port, path: '/hook/wf-gated', method: 'POST', headers: { 'content-type': 'application/json', 'content-length': 100 } });
+  client.on('error', () => undefined);
+  client.write('{"a":');
+  // The look-up has begun (it waits at the gate); the client resets, and the receiver sees it go.
+  for (const deadline = Date.now() + 5000; !atGate && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 5));
+  expect(atGate).toBe(true);
+  await new Promise((r) => setTimeout(r, 50));
+  client.destroy();
+  await new Promise((r) => setTimeout(r, 100));
+  openGate();
+  await new Promise((r) => setTimeout(r, 50));
+  // Before: the body's 'aborted' had fired before anyone listened, and the request sat watched until its 408.
+  expect(watching).toBe(gaveUp);
 });
