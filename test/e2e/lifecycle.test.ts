@@ -16,12 +16,16 @@ const get = async (port: number, path: string) => {
   return { status: res.status, body: await res.json() as Record<string, unknown> };
 };
 /** Poll until the predicate holds (bounded by the test's timeout, not asserted on time). */
-async function until<T>(probe: () => Promise<T>, ok: (v: T) => boolean): Promise<T> {
-  for (;;) {
+/** Probe until `ok`; after `patienceMs` fail with what was awaited and the last value seen, not a bare test timeout. */
+async function until<T>(probe: () => Promise<T>, ok: (v: T) => boolean, patienceMs = 90_000): Promise<T> {
+  let last: T | undefined;
+  for (const deadline = Date.now() + patienceMs; Date.now() < deadline;) {
     const v = await probe().catch(() => undefined as T);
     if (v !== undefined && ok(v)) return v;
+    last = v;
     await new Promise((r) => setTimeout(r, 200));
   }
+  throw new Error(`gave up after ${patienceMs} ms waiting for ${ok.toString()}; last seen: ${JSON.stringify(last)?.slice(0, 300)}`);
 }
 const putWorkflow = async (env: Record<string, string>, id: string) => {
   const file = path.join(env.DATA_DIR, `${id}.json`);
