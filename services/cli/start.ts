@@ -18,7 +18,7 @@ import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../triggers/wa
 import { webhookParameters } from '../triggers/webhook/parameters';
 import { createAs2Trigger, DEFAULT_AS2_LIMITS } from '../triggers/as2/as2-trigger';
 import { byProtocol } from '../triggers/by-protocol';
-import { heldBytes, type HeldBytes } from '../triggers/whole-body';
+import { heldBytes, type HeldBytes } from '../triggers/held-bytes';
 import type { WorkflowDocument } from '../platform/registry/documents';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';

@@ -4,7 +4,7 @@ import { PassThrough } from 'node:stream';
 import type { ObjectStore } from '../platform/store/object-store';
 import type { Answer } from '../triggers/answers';
 import type { BodyValidator, ReceivedBody } from '../triggers/trigger';
-import type { HeldBytes } from '../triggers/whole-body';
+import type { HeldBytes } from '../triggers/held-bytes';
 import type { IdleBodies, IdleWatch } from './idle-bodies';
 
 /**
@@ -36,6 +36,27 @@ export interface BodyReaderOptions {
   idle?: IdleBodies | null;
 }
 
+/**
+ * The room one body holds in the budget while it arrives: its first `inlineMax` bytes, given back once it
+ * outgrows them (it then streams to the store) or when it is settled. readBody and drainBody count alike,
+ * so a drained body (a missing workflow) meets the budget exactly as a read one would.
+ */
+function inlineRoom(budget: HeldBytes | null, inlineMax: number) {
+  let holding = 0;
+  const release = () => { if (holding > 0) { budget!.give(holding); holding = 0; } };
+  return {
+    /** Count a chunk that brings the body to `size` bytes; false when the budget has no room for it. */
+    take(bytes: number, size: number): boolean {
+      if (!budget) return true;
+      if (size > inlineMax) { release(); return true; }
+      if (!budget.tryTake(bytes, holding)) return false;
+      holding += bytes;
+      return true;
+    },
+    release,
+  };
+}
+
 interface Drainable {
   write(chunk: Buffer): boolean;
   once(event: 'drain', listener: () => void): unknown;
@@ -43,7 +64,6 @@ interface Drainable {
 
 export function readBody(req: IncomingMessage, options: BodyReaderOptions): Promise<BodyOutcome> {
   const validator = options.validator ?? null;
-  const budget = options.held ?? null;
   const declared = Number(req.headers['content-length']);
   if (Number.isFinite(declared) && declared > options.maxBytes) {
     validator?.abort();
@@ -63,9 +83,7 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     let settled = false;
     let waiting = 0;
     let spill: { stream: PassThrough; done: Promise<unknown>; path: string } | null = null;
-    /** Room this body holds in the budget: its inline chunks, until it settles or spills. */
-    let holding = 0;
-    const release = () => { budget?.give(holding); holding = 0; };
+    const room = inlineRoom(options.held ?? null, options.inlineMax);
 
     // Silence counts only while the body is ours to read: not while we pause it for a slow writer.
     let watch: IdleWatch | null = null;
@@ -77,7 +95,7 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       if (settled) return;
       settled = true;
       watch?.end();
-      release();
+      room.release();
       req.off('data', onData);
       if (!outcome.ok) {
         req.pause();
@@ -99,13 +117,10 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       if (size > options.maxBytes) return finish({ ok: false, reason: 'too-large' });
       if (validator) feed(validator, chunk);
       if (spill) { hash!.update(chunk); return feed(spill.stream, chunk); }
-      if (size <= options.inlineMax && budget) {
-        if (!budget.tryTake(chunk.length, holding)) return finish({ ok: false, reason: 'busy' });
-        holding += chunk.length;
-      }
+      // Past inlineMax the chunks are the claim check's stream's, which pauses the request when full.
+      if (!room.take(chunk.length, size)) return finish({ ok: false, reason: 'busy' });
       chunks.push(chunk);
       if (size > options.inlineMax) {
-        release(); // from here the chunks are the claim check's stream's, which pauses the request when full
         const stream = new PassThrough();
         const path = options.stagingPath();
         hash = createHash('sha256');
@@ -174,10 +189,9 @@ export function drainBody(req: IncomingMessage, maxBytes: number, options: Drain
   // Nothing more will come: a body already read to its end (a verdict given after it), or a client gone.
   // Waiting for events that fired before would keep the request, and its watch, until the idle timeout.
   if (req.readableEnded || req.destroyed) return Promise.resolve('read');
-  const account = options.account ?? null;
+  const room = inlineRoom(options.account?.held ?? null, options.account?.inlineMax ?? 0);
   return new Promise((resolve) => {
     let size = 0;
-    let holding = 0;
     let settled = false;
     const done = (outcome: DrainOutcome) => {
       if (settled) return;
@@ -185,8 +199,7 @@ export function drainBody(req: IncomingMessage, maxBytes: number, options: Drain
       watch?.end();
       req.off('data', onData);
       if (outcome !== 'read') req.pause();
-      account?.held.give(holding);
-      holding = 0;
+      room.release();
       resolve(outcome);
     };
     const watch = options.idle?.watch(() => done('idle')) ?? null;
@@ -194,14 +207,7 @@ export function drainBody(req: IncomingMessage, maxBytes: number, options: Drain
       watch?.touch();
       size += chunk.length;
       if (size > maxBytes) return done('too-large');
-      if (!account) return;
-      if (size <= account.inlineMax) {
-        if (!account.held.tryTake(chunk.length, holding)) return done('busy');
-        holding += chunk.length;
-      } else {
-        account.held.give(holding); // readBody would be streaming it to the store from here
-        holding = 0;
-      }
+      if (!room.take(chunk.length, size)) return done('busy');
     };
     const ended = () => done('read');
     req.on('data', onData);

@@ -13,10 +13,10 @@ import { DOCUMENT_ID, type Registry } from '../platform/registry/registry';
 import type { CredentialSealer } from '../platform/registry/credential-crypto';
 import type { ObjectStore } from '../platform/store/object-store';
 import { traceHeaders, tracer } from '../platform/telemetry/trace-context';
-import { EMPTY_OK, errorAnswer, type Answer } from '../triggers/answers';
+import { BUSY, EMPTY_OK, errorAnswer, type Answer } from '../triggers/answers';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { InboundRequest, Inspection, TriggerServices } from '../triggers/trigger';
-import type { HeldBytes } from '../triggers/whole-body';
+import type { HeldBytes } from '../triggers/held-bytes';
 import { drainBody, readBody } from './body-reader';
 import { parseHookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
@@ -69,9 +69,6 @@ export interface Receiver {
   close(graceMs?: number): Promise<void>;
 }
 
-const RETRY_AFTER_SECONDS = '5';
-/** Nothing could be accepted now; the sender should retry. */
-const BUSY: Answer = Object.freeze(errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
 
 export function createReceiver(deps: ReceiverDeps): Receiver {
   const { log, store, codec, logger, catalog } = deps;

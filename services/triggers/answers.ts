@@ -39,6 +39,12 @@ export function errorAnswer(code: IngressErrorCode, message?: string, headers: R
   };
 }
 
+/** Seconds a sender told "busy" is asked to wait before it sends again. */
+export const RETRY_AFTER_SECONDS = '5';
+
+/** Nothing could be accepted now (the log, the store or the memory budget is full); the sender retries. */
+export const BUSY: Answer = Object.freeze(errorAnswer('enqueue-failed', undefined, { 'retry-after': RETRY_AFTER_SECONDS }));
+
 /** The answer for a missing, inactive or trigger-less workflow: the same bytes whatever the reason. */
 export const EMPTY_OK: Answer = Object.freeze({ status: 200, headers: {}, body: '' }) as Answer;
 

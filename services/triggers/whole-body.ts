@@ -1,5 +1,6 @@
 import type { Answer } from './answers';
 import type { BodyValidator, InboundRequest, ReceivedBody } from './trigger';
+import type { HeldBytes } from './held-bytes';
 
 /**
  * For triggers whose answer depends on the whole body (a SOAP Fault for a bad Message, a 400 for a
@@ -7,37 +8,10 @@ import type { BodyValidator, InboundRequest, ReceivedBody } from './trigger';
  * the record: the receiver streams the body through this validator, which keeps the bytes up to
  * `maxBytes` for `inspect`. A larger body gets `tooLarge` without being held.
  *
- * Everything such triggers hold at once is bounded by one HeldBytes budget: without it, a hundred slow
- * 16 MiB uploads (before any authentication, for triggers whose credentials are inside the body) would
- * hold 1.6 GB. A request that finds the budget spent is read to its end without being kept, and
- * `take` tells its trigger to answer "busy" (503, or a failure MDN), which a sender retries.
+ * What such triggers hold counts against the shared HeldBytes budget (held-bytes.ts). A request that finds
+ * it spent is read to its end without being kept, and `take` tells its trigger to answer "busy" (503, or a
+ * failure MDN), which a sender retries.
  */
-/** What the triggers that hold whole bodies may hold at once, unless configured (MAX_HELD_BODY_BYTES). */
-export const DEFAULT_HELD_BODY_BYTES = 256 * 1024 * 1024;
-
-export interface HeldBytes {
-  /**
-   * Room for `bytes` more of a body that already holds `own`. A body alone in the budget always gets it
-   * (up to its trigger's own limit), so a budget below the largest body never refuses that body for ever.
-   */
-  tryTake(bytes: number, own: number): boolean;
-  give(bytes: number): void;
-  held(): number;
-}
-
-export function heldBytes(maxBytes: number): HeldBytes {
-  let held = 0;
-  return {
-    tryTake(bytes, own) {
-      if (held > own && held + bytes > maxBytes) return false;
-      held += bytes;
-      return true;
-    },
-    give(bytes) { held -= bytes; },
-    held: () => held,
-  };
-}
-
 export interface WholeBody {
   validator(request: InboundRequest): BodyValidator;
   /**

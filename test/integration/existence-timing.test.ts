@@ -9,7 +9,7 @@ import { createIngressMetrics } from '../../services/platform/telemetry/metrics'
 import { createAcceptGate } from '../../services/receiver/accept-gate';
 import type { AcceptTiming } from '../../services/receiver/accept-timing';
 import { createReceiver, type Receiver } from '../../services/receiver/receiver';
-import { heldBytes } from '../../services/triggers/whole-body';
+import { heldBytes } from '../../services/triggers/held-bytes';
 import { idleBodies, type IdleBodies } from '../../services/receiver/idle-bodies';
 import type { Registry } from '../../services/platform/registry/registry';
 import { backendEnv } from '../support/app';

@@ -204,7 +204,7 @@ test('a body from which nothing arrives for BODY_IDLE_TIMEOUT_MS is given up wit
       const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': length } }, (res) => {
         let body = '';
         res.on('data', (d) => { body += d; });
-        res.on('end', () => setTimeout(() => resolve({ status: res.statusCode!, closed: req.socket?.destroyed ?? true, body }), 50));
+        res.on('end', () => setTimeout(() => resolve({ status: res.statusCode!, closed: req.socket!.destroyed, body }), 50));
       });
       req.on('error', reject);
       parts.forEach((part, i) => setTimeout(() => req.write(part), i * gapMs));

@@ -1,7 +1,8 @@
 import { errorAnswer } from '../../services/triggers/answers';
 import type { InboundRequest, ReceivedBody } from '../../services/triggers/trigger';
 import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../../services/triggers/warehouse/warehouse-trigger';
-import { heldBytes, wholeBody } from '../../services/triggers/whole-body';
+import { heldBytes } from '../../services/triggers/held-bytes';
+import { wholeBody } from '../../services/triggers/whole-body';
 
 const request = (id: string): InboundRequest => ({ requestId: id, workflowId: 'wf', pathSuffix: null, query: {}, headers: {}, remoteAddress: null, receivedAt: 0 });
 const staged = (size: number): ReceivedBody => ({ size, inline: null, sha256: () => '', readStaged: null });

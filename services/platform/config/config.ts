@@ -27,7 +27,7 @@ export interface Config {
   bodyIdleMs: number;
   /** Bounds of the webhook's decoding (SPEC §8 leaves them to us). */
   maxInflatedBytes: number;
-  /** What the triggers that need a whole body (logistics, warehouse, AS2) may hold in memory at once. */
+  /** What request bodies may hold in memory while they arrive, all together: the receiver's and those of the triggers that keep whole bodies. */
   maxHeldBodyBytes: number;
   /** AS2: accept MD5 as a signature digest and MDN micalg, for a partner that cannot do better (off by default). */
   as2AllowMd5: boolean;

@@ -16,7 +16,8 @@ import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type
 import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
 import { hasMultipleAttachments, unwrapMessage } from './unwrap';
-import { DEFAULT_HELD_BODY_BYTES, heldBytes, wholeBody, type HeldBytes } from '../whole-body';
+import { wholeBody } from '../whole-body';
+import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes } from '../held-bytes';
 
 /**
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, RFC 4130): a receiver of signed, encrypted

@@ -1,10 +1,11 @@
 import type { DecodedItem } from '../../platform/avro/records';
 import type { WorkflowNode } from '../../platform/registry/documents';
-import { INGRESS_ERRORS, IngressError, type Answer, type IngressErrorCode } from '../answers';
+import { INGRESS_ERRORS, IngressError, RETRY_AFTER_SECONDS, type Answer, type IngressErrorCode } from '../answers';
 import { checkHeaderAuth, hasContentEncoding, nodeCredential } from '../header-auth';
 import type { InboundRequest, TriggerPlugin, TriggerServices } from '../trigger';
 import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
-import { DEFAULT_HELD_BODY_BYTES, heldBytes, wholeBody, type HeldBytes } from '../whole-body';
+import { wholeBody } from '../whole-body';
+import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes } from '../held-bytes';
 import { logisticsParameters, logisticsProblems, type LogisticsParameters } from './parameters';
 import { readEnvelope, readSendStream, requestBudget, sendStreamOf, SendStreamError, SOAP_ACTIONS, usernameTokenOf, type SendStreamLimits, type StreamMessage } from './send-stream';
 import { pingAnswer, sendStreamAccepted, soapFault } from './soap-answers';
@@ -81,7 +82,7 @@ function fitsOneRecord(messages: { message: StreamMessage; unwrapped: Unwrapped 
 /** Nothing was accepted, for now: the platform sends it again. */
 function busyFault(): Answer {
   const fault = faultFor('enqueue-failed');
-  return { ...fault, headers: { ...fault.headers, 'retry-after': '5' } };
+  return { ...fault, headers: { ...fault.headers, 'retry-after': RETRY_AFTER_SECONDS } };
 }
 
 function faultFor(code: IngressErrorCode, message?: string): Answer {

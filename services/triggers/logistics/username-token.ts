@@ -3,12 +3,6 @@ import type { IngressErrorCode } from '../answers';
 import { secretsEqual } from '../secret-compare';
 import type { UsernameToken } from './send-stream';
 
-/**
- * WS-Security UsernameToken (OASIS UsernameToken Profile 1.0/1.1) against a user and password:
- * PasswordText compared in constant time; PasswordDigest = base64(SHA-1(nonce ‖ created ‖ password)).
- * A digest token must be fresh (Created within `maxSkewMs` of now); the trigger also refuses one used
- * before within that time (nonce-ledger.ts).
- */
 /** A digest token's nonce is at most this many bytes (the profile's are 16). */
 const MAX_NONCE_BYTES = 64;
 
@@ -28,6 +22,12 @@ export function tokenReplayKey(credentialId: string, token: UsernameToken): stri
   return createHash('sha256').update(credentialId).update('\n').update(nonceBytes(token.nonce) ?? Buffer.alloc(0)).update('\n').update(token.created ?? '').digest('base64');
 }
 
+/**
+ * WS-Security UsernameToken (OASIS UsernameToken Profile 1.0/1.1) against a user and password:
+ * PasswordText compared in constant time; PasswordDigest = base64(SHA-1(nonce ‖ created ‖ password)).
+ * A digest token must be fresh (Created within `maxSkewMs` of now); the trigger also refuses one used
+ * before within that time (nonce-ledger.ts).
+ */
 export function checkUsernameToken(token: UsernameToken | null, expected: { user: string; password: string }, now: number, maxSkewMs: number): { ok: true } | { ok: false; code: IngressErrorCode } {
   if (!token) return { ok: false, code: 'authorization-required' };
   const userOk = secretsEqual(token.username, expected.user);

@@ -1,8 +1,9 @@
 import { createHash } from 'node:crypto';
-import { errorAnswer, IngressError, type Answer } from '../answers';
+import { BUSY, errorAnswer, IngressError, type Answer } from '../answers';
 import { checkHeaderAuth, hasContentEncoding } from '../header-auth';
 import type { TriggerPlugin } from '../trigger';
-import { DEFAULT_HELD_BODY_BYTES, heldBytes, wholeBody, type HeldBytes } from '../whole-body';
+import { wholeBody } from '../whole-body';
+import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes } from '../held-bytes';
 import { EnvelopeError, readWarehousePost, withDuplicateFlag } from './envelope';
 import { MAX_RECORD_BYTES } from '../../platform/log/topics';
 import { warehouseParameters, warehouseProblems } from './parameters';
@@ -50,7 +51,7 @@ export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOU
 
     async inspect(request, _node, body) {
       const bytes = whole.take(request, body);
-      if (bytes === 'busy') return { ok: false, answer: errorAnswer('enqueue-failed', undefined, { 'retry-after': '5' }) };
+      if (bytes === 'busy') return { ok: false, answer: BUSY };
       if (!bytes) return { ok: false, answer: errorAnswer('internal-error') };
       try {
         readWarehousePost(bytes);

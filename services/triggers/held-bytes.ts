@@ -1,0 +1,32 @@
+/**
+ * One memory budget for request bodies, shared by everything that holds them while they arrive: the
+ * receiver (up to INLINE_BODY_MAX of each body) and the triggers that keep a body whole before answering
+ * (whole-body.ts: logistics, warehouse, AS2). Without it, a thousand stalled uploads would hold a thousand
+ * bodies, and a hundred slow 16 MiB ones (before any authentication, for triggers whose credentials are
+ * inside the body) 1.6 GB. A request that finds the budget spent is answered busy, which senders retry.
+ */
+/** The budget, unless configured (MAX_HELD_BODY_BYTES). */
+export const DEFAULT_HELD_BODY_BYTES = 256 * 1024 * 1024;
+
+export interface HeldBytes {
+  /**
+   * Room for `bytes` more of a body that already holds `own`. A body alone in the budget always gets it
+   * (up to its own limit), so a budget below the largest body never refuses that body for ever.
+   */
+  tryTake(bytes: number, own: number): boolean;
+  give(bytes: number): void;
+  held(): number;
+}
+
+export function heldBytes(maxBytes: number): HeldBytes {
+  let held = 0;
+  return {
+    tryTake(bytes, own) {
+      if (held > own && held + bytes > maxBytes) return false;
+      held += bytes;
+      return true;
+    },
+    give(bytes) { held -= bytes; },
+    held: () => held,
+  };
+}
