@@ -7,6 +7,8 @@
  */
 export interface AcceptGate {
   saturated(): boolean;
+  /** Whether a record of this size would enter now (nothing is held). */
+  admits(bytes: number): boolean;
   /** False (and nothing held) when the record would exceed the limits. */
   tryEnter(bytes: number): boolean;
   leave(bytes: number): void;
@@ -16,11 +18,13 @@ export interface AcceptGate {
 export function createAcceptGate(limits: { maxPending: number; maxPendingBytes: number }): AcceptGate {
   let count = 0;
   let bytes = 0;
+  // One record larger than the byte limit still passes when nothing else waits: it could never pass otherwise.
+  const admits = (size: number) => count < limits.maxPending && (count === 0 || bytes + size <= limits.maxPendingBytes);
   return {
     saturated: () => count >= limits.maxPending || bytes >= limits.maxPendingBytes,
+    admits,
     tryEnter(size) {
-      // One record larger than the byte limit still passes when nothing else waits: it could never pass otherwise.
-      if (count >= limits.maxPending || (count > 0 && bytes + size > limits.maxPendingBytes)) return false;
+      if (!admits(size)) return false;
       count++;
       bytes += size;
       return true;

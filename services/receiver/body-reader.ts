@@ -180,15 +180,21 @@ export interface DrainOptions {
 
 export type DrainOutcome = 'read' | 'too-large' | 'busy' | 'idle';
 
+/** How a drain ended, and how many bytes of body it read. */
+export interface Drained {
+  outcome: DrainOutcome;
+  bytes: number;
+}
+
 /**
  * Read and discard a body (bounded), so an answer that does not need it takes about as long as one that does.
  * 'too-large' when it stopped reading at `maxBytes`, 'busy' when the budget was spent where readBody would
  * have found it so, 'idle' when nothing arrived for too long, 'read' otherwise (ended, or the client went away).
  */
-export function drainBody(req: IncomingMessage, maxBytes: number, options: DrainOptions = {}): Promise<DrainOutcome> {
+export function drainBody(req: IncomingMessage, maxBytes: number, options: DrainOptions = {}): Promise<Drained> {
   // Nothing more will come: a body already read to its end (a verdict given after it), or a client gone.
   // Waiting for events that fired before would keep the request, and its watch, until the idle timeout.
-  if (req.readableEnded || req.destroyed) return Promise.resolve('read');
+  if (req.readableEnded || req.destroyed) return Promise.resolve({ outcome: 'read', bytes: 0 });
   const room = inlineRoom(options.account?.held ?? null, options.account?.inlineMax ?? 0);
   return new Promise((resolve) => {
     let size = 0;
@@ -200,7 +206,7 @@ export function drainBody(req: IncomingMessage, maxBytes: number, options: Drain
       req.off('data', onData);
       if (outcome !== 'read') req.pause();
       room.release();
-      resolve(outcome);
+      resolve({ outcome, bytes: size });
     };
     const watch = options.idle?.watch(() => done('idle')) ?? null;
     const onData = (chunk: Buffer) => {

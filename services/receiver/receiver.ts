@@ -70,6 +70,18 @@ export interface Receiver {
 }
 
 
+/**
+ * About the size of the `received` record a request with this body would make (the body inline up to
+ * `inlineMax`, else a claim check; its headers; the ids around them), for a missing workflow to meet the
+ * accept gate as an open hook's record would. It need not be exact: a gate that refuses one and admits the
+ * other needs a record within a few dozen bytes of its limit.
+ */
+function recordSizeEstimate(req: http.IncomingMessage, bodyBytes: number, inlineMax: number): number {
+  let size = (bodyBytes <= inlineMax ? bodyBytes : 160) + 128;
+  for (const item of req.rawHeaders) size += item.length;
+  return size;
+}
+
 export function createReceiver(deps: ReceiverDeps): Receiver {
   const { log, store, codec, logger, catalog } = deps;
   const workflows = createTtlCache<WorkflowDocument>((id) => deps.registry.workflows.get(id), deps.workflowCacheMs);
@@ -137,9 +149,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       if (deps.acceptGate.saturated()) { refuse(req, res, requestId, BUSY); return BUSY.status; }
       if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
       const drained = await drainBody(req, deps.maxBodyBytes, { account: { held: deps.heldBodies, inlineMax: deps.inlineBodyMax }, idle: deps.idleBodies });
-      if (drained === 'too-large') return tooLarge(req, res, requestId);
-      if (drained === 'idle') return stalled(req, res, requestId);
-      if (drained === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
+      if (drained.outcome === 'too-large') return tooLarge(req, res, requestId);
+      if (drained.outcome === 'idle') return stalled(req, res, requestId);
+      if (drained.outcome === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
+      // An open hook enters the accept gate with its record here, and is refused when that record would not fit.
+      if (!deps.acceptGate.admits(recordSizeEstimate(req, drained.bytes, deps.inlineBodyMax))) { send(res, requestId, BUSY); return BUSY.status; }
       await deps.acceptTiming.imitate();
       send(res, requestId, EMPTY_OK);
       if (!req.complete) res.once('finish', () => req.socket.destroy()); // the client went away mid-body

@@ -139,7 +139,7 @@ test.each([true, false])('a body over MAX_BODY_BYTES (declared: %s) is a 413 whe
   expect(imitations).toHaveLength(0);
 });
 
-test('when bodies in memory are at their budget, or the log is saturated, a missing workflow is refused 503 as an open hook is', async () => {
+test('when bodies in memory are at their budget, or the log is saturated or has no room for the record, a missing workflow is refused 503 as an open hook is', async () => {
   imitations.length = 0;
   const refused = async (id: string) => {
     const res = await post(id);
@@ -161,6 +161,18 @@ test('when bodies in memory are at their budget, or the log is saturated, a miss
   } finally {
     for (let i = 0; i < 100; i++) acceptGate.leave(1);
   }
+
+  // Not saturated, but a record of this request's size would not fit: an open hook finds that out only
+  // when its record enters the gate, after its body; a missing workflow must find it at the same point.
+  const nearlyFull = (1 << 20) - 100;
+  expect(acceptGate.tryEnter(nearlyFull)).toBe(true);
+  try {
+    expect(acceptGate.saturated()).toBe(false);
+    for (const id of ['wf-open', 'wf-missing', 'wf-inactive']) expect({ id, ...(await refused(id)) }).toEqual({ id, ...busy });
+  } finally {
+    acceptGate.leave(nearlyFull);
+  }
+  expect(acceptGate.pending()).toEqual({ count: 0, bytes: 0 });
   expect(imitations).toHaveLength(0);
 });
 

@@ -150,7 +150,7 @@ test('when the log cannot accept, the answer is 503 with Retry-After, never 200'
 });
 
 test('bodies held in memory while they arrive are bounded by MAX_HELD_BODY_BYTES: past it a request is answered 503, and the held ones are still accepted', async () => {
-  const other = await startTestApp('embedded', { MAX_HELD_BODY_BYTES: '1MiB' }); // INLINE_BODY_MAX stays 256 KiB
+  const other = await startTestApp('embedded', { MAX_HELD_BODY_BYTES: '1MiB', BODY_IDLE_TIMEOUT_MS: '20000' }); // INLINE_BODY_MAX stays 256 KiB
   const stalled: http.ClientRequest[] = [];
   try {
     await other.backends.registry.workflows.put({ id: 'wf-x', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
@@ -178,6 +178,30 @@ test('bodies held in memory while they arrive are bounded by MAX_HELD_BODY_BYTES
     expect(refused!.headers.get('retry-after')).toBe('5');
     expect(((await refused!.json()) as { error: string }).error).toBe('enqueue-failed');
     expect(other.logs.some((l) => l.msg === 'bodies held in memory are at MAX_HELD_BODY_BYTES, request refused')).toBe(true);
+
+    // A refused body is still read to its end and dropped, so its connection carries the next request.
+    // The reader had paused it, and a drain that did not resume it left the connection stuck until the idle
+    // time. The body is large so that most of it is still to come when the reader pauses it.
+    const agent = new http.Agent({ keepAlive: true, maxSockets: 1 });
+    try {
+      const onOneConnection = () => new Promise<{ status: number; socket: unknown }>((resolve, reject) => {
+        const body = JSON.stringify({ pad: 'z'.repeat(4 * 1024 * 1024) });
+        const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', agent, headers: { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) } }, (res) => {
+          res.resume();
+          // The connection is free for the next request once the answer is read and the body all sent.
+          const sent = new Promise((r) => (req.writableFinished ? r(null) : req.once('finish', r)));
+          res.on('end', () => void sent.then(() => resolve({ status: res.statusCode!, socket: req.socket })));
+        });
+        req.on('error', reject);
+        req.end(body);
+      });
+      const first = await onOneConnection();
+      const second = await onOneConnection();
+      expect([first.status, second.status]).toEqual([503, 503]);
+      expect(second.socket).toBe(first.socket);
+    } finally {
+      agent.destroy();
+    }
 
     // The held uploads end and are accepted; their room is given back, so the next request is accepted too.
     for (const req of stalled) req.end('"}'.padStart(10, 'x'));

@@ -20,3 +20,15 @@ test('one record above the byte limit still passes when nothing else waits', () 
   gate.leave(500);
   expect(gate.pending()).toEqual({ count: 0, bytes: 0 });
 });
+
+test('admits says what tryEnter would do, and holds nothing', () => {
+  const gate = createAcceptGate({ maxPending: 2, maxPendingBytes: 100 });
+  expect(gate.admits(500)).toBe(true); // alone, even a record over the byte limit
+  expect(gate.tryEnter(60)).toBe(true);
+  expect(gate.admits(41)).toBe(false);
+  expect(gate.tryEnter(41)).toBe(false);
+  expect(gate.admits(40)).toBe(true);
+  expect(gate.pending()).toEqual({ count: 1, bytes: 60 });
+  expect(gate.tryEnter(40)).toBe(true);
+  expect(gate.admits(0)).toBe(false); // count
+});
