@@ -106,7 +106,7 @@ export async function startServices(config: Config, backends: Backends, services
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs, redactQueryParams: config.redactQueryParams,
         acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
-        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs), metrics,
+        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics,
       });
       port = await receiver.listen(config.port, config.host);
     }

@@ -1,10 +1,10 @@
 import { Readable } from 'node:stream';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
-import type { EventLog, StageHandle } from '../platform/log/event-log';
+import { MAX_RECORD_BYTES, type EventLog, type StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
 import { carryReplayMark } from '../platform/log/replay-marking';
-import { MAX_RECORD_BYTES, type PipelineTopics } from '../platform/log/topics';
+import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';

@@ -16,7 +16,7 @@ import type { IdleBodies, IdleWatch } from './idle-bodies';
  * What all requests hold in memory while their bodies arrive is bounded too (`held`, MAX_HELD_BODY_BYTES):
  * a thousand uploads stalled just under `inlineMax` would otherwise hold a thousand times it. A request
  * that finds the budget spent stops being read and is told `busy`, which the receiver answers 503. A body
- * from which nothing arrives for a while is given up as `idle` (idle-bodies.ts), which the receiver answers 408.
+ * from which nothing (or too little) arrives for a while is given up as `idle` (idle-bodies.ts), which the receiver answers 408.
  */
 export type BodyOutcome =
   | { ok: true; body: ReceivedBody; stagedPath: string | null }
@@ -112,7 +112,7 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     };
 
     const onData = (chunk: Buffer) => {
-      watch?.touch();
+      watch?.touch(chunk.length);
       size += chunk.length;
       if (size > options.maxBytes) return finish({ ok: false, reason: 'too-large' });
       if (validator) feed(validator, chunk);
@@ -189,7 +189,7 @@ export interface Drained {
 /**
  * Read and discard a body (bounded), so an answer that does not need it takes about as long as one that does.
  * 'too-large' when it stopped reading at `maxBytes`, 'busy' when the budget was spent where readBody would
- * have found it so, 'idle' when nothing arrived for too long, 'read' otherwise (ended, or the client went away).
+ * have found it so, 'idle' when nothing arrived for too long (or too little), 'read' otherwise (ended, or the client went away).
  */
 export function drainBody(req: IncomingMessage, maxBytes: number, options: DrainOptions = {}): Promise<Drained> {
   // Nothing more will come: a body already read to its end (a verdict given after it), or a client gone.
@@ -210,7 +210,7 @@ export function drainBody(req: IncomingMessage, maxBytes: number, options: Drain
     };
     const watch = options.idle?.watch(() => done('idle')) ?? null;
     const onData = (chunk: Buffer) => {
-      watch?.touch();
+      watch?.touch(chunk.length);
       size += chunk.length;
       if (size > maxBytes) return done('too-large');
       if (!room.take(chunk.length, size)) return done('busy');

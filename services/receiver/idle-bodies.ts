@@ -1,13 +1,16 @@
 /**
- * Bodies that stop arriving. A sender that starts an upload and then goes silent holds its connection, and
- * what its body already holds in memory, until the 300 s request timeout; enough of them spend
- * MAX_HELD_BODY_BYTES and get every other sender a 503. As nginx's `client_body_timeout` does, a body from
- * which nothing arrives for `idleMs` is given up (the receiver answers 408 and closes the connection).
+ * Bodies that stop arriving, or arrive too slowly. A sender that starts an upload and then goes silent holds
+ * its connection, and what its body already holds in memory, until the 300 s request timeout; enough of them
+ * spend MAX_HELD_BODY_BYTES and get every other sender a 503. As nginx's `client_body_timeout` does, a body
+ * from which nothing arrives for `idleMs` is given up (the receiver answers 408 and closes the connection).
+ * A sender that trickles a byte now and then escapes that, so, as Kestrel's `MinRequestBodyDataRate` does,
+ * a body that has averaged less than a minimum rate once a grace period is over is given up the same way.
  *
  * One interval checks every body being read, on a coarse clock of its own ticks: a timer per request, or
  * a clock read per chunk, would cost on every request. A silent body is given up between `idleMs` and
- * `idleMs` plus one tick later. The interval runs only while there are bodies to watch, and never keeps
- * the process alive.
+ * `idleMs` plus one tick later; a slow one is judged on the time it has surely been watched (whole ticks,
+ * less one), so the tick's coarseness never counts against the sender. The interval runs only while there
+ * are bodies to watch, and never keeps the process alive.
  */
 export interface IdleBodies {
   /** Watch a body while it is read; `giveUp` is called once if nothing arrives for too long. */
@@ -15,8 +18,8 @@ export interface IdleBodies {
 }
 
 export interface IdleWatch {
-  /** Something arrived. */
-  touch(): void;
+  /** `bytes` arrived. */
+  touch(bytes: number): void;
   /** The body is read (or given up otherwise): stop watching it. */
   end(): void;
 }
@@ -24,23 +27,42 @@ export interface IdleWatch {
 /** What a body may stay silent for, unless configured (BODY_IDLE_TIMEOUT_MS). */
 export const DEFAULT_BODY_IDLE_MS = 60_000;
 
+/**
+ * The slowest a body may arrive on average, unless configured (BODY_MIN_BYTES_PER_SECOND), and the time it
+ * has before that is judged: Kestrel's defaults, slow enough for any partner link (240 B/s is ~2 kbit/s),
+ * with room for TCP's slow start.
+ */
+export const DEFAULT_BODY_MIN_BYTES_PER_SECOND = 240;
+export const BODY_MIN_RATE_GRACE_MS = 5_000;
+
 interface Watched {
+  /** Ticks when it was last touched, and when the watch began. */
   last: number;
+  since: number;
+  bytes: number;
   giveUp: () => void;
 }
 
-export function idleBodies(idleMs: number = DEFAULT_BODY_IDLE_MS): IdleBodies {
+/** `minBytesPerSecond` 0: only silence is given up. */
+export function idleBodies(idleMs: number = DEFAULT_BODY_IDLE_MS, minBytesPerSecond: number = DEFAULT_BODY_MIN_BYTES_PER_SECOND): IdleBodies {
   const tickMs = Math.max(50, Math.min(5_000, Math.floor(idleMs / 4)));
   const idleTicks = Math.ceil(idleMs / tickMs);
   const watched = new Set<Watched>();
   let ticks = 0;
   let interval: NodeJS.Timeout | null = null;
 
+  /** Past its grace period, and below the rate over the time it has surely been watched. */
+  const tooSlow = (entry: Watched) => {
+    if (minBytesPerSecond <= 0) return false;
+    const watchedMs = (ticks - entry.since - 1) * tickMs;
+    return watchedMs >= BODY_MIN_RATE_GRACE_MS && entry.bytes < (minBytesPerSecond * watchedMs) / 1000;
+  };
+
   const check = () => {
     ticks++;
     for (const entry of watched) {
       // More than idleTicks ticks since the last touch: at least idleMs, however the touch fell between ticks.
-      if (ticks - entry.last <= idleTicks) continue;
+      if (ticks - entry.last <= idleTicks && !tooSlow(entry)) continue;
       watched.delete(entry);
       entry.giveUp();
     }
@@ -50,11 +72,11 @@ export function idleBodies(idleMs: number = DEFAULT_BODY_IDLE_MS): IdleBodies {
 
   return {
     watch(giveUp) {
-      const entry: Watched = { last: ticks, giveUp };
+      const entry: Watched = { last: ticks, since: ticks, bytes: 0, giveUp };
       watched.add(entry);
       if (!interval) { interval = setInterval(check, tickMs); interval.unref(); }
       return {
-        touch: () => { entry.last = ticks; },
+        touch: (bytes) => { entry.last = ticks; entry.bytes += bytes; },
         end: () => { watched.delete(entry); },
       };
     },

@@ -49,7 +49,7 @@ export interface ReceiverDeps {
   acceptGate: AcceptGate;
   /** What bodies may hold in memory at once while they are read, all requests together (body-reader.ts). */
   heldBodies: HeldBytes;
-  /** Gives up bodies from which nothing arrives for too long (idle-bodies.ts). */
+  /** Gives up bodies from which nothing, or too little, arrives for too long (idle-bodies.ts). */
   idleBodies: IdleBodies;
   /** Answers that accept nothing wait about as long as a durable accept (accept-timing.ts). */
   acceptTiming: AcceptTiming;
@@ -204,7 +204,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (!outcome.ok) {
       if (outcome.reason === 'too-large') return tooLarge(req, res, requestId);
       if (outcome.reason === 'idle') {
-        logger.warn('request body stopped arriving, request given up', { requestId, workflowId: workflow.id });
+        logger.warn('request body stopped arriving, or arrived too slowly: request given up', { requestId, workflowId: workflow.id });
         return stalled(req, res, requestId);
       }
       if (outcome.reason === 'store-failed') {

@@ -10,7 +10,7 @@ export const INGRESS_ERRORS = {
   'protocol-requires-as2-auth': { status: 401, message: 'Protocol AS2 requires AS2 Receiver Auth' },
   'payload-parse-error': { status: 400, message: 'The request body could not be parsed' },
   'payload-too-large': { status: 413, message: 'The request body is too large' },
-  'request-timeout': { status: 408, message: 'The request body stopped arriving' },
+  'request-timeout': { status: 408, message: 'The request body stopped arriving, or arrived too slowly' },
   'unsupported-media': { status: 415, message: 'The request body has an unsupported media type' },
   'method-not-allowed': { status: 405, message: 'Only POST is accepted' },
   'not-found': { status: 404, message: 'Not found' },

@@ -49,7 +49,7 @@ const watchedBodies: IdleBodies = {
     let ended = false;
     const end = () => { if (!ended) { ended = true; watching--; } };
     const inner = idle.watch(() => { end(); giveUp(); });
-    return { touch: () => inner.touch(), end: () => { end(); inner.end(); } };
+    return { touch: (bytes) => inner.touch(bytes), end: () => { end(); inner.end(); } };
   },
 };
 

@@ -217,8 +217,8 @@ test('bodies held in memory while they arrive are bounded by MAX_HELD_BODY_BYTES
   }
 });
 
-test('a body from which nothing arrives for BODY_IDLE_TIMEOUT_MS is given up with 408 and the connection closed; one that keeps arriving is accepted', async () => {
-  const other = await startTestApp('embedded', { BODY_IDLE_TIMEOUT_MS: '600' });
+test('a body from which nothing arrives for BODY_IDLE_TIMEOUT_MS, or that averages under BODY_MIN_BYTES_PER_SECOND past its 5 s grace, is given up with 408 and the connection closed; one that keeps arriving is accepted', async () => {
+  const other = await startTestApp('embedded', { BODY_IDLE_TIMEOUT_MS: '600', BODY_MIN_BYTES_PER_SECOND: '100' });
   try {
     await other.backends.registry.workflows.put({ id: 'wf-x', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
     const url = new URL(`${other.baseUrl}/hook/wf-x`);
@@ -239,7 +239,13 @@ test('a body from which nothing arrives for BODY_IDLE_TIMEOUT_MS is given up wit
     expect(silent.status).toBe(408);
     expect(JSON.parse(silent.body).error).toBe('request-timeout');
     expect(silent.closed).toBe(true);
-    expect(other.logs.some((l) => l.msg === 'request body stopped arriving, request given up')).toBe(true);
+    expect(other.logs.some((l) => l.msg === 'request body stopped arriving, or arrived too slowly: request given up')).toBe(true);
+
+    // A byte every 100 ms (10 B/s): never silent for the idle time, but a tenth of the minimum rate.
+    const slow = await upload(['{"slow":"', ...'x'.repeat(80).split(''), '"}'], 100);
+    expect(slow.status).toBe(408);
+    expect(JSON.parse(slow.body).error).toBe('request-timeout');
+    expect(slow.closed).toBe(true);
 
     // Ten parts 150 ms apart: 1.35 s in all, more than twice the idle time, but never silent for it.
     const trickle = await upload(['{"t":"', ...'abcdefgh'.split(''), '"}'], 150);

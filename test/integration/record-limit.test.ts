@@ -1,4 +1,4 @@
-import { MAX_RECORD_BYTES } from '../../services/platform/log/topics';
+import { MAX_RECORD_BYTES } from '../../services/platform/log/event-log';
 import { startTestApp, type TestApp } from '../support/app';
 import { deadLetterOf, executionsOf } from '../support/executions';
 

@@ -79,3 +79,12 @@ test('operations settings: admin port, shutdown grace, back-pressure and topic s
     'MAX_PENDING_ACCEPTS="0": how many accepts may wait for the log before the receiver answers 503 (a whole number from 1 to 1000000)',
   ]);
 });
+
+test('slow bodies: idle time and minimum rate, with their bounds', () => {
+  expect(loadConfig({})).toMatchObject({ bodyIdleMs: 60_000, bodyMinBytesPerSecond: 240 });
+  expect(loadConfig({ BODY_MIN_BYTES_PER_SECOND: '0' }).bodyMinBytesPerSecond).toBe(0);
+  expect(problems({ BODY_IDLE_TIMEOUT_MS: '50', BODY_MIN_BYTES_PER_SECOND: 'fast' })).toEqual([
+    'BODY_IDLE_TIMEOUT_MS="50": how long a request body may send nothing before it is given up, in milliseconds (a whole number from 100 to 300000)',
+    'BODY_MIN_BYTES_PER_SECOND="fast": the slowest a request body may arrive on average, in bytes per second (0: no minimum) (a whole number from 0 to 1048576)',
+  ]);
+});

@@ -25,6 +25,8 @@ export interface Config {
   workflowCacheMs: number;
   /** How long a request body may send nothing before the receiver gives it up (408). */
   bodyIdleMs: number;
+  /** The slowest a request body may arrive on average, after a grace period, before it is given up (408); 0: no minimum. */
+  bodyMinBytesPerSecond: number;
   /** Bounds of the webhook's decoding (SPEC §8 leaves them to us). */
   maxInflatedBytes: number;
   /** What request bodies may hold in memory while they arrive, all together: the receiver's and those of the triggers that keep whole bodies. */
@@ -175,6 +177,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const workflowCacheMs = integer('WORKFLOW_CACHE_MS', 2000, 0, 3_600_000, 'how long a workflow look-up is cached, in milliseconds');
   // At most the receiver's whole-request timeout (300 s), which would end such a request anyway.
   const bodyIdleMs = integer('BODY_IDLE_TIMEOUT_MS', 60_000, 100, 300_000, 'how long a request body may send nothing before it is given up, in milliseconds');
+  const bodyMinBytesPerSecond = integer('BODY_MIN_BYTES_PER_SECOND', 240, 0, 1024 * 1024, 'the slowest a request body may arrive on average, in bytes per second (0: no minimum)');
 
   const topicPrefix = get('INGRESS_TOPIC_PREFIX') ?? '';
   if (topicPrefix && !/^[A-Za-z0-9._-]{1,100}$/.test(topicPrefix)) problems.push(`INGRESS_TOPIC_PREFIX=${JSON.stringify(topicPrefix)}: up to 100 letters, digits, ".", "_" or "-"`);
@@ -214,7 +217,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, bodyIdleMs, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
     adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams,
   };
 }

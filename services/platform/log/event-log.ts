@@ -5,6 +5,14 @@
 
 export type Headers = Record<string, string>;
 
+/**
+ * The largest record a stage writes, and so what a trigger may ask one record to carry. Kafka topics are
+ * created to take it (a record batch of one such record, with room for its framing); a decoded output
+ * beyond it is dead-lettered, since the workflow would not get it either (Raw Body stores such a document
+ * as a file instead).
+ */
+export const MAX_RECORD_BYTES = 8 * 1024 * 1024;
+
 /** A record to append. `key` decides the partition (records with one key stay in order). */
 export interface OutRecord {
   topic: string;

@@ -1,3 +1,5 @@
+import { MAX_RECORD_BYTES } from './event-log';
+
 /**
  * The pipeline's topics and consumer groups (DESIGN.md §4). INGRESS_TOPIC_PREFIX namespaces all of
  * them, so several environments (or test runs) can share one Kafka cluster.
@@ -11,12 +13,6 @@ export interface PipelineTopics {
   group(stage: string): string;
 }
 
-/**
- * The largest record a stage writes. Kafka topics are created to take it (a record batch of one such
- * record, with room for its framing); a decoded output beyond it is dead-lettered, since the workflow
- * would not get it either (Raw Body stores such a document as a file instead).
- */
-export const MAX_RECORD_BYTES = 8 * 1024 * 1024;
 /**
  * A stage ends its batch (one atomic append, or one transaction) once its outputs reach this many bytes,
  * not only at its record count: 256 outputs of up to 8 MiB each would otherwise be held at once, and a

@@ -1,5 +1,5 @@
 import type { As2Envelope } from '../../platform/avro/records';
-import { MAX_RECORD_BYTES } from '../../platform/log/topics';
+import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer, type Answer } from '../answers';
 import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from '../trigger';

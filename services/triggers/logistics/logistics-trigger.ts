@@ -14,7 +14,7 @@ import { checkUsernameToken, tokenReplayKey } from './username-token';
 import { withoutPasswords } from './password-redaction';
 import { createNonceLedger } from './nonce-ledger';
 import { XmlError, type XmlValue } from './xml';
-import { MAX_RECORD_BYTES } from '../../platform/log/topics';
+import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 
 /**
  * The logistics-platform trigger (SPEC §2.3, DESIGN.md §6): the eAdaptor's SOAP SendStreamRequest.

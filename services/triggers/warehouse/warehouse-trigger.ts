@@ -5,7 +5,7 @@ import type { TriggerPlugin } from '../trigger';
 import { wholeBody } from '../whole-body';
 import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes } from '../held-bytes';
 import { EnvelopeError, readWarehousePost, withDuplicateFlag } from './envelope';
-import { MAX_RECORD_BYTES } from '../../platform/log/topics';
+import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 import { warehouseParameters, warehouseProblems } from './parameters';
 import { isRepeat } from '../first-request';
 
