@@ -85,11 +85,9 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     let spill: { stream: PassThrough; done: Promise<unknown>; path: string } | null = null;
     const room = inlineRoom(options.held ?? null, options.inlineMax);
 
-    // Silence counts only while the body is ours to read: not while we pause it for a slow writer.
-    let watch: IdleWatch | null = null;
-    let ended = false;
-    const watchForSilence = () => { if (!ended) watch = options.idle?.watch(() => finish({ ok: false, reason: 'idle' })) ?? null; };
-    watchForSilence();
+    // One watch over the whole body. Silence and the rate count only while the body is ours to read, not
+    // while we hold it back for a slow writer (pause and resume).
+    const watch: IdleWatch | null = options.idle?.watch(() => finish({ ok: false, reason: 'idle' })) ?? null;
 
     const finish = (outcome: BodyOutcome) => {
       if (settled) return;
@@ -107,8 +105,8 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     // Pause the request until every writer that asked for it has drained.
     const feed = (writer: Drainable, chunk: Buffer) => {
       if (writer.write(chunk)) return;
-      if (waiting++ === 0) { req.pause(); watch?.end(); watch = null; }
-      writer.once('drain', () => { if (--waiting === 0 && !settled) { watchForSilence(); req.resume(); } });
+      if (waiting++ === 0) { req.pause(); watch?.pause(); }
+      writer.once('drain', () => { if (--waiting === 0 && !settled) { watch?.resume(); req.resume(); } });
     };
 
     const onData = (chunk: Buffer) => {
@@ -162,7 +160,6 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     };
     req.on('end', () => {
       if (settled) return;
-      ended = true;
       watch?.end(); // all of it arrived: what follows (the store, the validator) is not the sender's to hurry
       // The common case, a small body with nothing streaming alongside, settles at once: no promise hops.
       if (!spill && !validator) finish(accepted(null));

@@ -18,7 +18,7 @@ import type { TriggerCatalog } from '../triggers/catalog';
 import type { InboundRequest, Inspection, TriggerServices } from '../triggers/trigger';
 import type { HeldBytes } from '../triggers/held-bytes';
 import { drainBody, readBody } from './body-reader';
-import { parseHookRoute } from './route';
+import { parseHookRoute, type HookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { AcceptGate } from './accept-gate';
@@ -70,23 +70,68 @@ export interface Receiver {
 }
 
 
-/**
- * About the size of the `received` record a request with this body would make (the body inline up to
- * `inlineMax`, else a claim check; its headers; the ids around them), for a missing workflow to meet the
- * accept gate as an open hook's record would. It need not be exact: a gate that refuses one and admits the
- * other needs a record within a few dozen bytes of its limit.
- */
-function recordSizeEstimate(req: http.IncomingMessage, bodyBytes: number, inlineMax: number): number {
-  let size = (bodyBytes <= inlineMax ? bodyBytes : 160) + 128;
-  for (const item of req.rawHeaders) size += item.length;
-  return size;
+/** The request as the trigger plugins see it: headers flattened (repeated ones joined), the route's parts. */
+function inboundRequest(req: http.IncomingMessage, route: HookRoute, requestId: string): InboundRequest {
+  const headers: Record<string, string> = {};
+  const incoming = req.headers;
+  for (const name in incoming) {
+    const value = incoming[name];
+    if (value !== undefined) headers[name] = typeof value === 'string' ? value : value.join(', ');
+  }
+  return {
+    requestId, workflowId: route.workflowId, pathSuffix: route.pathSuffix, query: route.query, headers,
+    remoteAddress: req.socket.remoteAddress ?? null, receivedAt: Date.now(),
+  };
 }
+
+/** Where a body goes when it outgrows INLINE_BODY_MAX (most never do). */
+const stagingPathOf = (request: InboundRequest) =>
+  `raw/${request.workflowId}/${new Date(request.receivedAt).toISOString().slice(0, 10)}/${request.requestId}`;
 
 export function createReceiver(deps: ReceiverDeps): Receiver {
   const { log, store, codec, logger, catalog } = deps;
   const workflows = createTtlCache<WorkflowDocument>((id) => deps.registry.workflows.get(id), deps.workflowCacheMs);
   const credentials = openedCredentials(deps.registry, deps.sealer, deps.workflowCacheMs);
   const services: TriggerServices = { credential: (id) => credentials.get(id), store, logger };
+
+  /** The `received` record of an accepted request, secrets redacted; its traceparent is the caller's to set. */
+  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[] }, as2: Received['as2']): Received {
+    return {
+      requestId: request.requestId,
+      workflowId: request.workflowId,
+      triggerNode,
+      triggerKind,
+      pathSuffix: request.pathSuffix,
+      query: redactQuery(request.query, deps.redactQueryParams),
+      headers: redactHeaders(request.headers, admission.secretHeaders),
+      contentType: request.headers['content-type'] ?? null,
+      body,
+      receivedAt: request.receivedAt,
+      principal: admission.principal,
+      remoteAddress: request.remoteAddress,
+      as2,
+      traceparent: null,
+    };
+  }
+
+  /** Zeros standing in for a drained body in wouldBeRecordSize (made at the first need). */
+  let zeros: Buffer | null = null;
+  /**
+   * The size of the record an open webhook (no authentication, default node name) would have made of this
+   * request and a body of `bodyBytes`: the same fields, redacted the same way, encoded the same way.
+   */
+  function wouldBeRecordSize(request: InboundRequest, bodyBytes: number): number {
+    let body: Received['body'];
+    if (bodyBytes <= deps.inlineBodyMax) {
+      zeros ??= Buffer.alloc(deps.inlineBodyMax);
+      body = { kind: 'inline', data: zeros.subarray(0, bodyBytes) };
+    } else {
+      body = { kind: 'ref', path: stagingPathOf(request), size: bodyBytes, sha256: '0'.repeat(64) };
+    }
+    const record = receivedRecord(request, 'Webhook', 'webhook', body, { principal: null, secretHeaders: [] }, null);
+    record.traceparent = traceHeaders().traceparent ?? null;
+    return codec.encode('Received', record).length;
+  }
 
   /** What each answer said beyond its status, for the request's metrics. */
   const outcomes = new WeakMap<http.ServerResponse, string>();
@@ -152,8 +197,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       if (drained.outcome === 'too-large') return tooLarge(req, res, requestId);
       if (drained.outcome === 'idle') return stalled(req, res, requestId);
       if (drained.outcome === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
-      // An open hook enters the accept gate with its record here, and is refused when that record would not fit.
-      if (!deps.acceptGate.admits(recordSizeEstimate(req, drained.bytes, deps.inlineBodyMax))) { send(res, requestId, BUSY); return BUSY.status; }
+      // An open hook's record enters the accept gate here, and is refused when it would not fit. The record
+      // this request would have made, for a webhook node, meets the gate the same way (nothing is held).
+      if (!deps.acceptGate.admits(wouldBeRecordSize(inboundRequest(req, route, requestId), drained.bytes))) {
+        send(res, requestId, BUSY);
+        return BUSY.status;
+      }
       await deps.acceptTiming.imitate();
       send(res, requestId, EMPTY_OK);
       if (!req.complete) res.once('finish', () => req.socket.destroy()); // the client went away mid-body
@@ -162,16 +211,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const { node, plugin } = selected;
     facts.triggerKind = plugin.kindOf(node);
 
-    const headers: Record<string, string> = {};
-    const incoming = req.headers;
-    for (const name in incoming) {
-      const value = incoming[name];
-      if (value !== undefined) headers[name] = typeof value === 'string' ? value : value.join(', ');
-    }
-    const request: InboundRequest = {
-      requestId, workflowId: workflow.id, pathSuffix: route.pathSuffix, query: route.query, headers,
-      remoteAddress: req.socket.remoteAddress ?? null, receivedAt: Date.now(),
-    };
+    const request = inboundRequest(req, route, requestId);
+    const { headers } = request;
     if (logger.enabled('info')) logger.info('inbound event', {
       requestId, workflowId: workflow.id, method: req.method, path: req.url?.split('?')[0], contentType: headers['content-type'] ?? null,
       contentLength: headers['content-length'] ?? null, userAgent: headers['user-agent'] ?? null, remoteAddress: request.remoteAddress,
@@ -191,9 +232,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return answer.status;
     }
 
-    const workflowId = workflow.id;
-    /** Where the body goes when it outgrows INLINE_BODY_MAX (most never do). */
-    const stagingPath = () => `raw/${workflowId}/${new Date(request.receivedAt).toISOString().slice(0, 10)}/${requestId}`;
+    const stagingPath = () => stagingPathOf(request);
     const outcome = await readBody(req, {
       maxBytes: deps.maxBodyBytes, inlineMax: deps.inlineBodyMax, store,
       stagingPath,
@@ -264,22 +303,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       }
     }
 
-    const received: Received = {
-      requestId,
-      workflowId: workflow.id,
-      triggerNode: node.name,
-      triggerKind: plugin.kindOf(node),
-      pathSuffix: route.pathSuffix,
-      query: redactQuery(route.query, deps.redactQueryParams),
-      headers: redactHeaders(headers, admission.secretHeaders),
-      contentType: headers['content-type'] ?? null,
-      body: recordBody,
-      receivedAt: request.receivedAt,
-      principal: admission.principal,
-      remoteAddress: request.remoteAddress,
-      as2: inspected.inspection.as2 ?? null,
-      traceparent: null,
-    };
+    const received = receivedRecord(request, node.name, plugin.kindOf(node), recordBody, admission, inspected.inspection.as2 ?? null);
     const trail = traceHeaders();
     received.traceparent = trail.traceparent ?? null;
     const value = codec.encode('Received', received);

@@ -49,7 +49,7 @@ const watchedBodies: IdleBodies = {
     let ended = false;
     const end = () => { if (!ended) { ended = true; watching--; } };
     const inner = idle.watch(() => { end(); giveUp(); });
-    return { touch: (bytes) => inner.touch(bytes), end: () => { end(); inner.end(); } };
+    return { touch: (bytes) => inner.touch(bytes), pause: () => inner.pause(), resume: () => inner.resume(), end: () => { end(); inner.end(); } };
   },
 };
 
@@ -174,6 +174,34 @@ test('when bodies in memory are at their budget, or the log is saturated or has 
   }
   expect(acceptGate.pending()).toEqual({ count: 0, bytes: 0 });
   expect(imitations).toHaveLength(0);
+});
+
+test('a missing workflow meets the gate with the record an open hook would make: a long query counts, a long cookie (redacted) does not', async () => {
+  imitations.length = 0;
+  /** Answer to a POST with a 12 000-byte query or cookie, letting any imitated accept finish. */
+  const answer = async (id: string, long: 'query' | 'cookie') => {
+    const filler = 'x'.repeat(12_000);
+    const pending = fetch(`${baseUrl}/hook/${id}${long === 'query' ? `?q=${filler}` : ''}`, {
+      method: 'POST', headers: { 'content-type': 'application/json', ...(long === 'cookie' ? { cookie: `c=${filler}` } : {}) }, body: '{"a":1}',
+    });
+    for (let settled = false; !settled;) {
+      settled = await Promise.race([pending.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 20))]);
+      imitations.splice(0).forEach((release) => release());
+    }
+    const res = await pending;
+    await res.arrayBuffer();
+    return res.status;
+  };
+  // One record waits, and 6 000 bytes of room are left: more than a record with a redacted cookie, less than one with the query.
+  const waiting = (1 << 20) - 6_000;
+  expect(acceptGate.tryEnter(waiting)).toBe(true);
+  try {
+    for (const id of ['wf-open', 'wf-missing', 'wf-inactive']) {
+      expect({ id, query: await answer(id, 'query'), cookie: await answer(id, 'cookie') }).toEqual({ id, query: 503, cookie: 200 });
+    }
+  } finally {
+    acceptGate.leave(waiting);
+  }
 });
 
 test('a silent body is given up with 408 whether or not the workflow exists, without an imitated wait', async () => {

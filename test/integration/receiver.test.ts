@@ -217,6 +217,36 @@ test('bodies held in memory while they arrive are bounded by MAX_HELD_BODY_BYTES
   }
 });
 
+test('the minimum rate judges a body over all of it, across the pause while its claim check starts: an open hook and a missing workflow get the same answer', async () => {
+  // 40 KiB/s: a 300 KiB burst carries a body for 7.5 s. Past INLINE_BODY_MAX (256 KiB) an open hook's body
+  // is held back a moment while its claim check starts; judged only on what came after that moment (a few
+  // dozen KiB), it would be given up at the end of the 5 s grace, while a missing workflow's is not.
+  const other = await startTestApp('embedded', { BODY_IDLE_TIMEOUT_MS: '2000', BODY_MIN_BYTES_PER_SECOND: String(40 * 1024) });
+  try {
+    await other.backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { noResponseBody: true } } }] });
+    const url = new URL(other.baseUrl);
+    /** 300 KiB at once, then a byte every 500 ms for 6 s: 50 KiB/s over the whole body. */
+    const burstThenTrickle = (id: string) => new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const head = `{"pad":"${'p'.repeat(300 * 1024)}`;
+      const tail = 'abcdefghijk';
+      const req = http.request({ host: url.hostname, port: url.port, path: `/hook/${id}`, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': head.length + tail.length + 2 } }, (res) => {
+        let body = '';
+        res.on('data', (d) => { body += d; });
+        res.on('end', () => resolve({ status: res.statusCode!, body }));
+      });
+      req.on('error', reject);
+      req.write(head);
+      [...tail].forEach((c, i) => setTimeout(() => req.write(c), (i + 1) * 500));
+      setTimeout(() => req.end('"}'), 6000);
+    });
+    const [open, missing] = await Promise.all([burstThenTrickle('wf-open'), burstThenTrickle('wf-missing')]);
+    expect(open).toEqual({ status: 200, body: '' });
+    expect(missing).toEqual({ status: 200, body: '' });
+  } finally {
+    await other.stop();
+  }
+});
+
 test('a body from which nothing arrives for BODY_IDLE_TIMEOUT_MS, or that averages under BODY_MIN_BYTES_PER_SECOND past its 5 s grace, is given up with 408 and the connection closed; one that keeps arriving is accepted', async () => {
   const other = await startTestApp('embedded', { BODY_IDLE_TIMEOUT_MS: '600', BODY_MIN_BYTES_PER_SECOND: '100' });
   try {
