@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 import { ConfigError, loadConfig } from '../platform/config/config';
-import { createLogger } from '../platform/logger/logger';
+import { createLogger, type LineWriter } from '../platform/logger/logger';
+import { lineBatch } from '../platform/logger/line-batch';
 import { parseArgs, UsageError } from './args';
 import { openLog, openRegistry, openStore, sealerFor } from './backends';
 import type { CommandContext } from './context';
@@ -47,11 +48,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     if (error instanceof ConfigError) { process.stderr.write(`ingress: ${error.message}\n`); return 78; }
     throw error;
   }
-  const logger = createLogger({
-    level: config.logLevel,
-    // The CLI's stdout is for data; only `start` logs there.
-    write: name === 'start' ? undefined : (line) => process.stderr.write(line + '\n'),
-  });
+  // The CLI's stdout is for data; only `start` logs there, a turn's lines at a time (line-batch.ts).
+  let write: LineWriter = (line) => process.stderr.write(line + '\n');
+  if (name === 'start') {
+    const lines = lineBatch((text) => process.stdout.write(text));
+    process.on('exit', () => lines.flush());
+    write = (line, level) => lines.write(line, level);
+  }
+  const logger = createLogger({ level: config.logLevel, write });
   const ctx: CommandContext = {
     config, logger,
     out: (line) => process.stdout.write(line + '\n'),

@@ -31,6 +31,8 @@ async function main() {
   const embedded = [
     bare,
     { name: 'receiver alone, durable accept on the embedded log', short: 'receiver (embedded)', launch: async () => start(CLI, ['start', '--services', 'receiver'], await envWith()) },
+    // The rows above and below log at warn, as a bare server logs nothing; this is the default, a line per request.
+    { name: 'the same at `LOG_LEVEL=info` (the default: a log line per request)', short: 'receiver (embedded, info)', launch: async () => start(CLI, ['start', '--services', 'receiver'], await envWith({ LOG_LEVEL: 'info' })) },
     { name: 'all four services in one process (embedded)', short: 'all services (embedded)', launch: async () => start(CLI, ['start'], await envWith()) },
   ];
   const rows = [];
@@ -80,7 +82,7 @@ async function main() {
   }
 
   const lines = [
-    `\`npm run bench -- --seconds ${seconds} --connections ${connections} --rounds ${rounds}\` — ${os.cpus().length} cores, Node ${process.version}; autocannon in the benchmark process, each server in its own; each round starts, loads (2 s warm-up, ${seconds} s measured) and stops them in turn, each service on a fresh data folder; 1 KiB JSON body. Medians over the rounds; a ratio is the median of the rounds' ratios to the bare server measured in the same round.`,
+    `\`npm run bench -- --seconds ${seconds} --connections ${connections} --rounds ${rounds}\` — ${os.cpus().length} cores, Node ${process.version}; autocannon in the benchmark process, each server in its own; each round starts, loads (2 s warm-up, ${seconds} s measured) and stops them in turn, each service on a fresh data folder, logging at \`LOG_LEVEL=warn\` unless its row says otherwise; 1 KiB JSON body. Medians over the rounds; a ratio is the median of the rounds' ratios to the bare server measured in the same round.`,
     '',
     '| server | req/s | vs bare node:http | each round | server CPU µs/request | bare CPU ÷ this CPU | p50 ms | p99 ms (worst round) |',
     '|---|---|---|---|---|---|---|---|',

@@ -16,11 +16,15 @@ function start(command, args, env) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [command, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
+    let listening = false;
     const onData = (d) => {
       out += d;
       if (out.length > 100_000) out = out.slice(-50_000);
+      // Once it listens, only a tail is kept: at LOG_LEVEL=info a line comes per request, and this process
+      // also runs the load.
+      if (listening) return;
       const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ child, url: m[1].replace('localhost', '127.0.0.1'), output: () => out });
+      if (m) { listening = true; resolve({ child, url: m[1].replace('localhost', '127.0.0.1'), output: () => out }); }
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);

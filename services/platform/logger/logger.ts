@@ -27,7 +27,10 @@ export const MAX_FIELD_CHARS = 2000;
 
 const capped = (text: string) => (text.length > MAX_FIELD_CHARS ? `${text.slice(0, MAX_FIELD_CHARS)}… (${text.length} characters)` : text);
 
-export function createLogger(options: { level?: Level; write?: (line: string) => void; fields?: Fields } = {}): Logger {
+/** Where a line goes (without its newline); `level` lets a writer batch the lines that can wait. */
+export type LineWriter = (line: string, level: Level) => void;
+
+export function createLogger(options: { level?: Level; write?: LineWriter; fields?: Fields } = {}): Logger {
   const min = ORDER[options.level ?? 'info'];
   const write = options.write ?? ((line: string) => process.stdout.write(line + '\n'));
   const base = options.fields ?? {};
@@ -41,7 +44,7 @@ export function createLogger(options: { level?: Level; write?: (line: string) =>
       const value = entry[key];
       if (typeof value === 'string' && value.length > MAX_FIELD_CHARS) entry[key] = capped(value);
     }
-    write(JSON.stringify(entry));
+    write(JSON.stringify(entry), level);
   };
   return {
     debug: (m, f) => emit('debug', m, f),
