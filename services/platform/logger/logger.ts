@@ -25,6 +25,15 @@ const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 
  */
 export const MAX_FIELD_CHARS = 2000;
 
+/** The time of a line, formatted once per millisecond: under load many lines share one (~0.6 µs each). */
+let stampMs = -1;
+let stamp = '';
+function now(): string {
+  const ms = Date.now();
+  if (ms !== stampMs) { stampMs = ms; stamp = new Date(ms).toISOString(); }
+  return stamp;
+}
+
 const capped = (text: string) => (text.length > MAX_FIELD_CHARS ? `${text.slice(0, MAX_FIELD_CHARS)}… (${text.length} characters)` : text);
 
 /** Where a line goes (without its newline); `level` lets a writer batch the lines that can wait. */
@@ -37,7 +46,7 @@ export function createLogger(options: { level?: Level; write?: LineWriter; field
   const emit = (level: Level, msg: string, fields?: Fields) => {
     if (ORDER[level] < min) return;
     const span = trace.getActiveSpan()?.spanContext();
-    const entry: Fields = { time: new Date().toISOString(), level, msg, ...base, ...fields };
+    const entry: Fields = { time: now(), level, msg, ...base, ...fields };
     if (span && span.traceId !== '00000000000000000000000000000000') { entry.trace_id = span.traceId; entry.span_id = span.spanId; }
     if (entry.error instanceof Error) entry.error = { name: entry.error.name, message: capped(entry.error.message), code: (entry.error as { code?: unknown }).code };
     for (const key in entry) {
