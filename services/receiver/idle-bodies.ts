@@ -14,7 +14,7 @@
  * to watch, and never keeps the process alive.
  */
 export interface IdleBodies {
-  /** Watch a body while it is read; `giveUp` is called once if nothing arrives for too long. */
+  /** Watch a body while it is read; `giveUp` is called once if nothing, or too little, arrives for too long. */
   watch(giveUp: () => void): IdleWatch;
 }
 
