@@ -5,6 +5,7 @@
  * bodies, and a hundred slow 16 MiB ones (before any authentication, for triggers whose credentials are
  * inside the body) 1.6 GB. A request that finds the budget spent is answered busy, which senders retry.
  */
+
 /** The budget, unless configured (MAX_HELD_BODY_BYTES). */
 export const DEFAULT_HELD_BODY_BYTES = 256 * 1024 * 1024;
 

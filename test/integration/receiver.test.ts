@@ -218,10 +218,10 @@ test('bodies held in memory while they arrive are bounded by MAX_HELD_BODY_BYTES
 });
 
 test('the minimum rate judges a body over all of it, across the pause while its claim check starts: an open hook and a missing workflow get the same answer', async () => {
-  // 40 KiB/s: a 300 KiB burst carries a body for 7.5 s. Past INLINE_BODY_MAX (256 KiB) an open hook's body
+  // 30 KiB/s: a 300 KiB burst carries a body for 10 s, well past its 6 s. Past INLINE_BODY_MAX (256 KiB) an open hook's body
   // is held back a moment while its claim check starts; judged only on what came after that moment (a few
   // dozen KiB), it would be given up at the end of the 5 s grace, while a missing workflow's is not.
-  const other = await startTestApp('embedded', { BODY_IDLE_TIMEOUT_MS: '2000', BODY_MIN_BYTES_PER_SECOND: String(40 * 1024) });
+  const other = await startTestApp('embedded', { BODY_IDLE_TIMEOUT_MS: '2000', BODY_MIN_BYTES_PER_SECOND: String(30 * 1024) });
   try {
     await other.backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { noResponseBody: true } } }] });
     const url = new URL(other.baseUrl);
