@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Span } from '@opentelemetry/api';
-import type { AvroCodec } from '../platform/avro/codec';
+import { avroBytesLength, type AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
@@ -84,6 +84,8 @@ function inboundRequest(req: http.IncomingMessage, route: HookRoute, requestId: 
   };
 }
 
+const NO_BYTES = Buffer.alloc(0);
+
 /** Where a body goes when it outgrows INLINE_BODY_MAX (most never do). */
 const stagingPathOf = (request: InboundRequest) =>
   `raw/${request.workflowId}/${new Date(request.receivedAt).toISOString().slice(0, 10)}/${request.requestId}`;
@@ -114,23 +116,20 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     };
   }
 
-  /** Zeros standing in for a drained body in wouldBeRecordSize (made at the first need). */
-  let zeros: Buffer | null = null;
   /**
    * The size of the record an open webhook (no authentication, default node name) would have made of this
-   * request and a body of `bodyBytes`: the same fields, redacted the same way, encoded the same way.
+   * request and a body of `bodyBytes`: the same fields, redacted the same way, encoded the same way. An
+   * inline body is encoded empty and its bytes counted in, so no body-sized buffer is made or kept for it.
    */
   function wouldBeRecordSize(request: InboundRequest, bodyBytes: number): number {
-    let body: Received['body'];
-    if (bodyBytes <= deps.inlineBodyMax) {
-      zeros ??= Buffer.alloc(deps.inlineBodyMax);
-      body = { kind: 'inline', data: zeros.subarray(0, bodyBytes) };
-    } else {
-      body = { kind: 'ref', path: stagingPathOf(request), size: bodyBytes, sha256: '0'.repeat(64) };
-    }
+    const inline = bodyBytes <= deps.inlineBodyMax;
+    const body: Received['body'] = inline
+      ? { kind: 'inline', data: NO_BYTES }
+      : { kind: 'ref', path: stagingPathOf(request), size: bodyBytes, sha256: '0'.repeat(64) };
     const record = receivedRecord(request, 'Webhook', 'webhook', body, { principal: null, secretHeaders: [] }, null);
     record.traceparent = traceHeaders().traceparent ?? null;
-    return codec.encode('Received', record).length;
+    const encoded = codec.encode('Received', record).length;
+    return inline ? encoded - avroBytesLength(0) + avroBytesLength(bodyBytes) : encoded;
   }
 
   /** What each answer said beyond its status, for the request's metrics. */

@@ -6,6 +6,7 @@ import { Type } from 'avsc';
 import {
   AvroDecodeError,
   AvroEncodeError,
+  avroBytesLength,
   createAvroCodec,
   findSchemaDir,
   SINGLE_OBJECT_HEADER_LENGTH,
@@ -340,6 +341,19 @@ describe('Avro codec', () => {
     expect(back.pathSuffix).toBeNull();
     expect(back.principal).toBeNull();
     expect(back.remoteAddress).toBeNull();
+  });
+
+  it('tells how long an inline body makes a record, from its encoding with an empty one (avroBytesLength)', () => {
+    const bytes = Type.forSchema('bytes');
+    const empty = codec.encode('Received', { ...receivedInline(), body: { kind: 'inline', data: Buffer.alloc(0) } }).length;
+    // Around each length where the varint grows a byte (2^6, 2^13, 2^20 bytes: zig-zag doubles them).
+    for (const n of [0, 1, 63, 64, 65, 8191, 8192, 8193, 1048575, 1048576, 1048577]) {
+      expect(avroBytesLength(n)).toBe(bytes.toBuffer(Buffer.alloc(n)).length);
+      const whole = codec.encode('Received', { ...receivedInline(), body: { kind: 'inline', data: Buffer.alloc(n, 7) } }).length;
+      expect(empty - avroBytesLength(0) + avroBytesLength(n)).toBe(whole);
+    }
+    // Beyond what 32-bit shifts would carry (a length of 2^30 has a zig-zag of 2^31).
+    expect(avroBytesLength(2 ** 30)).toBe(2 ** 30 + 5);
   });
 
   it('round-trips a large inline body (beyond the encoder scratch buffer)', () => {

@@ -334,6 +334,17 @@ export function createAvroCodec(opts: AvroCodecOptions = {}): AvroCodec {
   };
 }
 
+/**
+ * The encoded length of an Avro `bytes` value of `n` bytes: its length as a zig-zag varint, then the bytes.
+ * So a record's size for any body can be had from its encoding with an empty one, without the body.
+ */
+export function avroBytesLength(n: number): number {
+  let rest = n * 2; // zig-zag of a length, which is never negative (multiplied: a shift would wrap at 2^31)
+  let size = 1;
+  while (rest >= 0x80) { rest = Math.floor(rest / 0x80); size++; }
+  return size + n;
+}
+
 let defaultCodec: AvroCodec | undefined;
 
 /** A process-wide codec over the repo's `schemas/` (built on first use). */
