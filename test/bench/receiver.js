@@ -5,7 +5,9 @@
 // measured at most a minute apart and a round's ratio compares like with like when other work comes and
 // goes on the machine. A server runs only while it is measured (all services would otherwise go on
 // decoding their backlog during the next measurement), each time on a fresh data folder. The table gives
-// medians over the rounds; a ratio is the median of the rounds' ratios.
+// medians over the rounds; a ratio is the median of the rounds' ratios. fastify and express, which
+// DESIGN.md §7 gives as reference points, are measured the same way, so the page can tell how this
+// machine's bare server compares with the one the budget was set on.
 const os = require('node:os');
 const path = require('node:path');
 const { rmSync } = require('node:fs');
@@ -28,8 +30,15 @@ async function main() {
   const envWith = async (extra = {}) => { const dir = await benchDataDir(); dataDirs.push(dir); return { ...base, DATA_DIR: dir, ...extra }; };
 
   const bare = { name: 'bare `node:http`, reads the body, answers `{}`', short: 'bare node:http', launch: async () => start(path.join(__dirname, 'baseline-server.js'), [], {}) };
+  // Frameworks as DESIGN.md §7 measured them on its reference machine, here beside the bare server: they
+  // do no disk I/O, so the receiver still follows a server that leaves the disk quiet.
+  const frameworks = [
+    { name: 'fastify 5: parses the JSON, answers `{}`; nothing durable, no log', short: 'fastify', launch: async () => start(path.join(__dirname, 'fastify-server.js'), [], {}) },
+    { name: 'express 5 with `express.json()`: the same', short: 'express', launch: async () => start(path.join(__dirname, 'express-server.js'), [], {}) },
+  ];
   const embedded = [
     bare,
+    ...frameworks,
     { name: 'receiver alone, durable accept on the embedded log', short: 'receiver (embedded)', launch: async () => start(CLI, ['start', '--services', 'receiver'], await envWith()) },
     // The rows above and below log at warn, as a bare server logs nothing; this is the default, a line per request.
     { name: 'the same at `LOG_LEVEL=info` (the default: a log line per request)', short: 'receiver (embedded, info)', launch: async () => start(CLI, ['start', '--services', 'receiver'], await envWith({ LOG_LEVEL: 'info' })) },
