@@ -30,8 +30,8 @@ async function main() {
   const envWith = async (extra = {}) => { const dir = await benchDataDir(); dataDirs.push(dir); return { ...base, DATA_DIR: dir, ...extra }; };
 
   const bare = { name: 'bare `node:http`, reads the body, answers `{}`', short: 'bare node:http', launch: async () => start(path.join(__dirname, 'baseline-server.js'), [], {}) };
-  // Frameworks as DESIGN.md §7 measured them on its reference machine, here beside the bare server: they
-  // do no disk I/O, so the receiver still follows a server that leaves the disk quiet.
+  // The frameworks DESIGN.md §7 quotes, measured here beside the bare server. They do no disk I/O, so the
+  // receiver still follows a server that leaves the disk quiet.
   const frameworks = [
     { name: 'fastify 5: parses the JSON, answers `{}`; nothing durable, no log', short: 'fastify', launch: async () => start(path.join(__dirname, 'fastify-server.js'), [], {}) },
     { name: 'express 5 with `express.json()`: the same', short: 'express', launch: async () => start(path.join(__dirname, 'express-server.js'), [], {}) },
