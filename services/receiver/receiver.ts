@@ -69,7 +69,6 @@ export interface Receiver {
   close(graceMs?: number): Promise<void>;
 }
 
-
 /** The request as the trigger plugins see it: headers flattened (repeated ones joined), the route's parts. */
 function inboundRequest(req: http.IncomingMessage, route: HookRoute, requestId: string): InboundRequest {
   const headers: Record<string, string> = {};
