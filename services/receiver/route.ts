@@ -26,7 +26,8 @@ export function parseHookRoute(url: string): HookRoute | null {
     suffix = s === '' ? null : s.indexOf('%') < 0 ? s : s.split('/').map(decodeLoosely).join('/');
   }
   if (workflowId === '') return null;
-  const query: Record<string, string[]> = {};
+  // Query names are the sender's: `toString` or `__proto__` must be a name like any other, not Object's.
+  const query: Record<string, string[]> = Object.create(null);
   if (q >= 0) {
     for (const [name, value] of new URLSearchParams(url.slice(q + 1))) (query[name] ??= []).push(value);
   }

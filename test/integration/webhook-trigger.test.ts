@@ -284,6 +284,16 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       expect(await silent.text()).toBe('');
     });
 
+    maybe('respond')("query names that Object.prototype has (toString, __proto__, constructor) are names like any other", async () => {
+      const query = '?toString=1&__proto__=2&constructor=3&who=ops';
+      const res = await post(`wf-text-response${query}`, '{"n":1}', { 'content-type': 'application/json' });
+      expect(await res.clone().text()).toBe('thanks ops');
+      expect((await executionOf(res)).input).toEqual({ Hook: { n: 1 } });
+      const missing = await post(`wf-no-such-workflow${query}`, '{}', { 'content-type': 'application/json' });
+      expect(missing.status).toBe(200);
+      expect(await missing.text()).toBe('');
+    });
+
     maybe('select')('the first trigger node that is neither an error trigger nor disabled drives the request', async () => {
       const { execution, input } = await executionOf(await post('wf-error-first', '{"k":1}', { 'content-type': 'application/json' }));
       expect(execution.triggerNode).toBe('Live');

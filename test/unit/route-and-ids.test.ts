@@ -9,6 +9,9 @@ test('hook routes: id, suffix of any depth, repeated query values', () => {
   expect(parseHookRoute('/hook/wf-1/')).toEqual({ workflowId: 'wf-1', pathSuffix: null, query: {} });
   expect(parseHookRoute('/hook/wf-1/a/b%20c?x=1&x=2&y=')).toEqual({ workflowId: 'wf-1', pathSuffix: 'a/b c', query: { x: ['1', '2'], y: [''] } });
   for (const bad of ['/', '/hook', '/hook/', '/hooks/wf', '/hook/%E0%A4%A']) expect(parseHookRoute(bad)).toBeNull();
+  // Names that Object.prototype has are query names like any other.
+  const inherited = parseHookRoute('/hook/wf-1?toString=1&__proto__=2&constructor=3&hasOwnProperty=4&toString=5')!.query;
+  expect(Object.entries(inherited)).toEqual([['toString', ['1', '5']], ['__proto__', ['2']], ['constructor', ['3']], ['hasOwnProperty', ['4']]]);
   // A suffix segment that is not UTF-8 percent-encoding is forwarded as sent; the others are decoded.
   expect(parseHookRoute('/hook/wf-1/100%/caf%E9/a%20b')?.pathSuffix).toBe('100%/caf%E9/a b');
 });

@@ -43,7 +43,7 @@ export function redactQuery(query: Record<string, string[]>, alsoSecret: Readonl
   let out: Record<string, string[]> | null = null;
   for (const [name, values] of Object.entries(query)) {
     if (SECRET_QUERY.test(name) || alsoSecret.has(name.toLowerCase())) {
-      out ??= { ...query };
+      out ??= Object.assign(Object.create(null) as Record<string, string[]>, query);
       out[name] = values.map(() => REDACTED);
     }
   }
