@@ -38,12 +38,13 @@ test('an invalid workflow document is refused with every problem listed', async 
 test('a trigger node whose options cannot work is refused at put, not at the first request', async () => {
   const res = await runCli(['workflows', 'put', file('bad-hook.json', { id: 'wf-bad-hook', active: true, nodes: [{
     name: 'Hook', type: 'webhook',
-    parameters: { authentication: 'basicauth', options: { responseData: '{"x": {{ process.exit() }} }', responseHeaders: [{ name: 'Bad Header', value: 'v' }] } },
+    parameters: { authentication: 'basicauth', options: { responseData: '{"x": {{ process.exit() }} }', responseHeaders: [{ name: 'Bad Header', value: 'v' }, { name: 'Trailer', value: 'X-Sum' }] } },
   }] })], env);
   expect(res.code).toBe(1);
   expect(res.stderr).toContain('node "Hook".parameters.authentication must be one of none, basicAuth, headerAuth, as2ReceiverAuth, rsaSignature');
   expect(res.stderr).toMatch(/responseData: Invalid template expression "process\.exit\(\)"/);
   expect(res.stderr).toContain('responseHeaders[0].name "Bad Header" is not a valid header name');
+  expect(res.stderr).toContain('responseHeaders[1].name Trailer cannot be set');
   expect((await runCli(['workflows', 'get', 'wf-bad-hook'], env)).code).toBe(1);
 });
 

@@ -11,7 +11,11 @@ import { compileTemplateCached, type TemplateScope } from './response-template';
  * with `{}` rather than an error that would make the partner send it again.
  */
 const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-const RESERVED = new Set(['content-length', 'transfer-encoding', 'connection', 'x-request-id']);
+/**
+ * Headers a workflow cannot set: the ingress sets them, or (Trailer) Node refuses them on an answer with a
+ * Content-Length, which every answer here has, and would turn an accepted event into a 500.
+ */
+const RESERVED = new Set(['content-length', 'transfer-encoding', 'connection', 'x-request-id', 'trailer']);
 
 export function templateScope(request: InboundRequest, inspection: Inspection): TemplateScope {
   return {
@@ -65,7 +69,7 @@ export function responseProblems(params: WebhookParameters, at: string): string[
   }
   params.options.responseHeaders.forEach(({ name, value }, i) => {
     if (!HEADER_NAME.test(name)) problems.push(`${at}.parameters.options.responseHeaders[${i}].name ${JSON.stringify(name)} is not a valid header name`);
-    else if (RESERVED.has(name.toLowerCase())) problems.push(`${at}.parameters.options.responseHeaders[${i}].name ${name} is set by the ingress itself`);
+    else if (RESERVED.has(name.toLowerCase())) problems.push(`${at}.parameters.options.responseHeaders[${i}].name ${name} cannot be set: the ingress sets it, or the answer cannot carry it`);
     try { compileTemplateCached(value); } catch (error) { problems.push(`${at}.parameters.options.responseHeaders[${i}].value: ${(error as Error).message}`); }
   });
   return problems;
