@@ -69,6 +69,10 @@ function describeWarehouse(choice: BackendChoice, only?: string[]) {
         expect(res.status).toBe(400);
         expect(((await res.json()) as { error: string }).error).toBe('payload-parse-error');
       }
+      // Valid JSON nested deeper than anything after the receiver could take (json-depth.ts).
+      const deep = await post('wf-both', `{"PostId":"deep","Type":"DC","Data":${'['.repeat(600)}${']'.repeat(600)}}`);
+      expect(deep.status).toBe(400);
+      expect(await deep.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is JSON nested more than 512 levels deep' });
       // A large bad post (past the inline size: it streams to the store) is judged the same way.
       const res = await post('wf-both', `{"PostId":"big","Type":"DC","Data":{"x":"${'y'.repeat(20_000)}"}`);
       expect(res.status).toBe(400);

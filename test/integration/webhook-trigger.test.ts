@@ -107,6 +107,24 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       expect(JSON.stringify(app.logs)).not.toContain('secret-4111');
     });
 
+    maybe('json')('JSON nested more than 512 levels deep is 400 in the receiver, and dead-lettered (not retried) when too large to check there', async () => {
+      const nested = (depth: number, inner = '1') => '{"a":['.repeat(depth / 2) + inner + ']}'.repeat(depth / 2);
+      const refusal = { error: 'payload-parse-error', message: 'The request body is JSON nested more than 512 levels deep' };
+      // wf-plain checks the bytes; wf-text-response parses the value for `$json`, as does a charset other than UTF-8.
+      for (const [path, type] of [['wf-plain', 'application/json'], ['wf-text-response', 'application/json'], ['wf-plain', 'application/json; charset=iso-8859-1']]) {
+        const res = await post(path, nested(514), { 'content-type': type });
+        expect({ path, type, status: res.status }).toEqual({ path, type, status: 400 });
+        expect(await res.json()).toEqual(refusal);
+      }
+      const deepest = JSON.parse(nested(512));
+      expect(await output(await post('wf-plain', nested(512), { 'content-type': 'application/json' }))).toEqual(deepest);
+      // Past the receiver's 1 MiB check: accepted, then a dead letter at the first attempt.
+      const large = await post('wf-plain', nested(20_000, `"${'x'.repeat(1100 * 1024)}"`), { 'content-type': 'application/json' });
+      expect(large.status).toBe(200);
+      const letter = await deadLetterOf(app, large.headers.get('x-request-id'));
+      expect(letter).toMatchObject({ stage: 'decoder', errorCode: 'payload-parse-error', message: 'the body is JSON nested more than 512 levels deep', attempts: 1 });
+    });
+
     maybe('forms')('url-encoded forms: field → string, repeated fields → arrays, charset honoured', async () => {
       expect(await output(await post('wf-plain', 'name=J%C3%BCrgen+M&tag=a&tag=b&empty=', { 'content-type': 'application/x-www-form-urlencoded' })))
         .toEqual({ name: 'Jürgen M', tag: ['a', 'b'], empty: '' });

@@ -1,4 +1,7 @@
-import { isJsonText } from '../../services/triggers/webhook/json-syntax';
+import { checkJsonText } from '../../services/triggers/webhook/json-syntax';
+import { MAX_JSON_DEPTH, jsonNestsDeeperThan } from '../../services/triggers/json-depth';
+
+const isJsonText = (bytes: Buffer) => checkJsonText(bytes) === 'json';
 
 /** The reference: what the receiver did before, `JSON.parse` of the UTF-8 decoding. */
 function parses(bytes: Buffer): boolean {
@@ -33,10 +36,22 @@ test('bytes of 0x80 and above: inside strings as JSON.parse sees their decoding,
   agree(Buffer.from([0xef, 0xbb, 0xbf, 0x7b, 0x7d])); // a UTF-8 byte-order mark
 });
 
-test('deep nesting is judged without recursion', () => {
-  const deep = '['.repeat(200_000) + ']'.repeat(200_000);
-  expect(isJsonText(Buffer.from(deep))).toBe(true);
-  expect(isJsonText(Buffer.from(deep.slice(0, -1)))).toBe(false);
+test(`nesting deeper than ${MAX_JSON_DEPTH} levels is its own verdict, judged without recursion`, () => {
+  const nested = (depth: number, innermost: string) => '[{"a":'.repeat(depth / 2) + innermost + '}]'.repeat(depth / 2);
+  for (const [text, verdict, deeper] of [
+    [nested(MAX_JSON_DEPTH, '1'), 'json', false],
+    [nested(MAX_JSON_DEPTH - 2, '[[]]'), 'json', false],
+    [nested(MAX_JSON_DEPTH - 2, '[[[]]]'), 'too-deep', true],
+    [nested(MAX_JSON_DEPTH, '{}'), 'too-deep', true],
+    ['['.repeat(200_000) + ']'.repeat(200_000), 'too-deep', true],
+    // Brackets inside strings, escaped quotes included, are text.
+    [`[${'"[\\"[{",'.repeat(MAX_JSON_DEPTH)}1]`, 'json', false],
+    [nested(MAX_JSON_DEPTH - 2, '["\\"]","{[{"]'), 'json', false],
+  ] as const) {
+    expect({ depth: text.length, verdict: checkJsonText(Buffer.from(text)) }).toEqual({ depth: text.length, verdict });
+    expect({ depth: text.length, deeper: jsonNestsDeeperThan(text) }).toEqual({ depth: text.length, deeper });
+  }
+  expect(checkJsonText(Buffer.from('['.repeat(100) + ']'.repeat(99)))).toBe('not-json');
 });
 
 test('it agrees with JSON.parse on random mutations of JSON texts', () => {

@@ -8,6 +8,7 @@ import { bodyKind, decodeText, parseMediaType } from './media-type';
 import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
 import type { WebhookParameters } from './parameters';
 import { stagingFolder } from '../staged-files';
+import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from '../json-depth';
 
 /**
  * The webhook's output for one received request (SPEC §2.2), keyed later by the node name:
@@ -83,14 +84,21 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
       case 'form': value = parseForm(bytes, media.params.charset); break;
       case 'xml': value = decodeText(bytes, media.params.charset); break;
       case 'text': value = { text: decodeText(bytes, media.params.charset) }; break;
-      default: value = bytes.length === 0 ? {} : JSON.parse(decodeText(bytes, media.params.charset));
+      default: value = bytes.length === 0 ? {} : parseJson(decodeText(bytes, media.params.charset));
     }
   } catch (error) {
+    if (error instanceof IngressError) throw error;
     // Not the parser's message: V8 quotes a piece of the body, which must not reach dead letters or logs.
     const position = /at position (\d+)/.exec((error as Error).message)?.[1];
     throw new IngressError('payload-parse-error', `the ${kind === 'json' ? 'JSON' : kind} body could not be read${position ? ` (at byte ${position})` : ''}`);
   }
   return { value: JSON.stringify(value), files: [] };
+}
+
+/** A body too large for the receiver's check may nest deeper than anything after this can take. */
+function parseJson(text: string): unknown {
+  if (jsonNestsDeeperThan(text)) throw new IngressError('payload-parse-error', TOO_DEEP_MESSAGE.replace('The request body', 'the body'));
+  return JSON.parse(text);
 }
 
 /** Faults of the body itself are permanent (dead letter); anything else (store down) is retried. */

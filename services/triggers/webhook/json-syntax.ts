@@ -6,8 +6,10 @@
  * Bytes of 0x80 and above are accepted inside strings only: decoding turns any sequence of them into
  * characters (U+FFFD for invalid ones) that a JSON string may hold and that nothing outside a string may
  * be, which is what `JSON.parse` then sees. A byte-order mark is not whitespace, as for `JSON.parse`.
- * Nesting depth is unbounded (the stack is an array, not recursion), as for V8's parser.
+ * Nesting deeper than MAX_JSON_DEPTH is its own verdict (json-depth.ts); the stack is an array, not recursion.
  */
+import { MAX_JSON_DEPTH } from '../json-depth';
+
 const enum C {
   Tab = 0x09, Lf = 0x0a, Cr = 0x0d, Space = 0x20, Quote = 0x22, Plus = 0x2b, Comma = 0x2c, Minus = 0x2d, Dot = 0x2e,
   Zero = 0x30, Nine = 0x39, Colon = 0x3a, UpperE = 0x45, OpenBracket = 0x5b, Backslash = 0x5c, CloseBracket = 0x5d,
@@ -96,7 +98,9 @@ function afterKey(b: Uint8Array, i: number): number {
   return b[i] === C.Colon ? skipWhitespace(b, i + 1) : -1;
 }
 
-export function isJsonText(b: Uint8Array): boolean {
+export type JsonVerdict = 'json' | 'not-json' | 'too-deep';
+
+export function checkJsonText(b: Uint8Array): JsonVerdict {
   const open: number[] = [];
   let i = skipWhitespace(b, 0);
   for (;;) {
@@ -105,11 +109,12 @@ export function isJsonText(b: Uint8Array): boolean {
     if (c === C.OpenBrace || c === C.OpenBracket) {
       i = skipWhitespace(b, i + 1);
       const empty = b[i] === (c === C.OpenBrace ? C.CloseBrace : C.CloseBracket);
+      if (open.length >= MAX_JSON_DEPTH) return 'too-deep';
       if (empty) {
         i++;
       } else {
         open.push(c === C.OpenBrace ? OBJECT : ARRAY);
-        if (c === C.OpenBrace && (i = afterKey(b, i)) < 0) return false;
+        if (c === C.OpenBrace && (i = afterKey(b, i)) < 0) return 'not-json';
         continue;
       }
     } else if (c === C.Quote) {
@@ -119,19 +124,19 @@ export function isJsonText(b: Uint8Array): boolean {
     } else {
       i = endOfLiteral(b, i);
     }
-    if (i < 0) return false;
+    if (i < 0) return 'not-json';
     // After a value: close containers, or a comma and the next value.
     for (;;) {
       i = skipWhitespace(b, i);
-      if (open.length === 0) return i === b.length;
+      if (open.length === 0) return i === b.length ? 'json' : 'not-json';
       const inside = open[open.length - 1];
       const d = b[i];
       if (d === C.Comma) {
         i = skipWhitespace(b, i + 1);
-        if (inside === OBJECT && (i = afterKey(b, i)) < 0) return false;
+        if (inside === OBJECT && (i = afterKey(b, i)) < 0) return 'not-json';
         break;
       }
-      if (d !== (inside === OBJECT ? C.CloseBrace : C.CloseBracket)) return false;
+      if (d !== (inside === OBJECT ? C.CloseBrace : C.CloseBracket)) return 'not-json';
       open.pop();
       i++;
     }

@@ -10,7 +10,8 @@ import { bodyKind, decodeText, isKnownCharset, parseMediaType } from './media-ty
 import { MultipartError, scanMultipart } from './multipart';
 import { onceEither } from './once-either';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
-import { isJsonText } from './json-syntax';
+import { checkJsonText } from './json-syntax';
+import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from '../json-depth';
 import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
 
@@ -35,6 +36,7 @@ export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
 };
 
 const notJson = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') });
+const tooDeep = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', TOO_DEEP_MESSAGE) });
 const unknownCharset = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is in a charset this service cannot decode') });
 
 const hasTemplates = (params: WebhookParameters) => params.options.responseData !== null || params.options.responseHeaders.length > 0;
@@ -129,9 +131,11 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     const charset = (media.params.charset ?? 'utf-8').trim().toLowerCase();
     // Only templates read the value (`$json`); without them UTF-8 is checked without building it.
     if (!hasTemplates(params) && (charset === 'utf-8' || charset === 'utf8')) {
-      return isJsonText(bytes) ? { ok: true, inspection: {} } : notJson();
+      const verdict = checkJsonText(bytes);
+      return verdict === 'json' ? { ok: true, inspection: {} } : verdict === 'too-deep' ? tooDeep() : notJson();
     }
     const text = decodeText(bytes, charset);
+    if (jsonNestsDeeperThan(text)) return tooDeep();
     try {
       return { ok: true, inspection: { json: JSON.parse(text) } };
     } catch {
