@@ -41,9 +41,13 @@ export function createInflater(encoding: Encoding, maxBytes: number): Transform 
   if (encoding === 'identity') return new Transform({ transform: (chunk, _e, cb) => cb(null, chunk) });
   let inner: zlib.Gunzip | zlib.Inflate | zlib.InflateRaw | null = null;
   let produced = 0;
+  // deflate's two header bytes tell zlib from raw deflate, and a first chunk may hold only one of them.
+  let head: Buffer | null = null;
   const outer = new Transform({
     transform(chunk: Buffer, _e, cb) {
       if (!inner) {
+        if (head) { chunk = Buffer.concat([head, chunk]); head = null; }
+        if (encoding === 'deflate' && chunk.length < 2) { head = chunk; return cb(); }
         inner = encoding === 'gzip' ? zlib.createGunzip() : isZlibHeader(chunk) ? zlib.createInflate() : zlib.createInflateRaw();
         inner.on('data', (out: Buffer) => {
           produced += out.length;
@@ -59,12 +63,15 @@ export function createInflater(encoding: Encoding, maxBytes: number): Transform 
       if (inner.write(chunk)) cb(); else inner.once('drain', () => cb());
     },
     flush(cb) {
-      if (!inner) return cb(new EncodingError(`the ${encoding} body is empty`, 'corrupt'));
+      if (!inner) return cb(new EncodingError(`the ${encoding} body is ${head ? 'cut short' : 'empty'}`, 'corrupt'));
       inner.once('end', () => cb());
       inner.end();
     },
-    read() {
+    read(size) {
       inner?.resume();
+      // Transform's own _read releases a write it held back while the output was full; without it, a
+      // consumer slower than the inflater would wait for ever.
+      Transform.prototype._read.call(this, size);
     },
   });
   return outer;
