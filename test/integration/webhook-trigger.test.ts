@@ -23,6 +23,8 @@ async function setUp(app: TestApp) {
   await hook('wf-binary', { options: { binaryData: true, binaryPropertyName: 'upload' } });
   await hook('wf-bots', { options: { ignoreBots: true } });
   await hook('wf-signed', { authentication: 'rsaSignature' }, { rsaSignature: 'cred-rsa' });
+  await registry.credentials.put(sealer.seal({ id: 'cred-rsa-partner', type: 'rsaSignature', data: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }) as string, header: 'X-Partner-Sig' } }));
+  await hook('wf-signed-partner', { authentication: 'rsaSignature' }, { rsaSignature: 'cred-rsa-partner' });
   await hook('wf-respond', { options: {
     responseData: '{"received":"{{ $request.id }}","order":{{ $json.order }},"echo":"{{ $headers[\'x-correlation-id\'] }}","q":"{{ $query.tag }}","path":"{{ $params.path }}"}',
     responseHeaders: [{ name: 'X-Correlation-Id', value: "{{ $headers['X-Correlation-Id'] }}" }, { name: 'Content-Type', value: 'application/vnd.acme+json' }],
@@ -276,6 +278,17 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       const brokenParts = Buffer.from(`--b\r\ncontent-disposition: form-data; name="f"; filename="a.bin"\r\n\r\n${'x'.repeat(100 * 1024)}`); // never closed
       const brokenMultipart = await post('wf-signed', brokenParts, { 'content-type': 'multipart/form-data; boundary=b', 'x-signature': sign('sha256', brokenParts, privateKey).toString('base64') });
       expect(brokenMultipart.status).toBe(400);
+    });
+
+    maybe('auth')('the header a signature came in, whatever the credential names it, is redacted in the received record', async () => {
+      const body = Buffer.from('{"amount":"11.00"}');
+      const signature = sign('sha256', body, privateKey).toString('base64');
+      const res = await post('wf-signed-partner', body, { 'content-type': 'application/json', 'x-partner-sig': signature });
+      expect(res.status).toBe(200);
+      const requestId = res.headers.get('x-request-id');
+      const received = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === requestId);
+      expect(received?.headers['x-partner-sig']).toBe('[redacted]');
+      expect(JSON.stringify(app.logs)).not.toContain(signature);
     });
 
     maybe('bots')('Ignore Bots rejects link previewers with 403 and lets HTTP clients and browsers through', async () => {

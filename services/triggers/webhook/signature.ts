@@ -6,6 +6,9 @@ import { constants, createPublicKey, publicDecrypt, timingSafeEqual, type KeyObj
  * without reading it back. RSASSA-PKCS1-v1_5 verification is exactly this: recover the encoded
  * DigestInfo with the public key and compare it with the expected one (RFC 8017 §8.2.2).
  */
+/** Where the signature comes unless the credential names another header. */
+export const SIGNATURE_HEADER = 'x-signature';
+
 const SHA256_DIGEST_INFO_PREFIX = Buffer.from('3031300d060960864801650304020105000420', 'hex');
 const keys = new Map<string, KeyObject>();
 

@@ -13,7 +13,7 @@ import { parameterProblems, webhookParameters, type WebhookParameters } from './
 import { checkJsonText } from './json-syntax';
 import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from '../json-depth';
 import { acceptedAnswer, responseProblems } from './respond';
-import { verifyRsaSha256 } from './signature';
+import { SIGNATURE_HEADER, verifyRsaSha256 } from './signature';
 
 /**
  * The generic webhook trigger, Protocol = HTTP (SPEC §2.1, §2.2, §5). AS2 has its own plugin.
@@ -104,7 +104,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
       services.logger.error('signature credential is missing or of the wrong type', { credentialId: credentialId ?? null, node: node.name });
       return { ok: false, answer: errorAnswer('credential-unavailable') };
     }
-    const header = (credential.data.header ?? 'X-Signature').toLowerCase();
+    const header = (credential.data.header || SIGNATURE_HEADER).toLowerCase();
     const signature = request.headers[header];
     if (signature === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
     if (!verifyRsaSha256(credential.data.publicKey, signature, body.sha256())) return { ok: false, answer: errorAnswer('authorization-wrong') };
