@@ -55,7 +55,8 @@ export const EXTRA_PATTERNS: readonly string[] = Object.freeze([
   // generic "http" and ".com" patterns, previewers such as Embedly and vkShare and crawlers such as
   // Yahoo! Slurp, Qwantify and Naver Yeti would no longer match; no HTTP client library uses
   // "compatible;" together with a URL.
-  '\\bcompatible;[^)]*\\bhttps?://',
+  // (Bounded: with `[^)]*`, a user agent repeating "compatible; " cost time quadratic in its length.)
+  '\\bcompatible;[^)]{0,256}\\bhttps?://',
   // Iframely link previews: "Iframely/1.3.1 (+https://iframely.com/docs/about)" (was caught by "http").
   '^iframely/',
   // The Scrapy crawler framework's default "Scrapy/2.11.0 (+https://scrapy.org)" (was caught by "http").
@@ -66,7 +67,31 @@ export const EXTRA_PATTERNS: readonly string[] = Object.freeze([
   '(?<!twilio)proxy',
 ]);
 
+/**
+ * Webhook senders that isbot's list (or the extra patterns) takes for bots, judged before either. Google's
+ * and WordPress's are caught by isbot's "google" and "^wordpress", Intercom's by "robot".
+ */
+export const WEBHOOK_SENDERS: readonly string[] = Object.freeze([
+  // Google's push notifications: Pub/Sub push subscriptions, Gmail and Calendar watch channels.
+  '^apis-google',
+  // Apps Script's UrlFetchApp: "Mozilla/5.0 (compatible; Google-Apps-Script; beanserver; +https://script.google.com; id: …)".
+  '\\(compatible; google-apps-script;',
+  // Cloud Scheduler and Cloud Tasks HTTP targets.
+  '^google-cloud-(?:scheduler|tasks)$',
+  // WordPress's HTTP API, which WordPress plugins send webhooks with: "WordPress/6.4.2; https://example.com".
+  '^wordpress/[\\d.]+; https?://',
+  // A sender that names itself a webhook sender: "Intercom-Webhooks-Robot".
+  'webhook',
+]);
+
+/**
+ * How much of a User-Agent is read. Identifiers come early; the matcher is one large alternation whose cost
+ * grows with the text, and a User-Agent may be as long as Node's 16 KiB header limit allows.
+ */
+export const MAX_USER_AGENT_CHARS = 1024;
+
 const REMOVED = new Set(REMOVED_PATTERNS);
+const SENDER = new RegExp(WEBHOOK_SENDERS.join('|'), 'i');
 
 /** The pattern list actually used: isbot's list minus REMOVED_PATTERNS, plus EXTRA_PATTERNS. */
 export const BOT_PATTERNS: readonly string[] = Object.freeze([
@@ -82,5 +107,6 @@ const matches = createIsbotFromList([...BOT_PATTERNS]);
  */
 export function isBotUserAgent(userAgent: string | undefined): boolean {
   if (userAgent === undefined || userAgent.trim() === '') return false;
-  return matches(userAgent);
+  const head = userAgent.length > MAX_USER_AGENT_CHARS ? userAgent.slice(0, MAX_USER_AGENT_CHARS) : userAgent;
+  return !SENDER.test(head) && matches(head);
 }

@@ -2,7 +2,9 @@ import { isbot, list as isbotList } from 'isbot';
 import {
   BOT_PATTERNS,
   EXTRA_PATTERNS,
+  MAX_USER_AGENT_CHARS,
   REMOVED_PATTERNS,
+  WEBHOOK_SENDERS,
   isBotUserAgent,
 } from '../../services/triggers/bot-detector';
 
@@ -180,6 +182,16 @@ const CLIENTS: [string, string][] = [
   ['AS2 Gateway, bare', 'AS2 Gateway'],
 ];
 
+/** Webhook senders that isbot's patterns take for bots: let through by WEBHOOK_SENDERS. */
+const SENDERS: [string, string][] = [
+  ['Google push notifications', 'APIs-Google; (+https://developers.google.com/webmasters/APIs-Google.html)'],
+  ['Google Apps Script', 'Mozilla/5.0 (compatible; Google-Apps-Script; beanserver; +https://script.google.com; id: UAEmdDd8abc)'],
+  ['Google Cloud Scheduler', 'Google-Cloud-Scheduler'],
+  ['Google Cloud Tasks', 'Google-Cloud-Tasks'],
+  ['WordPress HTTP API', 'WordPress/6.4.2; https://shop.example.com'],
+  ['Intercom', 'Intercom-Webhooks-Robot'],
+];
+
 const matchesPattern = (pattern: string, ua: string): boolean => new RegExp(pattern, 'i').test(ua);
 
 describe('isBotUserAgent', () => {
@@ -193,6 +205,20 @@ describe('isBotUserAgent', () => {
 
   it.each(CLIENTS)('lets the %s HTTP client / AS2 server through', (_name, ua) => {
     expect(isBotUserAgent(ua)).toBe(false);
+  });
+
+  it.each(SENDERS)('lets the %s webhook sender through', (_name, ua) => {
+    expect(isBotUserAgent(ua)).toBe(false);
+  });
+
+  it(`reads only the first ${MAX_USER_AGENT_CHARS} characters of a User-Agent`, () => {
+    expect(isBotUserAgent(`Googlebot/2.1 ${'x'.repeat(20_000)}`)).toBe(true);
+    const browser = 'Mozilla/5.0 (X11; Linux x86_64) ';
+    const fill = (chars: number) => browser.repeat(Math.ceil(chars / browser.length)).slice(0, chars);
+    expect(isBotUserAgent(`${fill(MAX_USER_AGENT_CHARS - 'Googlebot'.length)}Googlebot/2.1`)).toBe(true);
+    expect(isBotUserAgent(`${fill(MAX_USER_AGENT_CHARS)}Googlebot/2.1`)).toBe(false);
+    // The crawler convention still needs its URL near "compatible;" (the pattern is bounded).
+    expect(isBotUserAgent(`Mozilla/5.0 (compatible; Thing/1.0; ${'x'.repeat(300)} +http://example.org)`)).toBe(false);
   });
 
   it('treats a missing or blank User-Agent as not a bot', () => {
@@ -233,6 +259,14 @@ describe('pattern list', () => {
     for (const [name, ua] of [...CLIENTS, ...BROWSERS]) {
       const hits = BOT_PATTERNS.filter((pattern) => matchesPattern(pattern, ua));
       expect({ name, hits }).toEqual({ name, hits: [] });
+    }
+  });
+
+  it('each webhook sender pattern is needed (the bot patterns catch its sender) and lets no bot through', () => {
+    for (const pattern of WEBHOOK_SENDERS) {
+      const senders = SENDERS.filter(([, ua]) => matchesPattern(pattern, ua));
+      expect({ pattern, needed: senders.length > 0 && senders.every(([, ua]) => BOT_PATTERNS.some((bot) => matchesPattern(bot, ua))) }).toEqual({ pattern, needed: true });
+      expect({ pattern, bots: BOTS.filter(([, ua]) => matchesPattern(pattern, ua)).map(([name]) => name) }).toEqual({ pattern, bots: [] });
     }
   });
 
