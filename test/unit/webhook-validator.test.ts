@@ -24,3 +24,21 @@ test('a body kept as a file may inflate up to the larger streaming bound', async
   expect(await verdict('application/json', { rawBody: true })).toBeNull();
   expect(await verdict('application/octet-stream', { binaryData: true })).toBeNull();
 });
+
+test('a body sent uncompressed is held to the same in-memory bound once read (MAX_BODY_BYTES may be higher)', async () => {
+  const services = { credential: async () => null, store: null as never, logger: null as never };
+  const inspect = async (contentType: string, size: number, options: Record<string, unknown> = {}, encoding?: string) => {
+    const plain = { ...request(contentType), headers: { 'content-type': contentType, ...(encoding ? { 'content-encoding': encoding } : {}) } };
+    const body = { size, inline: null, sha256: () => '', readStaged: null } as never;
+    const outcome = await trigger.inspect(plain, { name: 'Hook', type: 'webhook', parameters: { options } }, body, services);
+    return outcome.ok ? 'accepted' : outcome.answer.status;
+  };
+  const limit = 1024 * 1024;
+  for (const type of ['application/json', 'application/x-www-form-urlencoded', 'text/xml', 'text/plain']) {
+    expect({ type, over: await inspect(type, limit + 1), at: await inspect(type, limit) }).toEqual({ type, over: 413, at: 'accepted' });
+  }
+  expect(await inspect('application/json', limit + 1, {}, 'identity')).toBe(413);
+  // Streamed through the decoder, not read whole: only the receiver's own limits apply.
+  expect(await inspect('multipart/form-data; boundary=b', limit + 1)).toBe('accepted');
+  expect(await inspect('application/json', limit + 1, { rawBody: true })).toBe('accepted');
+});

@@ -39,6 +39,11 @@ const notJson = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload
 const tooDeep = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', TOO_DEEP_MESSAGE) });
 const unknownCharset = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is in a charset this service cannot decode') });
 
+/** Sent as it is; an unsupported coding was refused (415) before any inspection. */
+function isIdentity(request: InboundRequest): boolean {
+  try { return parseEncoding(request.headers['content-encoding']) === 'identity'; } catch { return false; }
+}
+
 const hasTemplates = (params: WebhookParameters) => params.options.responseData !== null || params.options.responseHeaders.length > 0;
 
 function encodingAnswer(error: EncodingError): Answer {
@@ -118,6 +123,11 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     const kind = bodyKind(media.type);
     // A text body in a charset nothing here can decode would only fail in the decoder: say so now.
     if (kind !== 'multipart' && !isKnownCharset(media.params.charset)) return unknownCharset();
+    // The decoder reads these kinds whole. A compressed body was held to that bound as it inflated; one
+    // sent as it is (MAX_BODY_BYTES may be higher) is held to it here.
+    if (kind !== 'multipart' && body.size > limits.maxInMemoryBytes && isIdentity(request)) {
+      return { ok: false, answer: errorAnswer('payload-too-large', `The request body is larger than ${limits.maxInMemoryBytes} bytes, the most this service decodes for this content type`) };
+    }
     if (kind !== 'json' || !body.inline) return { ok: true, inspection: {} };
     // The answer must say 400 for a body that is not JSON, so the syntax check of bodies small enough
     // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
