@@ -184,6 +184,34 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       expect((await post('wf-plain', many as unknown as Buffer)).status).toBe(413);
     });
 
+    maybe('multipart')('multipart limits are maxima; a nameless part or a field in a charset nothing here decodes is 400, not lost', async () => {
+      const atLimits = new FormData();
+      atLimits.append('f0', new Blob([Buffer.alloc(1024 * 1024, 1)]), 'exactly-1MiB.bin');
+      for (let i = 1; i < 5; i++) atLimits.append(`f${i}`, new Blob(['x']), `f${i}.txt`);
+      const out = await output(await post('wf-plain', atLimits as unknown as Buffer)) as Record<string, string>;
+      expect(Object.keys(out).sort()).toEqual(['f0', 'f1', 'f2', 'f3', 'f4']);
+      expect((await readAll(await app.backends.store.get(out.f0))).length).toBe(1024 * 1024);
+      const atField = new FormData();
+      atField.append('note', 'n'.repeat(1024 * 1024));
+      expect(((await output(await post('wf-plain', atField as unknown as Buffer))) as { note: string }).note).toHaveLength(1024 * 1024);
+      const overField = new FormData();
+      overField.append('note', 'n'.repeat(1024 * 1024 + 1));
+      const refused = await post('wf-plain', overField as unknown as Buffer);
+      expect(refused.status).toBe(413);
+      expect(await refused.json()).toEqual({ error: 'payload-too-large', message: 'The multipart body has a field larger than 1048576 bytes' });
+      const part = (headers: string, value: string) => `--b\r\n${headers}\r\n\r\n${value}\r\n`;
+      for (const [body, detail] of [
+        [part('Content-Disposition: form-data', 'nameless'), 'a part has no name'],
+        [part('Content-Disposition: form-data; filename="a.txt"', 'nameless file'), 'a part has no name'],
+        [part('Content-Disposition: form-data; name="city"\r\nContent-Type: text/plain; charset=iso-8859-2', '\xb1'), 'a text field is in a charset this service cannot decode (UTF-8, ISO-8859-1/Windows-1252, US-ASCII or UTF-16LE)'],
+      ]) {
+        const res = await post('wf-plain', Buffer.from(`${part('Content-Disposition: form-data; name="keep"', 'kept')}${body}--b--\r\n`, 'latin1'), { 'content-type': 'multipart/form-data; boundary=b' });
+        expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
+      }
+      const latin = await output(await post('wf-plain', Buffer.from(`${part('Content-Disposition: form-data; name="city"\r\nContent-Type: text/plain; charset=windows-1252', 'K\xf6ln')}--b--\r\n`, 'latin1'), { 'content-type': 'multipart/form-data; boundary=b' }));
+      expect(latin).toEqual({ city: 'Köln' });
+    });
+
     maybe('multipart')('a file part with bytes but no file name is staged, under its field name', async () => {
       const body = ['--b', 'Content-Disposition: form-data; name="blob"', 'Content-Type: application/octet-stream', '', 'IMPORTANT DATA',
         '--b', 'Content-Disposition: form-data; name="empty"; filename=""', 'Content-Type: application/octet-stream', '', '', '--b--', ''].join('\r\n');

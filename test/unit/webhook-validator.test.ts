@@ -1,4 +1,6 @@
+import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
+import { stageMultipart } from '../../services/triggers/webhook/multipart';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../../services/triggers/webhook/webhook-trigger';
 import type { InboundRequest } from '../../services/triggers/trigger';
 
@@ -41,4 +43,13 @@ test('a body sent uncompressed is held to the same in-memory bound once read (MA
   // Streamed through the decoder, not read whole: only the receiver's own limits apply.
   expect(await inspect('multipart/form-data; boundary=b', limit + 1)).toBe('accepted');
   expect(await inspect('application/json', limit + 1, { rawBody: true })).toBe('accepted');
+});
+
+test("the decoder's multipart reading refuses what the receiver's scan refuses: nameless parts, undecodable fields", async () => {
+  const limits = DEFAULT_WEBHOOK_LIMITS.multipart;
+  const body = (part: string) => Readable.from([Buffer.from(`--b\r\nContent-Disposition: form-data; name="keep"\r\n\r\nkept\r\n${part}--b--\r\n`, 'latin1')]);
+  const stage = (part: string) => stageMultipart(body(part), 'multipart/form-data; boundary=b', limits, null as never, 'trigger/wf/x');
+  await expect(stage('--b\r\nContent-Disposition: form-data\r\n\r\nnameless\r\n')).rejects.toMatchObject({ kind: 'malformed', publicDetail: 'a part has no name' });
+  await expect(stage('--b\r\nContent-Disposition: form-data; name="c"\r\nContent-Type: text/plain; charset=koi8-r\r\n\r\n\xc1\r\n')).rejects.toMatchObject({ kind: 'malformed', message: expect.stringContaining('charset') });
+  expect((await stage('')).value).toEqual({ keep: 'kept' });
 });

@@ -19,10 +19,30 @@ export interface MultipartLimits {
 }
 
 export class MultipartError extends Error {
-  constructor(message: string, readonly kind: 'malformed' | 'too-large') {
+  /** `publicDetail`: why, in words of our own (no partner text), for the answer. */
+  constructor(message: string, readonly kind: 'malformed' | 'too-large', readonly publicDetail?: string) {
     super(message);
     this.name = 'MultipartError';
   }
+}
+
+/**
+ * RFC 7578 §4.2: every part has a name. busboy reports a nameless part under `undefined`, which would
+ * become a property called "undefined".
+ */
+const unnamedPart = () => new MultipartError('malformed multipart body: a part has no name', 'malformed', 'a part has no name');
+
+/**
+ * busboy decodes text fields in UTF-8, Latin-1/Windows-1252, ASCII and UTF-16LE; in any other charset it
+ * gives no value at all (busboy 1.6), and the field would silently be lost.
+ */
+const undecodableField = () => new MultipartError('malformed multipart body: a text field is in a charset this service cannot decode', 'malformed',
+  'a text field is in a charset this service cannot decode (UTF-8, ISO-8859-1/Windows-1252, US-ASCII or UTF-16LE)');
+
+/** A field's value, or the reason it cannot be one. */
+function fieldProblem(name: string | undefined, value: string | undefined): MultipartError | null {
+  if (name === undefined) return unnamedPart();
+  return value === undefined ? undecodableField() : null;
 }
 
 function open(contentType: string, limits: MultipartLimits): busboy.Busboy {
@@ -31,7 +51,9 @@ function open(contentType: string, limits: MultipartLimits): busboy.Busboy {
       headers: { 'content-type': contentType },
       // File names may be raw UTF-8 (what browsers send) as well as RFC 5987 filename*.
       defParamCharset: 'utf8',
-      limits: { fileSize: limits.maxFileBytes, files: limits.maxFiles, fields: limits.maxFields, fieldSize: limits.maxFieldBytes, parts: limits.maxFiles + limits.maxFields },
+      // busboy calls a size limit hit when a part reaches it; ours are the most a part may have, so a
+      // part is over them at one byte more. Likewise for parts: every file and field may be there.
+      limits: { fileSize: limits.maxFileBytes + 1, files: limits.maxFiles, fields: limits.maxFields, fieldSize: limits.maxFieldBytes + 1, parts: limits.maxFiles + limits.maxFields + 1 },
     });
   } catch (error) {
     throw new MultipartError(`multipart body cannot be read: ${(error as Error).message}`, 'malformed');
@@ -65,15 +87,17 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
     if (!bb) return resolve();
     bb.on('close', () => { closed = true; resolve(); });
     watch(bb, limits, (error) => { failure ??= error; resolve(); });
-    bb.on('file', (_name, stream) => {
-      stream.on('limit', () => { failure ??= new MultipartError(`a file is larger than ${limits.maxFileBytes} bytes`, 'too-large'); });
+    bb.on('file', (name, stream) => {
+      if (name === undefined) failure ??= unnamedPart();
+      stream.on('limit', () => { failure ??= new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large'); });
       // busboy fails a file part left open when it is ended or destroyed; the verdict is already known
       // (too large, or ended early), and an unheard 'error' would take the process down.
       stream.on('error', () => undefined);
       stream.resume();
     });
-    bb.on('field', (_name, _value, info) => {
-      if (info.valueTruncated) failure ??= new MultipartError(`a field is larger than ${limits.maxFieldBytes} bytes`, 'too-large');
+    bb.on('field', (name, value, info) => {
+      if (info.valueTruncated) failure ??= new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large');
+      else failure ??= fieldProblem(name, value);
     });
   });
   return {
@@ -117,7 +141,9 @@ export async function stageMultipart(
     const fail = (error: Error | null) => { if (error && !failure) { failure = error; body.unpipe(bb); bb.destroy(); reject(error); } };
     watch(bb, limits, fail);
     bb.on('field', (name, v, info) => {
-      if (info.valueTruncated) return fail(new MultipartError(`a field is larger than ${limits.maxFieldBytes} bytes`, 'too-large'));
+      if (info.valueTruncated) return fail(new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large'));
+      const problem = fieldProblem(name, v);
+      if (problem) return fail(problem);
       add(name, v);
     });
     const stage = (name: string, filename: string, stream: Readable, mimeType: string) => {
@@ -130,9 +156,10 @@ export async function stageMultipart(
       uploads.push(upload);
     };
     bb.on('file', (name, stream, info) => {
-      stream.on('limit', () => fail(new MultipartError(`a file is larger than ${limits.maxFileBytes} bytes`, 'too-large')));
+      stream.on('limit', () => fail(new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large')));
       // busboy fails a part left open when the body is given up; the body's own failure is the one reported.
       stream.on('error', () => undefined);
+      if (name === undefined) { stream.resume(); return fail(unnamedPart()); }
       if (info.filename) return stage(name, info.filename, stream, info.mimeType);
       // A file input left empty arrives with no file name and no bytes: nothing to stage. A part with
       // bytes but no file name (busboy counts any application/octet-stream part as a file) is a file all

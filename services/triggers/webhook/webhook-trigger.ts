@@ -53,7 +53,8 @@ function encodingAnswer(error: EncodingError): Answer {
 }
 
 function multipartAnswer(error: MultipartError): Answer {
-  return error.kind === 'too-large' ? errorAnswer('payload-too-large', `The multipart body has ${error.message}`) : errorAnswer('payload-parse-error', 'The multipart body is malformed');
+  if (error.kind === 'too-large') return errorAnswer('payload-too-large', `The multipart body has ${error.message}`);
+  return errorAnswer('payload-parse-error', `The multipart body is malformed${error.publicDetail ? `: ${error.publicDetail}` : ''}`);
 }
 
 /** A validator that ignores the body and gives one answer at the end. */
