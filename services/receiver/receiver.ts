@@ -84,6 +84,7 @@ function inboundRequest(req: http.IncomingMessage, route: HookRoute, requestId: 
 }
 
 const NO_BYTES = Buffer.alloc(0);
+const NOT_ASCII = /[^\x00-\x7f]/;
 
 /** Where a body goes when it outgrows INLINE_BODY_MAX (most never do). */
 const stagingPathOf = (request: InboundRequest) =>
@@ -143,11 +144,19 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (res.headersSent) return;
     if (answer.outcome !== undefined) outcomes.set(res, answer.outcome);
     const headers: Record<string, string> = {};
-    for (const name in answer.headers) headers[name] = answer.headers[name];
+    let latin1 = false;
+    for (const name in answer.headers) {
+      const value = answer.headers[name];
+      headers[name] = value;
+      if (!latin1 && NOT_ASCII.test(value)) latin1 = true;
+    }
     headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length);
     headers['x-request-id'] = requestId;
     res.writeHead(answer.status, headers);
-    res.end(answer.body);
+    // Node writes headers as Latin-1, except when they go out in one write with a string body: then both
+    // are UTF-8, and a header byte of 0x80 or more (a templated echo of what the partner sent) would be
+    // sent as two. A Buffer body is written apart from the headers.
+    res.end(latin1 && typeof answer.body === 'string' ? Buffer.from(answer.body) : answer.body);
   }
 
   /** Answer without reading the body; keep the connection only if the rest of the body is small. */

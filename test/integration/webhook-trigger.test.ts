@@ -1,4 +1,5 @@
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
+import { request } from 'node:http';
 import { gzipSync, deflateSync } from 'node:zlib';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { ExecutionRequested } from '../../services/platform/avro/records';
@@ -353,6 +354,19 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       const missing = await post(`wf-no-such-workflow${query}`, '{}', { 'content-type': 'application/json' });
       expect(missing.status).toBe(200);
       expect(await missing.text()).toBe('');
+    });
+
+    maybe('respond')('a templated header echoes the bytes the partner sent, 0x80 and above included', async () => {
+      // Header bytes are Latin-1 characters to Node; 'Ã©' is how the UTF-8 bytes of 'é' (C3 A9) arrive.
+      const echoed = await new Promise<Buffer>((resolve, reject) => {
+        const req = request(`${app.baseUrl}/hook/wf-respond`, { method: 'POST', headers: { 'content-type': 'application/json', 'x-correlation-id': 'd\u00c3\u00a9f\u00e9' } }, (res) => {
+          res.resume();
+          resolve(Buffer.from(res.headers['x-correlation-id'] as string, 'latin1'));
+        });
+        req.on('error', reject);
+        req.end(Buffer.from('{"order":1}')); // a Buffer, or Node's client would send its own headers as UTF-8
+      });
+      expect([...echoed]).toEqual([0x64, 0xc3, 0xa9, 0x66, 0xe9]);
     });
 
     maybe('respond')('a Response Header that Node cannot send on this answer (Trailer) is left out, not answered 500 after the accept', async () => {
