@@ -26,6 +26,7 @@ async function setUp(app: TestApp) {
   await hook('wf-signed', { authentication: 'rsaSignature' }, { rsaSignature: 'cred-rsa' });
   await registry.credentials.put(sealer.seal({ id: 'cred-rsa-partner', type: 'rsaSignature', data: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }) as string, header: 'X-Partner-Sig' } }));
   await hook('wf-signed-partner', { authentication: 'rsaSignature' }, { rsaSignature: 'cred-rsa-partner' });
+  await hook('wf-signed-no-credential', { authentication: 'rsaSignature' }, { rsaSignature: 'cred-never-stored' });
   await hook('wf-respond', { options: {
     responseData: '{"received":"{{ $request.id }}","order":{{ $json.order }},"echo":"{{ $headers[\'x-correlation-id\'] }}","q":"{{ $query.tag }}","path":"{{ $params.path }}"}',
     responseHeaders: [{ name: 'X-Correlation-Id', value: "{{ $headers['X-Correlation-Id'] }}" }, { name: 'Content-Type', value: 'application/vnd.acme+json' }],
@@ -318,6 +319,20 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       const received = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === requestId);
       expect(received?.headers['x-partner-sig']).toBe('[redacted]');
       expect(JSON.stringify(app.logs)).not.toContain(signature);
+    });
+
+    maybe('auth')('a signed hook refuses a request without its signature header, or while its credential is unusable, before reading the body', async () => {
+      const large = Buffer.from(JSON.stringify({ pad: 'x'.repeat(300 * 1024) }));
+      const unsigned = await post('wf-signed-partner', large, { 'content-type': 'application/json', 'x-signature': 'the default header, not this one' });
+      expect(unsigned.status).toBe(401);
+      const noCredential = await post('wf-signed-no-credential', large, { 'content-type': 'application/json', 'x-signature': 'AAAA' });
+      expect(noCredential.status).toBe(500);
+      expect(((await noCredential.json()) as { error: string }).error).toBe('credential-unavailable');
+      // The answer comes while the body is still being sent: it was not waited for.
+      let closed = false;
+      const endless = new ReadableStream<Uint8Array>({ start: (c) => c.enqueue(Buffer.from('{"pad":"')), cancel: () => { closed = true; } });
+      const early = await fetch(`${app.baseUrl}/hook/wf-signed-partner`, { method: 'POST', body: endless, duplex: 'half', headers: { 'content-type': 'application/json' } } as RequestInit);
+      expect({ status: early.status, closed }).toEqual({ status: 401, closed: false });
     });
 
     maybe('bots')('Ignore Bots rejects link previewers with 403 and lets HTTP clients and browsers through', async () => {

@@ -1,6 +1,6 @@
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer } from '../answers';
-import { checkHeaderAuth } from '../header-auth';
+import { checkHeaderAuth, nodeCredential } from '../header-auth';
 import type { Admission, InboundRequest, TriggerServices } from '../trigger';
 import type { WebhookParameters } from './parameters';
 import { SIGNATURE_HEADER } from './signature';
@@ -13,15 +13,20 @@ export function authenticate(request: InboundRequest, node: WorkflowNode, params
   if (params.protocol === 'as2' && params.authentication !== 'as2ReceiverAuth') return { ok: false, answer: errorAnswer('protocol-requires-as2-auth') };
   // AS2 is checked in the AS2 trigger. Nothing to wait for: no promise.
   if (params.authentication === 'none' || params.authentication === 'as2ReceiverAuth') return { ok: true, principal: null, secretHeaders: [] };
-  // RSA signatures are checked on the body (inspect); here only the header they come in is named, so the
-  // received record does not keep a signature that, with its body, would be a request to replay.
-  if (params.authentication === 'rsaSignature') return signatureHeader(node, services).then((header) => ({ ok: true, principal: null, secretHeaders: [header] }));
+  if (params.authentication === 'rsaSignature') return signatureAdmission(request, node, services);
   return checkHeaderAuth(request, node, params.authentication, services).then((outcome) => (outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) }));
 }
 
-/** The header a node's RSA credential names (X-Signature unless it says otherwise); inspect() fails closed on a bad credential. */
-async function signatureHeader(node: WorkflowNode, services: TriggerServices): Promise<string> {
-  const id = node.credentials?.rsaSignature;
-  const credential = id ? await services.credential(id).catch(() => null) : null;
-  return (credential?.type === 'rsaSignature' && credential.data.header ? credential.data.header : SIGNATURE_HEADER).toLowerCase();
+/**
+ * An RSA signature is verified on the body (inspect). Before the body is read, a request without the
+ * signature's header is refused (401), and so is every request while the credential cannot be used (500),
+ * so that neither has its body read and staged. The header is named for redaction: with its body, a
+ * signature kept in the received record would be a request to replay.
+ */
+async function signatureAdmission(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<Admission> {
+  const credential = await nodeCredential(node, 'rsaSignature', request.workflowId, services);
+  if (credential?.type !== 'rsaSignature') return { ok: false, answer: errorAnswer('credential-unavailable') };
+  const header = (credential.data.header || SIGNATURE_HEADER).toLowerCase();
+  if (request.headers[header] === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
+  return { ok: true, principal: null, secretHeaders: [header] };
 }
