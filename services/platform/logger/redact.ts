@@ -7,6 +7,13 @@ const ALWAYS_SECRET = new Set([
   'x-signature', 'x-hub-signature', 'x-hub-signature-256', 'x-webhook-secret', 'x-access-token',
 ]);
 
+/**
+ * Names that say they carry one: X-Authorization, X-Shopify-Hmac-Sha256, X-Session-Id,
+ * Ocp-Apim-Subscription-Key, X-Goog-Api-Key, apikey, X-Functions-Key. Redacting a harmless header costs the
+ * record a value; missing a secret one puts a credential on a topic.
+ */
+const SECRET_HEADER = /secret|token|passw|signature|auth|hmac|session|credential|api-?key|(?:^|[-_])key$/;
+
 export const REDACTED = '[redacted]';
 
 /** Header names repeat from request to request: each name's verdict is worked out once (a bounded memo). */
@@ -15,7 +22,7 @@ const verdicts = new Map<string, boolean>();
 function isSecretHeader(lower: string): boolean {
   let secret = verdicts.get(lower);
   if (secret === undefined) {
-    secret = ALWAYS_SECRET.has(lower) || /secret|token|password|signature/.test(lower);
+    secret = ALWAYS_SECRET.has(lower) || SECRET_HEADER.test(lower);
     if (verdicts.size >= 4096) verdicts.clear();
     verdicts.set(lower, secret);
   }
