@@ -28,6 +28,8 @@ test('credential documents are checked per type without quoting secrets', () => 
     .toEqual(['data.publicKey is not a readable SPKI public key']);
   const { publicKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
   expect(parseCredentialDocument({ id: 'c2', type: 'rsaSignature', data: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }) } }).type).toBe('rsaSignature');
+  expect(problemsOf(() => parseCredentialDocument({ id: 'c3', type: 'rsaSignature', data: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }), header: 'X Sig' } })))
+    .toEqual(['data.header must be a valid HTTP header name']);
   expect(problemsOf(() => parseCredentialDocument({ id: 'c1', type: 'oauth', data: {} }))).toEqual([expect.stringMatching(/^"type" must be one of/)]);
 });
 

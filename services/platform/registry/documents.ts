@@ -126,6 +126,7 @@ export function parseCredentialDocument(input: unknown): CredentialDocument {
     case 'rsaSignature':
       pem('publicKey', /-----BEGIN PUBLIC KEY-----/);
       str('header', true);
+      if (isObject(data) && typeof data.header === 'string' && data.header !== '' && !HEADER_NAME.test(data.header)) problems.push('data.header must be a valid HTTP header name');
       if (isObject(data) && typeof data.publicKey === 'string') {
         try { createPublicKey(data.publicKey); } catch { problems.push('data.publicKey is not a readable SPKI public key'); }
       }
