@@ -144,11 +144,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (res.headersSent) return;
     if (answer.outcome !== undefined) outcomes.set(res, answer.outcome);
     const headers: Record<string, string> = {};
-    let latin1 = false;
+    let headersNotAscii = false;
     for (const name in answer.headers) {
       const value = answer.headers[name];
       headers[name] = value;
-      if (!latin1 && NOT_ASCII.test(value)) latin1 = true;
+      if (!headersNotAscii && NOT_ASCII.test(value)) headersNotAscii = true;
     }
     headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length);
     headers['x-request-id'] = requestId;
@@ -156,7 +156,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // Node writes headers as Latin-1, except when they go out in one write with a string body: then both
     // are UTF-8, and a header byte of 0x80 or more (a templated echo of what the partner sent) would be
     // sent as two. A Buffer body is written apart from the headers.
-    res.end(latin1 && typeof answer.body === 'string' ? Buffer.from(answer.body) : answer.body);
+    res.end(headersNotAscii && typeof answer.body === 'string' ? Buffer.from(answer.body) : answer.body);
   }
 
   /** Answer without reading the body; keep the connection only if the rest of the body is small. */

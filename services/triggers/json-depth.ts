@@ -6,7 +6,8 @@
  */
 export const MAX_JSON_DEPTH = 512;
 
-export const TOO_DEEP_MESSAGE = `The request body is JSON nested more than ${MAX_JSON_DEPTH} levels deep`;
+/** What a refusal says the body is: `The request body is ${TOO_DEEP}`. */
+export const TOO_DEEP = `JSON nested more than ${MAX_JSON_DEPTH} levels deep`;
 
 /** Whether arrays and objects in a JSON text nest deeper than `max` (brackets inside strings do not count). */
 export function jsonNestsDeeperThan(text: string, max: number = MAX_JSON_DEPTH): boolean {

@@ -1,5 +1,5 @@
 import type { WarehouseAction } from './parameters';
-import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from '../json-depth';
+import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 
 /**
  * The provider's post `{ PostId, Type, Data, PostedAt }` (SPEC §2.4). It is read, never rewritten: the
@@ -30,7 +30,7 @@ export function readWarehousePost(bytes: Buffer): WarehousePost {
   let text = bytes.toString('utf8');
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   // The text itself goes to the workflow: nothing after this could take it deeper than this.
-  if (jsonNestsDeeperThan(text)) throw new EnvelopeError(TOO_DEEP_MESSAGE);
+  if (jsonNestsDeeperThan(text)) throw new EnvelopeError(`The request body is ${TOO_DEEP}`);
   let parsed: unknown;
   try {
     parsed = JSON.parse(text);

@@ -17,6 +17,13 @@ export function authenticate(request: InboundRequest, node: WorkflowNode, params
   return checkHeaderAuth(request, node, params.authentication, services).then((outcome) => (outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) }));
 }
 
+/** A node's RSA credential: its public key and the header the signature comes in; null (logged) when unusable. */
+export async function signatureCredential(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<{ publicKey: string; header: string } | null> {
+  const credential = await nodeCredential(node, 'rsaSignature', request.workflowId, services);
+  if (credential?.type !== 'rsaSignature') return null;
+  return { publicKey: credential.data.publicKey, header: (credential.data.header || SIGNATURE_HEADER).toLowerCase() };
+}
+
 /**
  * An RSA signature is verified on the body (inspect). Before the body is read, a request without the
  * signature's header is refused (401), and so is every request while the credential cannot be used (500),
@@ -24,9 +31,8 @@ export function authenticate(request: InboundRequest, node: WorkflowNode, params
  * signature kept in the received record would be a request to replay.
  */
 async function signatureAdmission(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<Admission> {
-  const credential = await nodeCredential(node, 'rsaSignature', request.workflowId, services);
-  if (credential?.type !== 'rsaSignature') return { ok: false, answer: errorAnswer('credential-unavailable') };
-  const header = (credential.data.header || SIGNATURE_HEADER).toLowerCase();
-  if (request.headers[header] === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
-  return { ok: true, principal: null, secretHeaders: [header] };
+  const credential = await signatureCredential(request, node, services);
+  if (!credential) return { ok: false, answer: errorAnswer('credential-unavailable') };
+  if (request.headers[credential.header] === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
+  return { ok: true, principal: null, secretHeaders: [credential.header] };
 }

@@ -8,7 +8,7 @@ import { bodyKind, decodeText, parseMediaType } from './media-type';
 import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
 import type { WebhookParameters } from './parameters';
 import { stagingFolder } from '../staged-files';
-import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from '../json-depth';
+import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 
 /**
  * The webhook's output for one received request (SPEC §2.2), keyed later by the node name:
@@ -97,7 +97,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
 
 /** A body too large for the receiver's check may nest deeper than anything after this can take. */
 function parseJson(text: string): unknown {
-  if (jsonNestsDeeperThan(text)) throw new IngressError('payload-parse-error', TOO_DEEP_MESSAGE.replace('The request body', 'the body'));
+  if (jsonNestsDeeperThan(text)) throw new IngressError('payload-parse-error', `the body is ${TOO_DEEP}`);
   return JSON.parse(text);
 }
 

@@ -2,7 +2,7 @@ import { Writable } from 'node:stream';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer, type Answer } from '../answers';
 import type { BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerPlugin, TriggerServices } from '../trigger';
-import { authenticate } from './authenticate';
+import { authenticate, signatureCredential } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
@@ -11,9 +11,9 @@ import { MultipartError, scanMultipart } from './multipart';
 import { onceEither } from './once-either';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
 import { checkJsonText } from './json-syntax';
-import { jsonNestsDeeperThan, TOO_DEEP_MESSAGE } from '../json-depth';
+import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 import { acceptedAnswer, responseProblems } from './respond';
-import { SIGNATURE_HEADER, verifyRsaSha256 } from './signature';
+import { verifyRsaSha256 } from './signature';
 
 /**
  * The generic webhook trigger, Protocol = HTTP (SPEC §2.1, §2.2, §5). AS2 has its own plugin.
@@ -36,7 +36,7 @@ export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
 };
 
 const notJson = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') });
-const tooDeep = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', TOO_DEEP_MESSAGE) });
+const tooDeep = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', `The request body is ${TOO_DEEP}`) });
 const unknownCharset = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is in a charset this service cannot decode') });
 
 /** Sent as it is; an unsupported coding was refused (415) before any inspection. */
@@ -101,19 +101,12 @@ function streamingValidator(encoding: Encoding, contentType: string | null, mult
 export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS): TriggerPlugin {
   /** RSA signature over the exact bytes (SPEC §5): null when it holds, else the refusal. */
   async function verifiedSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
-    const credentialId = node.credentials?.rsaSignature;
-    const credential = credentialId ? await services.credential(credentialId).catch((error: Error) => {
-      services.logger.error('credential cannot be read', { credentialId, node: node.name, error });
-      return null;
-    }) : null;
-    if (!credential || credential.type !== 'rsaSignature') {
-      services.logger.error('signature credential is missing or of the wrong type', { credentialId: credentialId ?? null, node: node.name });
-      return { ok: false, answer: errorAnswer('credential-unavailable') };
-    }
-    const header = (credential.data.header || SIGNATURE_HEADER).toLowerCase();
-    const signature = request.headers[header];
+    // Checked at admission too; looked up again (from the cache) in case it changed while the body arrived.
+    const credential = await signatureCredential(request, node, services);
+    if (!credential) return { ok: false, answer: errorAnswer('credential-unavailable') };
+    const signature = request.headers[credential.header];
     if (signature === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
-    if (!verifyRsaSha256(credential.data.publicKey, signature, body.sha256())) return { ok: false, answer: errorAnswer('authorization-wrong') };
+    if (!verifyRsaSha256(credential.publicKey, signature, body.sha256())) return { ok: false, answer: errorAnswer('authorization-wrong') };
     return null;
   }
 
