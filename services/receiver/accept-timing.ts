@@ -4,74 +4,99 @@
  * comes back one log write sooner than an accepted event's answer, and the time alone would tell an
  * outsider which workflow ids exist and are active, which the public URL must never reveal (SPEC §4).
  *
- * The wait is drawn from the last accepts' own durations (body read to answer), so it follows the log as
- * it is now: about a millisecond on an idle embedded log, more under load or on Kafka. Before any accept
- * there is nothing to imitate and nothing to reveal, so the answer goes at once.
+ * A duration runs from the body's last byte to the answer, so it holds what an open hook does once the
+ * sender has sent everything: finishing a claim check's write, then the durable accept. Bodies that go to
+ * the object store (over INLINE_BODY_MAX) take a store write longer than those that travel in the record,
+ * so each kind is imitated from its own recent accepts: a missing workflow sent a large body waits as an
+ * open hook would for a large body. Before any accept of a kind the other kind's are used; before any at
+ * all there is nothing to imitate and nothing to reveal, so the answer goes at once.
  *
- * Timers are coarse: `setTimeout` waits at least a millisecond and usually overshoots. The overshoot is
- * measured and taken off each wait, and a wait shorter than the shortest timer is rounded at random to
- * that timer or to none, in proportion, so the imitated durations have the accepts' mean.
+ * The wait must match the accepts in every order statistic, not only on average: the quickest of a few
+ * answers is as telling as their mean. Timers fire in whole milliseconds and late, so a timer covers a
+ * wait only up to its last SPIN_MS; the rest is waited on setImmediate, which lets the event loop serve
+ * everything else in between and ends within a loop turn of the target.
  */
 export interface AcceptTiming {
-  /** Accepting an event took this many milliseconds. */
-  record(ms: number): void;
-  /** The milliseconds an answer that accepted nothing should take: one of the recent accepts' durations. */
-  draw(): number;
-  /** Waits about that long. */
-  imitate(): Promise<void>;
+  /** Accepting an event took this many milliseconds from its body's last byte; `staged`: the body went to the object store. */
+  record(ms: number, staged: boolean): void;
+  /** The milliseconds an answer that accepted nothing should take: one of the recent accepts' durations of that kind. */
+  draw(staged: boolean): number;
+  /** Resolves once a drawn duration has passed since `since` (a `performance.now()` time: the body's last byte). */
+  imitate(since: number, staged: boolean): Promise<void>;
 }
 
 export interface AcceptTimingOptions {
-  /** How many recent accepts to draw from. */
+  /** How many recent accepts of each kind to draw from. */
   window?: number;
   /** A number in [0, 1); tests pass their own. */
   random?: () => number;
 }
 
-/** How fast the overshoot estimate follows the timer's latest behaviour. */
-const OVERSHOOT_WEIGHT = 0.1;
-const MAX_OBSERVED_OVERSHOOT = 5;
+/** The end of a wait that a timer cannot place precisely: a timer wakes at least this long before the target. */
+const SPIN_MS = 2;
+
+/** The durations of the last `size` accepts of one kind, in a ring: the accept path allocates nothing. */
+function durations(size: number) {
+  const ring = new Float64Array(size);
+  let count = 0;
+  let next = 0;
+  return {
+    add(ms: number) {
+      ring[next] = ms;
+      next = (next + 1) % size;
+      if (count < size) count++;
+    },
+    count: () => count,
+    pick: (random: number) => ring[Math.floor(random * count)],
+  };
+}
+
+/**
+ * Waits that end within a loop turn of their deadline. One setImmediate chain serves every wait in its
+ * last stretch; it runs only while such a wait exists.
+ */
+function preciseWaits() {
+  const waiting: { deadline: number; resolve: () => void }[] = [];
+  let turning = false;
+  const turn = () => {
+    const now = performance.now();
+    for (let i = waiting.length - 1; i >= 0; i--) {
+      if (waiting[i].deadline <= now) { waiting[i].resolve(); waiting.splice(i, 1); }
+    }
+    turning = waiting.length > 0;
+    if (turning) setImmediate(turn);
+  };
+  const spin = (deadline: number, resolve: () => void) => {
+    waiting.push({ deadline, resolve });
+    if (!turning) { turning = true; setImmediate(turn); }
+  };
+  return (deadline: number) => new Promise<void>((resolve) => {
+    const early = deadline - performance.now() - SPIN_MS;
+    // Whole milliseconds: Node keeps a timer list per distinct duration, and cannot do better anyway.
+    if (early >= 1) setTimeout(() => spin(deadline, resolve), Math.floor(early));
+    else spin(deadline, resolve);
+  });
+}
 
 export function createAcceptTiming(options: AcceptTimingOptions = {}): AcceptTiming {
   const window = options.window ?? 128;
   const random = options.random ?? Math.random;
-  // A ring of durations: the accept path writes one number per request and allocates nothing.
-  const durations = new Float64Array(window);
-  let count = 0;
-  let next = 0;
-  /** How much later than asked a timer fires, on average, here and now. */
-  let overshoot = 0.5;
-
-  const sleep = (ms: number) => new Promise<void>((resolve) => {
-    const asked = performance.now();
-    setTimeout(() => {
-      // A stalled event loop (a long collection) says nothing about the timer: bound each observation.
-      const observed = Math.min(MAX_OBSERVED_OVERSHOOT, Math.max(0, performance.now() - asked - ms));
-      overshoot += OVERSHOOT_WEIGHT * (observed - overshoot);
-      resolve();
-    }, ms);
-  });
+  const inline = durations(window);
+  const staged = durations(window);
+  const waitUntil = preciseWaits();
 
   const timing: AcceptTiming = {
-    record(ms) {
-      durations[next] = ms;
-      next = (next + 1) % window;
-      if (count < window) count++;
+    record(ms, isStaged) {
+      (isStaged ? staged : inline).add(ms);
     },
-    draw() {
-      return count === 0 ? 0 : durations[Math.floor(random() * count)];
+    draw(isStaged) {
+      const own = isStaged ? staged : inline;
+      const source = own.count() > 0 ? own : isStaged ? inline : staged;
+      return source.count() === 0 ? 0 : source.pick(random());
     },
-    imitate() {
-      const target = timing.draw();
-      const shortest = 1 + overshoot;
-      if (target >= shortest) {
-        // Whole milliseconds, rounded at random in proportion: the timer cannot do better, and Node keeps
-        // a timer list per distinct duration, so fractions would make one per request.
-        const ms = target - overshoot;
-        const whole = Math.floor(ms);
-        return sleep(random() < ms - whole ? whole + 1 : whole);
-      }
-      return target > 0 && random() * shortest < target ? sleep(1) : Promise.resolve();
+    imitate(since, isStaged) {
+      const deadline = since + timing.draw(isStaged);
+      return deadline <= performance.now() ? Promise.resolve() : waitUntil(deadline);
     },
   };
   return timing;

@@ -19,7 +19,7 @@ import type { IdleBodies, IdleWatch } from './idle-bodies';
  * from which nothing (or too little) arrives for a while is given up as `idle` (idle-bodies.ts), which the receiver answers 408.
  */
 export type BodyOutcome =
-  | { ok: true; body: ReceivedBody; stagedPath: string | null }
+  | { ok: true; body: ReceivedBody; stagedPath: string | null; lastByteAt: number }
   | { ok: false; reason: 'too-large' | 'aborted' | 'store-failed' | 'busy' | 'idle'; error?: unknown }
   | { ok: false; reason: 'rejected'; answer: Answer };
 
@@ -89,6 +89,8 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     // while we hold it back for a slow writer (pause and resume).
     const watch: IdleWatch | null = options.idle?.watch(() => finish({ ok: false, reason: 'idle' })) ?? null;
 
+    /** When the body's last byte arrived (performance.now()); what the sender waits from. */
+    let lastByteAt = 0;
     const finish = (outcome: BodyOutcome) => {
       if (settled) return;
       settled = true;
@@ -141,7 +143,7 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       const inline = s ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
       let digest = s ? hash!.digest('hex') : null;
       const sha256 = () => (digest ??= createHash('sha256').update(inline!).digest('hex'));
-      return { ok: true, body: { size, sha256, inline, readStaged: s ? () => options.store.get(s.path) : null }, stagedPath: s ? s.path : null };
+      return { ok: true, body: { size, sha256, inline, readStaged: s ? () => options.store.get(s.path) : null }, stagedPath: s ? s.path : null, lastByteAt };
     };
     /** Once the validator's verdict and the claim check's write are in. */
     const afterWriters = async (s: typeof spill) => {
@@ -160,6 +162,7 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     };
     req.on('end', () => {
       if (settled) return;
+      lastByteAt = performance.now();
       watch?.end(); // all of it arrived: what follows (the store, the validator) is not the sender's to hurry
       // The common case, a small body with nothing streaming alongside, settles at once: no promise hops.
       if (!spill && !validator) finish(accepted(null));
@@ -177,10 +180,11 @@ export interface DrainOptions {
 
 export type DrainOutcome = 'read' | 'too-large' | 'busy' | 'idle';
 
-/** How a drain ended, and how many bytes of body it read. */
+/** How a drain ended, how many bytes of body it read, and when (performance.now()). */
 export interface Drained {
   outcome: DrainOutcome;
   bytes: number;
+  endedAt: number;
 }
 
 /**
@@ -191,7 +195,7 @@ export interface Drained {
 export function drainBody(req: IncomingMessage, maxBytes: number, options: DrainOptions = {}): Promise<Drained> {
   // Nothing more will come: a body already read to its end (a verdict given after it), or a client gone.
   // Waiting for events that fired before would keep the request, and its watch, until the idle timeout.
-  if (req.readableEnded || req.destroyed) return Promise.resolve({ outcome: 'read', bytes: 0 });
+  if (req.readableEnded || req.destroyed) return Promise.resolve({ outcome: 'read', bytes: 0, endedAt: performance.now() });
   const room = inlineRoom(options.account?.held ?? null, options.account?.inlineMax ?? 0);
   return new Promise((resolve) => {
     let size = 0;
@@ -203,7 +207,7 @@ export function drainBody(req: IncomingMessage, maxBytes: number, options: Drain
       req.off('data', onData);
       if (outcome !== 'read') req.pause();
       room.release();
-      resolve({ outcome, bytes: size });
+      resolve({ outcome, bytes: size, endedAt: performance.now() });
     };
     const watch = options.idle?.watch(() => done('idle')) ?? null;
     const onData = (chunk: Buffer) => {

@@ -13,7 +13,7 @@ import { DOCUMENT_ID, type Registry } from '../platform/registry/registry';
 import type { CredentialSealer } from '../platform/registry/credential-crypto';
 import type { ObjectStore } from '../platform/store/object-store';
 import { traceHeaders, tracer } from '../platform/telemetry/trace-context';
-import { BUSY, EMPTY_OK, errorAnswer, type Answer } from '../triggers/answers';
+import { BUSY, EMPTY_OK, errorAnswer, looksEmpty, type Answer } from '../triggers/answers';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { InboundRequest, Inspection, TriggerServices } from '../triggers/trigger';
 import type { HeldBytes } from '../triggers/held-bytes';
@@ -210,7 +210,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         send(res, requestId, BUSY);
         return BUSY.status;
       }
-      await deps.acceptTiming.imitate();
+      await deps.acceptTiming.imitate(drained.endedAt, drained.bytes > deps.inlineBodyMax);
       send(res, requestId, EMPTY_OK);
       if (!req.complete) res.once('finish', () => req.socket.destroy()); // the client went away mid-body
       return 200;
@@ -271,7 +271,6 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return 499; // the client went away; nothing was accepted
     }
     const { body } = outcome;
-    const bodyRead = performance.now();
     facts.bodyBytes = body.size;
 
     const inspecting = plugin.inspect(request, node, body, services);
@@ -330,7 +329,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     const pending = plugin.accepted(request, node, body, inspected.inspection, services);
     const answer = pending instanceof Promise ? await pending : pending;
-    deps.acceptTiming.record(performance.now() - bodyRead);
+    // Only an answer with the missing workflow's bytes (a hook with No Response Body) needs its time
+    // imitated; slower kinds (an AS2 accept signs its MDN) would otherwise stretch every imitated wait.
+    if (looksEmpty(answer)) deps.acceptTiming.record(performance.now() - outcome.lastByteAt, outcome.stagedPath !== null);
     send(res, requestId, answer);
     return answer.status;
   }

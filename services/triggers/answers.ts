@@ -48,6 +48,13 @@ export const BUSY: Answer = Object.freeze(errorAnswer('enqueue-failed', undefine
 /** The answer for a missing, inactive or trigger-less workflow: the same bytes whatever the reason. */
 export const EMPTY_OK: Answer = Object.freeze({ status: 200, headers: {}, body: '' }) as Answer;
 
+/** Whether an answer goes out as the same bytes as EMPTY_OK (only X-Request-Id, which every answer has, differs). */
+export function looksEmpty(answer: Answer): boolean {
+  if (answer.status !== 200 || answer.body.length !== 0) return false;
+  for (const _ in answer.headers) return false;
+  return true;
+}
+
 /** A failure a plugin or stage raises with its code; the message must be safe to show a partner. */
 export class IngressError extends Error {
   constructor(readonly code: IngressErrorCode, message?: string, options?: { cause?: unknown }) {

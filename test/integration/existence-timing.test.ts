@@ -12,6 +12,7 @@ import { createReceiver, type Receiver } from '../../services/receiver/receiver'
 import { heldBytes } from '../../services/triggers/held-bytes';
 import { idleBodies, type IdleBodies } from '../../services/receiver/idle-bodies';
 import type { Registry } from '../../services/platform/registry/registry';
+import type { ObjectStore } from '../../services/platform/store/object-store';
 import { backendEnv } from '../support/app';
 
 /**
@@ -53,26 +54,41 @@ const watchedBodies: IdleBodies = {
   },
 };
 
-const recorded: number[] = [];
+const recorded: { ms: number; staged: boolean }[] = [];
 const imitations: (() => void)[] = [];
+const imitated: { since: number; staged: boolean }[] = [];
 const timing: AcceptTiming = {
-  record: (ms) => { recorded.push(ms); },
+  record: (ms, staged) => { recorded.push({ ms, staged }); },
   draw: () => 0,
-  imitate: () => new Promise<void>((resolve) => { imitations.push(resolve); }),
+  imitate: (since, staged) => new Promise<void>((resolve) => { imitated.push({ since, staged }); imitations.push(resolve); }),
 };
 
+/** The object store, with every write taking `storeDelay` ms longer once its bytes are in. */
+let storeDelay = 0;
+function slowStore(store: ObjectStore): ObjectStore {
+  return Object.assign(Object.create(store) as ObjectStore, {
+    put: async (...args: Parameters<ObjectStore['put']>) => {
+      const stored = await store.put(...args);
+      await new Promise((r) => setTimeout(r, storeDelay));
+      return stored;
+    },
+  });
+}
+
 beforeAll(async () => {
-  const made = backendEnv('embedded', { WORKFLOW_CACHE_MS: '0', MAX_BODY_BYTES: '64KiB' });
+  // Bodies over 16 KiB are staged to the object store, as bodies over 256 KiB are by default.
+  const made = backendEnv('embedded', { WORKFLOW_CACHE_MS: '0', MAX_BODY_BYTES: '64KiB', INLINE_BODY_MAX: '16KiB' });
   cleanup = made.cleanup;
   const config = loadConfig(made.env);
   const logger = createLogger({ level: 'error', write: () => undefined });
   backends = await openBackends(config, logger);
-  await backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  await backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { noResponseBody: true } } }] });
+  await backends.registry.workflows.put({ id: 'wf-answers-json', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-gated', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-inactive', active: false, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-no-trigger', active: true, nodes: [{ name: 'Only', type: 'noop' }] });
   receiver = createReceiver({
-    log: backends.log, topics: pipelineTopics(config.topicPrefix), store: backends.store, registry: gatedRegistry(backends.registry), sealer: backends.sealer,
+    log: backends.log, topics: pipelineTopics(config.topicPrefix), store: slowStore(backends.store), registry: gatedRegistry(backends.registry), sealer: backends.sealer,
     catalog: triggerCatalog(config), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
     workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate,
     acceptTiming: timing, heldBodies, idleBodies: watchedBodies, metrics: createIngressMetrics(),
@@ -85,14 +101,54 @@ afterAll(async () => {
   cleanup?.();
 });
 
-const post = (id: string) => fetch(`${baseUrl}/hook/${id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
+const post = (id: string, body = '{"a":1}') => fetch(`${baseUrl}/hook/${id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+/** A JSON body of 40 KiB: over INLINE_BODY_MAX here, so an open hook stages it. */
+const large = JSON.stringify({ pad: 'x'.repeat(40 * 1024) });
 
-test('each durable accept tells the timing how long it took', async () => {
+test('each durable accept answered with the empty body tells the timing how long it took, and of which kind', async () => {
   const res = await post('wf-open');
   expect(res.status).toBe(200);
-  expect(recorded).toHaveLength(1);
-  expect(recorded[0]).toBeGreaterThan(0);
+  expect(await res.text()).toBe('');
+  expect(recorded).toEqual([{ ms: expect.any(Number), staged: false }]);
+  expect(recorded[0].ms).toBeGreaterThan(0);
   expect(imitations).toHaveLength(0);
+});
+
+test('an accept answered with content (`{}`) is told apart by it, and does not count', async () => {
+  const before = recorded.length;
+  const res = await post('wf-answers-json');
+  expect(await res.text()).toBe('{}');
+  expect(recorded).toHaveLength(before);
+});
+
+test('a staged body\'s accept is timed from its last byte, so the claim check\'s write counts', async () => {
+  storeDelay = 150;
+  try {
+    const before = recorded.length;
+    const res = await post('wf-open', large);
+    expect(res.status).toBe(200);
+    expect(recorded.slice(before)).toEqual([{ ms: expect.any(Number), staged: true }]);
+    expect(recorded[before].ms).toBeGreaterThanOrEqual(150);
+  } finally {
+    storeDelay = 0;
+  }
+});
+
+test.each([[false, '{"a":1}'], [true, large]])('a missing workflow sent a body that an open hook would stage (%s) imitates that kind, from the body\'s end', async (staged, body) => {
+  imitations.length = 0;
+  imitated.length = 0;
+  const sent = performance.now();
+  const answer = post('wf-missing', body);
+  for (const deadline = Date.now() + 5000; imitations.length === 0;) {
+    if (Date.now() > deadline) throw new Error('the receiver never waited for an imitated accept');
+    await new Promise((r) => setTimeout(r, 5));
+  }
+  expect(imitated).toEqual([{ since: expect.any(Number), staged }]);
+  // The body's end, not when the wait was asked for: after the request went out, and before now.
+  expect(imitated[0].since).toBeGreaterThan(sent);
+  expect(imitated[0].since).toBeLessThanOrEqual(performance.now());
+  imitations[0]();
+  expect((await answer).status).toBe(200);
 });
 
 test.each(['wf-missing', 'wf-inactive', 'wf-no-trigger'])('%s is answered only once the imitated accept is over, and records nothing', async (id) => {
