@@ -35,6 +35,7 @@ async function setUp(app: TestApp) {
   // Stored as an older version of the service let it be: `workflows put` now refuses a Trailer.
   await hook('wf-trailer', { options: { responseHeaders: [{ name: 'Trailer', value: 'X-Checksum' }, { name: 'X-Ack', value: 'yes' }] } });
   await hook('wf-silent', { options: { noResponseBody: true, responseHeaders: [{ name: 'X-Ack', value: 'yes' }] } });
+  await hook('wf-echo-note', { options: { responseHeaders: [{ name: 'X-Note', value: '{{ $json.note }}' }, { name: 'X-Ack', value: 'yes' }] } });
   await registry.workflows.put({ id: 'wf-error-first', active: true, nodes: [
     { name: 'On error', type: 'errorTrigger' }, { name: 'Disabled', type: 'webhook', disabled: true }, { name: 'Live', type: 'webhook' },
   ] });
@@ -392,6 +393,16 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       expect(res.headers.get('x-ack')).toBe('yes');
       expect(await res.clone().text()).toBe('{}');
       expect((await executionOf(res)).input).toEqual({ Hook: { n: 2 } });
+    });
+
+    maybe('respond')('a templated header that would take the answer\'s headers past 8 KiB is left out, so the partner\'s client can read the answer', async () => {
+      const res = await post('wf-echo-note', JSON.stringify({ note: 'n'.repeat(20_000) }), { 'content-type': 'application/json' });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-note')).toBeNull();
+      expect(res.headers.get('x-ack')).toBe('yes');
+      expect((await executionOf(res)).input).toEqual({ Hook: { note: 'n'.repeat(20_000) } });
+      const short = await post('wf-echo-note', '{"note":"fine"}', { 'content-type': 'application/json' });
+      expect(short.headers.get('x-note')).toBe('fine');
     });
 
     maybe('select')('the first trigger node that is neither an error trigger nor disabled drives the request', async () => {

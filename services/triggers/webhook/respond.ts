@@ -16,6 +16,13 @@ const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
  * Content-Length, which every answer here has, and would turn an accepted event into a 500.
  */
 const RESERVED = new Set(['content-length', 'transfer-encoding', 'connection', 'x-request-id', 'trailer']);
+/**
+ * What the rendered Response Headers may take together (names, values, separators). An echo of the body
+ * (`{{ $json.note }}`) can be hundreds of KiB; clients refuse an answer whose headers pass 8–16 KiB (Node's
+ * 16 KiB, nginx's 4–8 KiB buffer as a proxy), and a partner whose client failed on the answer of an event
+ * we accepted sends it again. A header that would go past it is left out and logged.
+ */
+export const MAX_RESPONSE_HEADER_BYTES = 8 * 1024;
 
 export function templateScope(request: InboundRequest, inspection: Inspection): TemplateScope {
   return {
@@ -49,14 +56,25 @@ export function acceptedAnswer(params: WebhookParameters, request: InboundReques
       }
     }
   }
+  let headerBytes = 0;
   for (const { name, value } of options.responseHeaders) {
     const lower = name.toLowerCase();
     if (!HEADER_NAME.test(name) || RESERVED.has(lower)) continue;
+    let rendered: string;
     try {
-      headers[lower] = compileTemplateCached(value).render(scopeOf(), 'text');
+      rendered = compileTemplateCached(value).render(scopeOf(), 'text');
     } catch (error) {
       logger.error('a response header could not be rendered; left out', { requestId: request.requestId, header: name, error });
+      continue;
     }
+    // Rendered values are Latin-1 (one byte a character); `name: value\r\n`.
+    const bytes = name.length + rendered.length + 4;
+    if (headerBytes + bytes > MAX_RESPONSE_HEADER_BYTES) {
+      logger.error(`a response header would take the answer's headers past ${MAX_RESPONSE_HEADER_BYTES} bytes; left out`, { requestId: request.requestId, header: name, bytes });
+      continue;
+    }
+    headerBytes += bytes;
+    headers[lower] = rendered;
   }
   return { status: 200, headers, body };
 }
