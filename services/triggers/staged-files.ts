@@ -25,12 +25,18 @@ export function sanitizeFilename(name: string | undefined | null): string {
   if (Buffer.byteLength(base, 'utf8') <= MAX_NAME_BYTES) return base;
   const dot = base.lastIndexOf('.');
   const ext = dot > 0 && base.length - dot <= 16 ? base.slice(dot) : '';
-  // One cut at the byte budget; a character split by the cut decodes as U+FFFD, which is dropped.
-  const stem = Buffer.from(base.slice(0, base.length - ext.length), 'utf8').subarray(0, MAX_NAME_BYTES - Buffer.byteLength(ext, 'utf8')).toString('utf8').replace(/\uFFFD+$/, '');
-  return stem + ext;
+  return fitted(base.slice(0, base.length - ext.length), ext);
 }
 
-/** Keep names unique within one request: `a.pdf`, `a (2).pdf`, `a (3).pdf`. */
+/** `stem + tail`, the stem cut so that the whole takes at most MAX_NAME_BYTES UTF-8 bytes. */
+function fitted(stem: string, tail: string): string {
+  const room = MAX_NAME_BYTES - Buffer.byteLength(tail, 'utf8');
+  if (Buffer.byteLength(stem, 'utf8') <= room) return stem + tail;
+  // One cut at the byte budget; a character split by the cut decodes as U+FFFD, which is dropped.
+  return Buffer.from(stem, 'utf8').subarray(0, room).toString('utf8').replace(/\uFFFD+$/, '') + tail;
+}
+
+/** Keep names unique within one request: `a.pdf`, `a (2).pdf`, `a (3).pdf`, within the same byte cap. */
 export function uniqueNamer(): (name: string) => string {
   const used = new Set<string>();
   return (name) => {
@@ -38,7 +44,7 @@ export function uniqueNamer(): (name: string) => string {
     const dot = name.lastIndexOf('.');
     const stem = dot > 0 ? name.slice(0, dot) : name;
     const ext = dot > 0 ? name.slice(dot) : '';
-    for (let n = 2; used.has(candidate.toLowerCase()); n++) candidate = `${stem} (${n})${ext}`;
+    for (let n = 2; used.has(candidate.toLowerCase()); n++) candidate = fitted(stem, ` (${n})${ext}`);
     used.add(candidate.toLowerCase());
     return candidate;
   };

@@ -30,3 +30,15 @@ test('names repeat as "name (2).ext" within one request', () => {
   const name = uniqueNamer();
   expect([name('a.pdf'), name('A.pdf'), name('a.pdf'), name('b')]).toEqual(['a.pdf', 'A (2).pdf', 'a (3).pdf', 'b']);
 });
+
+test('a repeated name at the byte cap stays within it, its stem cut to make room for " (2)"', () => {
+  const name = uniqueNamer();
+  const long = sanitizeFilename(`${'é'.repeat(150)}.pdf`);
+  expect(name(long)).toBe(long);
+  const second = name(long);
+  expect(Buffer.byteLength(second)).toBeLessThanOrEqual(200);
+  expect(second).toMatch(/^é+ \(2\)\.pdf$/);
+  const third = name(long);
+  expect(third).toMatch(/^é+ \(3\)\.pdf$/);
+  expect(Buffer.byteLength(third)).toBeLessThanOrEqual(200);
+});
