@@ -27,6 +27,8 @@ async function setUp(app: TestApp) {
   await registry.credentials.put(sealer.seal({ id: 'cred-rsa-partner', type: 'rsaSignature', data: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }) as string, header: 'X-Partner-Sig' } }));
   await hook('wf-signed-partner', { authentication: 'rsaSignature' }, { rsaSignature: 'cred-rsa-partner' });
   await hook('wf-signed-no-credential', { authentication: 'rsaSignature' }, { rsaSignature: 'cred-never-stored' });
+  // Stored before `workflows put` refused it: AS2 Receiver Auth with the HTTP protocol.
+  await hook('wf-as2-auth-over-http', { authentication: 'as2ReceiverAuth' }, { as2ReceiverAuth: 'cred-never-stored' });
   await hook('wf-respond', { options: {
     responseData: '{"received":"{{ $request.id }}","order":{{ $json.order }},"echo":"{{ $headers[\'x-correlation-id\'] }}","q":"{{ $query.tag }}","path":"{{ $params.path }}"}',
     responseHeaders: [{ name: 'X-Correlation-Id', value: "{{ $headers['X-Correlation-Id'] }}" }, { name: 'Content-Type', value: 'application/vnd.acme+json' }],
@@ -336,6 +338,13 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       const early = await fetch(`${app.baseUrl}/hook/wf-signed-partner`, { method: 'POST', body: endless, duplex: 'half', headers: { 'content-type': 'application/json' }, signal: sending.signal } as RequestInit);
       expect({ status: early.status, closed }).toEqual({ status: 401, closed: false });
       sending.abort(); // the body would otherwise stay open until the receiver gives it up
+    });
+
+    maybe('auth')('AS2 Receiver Auth on an HTTP trigger fails closed (500), as nothing over HTTP checks it', async () => {
+      const res = await post('wf-as2-auth-over-http', '{"forged":true}', { 'content-type': 'application/json' });
+      expect(res.status).toBe(500);
+      expect(((await res.json()) as { error: string }).error).toBe('credential-unavailable');
+      expect(app.logs.some((l) => l.msg === 'AS2 Receiver Auth on a trigger whose protocol is not as2: refusing')).toBe(true);
     });
 
     maybe('bots')('Ignore Bots rejects link previewers with 403 and lets HTTP clients and browsers through', async () => {

@@ -27,6 +27,14 @@ test('a warehouse node needs dc and/or rc, and a credential when it authenticate
     .toEqual(['node "T".credentials.headerAuth must name the credential to check callers against']);
 });
 
+test('a webhook node with AS2 Receiver Auth must have protocol as2: over HTTP nothing would check it', () => {
+  const as2Auth = { authentication: 'as2ReceiverAuth' };
+  const credentials = { as2ReceiverAuth: 'cred-as2' };
+  expect(catalog.validate(workflow({ type: 'webhook', parameters: as2Auth, credentials })))
+    .toEqual(['node "T".parameters.authentication as2ReceiverAuth needs parameters.protocol "as2" (over HTTP nothing would check it)']);
+  expect(catalog.validate(workflow({ type: 'webhook', parameters: { ...as2Auth, protocol: 'HTTP' }, credentials }))).toHaveLength(1);
+});
+
 test('the catalog selects each kind by node type', () => {
   expect(catalog.select(workflow({ type: 'logisticsTrigger', parameters: { actions: ['event-update'] } }))?.plugin.kindOf({} as never)).toBe('logistics');
   expect(catalog.select(workflow({ type: 'warehouseTrigger', parameters: { actions: ['dc'] } }))?.plugin.kindOf({} as never)).toBe('warehouse');

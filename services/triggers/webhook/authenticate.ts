@@ -11,6 +11,12 @@ import { SIGNATURE_HEADER } from './signature';
  */
 export function authenticate(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, services: TriggerServices): Admission | Promise<Admission> {
   if (params.protocol === 'as2' && params.authentication !== 'as2ReceiverAuth') return { ok: false, answer: errorAnswer('protocol-requires-as2-auth') };
+  if (params.authentication === 'as2ReceiverAuth' && params.protocol !== 'as2') {
+    // Only the AS2 trigger checks AS2 Receiver Auth: over HTTP nothing would, and the hook would be open.
+    // `workflows put` refuses this node; one stored before fails closed.
+    services.logger.error('AS2 Receiver Auth on a trigger whose protocol is not as2: refusing', { node: node.name, workflowId: request.workflowId });
+    return { ok: false, answer: errorAnswer('credential-unavailable') };
+  }
   // AS2 is checked in the AS2 trigger. Nothing to wait for: no promise.
   if (params.authentication === 'none' || params.authentication === 'as2ReceiverAuth') return { ok: true, principal: null, secretHeaders: [] };
   if (params.authentication === 'rsaSignature') return signatureAdmission(request, node, services);

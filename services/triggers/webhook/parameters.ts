@@ -57,5 +57,6 @@ export function parameterProblems(node: WorkflowNode, at: string): string[] {
   const auth = webhookParameters(node).authentication;
   if (auth !== 'none' && auth !== 'invalid' && !node.credentials?.[auth]) problems.push(`${at}.credentials.${auth} must name the credential to check callers against`);
   if (p.protocol !== undefined && !['http', 'as2'].includes(String(p.protocol).toLowerCase())) problems.push(`${at}.parameters.protocol must be http or as2`);
+  else if (auth === 'as2ReceiverAuth' && webhookParameters(node).protocol !== 'as2') problems.push(`${at}.parameters.authentication as2ReceiverAuth needs parameters.protocol "as2" (over HTTP nothing would check it)`);
   return problems;
 }
