@@ -1,3 +1,4 @@
+import { request } from 'node:http';
 import { rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { deflateSync } from 'node:zlib';
@@ -420,6 +421,35 @@ test('when the durable accept fails after decryption, the answer is a failure MD
     expect(other.logs.map((l) => l.msg)).toEqual(expect.arrayContaining(['as2.decrypt-success', 'as2.verify-success', 'as2.queue-send-failure', 'as2.mdn-sent']));
     // The sender was authenticated: the receiver keeps the failure MDN it sent, before answering.
     expect((await bytesOf(other, `as2/wf/closed-1@partner/${m.requestId}/mdn`)).equals(answeredEntity(m))).toBe(true);
+  } finally {
+    await other.stop();
+  }
+});
+
+test('compressed data inflates into the memory budget of all requests: with the budget held by another upload, a message that would inflate past it is not accepted (sent again later)', async () => {
+  const other = await startTestApp('embedded', { INLINE_BODY_MAX: '16KiB', MAX_HELD_BODY_BYTES: '1MiB', MAX_INFLATED_BYTES: '8MiB' });
+  try {
+    await wfWith(other, 'wf');
+    // Compressed outside the signature, announcing one inside: inflated before any signature is checked.
+    const inner = Buffer.concat([Buffer.from('Content-Type: multipart/signed; boundary=b\r\n\r\n'), Buffer.alloc(3 * 1024 * 1024)]);
+    const bomb = { contentType: 'application/pkcs7-mime; smime-type=compressed-data', body: compressedData(Buffer.alloc(0), deflateSync(inner)) };
+    // Alone it may take the whole budget (a body alone always fits): it inflates, and fails as malformed.
+    const alone = await postAs2(other, 'wf', bomb, as2Headers(), peer, receiver);
+    expect(alone.report).toContain('a multipart entity is not closed');
+    // An upload that has sent 900 KiB of its body and waits holds most of the budget meanwhile.
+    const url = new URL(`${other.baseUrl}/hook/wf`);
+    const holder = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { ...as2Headers(), 'content-type': 'application/edi-x12', 'content-length': String(2 * 1024 * 1024) } });
+    holder.on('error', () => undefined);
+    await new Promise<void>((resolve) => holder.write(Buffer.alloc(900 * 1024, 0x41), () => resolve()));
+    await new Promise((r) => setTimeout(r, 200)); // until the receiver has read what was sent
+    const refused = await postAs2(other, 'wf', bomb, as2Headers(), peer, receiver);
+    expect(refused.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+    expect(refused.report).toContain('send it again later');
+    holder.destroy();
+    // The refused message gave back what it took: with the upload gone, it is opened again.
+    await new Promise((r) => setTimeout(r, 200));
+    const again = await postAs2(other, 'wf', bomb, as2Headers(), peer, receiver);
+    expect(again.report).toContain('a multipart entity is not closed');
   } finally {
     await other.stop();
   }

@@ -1,10 +1,11 @@
 import type { Digest } from './algorithms';
 import type { As2Identity } from './certificates';
-import { decompressEntity, type HeadCheck, type InflateBudget } from './compress';
+import { decompressEntity, releaseInflated, type HeadCheck, type InflateBudget } from './compress';
 import { DECRYPTION_FAILED, decryptEntity } from './decrypt';
 import { As2Fault } from './faults';
 import { decodedBody, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
 import { verifyDetached } from './verify';
+import type { HeldBytes } from '../held-bytes';
 
 /**
  * The layers of an AS2 message, outside in, as senders stack them: encryption (enveloped data),
@@ -38,6 +39,8 @@ export interface UnwrapOptions {
   identity: As2Identity;
   maxInflatedBytes: number;
   allowMd5?: boolean;
+  /** The memory budget of all requests together, which inflated bytes take room in (the receiver's; see InflateBudget). */
+  held?: HeldBytes | null;
   /** `EDIINT-Features: multiple-attachments` was sent: a multipart/mixed payload is split. */
   multipleAttachments?: boolean;
   /** Told of each step, for the structured logs (as2.decrypt-start, …). */
@@ -57,24 +60,28 @@ const PKCS7_MIME = new Set(['application/pkcs7-mime', 'application/x-pkcs7-mime'
 /** `contentType` and `transferEncoding` are the HTTP headers of the request; `body` its bytes. */
 export async function unwrapMessage(body: Buffer, contentType: string | null, transferEncoding: string | null, options: UnwrapOptions): Promise<Unwrapped> {
   const state = { sealed: false };
+  const limit = Math.min(options.maxInflatedBytes, AS2_MAX_INFLATED_BYTES);
+  const budget: InflateBudget = { left: limit, total: limit, held: options.held ?? null, holding: 0 };
   try {
-    return await unwrapLayers(body, contentType, transferEncoding, options, state);
+    return await unwrapLayers(body, contentType, transferEncoding, options, state, budget);
   } catch (error) {
     // A signature that holds with another certificate than the pinned one is named as such even inside
-    // encryption: only a valid signature over the content produces it, which tampering cannot.
-    if (!state.sealed || (error instanceof As2Fault && error.code === 'signer-not-pinned')) throw error;
+    // encryption: only a valid signature over the content produces it, which tampering cannot. A message
+    // refused for want of memory is to be sent again, not given up as undecryptable.
+    if (!state.sealed || (error instanceof As2Fault && (error.code === 'signer-not-pinned' || error.code === 'not-accepted'))) throw error;
     const reason = error instanceof As2Fault ? `${error.code}: ${error.reason ?? error.message}` : 'unexpected error';
     throw new As2Fault('decryption-failed', DECRYPTION_FAILED, reason);
+  } finally {
+    // The inflated bytes live on in what is returned only until the MDN is made, a moment later.
+    releaseInflated(budget);
   }
 }
 
-async function unwrapLayers(body: Buffer, contentType: string | null, transferEncoding: string | null, options: UnwrapOptions, state: { sealed: boolean }): Promise<Unwrapped> {
+async function unwrapLayers(body: Buffer, contentType: string | null, transferEncoding: string | null, options: UnwrapOptions, state: { sealed: boolean }, budget: InflateBudget): Promise<Unwrapped> {
   const headers: Record<string, string> = { 'content-type': contentType ?? '' };
   if (transferEncoding) headers['content-transfer-encoding'] = transferEncoding;
   let entity: MimeEntity = { headers, body, raw: body };
   const result = { encrypted: false, signed: false, compressed: false, micContent: body, signerDigest: null as Digest | null, signerFingerprint: null as string | null };
-  const limit = Math.min(options.maxInflatedBytes, AS2_MAX_INFLATED_BYTES);
-  const budget: InflateBudget = { left: limit, total: limit };
   const partner = options.identity.partner;
 
   for (let layer = 0; ; layer++) {
