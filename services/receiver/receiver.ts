@@ -273,8 +273,15 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const { body } = outcome;
     facts.bodyBytes = body.size;
 
-    const inspecting = plugin.inspect(request, node, body, services);
-    const inspected = inspecting instanceof Promise ? await inspecting : inspecting;
+    let inspected;
+    try {
+      const inspecting = plugin.inspect(request, node, body, services);
+      inspected = inspecting instanceof Promise ? await inspecting : inspecting;
+    } catch (error) {
+      // Answered 500 by serve(); the claim check, which nothing will reference, may hold a secret (a WS-Security password).
+      if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
+      throw error;
+    }
     if (!inspected.ok) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       send(res, requestId, inspected.answer);

@@ -220,6 +220,25 @@ describe('bounds of one request', () => {
     expect(() => parseXml(nested(MAX_DEPTH + 1), 'local', true, { elements: 10_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
   });
 
+  test('end tags inside comments and CDATA, or a "/>" inside an attribute value, do not hide nesting past the bound', () => {
+    const deep = MAX_DEPTH + 100;
+    const fenced = `<!--${'</a>'.repeat(deep)}--><r><![CDATA[${'</a>'.repeat(deep)}]]>${'<a>'.repeat(deep)}${'</a>'.repeat(deep)}</r>`;
+    expect(() => parseXml(fenced, 'local', true, { elements: 100_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
+    const quoted = `${'<a x="/>">'.repeat(deep)}${'</a>'.repeat(deep)}`;
+    expect(() => parseXml(quoted, 'local', true, { elements: 100_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
+  });
+
+  test('markup inside CDATA and comments is text: it neither nests nor declares a DTD', () => {
+    const note = `<Note><![CDATA[<!DOCTYPE html>${'line<br>'.repeat(MAX_DEPTH + 100)}]]><!-- <!ENTITY x "y"> --></Note>`;
+    expect(parseXml(note, 'local', true, { elements: 100 })).toEqual({ Note: `<!DOCTYPE html>${'line<br>'.repeat(MAX_DEPTH + 100)}` });
+    expect(() => parseXml('<!DOCTYPE r [<!ENTITY x "y">]><r>&x;</r>', 'local', true, { elements: 100 })).toThrow('a document type declaration is not allowed');
+  });
+
+  test('an attribute value too long for the validator is a parse error, not a crash', () => {
+    const doc = `<r a="${'x'.repeat(16 * 1024 * 1024)}"/>`;
+    expect(() => parseXml(doc, 'local', true, { elements: 100 })).toThrow(XmlError);
+  });
+
   test('a UTF-16 document of odd length is a fault naming its Message', () => {
     const odd = Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from('<a/>', 'utf16le').swap16(), Buffer.from([0x00])]);
     expect(faultOf(sendStreamRequest([{ raw: gzipSync(odd), trackingId: 'T-UTF16' }]))).toMatchObject({ trackingId: 'T-UTF16', message: expect.stringMatching(/UTF-16/) });

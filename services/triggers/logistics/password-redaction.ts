@@ -8,44 +8,9 @@
  * or a comment that merely mentions a Password element must neither hide a password nor cut the
  * document. The text has already been parsed as well-formed XML, so each construct is closed.
  */
+import { endOfOther, tagAt } from './markup';
+
 const REDACTED = '[redacted]';
-
-/** The index just past the construct at `i` (a `<` that is not an element tag), or -1 when `i` starts a tag. */
-function endOfOther(text: string, i: number): number {
-  if (text.startsWith('<!--', i)) return closeAfter(text, '-->', i + 4);
-  if (text.startsWith('<![CDATA[', i)) return closeAfter(text, ']]>', i + 9);
-  if (text.startsWith('<?', i)) return closeAfter(text, '?>', i + 2);
-  if (text.startsWith('<!', i)) return closeAfter(text, '>', i + 2);
-  return -1;
-}
-
-function closeAfter(text: string, close: string, from: number): number {
-  const at = text.indexOf(close, from);
-  return at < 0 ? text.length : at + close.length;
-}
-
-interface Tag {
-  name: string;
-  closing: boolean;
-  selfClosing: boolean;
-  end: number;
-}
-
-/** The element tag at `i` (on its `<`), its end found past quoted attribute values. */
-function tagAt(text: string, i: number): Tag {
-  let j = i + 1;
-  const closing = text[j] === '/';
-  if (closing) j++;
-  const nameStart = j;
-  while (j < text.length && !/[\s/>]/.test(text[j])) j++;
-  const name = text.slice(nameStart, j);
-  let quote = '';
-  for (; j < text.length; j++) {
-    const c = text[j];
-    if (quote) { if (c === quote) quote = ''; } else if (c === '"' || c === "'") quote = c; else if (c === '>') break;
-  }
-  return { name, closing, selfClosing: text[j - 1] === '/', end: Math.min(j + 1, text.length) };
-}
 
 const localName = (name: string) => name.slice(name.indexOf(':') + 1);
 

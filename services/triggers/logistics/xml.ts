@@ -1,4 +1,5 @@
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
+import { endOfOther, tagAt } from './markup';
 
 /**
  * XML as this trigger reads it: well-formedness checked, no DTD at all (SOAP 1.1 forbids one and the
@@ -33,9 +34,6 @@ const local = new XMLParser({ ...OPTIONS, removeNSPrefix: true });
 export type XmlValue = string | XmlObject | XmlValue[];
 export interface XmlObject { [name: string]: XmlValue }
 
-function refuseDtd(xml: string): void {
-  if (/<!DOCTYPE|<!ENTITY/i.test(xml)) throw new XmlError('a document type declaration is not allowed');
-}
 
 /**
  * What one request may make the parser build: the parsed tree costs about 125 bytes of heap per
@@ -52,20 +50,29 @@ export const MAX_DEPTH = 512;
 const overBudget = () => new XmlError('more elements than this service parses for one request');
 
 /**
- * Spend the budget on what the parser will build, before it runs: each element start (any `<` not opening
- * an end tag, comment, CDATA or PI) and each attribute (any `=`, conservatively: an attribute costs the
- * parser about what an element does). Nesting deeper than MAX_DEPTH is refused here too, so that nothing
- * later (the converter, JSON.stringify) runs out of stack on a document that parsed.
+ * Check the markup before the parser runs, and spend the budget on what it will build: each element start
+ * and each attribute (any `=`, conservatively: an attribute costs the parser about what an element does).
+ * A DOCTYPE or ENTITY declaration is refused (no entity bombs, no external entities). Nesting deeper than
+ * MAX_DEPTH is refused too, so that nothing later (the converter, JSON.stringify) runs out of stack on a
+ * document that parsed. Comments, CDATA and processing instructions are skipped whole: a `</x>` or `<br>`
+ * inside them is text, and counting it would let a document nest deeper than the bound or refuse a fine one.
  */
-function spendElements(xml: string, budget: ParseBudget): void {
+function checkMarkup(xml: string, budget: ParseBudget): void {
   let depth = 0;
-  for (let i = xml.indexOf('<'); i !== -1; i = xml.indexOf('<', i + 1)) {
-    const next = xml.charCodeAt(i + 1);
-    if (next === 0x2f) { depth--; continue; }
-    if (next === 0x21 || next === 0x3f) continue;
-    if (--budget.elements < 0) throw overBudget();
-    const end = xml.indexOf('>', i);
-    if (end > 0 && xml.charCodeAt(end - 1) !== 0x2f && ++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
+  for (let i = xml.indexOf('<'); i !== -1;) {
+    const other = endOfOther(xml, i);
+    if (other >= 0) {
+      if (xml.startsWith('<!', i) && !xml.startsWith('<!--', i) && !xml.startsWith('<![CDATA[', i)) throw new XmlError('a document type declaration is not allowed');
+      i = xml.indexOf('<', other);
+      continue;
+    }
+    const tag = tagAt(xml, i);
+    if (tag.closing) depth--;
+    else {
+      if (--budget.elements < 0) throw overBudget();
+      if (!tag.selfClosing && ++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
+    }
+    i = xml.indexOf('<', tag.end);
   }
   for (let i = xml.indexOf('='); i !== -1; i = xml.indexOf('=', i + 1)) {
     if (--budget.elements < 0) throw overBudget();
@@ -74,20 +81,20 @@ function spendElements(xml: string, budget: ParseBudget): void {
 
 /** Parse a document the caller has already checked (or that this service checked when it arrived). */
 export function parseXml(xml: string, names: 'qualified' | 'local', validate: boolean, budget: ParseBudget): XmlObject {
-  refuseDtd(xml);
-  spendElements(xml, budget);
-  if (validate) {
-    const verdict = XMLValidator.validate(xml);
-    if (verdict !== true) throw new XmlError(`not well-formed XML (line ${verdict.err.line}: ${verdict.err.msg})`);
-  }
+  checkMarkup(xml, budget);
   try {
+    if (validate) {
+      const verdict = XMLValidator.validate(xml);
+      if (verdict !== true) throw new XmlError(`not well-formed XML (line ${verdict.err.line}: ${verdict.err.msg})`);
+    }
     const parsed = (names === 'qualified' ? qualified : local).parse(xml) as unknown;
     if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new XmlError('not an XML document');
     return parsed as XmlObject;
   } catch (error) {
-    // Deep nesting overflows the converter's recursion; a bad character reference throws RangeError.
+    // A bad character reference throws RangeError, and so does the validator's recursion on an attribute
+    // value of megabytes.
     if (error instanceof XmlError) throw error;
-    throw new XmlError(error instanceof RangeError ? 'the document is nested too deeply or has an invalid character reference' : 'not well-formed XML');
+    throw new XmlError(error instanceof RangeError ? 'the document has an invalid character reference or a value too long to check' : 'not well-formed XML');
   }
 }
 
