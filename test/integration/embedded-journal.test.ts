@@ -45,6 +45,30 @@ test('damage in the middle of the newest segment is refused, not cut: acknowledg
   }
 });
 
+test('a flipped bit in the length of a frame longer than 64 KiB is refused too, not taken for an unfinished write', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  await log.append([rec('x'.repeat(200 * 1024))]); // an inline body of 200 KiB
+  for (let i = 0; i < 3; i++) await log.append([rec(`after-${i}`)]);
+  await log.close();
+  const [file] = segmentFiles();
+  const size = statSync(file).size;
+  const damaged = readFileSync(file);
+  damaged[3] ^= 0x01; // the first frame's length
+  writeFileSync(file, damaged);
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({ code: 'log-corrupt' });
+  expect(statSync(file).size).toBe(size);
+});
+
+test('with no segment size given, segments roll at the default (64 MiB)', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  const mib = 'm'.repeat(1024 * 1024);
+  for (let i = 0; i < 66; i++) await log.append([rec(mib)]);
+  await log.close();
+  const sizes = segmentFiles().map((f) => statSync(f).size);
+  expect(sizes.length).toBeGreaterThanOrEqual(2);
+  expect(sizes[0]).toBeLessThanOrEqual(64 * 1024 * 1024 + 2 * 1024 * 1024);
+});
+
 test('damage before the newest segment is refused loudly, not skipped', async () => {
   const log = await openEmbeddedLog({ dataDir: dir, segmentBytes: 64 });
   await log.append([rec('x'.repeat(100))]);

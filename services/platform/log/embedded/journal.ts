@@ -82,7 +82,8 @@ export class Journal {
   private constructor(private readonly options: JournalOptions & { segmentBytes: number }) {}
 
   static async open(options: JournalOptions): Promise<Journal> {
-    const journal = new Journal({ segmentBytes: DEFAULT_SEGMENT_BYTES, ...options });
+    // `segmentBytes: undefined` (the embedded log passes its own option through) must not undo the default.
+    const journal = new Journal({ ...options, segmentBytes: options.segmentBytes ?? DEFAULT_SEGMENT_BYTES });
     try {
       await journal.load();
     } catch (error) {
@@ -309,22 +310,20 @@ export class Journal {
   }
 }
 
-/** How far past a bad frame to look for a complete one: past one frame header gone wrong, whatever its length says. */
-const DAMAGE_SEARCH_BYTES = 64 * 1024;
-
 /**
  * Where a complete frame starts after the bad one at `pos`, or -1. First where the bad frame's own length
  * says the next one starts (damage in a payload, its checksum or its magic byte), then at every frame
- * marker in the next 64 KiB (damage in a length). An unfinished write leaves neither: its frames end
- * the file, cut short.
+ * marker up to the end of the segment (damage in a length: the frame it hid may be as long as a record
+ * or a stage's commit, far more than 64 KiB, and everything after it would otherwise be cut as an
+ * unfinished write). An unfinished write leaves neither: its frames end the file, cut short. This runs
+ * only when a segment is opened with a bad frame in it.
  */
 function completeFrameAfter(buf: Buffer, pos: number): number {
   if (buf.length - pos >= FRAME_HEADER_BYTES) {
     const next = pos + FRAME_HEADER_BYTES + buf.readUInt32BE(pos + 1);
     if (next < buf.length && checkFrame(buf, next).ok) return next;
   }
-  const end = Math.min(buf.length, pos + DAMAGE_SEARCH_BYTES);
-  for (let at = buf.indexOf(FRAME_MAGIC, pos + 1); at >= 0 && at < end; at = buf.indexOf(FRAME_MAGIC, at + 1)) {
+  for (let at = buf.indexOf(FRAME_MAGIC, pos + 1); at >= 0; at = buf.indexOf(FRAME_MAGIC, at + 1)) {
     if (checkFrame(buf, at).ok) return at;
   }
   return -1;
