@@ -55,6 +55,14 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     process.on('exit', () => lines.flush());
     write = (line, level) => lines.write(line, level);
   }
+  else {
+    // `ingress tail … | head -1`: the reader has gone, and what is left to print has no one to read it.
+    process.stdout.on('error', (error: NodeJS.ErrnoException) => {
+      if (error.code === 'EPIPE') process.exit(0);
+      process.stderr.write(`ingress ${name}: cannot write its output: ${error.message}\n`);
+      process.exit(1);
+    });
+  }
   const logger = createLogger({ level: config.logLevel, write });
   const ctx: CommandContext = {
     config, logger,

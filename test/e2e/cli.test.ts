@@ -1,7 +1,8 @@
 import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { backendEnv } from '../support/app';
-import { runCli, startServiceProcess, waitForExit } from '../support/cli-process';
+import { spawn } from 'node:child_process';
+import { CLI, runCli, startServiceProcess, waitForExit } from '../support/cli-process';
 
 /** The `ingress` command as a user runs it, on the embedded backends. */
 let env: Record<string, string>;
@@ -94,6 +95,15 @@ test('tail prints decoded records as JSON lines while the service runs; blob get
     expect(tail.code).toBe(0);
     const line = JSON.parse(tail.stdout.trim());
     expect(line).toMatchObject({ _type: 'ExecutionRequested', workflowId: 'wf-cli', input: { Hook: { hello: 'cli world' }, path: 'some/path' }, _log: { topic: 'executions.requested.v1', offset: '0' } });
+    // A reader that goes away (`| head -1`, here `| true`) ends the command quietly.
+    const piped = await new Promise<{ status: number | null; stderr: string }>((resolve) => {
+      const child = spawn(process.execPath, [CLI, 'tail', 'executions.requested.v1', '--from-beginning', '--max', '1', '--timeout', '20'], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+      child.stdout.destroy(); // the reader is gone before the first line
+      let stderr = '';
+      child.stderr.on('data', (d) => { stderr += d; });
+      child.on('close', (status) => resolve({ status, stderr }));
+    });
+    expect(piped).toEqual({ status: 0, stderr: '' });
     const received = JSON.parse((await runCli(['tail', 'ingress.received.v1', '--from-beginning', '--max', '1', '--timeout', '20'], env)).stdout);
     expect(received.body.kind).toBe('ref');
     const blob = await runCli(['blob', 'get', received.body.path], env);
