@@ -1,3 +1,7 @@
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
 import { DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
 import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
 import { createPeer, type Peer } from '../support/as2-peer';
@@ -22,6 +26,17 @@ test('as2ReceiverAuth PEMs must be readable and the key must be the certificate\
   const mismatch = problemsOf(() => parseCredentialDocument(doc({ certificate: a.cert, privateKey: b.key })));
   expect(mismatch).toEqual(['data.privateKey is not the private key of data.certificate']);
   expect(JSON.stringify(mismatch)).not.toContain('PRIVATE KEY');
+});
+
+test.each([['ed25519', []], ['rsa-pss', ['-pkeyopt', 'rsa_keygen_bits:2048']]])('an AS2 receiver key of type %s is refused: MDNs signed with it would fail or not verify', (type, options) => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'as2-key-'));
+  try {
+    execFileSync('openssl', ['req', '-x509', '-newkey', type, ...options, '-nodes', '-subj', '/CN=receiver', '-days', '1', '-keyout', path.join(dir, 'k.pem'), '-out', path.join(dir, 'c.pem')], { stdio: 'ignore' });
+    const data = { certificate: readFileSync(path.join(dir, 'c.pem'), 'utf8'), privateKey: readFileSync(path.join(dir, 'k.pem'), 'utf8') };
+    expect(problemsOf(() => parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data }))).toEqual([`data.privateKey is a ${type} key: the AS2 receiver key must be RSA or EC`]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 test('an AS2 node needs AS2 Receiver Auth and a credential; HTTP-only options are refused', () => {

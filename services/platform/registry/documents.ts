@@ -82,7 +82,10 @@ function as2PemProblems(data: Record<string, string>): string[] {
   try { cert = new X509Certificate(data.certificate); } catch { problems.push('data.certificate is not a readable X.509 certificate'); }
   let key = null;
   try { key = createPrivateKey(data.privateKey); } catch { problems.push('data.privateKey is not a readable unencrypted private key'); }
-  if (cert && key && !cert.checkPrivateKey(key)) problems.push('data.privateKey is not the private key of data.certificate');
+  // The key signs MDNs the way CMS says for RSA (PKCS#1 v1.5) and ECDSA; an RSA-PSS key's would not verify
+  // at the partner (who then sends the message again), and Ed25519 signing with a digest fails here.
+  if (key && key.asymmetricKeyType !== 'rsa' && key.asymmetricKeyType !== 'ec') problems.push(`data.privateKey is a ${key.asymmetricKeyType} key: the AS2 receiver key must be RSA or EC`);
+  else if (cert && key && !cert.checkPrivateKey(key)) problems.push('data.privateKey is not the private key of data.certificate');
   if (data.partnerCertificate !== undefined) {
     try { new X509Certificate(data.partnerCertificate); } catch { problems.push('data.partnerCertificate is not a readable X.509 certificate'); }
   }
