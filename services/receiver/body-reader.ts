@@ -4,7 +4,7 @@ import { PassThrough } from 'node:stream';
 import type { ObjectStore } from '../platform/store/object-store';
 import type { Answer } from '../triggers/answers';
 import type { BodyValidator, ReceivedBody } from '../triggers/trigger';
-import type { HeldBytes } from '../triggers/held-bytes';
+import { heldShare, type HeldBytes } from '../triggers/held-bytes';
 import type { IdleBodies, IdleWatch } from './idle-bodies';
 
 /**
@@ -42,18 +42,14 @@ export interface BodyReaderOptions {
  * so a drained body (a missing workflow) meets the budget exactly as a read one would.
  */
 function inlineRoom(budget: HeldBytes | null, inlineMax: number) {
-  let holding = 0;
-  const release = () => { if (holding > 0) { budget!.give(holding); holding = 0; } };
+  const share = heldShare(budget);
   return {
     /** Count a chunk that brings the body to `size` bytes; false when the budget has no room for it. */
     take(bytes: number, size: number): boolean {
-      if (!budget) return true;
-      if (size > inlineMax) { release(); return true; }
-      if (!budget.tryTake(bytes, holding)) return false;
-      holding += bytes;
-      return true;
+      if (size > inlineMax) { share.release(); return true; }
+      return share.take(bytes);
     },
-    release,
+    release: () => share.release(),
   };
 }
 

@@ -19,6 +19,30 @@ export interface HeldBytes {
   held(): number;
 }
 
+/** One holder's part of the budget (a body, a message's inflated bytes): what it took, all given back by release. */
+export interface HeldShare {
+  /** Room for `bytes` more; false when the budget has none (nothing is taken then). */
+  take(bytes: number): boolean;
+  release(): void;
+}
+
+/** A share of `budget`; with no budget, every take succeeds. */
+export function heldShare(budget: HeldBytes | null): HeldShare {
+  let holding = 0;
+  return {
+    take(bytes) {
+      if (!budget) return true;
+      if (!budget.tryTake(bytes, holding)) return false;
+      holding += bytes;
+      return true;
+    },
+    release() {
+      if (budget && holding > 0) budget.give(holding);
+      holding = 0;
+    },
+  };
+}
+
 export function heldBytes(maxBytes: number): HeldBytes {
   let held = 0;
   return {

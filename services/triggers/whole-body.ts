@@ -1,6 +1,6 @@
 import type { Answer } from './answers';
 import type { BodyValidator, InboundRequest, ReceivedBody } from './trigger';
-import type { HeldBytes } from './held-bytes';
+import { heldShare, type HeldBytes, type HeldShare } from './held-bytes';
 
 /**
  * For triggers whose answer depends on the whole body (a SOAP Fault for a bad Message, a 400 for a
@@ -23,24 +23,25 @@ export interface WholeBody {
 
 export function wholeBody(maxBytes: number, tooLarge: () => Answer, budget: HeldBytes): WholeBody {
   const kept = new WeakMap<InboundRequest, Buffer | 'busy'>();
-  /** Bytes each request holds in the budget, until take or abort gives them back. */
-  const holding = new WeakMap<InboundRequest, number>();
+  /** What each request holds in the budget, until take or abort gives it back. */
+  const shares = new WeakMap<InboundRequest, HeldShare>();
   const release = (request: InboundRequest) => {
-    budget.give(holding.get(request) ?? 0);
-    holding.delete(request);
+    shares.get(request)?.release();
+    shares.delete(request);
   };
   return {
     validator(request) {
       let chunks: Buffer[] | null = [];
       let size = 0;
       let busy = false;
+      const share = heldShare(budget);
+      shares.set(request, share);
       return {
         write(chunk) {
           size += chunk.length;
           if (chunks === null) return true;
           if (size > maxBytes) { chunks = null; release(request); return true; }
-          if (!budget.tryTake(chunk.length, holding.get(request) ?? 0)) { chunks = null; busy = true; release(request); return true; }
-          holding.set(request, (holding.get(request) ?? 0) + chunk.length);
+          if (!share.take(chunk.length)) { chunks = null; busy = true; release(request); return true; }
           chunks.push(chunk);
           return true;
         },

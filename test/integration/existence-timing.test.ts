@@ -13,12 +13,14 @@ import { heldBytes } from '../../services/triggers/held-bytes';
 import { idleBodies, type IdleBodies } from '../../services/receiver/idle-bodies';
 import type { Registry } from '../../services/platform/registry/registry';
 import type { ObjectStore } from '../../services/platform/store/object-store';
+import type { TriggerCatalog } from '../../services/triggers/catalog';
 import { backendEnv } from '../support/app';
 
 /**
  * A missing, inactive or trigger-less workflow must not answer sooner than an accepted event (SPEC §4:
  * the public URL never reveals workflow state). The receiver runs on the embedded backends with an
  * AcceptTiming the test holds, so the order of events shows what a stopwatch would only estimate.
+ * The same receiver shows, at the end, what is left behind when a trigger fails after a body was staged.
  */
 let backends: Backends;
 let receiver: Receiver;
@@ -63,6 +65,17 @@ const timing: AcceptTiming = {
   imitate: (since, staged) => new Promise<void>((resolve) => { imitated.push({ since, staged }); imitations.push(resolve); }),
 };
 
+/** The catalog, except that the hook `wf-inspect-throws` fails while inspecting (a trigger's bug). */
+function withFailingInspection(catalog: TriggerCatalog): TriggerCatalog {
+  return Object.assign(Object.create(catalog) as TriggerCatalog, {
+    select(workflow: Parameters<TriggerCatalog['select']>[0]) {
+      const selected = catalog.select(workflow);
+      if (!selected || workflow.id !== 'wf-inspect-throws') return selected;
+      return { ...selected, plugin: { ...selected.plugin, inspect: () => { throw new Error('inspection broke'); } } };
+    },
+  });
+}
+
 /** The object store, with every write taking `storeDelay` ms longer once its bytes are in. */
 let storeDelay = 0;
 function slowStore(store: ObjectStore): ObjectStore {
@@ -84,12 +97,13 @@ beforeAll(async () => {
   backends = await openBackends(config, logger);
   await backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { noResponseBody: true } } }] });
   await backends.registry.workflows.put({ id: 'wf-answers-json', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  await backends.registry.workflows.put({ id: 'wf-inspect-throws', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-gated', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-inactive', active: false, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-no-trigger', active: true, nodes: [{ name: 'Only', type: 'noop' }] });
   receiver = createReceiver({
     log: backends.log, topics: pipelineTopics(config.topicPrefix), store: slowStore(backends.store), registry: gatedRegistry(backends.registry), sealer: backends.sealer,
-    catalog: triggerCatalog(config), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
+    catalog: withFailingInspection(triggerCatalog(config)), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
     workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate,
     acceptTiming: timing, heldBodies, idleBodies: watchedBodies, metrics: createIngressMetrics(),
   });
@@ -298,4 +312,14 @@ test('a client that goes away while its workflow is looked up is not waited for 
   await new Promise((r) => setTimeout(r, 50));
   // Before: the body's 'aborted' had fired before anyone listened, and the request sat watched until its 408.
   expect(watching).toBe(gaveUp);
+});
+
+test('a trigger that fails while inspecting a staged body answers 500 and leaves no claim check behind (it may hold a secret)', async () => {
+  const staged = async () => { const out: string[] = []; for await (const p of backends.store.list('raw/wf-inspect-throws/')) out.push(p); return out; };
+  const res = await post('wf-inspect-throws', large);
+  expect(res.status).toBe(500);
+  await res.arrayBuffer();
+  // The deletion is not awaited by the answer: give it its moment.
+  for (const deadline = Date.now() + 5000; (await staged()).length > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
+  expect(await staged()).toEqual([]);
 });

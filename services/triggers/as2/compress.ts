@@ -3,7 +3,7 @@ import { OID } from './algorithms';
 import { child, isContext, octets, oidOf, parseDer } from './der';
 import { As2Fault } from './faults';
 import { MIME_LIMITS, parseEntity, type MimeEntity } from './mime';
-import type { HeldBytes } from '../held-bytes';
+import type { HeldShare } from '../held-bytes';
 
 /**
  * RFC 5402 compressed data (CMS CompressedData, zlib) → the inner MIME entity.
@@ -21,19 +21,12 @@ export interface InflateBudget {
   /** The whole budget, for the words of the fault. */
   readonly total: number;
   /**
-   * The memory budget of all requests together (MAX_HELD_BODY_BYTES), which inflated bytes take room in
-   * too: the per-message bound alone let sixty 64 KB messages hold 4 GB at once. Past it the message is
-   * `not-accepted` (the partner sends it again). Null in the decoder, which opens one message at a time.
+   * The message's share of the memory budget of all requests together (MAX_HELD_BODY_BYTES), which
+   * inflated bytes take room in too: the per-message bound alone let sixty 64 KB messages hold 4 GB at
+   * once. Past it the message is `not-accepted` (the partner sends it again). Whoever made the budget
+   * releases it. The decoder, which opens one message at a time, passes a share of no budget.
    */
-  readonly held: HeldBytes | null;
-  /** What this message holds in `held`; whoever made the budget gives it back (releaseInflated). */
-  holding: number;
-}
-
-/** Give back the room a message's inflated bytes took in the shared budget. */
-export function releaseInflated(budget: InflateBudget): void {
-  if (budget.held && budget.holding > 0) budget.held.give(budget.holding);
-  budget.holding = 0;
+  readonly held: HeldShare;
 }
 
 export type HeadCheck = (head: Buffer) => As2Fault | null;
@@ -85,10 +78,7 @@ function inflateBounded(data: Buffer, budget: InflateBudget, check?: HeadCheck):
       if (done) return;
       size += chunk.length;
       if (size > budget.left) return fail(new As2Fault('decompression-failed', `the compressed data inflates beyond ${budget.total} bytes`));
-      if (budget.held) {
-        if (!budget.held.tryTake(chunk.length, budget.holding)) return fail(new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later'));
-        budget.holding += chunk.length;
-      }
+      if (!budget.held.take(chunk.length)) return fail(new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later'));
       chunks.push(chunk);
       if (!checked && size >= HEAD_BYTES) runCheck();
     });

@@ -1,11 +1,11 @@
 import type { Digest } from './algorithms';
 import type { As2Identity } from './certificates';
-import { decompressEntity, releaseInflated, type HeadCheck, type InflateBudget } from './compress';
+import { decompressEntity, type HeadCheck, type InflateBudget } from './compress';
 import { DECRYPTION_FAILED, decryptEntity } from './decrypt';
 import { As2Fault } from './faults';
 import { decodedBody, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
 import { verifyDetached } from './verify';
-import type { HeldBytes } from '../held-bytes';
+import { heldShare, type HeldBytes } from '../held-bytes';
 
 /**
  * The layers of an AS2 message, outside in, as senders stack them: encryption (enveloped data),
@@ -61,7 +61,7 @@ const PKCS7_MIME = new Set(['application/pkcs7-mime', 'application/x-pkcs7-mime'
 export async function unwrapMessage(body: Buffer, contentType: string | null, transferEncoding: string | null, options: UnwrapOptions): Promise<Unwrapped> {
   const state = { sealed: false };
   const limit = Math.min(options.maxInflatedBytes, AS2_MAX_INFLATED_BYTES);
-  const budget: InflateBudget = { left: limit, total: limit, held: options.held ?? null, holding: 0 };
+  const budget: InflateBudget = { left: limit, total: limit, held: heldShare(options.held ?? null) };
   try {
     return await unwrapLayers(body, contentType, transferEncoding, options, state, budget);
   } catch (error) {
@@ -73,7 +73,7 @@ export async function unwrapMessage(body: Buffer, contentType: string | null, tr
     throw new As2Fault('decryption-failed', DECRYPTION_FAILED, reason);
   } finally {
     // The inflated bytes live on in what is returned only until the MDN is made, a moment later.
-    releaseInflated(budget);
+    budget.held.release();
   }
 }
 
