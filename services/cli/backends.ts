@@ -26,7 +26,8 @@ export interface OpenBackendsOptions {
 export async function openLog(config: Config, logger: Logger, options: OpenBackendsOptions = {}): Promise<EventLog> {
   if (config.kafka) {
     const { openKafkaLog } = await import('../platform/log/kafka/kafka-log');
-    return openKafkaLog({ brokers: config.kafka.brokers, clientId: config.kafka.clientId, logger });
+    const { brokers, clientId, sessionTimeoutMs, heartbeatIntervalMs } = config.kafka;
+    return openKafkaLog({ brokers, clientId, logger, stage: { sessionTimeout: sessionTimeoutMs, heartbeatInterval: heartbeatIntervalMs } });
   }
   const { openEmbeddedLog } = await import('../platform/log/embedded/embedded-log');
   return openEmbeddedLog({ dataDir: config.dataDir, readOnly: options.readOnlyLog, onWarning: (m) => logger.warn(m) });

@@ -16,7 +16,13 @@ export interface Config {
   dataDir: string;
   publicBaseUrl: string;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
-  kafka: { brokers: string[]; clientId: string } | null;
+  kafka: KafkaSettings | null;
+  /**
+   * What the pipeline's records are keyed by, and so what stays in order on one partition: every event of a
+   * workflow ('workflow': one busy workflow is handled by one decoder and one dispatcher at a time), or each
+   * request on its own ('request': a busy workflow spreads over every partition; no order between requests).
+   */
+  recordKey: RecordKeyMode;
   blob: { connectionString: string; container: string } | null;
   cosmos: { endpoint: string; key: string; database: string; caFile: string | null } | null;
   encryptionKey: string | null;
@@ -51,6 +57,17 @@ export interface Config {
   maxPendingAcceptBytes: number;
   /** What `ingress topics apply` creates on Kafka (README "Topics"). */
   topicSettings: TopicSettings;
+}
+
+export type RecordKeyMode = 'workflow' | 'request';
+
+export interface KafkaSettings {
+  brokers: string[];
+  /** Names this process to the brokers (logs, quotas); not part of any transactional id. */
+  clientId: string;
+  /** A stage member that sends no heartbeat for this long is expelled and its partitions reassigned. */
+  sessionTimeoutMs: number;
+  heartbeatIntervalMs: number;
 }
 
 export interface TopicSettings {
@@ -119,10 +136,20 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     const list = brokers.split(',').map((b) => b.trim()).filter(Boolean);
     const bad = list.filter((b) => !/^[A-Za-z0-9.-]+:\d{1,5}$|^\[[0-9a-fA-F:]+\]:\d{1,5}$/.test(b) || Number(b.slice(b.lastIndexOf(':') + 1)) > 65535);
     if (list.length === 0 || bad.length) problems.push(`KAFKA_BROKERS=${JSON.stringify(brokers)}: a comma-separated list of host:port (bad: ${bad.join(', ') || 'empty'})`);
-    // Stage transactional ids derive from the client id: replicas need distinct ones, and a restarted
-    // instance the same one (to fence its predecessor), so the host name is the default.
-    else kafka = { brokers: list, clientId: get('KAFKA_CLIENT_ID') ?? `ingress-${hostname()}` };
+    // Transactional ids derive from group, topic and partition (transactional-stage.ts), not from this:
+    // several processes on one host may share a client id; the pid tells them apart in the brokers' logs.
+    else kafka = { brokers: list, clientId: get('KAFKA_CLIENT_ID') ?? `ingress-${hostname()}-${process.pid}`, sessionTimeoutMs: 0, heartbeatIntervalMs: 0 };
   }
+  // Kafka's brokers refuse sessions outside group.min/max.session.timeout.ms (6 s and 30 min by default).
+  const sessionTimeoutMs = integer('KAFKA_SESSION_TIMEOUT_MS', 10_000, 1_000, 1_800_000, 'how long a silent stage member keeps its partitions, in milliseconds');
+  const heartbeatIntervalMs = integer('KAFKA_HEARTBEAT_INTERVAL_MS', 1_000, 100, 600_000, 'how often a stage member sends a heartbeat, in milliseconds');
+  if (heartbeatIntervalMs * 3 > sessionTimeoutMs) {
+    problems.push(`KAFKA_HEARTBEAT_INTERVAL_MS=${heartbeatIntervalMs}: at most a third of KAFKA_SESSION_TIMEOUT_MS (${sessionTimeoutMs}), or one late heartbeat expels the member`);
+  }
+  if (kafka) Object.assign(kafka, { sessionTimeoutMs, heartbeatIntervalMs });
+  const recordKeyRaw = (get('RECORD_KEY') ?? 'workflow').toLowerCase();
+  if (recordKeyRaw !== 'workflow' && recordKeyRaw !== 'request') problems.push(`RECORD_KEY=${JSON.stringify(get('RECORD_KEY'))}: workflow (per-workflow order) or request (spread over every partition)`);
+  const recordKey: RecordKeyMode = recordKeyRaw === 'request' ? 'request' : 'workflow';
 
   let blob: Config['blob'] = null;
   const conn = get('AZURE_STORAGE_CONNECTION_STRING');
@@ -216,7 +243,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
 
   if (problems.length) throw new ConfigError(problems);
   return {
-    port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, blob, cosmos, encryptionKey,
+    port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
     adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams,
   };
