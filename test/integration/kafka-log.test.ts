@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import { EventLogError, type EventLog, type LogRecord, type OutRecord, type ReadStart } from '../../services/platform/log/event-log';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
+import { partitionTransactionalId } from '../../services/platform/log/kafka/transactional-stage';
 import { collect, collectUntilQuiet, describeEventLogContract } from './contracts/event-log.contract';
 
 /**
@@ -125,6 +126,69 @@ describe('Kafka EventLog', () => {
     }
   }, 75_000);
 
+  test('a zombie: a member frozen past its session thaws and commits nothing for the partitions it lost (outputs once, offsets never go back)', async () => {
+    const log = await open();
+    const input = unique('zombie-in');
+    const output = unique('zombie-out');
+    const group = `zombie-${randomUUID().slice(0, 8)}`;
+    await log.ensureTopics([input, output]);
+    const first = 600;
+    await log.append(Array.from({ length: first }, (_, i) => rec(input, `wf-${i}`, `in-${i}`)));
+    // 10 ms a record: a 500-record transaction is open for seconds, so the freeze lands inside one.
+    const env = (id: string) => ({ KAFKA_BROKERS: brokers().join(','), CLIENT_ID: id, GROUP: group, INPUT: input, OUTPUT: output, DELAY_MS: '10', SESSION_TIMEOUT_MS: '6000' });
+
+    const admin = new Kafka({ clientId: 'zombie-watch', brokers: brokers(), logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    const highest = new Map<number, bigint>();
+    const backwards: string[] = [];
+    let watching = true;
+    const watch = (async () => {
+      while (watching) {
+        const [offsets] = await admin.fetchOffsets({ groupId: group, topics: [input] }).catch(() => [undefined]);
+        for (const p of offsets?.partitions ?? []) {
+          const now = BigInt(p.offset);
+          const before = highest.get(p.partition) ?? -1n;
+          if (now < before) backwards.push(`partition ${p.partition}: ${before} -> ${now}`);
+          else highest.set(p.partition, now);
+        }
+        await new Promise((r) => setTimeout(r, 150));
+      }
+    })();
+
+    const zombie = startWorker(env(`zombie-a-${randomUUID().slice(0, 8)}`));
+    let successor: Worker | null = null;
+    try {
+      await zombie.waitForHandled(50);
+      zombie.child.kill('SIGSTOP');
+      const stoppedAt = zombie.handled();
+      // The other member takes every partition once the frozen one's session expires, and goes on from the
+      // group's offsets (fencing the frozen member's producers).
+      successor = startWorker(env(`zombie-b-${randomUUID().slice(0, 8)}`));
+      await successor.waitForHandled(150, 45_000);
+      zombie.child.kill('SIGCONT');
+      // The zombie thaws inside its transaction: it handles a few more records and tries to commit them.
+      await zombie.waitForHandled(stoppedAt + 1, 30_000);
+      await log.append(Array.from({ length: 200 }, (_, i) => rec(input, `wf-late-${i}`, `in-late-${i}`)));
+      const n = first + 200;
+      await collect(log, output, n, 60_000);
+      const values = (await collectUntilQuiet(log, output, 2_000)).map((r) => r.value.toString());
+      const counts = new Map<string, number>();
+      for (const v of values) counts.set(v, (counts.get(v) ?? 0) + 1);
+      const doubles = [...counts].filter(([, c]) => c > 1).length;
+      expect({ doubles, outputs: values.length, distinct: counts.size }).toEqual({ doubles: 0, outputs: n, distinct: n });
+      watching = false;
+      await watch;
+      expect(backwards).toEqual([]);
+    } finally {
+      watching = false;
+      await watch;
+      await admin.disconnect();
+      zombie.child.kill('SIGKILL');
+      successor?.child.kill('SIGKILL');
+      await Promise.all([zombie.exited, successor?.exited]);
+    }
+  }, 120_000);
+
   test('a restarted stage fences the transaction its predecessor left open, instead of waiting for it to time out', async () => {
     const input = unique('fence-in');
     const output = unique('fence-out');
@@ -138,7 +202,7 @@ describe('Kafka EventLog', () => {
     // transaction would hold back every read_committed reader of those partitions for 60 s.
     const zombieClient = new Kafka({ clientId: 'zombie', brokers: brokers(), logLevel: logLevel.NOTHING });
     const zombie = zombieClient.producer({
-      transactionalId: `${group}-${input}-${clientId}`,
+      transactionalId: partitionTransactionalId(group, input, 0),
       idempotent: true,
       maxInFlightRequests: 1,
       transactionTimeout: 60_000,

@@ -41,16 +41,34 @@ const EXPECTED_WARNINGS = [/switched default partitioner/, /Limiting retries for
 /** Only facts about the client travel to our logs; the extra fields kafkajs attaches can hold anything. */
 const FORWARDED_FIELDS = ['groupId', 'memberId', 'topic', 'partition', 'broker', 'retryCount', 'retryTime', 'transactionalId', 'type'];
 
+/**
+ * The group and transaction chatter of a healthy cluster: a rebalance, a coordinator that moved or is loading,
+ * a transaction still being completed, a member that must rejoin. kafkajs logs each at `error` and then retries
+ * or rejoins by itself; the stage logs one line of its own for what matters (joined, fenced, retrying).
+ */
+const COORDINATION = /rebalanc|re-?join|not aware of this member|coordinator|concurrent (?:operation|transactions)|CONCURRENT_TRANSACTIONS|NOT_COORDINATOR|COORDINATOR_(?:LOAD_IN_PROGRESS|NOT_AVAILABLE)|UNKNOWN_MEMBER_ID|REBALANCE_IN_PROGRESS|ILLEGAL_GENERATION|MEMBER_ID_REQUIRED|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED|newer producer with the same transactionalId/i;
+
+/**
+ * kafkajs's lines, one level down at least: whatever it logs it also retries, or reports to the caller, which
+ * decides. `error` is left for what an operator must act on, and only our own code knows that (never kafkajs).
+ */
+export function kafkaLogLevel(entry: Pick<LogEntry, 'level'> & { log: { message: string; error?: unknown } }): 'warn' | 'debug' | null {
+  if (entry.level !== logLevel.ERROR && entry.level !== logLevel.WARN) return null;
+  const text = `${entry.log.message} ${typeof entry.log.error === 'string' ? entry.log.error : ''}`;
+  if (EXPECTED_WARNINGS.some((re) => re.test(text))) return null;
+  return COORDINATION.test(text) ? 'debug' : 'warn';
+}
+
 function forwardLogEntry(logger: Logger, entry: LogEntry): void {
   const { message, ...extra } = entry.log as { message: string } & Record<string, unknown>;
-  if (EXPECTED_WARNINGS.some((re) => re.test(message))) return;
+  const level = kafkaLogLevel(entry);
+  if (level === null) return;
   const fields: Fields = { component: 'kafkajs', namespace: entry.namespace };
   for (const name of FORWARDED_FIELDS) {
     const value = extra[name];
     if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') fields[name] = value;
   }
-  if (entry.level === logLevel.ERROR) logger.error(message, fields);
-  else if (entry.level === logLevel.WARN) logger.warn(message, fields);
+  logger[level](message, fields);
 }
 
 interface KafkaLikeError {

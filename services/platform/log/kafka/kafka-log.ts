@@ -31,7 +31,7 @@ export interface KafkaLogOptions {
   connectionTimeout?: number;
   requestTimeout?: number;
   retry?: RetryOptions;
-  /** Stage consumers and transactions (defaults: session 30 s, heartbeat 3 s, fetch wait 500 ms, transaction 30 s). */
+  /** Stage consumers and transactions (defaults: session 10 s, heartbeat 1 s, fetch wait 500 ms, transaction 30 s). */
   stage?: Partial<StageConsumerSettings> & { transactionTimeout?: number };
 }
 
@@ -65,8 +65,8 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
   }, logger);
   const topicDefaults = options.topicDefaults ?? TOPIC_DEFAULTS;
   const stageSettings: StageConsumerSettings = {
-    sessionTimeout: options.stage?.sessionTimeout ?? 30_000,
-    heartbeatInterval: options.stage?.heartbeatInterval ?? 3_000,
+    sessionTimeout: options.stage?.sessionTimeout ?? 10_000,
+    heartbeatInterval: options.stage?.heartbeatInterval ?? 1_000,
     maxWaitTimeInMs: options.stage?.maxWaitTimeInMs ?? 500,
   };
   const transactionTimeout = options.stage?.transactionTimeout ?? 30_000;
@@ -99,7 +99,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       ensureOpen();
       const key = `${stageOptions.group}\u0000${stageOptions.topic}`;
       if (stages.has(key)) {
-        // Same transactional id: a second instance in this process would fence the first.
+        // Same transactional ids: a second instance in this process would fence the first, partition by partition.
         throw new EventLogError(`stage ${stageOptions.group} already consumes ${stageOptions.topic} in this process`, 'log-unavailable');
       }
       const placeholder: StageHandle = { stop: async () => undefined, notReady: () => 'starting' };

@@ -3,16 +3,16 @@ import type { OutRecord } from '../event-log';
 import { sliceByBytes, toTopicMessages } from './records';
 
 /**
- * The transactional producer of one stage instance: commits a stage's outputs together with the input offset
- * (sendOffsets), or nothing.
+ * The transactional producer of one input partition of one stage: commits the stage's outputs for records of
+ * that partition together with the partition's next offset (sendOffsets), or nothing.
  *
- * Transactional id: `${group}-${topic}-${clientId}` — stable for one stage in one process identity, so that
- * a restarted process (same clientId) fences its predecessor: InitProducerId bumps the epoch and makes the
- * coordinator abort whatever transaction the crashed process left open, before the new instance reads its
- * committed offsets. Different instances (clientIds) of one stage have different ids and do not fence each
- * other; kafkajs 2.2.4 sends TxnOffsetCommit v0-v1 (no consumer-group generation, KIP-447), so a zombie
- * instance that lost its partitions in a rebalance is kept out by the group protocol only (a rebalance waits
- * for every member to finish its batch and rejoin, or for its session to time out).
+ * Its transactional id names the group, topic and partition (transactional-stage.ts), never the process, so
+ * whoever owns the partition now fences whoever owned it before: InitProducerId bumps the producer epoch, and
+ * the coordinator first completes or aborts the predecessor's open transaction. From then on the predecessor
+ * (a member the group expelled while it was frozen, a process the orchestrator thinks is dead) can commit
+ * neither outputs nor offsets for the partition. That is the pre-KIP-447 design: kafkajs 2.2.4 sends
+ * TxnOffsetCommit without the group generation, so the group coordinator cannot refuse a zombie's offsets
+ * by itself. A producer is created per partition the member owns and closed when it loses it.
  */
 export interface OffsetCommit {
   group: string;
@@ -22,12 +22,31 @@ export interface OffsetCommit {
   offset: string;
 }
 
-/** A failed transaction; `nothingCommitted` is false when its outcome is unknown (the commit itself failed). */
+/**
+ * A failed transaction. `nothingCommitted` is false when its outcome is unknown (the commit itself failed);
+ * `fenced` is true when a newer producer of the same transactional id exists: another member owns the partition.
+ */
 export class TransactionFailure extends Error {
+  readonly fenced: boolean;
   constructor(readonly nothingCommitted: boolean, options: { cause: unknown }) {
     super(nothingCommitted ? 'kafka transaction aborted' : 'kafka transaction outcome unknown', options);
     this.name = 'TransactionFailure';
+    this.fenced = isFenced(options.cause);
   }
+}
+
+/**
+ * Kafka answers a producer whose epoch is older than its transactional id's with PRODUCER_FENCED (90), or,
+ * to the older request versions kafkajs sends, INVALID_PRODUCER_EPOCH (47). kafkajs names only the latter.
+ */
+export function isFenced(error: unknown): boolean {
+  for (let e = error, depth = 0; e && typeof e === 'object' && depth < 4; depth++) {
+    const { type, code } = e as { type?: unknown; code?: unknown };
+    if (type === 'INVALID_PRODUCER_EPOCH' || type === 'PRODUCER_FENCED' || code === 47 || code === 90) return true;
+    const next = (e as { cause?: unknown; originalError?: unknown }).cause ?? (e as { originalError?: unknown }).originalError;
+    e = next === e ? undefined : next;
+  }
+  return false;
 }
 
 const MAX_REQUEST_BYTES = 900_000;

@@ -8,11 +8,22 @@ import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
 
 /**
- * EventLog.runStage on Kafka: consume-transform-produce, exactly once per input record.
+ * EventLog.runStage on Kafka: consume-transform-produce, exactly once per input record, however members
+ * freeze, die, rejoin or are added.
  *
  * A kafkajs consumer in the stage's group (read_committed, autoCommit off) hands over batches; the handler's
  * outputs for up to MAX_RECORDS_PER_TRANSACTION inputs and the offset after the last of them are committed in
- * one Kafka transaction (TransactionalOutput). Offsets are never committed outside a transaction.
+ * one Kafka transaction by the partition's own transactional producer (TransactionalOutput, transactional id
+ * `${group}-${topic}-${partition}`). Offsets are never committed outside a transaction.
+ *
+ * Ownership: before a member handles the first record of a partition it was (re)assigned, it initialises that
+ * partition's producer, which fences every earlier owner and settles their open transaction, and only then
+ * reads the group's committed offset; if the committed offset is ahead of where kafkajs started fetching (a
+ * predecessor committed after kafkajs looked it up), it seeks there and handles nothing of that batch. So
+ * every transaction starts from an offset read after its producer's epoch was current, and a predecessor that
+ * thaws can commit nothing any more: its producer is fenced (INVALID_PRODUCER_EPOCH). A fenced member stops
+ * the partition until the group tells it what it owns (the next join), or a session timeout later.
+ * Every join (kafkajs's eager rebalance revokes everything) starts this over for every partition.
  *
  * Where the consumer reads next is kafkajs's "resolved offset" of the partition, and this stage resolves an
  * offset only after the transaction that covers it committed. When a handler throws, the records before it are
@@ -20,13 +31,16 @@ import { TransactionalOutput, TransactionFailure } from './transactional-output'
  * the resolved offset, i.e. from the failed record. This is the reliable way in kafkajs 2.2.4:
  * - throwing from eachBatch goes to the runner's own retrier (its back-off, not ours) and after a few
  *   failures crashes and restarts the consumer, i.e. a group rebalance per poison record;
- * - seek() is not needed: with autoCommit off it would only set that same resolved offset, and a pending seek
- *   that outlives a rebalance is applied if the partition comes back later, possibly behind the group's offset.
+ * - seek() is used only to move to the committed offset after a producer is initialised; a pending seek that
+ *   outlives a rebalance may be applied later, and the ownership check above corrects it.
  * Pausing holds back only the failing partition; the member's other partitions go on.
- * A transaction that failed with an unknown outcome (its commit failed) is settled by the next producer's
- * InitProducerId; the partition then continues from the group's committed offset (fetched, then seek()).
+ * A transaction that failed (aborted, or of unknown outcome) takes its producer with it; the partition's next
+ * batch starts with a new producer, whose InitProducerId settles the old transaction, and re-reads the offset.
  * One path commits outside a transaction and is kafkajs's own: when the group's offset is out of range
  * (retention deleted the records), kafkajs commits the reset offset (the partition's beginning) directly.
+ *
+ * Heartbeats go out on a timer while a batch is handled (not only between records), so a slow record does not
+ * cost the member its partitions; a rebalance seen by a heartbeat ends the batch after the current transaction.
  */
 export interface StageConsumerSettings {
   sessionTimeout: number;
@@ -45,7 +59,16 @@ export interface StageContext {
 
 const MAX_RECORDS_PER_TRANSACTION = 500;
 
-type Then = 'resume' | 'recover';
+/** The transactional id of one input partition of one stage: its owner, whoever that is, fences the previous one. */
+export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
+
+/** What this member knows of one partition it was assigned. */
+interface Owned {
+  /** The join that assigned it; a later join makes this entry stale. */
+  join: number;
+  /** Initialised (so every earlier owner is fenced) and the committed offset re-read; null until then. */
+  output: TransactionalOutput | null;
+}
 
 export async function startTransactionalStage(ctx: StageContext, options: StageOptions): Promise<StageHandle> {
   const stage = new TransactionalStage(ctx, options);
@@ -54,9 +77,11 @@ export async function startTransactionalStage(ctx: StageContext, options: StageO
 }
 
 class TransactionalStage {
-  private readonly output: TransactionalOutput;
   private readonly consumer: Consumer;
   private readonly logger: Logger;
+  private readonly owned = new Map<number, Owned>();
+  /** Counts the group joins seen; what a partition's Owned.join is compared with. */
+  private joins = 0;
   private readonly attempts = new Map<number, number>();
   private readonly timers = new Map<number, NodeJS.Timeout>();
   private restartTimer: NodeJS.Timeout | null = null;
@@ -70,34 +95,48 @@ class TransactionalStage {
   constructor(private readonly ctx: StageContext, private readonly options: StageOptions) {
     const { group, topic } = options;
     this.logger = ctx.logger.child({ stage: group, topic });
-    this.output = new TransactionalOutput(ctx.kafka, `${group}-${topic}-${ctx.clientId}`, ctx.transactionTimeout);
     this.consumer = ctx.kafka.consumer({
       groupId: group,
       readUncommitted: false,
       sessionTimeout: ctx.consumer.sessionTimeout,
       heartbeatInterval: ctx.consumer.heartbeatInterval,
+      // How long the group waits for every member to rejoin in a rebalance: a member busy with a batch
+      // finishes its transaction first, which MAX_STAGE_BATCH_BYTES keeps short.
+      rebalanceTimeout: Math.max(ctx.consumer.sessionTimeout, 30_000),
       maxWaitTimeInMs: ctx.consumer.maxWaitTimeInMs,
       allowAutoTopicCreation: false,
     });
     this.runConfig = {
       autoCommit: false,
       eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 1, // one transactional producer: one transaction at a time
+      partitionsConsumedConcurrently: 1,
       eachBatch: (payload) => this.onBatch(payload),
     };
-    this.consumer.on(this.consumer.events.REBALANCING, () => { this.membership = 'rebalancing'; });
+    this.consumer.on(this.consumer.events.REBALANCING, () => {
+      if (this.membership === null) this.logger.info('kafka stage rebalancing');
+      this.membership = 'rebalancing';
+    });
+    // kafkajs can give up a rejoin (NOT_COORDINATOR, then "coordinator loading") and go on fetching with the
+    // generation it had: GROUP_JOIN never comes, but the member does fetch and commit. Readiness follows that.
+    this.consumer.on(this.consumer.events.FETCH, () => { this.membership = null; });
     this.consumer.on(this.consumer.events.GROUP_JOIN, ({ payload }) => {
       this.membership = null;
       this.crashes = 0;
-      // Partitions this member no longer has: their retry timers have nothing left to do.
-      // Unpaused, so that they are not stuck if the group gives them back later.
+      this.joins++;
       const assigned = new Set(payload.memberAssignment[topic] ?? []);
+      this.logger.info('kafka stage joined its group', { memberId: payload.memberId, partitions: [...assigned].sort((a, b) => a - b).join(',') || 'none', leader: payload.isLeader });
+      // Everything is owned anew: producers are initialised again at each partition's next batch.
+      for (const [partition, owned] of this.owned) {
+        this.owned.delete(partition);
+        void owned.output?.close();
+      }
+      // Retry and fencing timers: the partitions this member keeps are fetched again from the group's offset;
+      // the others are unpaused, so that they are not stuck if the group gives them back later.
       for (const [partition, timer] of this.timers) {
-        if (assigned.has(partition)) continue;
         clearTimeout(timer);
         this.timers.delete(partition);
-        this.attempts.delete(partition);
-        this.consumer.resume([{ topic, partitions: [partition] }]);
+        if (!assigned.has(partition)) this.attempts.delete(partition);
+        try { this.consumer.resume([{ topic, partitions: [partition] }]); } catch { /* restarting */ }
       }
     });
     this.consumer.on(this.consumer.events.CRASH, ({ payload }) => {
@@ -111,14 +150,12 @@ class TransactionalStage {
 
   async start(): Promise<void> {
     try {
-      await this.output.ready();
       await this.consumer.connect();
       await this.consumer.subscribe({ topics: [this.options.topic], fromBeginning: true });
       await this.consumer.run(this.runConfig);
     } catch (error) {
       this.stopping = true;
       await this.consumer.disconnect().catch(() => undefined);
-      await this.output.close();
       throw unavailable(`kafka stage ${this.options.group} on ${this.options.topic} could not start`, error);
     }
   }
@@ -137,13 +174,64 @@ class TransactionalStage {
       // commits what it handled and returns; then the member leaves the group.
       this.stopped = (async () => {
         await this.consumer.disconnect().catch((error: unknown) => this.logger.warn('kafka stage consumer did not disconnect cleanly', { error: describeKafkaError(error) }));
-        await this.output.close();
+        const outputs = [...this.owned.values()].map((o) => o.output);
+        this.owned.clear();
+        await Promise.all(outputs.map((o) => o?.close()));
       })();
     }
     return this.stopped;
   }
 
-  private async onBatch({ batch, resolveOffset, heartbeat, isRunning, isStale }: EachBatchPayload): Promise<void> {
+  private async onBatch(payload: EachBatchPayload): Promise<void> {
+    const { batch, heartbeat } = payload;
+    if (batch.messages.length === 0) return;
+    let interruption: unknown = null;
+    // Heartbeats while the batch is handled; kafkajs shares one request between concurrent calls.
+    const ticker = setInterval(() => { heartbeat().catch((error: unknown) => { interruption ??= error; }); }, Math.max(100, Math.floor(this.ctx.consumer.heartbeatInterval / 2)));
+    try {
+      const output = await this.own(batch.partition, batch.messages[0].offset);
+      if (!output) return;
+      await this.handleBatch(payload, output, () => interruption);
+    } finally {
+      clearInterval(ticker);
+    }
+    if (interruption) throw interruption; // e.g. a rebalance: what was done is committed; kafkajs rejoins
+  }
+
+  /**
+   * The partition's producer, once this member owns the partition for good: initialised (every earlier owner
+   * fenced, their open transaction settled) and the committed offset re-read. Null when the batch must not be
+   * handled: the consumer was moved to the committed offset, or the producer could not be initialised (retried).
+   */
+  private async own(partition: number, firstOffset: string): Promise<TransactionalOutput | null> {
+    const known = this.owned.get(partition);
+    if (known?.output && known.join === this.joins) return known.output;
+    const { group, topic } = this.options;
+    const join = this.joins;
+    const output = new TransactionalOutput(this.ctx.kafka, partitionTransactionalId(group, topic, partition), this.ctx.transactionTimeout);
+    let committed: string;
+    try {
+      await output.ready();
+      committed = await this.committedOffset(partition);
+    } catch (error) {
+      await output.close();
+      this.retryLater(partition, error, null);
+      return null;
+    }
+    if (this.stopping || join !== this.joins) { await output.close(); return null; }
+    this.owned.set(partition, { join, output });
+    void known?.output?.close();
+    // Ahead: a predecessor committed after kafkajs looked the offset up. Behind (only transaction markers or
+    // aborted records lie between): read again from there, which costs one fetch and skips nothing.
+    if (committed !== firstOffset) {
+      this.logger.info('kafka stage moves to the committed offset', { partition, from: firstOffset, to: committed });
+      this.consumer.seek({ topic, partition, offset: committed });
+      return null;
+    }
+    return output;
+  }
+
+  private async handleBatch({ batch, resolveOffset, isRunning, isStale }: EachBatchPayload, output: TransactionalOutput, interrupted: () => unknown): Promise<void> {
     const { group, topic, handle } = this.options;
     const { partition, messages } = batch;
     let i = 0;
@@ -151,11 +239,10 @@ class TransactionalStage {
       const first = i;
       const outputs: OutRecord[] = [];
       let failure: { error: unknown; record: LogRecord } | null = null;
-      let interruption: unknown = null;
       let halted = false;
       let outputBytes = 0;
       while (i < messages.length && i - first < MAX_RECORDS_PER_TRANSACTION && outputBytes < MAX_STAGE_BATCH_BYTES) {
-        if (this.stopping || !isRunning() || isStale()) { halted = true; break; }
+        if (this.stopping || !isRunning() || isStale() || interrupted()) { halted = true; break; }
         const record = toLogRecord(batch.topic, partition, messages[i]);
         try {
           const produced = await handle(record);
@@ -168,64 +255,62 @@ class TransactionalStage {
           break;
         }
         i++;
-        try {
-          await heartbeat(); // sends one only when heartbeatInterval has passed
-        } catch (error) {
-          interruption = error; // e.g. a rebalance: commit what is done, then let kafkajs rejoin
-          break;
-        }
       }
       if (i > first) {
         const last = i - 1;
         // After the batch's last record, skip the transaction markers and aborted records that follow it too.
         const next = last === messages.length - 1 ? nextOffset(batch.lastOffset()) : nextOffset(messages[last].offset);
         try {
-          await this.output.commit(outputs, { group, topic, partition, offset: next });
+          await output.commit(outputs, { group, topic, partition, offset: next });
         } catch (error) {
-          const known = error instanceof TransactionFailure && error.nothingCommitted;
-          const cause = error instanceof TransactionFailure ? error.cause : error;
-          this.retryLater(partition, cause, null, known ? 'resume' : 'recover');
-          return; // nothing resolved: the partition is fetched again from `first`
+          this.lose(partition, output);
+          if (error instanceof TransactionFailure && error.fenced) this.fenced(partition, error.cause);
+          else this.retryLater(partition, error instanceof TransactionFailure ? error.cause : error, null);
+          return; // nothing resolved: the partition is fetched again from `first`, and owned anew
         }
         resolveOffset(messages[last].offset);
         if (!failure) this.attempts.delete(partition);
       }
-      if (failure) { this.retryLater(partition, failure.error, failure.record, 'resume'); return; }
-      if (interruption) throw interruption;
+      if (failure) { this.retryLater(partition, failure.error, failure.record); return; }
       if (halted) return;
     }
   }
 
-  /** Pause the partition, report the attempt, and after the back-off resume it (re-reading its position first if unknown). */
-  private retryLater(partition: number, error: unknown, record: LogRecord | null, then: Then): void {
+  /** The partition's producer failed a transaction and is gone: its next batch initialises a new one. */
+  private lose(partition: number, output: TransactionalOutput): void {
+    if (this.owned.get(partition)?.output === output) this.owned.delete(partition);
+  }
+
+  /**
+   * Another member initialised this partition's producer: the group gave it the partition, and this member
+   * has not heard yet (it was frozen, or its session expired). It waits for the next join, which says what it
+   * owns; if none comes within a session, it owns the partition anew (and fences in turn).
+   */
+  private fenced(partition: number, error: unknown): void {
+    if (this.stopping) return;
+    this.logger.warn('kafka stage fenced: another member took over the partition; waiting for the group', { partition, error: describeKafkaError(error) });
+    this.pauseFor(partition, this.ctx.consumer.sessionTimeout);
+  }
+
+  /** Pause the partition, report the attempt, and resume it after the back-off. */
+  private retryLater(partition: number, error: unknown, record: LogRecord | null): void {
     if (this.stopping) return;
     const attempt = (this.attempts.get(partition) ?? 0) + 1;
     this.attempts.set(partition, attempt);
     this.report(error, record, attempt);
-    try { this.consumer.pause([{ topic: this.options.topic, partitions: [partition] }]); } catch { /* consumer restarting */ }
+    this.pauseFor(partition, backoffMs(attempt));
+  }
+
+  private pauseFor(partition: number, ms: number): void {
+    const { topic } = this.options;
+    try { this.consumer.pause([{ topic, partitions: [partition] }]); } catch { /* consumer restarting */ }
     const previous = this.timers.get(partition);
     if (previous) clearTimeout(previous);
     this.timers.set(partition, setTimeout(() => {
       this.timers.delete(partition);
-      void this.resume(partition, then);
-    }, backoffMs(attempt)));
-  }
-
-  private async resume(partition: number, then: Then): Promise<void> {
-    if (this.stopping) return;
-    const { topic } = this.options;
-    if (then === 'recover') {
-      try {
-        await this.output.ready(); // settles the transaction of unknown outcome first
-        const offset = await this.committedOffset(partition);
-        if (this.stopping) return;
-        this.consumer.seek({ topic, partition, offset });
-      } catch (error) {
-        this.retryLater(partition, error, null, 'recover');
-        return;
-      }
-    }
-    try { this.consumer.resume([{ topic, partitions: [partition] }]); } catch { /* consumer restarting: it starts unpaused */ }
+      if (this.stopping) return;
+      try { this.consumer.resume([{ topic, partitions: [partition] }]); } catch { /* consumer restarting: it starts unpaused */ }
+    }, ms));
   }
 
   private async committedOffset(partition: number): Promise<string> {
@@ -247,7 +332,6 @@ class TransactionalStage {
       void (async () => {
         if (this.stopping) return;
         try {
-          await this.output.ready();
           await this.consumer.connect();
           await this.consumer.run(this.runConfig);
         } catch (error) {

@@ -1,0 +1,22 @@
+import { logLevel } from 'kafkajs';
+import { kafkaLogLevel } from '../../services/platform/log/kafka/kafka-client';
+
+/** kafkajs logs a healthy cluster's coordination at `error`; what it retries by itself must not page anyone. */
+describe('kafkajs log levels', () => {
+  const at = (level: logLevel, message: string, error?: string) => kafkaLogLevel({ level, log: { message, error } });
+
+  test('rebalances, coordinator moves and concurrent transactions are debug', () => {
+    expect(at(logLevel.ERROR, 'Response Heartbeat(key: 12, version: 3)', 'The group is rebalancing, so a rejoin is needed')).toBe('debug');
+    expect(at(logLevel.ERROR, 'The coordinator is not aware of this member, re-joining the group')).toBe('debug');
+    expect(at(logLevel.ERROR, 'Response AddPartitionsToTxn(key: 24, version: 1)', 'There is a newer producer with the same transactionalId which fences the current one')).toBe('debug');
+    expect(at(logLevel.ERROR, 'Response InitProducerId(key: 22, version: 1)', 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing')).toBe('debug');
+    expect(at(logLevel.WARN, 'The group is rebalancing, re-joining')).toBe('debug');
+  });
+
+  test('anything else kafkajs says is at most a warning; info and debug are not forwarded', () => {
+    expect(at(logLevel.ERROR, 'Connection error: connect ECONNREFUSED 127.0.0.1:9092')).toBe('warn');
+    expect(at(logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded')).toBe('warn');
+    expect(at(logLevel.INFO, 'Consumer has joined the group')).toBeNull();
+    expect(at(logLevel.WARN, 'KafkaJS v2.0.0 switched default partitioner')).toBeNull();
+  });
+});
