@@ -17,11 +17,22 @@ test('backends are selected by their variables', () => {
     COSMOS_ENDPOINT: 'https://acct.documents.azure.com:443/', COSMOS_KEY: 'key', EXECUTION_QUEUE_AS2: 'executions.requested.as2.v1', INGRESS_TOPIC_PREFIX: 'stg.',
   });
   expect(c.kafka?.brokers).toEqual(['k1:9092', 'k2:9093']);
-  expect(c.kafka?.clientId).toBe(`ingress-${require('node:os').hostname()}`);
+  expect(c.kafka?.clientId).toBe(`ingress-${require('node:os').hostname()}-${process.pid}`);
+  expect(c.kafka).toMatchObject({ sessionTimeoutMs: 6000, heartbeatIntervalMs: 1000 });
+  expect(c.recordKey).toBe('workflow');
   expect(c.blob?.container).toBe('files');
   expect(c.cosmos?.database).toBe('ingress');
   expect(c.executionQueues.as2).toBe('stg.executions.requested.as2.v1');
   expect(c.executionQueues.webhook).toBe('stg.executions.requested.v1');
+});
+
+test('Kafka group timing and the record key are configurable, and contradictions refused', () => {
+  const c = loadConfig({ KAFKA_BROKERS: 'k:9092', KAFKA_SESSION_TIMEOUT_MS: '10000', KAFKA_HEARTBEAT_INTERVAL_MS: '2000', RECORD_KEY: 'Request' });
+  expect(c.kafka).toMatchObject({ sessionTimeoutMs: 10000, heartbeatIntervalMs: 2000 });
+  expect(c.recordKey).toBe('request');
+  expect(problems({ KAFKA_SESSION_TIMEOUT_MS: '6000', KAFKA_HEARTBEAT_INTERVAL_MS: '3000' })).toEqual([expect.stringMatching(/^KAFKA_HEARTBEAT_INTERVAL_MS=3000: at most a third of KAFKA_SESSION_TIMEOUT_MS/)]);
+  expect(problems({ KAFKA_SESSION_TIMEOUT_MS: 'soon' })).toEqual([expect.stringMatching(/^KAFKA_SESSION_TIMEOUT_MS="soon"/)]);
+  expect(problems({ RECORD_KEY: 'partner' })).toEqual([expect.stringMatching(/^RECORD_KEY="partner": workflow .* or request/)]);
 });
 
 test('MD5 for AS2 is off unless asked for', () => {

@@ -141,7 +141,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     else kafka = { brokers: list, clientId: get('KAFKA_CLIENT_ID') ?? `ingress-${hostname()}-${process.pid}`, sessionTimeoutMs: 0, heartbeatIntervalMs: 0 };
   }
   // Kafka's brokers refuse sessions outside group.min/max.session.timeout.ms (6 s and 30 min by default).
-  const sessionTimeoutMs = integer('KAFKA_SESSION_TIMEOUT_MS', 10_000, 1_000, 1_800_000, 'how long a silent stage member keeps its partitions, in milliseconds');
+  const sessionTimeoutMs = integer('KAFKA_SESSION_TIMEOUT_MS', 6_000, 1_000, 1_800_000, 'how long a silent stage member keeps its partitions, in milliseconds');
   const heartbeatIntervalMs = integer('KAFKA_HEARTBEAT_INTERVAL_MS', 1_000, 100, 600_000, 'how often a stage member sends a heartbeat, in milliseconds');
   if (heartbeatIntervalMs * 3 > sessionTimeoutMs) {
     problems.push(`KAFKA_HEARTBEAT_INTERVAL_MS=${heartbeatIntervalMs}: at most a third of KAFKA_SESSION_TIMEOUT_MS (${sessionTimeoutMs}), or one late heartbeat expels the member`);

@@ -31,7 +31,7 @@ export interface KafkaLogOptions {
   connectionTimeout?: number;
   requestTimeout?: number;
   retry?: RetryOptions;
-  /** Stage consumers and transactions (defaults: session 10 s, heartbeat 1 s, fetch wait 500 ms, transaction 30 s). */
+  /** Stage consumers and transactions (defaults: session 6 s, heartbeat 1 s, fetch wait 500 ms, transaction 30 s). */
   stage?: Partial<StageConsumerSettings> & { transactionTimeout?: number };
 }
 
@@ -65,7 +65,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
   }, logger);
   const topicDefaults = options.topicDefaults ?? TOPIC_DEFAULTS;
   const stageSettings: StageConsumerSettings = {
-    sessionTimeout: options.stage?.sessionTimeout ?? 10_000,
+    sessionTimeout: options.stage?.sessionTimeout ?? 6_000,
     heartbeatInterval: options.stage?.heartbeatInterval ?? 1_000,
     maxWaitTimeInMs: options.stage?.maxWaitTimeInMs ?? 500,
   };
