@@ -2,6 +2,10 @@
 // inline) is written while no stage runs, then decoder and dispatcher start in one process and the time until
 // both have committed everything (consumer lag 0 on ingress.received.v1 and ingress.decoded.v1) is the lag
 // recovery time; records / that time is the received→executions.requested throughput.
+// The baseline, measured in the same run on the same backlog: the same client's (kafkajs) plain
+// consume→produce loop, two hops like decoder and dispatcher (received → scratch → scratch), each a consumer
+// group that copies every record to the next topic with an idempotent acks=all producer and commits its
+// offsets after each batch: no decoding, no transactions, at least once.
 // Usage: npm run bench:pipeline -- [--records 100000] [--partitions 3]
 const { execFileSync, spawn } = require('node:child_process');
 const { randomUUID } = require('node:crypto');
@@ -59,6 +63,8 @@ async function main() {
     }
     const appendSeconds = (Date.now() - t0) / 1000;
 
+    const loopSeconds = await plainLoop(kafka.brokers, topics.received, prefix, partitions, records);
+
     const t1 = Date.now();
     stages = spawn(process.execPath, [CLI, 'start', '--services', 'decoder,dispatcher'], { env, stdio: ['ignore', 'ignore', 'inherit'] });
     let lag = Infinity;
@@ -69,13 +75,15 @@ async function main() {
     }
     const recoverySeconds = (Date.now() - t1) / 1000;
     const lines = [
-      `\`npm run bench:pipeline -- --records ${records} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka 3.9 broker (KRaft) on the same machine; 1 KiB JSON bodies inline, 12 workflows (keys); decoder and dispatcher in one process.`,
+      `\`npm run bench:pipeline -- --records ${records} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka ${brokerVersion()} broker (KRaft) on the same machine; 1 KiB JSON bodies inline, 12 workflows (keys); decoder and dispatcher in one process.`,
       '',
       '| measure | value |',
       '|---|---|',
       `| backlog written (received records, group-committed appends, acks=all) | ${records} in ${appendSeconds.toFixed(1)} s (${Math.round(records / appendSeconds)}/s) |`,
       `| lag recovery: stages start → lag 0 on received and decoded (start-up included) | ${recoverySeconds.toFixed(1)} s |`,
       `| end-to-end throughput received → executions.requested (exactly-once stages) | ${Math.round(records / recoverySeconds)} records/s |`,
+      `| baseline: plain kafkajs consume→produce loop, two hops, same backlog (start-up included) | ${loopSeconds.toFixed(1)} s, ${Math.round(records / loopSeconds)} records/s |`,
+      `| pipeline ÷ baseline | ${Math.round((100 * loopSeconds) / recoverySeconds)}% |`,
     ];
     process.stdout.write(lines.join('\n') + '\n');
   } finally {
@@ -84,6 +92,47 @@ async function main() {
     await kafka.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
+}
+
+function brokerVersion() {
+  try { return require(path.join(ROOT, 'infra/kafka/fetch.js')).kafkaVersion(); } catch { return '(version unknown)'; }
+}
+
+/** Two chained plain hops in this process; resolves with the seconds until the second has copied `records`. */
+async function plainLoop(brokers, input, prefix, partitions, records) {
+  const { Kafka, logLevel, Partitioners } = require(path.join(ROOT, 'node_modules/kafkajs'));
+  const kafka = new Kafka({ clientId: 'bench-loop', brokers: [brokers], logLevel: logLevel.NOTHING });
+  const admin = kafka.admin();
+  await admin.connect();
+  const hops = [`${prefix}loop.1`, `${prefix}loop.2`];
+  await admin.createTopics({ waitForLeaders: true, topics: hops.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })) });
+  await admin.disconnect();
+  const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
+  await producer.connect();
+  const consumers = [];
+  let copied = 0;
+  const t0 = Date.now();
+  const done = new Promise((resolve) => {
+    const hop = async (from, to, last) => {
+      const consumer = kafka.consumer({ groupId: `${to}.group`, maxWaitTimeInMs: 500 });
+      consumers.push(consumer);
+      await consumer.connect();
+      await consumer.subscribe({ topics: [from], fromBeginning: true });
+      await consumer.run({
+        eachBatch: async ({ batch }) => {
+          await producer.send({ topic: to, acks: -1, messages: batch.messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })) });
+          if (last && (copied += batch.messages.length) >= records) resolve();
+        },
+      });
+    };
+    void hop(input, hops[0], false);
+    void hop(hops[0], hops[1], true);
+  });
+  await done;
+  const seconds = (Date.now() - t0) / 1000;
+  await Promise.all(consumers.map((c) => c.disconnect()));
+  await producer.disconnect();
+  return seconds;
 }
 
 main().catch((e) => { process.stderr.write(`${e.stack}\n`); process.exit(1); });
