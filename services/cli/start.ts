@@ -24,7 +24,7 @@ import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
 import { checkTopics } from './pipeline-topics';
 import { createIngressMetrics } from '../platform/telemetry/metrics';
-import type { ReadinessCheck } from '../platform/health/admin-server';
+import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -108,7 +108,9 @@ export async function startServices(config: Config, backends: Backends, services
         acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
         acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics,
       });
-      port = await receiver.listen(config.port, config.host);
+      port = await receiver.listen(config.port, config.host).catch((error: NodeJS.ErrnoException) => {
+        throw error.code === 'EADDRINUSE' ? portInUse('PORT', config.port, config.host) : error;
+      });
     }
   } catch (error) {
     await receiver?.close();

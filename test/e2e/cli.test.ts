@@ -2,6 +2,7 @@ import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { backendEnv } from '../support/app';
 import { spawn } from 'node:child_process';
+import { createServer, type AddressInfo } from 'node:net';
 import { CLI, runCli, startServiceProcess, waitForExit } from '../support/cli-process';
 
 /** The `ingress` command as a user runs it, on the embedded backends. */
@@ -75,6 +76,22 @@ test('bad configuration stops the command with one line per problem', async () =
   expect(res.code).toBe(78);
   expect(res.stderr).toContain('PORT="x": the HTTP port');
   expect(res.stderr).toContain('KAFKA_BROKERS="nohost"');
+});
+
+test('a second process given a port already in use says which variable to change', async () => {
+  const taken = createServer();
+  await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
+  const port = (taken.address() as AddressInfo).port;
+  try {
+    const admin = await runCli(['start'], { ...env, ADMIN_PORT: String(port) });
+    expect(admin.code).toBe(1);
+    expect(admin.stderr).toContain(`ADMIN_PORT=${port}: the port is already in use on 127.0.0.1`);
+    const http = await runCli(['start'], { ...env, PORT: String(port) });
+    expect(http.code).toBe(1);
+    expect(http.stderr).toContain(`PORT=${port}: the port is already in use on 127.0.0.1 (another ingress process on this host? give each process its own PORT)`);
+  } finally {
+    await new Promise((resolve) => taken.close(resolve));
+  }
 });
 
 test('usage errors name the command', async () => {

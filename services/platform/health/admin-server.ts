@@ -46,7 +46,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (error: NodeJS.ErrnoException) => reject(error.code === 'EADDRINUSE' ? portInUse('ADMIN_PORT', options.port, options.host) : error));
     server.listen(options.port, options.host, () => { server.off('error', reject); resolve(); });
   });
   server.unref(); // never what keeps the process alive
@@ -71,4 +71,9 @@ async function readiness(checks: ReadinessCheck[], timeoutMs: number): Promise<R
     }
   }));
   return reasons;
+}
+
+/** Two processes on one host given the same port: say which variable to change, not only EADDRINUSE. */
+export function portInUse(variable: string, port: number, host: string): Error {
+  return new Error(`${variable}=${port}: the port is already in use on ${host} (another ingress process on this host? give each process its own ${variable})`);
 }
