@@ -1,13 +1,13 @@
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
 import type { EventLog, OutRecord, StageHandle } from '../platform/log/event-log';
-import { withDeadLettering } from '../platform/log/dead-lettering';
+import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
 import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
-import { executionId } from './execution-id';
+import { executionId, sourceIndexOf } from './execution-id';
 
 /**
  * Stage 3: decoded → one ExecutionRequested per item, on the execution queue of the trigger kind.
@@ -36,12 +36,15 @@ export function executionInput(decoded: Decoded, itemValue: string): string {
 export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'codec' | 'executionQueues'>, replayOf: string | null = null): OutRecord[] {
   const now = Date.now();
   const headers = replayOf === null ? traceHeaders() : { ...traceHeaders(), [REPLAY_OF_HEADER]: replayOf };
+  const sources = decoded.items.map(sourceIndexOf);
+  // Two items with one source would share an execution id, and downstream would drop one as a repeat.
+  if (new Set(sources).size !== sources.length) throw new StageInputError('duplicate-source-index', `request ${decoded.requestId} has items with the same sourceIndex (${sources.join(', ')})`);
   return decoded.items.map((item, batchIndex) => ({
     topic: deps.executionQueues[decoded.triggerKind],
     key: decoded.workflowId,
     headers,
     value: deps.codec.encode('ExecutionRequested', {
-      executionId: executionId(decoded.requestId, batchIndex),
+      executionId: executionId(decoded.requestId, sources[batchIndex]),
       requestId: decoded.requestId,
       workflowId: decoded.workflowId,
       triggerNode: decoded.triggerNode,
