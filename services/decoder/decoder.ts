@@ -23,7 +23,12 @@ export interface DecoderDeps {
   topics: PipelineTopics;
   codec: AvroCodec;
   store: ObjectStore;
-  workflows: { get(id: string): Promise<WorkflowDocument | null> };
+  /**
+   * Workflows, usually through a TTL cache (ttl-cache.ts); `fresh` reads the registry itself. The receiver
+   * caches workflows too, so a record may name a trigger node (renamed, added) that a document cached here
+   * before the change lacks: that record is checked against `fresh` before it is called permanent.
+   */
+  workflows: { get(id: string): Promise<WorkflowDocument | null>; fresh(id: string): Promise<WorkflowDocument | null> };
   catalog: TriggerCatalog;
   /** Credentials, for kinds whose decode opens the body again (AS2). */
   credential?(id: string): Promise<CredentialDocument | null>;
@@ -57,10 +62,14 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       const received = codec.decode('Received', record.value);
       span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
       if (received.as2) span.setAttribute('as2.message_id', received.as2.messageId);
-      const workflow = await deps.workflows.get(received.workflowId);
-      const node = workflow?.nodes.find((n) => n.name === received.triggerNode);
-      const plugin = node ? catalog.pluginFor(node.type) : null;
-      if (!node || !plugin) throw new StageInputError('trigger-missing', `workflow ${received.workflowId} has no trigger node "${received.triggerNode}" any more`);
+      const trigger = (workflow: WorkflowDocument | null) => {
+        const node = workflow?.nodes.find((n) => n.name === received.triggerNode);
+        const plugin = node ? catalog.pluginFor(node.type) : null;
+        return node && plugin ? { node, plugin } : null;
+      };
+      const found = trigger(await deps.workflows.get(received.workflowId)) ?? trigger(await deps.workflows.fresh(received.workflowId));
+      if (!found) throw new StageInputError('trigger-missing', `workflow ${received.workflowId} has no trigger node "${received.triggerNode}" any more`);
+      const { node, plugin } = found;
       const items = await plugin.decode(received, node, services);
       const value = codec.encode('Decoded', {
         requestId: received.requestId, workflowId: received.workflowId, triggerNode: received.triggerNode,
