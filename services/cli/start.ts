@@ -10,7 +10,7 @@ import { createAcceptTiming } from '../receiver/accept-timing';
 import { idleBodies } from '../receiver/idle-bodies';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
-import { startSampler } from '../sampler/sampler';
+import { samplerGroup, startSampler } from '../sampler/sampler';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS, type LogisticsLimits } from '../triggers/logistics/logistics-trigger';
@@ -115,9 +115,14 @@ export async function startServices(config: Config, backends: Backends, services
     for (const s of stages) await s.handle.stop().catch(() => undefined);
     throw error;
   }
-  const inputs: Record<string, string[]> = { decoder: [topics.received], dispatcher: [topics.decoded], sampler: queues };
-  metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async (topic) => ({
-    stage: name, topic, lag: await backends.log.consumerLag(topics.group(name), topic),
+  // Each stage's input topics, with the group that commits them (the sampler has one group per queue).
+  const inputs: Record<string, { topic: string; group: string }[]> = {
+    decoder: [{ topic: topics.received, group: topics.group('decoder') }],
+    dispatcher: [{ topic: topics.decoded, group: topics.group('dispatcher') }],
+    sampler: queues.map((topic) => ({ topic, group: samplerGroup(topics, topic) })),
+  };
+  metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
+    stage: name, topic, lag: await backends.log.consumerLag(group, topic),
   }))))));
   const listening = receiver;
   const readiness: ReadinessCheck[] = [

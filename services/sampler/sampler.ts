@@ -32,6 +32,17 @@ export interface SamplerDeps {
  */
 export const SAMPLE_MAX_BYTES = 256 * 1024;
 
+/**
+ * The sampler reads each queue in a group of its own (topics.ts: a group shared by members subscribed to
+ * different queues left whole queues unread on Kafka). The default queue keeps the group the sampler used
+ * when all queues shared one, so the offsets it committed there still count after an upgrade; the other
+ * queues' groups are new and read their queue from the start of its retention once (samples are kept per
+ * executionId, so that only costs the time).
+ */
+export function samplerGroup(topics: PipelineTopics, queue: string): string {
+  return queue === topics.executions ? topics.group('sampler') : topics.group('sampler', queue);
+}
+
 export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
   const { codec, logger } = deps;
   const handle = withDeadLettering(async (record) => {
@@ -51,7 +62,7 @@ export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
   const stages: StageHandle[] = [];
   for (const topic of deps.queues) {
     stages.push(await deps.log.runStage({
-      group: deps.topics.group('sampler'), topic, handle,
+      group: samplerGroup(deps.topics, topic), topic, handle,
       onRetry: (error, rec, attempt) => logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
     }));
   }
