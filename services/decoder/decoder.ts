@@ -4,6 +4,7 @@ import type { Received } from '../platform/avro/records';
 import { MAX_RECORD_BYTES, type EventLog, type StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
 import { carryReplayMark } from '../platform/log/replay-marking';
+import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
@@ -34,6 +35,8 @@ export interface DecoderDeps {
   credential?(id: string): Promise<CredentialDocument | null>;
   logger: Logger;
   metrics?: IngressMetrics;
+  /** What the decoded record is keyed by (RECORD_KEY, record-keys.ts). */
+  recordKey: RecordKeyMode;
 }
 
 export function bodyServices(store: ObjectStore, logger: Logger, credential?: DecodeServices['credential']): DecodeServices {
@@ -78,11 +81,11 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       if (value.length > MAX_RECORD_BYTES) {
         throw new StageInputError('output-too-large', `the decoded output is ${value.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit; Raw Body stores such a body as a file instead`);
       }
-      return [{ topic: topics.decoded, key: received.workflowId, value, headers: carryReplayMark(record.headers, traceHeaders()) }];
+      return [{ topic: topics.decoded, key: recordKey(deps.recordKey, received), value, headers: carryReplayMark(record.headers, traceHeaders()) }];
     });
-  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics });
+  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handle,
-    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, workflowId: rec?.key ?? null, error }),
+    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, key: rec?.key ?? null, error }),
   });
 }

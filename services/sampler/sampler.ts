@@ -2,6 +2,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { EventLog, StageHandle } from '../platform/log/event-log';
 import { withDeadLettering } from '../platform/log/dead-lettering';
 import type { PipelineTopics } from '../platform/log/topics';
+import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { SampleStore } from '../platform/registry/registry';
@@ -23,6 +24,8 @@ export interface SamplerDeps {
   keep: number;
   /** Outputs larger than this (JSON text) are not kept as samples (default SAMPLE_MAX_BYTES). */
   maxSampleBytes?: number;
+  /** What the execution queues' records are keyed by (RECORD_KEY): a dead letter names its workflow either way. */
+  recordKey: RecordKeyMode;
 }
 
 /**
@@ -58,7 +61,7 @@ export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
       data: input[execution.triggerNode],
     }, deps.keep);
     return [];
-  }, { stage: 'sampler', topic: deps.topics.deadLetter, codec, logger, metrics: deps.metrics });
+  }, { stage: 'sampler', topic: deps.topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   const stages: StageHandle[] = [];
   for (const topic of deps.queues) {
     stages.push(await deps.log.runStage({

@@ -33,7 +33,7 @@ test('execution ids are deterministic UUIDs per request and batch index', () => 
 test('an execution id derives from the item\'s sourceIndex; a Decoded written before the field existed keeps the ids of its items\' positions', () => {
   const codec = defaultAvroCodec();
   const queues = { webhook: 'q', as2: 'q', logistics: 'q', warehouse: 'q' };
-  const dispatched = (decoded: Decoded) => executionRecords(decoded, { codec, executionQueues: queues }).map((r) => codec.decode('ExecutionRequested', r.value));
+  const dispatched = (decoded: Decoded) => executionRecords(decoded, { codec, executionQueues: queues, recordKey: 'workflow' }).map((r) => codec.decode('ExecutionRequested', r.value));
   const base = { requestId: 'req-9', workflowId: 'wf', triggerNode: 'Freight', triggerKind: 'logistics' as const, pathSuffix: null, receivedAt: 1 };
   // Messages 1 and 2 of a request whose Message 0 the Action filter skipped.
   const now = dispatched({ ...base, items: [{ value: '{}', files: [], sourceIndex: 1 }, { value: '{}', files: [], sourceIndex: 2 }] });
