@@ -10,7 +10,7 @@ import { createAcceptTiming } from '../receiver/accept-timing';
 import { idleBodies } from '../receiver/idle-bodies';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
-import { startSampler } from '../sampler/sampler';
+import { samplerGroup, startSampler } from '../sampler/sampler';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS, type LogisticsLimits } from '../triggers/logistics/logistics-trigger';
@@ -93,20 +93,20 @@ export async function startServices(config: Config, backends: Backends, services
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
       // AS2 bodies are opened again by the decoder, with the credential as it is now (README: AS2).
       const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
-      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics }) });
+      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey }) });
     }
     if (services.includes('dispatcher')) {
-      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues }) });
+      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues, recordKey: config.recordKey }) });
     }
     if (services.includes('sampler')) {
-      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep }) });
+      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey }) });
     }
     if (services.includes('receiver')) {
       receiver = createReceiver({
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs, redactQueryParams: config.redactQueryParams,
         acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
-        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics,
+        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics, recordKey: config.recordKey,
       });
       port = await receiver.listen(config.port, config.host).catch((error: NodeJS.ErrnoException) => {
         throw error.code === 'EADDRINUSE' ? portInUse('PORT', config.port, config.host) : error;
@@ -117,9 +117,14 @@ export async function startServices(config: Config, backends: Backends, services
     for (const s of stages) await s.handle.stop().catch(() => undefined);
     throw error;
   }
-  const inputs: Record<string, string[]> = { decoder: [topics.received], dispatcher: [topics.decoded], sampler: queues };
-  metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async (topic) => ({
-    stage: name, topic, lag: await backends.log.consumerLag(topics.group(name), topic),
+  // Each stage's input topics, with the group that commits them (the sampler has one group per queue).
+  const inputs: Record<string, { topic: string; group: string }[]> = {
+    decoder: [{ topic: topics.received, group: topics.group('decoder') }],
+    dispatcher: [{ topic: topics.decoded, group: topics.group('dispatcher') }],
+    sampler: queues.map((topic) => ({ topic, group: samplerGroup(topics, topic) })),
+  };
+  metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
+    stage: name, topic, lag: await backends.log.consumerLag(group, topic),
   }))))));
   const listening = receiver;
   const readiness: ReadinessCheck[] = [

@@ -4,6 +4,7 @@ import type { Received } from '../platform/avro/records';
 import { MAX_RECORD_BYTES, type EventLog, type StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
 import { carryReplayMark } from '../platform/log/replay-marking';
+import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
@@ -23,12 +24,19 @@ export interface DecoderDeps {
   topics: PipelineTopics;
   codec: AvroCodec;
   store: ObjectStore;
-  workflows: { get(id: string): Promise<WorkflowDocument | null> };
+  /**
+   * Workflows, usually through a TTL cache (ttl-cache.ts); `fresh` reads the registry itself. The receiver
+   * caches workflows too, so a record may name a trigger node (renamed, added) that a document cached here
+   * before the change lacks: that record is checked against `fresh` before it is called permanent.
+   */
+  workflows: { get(id: string): Promise<WorkflowDocument | null>; fresh(id: string): Promise<WorkflowDocument | null> };
   catalog: TriggerCatalog;
   /** Credentials, for kinds whose decode opens the body again (AS2). */
   credential?(id: string): Promise<CredentialDocument | null>;
   logger: Logger;
   metrics?: IngressMetrics;
+  /** What the decoded record is keyed by (RECORD_KEY, record-keys.ts). */
+  recordKey: RecordKeyMode;
 }
 
 export function bodyServices(store: ObjectStore, logger: Logger, credential?: DecodeServices['credential']): DecodeServices {
@@ -57,10 +65,14 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       const received = codec.decode('Received', record.value);
       span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
       if (received.as2) span.setAttribute('as2.message_id', received.as2.messageId);
-      const workflow = await deps.workflows.get(received.workflowId);
-      const node = workflow?.nodes.find((n) => n.name === received.triggerNode);
-      const plugin = node ? catalog.pluginFor(node.type) : null;
-      if (!node || !plugin) throw new StageInputError('trigger-missing', `workflow ${received.workflowId} has no trigger node "${received.triggerNode}" any more`);
+      const trigger = (workflow: WorkflowDocument | null) => {
+        const node = workflow?.nodes.find((n) => n.name === received.triggerNode);
+        const plugin = node ? catalog.pluginFor(node.type) : null;
+        return node && plugin ? { node, plugin } : null;
+      };
+      const found = trigger(await deps.workflows.get(received.workflowId)) ?? trigger(await deps.workflows.fresh(received.workflowId));
+      if (!found) throw new StageInputError('trigger-missing', `workflow ${received.workflowId} has no trigger node "${received.triggerNode}" any more`);
+      const { node, plugin } = found;
       const items = await plugin.decode(received, node, services);
       const value = codec.encode('Decoded', {
         requestId: received.requestId, workflowId: received.workflowId, triggerNode: received.triggerNode,
@@ -69,11 +81,11 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       if (value.length > MAX_RECORD_BYTES) {
         throw new StageInputError('output-too-large', `the decoded output is ${value.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit; Raw Body stores such a body as a file instead`);
       }
-      return [{ topic: topics.decoded, key: received.workflowId, value, headers: carryReplayMark(record.headers, traceHeaders()) }];
+      return [{ topic: topics.decoded, key: recordKey(deps.recordKey, received), value, headers: carryReplayMark(record.headers, traceHeaders()) }];
     });
-  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics });
+  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handle,
-    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, workflowId: rec?.key ?? null, error }),
+    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, key: rec?.key ?? null, error }),
   });
 }

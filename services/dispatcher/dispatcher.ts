@@ -1,13 +1,14 @@
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
 import type { EventLog, OutRecord, StageHandle } from '../platform/log/event-log';
-import { withDeadLettering } from '../platform/log/dead-lettering';
+import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
 import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
+import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
-import { executionId } from './execution-id';
+import { executionId, sourceIndexOf } from './execution-id';
 
 /**
  * Stage 3: decoded → one ExecutionRequested per item, on the execution queue of the trigger kind.
@@ -21,6 +22,8 @@ export interface DispatcherDeps {
   logger: Logger;
   metrics?: IngressMetrics;
   executionQueues: Record<TriggerKind, string>;
+  /** What the execution records are keyed by (RECORD_KEY, record-keys.ts). */
+  recordKey: RecordKeyMode;
 }
 
 /**
@@ -33,15 +36,18 @@ export function executionInput(decoded: Decoded, itemValue: string): string {
 }
 
 /** `replayOf`: the original record's identity when the decoded record is a replay (replay-marking.ts). */
-export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'codec' | 'executionQueues'>, replayOf: string | null = null): OutRecord[] {
+export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'codec' | 'executionQueues' | 'recordKey'>, replayOf: string | null = null): OutRecord[] {
   const now = Date.now();
   const headers = replayOf === null ? traceHeaders() : { ...traceHeaders(), [REPLAY_OF_HEADER]: replayOf };
+  const sources = decoded.items.map(sourceIndexOf);
+  // Two items with one source would share an execution id, and downstream would drop one as a repeat.
+  if (new Set(sources).size !== sources.length) throw new StageInputError('duplicate-source-index', `request ${decoded.requestId} has items with the same sourceIndex (${sources.join(', ')})`);
   return decoded.items.map((item, batchIndex) => ({
     topic: deps.executionQueues[decoded.triggerKind],
-    key: decoded.workflowId,
+    key: recordKey(deps.recordKey, decoded),
     headers,
     value: deps.codec.encode('ExecutionRequested', {
-      executionId: executionId(decoded.requestId, batchIndex),
+      executionId: executionId(decoded.requestId, sources[batchIndex]),
       requestId: decoded.requestId,
       workflowId: decoded.workflowId,
       triggerNode: decoded.triggerNode,
@@ -62,7 +68,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
     return executionRecords(decoded, deps, replayOf(record.headers));
-  }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics });
+  }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   return deps.log.runStage({
     group: topics.group('dispatcher'), topic: topics.decoded, handle,
     onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),

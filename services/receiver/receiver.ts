@@ -5,6 +5,7 @@ import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Span
 import { avroBytesLength, type AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog } from '../platform/log/event-log';
+import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { redactHeaders, redactQuery } from '../platform/logger/redact';
@@ -54,6 +55,8 @@ export interface ReceiverDeps {
   /** Answers that accept nothing wait about as long as a durable accept (accept-timing.ts). */
   acceptTiming: AcceptTiming;
   metrics: Pick<IngressMetrics, 'request'>;
+  /** What the received record is keyed by (RECORD_KEY, record-keys.ts). */
+  recordKey: RecordKeyMode;
 }
 
 /** What a request turned out to be, for its metrics. */
@@ -326,7 +329,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return refuseAccepted();
     }
     try {
-      await log.append([{ topic: deps.topics.received, key: workflow.id, value, headers: trail }]);
+      await log.append([{ topic: deps.topics.received, key: recordKey(deps.recordKey, received), value, headers: trail }]);
     } catch (error) {
       // The claim check stays: a failed append may still have reached the log (at-least-once).
       logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });

@@ -2,6 +2,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { EventLog, StageHandle } from '../platform/log/event-log';
 import { withDeadLettering } from '../platform/log/dead-lettering';
 import type { PipelineTopics } from '../platform/log/topics';
+import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { SampleStore } from '../platform/registry/registry';
@@ -23,6 +24,8 @@ export interface SamplerDeps {
   keep: number;
   /** Outputs larger than this (JSON text) are not kept as samples (default SAMPLE_MAX_BYTES). */
   maxSampleBytes?: number;
+  /** What the execution queues' records are keyed by (RECORD_KEY): a dead letter names its workflow either way. */
+  recordKey: RecordKeyMode;
 }
 
 /**
@@ -31,6 +34,17 @@ export interface SamplerDeps {
  * failing the sampler over and over.
  */
 export const SAMPLE_MAX_BYTES = 256 * 1024;
+
+/**
+ * The sampler reads each queue in a group of its own (topics.ts: a group shared by members subscribed to
+ * different queues left whole queues unread on Kafka). The default queue keeps the group the sampler used
+ * when all queues shared one, so the offsets it committed there still count after an upgrade; the other
+ * queues' groups are new and read their queue from the start of its retention once (samples are kept per
+ * executionId, so that only costs the time).
+ */
+export function samplerGroup(topics: PipelineTopics, queue: string): string {
+  return queue === topics.executions ? topics.group('sampler') : topics.group('sampler', queue);
+}
 
 export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
   const { codec, logger } = deps;
@@ -47,11 +61,11 @@ export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
       data: input[execution.triggerNode],
     }, deps.keep);
     return [];
-  }, { stage: 'sampler', topic: deps.topics.deadLetter, codec, logger, metrics: deps.metrics });
+  }, { stage: 'sampler', topic: deps.topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   const stages: StageHandle[] = [];
   for (const topic of deps.queues) {
     stages.push(await deps.log.runStage({
-      group: deps.topics.group('sampler'), topic, handle,
+      group: samplerGroup(deps.topics, topic), topic, handle,
       onRetry: (error, rec, attempt) => logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
     }));
   }

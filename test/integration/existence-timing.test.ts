@@ -105,7 +105,7 @@ beforeAll(async () => {
     log: backends.log, topics: pipelineTopics(config.topicPrefix), store: slowStore(backends.store), registry: gatedRegistry(backends.registry), sealer: backends.sealer,
     catalog: withFailingInspection(triggerCatalog(config)), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
     workflowCacheMs: 0, redactQueryParams: new Set(), acceptGate,
-    acceptTiming: timing, heldBodies, idleBodies: watchedBodies, metrics: createIngressMetrics(),
+    acceptTiming: timing, heldBodies, idleBodies: watchedBodies, metrics: createIngressMetrics(), recordKey: config.recordKey,
   });
   baseUrl = `http://127.0.0.1:${await receiver.listen(0, '127.0.0.1')}`;
 });

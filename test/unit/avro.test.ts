@@ -139,8 +139,9 @@ function decoded(): Decoded {
       {
         value: JSON.stringify({ body: { orderId: 'PO-4471' }, query: { tag: ['rush', 'eu'] } }),
         files: ['files/req_01J9ZK3V8M2Q4T6W8Y0A2C4E6G/0/invoice.pdf', 'files/req_01J9ZK3V8M2Q4T6W8Y0A2C4E6G/0/label.png'],
+        sourceIndex: 0,
       },
-      { value: '{"body":{"orderId":"PO-4472"}}', files: [] },
+      { value: '{"body":{"orderId":"PO-4472"}}', files: [], sourceIndex: 2 },
     ],
   };
 }

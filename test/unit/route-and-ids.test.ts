@@ -1,6 +1,12 @@
 import { parseHookRoute } from '../../services/receiver/route';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { Type } from 'avsc';
 import { executionId } from '../../services/dispatcher/execution-id';
-import { executionInput } from '../../services/dispatcher/dispatcher';
+import { executionInput, executionRecords } from '../../services/dispatcher/dispatcher';
+import { defaultAvroCodec, findSchemaDir } from '../../services/platform/avro/codec';
+import { fingerprint64, fingerprintBytes } from '../../services/platform/avro/fingerprint';
+import type { Decoded } from '../../services/platform/avro/records';
 import { secretsEqual } from '../../services/triggers/secret-compare';
 import { redactHeaders } from '../../services/platform/logger/redact';
 
@@ -22,6 +28,29 @@ test('execution ids are deterministic UUIDs per request and batch index', () => 
   expect(executionId('req-1', 0)).toBe(a);
   expect(executionId('req-1', 1)).not.toBe(a);
   expect(executionId('req-2', 0)).not.toBe(a);
+});
+
+test('an execution id derives from the item\'s sourceIndex; a Decoded written before the field existed keeps the ids of its items\' positions', () => {
+  const codec = defaultAvroCodec();
+  const queues = { webhook: 'q', as2: 'q', logistics: 'q', warehouse: 'q' };
+  const dispatched = (decoded: Decoded) => executionRecords(decoded, { codec, executionQueues: queues, recordKey: 'workflow' }).map((r) => codec.decode('ExecutionRequested', r.value));
+  const base = { requestId: 'req-9', workflowId: 'wf', triggerNode: 'Freight', triggerKind: 'logistics' as const, pathSuffix: null, receivedAt: 1 };
+  // Messages 1 and 2 of a request whose Message 0 the Action filter skipped.
+  const now = dispatched({ ...base, items: [{ value: '{}', files: [], sourceIndex: 1 }, { value: '{}', files: [], sourceIndex: 2 }] });
+  expect(now.map((e) => e.executionId)).toEqual([executionId('req-9', 1), executionId('req-9', 2)]);
+  expect(now.map((e) => [e.batchIndex, e.batchSize])).toEqual([[0, 2], [1, 2]]);
+
+  // The same items as the decoder wrote them before sourceIndex existed: the bytes of the previous schema.
+  const previous = JSON.parse(fs.readFileSync(path.join(findSchemaDir(), 'history', 'Decoded.1.avsc'), 'utf8'));
+  const oldItems = [{ value: '{}', files: [] }, { value: '{}', files: [] }];
+  const old = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprintBytes(fingerprint64(Type.forSchema(previous))), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer({ ...base, items: oldItems })]);
+  const read = codec.decode('Decoded', old);
+  expect(read.items.map((i) => i.sourceIndex)).toEqual([null, null]);
+  // …dispatched again (a replay of the decoded topic), they get the ids they were first dispatched with.
+  expect(dispatched(read).map((e) => e.executionId)).toEqual([executionId('req-9', 0), executionId('req-9', 1)]);
+
+  // Two items from one source would share an id: the record is refused rather than one execution lost.
+  expect(() => dispatched({ ...base, items: [{ value: '{}', files: [], sourceIndex: null }, { value: '{}', files: [], sourceIndex: 0 }] })).toThrow(/same sourceIndex/);
 });
 
 test('execution input wraps the item under the node name and adds path only when there is one', () => {

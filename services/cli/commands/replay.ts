@@ -1,5 +1,7 @@
 import { createHash } from 'node:crypto';
 import * as path from 'node:path';
+import { defaultAvroCodec } from '../../platform/avro/codec';
+import { workflowOfRecord } from '../../platform/log/record-keys';
 import { replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import { pipelineTopics } from '../../platform/log/topics';
 import { allowOnly, positionFlag, stringFlag, UsageError, type ParsedArgs } from '../args';
@@ -30,6 +32,7 @@ export async function replayCommand(args: ParsedArgs, ctx: CommandContext): Prom
   }
   const to = positionFlag(args, 'to', 'offset-or-time');
   const workflow = stringFlag(args, 'workflow');
+  const codec = defaultAvroCodec();
   const request = { topic, from: args.flags.get('from') as string, to: (args.flags.get('to') as string | undefined) ?? null, workflow };
   const file = stringFlag(args, 'checkpoint')
     ?? path.join(ctx.config.dataDir, 'replay', `${createHash('sha256').update(JSON.stringify(request)).digest('hex').slice(0, 16)}.json`);
@@ -43,7 +46,9 @@ export async function replayCommand(args: ParsedArgs, ctx: CommandContext): Prom
     until: until(to),
     checkpoint: checkpointFile(file),
     select: (record) => {
-      if (replayOf(record.headers) !== null || (workflow !== null && record.key !== workflow)) return null;
+      if (replayOf(record.headers) !== null) return null;
+      // The workflow is read from the record: under RECORD_KEY=request the key is the request id.
+      if (workflow !== null && workflowOfRecord(record, codec, ctx.config.recordKey) !== workflow) return null;
       return { topic, key: record.key, value: record.value, headers: replayHeaders(record) };
     },
   }));

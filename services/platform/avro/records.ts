@@ -83,6 +83,12 @@ export interface DecodedItem {
   value: string;
   /** Object-store paths staged for this item. */
   files: string[];
+  /**
+   * The item's place in the request as sent, from 0 (the Message, the attachment; 0 when a trigger makes
+   * one item per request), whatever was skipped before it: what its execution id derives from. Null only
+   * in records written before the field existed, whose ids came from the position in `items`.
+   */
+  sourceIndex: number | null;
 }
 
 /** Record `ingress.v1.Decoded`. */

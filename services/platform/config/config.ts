@@ -1,6 +1,7 @@
 import { hostname } from 'node:os';
 import * as path from 'node:path';
 import { TOPIC_NAMES } from '../log/topics';
+import type { RecordKeyMode } from '../log/record-keys';
 
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
@@ -59,7 +60,7 @@ export interface Config {
   topicSettings: TopicSettings;
 }
 
-export type RecordKeyMode = 'workflow' | 'request';
+export type { RecordKeyMode };
 
 export interface KafkaSettings {
   brokers: string[];

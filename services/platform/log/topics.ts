@@ -10,7 +10,13 @@ export interface PipelineTopics {
   deadLetter: string;
   /** The default execution queue; per-kind queues come from the configuration. */
   executions: string;
-  group(stage: string): string;
+  /**
+   * A stage's consumer group; with `input`, the group of that stage on that one input topic, for a stage that
+   * reads several (`<prefix>ingress-<stage>.<topic without the prefix>`). Stages reading different topics must
+   * not share a group: the kafkajs group leader assigns only the topics it subscribes to itself, so the
+   * members' other topics would go unread.
+   */
+  group(stage: string, input?: string): string;
 }
 
 /**
@@ -34,7 +40,10 @@ export function pipelineTopics(prefix = ''): PipelineTopics {
     decoded: prefix + TOPIC_NAMES.decoded,
     deadLetter: prefix + TOPIC_NAMES.deadLetter,
     executions: prefix + TOPIC_NAMES.executions,
-    group: (stage) => `${prefix}ingress-${stage}`,
+    group: (stage, input) => {
+      if (input === undefined) return `${prefix}ingress-${stage}`;
+      return `${prefix}ingress-${stage}.${prefix && input.startsWith(prefix) ? input.slice(prefix.length) : input}`;
+    },
   };
 }
 

@@ -6,12 +6,22 @@ export interface TtlCache<T> {
   get(key: string): Promise<T | null>;
   /** The cached value without loading: undefined when the key is not cached or has expired. */
   peek(key: string): T | null | undefined;
+  /**
+   * Load now, whatever is cached, and cache the answer: for a caller that has reason to think the cached
+   * value is stale (it names something the cached document lacks), before it acts on its absence.
+   */
+  fresh(key: string): Promise<T | null>;
   clear(): void;
 }
 
 export function createTtlCache<T>(load: (key: string) => Promise<T | null>, ttlMs: number, maxEntries = 10_000): TtlCache<T> {
   const entries = new Map<string, { value: T | null; expires: number }>();
   const loading = new Map<string, Promise<T | null>>();
+  const remember = (key: string, value: T | null) => {
+    if (ttlMs <= 0) return;
+    if (entries.size >= maxEntries) entries.delete(entries.keys().next().value as string);
+    entries.set(key, { value, expires: Date.now() + ttlMs });
+  };
   return {
     get(key) {
       const now = Date.now();
@@ -22,10 +32,7 @@ export function createTtlCache<T>(load: (key: string) => Promise<T | null>, ttlM
       const p = load(key).then(
         (value) => {
           loading.delete(key);
-          if (ttlMs > 0) {
-            if (entries.size >= maxEntries) entries.delete(entries.keys().next().value as string);
-            entries.set(key, { value, expires: Date.now() + ttlMs });
-          }
+          remember(key, value);
           return value;
         },
         (error) => { loading.delete(key); throw error; },
@@ -36,6 +43,12 @@ export function createTtlCache<T>(load: (key: string) => Promise<T | null>, ttlM
     peek(key) {
       const hit = entries.get(key);
       return hit && hit.expires > Date.now() ? hit.value : undefined;
+    },
+    async fresh(key) {
+      // Not shared with a load in flight: that one may have started before the change being looked for.
+      const value = await load(key);
+      remember(key, value);
+      return value;
     },
     clear: () => entries.clear(),
   };

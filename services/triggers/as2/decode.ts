@@ -84,7 +84,7 @@ async function openAndStage(received: Received, credentialId: string | null, lim
       ...(batch ? { batchIndex: index, batchSize: attachments.length } : {}),
       ...(duplicate ? { duplicate: true } : {}),
     };
-    items.push({ value: JSON.stringify({ file: path, as2 }), files: [path] });
+    items.push({ value: JSON.stringify({ file: path, as2 }), files: [path], sourceIndex: index });
   }
   return items;
 }

@@ -24,7 +24,8 @@ import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
  * nothing of that request runs; Ping is answered without accepting anything.
  * Decoder: one item per Message whose document is a selected event type, `{ event, data }` (or
  * `{ event, file }` with Raw Body), with the Message's TrackingID and attributes; other documents and
- * unselected types are logged and start nothing.
+ * unselected types are logged and start nothing. Each item's sourceIndex is its Message's position, so
+ * its execution id does not depend on which Messages `actions` skipped (a replay after `actions` changed).
  */
 export interface LogisticsLimits extends SendStreamLimits {
   /** Largest SOAP request held in memory to be checked (and decoded). */
@@ -223,9 +224,9 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         if (params.rawBody) {
           const path = `${folder}/${uniqueName(message.attributes.FileName ? sanitizeFilename(message.attributes.FileName) : `message-${message.index + 1}.xml`)}`;
           await services.store.put(path, Buffer.from(message.xml, 'utf8'), { contentType: 'application/xml' });
-          items.push({ value: itemValue(unwrapped, message, batchSize, { file: path }), files: [path] });
+          items.push({ value: itemValue(unwrapped, message, batchSize, { file: path }), files: [path], sourceIndex: message.index });
         } else {
-          items.push({ value: itemValue(unwrapped, message, batchSize, { data: unwrapped.data }), files: [] });
+          items.push({ value: itemValue(unwrapped, message, batchSize, { data: unwrapped.data }), files: [], sourceIndex: message.index });
         }
       }
       return items;

@@ -78,7 +78,7 @@ export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOU
       if (!params.actions.has(post.action)) { services.logger.info('warehouse post skipped: Type not selected', context); return []; }
       const duplicate = post.postId !== null && await isRepeat(services.store, postIdMarker(received.workflowId, post.postId), received.requestId);
       if (duplicate) services.logger.info('warehouse post is a re-post of an earlier PostId', context);
-      return [{ value: withDuplicateFlag(post, duplicate), files: [] }];
+      return [{ value: withDuplicateFlag(post, duplicate), files: [], sourceIndex: 0 }];
     },
 
     validateNode: warehouseProblems,

@@ -34,7 +34,7 @@ function extensionOf(type: string): string {
   return '.bin';
 }
 
-export async function decodeWebhookBody(received: Received, params: WebhookParameters, limits: WebhookDecodeLimits, services: DecodeServices): Promise<DecodedItem> {
+export async function decodeWebhookBody(received: Received, params: WebhookParameters, limits: WebhookDecodeLimits, services: DecodeServices): Promise<Omit<DecodedItem, 'sourceIndex'>> {
   const media = parseMediaType(received.contentType);
   let encoding;
   try { encoding = parseEncoding(received.headers['content-encoding']); } catch (error) { throw new IngressError('unsupported-media', (error as Error).message); }

@@ -212,7 +212,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
 
     accepted: (request, node, _body, inspection, services) => acceptedAnswer(webhookParameters(node), request, inspection, services.logger),
 
-    decode: async (received, node, services) => [await decodeWebhookBody(received, webhookParameters(node), limits, services)],
+    // One item per request, multipart files and all: its source is the request itself (0).
+    decode: async (received, node, services) => [{ ...await decodeWebhookBody(received, webhookParameters(node), limits, services), sourceIndex: 0 }],
 
     validateNode(node: WorkflowNode) {
       const at = `node "${node.name}"`;
