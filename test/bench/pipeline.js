@@ -69,7 +69,7 @@ async function main() {
     }
     const recoverySeconds = (Date.now() - t1) / 1000;
     const lines = [
-      `\`npm run bench:pipeline -- --records ${records} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka 3.9 broker (KRaft) on the same machine; 1 KiB JSON bodies inline, 12 workflows (keys); decoder and dispatcher in one process.`,
+      `\`npm run bench:pipeline -- --records ${records} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka ${kafka.version} broker (KRaft) on the same machine; 1 KiB JSON bodies inline, 12 workflows (keys); decoder and dispatcher in one process.`,
       '',
       '| measure | value |',
       '|---|---|',

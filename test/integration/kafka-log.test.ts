@@ -8,8 +8,8 @@ import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/ka
 import { collect, collectUntilQuiet, describeEventLogContract } from './contracts/event-log.contract';
 
 /**
- * The Kafka adapter against a real Apache Kafka 3.9 broker (jest globalSetup starts one and exports
- * TEST_KAFKA_BROKERS). Without a broker these tests fail: they never skip.
+ * The Kafka adapter against a real Apache Kafka broker, 4.x or (KAFKA_VERSION=3.9.2) 3.9: jest globalSetup
+ * starts one and exports TEST_KAFKA_BROKERS. Without a broker these tests fail: they never skip.
  */
 const BROKERS = process.env.TEST_KAFKA_BROKERS;
 const MISSING_BROKERS =
