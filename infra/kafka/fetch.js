@@ -1,36 +1,65 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * Makes sure infra/kafka/lib holds the Kafka broker jars described by infra/kafka/pom.xml.
+ * Makes sure infra/kafka/lib/<version>/ holds the Kafka broker jars described by infra/kafka/pom.xml.
  *
- *   node infra/kafka/fetch.js        (run by `npm test` through the pretest script)
+ *   node infra/kafka/fetch.js                       (run by `npm test` through the pretest script)
+ *   KAFKA_VERSION=3.9.2 node infra/kafka/fetch.js   (another supported version: 3.9.x or 4.x)
  *
- * - Fast no-op when lib/ already holds the kafka_2.13 jar of the pom's Kafka version.
+ * - The version is KAFKA_VERSION, else the pom's default <kafka.version> (4.4.0). Each version has
+ *   its own lib/<version>/ (git-ignored), so switching versions never re-downloads or mixes jars.
+ * - Fast no-op when lib/<version>/ is already complete.
  * - Otherwise needs Java 17+ and Maven; prints one exact install hint and exits 1 if missing.
- * - Maven writes into a private temp dir next to lib/, a marker file is written last, and the
- *   directory is renamed into place, so an interrupted fetch never leaves a half-filled lib/.
- * - Concurrent runs serialise on a lock file; a waiter re-checks lib/ when the lock is released.
+ *   Maven runs with the pom's profile for the version's line (kafka-4 or kafka-3.9).
+ * - Maven writes into a private temp dir inside lib/, a marker file is written last, and the
+ *   directory is renamed into place, so an interrupted fetch never leaves a half-filled lib/<version>/.
+ * - Concurrent runs (any versions) serialise on one lock file; a waiter re-checks its directory when
+ *   the lock is released.
  *
- * Also usable as a module: require('./fetch').ensureKafkaJars() -> absolute path of lib/.
+ * Also usable as a module: require('./fetch').ensureKafkaJars() -> absolute path of lib/<version>/.
  */
 const fs = require('fs');
 const path = require('path');
 const { spawnSync } = require('child_process');
 
 const KAFKA_DIR = __dirname;
-const LIB_DIR = path.join(KAFKA_DIR, 'lib');
+/** Parent of the per-version directories lib/<version>/ (and of the lock and temp dirs). */
+const LIB_ROOT = path.join(KAFKA_DIR, 'lib');
 const POM = path.join(KAFKA_DIR, 'pom.xml');
 const MARKER = '.fetch-complete';
-const LOCK = path.join(KAFKA_DIR, '.fetch.lock');
+const LOCK = path.join(LIB_ROOT, '.fetch.lock');
 const INSTALL_HINT = 'Kafka tests need Java 17+ and Maven: apt-get install -y openjdk-17-jre-headless maven';
 const LOCK_WAIT_MS = 10 * 60 * 1000;
+/** The versions start-kafka.js knows how to configure, and the pom profile of each line. */
+const SUPPORTED = /^(?:3\.9|4\.\d+)\.\d+$/;
 
 class FetchError extends Error {}
 
-function kafkaVersion() {
+/** The pom's default Kafka version (the first <kafka.version>, in the top-level properties). */
+function defaultKafkaVersion() {
   const m = /<kafka\.version>\s*([^<\s]+)\s*<\/kafka\.version>/.exec(fs.readFileSync(POM, 'utf8'));
   if (!m) throw new FetchError(`cannot find <kafka.version> in ${POM}`);
   return m[1];
+}
+
+/** The Kafka version to use: KAFKA_VERSION (3.9.x or 4.x), else the pom's default. */
+function kafkaVersion(env = process.env) {
+  const wanted = (env.KAFKA_VERSION || '').trim();
+  if (!wanted) return defaultKafkaVersion();
+  if (!SUPPORTED.test(wanted)) {
+    throw new FetchError(`KAFKA_VERSION=${wanted} is not supported: the test broker runs Kafka 3.9.x or 4.x (e.g. 3.9.2; unset for ${defaultKafkaVersion()})`);
+  }
+  return wanted;
+}
+
+/** The pom profile with the dependency set of `version`'s line. */
+function mavenProfile(version) {
+  return version.startsWith('3.') ? 'kafka-3.9' : 'kafka-4';
+}
+
+/** Where the jars of `version` live. */
+function libDir(version = kafkaVersion()) {
+  return path.join(LIB_ROOT, version);
 }
 
 /** True when `dir` holds a usable set of jars for the given Kafka version. */
@@ -43,14 +72,15 @@ function isComplete(dir, version) {
   }
   if (!names.includes(`kafka_2.13-${version}.jar`)) return false;
   if (names.includes(MARKER)) return true;
-  // lib/ filled by hand with `mvn dependency:copy-dependencies -DoutputDirectory=lib`: accept it
-  // when the jars that are always needed are there.
+  // lib/<version>/ filled by hand with `mvn dependency:copy-dependencies` (see pom.xml): accept it
+  // when the jars that are always needed are there, the logging binding of the version's line included.
   const has = (prefix) => names.some((n) => n.startsWith(prefix) && n.endsWith('.jar'));
-  return has(`kafka-clients-${version}`) && has('kafka-server-common-') && has('scala-library-') && has('slf4j-api-');
+  const binding = mavenProfile(version) === 'kafka-3.9' ? 'slf4j-reload4j-' : 'log4j-slf4j-impl-';
+  return has(`kafka-clients-${version}`) && has('kafka-server-common-') && has('scala-library-') && has('slf4j-api-') && has(binding);
 }
 
-function hasKafkaJars() {
-  return isComplete(LIB_DIR, kafkaVersion());
+function hasKafkaJars(version = kafkaVersion()) {
+  return isComplete(libDir(version), version);
 }
 
 function sleepSync(ms) {
@@ -85,8 +115,9 @@ function pidAlive(pid) {
   }
 }
 
-/** Take the lock file, or wait for whoever holds it. Returns false if lib/ became ready meanwhile. */
+/** Take the lock file, or wait for whoever holds it. Returns false if lib/<version>/ became ready meanwhile. */
 function acquireLock(version) {
+  fs.mkdirSync(LIB_ROOT, { recursive: true });
   const deadline = Date.now() + LOCK_WAIT_MS;
   let announced = false;
   for (;;) {
@@ -96,7 +127,7 @@ function acquireLock(version) {
     } catch (e) {
       if (e.code !== 'EEXIST') throw e;
     }
-    if (isComplete(LIB_DIR, version)) return false;
+    if (isComplete(libDir(version), version)) return false;
     let holder = NaN;
     try {
       holder = Number(fs.readFileSync(LOCK, 'utf8'));
@@ -125,10 +156,14 @@ function releaseLock() {
   } catch {}
 }
 
-function runMaven(tmpDir) {
-  const args = ['-B', '-q', '-Dstyle.color=never', 'dependency:copy-dependencies', `-DoutputDirectory=${tmpDir}`];
+function runMaven(version, tmpDir) {
+  const args = [
+    '-B', '-q', '-Dstyle.color=never',
+    `-P${mavenProfile(version)}`, `-Dkafka.version=${version}`,
+    'dependency:copy-dependencies', `-DoutputDirectory=${tmpDir}`,
+  ];
   const started = Date.now();
-  process.stderr.write(`[kafka-fetch] downloading Kafka ${kafkaVersion()} jars with Maven (mvn ${args.join(' ')})...\n`);
+  process.stderr.write(`[kafka-fetch] downloading Kafka ${version} jars with Maven (mvn ${args.join(' ')})...\n`);
   const res = spawnSync('mvn', args, { cwd: KAFKA_DIR, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   // -q keeps Maven quiet on success; show whatever it did print (errors), minus bare colour resets.
   const clean = (s) => (s || '').replace(/\x1b\[[0-9;]*m/g, '').replace(/^\s*\n/gm, '');
@@ -139,10 +174,29 @@ function runMaven(tmpDir) {
   process.stderr.write(`[kafka-fetch] done in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
 }
 
-/** Synchronously ensures lib/ is populated. Returns LIB_DIR. Throws FetchError with a readable message. */
-function ensureKafkaJars() {
-  const version = kafkaVersion();
-  if (isComplete(LIB_DIR, version)) return LIB_DIR;
+/**
+ * The flat layout of earlier versions of this script (jars directly in lib/) would sit beside the
+ * per-version directories unused: remove it. Runs under the lock.
+ */
+function removeFlatLayout() {
+  let names;
+  try {
+    names = fs.readdirSync(LIB_ROOT);
+  } catch {
+    return;
+  }
+  for (const n of names) {
+    if (n.endsWith('.jar') || n === MARKER) fs.rmSync(path.join(LIB_ROOT, n), { force: true });
+  }
+}
+
+/**
+ * Synchronously ensures lib/<version>/ is populated (KAFKA_VERSION, else the pom's default).
+ * Returns its absolute path. Throws FetchError with a readable message.
+ */
+function ensureKafkaJars(version = kafkaVersion()) {
+  const dir = libDir(version);
+  if (isComplete(dir, version)) return dir;
 
   const problems = checkTools();
   if (problems.length) {
@@ -151,36 +205,47 @@ function ensureKafkaJars() {
     throw err;
   }
 
-  if (!acquireLock(version)) return LIB_DIR;
-  const tmpDir = path.join(KAFKA_DIR, `.lib-tmp-${process.pid}-${Date.now()}`);
+  if (!acquireLock(version)) return dir;
+  const tmpDir = path.join(LIB_ROOT, `.tmp-${version}-${process.pid}-${Date.now()}`);
   try {
-    if (isComplete(LIB_DIR, version)) return LIB_DIR;
+    if (isComplete(dir, version)) return dir;
+    removeFlatLayout();
     fs.mkdirSync(tmpDir, { recursive: true });
-    runMaven(tmpDir);
+    runMaven(version, tmpDir);
     if (!isComplete(tmpDir, version)) {
       throw new FetchError(`Maven finished but ${tmpDir} has no kafka_2.13-${version}.jar`);
     }
     fs.writeFileSync(path.join(tmpDir, MARKER), `kafka ${version}\nfetched ${new Date().toISOString()}\n`);
-    if (fs.existsSync(LIB_DIR)) {
-      // Stale or partial lib/ (older version, interrupted manual fetch): move it aside first.
-      const old = path.join(KAFKA_DIR, `.lib-old-${process.pid}-${Date.now()}`);
-      fs.renameSync(LIB_DIR, old);
+    if (fs.existsSync(dir)) {
+      // Partial lib/<version>/ (e.g. an interrupted manual mvn run): move it aside first.
+      const old = path.join(LIB_ROOT, `.old-${version}-${process.pid}-${Date.now()}`);
+      fs.renameSync(dir, old);
       fs.rmSync(old, { recursive: true, force: true });
     }
     try {
-      fs.renameSync(tmpDir, LIB_DIR);
+      fs.renameSync(tmpDir, dir);
     } catch (e) {
       // Someone else won the race (e.g. a manual mvn run); fine if their result is complete.
-      if (!isComplete(LIB_DIR, version)) throw e;
+      if (!isComplete(dir, version)) throw e;
     }
-    return LIB_DIR;
+    return dir;
   } finally {
     fs.rmSync(tmpDir, { recursive: true, force: true });
     releaseLock();
   }
 }
 
-module.exports = { ensureKafkaJars, hasKafkaJars, kafkaVersion, LIB_DIR, INSTALL_HINT, FetchError };
+module.exports = {
+  ensureKafkaJars,
+  hasKafkaJars,
+  kafkaVersion,
+  defaultKafkaVersion,
+  mavenProfile,
+  libDir,
+  LIB_ROOT,
+  INSTALL_HINT,
+  FetchError,
+};
 
 if (require.main === module) {
   try {

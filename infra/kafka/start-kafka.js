@@ -5,8 +5,9 @@
  *
  * As a module:
  *   const { startKafka } = require('./infra/kafka/start-kafka');
- *   const kafka = await startKafka({ dir?, port?, controllerPort? });
+ *   const kafka = await startKafka({ dir?, port?, controllerPort?, version? });
  *   kafka.brokers            // '127.0.0.1:<port>'
+ *   kafka.version            // the Kafka version running, e.g. '4.4.0'
  *   await kafka.restart()    // stop the JVM (data kept), start it again on the same ports
  *   await kafka.restart({ hard: true })   // same, but SIGKILL the JVM first (crash)
  *   await kafka.stop()       // SIGTERM, up to 15 s, then SIGKILL; removes the temp dir (not a given `dir`)
@@ -16,10 +17,14 @@
  * A given `dir` that already holds data is reused (new ports are fine).
  *
  * As a script:
- *   node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH]
+ *   node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH] [--version X.Y.Z]
  *   prints KAFKA_BROKERS=127.0.0.1:<port> and runs until SIGINT/SIGTERM.
  *
- * Jars come from infra/kafka/lib (fetched with ./fetch.js on first use).
+ * The Kafka version is `version`, else KAFKA_VERSION, else the default of infra/kafka/pom.xml (4.4.0);
+ * 3.9.x and 4.x are supported. Jars come from infra/kafka/lib/<version>/ (fetched with ./fetch.js on
+ * first use). The two lines differ in logging: Kafka 4 logs through log4j2 (log4j2.properties, passed
+ * as -Dlog4j2.configurationFile), 3.9 through reload4j (log4j.properties, -Dlog4j.configuration). Both
+ * are formatted with kafka.tools.StorageTool against the static controller.quorum.voters.
  *
  * The JVM never outlives the Node process that started it: it runs under a tiny supervisor
  * (this file with --supervise) in its own process group. The supervisor holds a pipe from the
@@ -33,7 +38,6 @@ const path = require('path');
 const crypto = require('crypto');
 const { spawn } = require('child_process');
 
-const LIB_DIR = path.join(__dirname, 'lib');
 const HOST = '127.0.0.1';
 const READY_TIMEOUT_MS = 90_000;
 const STOP_TIMEOUT_MS = 15_000;
@@ -122,16 +126,22 @@ function killQuietly(pid, signal) {
   } catch {}
 }
 
-function ensureJars() {
+/** Resolves the Kafka version and makes sure its jars are there: { version, libDir }. */
+function ensureJars(version) {
   // Lazy so that `require('start-kafka')` alone never spawns Maven.
-  const { ensureKafkaJars } = require('./fetch');
-  return ensureKafkaJars();
+  const { ensureKafkaJars, kafkaVersion } = require('./fetch');
+  const v = version ? kafkaVersion({ KAFKA_VERSION: version }) : kafkaVersion(); // validated either way
+  return { version: v, libDir: ensureKafkaJars(v) };
 }
 
-function writeConfig({ dir, port, controllerPort }) {
+/** Kafka 4 dropped log4j 1 (and so reload4j): it logs through log4j2. */
+const usesLog4j2 = (version) => !version.startsWith('3.');
+
+function writeConfig({ dir, port, controllerPort, version, libDir }) {
   const dataDir = path.join(dir, 'data');
   const serverProps = path.join(dir, 'server.properties');
-  const log4jProps = path.join(dir, 'log4j.properties');
+  const log4j2 = usesLog4j2(version);
+  const log4jProps = path.join(dir, log4j2 ? 'log4j2.properties' : 'log4j.properties');
   const logFile = path.join(dir, 'kafka.log');
   fs.mkdirSync(dataDir, { recursive: true });
   fs.writeFileSync(
@@ -175,21 +185,35 @@ function writeConfig({ dir, port, controllerPort }) {
       '',
     ].join('\n'),
   );
-  fs.writeFileSync(
-    log4jProps,
-    [
+  // Either way: WARN and above, plus the one INFO line we wait for,
+  // "[KafkaRaftServer nodeId=1] Kafka Server started", to kafka.log.
+  const log4jLines = log4j2
+    ? [
+      'status=warn',
+      'appender.file.type=File',
+      'appender.file.name=file',
+      `appender.file.fileName=${logFile}`,
+      'appender.file.append=true',
+      'appender.file.layout.type=PatternLayout',
+      'appender.file.layout.pattern=[%d] %p %m (%c)%n',
+      'rootLogger.level=WARN',
+      'rootLogger.appenderRef.file.ref=file',
+      'logger.started.name=kafka.server.KafkaRaftServer',
+      'logger.started.level=INFO',
+      '',
+    ]
+    : [
       'log4j.rootLogger=WARN, file',
       'log4j.appender.file=org.apache.log4j.FileAppender',
       `log4j.appender.file.File=${logFile}`,
       'log4j.appender.file.Append=true',
       'log4j.appender.file.layout=org.apache.log4j.PatternLayout',
       'log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n',
-      // the one INFO line we wait for: "[KafkaRaftServer nodeId=1] Kafka Server started"
       'log4j.logger.kafka.server.KafkaRaftServer=INFO',
       '',
-    ].join('\n'),
-  );
-  return { dataDir, serverProps, log4jProps, logFile, outFile: path.join(dir, 'kafka.out') };
+    ];
+  fs.writeFileSync(log4jProps, log4jLines.join('\n'));
+  return { dataDir, serverProps, log4jProps, log4j2, logFile, outFile: path.join(dir, 'kafka.out'), libDir };
 }
 
 function jvmArgs(files, extra = []) {
@@ -201,11 +225,11 @@ function jvmArgs(files, extra = []) {
     '-XX:+ExitOnOutOfMemoryError',
     '-Djava.awt.headless=true',
     '-Djava.net.preferIPv4Stack=true',
-    `-Dlog4j.configuration=file:${files.log4jProps}`,
+    files.log4j2 ? `-Dlog4j2.configurationFile=${files.log4jProps}` : `-Dlog4j.configuration=file:${files.log4jProps}`,
     `-Dkafka.logs.dir=${path.dirname(files.logFile)}`,
     ...extra,
     '-cp',
-    `${LIB_DIR}${path.sep}*`,
+    `${files.libDir}${path.sep}*`,
   ];
 }
 
@@ -474,13 +498,13 @@ function waitForTcp(host, port, deadline) {
 
 /**
  * Starts a single-node KRaft Kafka. Resolves once the broker answers metadata requests.
- * @param {{dir?: string, port?: number, controllerPort?: number}} [opts]
- * @returns {Promise<{brokers: string, host: string, port: number, controllerPort: number, pid: number|undefined,
+ * @param {{dir?: string, port?: number, controllerPort?: number, version?: string}} [opts]
+ * @returns {Promise<{brokers: string, host: string, port: number, controllerPort: number, pid: number|undefined, version: string,
  *   dir: string, logFile: string, clusterId: string, stop(): Promise<void>,
  *   restart(o?: {hard?: boolean, downMs?: number}): Promise<void>}>}
  */
 async function startKafka(opts = {}) {
-  ensureJars();
+  const { version, libDir } = ensureJars(opts.version);
   const fixedPorts = Boolean(opts.port || opts.controllerPort);
   const attempts = fixedPorts ? 1 : 3; // a picked port can be stolen before the JVM binds it: retry
   let lastErr;
@@ -491,7 +515,7 @@ async function startKafka(opts = {}) {
     try {
       const port = opts.port || (await getFreePort());
       const controllerPort = opts.controllerPort || (await getFreePort());
-      const files = writeConfig({ dir, port, controllerPort });
+      const files = writeConfig({ dir, port, controllerPort, version, libDir });
       // A `dir` that was formatted before (data kept from an earlier run) is reused as is.
       let clusterId = readClusterId(files.dataDir);
       if (!clusterId) {
@@ -514,6 +538,7 @@ async function startKafka(opts = {}) {
         host: broker.host,
         port: broker.port,
         controllerPort: broker.controllerPort,
+        version,
         get pid() {
           return broker.pid;
         },
@@ -583,14 +608,16 @@ async function main(argv) {
     if (a === '--port') opts.port = Number(argv[++i]);
     else if (a === '--controller-port') opts.controllerPort = Number(argv[++i]);
     else if (a === '--dir') opts.dir = argv[++i];
+    else if (a === '--version') opts.version = argv[++i];
     else if (a === '-h' || a === '--help') {
-      process.stdout.write('usage: node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH]\n');
+      process.stdout.write('usage: node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH] [--version X.Y.Z]\n' +
+        '  --version (or KAFKA_VERSION): 3.9.x or 4.x; default: the <kafka.version> of infra/kafka/pom.xml\n');
       return;
     } else throw new Error(`unknown argument: ${a}`);
   }
   const t0 = Date.now();
   const kafka = await startKafka(opts);
-  process.stderr.write(`[start-kafka] ready in ${((Date.now() - t0) / 1000).toFixed(1)}s (pid ${kafka.pid}, dir ${kafka.dir}, log ${kafka.logFile})\n`);
+  process.stderr.write(`[start-kafka] Kafka ${kafka.version} ready in ${((Date.now() - t0) / 1000).toFixed(1)}s (pid ${kafka.pid}, dir ${kafka.dir}, log ${kafka.logFile})\n`);
   process.stdout.write(`KAFKA_BROKERS=${kafka.brokers}\n`);
   let stopping = false;
   const shutdown = (sig) => {

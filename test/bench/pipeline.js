@@ -75,7 +75,7 @@ async function main() {
     }
     const recoverySeconds = (Date.now() - t1) / 1000;
     const lines = [
-      `\`npm run bench:pipeline -- --records ${records} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka ${brokerVersion()} broker (KRaft) on the same machine; 1 KiB JSON bodies inline, 12 workflows (keys); decoder and dispatcher in one process.`,
+      `\`npm run bench:pipeline -- --records ${records} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka ${kafka.version} broker (KRaft) on the same machine; 1 KiB JSON bodies inline, 12 workflows (keys); decoder and dispatcher in one process.`,
       '',
       '| measure | value |',
       '|---|---|',
@@ -92,10 +92,6 @@ async function main() {
     await kafka.stop();
     rmSync(dataDir, { recursive: true, force: true });
   }
-}
-
-function brokerVersion() {
-  try { return require(path.join(ROOT, 'infra/kafka/fetch.js')).kafkaVersion(); } catch { return '(version unknown)'; }
 }
 
 /** Two chained plain hops in this process; resolves with the seconds until the second has copied `records`. */

@@ -9,8 +9,8 @@ import { partitionTransactionalId } from '../../services/platform/log/kafka/tran
 import { collect, collectUntilQuiet, describeEventLogContract } from './contracts/event-log.contract';
 
 /**
- * The Kafka adapter against a real Apache Kafka 3.9 broker (jest globalSetup starts one and exports
- * TEST_KAFKA_BROKERS). Without a broker these tests fail: they never skip.
+ * The Kafka adapter against a real Apache Kafka broker, 4.x or (KAFKA_VERSION=3.9.2) 3.9: jest globalSetup
+ * starts one and exports TEST_KAFKA_BROKERS. Without a broker these tests fail: they never skip.
  */
 const BROKERS = process.env.TEST_KAFKA_BROKERS;
 const MISSING_BROKERS =

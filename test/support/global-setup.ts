@@ -8,6 +8,8 @@
  *   TEST_COSMOS_KEY                         account key
  *   TEST_COSMOS_CA                          path of the PEM the Cosmos client must trust ('' if none)
  *
+ * Kafka runs the version KAFKA_VERSION names (3.9.x or 4.x), else infra/kafka/pom.xml's default (4.4.0).
+ *
  * A server is not started when the user already points at one: KAFKA_BROKERS,
  * AZURE_STORAGE_CONNECTION_STRING, COSMOS_ENDPOINT + COSMOS_KEY (+ optional COSMOS_CA).
  * The un-prefixed names are only read here, never set: the application's config reads them, and
@@ -66,7 +68,7 @@ export default async function globalSetup(): Promise<void> {
       const kafka = await startKafkaForTests();
       servers.kafka = kafka;
       env[TEST_ENV.kafkaBrokers] = kafka.brokers;
-      log(`kafka ${kafka.brokers} ready in ${secs(t0)}`);
+      log(`kafka ${kafka.brokers} (Kafka ${kafka.version}) ready in ${secs(t0)}`);
     });
   }
 

@@ -73,6 +73,8 @@ export interface KafkaHandle {
   host: string;
   port: number;
   controllerPort: number;
+  /** the Kafka version running: KAFKA_VERSION, else infra/kafka/pom.xml's default */
+  version: string;
   /** pid of the broker JVM (changes on restart) */
   readonly pid: number | undefined;
   dir: string;
@@ -463,7 +465,7 @@ export function requireTestEnv(name: (typeof TEST_ENV)[keyof typeof TEST_ENV]): 
 // Kafka (infra/kafka/start-kafka.js)
 
 interface StartKafkaModule {
-  startKafka(opts?: { dir?: string; port?: number; controllerPort?: number }): Promise<KafkaHandle>;
+  startKafka(opts?: { dir?: string; port?: number; controllerPort?: number; version?: string }): Promise<KafkaHandle>;
 }
 interface FetchModule {
   hasKafkaJars(): boolean;
@@ -471,7 +473,10 @@ interface FetchModule {
 
 const KAFKA_DIR = path.join(ROOT, 'infra', 'kafka');
 
-/** Runs infra/kafka/fetch.js in a child process (non-blocking, unlike the synchronous in-process fetch). */
+/**
+ * Runs infra/kafka/fetch.js in a child process (non-blocking, unlike the synchronous in-process fetch).
+ * The child inherits KAFKA_VERSION, so it fetches the version startKafka() will run.
+ */
 function fetchKafkaJars(): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [path.join(KAFKA_DIR, 'fetch.js')], { stdio: ['ignore', 'inherit', 'pipe'] });
