@@ -4,7 +4,7 @@ import { silentLogger, type Logger } from '../../logger/logger';
 import { CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
 import { createKafkaClient, unavailable } from './kafka-client';
 import { readTopic } from './reader';
-import { applyTopics, missingTopics, type TopicApplyOptions, type TopicApplyResult } from './topic-admin';
+import { applyTopics, createTopicsAndWait, missingTopics, type TopicApplyOptions, type TopicApplyResult } from './topic-admin';
 import type { TopicSpec } from '../topics';
 import { startTransactionalStage, type StageConsumerSettings } from './transactional-stage';
 import { TOPIC_MAX_MESSAGE_BYTES } from '../topics';
@@ -150,9 +150,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
         const existing = new Set(await client.listTopics());
         missing = wanted.filter((t) => !existing.has(t));
         if (missing.length === 0) return;
-        await client.createTopics({
-          waitForLeaders: true,
-          topics: missing.map((topic) => ({
+        await createTopicsAndWait(client, missing.map((topic) => ({
             topic,
             numPartitions: topicDefaults.partitions,
             replicationFactor: topicDefaults.replicationFactor,
@@ -162,8 +160,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
               { name: 'message.timestamp.type', value: 'LogAppendTime' },
               { name: 'max.message.bytes', value: String(TOPIC_MAX_MESSAGE_BYTES) },
             ],
-          })),
-        });
+          })));
       } catch (error) {
         throw unavailable(`kafka could not create topics ${missing.join(', ')}`, error);
       }

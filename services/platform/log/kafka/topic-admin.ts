@@ -1,4 +1,4 @@
-import { ConfigResourceTypes, type Admin } from 'kafkajs';
+import { ConfigResourceTypes, type ITopicConfig, type Admin } from 'kafkajs';
 import type { TopicSpec } from '../topics';
 
 /**
@@ -21,6 +21,31 @@ export interface TopicApplyOptions {
   warn(message: string): void;
 }
 
+const LEADERS_PATIENCE_MS = 30_000;
+const NOT_YET = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION', 'NOT_LEADER_OR_FOLLOWER']);
+
+/**
+ * Create topics and wait until every partition has a leader. kafkajs's own wait (waitForLeaders) retries only
+ * LEADER_NOT_AVAILABLE, but a busy KRaft broker can answer UNKNOWN_TOPIC_OR_PARTITION for a moment after the
+ * topic was created, and kafkajs then fails a creation that worked; here both mean "not yet".
+ */
+export async function createTopicsAndWait(admin: Admin, topics: ITopicConfig[]): Promise<void> {
+  await admin.createTopics({ waitForLeaders: false, topics });
+  const names = topics.map((t) => t.topic);
+  const deadline = Date.now() + LEADERS_PATIENCE_MS;
+  for (let wait = 50; ; wait = Math.min(wait * 2, 1_000)) {
+    try {
+      const { topics: described } = await admin.fetchTopicMetadata({ topics: names });
+      if (described.length === names.length && described.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
+    } catch (error) {
+      const type = (error as { type?: unknown }).type;
+      if (typeof type !== 'string' || !NOT_YET.has(type) || Date.now() > deadline) throw error;
+    }
+    if (Date.now() > deadline) throw new Error(`topics ${names.join(', ')} have no leader ${LEADERS_PATIENCE_MS / 1000} s after they were created`);
+    await new Promise((r) => setTimeout(r, wait));
+  }
+}
+
 export async function applyTopics(admin: Admin, wanted: TopicSpec[], options: TopicApplyOptions): Promise<TopicApplyResult[]> {
   const brokers = (await admin.describeCluster()).brokers.length;
   const capped = wanted.filter((s) => s.replicationFactor > brokers);
@@ -29,13 +54,10 @@ export async function applyTopics(admin: Admin, wanted: TopicSpec[], options: To
   const existing = new Set(await admin.listTopics());
   const missing = specs.filter((s) => !existing.has(s.topic));
   if (missing.length > 0) {
-    await admin.createTopics({
-      waitForLeaders: true,
-      topics: missing.map((s) => ({
-        topic: s.topic, numPartitions: s.partitions, replicationFactor: s.replicationFactor,
-        configEntries: Object.entries(s.configs).map(([name, value]) => ({ name, value })),
-      })),
-    });
+    await createTopicsAndWait(admin, missing.map((s) => ({
+      topic: s.topic, numPartitions: s.partitions, replicationFactor: s.replicationFactor,
+      configEntries: Object.entries(s.configs).map(([name, value]) => ({ name, value })),
+    })));
   }
   const present = specs.filter((s) => existing.has(s.topic));
   const results: TopicApplyResult[] = missing.map((s) => ({ ...s, action: 'created' }));
