@@ -1,6 +1,6 @@
 /** Real backends (Kafka, Azurite, cosmosdb-server) are started once for the whole run by test/support/global-setup. */
 module.exports = {
-  testEnvironment: 'node',
+  testEnvironment: '<rootDir>/test/support/node-environment.ts',
   transform: { '^.+\\.ts$': ['@swc/jest', { jsc: { target: 'es2022', parser: { syntax: 'typescript' } } }] },
   testMatch: ['<rootDir>/test/**/*.test.ts'],
   globalSetup: '<rootDir>/test/support/global-setup.ts',

@@ -12,6 +12,7 @@ import { TAIL_USAGE, tailCommand } from './commands/tail';
 import { TOPICS_USAGE, topicsCommand } from './commands/topics';
 import { REPLAY_USAGE, replayCommand } from './commands/replay';
 import { DEAD_LETTERS_USAGE, deadLettersCommand } from './commands/dead-letters';
+import { quietKafkajsNegativeTimeouts } from './process-warnings';
 
 const USAGE = `usage:
   ${START_USAGE}
@@ -88,6 +89,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
 }
 
 if (require.main === module) {
+  quietKafkajsNegativeTimeouts();
   main(process.argv.slice(2), process.env).then(
     // `start` exits outright once stopped: client libraries may keep timers alive.
     (code) => { if (process.argv[2] === 'start') process.exit(code); process.exitCode = code; },

@@ -1,51 +1,35 @@
 import { createIsbotFromList, list as isbotList } from 'isbot';
+import { BROWSERS, WEBHOOK_CLIENTS } from './webhook-callers';
 
 /**
  * "Ignore Bots" (SPEC §2.1) is meant for link previewers, crawlers and URL scanners. isbot also
  * flags HTTP client libraries, command-line tools and AS2 servers, which are exactly the machines
- * that call webhooks, so the matcher is isbot's own pattern list minus the patterns below
- * (DESIGN §6). Each one is removed because it matches a webhook caller; the unit test checks that
- * every entry is still in isbot's list and is matched by at least one of the client user-agents.
+ * that call webhooks, so the matcher is isbot's own pattern list minus every pattern that matches one of
+ * those callers or a browser (webhook-callers.ts), plus EXTRA_PATTERNS (DESIGN §6).
+ *
+ * The removal is by behaviour, not by pattern text: isbot rewrites its patterns between releases (5.2
+ * turned `(?<!(?:lib))http` into `(?<!lib)http`, and `node` into `node\b`), and a list of texts to remove
+ * silently stopped removing them, making aiohttp, Go, Java and .NET clients bots. What 5.1.28 removed, for
+ * the record: the generic "http" token (Go-http-client, okhttp, Apache-HttpClient, HTTPie, httpx, aiohttp,
+ * System.Net.Http, the URLs node-fetch and got put in their User-Agent); the bare "Product/1.2.3" shape
+ * (axios, undici, curl, python-requests, Postman, OpenAS2, pyas2, "AS2 Gateway"); "Word/token" (Guzzle 7);
+ * ".com" (node-fetch 2, got, mendelson); "url" (curl, Python-urllib); "java"; "perl" (LWP); "node"; "server"
+ * (mendelson, OpenAS2); "^wget"; "^python"; "^postman"; "^rest" (RestSharp, rest-client); "^rss" (CData);
+ * "^zoom marketplace/"; "proxy" (Twilio; EXTRA_PATTERNS puts back a narrower one).
+ * The unit test fails when an isbot upgrade makes any caller a bot, or lets a known bot through.
  */
-export const REMOVED_PATTERNS: readonly string[] = Object.freeze([
-  // Generic "http" token: Go-http-client, okhttp, Apache-HttpClient, Java-http-client, HTTPie,
-  // python-httpx, aiohttp, GuzzleHttp, System.Net.Http / HttpClient, and the URL node-fetch
-  // and got put in their user-agent. (Partly compensated by COMPATIBLE_WITH_INFO_URL below.)
-  '(?<!(?:lib))http',
-  // A bare "Product/1.2.3" (or "Product Name 1.2") user-agent: the shape of axios, undici,
-  // insomnia, curl, python-requests, PostmanRuntime, okhttp, Ruby, Faraday, OpenAS2, pyas2,
-  // "AS2 Gateway", "Mendelson AS2 Server ...".
-  '^[\\w \\.\\-\\(?:\\):%]+(?:/v?\\d+(?:\\.\\d+)?(?:\\.\\d{1,10})*?)?(?:,|$)',
-  // A single "Word/token" user-agent without dots: Guzzle 7 sends exactly "GuzzleHttp/7".
-  '^\\w+/[\\w\\(\\)]*$',
-  // Any ".com": node-fetch 2 "(+https://github.com/bitinn/node-fetch)", got
-  // "(https://github.com/sindresorhus/got)", mendelson "... - www.mendelson-e-c.com".
-  '\\.com\\b',
-  // "url" inside curl, libcurl and Python-urllib.
-  'url',
-  // Java/17.0.9, Java-http-client, "Apache-HttpClient/4.5.14 (Java/17.0.9)".
-  'java(?!;)',
-  // libwww-perl (LWP).
-  'perl',
-  // node-fetch and Node's own fetch ("node").
-  'node',
-  // AS2 servers: "mendelson AS2 Server", "OpenAS2Server", "OpenAS2 Server 3.x".
-  'server',
-  // Wget.
-  '^wget',
-  // python-requests, Python-urllib, "Python/3.x aiohttp/3.x".
-  '^python',
-  // PostmanRuntime.
-  '^postman',
-  // Webhook senders isbot counts as bots: RestSharp (.NET) and Ruby's rest-client ("^rest"),
-  // CData/RSSBus AS2 Connector ("^rss"; feed readers are neither previewers nor crawlers of our URLs),
-  // Zoom's webhooks ("Zoom Marketplace/1.0a"), Twilio ("TwilioProxy/1.1", via "proxy": replaced by a
-  // narrower pattern below that still catches image proxies such as Slack-ImgProxy).
-  '^rest',
-  '^rss',
-  '^zoom marketplace/',
-  'proxy',
-]);
+const MUST_PASS: readonly string[] = [...WEBHOOK_CLIENTS, ...BROWSERS].map(([, userAgent]) => userAgent);
+
+/** The patterns of `list` that match any of `userAgents` (case-insensitively, as isbot matches). */
+export function patternsMatching(list: readonly string[], userAgents: readonly string[]): string[] {
+  return list.filter((pattern) => {
+    const regex = new RegExp(pattern, 'i');
+    return userAgents.some((userAgent) => regex.test(userAgent));
+  });
+}
+
+/** isbot's patterns that match a caller that must pass, as isbot spells them in the installed version. */
+export const REMOVED_PATTERNS: readonly string[] = Object.freeze(patternsMatching(isbotList, MUST_PASS));
 
 /**
  * Previewers, crawlers and scanners the reduced list (or isbot itself) would miss.

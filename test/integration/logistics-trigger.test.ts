@@ -260,14 +260,20 @@ test('a digest token whose request was not accepted may come again: the resend i
   }
 });
 
-test('Messages that would decode past one record are a 413 Fault at the door; with Raw Body they pass', async () => {
-  // The service's own bounds (16 MiB inflated), so that two documents can decode to more than 8 MiB.
+test('Messages that would decode past one record are a 413 Fault at the door, counted in bytes (CJK text is three a character); with Raw Body they pass', async () => {
+  // The service's own bounds (8 MiB inflated): two documents of CJK text that inflate to just under them
+  // decode to more than one record holds. Counted in UTF-16 units, they looked half as large and were
+  // accepted, then dead-lettered by the decoder.
   const other = await startTestApp('embedded');
   try {
     const put = (id: string, options: Record<string, unknown>) => other.backends.registry.workflows.put({ id, active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'], options } }] });
     await put('wf', {});
     await put('wf-raw', { rawBody: true });
-    const large = eventDocument().replace('<EventType>GIN</EventType>', `<EventType>GIN</EventType><Note>${'x'.repeat(4_500_000)}</Note>`);
+    const withNote = (note: string) => eventDocument().replace('<EventType>GIN</EventType>', `<EventType>GIN</EventType><Note>${note}</Note>`);
+    const each = (8 * 1024 * 1024 - 16 * 1024) / 2;
+    const large = withNote('貨物'.repeat(Math.floor((each - Buffer.byteLength(withNote(''))) / 6)));
+    expect(2 * Buffer.byteLength(large)).toBeLessThanOrEqual(8 * 1024 * 1024);
+    expect(2 * large.length).toBeLessThan(4 * 1024 * 1024);
     const request = sendStreamRequest([{ xml: large, trackingId: 'BIG-1' }, { xml: large, trackingId: 'BIG-2' }]);
     const send = (id: string) => fetch(`${other.baseUrl}/hook/${id}`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION }, body: request });
     const refused = await send('wf');
@@ -279,4 +285,49 @@ test('Messages that would decode past one record are a 413 Fault at the door; wi
   } finally {
     await other.stop();
   }
+});
+
+describe('a request whose parsing would hold the event loop for seconds is refused before it is parsed', () => {
+  // 34 KB compressed, megabytes of character references inflated: before fast-xml-parser read them (a second
+  // or more for the validator and the parser), nothing had counted them.
+  let other: TestApp;
+  beforeAll(async () => {
+    other = await startTestApp('embedded');
+    const sealer = createCredentialSealer(other.config.encryptionKey!);
+    await other.backends.registry.credentials.put(sealer.seal({ id: 'cred-token', type: 'basicAuth', data: { user: 'eadaptor', password: 'tok-s3cret' } }));
+    await other.backends.registry.workflows.put({ id: 'wf', active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'] } }] });
+    await other.backends.registry.workflows.put({ id: 'wf-token', active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'], authentication: 'wsUsernameToken' }, credentials: { wsUsernameToken: 'cred-token' } }] });
+  }, 120_000);
+  afterAll(async () => { await other?.stop(); });
+
+  const soap = (workflow: string, body: string) => fetch(`${other.baseUrl}/hook/${workflow}`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION }, body });
+  const withReferences = (count: number) => eventDocument().replace('<EventType>GIN</EventType>', `<EventType>GIN</EventType><Note>${'&#65;'.repeat(count)}</Note>`);
+
+  async function expectClientFault(res: Response, ...fragments: string[]) {
+    expect(res.status).toBe(500);
+    const text = await res.text();
+    expect(text).toContain('<faultcode>s:Client</faultcode>');
+    for (const fragment of fragments) expect(text).toContain(fragment);
+    return res.headers.get('x-request-id')!;
+  }
+
+  test('a Message of a million references: a Fault naming it, nothing accepted; 16 MiB of them: past the inflation bound', async () => {
+    const body = sendStreamRequest([{ xml: withReferences(1_100_000), trackingId: 'T-REFS' }]);
+    expect(body.length).toBeLessThan(60_000);
+    const refused = await expectClientFault(await soap('wf', body), 'Message 1 is more markup than this service parses for one request', '<TrackingID xmlns="http://CargoWise.com/eHub/2010/06">T-REFS</TrackingID>');
+    const bomb = sendStreamRequest([{ xml: withReferences(16 * 1024 * 1024 / 5), trackingId: 'T-16MIB' }]);
+    expect(bomb.length).toBeLessThan(100_000);
+    const inflated = await expectClientFault(await soap('wf', bomb), 'Message 1 inflates beyond the limit of this service', 'T-16MIB');
+    const after = await soap('wf', sendStreamRequest([{ xml: eventDocument(), trackingId: 'T-AFTER' }]));
+    await executionsOf(other, after.headers.get('x-request-id'), 1);
+    const received = (await collectUntilQuiet(other.backends.log, other.topics.received, 300, 500)).map((r) => codec.decode('Received', r.value).requestId);
+    expect(received).toContain(after.headers.get('x-request-id'));
+    expect(received).not.toContain(refused);
+    expect(received).not.toContain(inflated);
+  });
+
+  test('references in the envelope itself are refused before the UsernameToken is looked at (no 401 for want of one)', async () => {
+    const body = sendStreamRequest([{}]).replace(/<h:SendStreamRequestTrackingID([^>]*)>[^<]*</, `<h:SendStreamRequestTrackingID$1>${'&#65;'.repeat(600_000)}<`);
+    await expectClientFault(await soap('wf-token', body), 'the envelope is more markup than this service parses for one request');
+  });
 });

@@ -1,5 +1,5 @@
 import { metrics as metricsApi } from '@opentelemetry/api';
-import { metrics } from '@opentelemetry/sdk-node';
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { collect } from './contracts/event-log.contract';
 import { startTestApp, type TestApp } from '../support/app';
 
@@ -7,14 +7,14 @@ import { startTestApp, type TestApp } from '../support/app';
  * The metrics the service records, read with a pull reader from the OpenTelemetry SDK: requests by status
  * and trigger kind, accept latency, bytes in, stage throughput, dead letters and consumer lag.
  */
-class TestReader extends metrics.MetricReader {
+class TestReader extends MetricReader {
   protected async onForceFlush(): Promise<void> {}
   protected async onShutdown(): Promise<void> {}
 }
 const reader = new TestReader();
 let app: TestApp;
 beforeAll(async () => {
-  metricsApi.setGlobalMeterProvider(new metrics.MeterProvider({ readers: [reader] }));
+  metricsApi.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
   app = await startTestApp('embedded');
 });
 afterAll(async () => { await app.stop(); });

@@ -1,6 +1,6 @@
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { BasicTracerProvider, InMemorySpanExporter, SimpleSpanProcessor, type ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
 import { collect } from './contracts/event-log.contract';
 import { startTestApp, type BackendChoice } from '../support/app';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
@@ -11,7 +11,7 @@ import { as2Headers, postAs2 } from '../support/as2-client';
 const exporter = new InMemorySpanExporter();
 beforeAll(() => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] }));
+  trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }));
 });
 
 const choices: BackendChoice[] = ['embedded', 'real'];

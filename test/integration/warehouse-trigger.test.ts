@@ -22,7 +22,7 @@ function describeWarehouse(choice: BackendChoice, only?: string[]) {
     afterAll(async () => { await app?.stop(); });
 
     const post = (workflow: string, body: unknown, headers: Record<string, string> = {}) =>
-      fetch(`${app.baseUrl}/hook/${workflow}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' ? body : JSON.stringify(body) });
+      fetch(`${app.baseUrl}/hook/${workflow}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body: typeof body === 'string' || body instanceof Uint8Array ? body : JSON.stringify(body) });
 
     maybe('core')('DC and RC posts become executions whose output is the post as sent (zeros, blanks, nulls kept) plus duplicate', async () => {
       const dc = dcPost(`dc-${Date.now()}`);
@@ -73,6 +73,10 @@ function describeWarehouse(choice: BackendChoice, only?: string[]) {
       const deep = await post('wf-both', `{"PostId":"deep","Type":"DC","Data":${'['.repeat(600)}${']'.repeat(600)}}`);
       expect(deep.status).toBe(400);
       expect(await deep.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is JSON nested more than 512 levels deep' });
+      // Bytes that are not UTF-8 (here Latin-1) are refused too, rather than read with U+FFFD in their place.
+      const latin1 = await post('wf-both', Buffer.from(JSON.stringify(dcPost('latin-1', { Name: 'Müller' })), 'latin1'));
+      expect(latin1.status).toBe(400);
+      expect(await latin1.json()).toEqual({ error: 'payload-parse-error', message: 'The request body is not valid UTF-8' });
       // A large bad post (past the inline size: it streams to the store) is judged the same way.
       const res = await post('wf-both', `{"PostId":"big","Type":"DC","Data":{"x":"${'y'.repeat(20_000)}"}`);
       expect(res.status).toBe(400);

@@ -24,6 +24,7 @@ import {
   type CosmosHandle,
   type KafkaHandle,
 } from './servers';
+import { quietKafkajsNegativeTimeouts } from '../../services/cli/process-warnings';
 
 export interface TestServers {
   kafka?: KafkaHandle;
@@ -43,6 +44,7 @@ function log(line: string): void {
 const secs = (t0: number) => `${((Date.now() - t0) / 1000).toFixed(1)}s`;
 
 export default async function globalSetup(): Promise<void> {
+  quietKafkajsNegativeTimeouts();
   const env = process.env;
   const servers: TestServers = {};
   globalThis.__TEST_SERVERS__ = servers;

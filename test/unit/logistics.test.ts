@@ -5,12 +5,14 @@ import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistic
 import { withoutPasswords } from '../../services/triggers/logistics/password-redaction';
 import { XMLValidator } from 'fast-xml-parser';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
-import { MAX_DEPTH, parseXml, XmlError } from '../../services/triggers/logistics/xml';
+import { MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
+import { requestBudget } from '../../services/triggers/logistics/send-stream';
+import { DEFAULT_LOGISTICS_LIMITS } from '../../services/triggers/logistics/logistics-trigger';
 import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
 
 /** The logistics trigger's pure parts: envelope reading, unwrapping rules, UsernameToken. */
-const LIMITS = { maxInflatedBytes: 1024 * 1024, maxMessages: 10, maxElements: 1_000_000 };
-const budget = () => ({ elements: 1_000_000 });
+const LIMITS = { maxInflatedBytes: 1024 * 1024, maxMessages: 10, maxParseUnits: 1_000_000 };
+const budget = () => ({ units: 1_000_000 });
 
 function faultOf(body: string): SendStreamError {
   try {
@@ -191,57 +193,119 @@ describe('bounds of one request', () => {
     const bomb = `<UniversalInterchange><Body><UniversalEvent><Event>${'<a/>'.repeat(2_000_000)}</Event></UniversalEvent></Body></UniversalInterchange>`;
     const body = sendStreamRequest([{ xml: bomb, trackingId: 'T-ELEMENTS' }]);
     expect(body.length).toBeLessThan(100_000);
-    const limits = { maxInflatedBytes: 16 * 1024 * 1024, maxMessages: 10, maxElements: 500_000 };
-    const shared = { inflatedBytes: limits.maxInflatedBytes, elements: limits.maxElements };
+    const limits = { maxInflatedBytes: 16 * 1024 * 1024, maxMessages: 10, maxParseUnits: 500_000 };
+    const shared = { inflatedBytes: limits.maxInflatedBytes, units: limits.maxParseUnits };
     const stream = readSendStream(body, limits, true, shared);
-    expect(() => unwrapUniversal(stream.messages[0].xml, true, shared)).toThrow(/more elements than this service parses/);
+    expect(() => unwrapUniversal(stream.messages[0].xml, true, shared)).toThrow(/more markup than this service parses/);
+  });
+
+  // 34 KB on the wire, 5 MiB once inflated: a million character references, about as many units as elements
+  // would be, and seconds of parsing (and validating) before anything looked at them.
+  const references = (count: number, reference = '&#65;') => `<UniversalInterchange><Body><UniversalEvent><Event><Note>${reference.repeat(count)}</Note></Event></UniversalEvent></Body></UniversalInterchange>`;
+
+  test('a small Message of a million character references is a fault before it is parsed', () => {
+    const body = sendStreamRequest([{ xml: references(1_100_000), trackingId: 'T-REFS' }]);
+    expect(body.length).toBeLessThan(60_000);
+    const limits = { maxInflatedBytes: DEFAULT_LOGISTICS_LIMITS.maxInflatedBytes, maxMessages: 10, maxParseUnits: DEFAULT_LOGISTICS_LIMITS.maxParseUnits };
+    const shared = requestBudget(limits);
+    const stream = readSendStream(body, limits, true, shared);
+    expect(() => unwrapUniversal(stream.messages[0].xml, true, shared)).toThrow(/more markup than this service parses/);
+    // The same references as entity references, or inside attribute values, cost the same.
+    expect(() => unwrapUniversal(references(600_000, '&amp;'), true, requestBudget(limits))).toThrow(/more markup than this service parses/);
+    expect(() => unwrapUniversal(`<r a="${'&#65;'.repeat(600_000)}"/>`, true, requestBudget(limits))).toThrow(/more markup than this service parses/);
+  });
+
+  test('each reference spends a unit, and each 32 characters of the document another; references inside comments and CDATA are text', () => {
+    const plain = references(0);
+    const base = plain.length / TEXT_CHARS_PER_UNIT;
+    const unitsOf = (xml: string) => { const b = { units: 1_000_000 }; parseXml(xml, 'local', true, b); return 1_000_000 - b.units; };
+    expect(unitsOf(plain)).toBe(Math.ceil(base) + 5);
+    expect(unitsOf(references(1000))).toBe(Math.ceil((plain.length + 5000) / TEXT_CHARS_PER_UNIT) + 5 + 1000);
+    const mixed = `<r a="&amp;&lt;" b="&#x41;">&quot;<!-- &amp; --><![CDATA[&amp;&amp;]]></r>`;
+    expect(unitsOf(mixed)).toBe(Math.ceil(mixed.length / TEXT_CHARS_PER_UNIT) + 1 + 2 + 3 + 1); // element, attributes, in them, in the text
+    expect(unitsOf(`<r>${'x'.repeat(64 * 1000)}</r>`)).toBe(2000 + 1 + 1);
+    expect(parseXml(`<r a="&amp;&lt;" b="&#x41;">&quot;<!-- &amp; --><![CDATA[&amp;]]></r>`, 'local', true, { units: 100 })).toEqual({ r: { '@a': '&<', '@b': 'A', '#text': '"&amp;' } });
+  });
+
+  test('text alone spends the budget: a document of 16 MiB of text is refused, not parsed for seconds', () => {
+    const doc = `<UniversalInterchange><Body>${'x'.repeat(16 * 1024 * 1024)}</Body></UniversalInterchange>`;
+    expect(() => unwrapUniversal(doc, true, { units: DEFAULT_LOGISTICS_LIMITS.maxParseUnits })).toThrow(/more markup than this service parses/);
   });
 
   test('the element budget is shared by every document of a request', () => {
     const doc = shipmentDocument({ many: true });
-    const limits = { maxInflatedBytes: 16 * 1024 * 1024, maxMessages: 10, maxElements: 400 };
-    const shared = { inflatedBytes: limits.maxInflatedBytes, elements: limits.maxElements };
+    const limits = { maxInflatedBytes: 16 * 1024 * 1024, maxMessages: 10, maxParseUnits: 1200 };
+    const shared = { inflatedBytes: limits.maxInflatedBytes, units: limits.maxParseUnits };
     const stream = readSendStream(sendStreamRequest([{ xml: doc }, { xml: doc }, { xml: doc }]), limits, true, shared);
     // One document fits the budget on its own; the three of one request do not.
-    expect(() => unwrapUniversal(doc, true, { elements: 400 })).not.toThrow();
+    expect(() => unwrapUniversal(doc, true, { units: 600 })).not.toThrow();
     expect(() => stream.messages.forEach((m) => unwrapUniversal(m.xml, true, shared))).toThrow(XmlError);
   });
 
-  test('attributes spend the element budget too', () => {
+  test('attributes spend the budget too', () => {
     const attributes = Array.from({ length: 1000 }, (_, i) => ` a${i}="v"`).join('');
     const doc = `<UniversalInterchange><Body><UniversalEvent${attributes}/></Body></UniversalInterchange>`;
-    expect(() => unwrapUniversal(doc, true, { elements: 900 })).toThrow(/more elements than this service parses/);
-    expect(() => unwrapUniversal(doc, true, { elements: 2000 })).not.toThrow(/more elements/);
+    expect(() => unwrapUniversal(doc, true, { units: 900 })).toThrow(/more markup than this service parses/);
+    expect(() => unwrapUniversal(doc, true, { units: 2000 })).not.toThrow();
   });
 
   test(`nesting deeper than ${MAX_DEPTH} is refused before parsing; self-closing and sibling elements add no depth`, () => {
     const nested = (depth: number) => `${'<a>'.repeat(depth)}${'<b/>'.repeat(3)}${'</a>'.repeat(depth)}`;
-    expect(() => parseXml(nested(MAX_DEPTH), 'local', true, { elements: 10_000 })).not.toThrow();
-    expect(() => parseXml(nested(MAX_DEPTH + 1), 'local', true, { elements: 10_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
+    expect(() => parseXml(nested(MAX_DEPTH), 'local', true, { units: 10_000 })).not.toThrow();
+    expect(() => parseXml(nested(MAX_DEPTH + 1), 'local', true, { units: 10_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
   });
 
   test('end tags inside comments and CDATA, or a "/>" inside an attribute value, do not hide nesting past the bound', () => {
     const deep = MAX_DEPTH + 100;
     const fenced = `<!--${'</a>'.repeat(deep)}--><r><![CDATA[${'</a>'.repeat(deep)}]]>${'<a>'.repeat(deep)}${'</a>'.repeat(deep)}</r>`;
-    expect(() => parseXml(fenced, 'local', true, { elements: 100_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
+    expect(() => parseXml(fenced, 'local', true, { units: 100_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
     const quoted = `${'<a x="/>">'.repeat(deep)}${'</a>'.repeat(deep)}`;
-    expect(() => parseXml(quoted, 'local', true, { elements: 100_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
+    expect(() => parseXml(quoted, 'local', true, { units: 100_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
   });
 
   test('markup inside CDATA and comments is text: it neither nests nor declares a DTD', () => {
     const note = `<Note><![CDATA[<!DOCTYPE html>${'line<br>'.repeat(MAX_DEPTH + 100)}]]><!-- <!ENTITY x "y"> --></Note>`;
-    expect(parseXml(note, 'local', true, { elements: 100 })).toEqual({ Note: `<!DOCTYPE html>${'line<br>'.repeat(MAX_DEPTH + 100)}` });
-    expect(() => parseXml('<!DOCTYPE r [<!ENTITY x "y">]><r>&x;</r>', 'local', true, { elements: 100 })).toThrow('a document type declaration is not allowed');
+    expect(parseXml(note, 'local', true, { units: 1000 })).toEqual({ Note: `<!DOCTYPE html>${'line<br>'.repeat(MAX_DEPTH + 100)}` });
+    expect(() => parseXml('<!DOCTYPE r [<!ENTITY x "y">]><r>&x;</r>', 'local', true, { units: 100 })).toThrow('a document type declaration is not allowed');
   });
 
-  test('an attribute value too long for the validator is a parse error, not a crash', () => {
+  test('an attribute value of megabytes is refused by the budget; within it, it parses (it overflowed the validator of fast-xml-parser 5.2)', () => {
     const doc = `<r a="${'x'.repeat(16 * 1024 * 1024)}"/>`;
-    expect(() => parseXml(doc, 'local', true, { elements: 100 })).toThrow(XmlError);
+    expect(() => parseXml(doc, 'local', true, { units: 500_000 })).toThrow(/more markup than this service parses/);
+    expect(parseXml(doc, 'local', true, { units: 1_000_000 })).toEqual({ r: { '@a': 'x'.repeat(16 * 1024 * 1024) } });
   });
 
   test('a UTF-16 document of odd length is a fault naming its Message', () => {
     const odd = Buffer.concat([Buffer.from([0xfe, 0xff]), Buffer.from('<a/>', 'utf16le').swap16(), Buffer.from([0x00])]);
     expect(faultOf(sendStreamRequest([{ raw: gzipSync(odd), trackingId: 'T-UTF16' }]))).toMatchObject({ trackingId: 'T-UTF16', message: expect.stringMatching(/UTF-16/) });
+  });
+});
+
+describe('what fast-xml-parser 5.12 changed, pinned', () => {
+  const parse = (xml: string) => parseXml(xml, 'local', true, { units: 100_000 });
+
+  test('a document nested deeper than its default of 100 levels parses (our bound is 512)', () => {
+    const deep = `<UniversalInterchange><Body><UniversalShipment><Shipment>${'<SubShipment>'.repeat(150)}x${'</SubShipment>'.repeat(150)}</Shipment></UniversalShipment></Body></UniversalInterchange>`;
+    expect(unwrapUniversal(deep, true, { units: 100_000 })).toMatchObject({ kind: 'event', event: 'shipment-update' });
+    expect(unwrapUniversal(deep, false, { units: 100_000 })).toMatchObject({ kind: 'event', event: 'shipment-update' });
+  });
+
+  test('element names that are Object.prototype members stay as sent; __proto__, constructor and prototype are refused by name', () => {
+    expect(parse('<r><toString>1</toString><valueOf a="2"/><hasOwnProperty>3</hasOwnProperty></r>')).toEqual({ r: { toString: '1', valueOf: { '@a': '2' }, hasOwnProperty: '3' } });
+    for (const name of ['__proto__', 'constructor', 'prototype', 'x:constructor']) {
+      expect(() => parse(`<r xmlns:x="urn:x"><${name}>1</${name}></r>`)).toThrow('an element named __proto__, constructor or prototype, which this service does not convert');
+    }
+    expect(faultOf(sendStreamRequest([{ xml: '<UniversalEvent><Event><constructor/></Event></UniversalEvent>', trackingId: 'T-PROTO' }])).message).toMatch(/constructor/);
+    expect(parse('<r constructor="1" __proto__="2"/>')).toEqual({ r: { '@constructor': '1', '@__proto__': '2' } });
+  });
+
+  test('character references: legal ones decode; one to a character XML does not allow is refused (5.12 drops or keeps those silently)', () => {
+    expect(parse('<r a="&#9;&#x1F600;">x&#10;&#13;&#x10FFFF;&#65;&#x0041;&apos;&quot;&lt;&gt;&amp;#65;</r>')).toEqual({ r: { '@a': '\t😀', '#text': 'x\n\r\u{10FFFF}AA\'"<>&#65;' } });
+    for (const bad of ['&#0;', '&#x0;', '&#xD800;', '&#xDFFF;', '&#xFFFE;', '&#x110000;', '&#99999999999;', '&#8;', '&#;', '&#x;', '&#65', '&#6 5;']) {
+      expect(() => parse(`<r>${bad}</r>`)).toThrow('the document has an invalid character reference');
+      expect(() => parse(`<r a="${bad}"/>`)).toThrow('the document has an invalid character reference');
+    }
+    expect(parse('<r><!-- &#0; --><![CDATA[&#0;]]></r>')).toEqual({ r: '&#0;' });
   });
 });
 

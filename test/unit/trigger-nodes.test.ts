@@ -40,7 +40,7 @@ test('the catalog selects each kind by node type', () => {
   expect(catalog.select(workflow({ type: 'warehouseTrigger', parameters: { actions: ['dc'] } }))?.plugin.kindOf({} as never)).toBe('warehouse');
 });
 
-test('the logistics bounds of the running service: its own 16 MiB, lowered further by the service-wide limits', () => {
-  expect(logisticsLimits(loadConfig({}))).toMatchObject({ maxInflatedBytes: 16 * 1024 * 1024, maxEnvelopeBytes: 16 * 1024 * 1024, maxElements: 500_000 });
+test('the logistics bounds of the running service: its own (16 MiB held, 8 MiB inflated), lowered further by the service-wide limits', () => {
+  expect(logisticsLimits(loadConfig({}))).toMatchObject({ maxInflatedBytes: 8 * 1024 * 1024, maxEnvelopeBytes: 16 * 1024 * 1024, maxParseUnits: 500_000 });
   expect(logisticsLimits(loadConfig({ MAX_INFLATED_BYTES: '4MiB', MAX_BODY_BYTES: '2MiB' }))).toMatchObject({ maxInflatedBytes: 4 * 1024 * 1024, maxEnvelopeBytes: 2 * 1024 * 1024 });
 });

@@ -28,6 +28,15 @@ describe('reading a warehouse post', () => {
     }
   });
 
+  test('a post that is not valid UTF-8 is refused, not read with U+FFFD in its place; valid UTF-8 (a BOM, CJK, emoji) is read as sent', () => {
+    const latin1 = Buffer.from('{"PostId":"p1","Type":"DC","Data":{"Name":"Müller"}}', 'latin1');
+    for (const bad of [latin1, Buffer.from([0x7b, 0x22, 0xc3, 0x22, 0x3a, 0x31, 0x7d]), Buffer.from([0x7b, 0x7d, 0xff]), Buffer.from([0x7b, 0x22, 0xed, 0xa0, 0x80, 0x22, 0x3a, 0x31, 0x7d])]) {
+      expect(() => readWarehousePost(bad)).toThrow('The request body is not valid UTF-8');
+    }
+    const good = '{"PostId":"倉庫-1","Type":"DC","Data":{"Name":"Müller 📦"}}';
+    expect(readWarehousePost(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(good)]))).toMatchObject({ text: good, postId: '倉庫-1', action: 'dc' });
+  });
+
   test('the output is the posted text with duplicate in front: zeros, blanks, nulls and big ids untouched', () => {
     const text = '\ufeff{ "PostId":"p9", "Type":"RC", "Data":{"ExpectedQty":null,"ReceivedQuantity":"","PalletQty":0,"SHIPMENT_LINE_ID":123456789012345678901,"Rate":1.50,"Items":[]}, "PostedAt":"2026-11-20T10:00:00Z" }';
     const read = readWarehousePost(post(text));

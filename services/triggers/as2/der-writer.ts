@@ -1,6 +1,4 @@
-import * as forge from 'node-forge';
-
-/** The few DER encodings the MDN signature needs (node-forge encodes object identifiers). */
+/** The few DER encodings the MDN signature needs. */
 export function tlv(tag: number, ...content: Buffer[]): Buffer {
   const body = Buffer.concat(content);
   const n = body.length;
@@ -17,7 +15,25 @@ function lengthBytes(n: number): Buffer {
 export const seq = (...c: Buffer[]) => tlv(0x30, ...c);
 /** A SET OF in DER order: elements sorted by their encodings (X.690 §11.6), as verifiers re-encode it. */
 export const setOf = (...c: Buffer[]) => tlv(0x31, ...[...c].sort(Buffer.compare));
-export const oid = (id: string) => tlv(0x06, Buffer.from(forge.asn1.oidToDer(id).getBytes(), 'binary'));
+export const oid = (id: string) => tlv(0x06, oidContent(id));
+
+/**
+ * The content octets of an OBJECT IDENTIFIER (X.690 §8.19): the first two arcs as 40·a + b, then every arc
+ * in base 128, high bit set on all but each arc's last octet. Only this service's constant OIDs are
+ * encoded (test/unit/der-writer.test.ts checks them, and edge cases, against node-forge).
+ */
+export function oidContent(id: string): Buffer {
+  if (!/^[0-2](?:\.(?:0|[1-9]\d*))+$/.test(id)) throw new Error(`not an object identifier: ${id}`);
+  const arcs = id.split('.').map(BigInt);
+  if (arcs[0] < 2n && arcs[1] > 39n) throw new Error(`not an object identifier: ${id}`);
+  const bytes: number[] = [];
+  for (const arc of [arcs[0] * 40n + arcs[1], ...arcs.slice(2)]) {
+    const base128: number[] = [Number(arc & 0x7fn)];
+    for (let v = arc >> 7n; v > 0n; v >>= 7n) base128.unshift(Number(v & 0x7fn) | 0x80);
+    bytes.push(...base128);
+  }
+  return Buffer.from(bytes);
+}
 export const octetString = (b: Buffer) => tlv(0x04, b);
 export const integer = (n: number) => tlv(0x02, Buffer.from([n]));
 export const NULL = Buffer.from([0x05, 0x00]);

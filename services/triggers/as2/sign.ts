@@ -9,7 +9,7 @@ import { algorithmId, integer, NULL, oid, octetString, seq, setOf, tlv, utcTime 
  * the event loop goes on with other requests meanwhile; signed attributes are contentType, signingTime,
  * messageDigest.
  */
-const ECDSA_WITH: Record<Exclude<Digest, 'md5'>, string> = {
+export const ECDSA_WITH: Record<Exclude<Digest, 'md5'>, string> = {
   sha1: '1.2.840.10045.4.1', sha224: '1.2.840.10045.4.3.1', sha256: '1.2.840.10045.4.3.2', sha384: '1.2.840.10045.4.3.3', sha512: '1.2.840.10045.4.3.4',
 };
 

@@ -36,13 +36,15 @@ export interface LogisticsLimits extends SendStreamLimits {
 
 /**
  * Parsing is synchronous and the parsed tree costs far more than the bytes, so one request is bounded
- * well below the service-wide limits: 16 MiB held, 16 MiB inflated and 500 000 elements in all (a
- * 100 KiB shipment has about 3 000), which keeps the worst request to about a second of parsing.
+ * well below the service-wide limits: 16 MiB held, 8 MiB inflated (what one decoded record holds) and
+ * 500 000 parse units in all (xml.ts: an element, attribute or reference each, and 32 characters of text;
+ * a 100 KiB shipment is about 7 000), which keeps the worst request to about a second of parsing, however
+ * its bytes are spent.
  */
 export const DEFAULT_LOGISTICS_LIMITS: LogisticsLimits = {
   maxEnvelopeBytes: 16 * 1024 * 1024,
-  maxInflatedBytes: 16 * 1024 * 1024,
-  maxElements: 500_000,
+  maxInflatedBytes: 8 * 1024 * 1024,
+  maxParseUnits: 500_000,
   maxMessages: 1000,
   maxTokenSkewMs: 5 * 60 * 1000,
 };
@@ -60,13 +62,29 @@ const LONGEST_PATH = 'p'.repeat(512);
 
 const RECORD_ROOM = MAX_RECORD_BYTES - RECORD_OVERHEAD_BYTES;
 
+/** C0 controls JSON writes as six bytes (\u0001); XML forbids them, but the parser lets them through. */
+const SIX_BYTE_ESCAPES = /[\u0000-\u0007\u000b\u000e-\u001f]/g;
+
 /**
- * Whether the items the decoder will make of these Messages surely fit one record. A document's JSON is
- * at most about twice its XML (quotes and backslashes are escaped, attributes gain an `@`); only a request
- * whose documents are larger than that is measured exactly (fitsOneRecord), holding its parsed documents.
+ * At most how many bytes a document's JSON takes in the record, which Kafka counts in UTF-8 bytes: at most
+ * twice the document's UTF-8 bytes (quotes and backslashes are escaped, attributes gain an `@`, `<a/>`
+ * becomes `"a":""`), plus four for each control character written as `\u00XX`. Counting UTF-16 units
+ * instead let CJK text (three bytes a character) pass as fitting and be dead-lettered after its 200.
+ */
+function jsonBytesAtMost(xml: string): number {
+  let controls = 0;
+  SIX_BYTE_ESCAPES.lastIndex = 0;
+  while (SIX_BYTE_ESCAPES.exec(xml)) controls++;
+  return 2 * Buffer.byteLength(xml, 'utf8') + 4 * controls;
+}
+
+/**
+ * Whether the items the decoder will make of these Messages surely fit one record (jsonBytesAtMost); only a
+ * request whose documents may be larger than that is measured exactly (fitsOneRecord), holding its parsed
+ * documents.
  */
 function surelyFitsOneRecord(messages: StreamMessage[]): boolean {
-  return messages.reduce((n, message) => n + 2 * message.xml.length + JSON.stringify(message.attributes).length + 256, 0) <= RECORD_ROOM;
+  return messages.reduce((n, message) => n + jsonBytesAtMost(message.xml) + Buffer.byteLength(JSON.stringify(message.attributes)) + 256, 0) <= RECORD_ROOM;
 }
 
 /** Whether the items the decoder will make of these Messages fit one record, by building what it builds. */

@@ -52,8 +52,8 @@ export interface SendStreamLimits {
   /** Inflated bytes of all Messages of one request together. */
   maxInflatedBytes: number;
   maxMessages: number;
-  /** Elements of the envelope and all documents of one request together (see ParseBudget). */
-  maxElements: number;
+  /** Parse units (elements, attributes, references, text) of the envelope and all documents of one request together (see ParseBudget). */
+  maxParseUnits: number;
 }
 
 /** What one request may still inflate and parse. */
@@ -61,7 +61,7 @@ export interface RequestBudget extends ParseBudget {
   inflatedBytes: number;
 }
 
-export const requestBudget = (limits: SendStreamLimits): RequestBudget => ({ inflatedBytes: limits.maxInflatedBytes, elements: limits.maxElements });
+export const requestBudget = (limits: SendStreamLimits): RequestBudget => ({ inflatedBytes: limits.maxInflatedBytes, units: limits.maxParseUnits });
 
 /**
  * The namespace declarations an element sees: its own, then its ancestors', as a chain. A child that

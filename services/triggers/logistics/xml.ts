@@ -13,6 +13,9 @@ export class XmlError extends Error {
   }
 }
 
+/** Deeper than any document the platform sends (~15 levels), far below where the parser's recursion gives out. */
+export const MAX_DEPTH = 512;
+
 const OPTIONS = {
   ignoreAttributes: false,
   attributeNamePrefix: '@',
@@ -24,7 +27,16 @@ const OPTIONS = {
   htmlEntities: true,
   ignoreDeclaration: true,
   ignorePiTags: true,
-} as const;
+  // fast-xml-parser 5.3.8+ refuses documents nested deeper than this, 100 by default, which legitimate deep
+  // shipments pass. Ours is MAX_DEPTH, enforced by checkMarkup before the parser runs (the parser's own count
+  // lets one more level through).
+  maxNestedTags: MAX_DEPTH,
+  // Element and attribute names are kept as sent (SPEC §2.3), `toString` or `valueOf` included: fast-xml-parser
+  // 5.5+ would rename those to `__toString` (its own code and ours read parsed objects only through their own
+  // properties, and the output is JSON text). `__proto__`, `constructor` and `prototype` it refuses outright
+  // (UNSAFE_NAME below).
+  onDangerousProperty: (name: string) => name,
+};
 
 /** Prefixes kept: the envelope's namespaces are checked. */
 const qualified = new XMLParser({ ...OPTIONS, removeNSPrefix: false });
@@ -36,48 +48,103 @@ export interface XmlObject { [name: string]: XmlValue }
 
 
 /**
- * What one request may make the parser build: the parsed tree costs about 125 bytes of heap per
- * element and parsing is synchronous, so a small compressed Message of empty elements must not turn
- * into gigabytes or seconds. Shared by every document of a request.
+ * What one request may make the parser do. Parsing is synchronous, so its cost is time the event loop
+ * serves nobody else; the parsed tree also costs about 125 bytes of heap per element. The budget is in
+ * units of roughly an element's cost (about 1.5 µs of CPU to validate and parse, measured with
+ * fast-xml-parser 5.12): each element start, attribute and entity or character reference (`&amp;`, `&#65;`)
+ * is one unit, and every TEXT_CHARS_PER_UNIT characters of the document another (the parser copies
+ * text a character at a time). A small compressed Message of empty elements, or of megabytes of `&#65;`,
+ * thus cannot turn into gigabytes or seconds. Shared by every document of a request.
  */
 export interface ParseBudget {
-  elements: number;
+  units: number;
 }
 
-/** Deeper than any document the platform sends (~15 levels), far below where the parser's recursion gives out. */
-export const MAX_DEPTH = 512;
+/** Characters of a document that cost the parser about what one element does (about 50 ns each in a long text). */
+export const TEXT_CHARS_PER_UNIT = 32;
 
-const overBudget = () => new XmlError('more elements than this service parses for one request');
+const overBudget = () => new XmlError('more markup than this service parses for one request (elements, attributes, references and text together)');
+
+function spend(budget: ParseBudget, units: number): void {
+  budget.units -= units;
+  if (budget.units < 0) throw overBudget();
+}
 
 /**
- * Check the markup before the parser runs, and spend the budget on what it will build: each element start
- * and each attribute (any `=`, conservatively: an attribute costs the parser about what an element does).
- * A DOCTYPE or ENTITY declaration is refused (no entity bombs, no external entities). Nesting deeper than
- * MAX_DEPTH is refused too, so that nothing later (the converter, JSON.stringify) runs out of stack on a
- * document that parsed. Comments, CDATA and processing instructions are skipped whole: a `</x>` or `<br>`
- * inside them is text, and counting it would let a document nest deeper than the bound or refuse a fine one.
+ * Where `c` occurs in a text, asked for ranges that move forward only: each occurrence is found once, so a
+ * walk over the whole document stays linear however many ranges it asks about.
+ */
+function occurrences(text: string, c: string) {
+  let at = text.indexOf(c);
+  return function* within(from: number, to: number): Generator<number> {
+    if (at !== -1 && at < from) at = text.indexOf(c, from);
+    while (at !== -1 && at < to) {
+      yield at;
+      at = text.indexOf(c, at + 1);
+    }
+  };
+}
+
+/** XML 1.0 §2.2 Char: what a character reference may denote (WFC: Legal Character). */
+const isXmlChar = (c: number) => c === 0x9 || c === 0xa || c === 0xd || (c >= 0x20 && c <= 0xd7ff) || (c >= 0xe000 && c <= 0xfffd) || (c >= 0x10000 && c <= 0x10ffff);
+
+const CHARACTER_REFERENCE = /#(?:x([0-9a-fA-F]+)|([0-9]+));/y;
+
+/**
+ * Check the markup before the validator and the parser run, and spend the budget on what they will do:
+ * the document's length first (so an oversized one is refused without a walk), then in one walk each
+ * element start, each attribute (any `=` inside a tag, conservatively), and each reference (any `&` in text
+ * or inside a tag; in a comment, CDATA or processing instruction it is text). A DOCTYPE or ENTITY
+ * declaration is refused (no entity bombs, no external entities). Nesting deeper than MAX_DEPTH is refused
+ * too, so that nothing later (the converter, JSON.stringify) runs out of stack on a document that parsed.
+ * Comments, CDATA and processing instructions are skipped whole: a `</x>` or `<br>` inside them is text, and
+ * counting it would let a document nest deeper than the bound or refuse a fine one.
+ * A character reference to a character XML does not allow (`&#0;`, a surrogate, `&#x110000;`) makes the
+ * document not well-formed; fast-xml-parser 5.5+ would decode the first two to nothing and keep the last as
+ * text, so it is refused here.
  */
 function checkMarkup(xml: string, budget: ParseBudget): void {
+  spend(budget, Math.ceil(xml.length / TEXT_CHARS_PER_UNIT));
+  const ampersands = occurrences(xml, '&');
+  const equalSigns = occurrences(xml, '=');
+  const references = (from: number, to: number) => {
+    for (const at of ampersands(from, to)) {
+      spend(budget, 1);
+      if (xml.charCodeAt(at + 1) !== 0x23) continue; // '#'
+      CHARACTER_REFERENCE.lastIndex = at + 1;
+      const match = CHARACTER_REFERENCE.exec(xml);
+      const code = match ? (match[1] !== undefined ? parseInt(match[1], 16) : Number(match[2])) : -1;
+      if (!isXmlChar(code)) throw new XmlError(`the document has an invalid character reference (${xml.slice(at, at + 12).replace(/;.*$/s, ';')})`);
+    }
+  };
   let depth = 0;
-  for (let i = xml.indexOf('<'); i !== -1;) {
+  const first = xml.indexOf('<');
+  references(0, first === -1 ? xml.length : first);
+  for (let i = first; i !== -1;) {
     const other = endOfOther(xml, i);
+    let end: number;
     if (other >= 0) {
       if (xml.startsWith('<!', i) && !xml.startsWith('<!--', i) && !xml.startsWith('<![CDATA[', i)) throw new XmlError('a document type declaration is not allowed');
-      i = xml.indexOf('<', other);
-      continue;
+      end = other;
+    } else {
+      const tag = tagAt(xml, i);
+      end = tag.end;
+      if (tag.closing) depth--;
+      else {
+        spend(budget, 1);
+        for (const _ of equalSigns(i, end)) spend(budget, 1);
+        if (!tag.selfClosing && ++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
+      }
+      references(i, end);
     }
-    const tag = tagAt(xml, i);
-    if (tag.closing) depth--;
-    else {
-      if (--budget.elements < 0) throw overBudget();
-      if (!tag.selfClosing && ++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
-    }
-    i = xml.indexOf('<', tag.end);
-  }
-  for (let i = xml.indexOf('='); i !== -1; i = xml.indexOf('=', i + 1)) {
-    if (--budget.elements < 0) throw overBudget();
+    const next = xml.indexOf('<', end);
+    references(end, next === -1 ? xml.length : next);
+    i = next;
   }
 }
+
+/** fast-xml-parser 5.5+ refuses these element names (they would reach the prototype of the object it builds). */
+const UNSAFE_NAME = /^\[SECURITY\] Invalid name: "(?:__proto__|constructor|prototype)"/;
 
 /** Parse a document the caller has already checked (or that this service checked when it arrived). */
 export function parseXml(xml: string, names: 'qualified' | 'local', validate: boolean, budget: ParseBudget): XmlObject {
@@ -94,6 +161,7 @@ export function parseXml(xml: string, names: 'qualified' | 'local', validate: bo
     // A bad character reference throws RangeError, and so does the validator's recursion on an attribute
     // value of megabytes.
     if (error instanceof XmlError) throw error;
+    if (error instanceof Error && UNSAFE_NAME.test(error.message)) throw new XmlError('an element named __proto__, constructor or prototype, which this service does not convert');
     throw new XmlError(error instanceof RangeError ? 'the document has an invalid character reference or a value too long to check' : 'not well-formed XML');
   }
 }

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { WarehouseAction } from './parameters';
 import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 
@@ -27,6 +28,9 @@ export interface WarehousePost {
 const TYPES: Record<string, WarehouseAction> = { DC: 'dc', RC: 'rc' };
 
 export function readWarehousePost(bytes: Buffer): WarehousePost {
+  // JSON is UTF-8 (RFC 8259 §8.1). Decoding bytes that are not would put U+FFFD where they were and hand the
+  // workflow text the provider never sent.
+  if (!isUtf8(bytes)) throw new EnvelopeError('The request body is not valid UTF-8');
   let text = bytes.toString('utf8');
   if (text.charCodeAt(0) === 0xfeff) text = text.slice(1);
   // The text itself goes to the workflow: nothing after this could take it deeper than this.
