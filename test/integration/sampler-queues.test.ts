@@ -1,5 +1,5 @@
 import { metrics as metricsApi } from '@opentelemetry/api';
-import { metrics } from '@opentelemetry/sdk-node';
+import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { startTestApp, type TestApp } from '../support/app';
 import { dcPost } from '../fixtures/warehouse';
 
@@ -8,14 +8,14 @@ import { dcPost } from '../fixtures/warehouse';
  * queue of their own): every queue's executions become sample data, and the lag metric reports each queue
  * as read by the group that reads it.
  */
-class TestReader extends metrics.MetricReader {
+class TestReader extends MetricReader {
   protected async onForceFlush(): Promise<void> {}
   protected async onShutdown(): Promise<void> {}
 }
 const reader = new TestReader();
 let app: TestApp;
 beforeAll(async () => {
-  metricsApi.setGlobalMeterProvider(new metrics.MeterProvider({ readers: [reader] }));
+  metricsApi.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
   app = await startTestApp('real', { EXECUTION_QUEUE_WAREHOUSE: 'executions.requested.warehouse.v1' });
 }, 120_000);
 afterAll(async () => { await app?.stop(); });

@@ -55,6 +55,7 @@ const PRODUCER_RETRY = { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 
 export class TransactionalOutput {
   private producer: Producer | null = null;
   private starting: Promise<Producer> | null = null;
+  private spent = false;
 
   constructor(
     private readonly kafka: Kafka,
@@ -70,6 +71,10 @@ export class TransactionalOutput {
   ready(): Promise<Producer> {
     if (this.producer) return Promise.resolve(this.producer);
     if (!this.starting) {
+      // One producer per output, ever: a second InitProducerId would fence whoever owns the partition now,
+      // and only the stage, which re-reads the committed offset after it, may decide to do that (a new output).
+      if (this.spent) return Promise.reject(new Error(`transactional producer ${this.transactionalId} was closed`));
+      this.spent = true;
       this.starting = this.init().then(
         (producer) => { this.producer = producer; this.starting = null; return producer; },
         (error: unknown) => { this.starting = null; throw error; },

@@ -62,12 +62,25 @@ const MAX_RECORDS_PER_TRANSACTION = 500;
 /** The transactional id of one input partition of one stage: its owner, whoever that is, fences the previous one. */
 export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
 
+/**
+ * Transactional offsets reach the group coordinator's cache a moment after their transaction completed (the
+ * classic coordinator applies the markers on a scheduler thread), and kafkajs's OffsetFetch cannot ask for
+ * stable offsets only (require_stable, KIP-447). So the committed offset is read until two reads this far
+ * apart agree.
+ */
+const STABLE_READ_GAP_MS = 100;
+const STABLE_READS_MAX = 5;
+
 /** What this member knows of one partition it was assigned. */
 interface Owned {
   /** The join that assigned it; a later join makes this entry stale. */
   join: number;
-  /** Initialised (so every earlier owner is fenced) and the committed offset re-read; null until then. */
-  output: TransactionalOutput | null;
+  /** The partition's producer (single-use: a new one for each ownership). */
+  output: TransactionalOutput;
+  /** The group's committed offset, read after `output` was initialised (so after every earlier owner was fenced). */
+  committed: Promise<string>;
+  /** The committed offset was compared with where kafkajs fetches from: batches may be handled. */
+  checked: boolean;
 }
 
 export async function startTransactionalStage(ctx: StageContext, options: StageOptions): Promise<StageHandle> {
@@ -125,11 +138,13 @@ class TransactionalStage {
       this.joins++;
       const assigned = new Set(payload.memberAssignment[topic] ?? []);
       this.logger.info('kafka stage joined its group', { memberId: payload.memberId, partitions: [...assigned].sort((a, b) => a - b).join(',') || 'none', leader: payload.isLeader });
-      // Everything is owned anew: producers are initialised again at each partition's next batch.
+      // Everything is owned anew. Each assigned partition's producer is initialised, and its offset read, at once
+      // and all together, so that the first batches of a rebalance do not wait for them one after another.
       for (const [partition, owned] of this.owned) {
         this.owned.delete(partition);
-        void owned.output?.close();
+        void owned.output.close();
       }
+      for (const partition of assigned) this.acquire(partition);
       // Retry and fencing timers: the partitions this member keeps are fetched again from the group's offset;
       // the others are unpaused, so that they are not stuck if the group gives them back later.
       for (const [partition, timer] of this.timers) {
@@ -176,7 +191,7 @@ class TransactionalStage {
         await this.consumer.disconnect().catch((error: unknown) => this.logger.warn('kafka stage consumer did not disconnect cleanly', { error: describeKafkaError(error) }));
         const outputs = [...this.owned.values()].map((o) => o.output);
         this.owned.clear();
-        await Promise.all(outputs.map((o) => o?.close()));
+        await Promise.all(outputs.map((o) => o.close()));
       })();
     }
     return this.stopped;
@@ -199,36 +214,50 @@ class TransactionalStage {
   }
 
   /**
+   * Take the partition over: a new producer for its transactional id, whose initialisation fences every earlier
+   * owner and settles their open transaction, then the group's committed offset, read after that.
+   */
+  private acquire(partition: number): Owned {
+    const { group, topic } = this.options;
+    const output = new TransactionalOutput(this.ctx.kafka, partitionTransactionalId(group, topic, partition), this.ctx.transactionTimeout);
+    const committed = output.ready().then(() => this.stableCommittedOffset(partition));
+    committed.catch(() => undefined); // awaited by own(); a partition never fetched again must not leave it unhandled
+    const owned: Owned = { join: this.joins, output, committed, checked: false };
+    this.owned.set(partition, owned);
+    return owned;
+  }
+
+  /**
    * The partition's producer, once this member owns the partition for good: initialised (every earlier owner
    * fenced, their open transaction settled) and the committed offset re-read. Null when the batch must not be
    * handled: the consumer was moved to the committed offset, or the producer could not be initialised (retried).
    */
   private async own(partition: number, firstOffset: string): Promise<TransactionalOutput | null> {
-    const known = this.owned.get(partition);
-    if (known?.output && known.join === this.joins) return known.output;
-    const { group, topic } = this.options;
-    const join = this.joins;
-    const output = new TransactionalOutput(this.ctx.kafka, partitionTransactionalId(group, topic, partition), this.ctx.transactionTimeout);
+    let owned = this.owned.get(partition);
+    if (!owned || owned.join !== this.joins) {
+      if (owned) void owned.output.close();
+      owned = this.acquire(partition);
+    }
+    if (owned.checked) return owned.output;
     let committed: string;
     try {
-      await output.ready();
-      committed = await this.committedOffset(partition);
+      committed = await owned.committed;
     } catch (error) {
-      await output.close();
+      this.lose(partition, owned.output);
+      await owned.output.close();
       this.retryLater(partition, error, null);
       return null;
     }
-    if (this.stopping || join !== this.joins) { await output.close(); return null; }
-    this.owned.set(partition, { join, output });
-    void known?.output?.close();
+    if (this.stopping || this.owned.get(partition) !== owned) return null;
+    owned.checked = true;
     // Ahead: a predecessor committed after kafkajs looked the offset up. Behind (only transaction markers or
     // aborted records lie between): read again from there, which costs one fetch and skips nothing.
     if (committed !== firstOffset) {
       this.logger.info('kafka stage moves to the committed offset', { partition, from: firstOffset, to: committed });
-      this.consumer.seek({ topic, partition, offset: committed });
+      this.consumer.seek({ topic: this.options.topic, partition, offset: committed });
       return null;
     }
-    return output;
+    return owned.output;
   }
 
   private async handleBatch({ batch, resolveOffset, isRunning, isStale }: EachBatchPayload, output: TransactionalOutput, interrupted: () => unknown): Promise<void> {
@@ -256,6 +285,9 @@ class TransactionalStage {
         }
         i++;
       }
+      // A join while the batch ran (kafkajs rejoins from a fetch on another broker without waiting for the
+      // batch in hand) made this member's ownership stale: the partition may be someone else's already.
+      if (this.owned.get(partition)?.output !== output) return;
       if (i > first) {
         const last = i - 1;
         // After the batch's last record, skip the transaction markers and aborted records that follow it too.
@@ -279,6 +311,7 @@ class TransactionalStage {
   /** The partition's producer failed a transaction and is gone: its next batch initialises a new one. */
   private lose(partition: number, output: TransactionalOutput): void {
     if (this.owned.get(partition)?.output === output) this.owned.delete(partition);
+    void output.close();
   }
 
   /**
@@ -311,6 +344,17 @@ class TransactionalStage {
       if (this.stopping) return;
       try { this.consumer.resume([{ topic, partitions: [partition] }]); } catch { /* consumer restarting: it starts unpaused */ }
     }, ms));
+  }
+
+  private async stableCommittedOffset(partition: number): Promise<string> {
+    let committed = await this.committedOffset(partition);
+    for (let reads = 1; reads < STABLE_READS_MAX; reads++) {
+      await new Promise((resolve) => setTimeout(resolve, STABLE_READ_GAP_MS));
+      const again = await this.committedOffset(partition);
+      if (again === committed) break;
+      committed = again;
+    }
+    return committed;
   }
 
   private async committedOffset(partition: number): Promise<string> {
