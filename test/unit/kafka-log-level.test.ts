@@ -17,6 +17,7 @@ describe('kafkajs log levels', () => {
     expect(at(logLevel.ERROR, 'Connection error: connect ECONNREFUSED 127.0.0.1:9092')).toBe('warn');
     expect(at(logLevel.ERROR, 'Crash: KafkaJSNumberOfRetriesExceeded')).toBe('warn');
     expect(at(logLevel.INFO, 'Consumer has joined the group')).toBeNull();
+    expect(at(logLevel.ERROR, 'Offset out of range, resetting to default offset')).toBe('error');
     expect(at(logLevel.WARN, 'KafkaJS v2.0.0 switched default partitioner')).toBeNull();
   });
 });

@@ -46,8 +46,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', (error: NodeJS.ErrnoException) => reject(error.code === 'EADDRINUSE' ? portInUse('ADMIN_PORT', options.port, options.host) : error));
-    server.listen(options.port, options.host, () => { server.off('error', reject); resolve(); });
+    const failed = (error: NodeJS.ErrnoException) => reject(error.code === 'EADDRINUSE' ? portInUse('ADMIN_PORT', options.port, options.host) : error);
+    server.once('error', failed);
+    server.listen(options.port, options.host, () => { server.off('error', failed); resolve(); });
   });
   server.unref(); // never what keeps the process alive
   return {

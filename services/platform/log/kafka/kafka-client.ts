@@ -48,14 +48,18 @@ const FORWARDED_FIELDS = ['groupId', 'memberId', 'topic', 'partition', 'broker',
  */
 const COORDINATION = /rebalanc|re-?join|not aware of this member|coordinator|concurrent (?:operation|transactions)|CONCURRENT_TRANSACTIONS|NOT_COORDINATOR|COORDINATOR_(?:LOAD_IN_PROGRESS|NOT_AVAILABLE)|UNKNOWN_MEMBER_ID|REBALANCE_IN_PROGRESS|ILLEGAL_GENERATION|MEMBER_ID_REQUIRED|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED|newer producer with the same transactionalId/i;
 
+/** The group's offset is gone (retention deleted records it had not read): kafkajs resets it, and they are lost. */
+const DATA_LOST = /^Offset out of range, resetting/;
+
 /**
- * kafkajs's lines, one level down at least: whatever it logs it also retries, or reports to the caller, which
+ * kafkajs's lines, one level down at least (but for records lost to retention, which an operator must hear of): whatever it logs it also retries, or reports to the caller, which
  * decides. `error` is left for what an operator must act on, and only our own code knows that (never kafkajs).
  */
-export function kafkaLogLevel(entry: Pick<LogEntry, 'level'> & { log: { message: string; error?: unknown } }): 'warn' | 'debug' | null {
+export function kafkaLogLevel(entry: Pick<LogEntry, 'level'> & { log: { message: string; error?: unknown } }): 'error' | 'warn' | 'debug' | null {
   if (entry.level !== logLevel.ERROR && entry.level !== logLevel.WARN) return null;
   const text = `${entry.log.message} ${typeof entry.log.error === 'string' ? entry.log.error : ''}`;
   if (EXPECTED_WARNINGS.some((re) => re.test(text))) return null;
+  if (DATA_LOST.test(text)) return 'error';
   return COORDINATION.test(text) ? 'debug' : 'warn';
 }
 

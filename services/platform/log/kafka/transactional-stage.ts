@@ -158,8 +158,11 @@ class TransactionalStage {
       if (this.stopping) return;
       this.membership = `consumer crashed (${describeKafkaError(payload.error)}), restarting`;
       this.crashes++;
-      this.report(payload.error, null, this.crashes);
-      if (!payload.restart) this.restartLater();
+      if (payload.restart) { this.report(payload.error, null, this.crashes); return; }
+      // kafkajs gave up (a non-retriable error: a session timeout outside the brokers' group.min/max, an ACL):
+      // this stage retries, but it will not work until someone changes something.
+      this.logger.error('kafka stage cannot consume; it keeps retrying', { attempt: this.crashes, error: describeKafkaError(payload.error) });
+      this.restartLater();
     });
   }
 
