@@ -14,6 +14,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { Kafka, logLevel, Partitioners } = require('kafkajs');
 const { ROOT, CLI, arg } = require('./support');
+require(path.join(ROOT, 'dist/services/cli/process-warnings')).quietKafkajsNegativeTimeouts();
 
 const { defaultAvroCodec } = require(path.join(ROOT, 'dist/services/platform/avro/codec'));
 const { openKafkaLog } = require(path.join(ROOT, 'dist/services/platform/log/kafka/kafka-log'));
@@ -195,7 +196,7 @@ async function main() {
     const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = Math.floor(s.length / 2); return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
     const fmt = (x) => x.toFixed(1);
     const lines = [
-      `\`npm run bench:failover -- --rounds ${rounds} --rate ${rate} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka 3.9 broker (KRaft) on the same machine; 1 receiver, 2 decoders, 2 dispatchers as separate processes; ${rate} POSTs/s over ${workflows.length} workflows; stage session timeout ${env.KAFKA_SESSION_TIMEOUT_MS ?? '10000 (default)'} ms, transaction timeout 30 s. Seconds from the signal; the process is started again at once.`,
+      `\`npm run bench:failover -- --rounds ${rounds} --rate ${rate} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka ${kafka.version} broker (KRaft) on the same machine; 1 receiver, 2 decoders, 2 dispatchers as separate processes; ${rate} POSTs/s over ${workflows.length} workflows; stage session timeout ${env.KAFKA_SESSION_TIMEOUT_MS ?? '6000 (default)'} ms, transaction timeout 30 s. Seconds from the signal; the process is started again at once.`,
       '',
       '| signal | stage | rounds | group offsets advance in every partition: median / max | every request of the next second executed: median / max | restarted process ready: median |',
       '|---|---|---|---|---|---|',

@@ -13,6 +13,7 @@ const path = require('node:path');
 const { rmSync, writeFileSync } = require('node:fs');
 const os = require('node:os');
 const { ROOT, CLI, arg, benchDataDir } = require('./support');
+require(path.join(ROOT, 'dist/services/cli/process-warnings')).quietKafkajsNegativeTimeouts();
 
 const { defaultAvroCodec } = require(path.join(ROOT, 'dist/services/platform/avro/codec'));
 const { openKafkaLog } = require(path.join(ROOT, 'dist/services/platform/log/kafka/kafka-log'));
