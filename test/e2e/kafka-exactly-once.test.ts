@@ -2,7 +2,7 @@ import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
 import { backendEnv } from '../support/app';
 import {
   drain, exactlyOnce, PipelineCluster, startLoad, until, workflowIdsCovering,
-  type ExactlyOnceReport, type Load, type LoadResult, type OffsetWatch,
+  type ExactlyOnceReport, type ExecutionWatch, type Load, type LoadResult, type OffsetWatch, type Role,
 } from '../support/pipeline-cluster';
 import { startKafkaForTests, type KafkaHandle } from '../support/servers';
 
@@ -44,122 +44,102 @@ const loadOf = (cluster: PipelineCluster, workflowIds: string[], max = 8_000): L
 const accepts = (load: LoadResult, n: number, patienceMs = 60_000) =>
   until(`${n} requests answered 200 (load: ${load.refused.length} refused, ${load.failed} failed)`, () => load.accepted.length, (a) => a >= n, patienceMs, 100);
 
-test('a decoder, then a dispatcher, frozen past their session and thawed under load: no record is processed twice and no committed offset goes back', async () => {
-  const { env, cleanup } = backendEnv('real', { KAFKA_TOPIC_PARTITIONS: String(partitions), ...SHORT_SESSION });
+interface Scenario {
+  c: PipelineCluster;
+  load: Load;
+  executions: ExecutionWatch;
+}
+
+/**
+ * One scenario: stage processes of their own with `roles`, offsets and executions watched, a bounded load over
+ * `workflows`; then `act` misbehaves (and returns facts for the note), the load stops, the pipeline drains, and
+ * exactly once is asserted over everything that was answered 200. Processes are stopped whatever happens.
+ */
+async function scenario(name: string, env: Record<string, string>, workflows: string[], roles: Role[], act: (s: Scenario) => Promise<Record<string, unknown>>, maxLoad?: number): Promise<void> {
   let cluster: PipelineCluster | null = null;
   let load: Load | null = null;
   try {
-    const workflows = workflowIdsCovering('wf-zombie-', partitions);
     cluster = await PipelineCluster.create(env, workflows);
     const c = cluster;
-    await Promise.all([c.start('receiver'), c.start('receiver'), c.start('decoder'), c.start('decoder'), c.start('dispatcher'), c.start('dispatcher')]);
+    await Promise.all(roles.map((role) => c.start(role)));
     await c.waitReady();
     const offsets = [c.watchOffsets('decoder'), c.watchOffsets('dispatcher')];
     const executions = await c.watchExecutions();
-    load = loadOf(c, workflows);
-
+    load = loadOf(c, workflows, maxLoad);
     await accepts(load, 300);
-    const [decoder] = c.byRole('decoder');
-    c.freeze(decoder);
-    await sleep(10_000); // past the 6 s session: the group gives its partitions to the other decoder
-    c.thaw(decoder);
-    await accepts(load, load.accepted.length + 300);
-    // What the decoder's freeze did, roughly (doubles still on their way count for the dispatcher's).
-    const afterDecoder = { doubles: exactlyOnce(load, executions).doubles, regressions: offsets.map((o) => o.regressions.length) };
-    const [dispatcher] = c.byRole('dispatcher');
-    c.freeze(dispatcher);
-    await sleep(10_000);
-    c.thaw(dispatcher);
-    await accepts(load, load.accepted.length + 300);
+    const facts = await act({ c, load, executions });
     const answered = await load.stop();
     await drain(c, answered, executions, { patienceMs: 150_000 });
-
     const v = verdict(exactlyOnce(answered, executions), offsets);
-    note('zombie', { outputs: c.saveOutputs('kafka-exactly-once-zombie'), afterDecoderFreeze: afterDecoder, ...v, refused: answered.refused.length, failed: answered.failed, offsetPolls: offsets.map((o) => o.polls) });
+    note(name, { outputs: c.saveOutputs(`kafka-exactly-once-${name.replace(/\W+/g, '-')}`), ...v, refused: answered.refused.length, failed: answered.failed, ...facts });
     expectExactlyOnce(v);
   } finally {
     await load?.stop();
     await cluster?.close();
+  }
+}
+
+test('a decoder, then a dispatcher, frozen past their session and thawed under load: no record is processed twice and no committed offset goes back', async () => {
+  const { env, cleanup } = backendEnv('real', { KAFKA_TOPIC_PARTITIONS: String(partitions), ...SHORT_SESSION });
+  try {
+    await scenario('zombie', env, workflowIdsCovering('wf-zombie-', partitions), ['receiver', 'receiver', 'decoder', 'decoder', 'dispatcher', 'dispatcher'], async ({ c, load, executions }) => {
+      const [decoder] = c.byRole('decoder');
+      c.freeze(decoder);
+      await sleep(10_000); // past the 6 s session: the group gives its partitions to the other decoder
+      c.thaw(decoder);
+      await accepts(load, load.accepted.length + 300);
+      // What the decoder's freeze did, roughly (doubles still on their way count for the dispatcher's).
+      const afterDecoderFreeze = { doubles: exactlyOnce(load, executions).doubles };
+      const [dispatcher] = c.byRole('dispatcher');
+      c.freeze(dispatcher);
+      await sleep(10_000);
+      c.thaw(dispatcher);
+      await accepts(load, load.accepted.length + 300);
+      return { afterDecoderFreeze };
+    });
+  } finally {
     cleanup();
   }
 }, 300_000);
 
 test('kill -9 of a decoder and of a dispatcher, each restarted at once under load: nothing lost, nothing twice', async () => {
   const { env, cleanup } = backendEnv('real', { KAFKA_TOPIC_PARTITIONS: String(partitions), ...SHORT_SESSION });
-  let cluster: PipelineCluster | null = null;
-  let load: Load | null = null;
   try {
-    const workflows = workflowIdsCovering('wf-kill-', partitions);
-    cluster = await PipelineCluster.create(env, workflows);
-    const c = cluster;
-    await Promise.all([c.start('receiver'), c.start('decoder'), c.start('decoder'), c.start('dispatcher'), c.start('dispatcher')]);
-    await c.waitReady();
-    const offsets = [c.watchOffsets('decoder'), c.watchOffsets('dispatcher')];
-    const executions = await c.watchExecutions();
-    load = loadOf(c, workflows);
-
-    await accepts(load, 300);
-    const [decoder] = c.byRole('decoder');
-    await c.kill(decoder, 'SIGKILL');
-    await c.restart(decoder);
-    await accepts(load, load.accepted.length + 400);
-    const [dispatcher] = c.byRole('dispatcher');
-    await c.kill(dispatcher, 'SIGKILL');
-    await c.restart(dispatcher);
-    await accepts(load, load.accepted.length + 400);
-    const answered = await load.stop();
-    await drain(c, answered, executions, { patienceMs: 150_000 });
-
-    const v = verdict(exactlyOnce(answered, executions), offsets);
-    note('kill -9', { outputs: c.saveOutputs('kafka-exactly-once-kill'), ...v, refused: answered.refused.length, failed: answered.failed });
-    expectExactlyOnce(v);
+    await scenario('kill -9', env, workflowIdsCovering('wf-kill-', partitions), ['receiver', 'decoder', 'decoder', 'dispatcher', 'dispatcher'], async ({ c, load }) => {
+      for (const role of ['decoder', 'dispatcher'] as const) {
+        const [member] = c.byRole(role);
+        await c.kill(member, 'SIGKILL');
+        await c.restart(member);
+        await accepts(load, load.accepted.length + 400);
+      }
+      return {};
+    });
   } finally {
-    await load?.stop();
-    await cluster?.close();
     cleanup();
   }
 }, 300_000);
 
 test('RECORD_KEY=request: one busy workflow spread over the partitions while a 2nd and a 3rd decoder join under load: exactly once, handled by several decoders', async () => {
   const { env, cleanup } = backendEnv('real', { KAFKA_TOPIC_PARTITIONS: String(partitions), ...SHORT_SESSION, RECORD_KEY: 'request' });
-  let cluster: PipelineCluster | null = null;
-  let load: Load | null = null;
+  let spread: { partitionsWithRecords: number; decodersHoldingThem: number } | null = null;
   try {
-    const workflows = ['wf-busy'];
-    cluster = await PipelineCluster.create(env, workflows);
-    const c = cluster;
-    await Promise.all([c.start('receiver'), c.start('decoder'), c.start('dispatcher')]);
-    await c.waitReady();
-    const offsets = [c.watchOffsets('decoder'), c.watchOffsets('dispatcher')];
-    const holders = c.watchAssignments('decoder');
-    const executions = await c.watchExecutions();
-    load = loadOf(c, workflows);
-
-    await accepts(load, 300);
-    await c.start('decoder'); // joins: the group rebalances while the first decoder is busy
-    await accepts(load, load.accepted.length + 300);
-    await c.start('decoder');
-    await accepts(load, load.accepted.length + 300);
-    const answered = await load.stop();
-    await drain(c, answered, executions);
-
-    const v = verdict(exactlyOnce(answered, executions), offsets);
-    // Where the received records landed (the topics are this test's own: every record is one of its requests), and
-    // which decoder processes hold those partitions now that all three are members (client ids name the pid).
-    const received = await collectUntilQuiet(await c.log(), c.topics.received, 2_000);
-    const used = [...new Set(received.map((r) => r.partition))].sort();
-    const sharedBy = new Set(used.map((p) => holders.current.get(p)).filter((id) => id !== undefined));
-    note('rebalance', {
-      outputs: c.saveOutputs('kafka-exactly-once-rebalance'), ...v, refused: answered.refused.length, failed: answered.failed,
-      receivedPartitions: used, decodersHoldingThemAtTheEnd: [...sharedBy], assignment: Object.fromEntries(holders.current),
+    await scenario('rebalance', env, ['wf-busy'], ['receiver', 'decoder', 'dispatcher'], async ({ c, load }) => {
+      const holders = c.watchAssignments('decoder');
+      await c.start('decoder'); // joins: the group rebalances while the first decoder is busy
+      await accepts(load, load.accepted.length + 300);
+      await c.start('decoder');
+      await accepts(load, load.accepted.length + 300);
+      // Where the received records landed (the topics are this test's own: every record is one of its requests),
+      // and which decoder processes hold those partitions now that all three are members (client ids name the pid).
+      const received = await collectUntilQuiet(await c.log(), c.topics.received, 2_000);
+      const used = [...new Set(received.map((r) => r.partition))].sort();
+      const sharedBy = new Set(used.map((p) => holders.current.get(p)).filter((id) => id !== undefined));
+      spread = { partitionsWithRecords: used.length, decodersHoldingThem: sharedBy.size };
+      return { receivedPartitions: used, decodersHoldingThem: [...sharedBy], assignment: Object.fromEntries(holders.current) };
     });
-    expectExactlyOnce(v);
-    // Holds only once RECORD_KEY=request is wired (records keyed by request id): keyed by workflow, every record of
-    // the one workflow lands in one partition, and only one of the three decoders can ever work on it.
-    expect({ partitionsWithRecords: used.length, decodersHoldingThem: sharedBy.size }).toEqual({ partitionsWithRecords: partitions, decodersHoldingThem: 3 });
+    // Keyed by request id, the one workflow's records land on every partition, and all three decoders work on them.
+    expect(spread).toEqual({ partitionsWithRecords: partitions, decodersHoldingThem: 3 });
   } finally {
-    await load?.stop();
-    await cluster?.close();
     cleanup();
   }
 }, 240_000);
@@ -174,47 +154,29 @@ describe('on a broker of its own', () => {
     const { env, cleanup } = backendEnv('real', {
       KAFKA_BROKERS: kafka.brokers, KAFKA_TOPIC_PARTITIONS: String(partitions), KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1', ...SHORT_SESSION,
     });
-    let cluster: PipelineCluster | null = null;
-    let load: Load | null = null;
     try {
-      const workflows = workflowIdsCovering('wf-restart-', partitions);
-      cluster = await PipelineCluster.create(env, workflows);
-      const c = cluster;
-      await Promise.all([c.start('receiver'), c.start('decoder'), c.start('decoder'), c.start('dispatcher')]);
-      await c.waitReady();
-      const offsets = [c.watchOffsets('decoder'), c.watchOffsets('dispatcher')];
-      const executions = await c.watchExecutions();
-      load = loadOf(c, workflows, 20_000);
-      const l = load;
-
-      await accepts(l, 300);
-      const rounds: Record<string, number>[] = [];
-      for (const [round, restart] of [{ downMs: 3_000 }, { hard: true }].entries()) {
-        const t0 = Date.now();
-        const since = () => Date.now() - t0;
-        const steps: Record<string, number> = {};
-        await kafka.restart(restart);
-        steps.brokerBackMs = since();
-        // Ready again while the load goes on, and the stages process what comes after the restart.
-        await c.waitReady(90_000);
-        steps.readyMs = since();
-        const executedBefore = executions.records;
-        await accepts(l, l.accepted.length + 200, 90_000);
-        steps.acceptedMs = since();
-        await until(`executions after broker restart ${round + 1}`, () => executions.records, (n) => n >= executedBefore + 200, 90_000);
-        steps.executedMs = since();
-        await c.waitReady(90_000);
-        rounds.push(steps);
-      }
-      const answered = await l.stop();
-      await drain(c, answered, executions, { patienceMs: 150_000 });
-
-      const v = verdict(exactlyOnce(answered, executions), offsets);
-      note('broker restarts', { outputs: c.saveOutputs('kafka-exactly-once-broker-restarts'), rounds, ...v, refused: answered.refused.length, refusedStatuses: [...new Set(answered.refused.map((r) => r.status))], failed: answered.failed, readerErrors: executions.readErrors });
-      expectExactlyOnce(v);
+      await scenario('broker restarts', env, workflowIdsCovering('wf-restart-', partitions), ['receiver', 'decoder', 'decoder', 'dispatcher'], async ({ c, load, executions }) => {
+        const rounds: Record<string, number>[] = [];
+        for (const [round, restart] of [{ downMs: 3_000 }, { hard: true }].entries()) {
+          const t0 = Date.now();
+          const since = () => Date.now() - t0;
+          const steps: Record<string, number> = {};
+          await kafka.restart(restart);
+          steps.brokerBackMs = since();
+          // Ready again while the load goes on, and the stages process what comes after the restart.
+          await c.waitReady(90_000);
+          steps.readyMs = since();
+          const executedBefore = executions.records;
+          await accepts(load, load.accepted.length + 200, 90_000);
+          steps.acceptedMs = since();
+          await until(`executions after broker restart ${round + 1}`, () => executions.records, (n) => n >= executedBefore + 200, 90_000);
+          steps.executedMs = since();
+          await c.waitReady(90_000);
+          rounds.push(steps);
+        }
+        return { rounds, readerErrors: executions.readErrors };
+      }, 20_000);
     } finally {
-      await load?.stop();
-      await cluster?.close();
       cleanup();
     }
   }, 300_000);

@@ -1,29 +1,19 @@
-import { metrics as metricsApi } from '@opentelemetry/api';
-import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { collect } from './contracts/event-log.contract';
 import { startTestApp, type TestApp } from '../support/app';
+import { readGlobalMetrics, type Point } from '../support/metric-points';
 
 /**
  * The metrics the service records, read with a pull reader from the OpenTelemetry SDK: requests by status
  * and trigger kind, accept latency, bytes in, stage throughput, dead letters and consumer lag.
  */
-class TestReader extends MetricReader {
-  protected async onForceFlush(): Promise<void> {}
-  protected async onShutdown(): Promise<void> {}
-}
-const reader = new TestReader();
+let points: (name: string) => Promise<Point[]>;
 let app: TestApp;
 beforeAll(async () => {
-  metricsApi.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
+  points = readGlobalMetrics();
   app = await startTestApp('embedded');
 });
 afterAll(async () => { await app.stop(); });
 
-type Point = { attributes: Record<string, unknown>; value: unknown };
-async function points(name: string): Promise<Point[]> {
-  const { resourceMetrics } = await reader.collect();
-  return resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).filter((m) => m.descriptor.name === name).flatMap((m) => m.dataPoints as Point[]);
-}
 const sum = (ps: Point[], match: Record<string, unknown>) => ps
   .filter((p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v))
   .reduce((n, p) => n + (typeof p.value === 'number' ? p.value : (p.value as { count: number }).count), 0);

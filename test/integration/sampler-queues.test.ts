@@ -1,6 +1,5 @@
-import { metrics as metricsApi } from '@opentelemetry/api';
-import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { startTestApp, type TestApp } from '../support/app';
+import { readGlobalMetrics, type Point } from '../support/metric-points';
 import { dcPost } from '../fixtures/warehouse';
 
 /**
@@ -8,23 +7,15 @@ import { dcPost } from '../fixtures/warehouse';
  * queue of their own): every queue's executions become sample data, and the lag metric reports each queue
  * as read by the group that reads it.
  */
-class TestReader extends MetricReader {
-  protected async onForceFlush(): Promise<void> {}
-  protected async onShutdown(): Promise<void> {}
-}
-const reader = new TestReader();
+let points: (name: string) => Promise<Point[]>;
 let app: TestApp;
 beforeAll(async () => {
-  metricsApi.setGlobalMeterProvider(new MeterProvider({ readers: [reader] }));
+  points = readGlobalMetrics();
   app = await startTestApp('real', { EXECUTION_QUEUE_WAREHOUSE: 'executions.requested.warehouse.v1' });
 }, 120_000);
 afterAll(async () => { await app?.stop(); });
 
-type Point = { attributes: Record<string, unknown>; value: unknown };
-async function lagPoints(): Promise<Point[]> {
-  const { resourceMetrics } = await reader.collect();
-  return resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).filter((m) => m.descriptor.name === 'messaging.kafka.consumer.lag').flatMap((m) => m.dataPoints as Point[]);
-}
+const lagPoints = () => points('messaging.kafka.consumer.lag');
 
 async function samplesOf(workflowId: string, node: string, timeoutMs = 30_000) {
   const deadline = Date.now() + timeoutMs;
