@@ -137,7 +137,7 @@ function ensureJars(version) {
 /** Kafka 4 dropped log4j 1 (and so reload4j): it logs through log4j2. */
 const usesLog4j2 = (version) => !version.startsWith('3.');
 
-function writeConfig({ dir, port, controllerPort, version, libDir }) {
+function writeConfig({ dir, port, controllerPort, advertisedPort, version, libDir }) {
   const dataDir = path.join(dir, 'data');
   const serverProps = path.join(dir, 'server.properties');
   const log4j2 = usesLog4j2(version);
@@ -152,7 +152,7 @@ function writeConfig({ dir, port, controllerPort, version, libDir }) {
       'node.id=1',
       `controller.quorum.voters=1@${HOST}:${controllerPort}`,
       `listeners=PLAINTEXT://${HOST}:${port},CONTROLLER://${HOST}:${controllerPort}`,
-      `advertised.listeners=PLAINTEXT://${HOST}:${port}`,
+      `advertised.listeners=PLAINTEXT://${HOST}:${advertisedPort || port}`,
       'listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT',
       'controller.listener.names=CONTROLLER',
       'inter.broker.listener.name=PLAINTEXT',
@@ -498,7 +498,8 @@ function waitForTcp(host, port, deadline) {
 
 /**
  * Starts a single-node KRaft Kafka. Resolves once the broker answers metadata requests.
- * @param {{dir?: string, port?: number, controllerPort?: number, version?: string}} [opts]
+ * @param {{dir?: string, port?: number, controllerPort?: number, version?: string, advertisedPort?: number}} [opts]
+ *   advertisedPort: the port the broker tells clients to use (default `port`), e.g. a test's proxy in front of it
  * @returns {Promise<{brokers: string, host: string, port: number, controllerPort: number, pid: number|undefined, version: string,
  *   dir: string, logFile: string, clusterId: string, stop(): Promise<void>,
  *   restart(o?: {hard?: boolean, downMs?: number}): Promise<void>}>}
@@ -515,7 +516,7 @@ async function startKafka(opts = {}) {
     try {
       const port = opts.port || (await getFreePort());
       const controllerPort = opts.controllerPort || (await getFreePort());
-      const files = writeConfig({ dir, port, controllerPort, version, libDir });
+      const files = writeConfig({ dir, port, controllerPort, advertisedPort: opts.advertisedPort, version, libDir });
       // A `dir` that was formatted before (data kept from an earlier run) is reused as is.
       let clusterId = readClusterId(files.dataDir);
       if (!clusterId) {

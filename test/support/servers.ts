@@ -465,7 +465,7 @@ export function requireTestEnv(name: (typeof TEST_ENV)[keyof typeof TEST_ENV]): 
 // Kafka (infra/kafka/start-kafka.js)
 
 interface StartKafkaModule {
-  startKafka(opts?: { dir?: string; port?: number; controllerPort?: number; version?: string }): Promise<KafkaHandle>;
+  startKafka(opts?: { dir?: string; port?: number; controllerPort?: number; version?: string; advertisedPort?: number }): Promise<KafkaHandle>;
 }
 interface FetchModule {
   hasKafkaJars(): boolean;
@@ -493,7 +493,7 @@ function fetchKafkaJars(): Promise<void> {
   });
 }
 
-export async function startKafkaForTests(opts: { dir?: string; port?: number } = {}): Promise<KafkaHandle> {
+export async function startKafkaForTests(opts: { dir?: string; port?: number; advertisedPort?: number } = {}): Promise<KafkaHandle> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const fetchMod = require(path.join(KAFKA_DIR, 'fetch.js')) as FetchModule;
   if (!fetchMod.hasKafkaJars()) await fetchKafkaJars();

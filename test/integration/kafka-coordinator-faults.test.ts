@@ -1,0 +1,68 @@
+import { randomUUID } from 'node:crypto';
+import type { OutRecord } from '../../services/platform/log/event-log';
+import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
+import { collect, collectUntilQuiet } from './contracts/event-log.contract';
+import { API, ERROR, startFaultProxy, type FaultProxy } from '../support/kafka-fault-proxy';
+import { getFreePort, startKafkaForTests, type KafkaHandle } from '../support/servers';
+
+/**
+ * Readiness after a coordinator moves while it still loads, on a broker of its own behind a proxy that injects
+ * the two answers at the protocol layer: a heartbeat answered NOT_COORDINATOR, then the rejoin answered
+ * COORDINATOR_LOAD_IN_PROGRESS (what a broker restart produces now and then). kafkajs then gives up the join and
+ * goes on fetching with the generation it had; a stage whose readiness waited for the join said "rebalancing"
+ * for ever while it processed, and an orchestrator would restart a healthy process in a loop.
+ */
+let kafka: KafkaHandle;
+let proxy: FaultProxy;
+let log: KafkaEventLog;
+beforeAll(async () => {
+  const [port, proxyPort] = [await getFreePort(), await getFreePort()];
+  proxy = await startFaultProxy({ host: '127.0.0.1', port }, proxyPort);
+  kafka = await startKafkaForTests({ port, advertisedPort: proxyPort });
+  log = await openKafkaLog({ brokers: [`127.0.0.1:${proxy.port}`], clientId: `faults-${randomUUID().slice(0, 8)}`, stage: { sessionTimeout: 6_000, heartbeatInterval: 500 } });
+}, 120_000);
+afterAll(async () => {
+  await log?.close();
+  await kafka?.stop();
+  await proxy?.close();
+});
+
+const rec = (topic: string, i: number, what: string): OutRecord => ({ topic, key: `k-${i}`, value: Buffer.from(`${what}-${i}`) });
+
+async function until(what: string, probe: () => boolean, patienceMs: number): Promise<void> {
+  for (const deadline = Date.now() + patienceMs; !probe();) {
+    if (Date.now() > deadline) throw new Error(`gave up after ${patienceMs} ms waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+test('a heartbeat answered NOT_COORDINATOR, then a rejoin answered COORDINATOR_LOAD_IN_PROGRESS: the stage is ready again while it processes', async () => {
+  const input = `faults.in.${randomUUID().slice(0, 8)}`;
+  const output = `faults.out.${randomUUID().slice(0, 8)}`;
+  await log.ensureTopics([input, output]);
+  const stage = await log.runStage({ group: `faults-${randomUUID().slice(0, 8)}`, topic: input, handle: async (r) => [{ topic: output, key: r.key, value: Buffer.from(`out-of-${r.value.toString()}`) }] });
+  try {
+    await log.append(Array.from({ length: 20 }, (_, i) => rec(input, i, 'before')));
+    await collect(log, output, 20, 30_000);
+    await until('the stage to be ready', () => stage.notReady() === null, 30_000);
+
+    const seen = new Set<string>();
+    const watch = setInterval(() => seen.add(String(stage.notReady())), 20);
+    try {
+      proxy.inject([{ api: API.Heartbeat, errorCode: ERROR.NOT_COORDINATOR }, { api: API.JoinGroup, errorCode: ERROR.COORDINATOR_LOAD_IN_PROGRESS, unseen: true }]);
+      await until('both faults to be answered', () => proxy.injected().length === 2, 30_000);
+      await log.append(Array.from({ length: 20 }, (_, i) => rec(input, i, 'after')));
+      await collect(log, output, 40, 30_000);
+      await until(`the stage to be ready again (it says ${JSON.stringify(stage.notReady())})`, () => stage.notReady() === null, 20_000);
+    } finally {
+      clearInterval(watch);
+    }
+    const values = (await collectUntilQuiet(log, output, 1_000)).map((r) => r.value.toString());
+    expect(new Set(values).size).toBe(40);
+    expect(values).toHaveLength(40);
+    // The faults did reach the stage: it left the ready state at least once in between.
+    expect([...seen].filter((s) => s !== 'null')).not.toEqual([]);
+  } finally {
+    await stage.stop();
+  }
+}, 120_000);
