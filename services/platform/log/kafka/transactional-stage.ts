@@ -144,7 +144,7 @@ class TransactionalStage {
         this.owned.delete(partition);
         void owned.output.close();
       }
-      for (const partition of assigned) this.acquire(partition);
+      if (!this.stopping) for (const partition of assigned) this.acquire(partition);
       // Retry and fencing timers: the partitions this member keeps are fetched again from the group's offset;
       // the others are unpaused, so that they are not stuck if the group gives them back later.
       for (const [partition, timer] of this.timers) {
@@ -247,7 +247,6 @@ class TransactionalStage {
       committed = await owned.committed;
     } catch (error) {
       this.lose(partition, owned.output);
-      await owned.output.close();
       this.retryLater(partition, error, null);
       return null;
     }
