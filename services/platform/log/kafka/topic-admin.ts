@@ -25,7 +25,7 @@ const LEADERS_PATIENCE_MS = 30_000;
 const NOT_YET = new Set(['UNKNOWN_TOPIC_OR_PARTITION', 'LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION', 'NOT_LEADER_OR_FOLLOWER']);
 
 /**
- * Create topics and wait until every partition has a leader. kafkajs's own wait (waitForLeaders) retries only
+ * Create topics and wait until every partition has a leader that answers. kafkajs's own wait (waitForLeaders) retries only
  * LEADER_NOT_AVAILABLE, but a busy KRaft broker can answer UNKNOWN_TOPIC_OR_PARTITION for a moment after the
  * topic was created, and kafkajs then fails a creation that worked; here both mean "not yet".
  */
@@ -36,7 +36,12 @@ export async function createTopicsAndWait(admin: Admin, topics: ITopicConfig[]):
   for (let wait = 50; ; wait = Math.min(wait * 2, 1_000)) {
     try {
       const { topics: described } = await admin.fetchTopicMetadata({ topics: names });
-      if (described.length === names.length && described.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) return;
+      if (described.length === names.length && described.every((t) => t.partitions.length > 0 && t.partitions.every((p) => p.leader >= 0))) {
+        // The metadata can name a leader a moment before that broker serves the partition (a ListOffsets right
+        // after creation answered NOT_LEADER_FOR_PARTITION on Kafka 4.4): ask each leader once.
+        for (const topic of names) await admin.fetchTopicOffsets(topic);
+        return;
+      }
     } catch (error) {
       const type = (error as { type?: unknown }).type;
       if (typeof type !== 'string' || !NOT_YET.has(type) || Date.now() > deadline) throw error;
