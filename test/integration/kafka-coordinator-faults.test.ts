@@ -3,6 +3,7 @@ import type { OutRecord } from '../../services/platform/log/event-log';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
 import { collect, collectUntilQuiet } from './contracts/event-log.contract';
 import { API, ERROR, startFaultProxy, type FaultProxy } from '../support/kafka-fault-proxy';
+import { until } from '../support/pipeline-cluster';
 import { getFreePort, startKafkaForTests, type KafkaHandle } from '../support/servers';
 
 /**
@@ -29,13 +30,6 @@ afterAll(async () => {
 
 const rec = (topic: string, i: number, what: string): OutRecord => ({ topic, key: `k-${i}`, value: Buffer.from(`${what}-${i}`) });
 
-async function until(what: string, probe: () => boolean, patienceMs: number): Promise<void> {
-  for (const deadline = Date.now() + patienceMs; !probe();) {
-    if (Date.now() > deadline) throw new Error(`gave up after ${patienceMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
 test('a heartbeat answered NOT_COORDINATOR, then a rejoin answered COORDINATOR_LOAD_IN_PROGRESS: the stage is ready again while it processes', async () => {
   const input = `faults.in.${randomUUID().slice(0, 8)}`;
   const output = `faults.out.${randomUUID().slice(0, 8)}`;
@@ -44,16 +38,16 @@ test('a heartbeat answered NOT_COORDINATOR, then a rejoin answered COORDINATOR_L
   try {
     await log.append(Array.from({ length: 20 }, (_, i) => rec(input, i, 'before')));
     await collect(log, output, 20, 30_000);
-    await until('the stage to be ready', () => stage.notReady() === null, 30_000);
+    await until('the stage to be ready', () => stage.notReady(), (why) => why === null, 30_000, 100);
 
     const seen = new Set<string>();
     const watch = setInterval(() => seen.add(String(stage.notReady())), 20);
     try {
       proxy.inject([{ api: API.Heartbeat, errorCode: ERROR.NOT_COORDINATOR }, { api: API.JoinGroup, errorCode: ERROR.COORDINATOR_LOAD_IN_PROGRESS, unseen: true }]);
-      await until('both faults to be answered', () => proxy.injected().length === 2, 30_000);
+      await until('both faults to be answered', () => proxy.injected().length, (n) => n === 2, 30_000, 100);
       await log.append(Array.from({ length: 20 }, (_, i) => rec(input, i, 'after')));
       await collect(log, output, 40, 30_000);
-      await until(`the stage to be ready again (it says ${JSON.stringify(stage.notReady())})`, () => stage.notReady() === null, 20_000);
+      await until('the stage to be ready again', () => stage.notReady(), (why) => why === null, 20_000, 100);
     } finally {
       clearInterval(watch);
     }

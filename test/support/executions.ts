@@ -13,7 +13,8 @@ export async function allExecutions(app: TestApp): Promise<ExecutionRequested[]>
 /**
  * Wait until a request has become exactly `count` executions (never more), and return them with their
  * inputs parsed. To show that a request started nothing, send a request to the same workflow after it
- * (same key, so it is processed after it) and wait for that one.
+ * (same key under the default RECORD_KEY=workflow, so it is processed after it) and wait for that one; with
+ * RECORD_KEY=request the two are not ordered, and this proves nothing.
  */
 export async function executionsOf(app: TestApp, requestId: string | null, count: number, timeoutMs = 20_000): Promise<{ execution: ExecutionRequested; input: Record<string, any> }[]> {
   if (!requestId) throw new Error('the answer carried no x-request-id');

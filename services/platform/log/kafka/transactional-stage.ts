@@ -2,7 +2,7 @@ import type { Admin, Consumer, ConsumerRunConfig, EachBatchPayload, Kafka } from
 import type { LogRecord, OutRecord, StageHandle, StageOptions } from '../event-log';
 import type { Logger } from '../../logger/logger';
 import { backoffMs } from '../embedded/embedded-log';
-import { describeKafkaError, unavailable } from './kafka-client';
+import { describeKafkaError, sleep, unavailable } from './kafka-client';
 import { nextOffset, toLogRecord } from './records';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
@@ -351,7 +351,7 @@ class TransactionalStage {
   private async stableCommittedOffset(partition: number): Promise<string> {
     let committed = await this.committedOffset(partition);
     for (let reads = 1; reads < STABLE_READS_MAX; reads++) {
-      await new Promise((resolve) => setTimeout(resolve, STABLE_READ_GAP_MS));
+      await sleep(STABLE_READ_GAP_MS);
       const again = await this.committedOffset(partition);
       if (again === committed) break;
       committed = again;
