@@ -6,6 +6,8 @@
 export const INGRESS_ERRORS = {
   'authorization-required': { status: 401, message: 'Authorization is required' },
   'authorization-wrong': { status: 403, message: 'Authorization data is wrong' },
+  'timestamp-out-of-tolerance': { status: 403, message: 'The signature timestamp is too old or too far in the future' },
+  'token-expired': { status: 403, message: 'The bearer token has expired or is not valid yet' },
   'bot-rejected': { status: 403, message: 'Requests from bots are not accepted' },
   'protocol-requires-as2-auth': { status: 401, message: 'Protocol AS2 requires AS2 Receiver Auth' },
   'payload-parse-error': { status: 400, message: 'The request body could not be parsed' },

@@ -5,6 +5,8 @@
 const ALWAYS_SECRET = new Set([
   'authorization', 'proxy-authorization', 'cookie', 'set-cookie', 'x-api-key', 'api-key', 'x-auth-token',
   'x-signature', 'x-hub-signature', 'x-hub-signature-256', 'x-webhook-secret', 'x-access-token',
+  // The signature schemes' own headers (webhook-id and webhook-timestamp are not secret and stay).
+  'webhook-signature', 'stripe-signature', 'x-slack-signature', 'x-shopify-hmac-sha256',
 ]);
 
 /**

@@ -1,5 +1,6 @@
 import { createPrivateKey, createPublicKey, X509Certificate } from 'node:crypto';
 import { DOCUMENT_ID } from './registry';
+import { hmacProblems, jwtProblems, standardWebhooksProblems, type HmacData, type JwtData, type StandardWebhooksData } from './signature-credentials';
 
 /** The workflow document of DESIGN.md §5, as stored. Trigger parameters are read by the trigger plugins. */
 export interface WorkflowNode {
@@ -22,7 +23,10 @@ export type CredentialData =
   | { type: 'basicAuth'; data: { user: string; password: string } }
   | { type: 'headerAuth'; data: { name: string; value: string } }
   | { type: 'as2ReceiverAuth'; data: { certificate: string; privateKey: string; partnerCertificate?: string } }
-  | { type: 'rsaSignature'; data: { publicKey: string; header?: string } };
+  | { type: 'rsaSignature'; data: { publicKey: string; header?: string } }
+  | { type: 'standardWebhooks'; data: StandardWebhooksData }
+  | { type: 'hmac'; data: HmacData }
+  | { type: 'jwt'; data: JwtData };
 
 export type CredentialType = CredentialData['type'];
 export type CredentialDocument = { id: string; name?: string } & CredentialData;
@@ -134,8 +138,17 @@ export function parseCredentialDocument(input: unknown): CredentialDocument {
         try { createPublicKey(data.publicKey); } catch { problems.push('data.publicKey is not a readable SPKI public key'); }
       }
       break;
+    case 'standardWebhooks':
+      if (isObject(data)) problems.push(...standardWebhooksProblems(data));
+      break;
+    case 'hmac':
+      if (isObject(data)) problems.push(...hmacProblems(data));
+      break;
+    case 'jwt':
+      if (isObject(data)) problems.push(...jwtProblems(data));
+      break;
     default:
-      problems.push('"type" must be one of basicAuth, headerAuth, as2ReceiverAuth, rsaSignature');
+      problems.push('"type" must be one of basicAuth, headerAuth, as2ReceiverAuth, rsaSignature, standardWebhooks, hmac, jwt');
   }
   if (problems.length) throw new DocumentError(problems);
   return input as unknown as CredentialDocument;

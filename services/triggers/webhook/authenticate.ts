@@ -4,12 +4,14 @@ import { checkHeaderAuth, nodeCredential } from '../header-auth';
 import type { Admission, InboundRequest, TriggerServices } from '../trigger';
 import type { WebhookParameters } from './parameters';
 import { SIGNATURE_HEADER } from './signature';
+import { verifyBearer } from './auth/jwt';
+import type { SignedBodies } from './auth/signed-bodies';
 
 /**
  * Header-level authentication of a webhook request (SPEC §5): missing → 401, wrong → 403,
  * a referenced credential that is missing or unreadable → fail closed with 500.
  */
-export function authenticate(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, services: TriggerServices): Admission | Promise<Admission> {
+export function authenticate(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, services: TriggerServices, signed?: SignedBodies): Admission | Promise<Admission> {
   if (params.protocol === 'as2' && params.authentication !== 'as2ReceiverAuth') return { ok: false, answer: errorAnswer('protocol-requires-as2-auth') };
   if (params.authentication === 'as2ReceiverAuth' && params.protocol !== 'as2') {
     // Only the AS2 trigger checks AS2 Receiver Auth: over HTTP nothing would, and the hook would be open.
@@ -20,6 +22,11 @@ export function authenticate(request: InboundRequest, node: WorkflowNode, params
   // AS2 is checked in the AS2 trigger. Nothing to wait for: no promise.
   if (params.authentication === 'none' || params.authentication === 'as2ReceiverAuth') return { ok: true, principal: null, secretHeaders: [] };
   if (params.authentication === 'rsaSignature') return signatureAdmission(request, node, services);
+  if (params.authentication === 'jwt') return jwtAdmission(request, node, services);
+  if (params.authentication === 'standardWebhooks' || params.authentication === 'hmac') {
+    // Only the webhook trigger verifies these (it feeds them the body); any other caller fails closed.
+    return signed ? signed.admit(request, node, params.authentication, services) : { ok: false, answer: errorAnswer('credential-unavailable') };
+  }
   return checkHeaderAuth(request, node, params.authentication, services).then((outcome) => (outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) }));
 }
 
@@ -41,4 +48,13 @@ async function signatureAdmission(request: InboundRequest, node: WorkflowNode, s
   if (!credential) return { ok: false, answer: errorAnswer('credential-unavailable') };
   if (request.headers[credential.header] === undefined) return { ok: false, answer: errorAnswer('authorization-required') };
   return { ok: true, principal: null, secretHeaders: [credential.header] };
+}
+
+/** A JWT bearer token, verified on the headers alone (auth/jwt.ts); its `sub` is the principal. */
+async function jwtAdmission(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<Admission> {
+  const credential = await nodeCredential(node, 'jwt', request.workflowId, services);
+  if (credential?.type !== 'jwt') return { ok: false, answer: errorAnswer('credential-unavailable') };
+  const outcome = await verifyBearer(request.headers.authorization, credential.data, Date.now());
+  if (!outcome.ok) return { ok: false, answer: errorAnswer(outcome.code, undefined, outcome.code === 'authorization-required' ? { 'www-authenticate': 'Bearer' } : {}) };
+  return { ok: true, principal: outcome.principal, secretHeaders: ['authorization'] };
 }

@@ -3,7 +3,7 @@ import type { WorkflowNode } from '../../platform/registry/documents';
 /** A webhook node's parameters with their documented defaults (SPEC §2.1). */
 export interface WebhookParameters {
   /** `invalid` when the document names an option we do not know: that fails closed, never as None. */
-  authentication: 'none' | 'basicAuth' | 'headerAuth' | 'as2ReceiverAuth' | 'rsaSignature' | 'invalid';
+  authentication: 'none' | 'basicAuth' | 'headerAuth' | 'as2ReceiverAuth' | 'rsaSignature' | 'standardWebhooks' | 'hmac' | 'jwt' | 'invalid';
   protocol: 'http' | 'as2';
   options: {
     ignoreBots: boolean;
@@ -17,7 +17,7 @@ export interface WebhookParameters {
   };
 }
 
-const AUTH = new Set(['none', 'basicAuth', 'headerAuth', 'as2ReceiverAuth', 'rsaSignature']);
+const AUTH = new Set(['none', 'basicAuth', 'headerAuth', 'as2ReceiverAuth', 'rsaSignature', 'standardWebhooks', 'hmac', 'jwt']);
 const cache = new WeakMap<WorkflowNode, WebhookParameters>();
 
 export function webhookParameters(node: WorkflowNode): WebhookParameters {

@@ -14,6 +14,7 @@ import { checkJsonText } from './json-syntax';
 import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
+import { createSignedBodies, SIGNED_SCHEMES } from './auth/signed-bodies';
 
 /**
  * The generic webhook trigger, Protocol = HTTP (SPEC §2.1, §2.2, §5). AS2 has its own plugin.
@@ -99,6 +100,9 @@ function streamingValidator(encoding: Encoding, contentType: string | null, mult
 }
 
 export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS): TriggerPlugin {
+  /** Standard Webhooks and HMAC signatures, computed on the raw bytes as they stream in (auth/signed-bodies.ts). */
+  const signed = createSignedBodies();
+
   /** RSA signature over the exact bytes (SPEC §5): null when it holds, else the refusal. */
   async function verifiedSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
     // Checked at admission too; looked up again (from the cache) in case it changed while the body arrived.
@@ -193,12 +197,15 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     admit(request, node, services) {
       const params = webhookParameters(node);
       if (params.options.ignoreBots && isBotUserAgent(request.headers['user-agent'])) return { ok: false, answer: errorAnswer('bot-rejected') };
-      return authenticate(request, node, params, services);
+      return authenticate(request, node, params, services, signed);
     },
 
     validator(request, node) {
       // A signed body is not inflated or parsed before its signature holds (DESIGN.md §6): inspect() does it.
-      if (webhookParameters(node).authentication === 'rsaSignature') return null;
+      const { authentication } = webhookParameters(node);
+      if (authentication === 'rsaSignature') return null;
+      // Standard Webhooks and HMAC: the validator only computes the MACs; the checks follow in inspect().
+      if (SIGNED_SCHEMES.has(authentication)) return signed.validator(request);
       return bodyValidator(request, node);
     },
 
@@ -206,6 +213,9 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
       const params = webhookParameters(node);
       if (params.authentication === 'rsaSignature') {
         return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, params, body));
+      }
+      if (SIGNED_SCHEMES.has(params.authentication)) {
+        return signed.verified(request, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, params, body));
       }
       return syntaxCheck(request, params, body);
     },

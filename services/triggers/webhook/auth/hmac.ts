@@ -1,0 +1,71 @@
+import { parseSignedContent, resolveHmacSettings, type HmacData } from '../../../platform/registry/signature-credentials';
+import type { SignatureAdmission } from './body-signature';
+import { anyMatches, createMacSet, decodeSignature } from './mac-set';
+import { checkTimestamp } from './timestamp';
+
+/**
+ * A generic HMAC signature (issue #20 item 2): a header, an algorithm, an encoding, a prefix, the signed
+ * content as a template of `{timestamp}` and `{body}` (text substitution only, nothing evaluated), an
+ * optional timestamp and its window, and several secrets, any of which may match (rotation). A vendor
+ * preset (platform/registry/hmac-presets.ts) fills in everything but the secrets. The secrets are the
+ * UTF-8 bytes of the configured strings, as GitHub, Stripe, Shopify and Slack all use them.
+ */
+interface Presented { signatures: string[]; timestamp: string | null }
+
+/** Stripe's `t=1492774577,v1=5257a8…,v1=…,v0=…`: the timestamp under `t`, the signatures under `v1`. */
+function keyValue(value: string): Presented {
+  const presented: Presented = { signatures: [], timestamp: null };
+  for (const pair of value.split(',')) {
+    const eq = pair.indexOf('=');
+    if (eq < 0) continue;
+    const key = pair.slice(0, eq).trim();
+    if (key === 't') presented.timestamp = pair.slice(eq + 1).trim();
+    else if (key === 'v1') presented.signatures.push(pair.slice(eq + 1).trim());
+  }
+  return presented;
+}
+
+export function hmacAdmission(headers: Record<string, string>, data: HmacData, nowMs: number): SignatureAdmission {
+  const settings = resolveHmacSettings(data);
+  const content = parseSignedContent(settings.signedContent);
+  // `credentials put` refused such a template; one stored before fails closed.
+  if (typeof content === 'string') return { ok: false, code: 'credential-unavailable' };
+  const value = headers[settings.header];
+  if (value === undefined) return { ok: false, code: 'authorization-required' };
+  const secretHeaders = [settings.header];
+
+  let presented: Presented;
+  if (settings.format === 'keyValue') presented = keyValue(value);
+  else {
+    const trimmed = value.trim();
+    // The prefix names the scheme (`sha256=`, `v0=`): one that is not there is a signature of something else.
+    presented = { signatures: trimmed.startsWith(settings.prefix) ? [trimmed.slice(settings.prefix.length)] : [], timestamp: null };
+    if (settings.timestampHeader) {
+      const t = headers[settings.timestampHeader];
+      if (t === undefined) return { ok: false, code: 'authorization-required' };
+      presented.timestamp = t;
+    }
+  }
+  const needsTimestamp = content.usesTimestamp || settings.toleranceSeconds !== null && (settings.format === 'keyValue' || settings.timestampHeader !== null);
+  if (needsTimestamp) {
+    if (presented.timestamp === null) return { ok: false, code: settings.format === 'keyValue' ? 'authorization-wrong' : 'authorization-required' };
+    if (settings.toleranceSeconds !== null) {
+      const when = checkTimestamp(presented.timestamp, nowMs, settings.toleranceSeconds);
+      if (!when.ok) return when;
+    }
+  }
+  const signatures = presented.signatures.map((s) => decodeSignature(s, settings.encoding)).filter((s): s is Buffer => s !== null);
+  if (signatures.length === 0) return { ok: false, code: 'authorization-wrong' };
+
+  const fill = (text: string) => text.replaceAll('{timestamp}', presented.timestamp ?? '');
+  const macs = createMacSet(settings.algorithm, data.secrets.map((s) => Buffer.from(s, 'utf8')), fill(content.before));
+  const after = fill(content.after);
+  return {
+    ok: true,
+    secretHeaders,
+    check: {
+      update: (chunk) => macs.update(chunk),
+      finish: () => (anyMatches(macs.digests(after), signatures) ? 'verified' : 'wrong'),
+    },
+  };
+}

@@ -1,0 +1,80 @@
+import type { WorkflowNode } from '../../../platform/registry/documents';
+import { BUSY, errorAnswer, type Answer } from '../../answers';
+import { nodeCredential } from '../../header-auth';
+import type { Admission, BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerServices } from '../../trigger';
+import type { BodySignatureCheck, SignatureAdmission } from './body-signature';
+import { hmacAdmission } from './hmac';
+import { standardWebhooksAdmission } from './standard-webhooks';
+
+/**
+ * Standard Webhooks and HMAC signatures across the receiver's three steps, for one webhook trigger:
+ * admission prepares the check from the headers (missing → 401, a timestamp out of its window → 403,
+ * credential unusable → 500, all before the body is read); the body validator feeds it every raw chunk
+ * as it arrives and gives the verdict after the last one (wrong → 403, and a staged body is deleted);
+ * inspect runs what needs the whole body (Ed25519), then lets the trigger check the body itself.
+ * The check is carried from step to step on the request object, which the receiver passes to each.
+ */
+export type SignedScheme = 'standardWebhooks' | 'hmac';
+export const SIGNED_SCHEMES: ReadonlySet<string> = new Set<SignedScheme>(['standardWebhooks', 'hmac']);
+
+type State = { check: BodySignatureCheck; verdict: 'pending' | 'verified' | 'wrong' | 'needs-whole-body' };
+
+export interface SignedBodies {
+  admit(request: InboundRequest, node: WorkflowNode, scheme: SignedScheme, services: TriggerServices): Promise<Admission>;
+  validator(request: InboundRequest): BodyValidator;
+  /** null when the signature holds; else the refusal. */
+  verified(request: InboundRequest, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null>;
+}
+
+const refusal = (a: Extract<SignatureAdmission, { ok: false }>): Answer => errorAnswer(a.code, a.message);
+const unavailable = (): InspectOutcome => ({ ok: false, answer: errorAnswer('credential-unavailable') });
+
+export function createSignedBodies(now: () => number = Date.now): SignedBodies {
+  const states = new WeakMap<InboundRequest, State>();
+  return {
+    async admit(request, node, scheme, services) {
+      const credential = await nodeCredential(node, scheme, request.workflowId, services);
+      let admission: SignatureAdmission;
+      if (credential?.type === 'standardWebhooks') admission = standardWebhooksAdmission(request.headers, credential.data, now());
+      else if (credential?.type === 'hmac') admission = hmacAdmission(request.headers, credential.data, now());
+      else return { ok: false, answer: errorAnswer('credential-unavailable') };
+      if (!admission.ok) return { ok: false, answer: refusal(admission) };
+      states.set(request, { check: admission.check, verdict: 'pending' });
+      return { ok: true, principal: null, secretHeaders: admission.secretHeaders };
+    },
+
+    validator(request) {
+      const state = states.get(request);
+      return {
+        write: (chunk) => { state?.check.update(chunk); return true; },
+        once: (_e, listener) => listener(),
+        async end() {
+          if (!state) return errorAnswer('credential-unavailable'); // admission did not prepare it: fail closed
+          state.verdict = state.check.finish();
+          return state.verdict === 'wrong' ? errorAnswer('authorization-wrong') : null;
+        },
+        abort: () => { states.delete(request); },
+      };
+    },
+
+    async verified(request, body, services) {
+      const state = states.get(request);
+      if (!state) return unavailable();
+      if (state.verdict === 'verified') return null;
+      if (state.verdict !== 'needs-whole-body' || !state.check.verifyWhole) return { ok: false, answer: errorAnswer('authorization-wrong') };
+      // Ed25519 signs the whole message: a staged body is read back once, and only for this.
+      let whole = body.inline;
+      if (!whole) {
+        try {
+          const chunks: Buffer[] = [];
+          for await (const chunk of await body.readStaged!()) chunks.push(chunk as Buffer);
+          whole = Buffer.concat(chunks);
+        } catch (error) {
+          services.logger.error('a staged signed body could not be read back to verify its signature', { requestId: request.requestId, error });
+          return { ok: false, answer: BUSY }; // nothing accepted; the sender retries
+        }
+      }
+      return state.check.verifyWhole(whole) ? null : { ok: false, answer: errorAnswer('authorization-wrong') };
+    },
+  };
+}
