@@ -191,7 +191,7 @@ export function jwtProblems(data: Record<string, unknown>): string[] {
   if (data.requireExpiration !== undefined && typeof data.requireExpiration !== 'boolean') problems.push('data.requireExpiration must be true or false');
   if (problems.length) return problems;
   for (const alg of algorithms as string[]) {
-    if (!keys.some((k) => jwtKeyFits(alg, k))) problems.push(`data.algorithms lists ${alg} but no key in data.keys fits it (${alg.startsWith('HS') ? `an oct JWK of at least ${Number(alg.slice(2)) / 8} bytes` : alg.startsWith('ES') ? 'an EC public key on its curve' : 'an RSA public key'})`);
+    if (!keys.some((k) => jwtKeyFits(alg, k))) problems.push(`data.algorithms lists ${alg} but no key in data.keys fits it (${alg.startsWith('HS') ? `a secret or oct JWK of at least ${Number(alg.slice(2)) / 8} bytes` : alg.startsWith('ES') ? 'an EC public key on its curve' : 'an RSA public key'})`);
   }
   return problems;
 }

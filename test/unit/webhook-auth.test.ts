@@ -1,0 +1,233 @@
+import { createHmac, generateKeyPairSync, randomBytes, sign as edSign } from 'node:crypto';
+import { SignJWT, UnsecuredJWT, exportJWK } from 'jose';
+import { Webhook } from 'standardwebhooks';
+import { DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
+import type { SignatureAdmission } from '../../services/triggers/webhook/auth/body-signature';
+import { hmacAdmission } from '../../services/triggers/webhook/auth/hmac';
+import { verifyBearer } from '../../services/triggers/webhook/auth/jwt';
+import { standardWebhooksAdmission } from '../../services/triggers/webhook/auth/standard-webhooks';
+import { parseSignedContent } from '../../services/platform/registry/signature-credentials';
+
+/** The pure logic of the signature schemes (issue #20 items 1-3); over HTTP: test/integration/webhook-auth.test.ts. */
+const problemsOf = (fn: () => unknown) => { try { fn(); } catch (e) { if (e instanceof DocumentError) return e.problems; throw e; } return []; };
+
+/** Admit, feed the body in pieces (as the receiver does), and judge. */
+function judge(admission: SignatureAdmission, body: string | Buffer): string {
+  if (!admission.ok) return admission.code;
+  const bytes = Buffer.from(body);
+  for (let i = 0; i < bytes.length; i += 7) admission.check.update(bytes.subarray(i, i + 7));
+  const verdict = admission.check.finish();
+  if (verdict === 'needs-whole-body') return admission.check.verifyWhole!(bytes) ? 'verified' : 'wrong';
+  return verdict;
+}
+
+describe('Standard Webhooks', () => {
+  const secret = `whsec_${randomBytes(32).toString('base64')}`;
+  const old = `whsec_${randomBytes(32).toString('base64')}`;
+  const now = Date.now();
+  const body = '{"type":"invoice.paid","amount":42}';
+  const headersFor = (signer: string, id: string, at: Date, payload: string) => ({
+    'webhook-id': id, 'webhook-timestamp': String(Math.floor(at.getTime() / 1000)), 'webhook-signature': new Webhook(signer).sign(id, at, payload),
+  });
+
+  test('a signature made by the official npm library verifies; a tampered body or id does not', () => {
+    const headers = headersFor(secret, 'msg_1', new Date(now), body);
+    expect(judge(standardWebhooksAdmission(headers, { secrets: [secret] }, now), body)).toBe('verified');
+    expect(judge(standardWebhooksAdmission(headers, { secrets: [secret] }, now), body.replace('42', '43'))).toBe('wrong');
+    expect(judge(standardWebhooksAdmission({ ...headers, 'webhook-id': 'msg_2' }, { secrets: [secret] }, now), body)).toBe('wrong');
+    expect(judge(standardWebhooksAdmission(headers, { secrets: [old] }, now), body)).toBe('wrong');
+  });
+
+  test('rotation: any of several secrets, any of several space-separated signatures', () => {
+    const at = new Date(now);
+    const both = `${new Webhook(old).sign('m', at, body)} ${new Webhook(secret).sign('m', at, body)}`;
+    const headers = { 'webhook-id': 'm', 'webhook-timestamp': String(Math.floor(now / 1000)), 'webhook-signature': both };
+    expect(judge(standardWebhooksAdmission(headers, { secrets: [secret] }, now), body)).toBe('verified');
+    expect(judge(standardWebhooksAdmission(headersFor(secret, 'm', at, body), { secrets: [old, secret] }, now), body)).toBe('verified');
+  });
+
+  test('missing headers are authorization-required; a timestamp past the tolerance either way is refused', () => {
+    const headers = headersFor(secret, 'm', new Date(now), body);
+    for (const name of ['webhook-id', 'webhook-timestamp', 'webhook-signature'] as const) {
+      const { [name]: _gone, ...rest } = headers;
+      expect(judge(standardWebhooksAdmission(rest, { secrets: [secret] }, now), body)).toBe('authorization-required');
+    }
+    expect(judge(standardWebhooksAdmission(headersFor(secret, 'm', new Date(now - 301_000), body), { secrets: [secret] }, now), body)).toBe('timestamp-out-of-tolerance');
+    expect(judge(standardWebhooksAdmission(headersFor(secret, 'm', new Date(now + 301_000), body), { secrets: [secret] }, now), body)).toBe('timestamp-out-of-tolerance');
+    expect(judge(standardWebhooksAdmission(headersFor(secret, 'm', new Date(now - 299_000), body), { secrets: [secret] }, now), body)).toBe('verified');
+    expect(judge(standardWebhooksAdmission(headersFor(secret, 'm', new Date(now - 20_000), body), { secrets: [secret], toleranceSeconds: 10 }, now), body)).toBe('timestamp-out-of-tolerance');
+  });
+
+  test('v1a: Ed25519 over id.timestamp.body with a whpk_ public key', () => {
+    const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+    const whpk = `whpk_${Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url').toString('base64')}`;
+    const ts = String(Math.floor(now / 1000));
+    const signature = edSign(null, Buffer.from(`m.${ts}.${body}`), privateKey).toString('base64');
+    const headers = { 'webhook-id': 'm', 'webhook-timestamp': ts, 'webhook-signature': `v1,${Buffer.alloc(32).toString('base64')} v1a,${signature}` };
+    expect(judge(standardWebhooksAdmission(headers, { secrets: [secret], publicKeys: [whpk] }, now), body)).toBe('verified');
+    expect(judge(standardWebhooksAdmission(headers, { secrets: [secret], publicKeys: [whpk] }, now), `${body} `)).toBe('wrong');
+    // Without a public key a v1a signature proves nothing.
+    expect(judge(standardWebhooksAdmission(headers, { secrets: [secret] }, now), body)).toBe('wrong');
+  });
+
+  test('credentials put: bad whsec_ base64 and bad whpk_ keys are named', () => {
+    expect(parseCredentialDocument({ id: 'c', type: 'standardWebhooks', data: { secrets: [secret] } }).type).toBe('standardWebhooks');
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'standardWebhooks', data: { secrets: ['whsec_not*base64'], publicKeys: ['whpk_AAAA'], toleranceSeconds: -1 } }))).toEqual([
+      'data.secrets[0] is not whsec_ followed by base64',
+      'data.publicKeys[0] is not whpk_ followed by the base64 of a 32-byte Ed25519 public key',
+      'data.toleranceSeconds must be a whole number of seconds between 1 and 604800',
+    ]);
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'standardWebhooks', data: {} }))).toEqual(['data.secrets must be a non-empty array of non-empty strings']);
+  });
+});
+
+describe('HMAC presets, each against its vendor\'s documented recipe', () => {
+  const secret = 'It\'s a Secret to Everybody';
+  const body = 'Hello, World!';
+  const now = Date.now();
+  const ts = String(Math.floor(now / 1000));
+
+  test('GitHub: X-Hub-Signature-256 = "sha256=" + hex HMAC-SHA256(secret, body)', () => {
+    // docs.github.com/en/webhooks/using-webhooks/validating-webhook-deliveries, whose test values these are.
+    const header = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+    expect(header).toBe('sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17');
+    expect(judge(hmacAdmission({ 'x-hub-signature-256': header }, { preset: 'github', secrets: [secret] }, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'x-hub-signature-256': header }, { preset: 'github', secrets: [secret] }, now), `${body}!`)).toBe('wrong');
+    expect(judge(hmacAdmission({ 'x-hub-signature-256': header.replace('sha256=', 'sha1=') }, { preset: 'github', secrets: [secret] }, now), body)).toBe('authorization-wrong');
+    expect(judge(hmacAdmission({}, { preset: 'github', secrets: [secret] }, now), body)).toBe('authorization-required');
+    expect(judge(hmacAdmission({ 'x-hub-signature-256': header }, { preset: 'github', secrets: ['old', secret] }, now), body)).toBe('verified');
+  });
+
+  test('Stripe: Stripe-Signature t=…,v1=hex HMAC-SHA256(secret, "t.body"), 5 minutes', () => {
+    // docs.stripe.com/webhooks#verify-manually: signed_payload = timestamp + "." + payload; compare with each v1.
+    const stripeSecret = 'whsec_test_secret';
+    const v1 = (t: string, s = stripeSecret) => createHmac('sha256', s).update(`${t}.${body}`).digest('hex');
+    const header = `t=${ts},v1=${v1(ts, 'rolled')},v1=${v1(ts)},v0=6ffbb59b2300aae63f272406069a9788598b792a944a07aba816edb039989a39`;
+    expect(judge(hmacAdmission({ 'stripe-signature': header }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'stripe-signature': header }, { preset: 'stripe', secrets: [stripeSecret] }, now), body.toLowerCase())).toBe('wrong');
+    const oldTs = String(Number(ts) - 301);
+    expect(judge(hmacAdmission({ 'stripe-signature': `t=${oldTs},v1=${v1(oldTs)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('timestamp-out-of-tolerance');
+    // The timestamp is signed: moving it breaks the signature.
+    const newTs = String(Number(ts) + 1);
+    expect(judge(hmacAdmission({ 'stripe-signature': `t=${newTs},v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('wrong');
+    expect(judge(hmacAdmission({ 'stripe-signature': `v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('authorization-wrong');
+  });
+
+  test('Shopify: X-Shopify-Hmac-Sha256 = base64 HMAC-SHA256(secret, body)', () => {
+    // shopify.dev/docs/apps/build/webhooks/subscribe/https: Base64(HMAC-SHA256(secret, raw body)).
+    const header = createHmac('sha256', secret).update(body, 'utf8').digest('base64');
+    expect(judge(hmacAdmission({ 'x-shopify-hmac-sha256': header }, { preset: 'shopify', secrets: [secret] }, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'x-shopify-hmac-sha256': header }, { preset: 'shopify', secrets: ['other'] }, now), body)).toBe('wrong');
+  });
+
+  test('Slack: X-Slack-Signature = "v0=" + hex HMAC-SHA256(secret, "v0:ts:body"), X-Slack-Request-Timestamp, 5 minutes', () => {
+    // api.slack.com/authentication/verifying-requests-from-slack: sig_basestring = 'v0:' + timestamp + ':' + body.
+    const slack = (t: string) => `v0=${createHmac('sha256', secret).update(`v0:${t}:${body}`).digest('hex')}`;
+    expect(judge(hmacAdmission({ 'x-slack-signature': slack(ts), 'x-slack-request-timestamp': ts }, { preset: 'slack', secrets: [secret] }, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'x-slack-signature': slack(ts) }, { preset: 'slack', secrets: [secret] }, now), body)).toBe('authorization-required');
+    const oldTs = String(Number(ts) - 60 * 6);
+    expect(judge(hmacAdmission({ 'x-slack-signature': slack(oldTs), 'x-slack-request-timestamp': oldTs }, { preset: 'slack', secrets: [secret] }, now), body)).toBe('timestamp-out-of-tolerance');
+    expect(judge(hmacAdmission({ 'x-slack-signature': slack(ts), 'x-slack-request-timestamp': String(Number(ts) - 1) }, { preset: 'slack', secrets: [secret] }, now), body)).toBe('wrong');
+  });
+
+  test('generic: sha1/sha512, base64, a prefix and a template with a timestamp header', () => {
+    const data = { secrets: ['k1'], header: 'X-Sig', algorithm: 'sha512' as const, encoding: 'base64' as const, prefix: 'sig=', signedContent: '{timestamp}:{body}:end', timestampHeader: 'X-Time' };
+    const sig = `sig=${createHmac('sha512', 'k1').update(`${ts}:${body}:end`).digest('base64')}`;
+    expect(judge(hmacAdmission({ 'x-sig': sig, 'x-time': ts }, data, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'x-sig': sig, 'x-time': ts }, { ...data, algorithm: 'sha256' }, now), body)).toBe('wrong');
+    const sha1 = createHmac('sha1', 'k1').update(body).digest('hex');
+    expect(judge(hmacAdmission({ 'x-sig': sha1 }, { secrets: ['k1'], header: 'x-sig', algorithm: 'sha1' }, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'x-sig': sha1.toUpperCase() }, { secrets: ['k1'], header: 'x-sig', algorithm: 'sha1' }, now), body)).toBe('verified');
+  });
+
+  test('templates are text only; credentials put names every problem', () => {
+    expect(parseSignedContent('v0:{timestamp}:{body}')).toEqual({ before: 'v0:{timestamp}:', after: '', usesTimestamp: true });
+    expect(parseSignedContent('{body}{body}')).toBe('must contain {body} exactly once');
+    expect(parseSignedContent('{process.env.X}.{body}')).toBe('may name only {body} and {timestamp}, not {process.env.X}');
+    expect(parseCredentialDocument({ id: 'c', type: 'hmac', data: { preset: 'slack', secrets: ['s'] } }).type).toBe('hmac');
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data: { preset: 'gitlab', secrets: ['s'] } }))).toEqual(['data.preset must be one of github, stripe, shopify, slack']);
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data: { secrets: [], header: 'X Sig', algorithm: 'md5', encoding: 'base32' } }))).toEqual([
+      'data.secrets must be a non-empty array of non-empty strings', 'data.header must be a valid HTTP header name',
+      'data.algorithm must be one of sha1, sha256, sha512', 'data.encoding must be one of hex, base64',
+    ]);
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data: { secrets: ['s'] } }))).toEqual(['data.header must name the signature header (or data.preset a vendor)']);
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data: { preset: 'github', secrets: ['s'], signedContent: '{timestamp}.{body}' } })))
+      .toEqual(['data.signedContent names {timestamp} but no data.timestampHeader says where it comes from']);
+  });
+});
+
+describe('JWT bearer', () => {
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' });
+  const rsaPem = rsa.publicKey.export({ type: 'spki', format: 'pem' }) as string;
+  const hsSecret = 'a-shared-secret-of-at-least-32-bytes!!';
+  const now = Date.now();
+  const nowS = Math.floor(now / 1000);
+  const token = (alg: string, key: Parameters<SignJWT['sign']>[0], claims: Record<string, unknown> = {}, header: Record<string, unknown> = {}) =>
+    new SignJWT({ sub: 'partner-7', iss: 'https://idp.example', aud: 'ingress', iat: nowS, exp: nowS + 60, ...claims }).setProtectedHeader({ alg, ...header }).sign(key);
+  const data = { keys: [rsaPem, hsSecret], algorithms: ['RS256', 'PS256', 'HS256'], issuer: 'https://idp.example', audience: 'ingress' };
+
+  test('RS256, PS256 and HS256 verify; sub is the principal', async () => {
+    for (const t of [await token('RS256', rsa.privateKey), await token('PS256', rsa.privateKey), await token('HS256', Buffer.from(hsSecret))]) {
+      expect(await verifyBearer(`Bearer ${t}`, data, now)).toEqual({ ok: true, principal: 'jwt:partner-7' });
+    }
+  });
+
+  test('ES256 with a JWK; HS512 with an oct JWK; a kid selects among keys (rotation)', async () => {
+    const jwk = { ...(await exportJWK(ec.publicKey)), kid: 'k2' };
+    const other = { ...(await exportJWK(generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey)), kid: 'k1' };
+    const es = { keys: [{ keys: [other, jwk] }], algorithms: ['ES256'] };
+    expect(await verifyBearer(`Bearer ${await token('ES256', ec.privateKey, {}, { kid: 'k2' })}`, es, now)).toMatchObject({ ok: true });
+    expect(await verifyBearer(`Bearer ${await token('ES256', ec.privateKey, {}, { kid: 'k1' })}`, es, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    const k = randomBytes(64);
+    expect(await verifyBearer(`Bearer ${await token('HS512', k)}`, { keys: [{ kty: 'oct', k: k.toString('base64url') }], algorithms: ['HS512'] }, now)).toMatchObject({ ok: true });
+  });
+
+  test('missing, another scheme, a wrong key, a tampered payload, wrong iss or aud', async () => {
+    expect(await verifyBearer(undefined, data, now)).toEqual({ ok: false, code: 'authorization-required' });
+    expect(await verifyBearer('Basic dTpw', data, now)).toEqual({ ok: false, code: 'authorization-required' });
+    expect(await verifyBearer('Bearer not-a-jwt', data, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    const stranger = generateKeyPairSync('rsa', { modulusLength: 2048 }).privateKey;
+    expect(await verifyBearer(`Bearer ${await token('RS256', stranger)}`, data, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    const [h, , s] = (await token('RS256', rsa.privateKey)).split('.');
+    const forged = Buffer.from(JSON.stringify({ sub: 'admin', iss: 'https://idp.example', aud: 'ingress', exp: nowS + 60 })).toString('base64url');
+    expect(await verifyBearer(`Bearer ${h}.${forged}.${s}`, data, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    expect(await verifyBearer(`Bearer ${await token('RS256', rsa.privateKey, { iss: 'https://evil.example' })}`, data, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    expect(await verifyBearer(`Bearer ${await token('RS256', rsa.privateKey, { aud: 'someone-else' })}`, data, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    // An algorithm the credential does not list.
+    expect(await verifyBearer(`Bearer ${await token('RS512', rsa.privateKey)}`, data, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+  });
+
+  test('exp and nbf, with the clock skew; a token without exp is refused unless allowed', async () => {
+    const expired = await token('RS256', rsa.privateKey, { exp: nowS - 40 });
+    expect(await verifyBearer(`Bearer ${expired}`, data, now)).toEqual({ ok: false, code: 'token-expired' });
+    expect(await verifyBearer(`Bearer ${expired}`, { ...data, clockSkewSeconds: 60 }, now)).toMatchObject({ ok: true });
+    const early = await token('RS256', rsa.privateKey, { nbf: nowS + 40 });
+    expect(await verifyBearer(`Bearer ${early}`, data, now)).toEqual({ ok: false, code: 'token-expired' });
+    expect(await verifyBearer(`Bearer ${await token('RS256', rsa.privateKey, { nbf: nowS + 10 })}`, data, now)).toMatchObject({ ok: true }); // within the default 30 s
+    const forever = await new SignJWT({ sub: 'x', iss: 'https://idp.example', aud: 'ingress' }).setProtectedHeader({ alg: 'RS256' }).sign(rsa.privateKey);
+    expect(await verifyBearer(`Bearer ${forever}`, data, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    expect(await verifyBearer(`Bearer ${forever}`, { ...data, requireExpiration: false }, now)).toEqual({ ok: true, principal: 'jwt:x' });
+  });
+
+  test('alg none and algorithm confusion (HS256 keyed with the RSA public key PEM) are refused', async () => {
+    const none = new UnsecuredJWT({ sub: 'admin', iss: 'https://idp.example', aud: 'ingress', exp: nowS + 60 }).encode();
+    expect(await verifyBearer(`Bearer ${none}`, { ...data, algorithms: ['RS256', 'HS256'] }, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    const confused = await token('HS256', Buffer.from(rsaPem));
+    expect(await verifyBearer(`Bearer ${confused}`, data, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+    expect(await verifyBearer(`Bearer ${confused}`, { keys: [rsaPem], algorithms: ['HS256', 'RS256'] }, now)).toEqual({ ok: false, code: 'authorization-wrong' });
+  });
+
+  test('credentials put: alg none, unknown algorithms, bad PEM or JWK, and an algorithm no key fits are named', () => {
+    expect(parseCredentialDocument({ id: 'c', type: 'jwt', data }).type).toBe('jwt');
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: ['-----BEGIN PUBLIC KEY-----\nnope\n-----END PUBLIC KEY-----', { kty: 'RSA', n: 'x' }], algorithms: ['none', 'RS256'] } }))).toEqual([
+      expect.stringMatching(/^data\.algorithms\[0\] must be one of HS256.*\(never none\)$/),
+      'data.keys[0] is not a readable PEM public key or certificate',
+      'data.keys[1] is not a readable JWK',
+    ]);
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [rsaPem], algorithms: ['HS256', 'ES256'] } }))).toEqual([
+      expect.stringMatching(/^data\.algorithms lists HS256 but no key/), expect.stringMatching(/^data\.algorithms lists ES256 but no key/),
+    ]);
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: ['short'], algorithms: ['HS256'] } }))).toEqual([expect.stringMatching(/^data\.algorithms lists HS256 but no key in data.keys fits it \(a secret or oct JWK of at least 32 bytes\)/)]);
+  });
+});
