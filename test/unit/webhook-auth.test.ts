@@ -7,6 +7,8 @@ import { hmacAdmission } from '../../services/triggers/webhook/auth/hmac';
 import { verifyBearer } from '../../services/triggers/webhook/auth/jwt';
 import { standardWebhooksAdmission } from '../../services/triggers/webhook/auth/standard-webhooks';
 import { parseSignedContent } from '../../services/platform/registry/signature-credentials';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
 
 /** The pure logic of the signature schemes (issue #20 items 1-3); over HTTP: test/integration/webhook-auth.test.ts. */
 const problemsOf = (fn: () => unknown) => { try { fn(); } catch (e) { if (e instanceof DocumentError) return e.problems; throw e; } return []; };
@@ -229,5 +231,28 @@ describe('JWT bearer', () => {
       expect.stringMatching(/^data\.algorithms lists HS256 but no key/), expect.stringMatching(/^data\.algorithms lists ES256 but no key/),
     ]);
     expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: ['short'], algorithms: ['HS256'] } }))).toEqual([expect.stringMatching(/^data\.algorithms lists HS256 but no key in data.keys fits it \(a secret or oct JWK of at least 32 bytes\)/)]);
+  });
+});
+
+describe('stored and named like the other credentials', () => {
+  test('the new types are sealed whole: nothing secret is readable at rest', () => {
+    const sealer = createCredentialSealer('a-long-enough-encryption-key');
+    for (const doc of [
+      { id: 'a', type: 'standardWebhooks' as const, data: { secrets: ['whsec_c2VjcmV0LW9uZQ=='] } },
+      { id: 'b', type: 'hmac' as const, data: { preset: 'github' as const, secrets: ['gh-topsecret'] } },
+      { id: 'c', type: 'jwt' as const, data: { keys: ['hs-topsecret-of-at-least-32-bytes!!'], algorithms: ['HS256'] } },
+    ]) {
+      const stored = sealer.seal(doc);
+      expect(JSON.stringify(stored)).not.toMatch(/c2VjcmV0LW9uZQ|topsecret/);
+      expect(sealer.open(stored)).toMatchObject(doc);
+    }
+  });
+
+  test('workflows put: the new authentication values are known, and each needs its credential', () => {
+    const trigger = createWebhookTrigger();
+    for (const authentication of ['standardWebhooks', 'hmac', 'jwt']) {
+      expect(trigger.validateNode!({ name: 'Hook', type: 'webhook', parameters: { authentication }, credentials: { [authentication]: 'cred' } })).toEqual([]);
+      expect(trigger.validateNode!({ name: 'Hook', type: 'webhook', parameters: { authentication } })).toEqual([`node "Hook".credentials.${authentication} must name the credential to check callers against`]);
+    }
   });
 });
