@@ -142,6 +142,12 @@ describe('HMAC presets, each against its vendor\'s documented recipe', () => {
     expect(judge(hmacAdmission({ 'x-sig': sha1.toUpperCase() }, { secrets: ['k1'], header: 'x-sig', algorithm: 'sha1' }, now), body)).toBe('verified');
   });
 
+  test('a credential stored before its checks existed, with no secret or a bad template, fails closed', () => {
+    expect(judge(hmacAdmission({ 'x-sig': 'ab' }, { header: 'x-sig', secrets: [] }, now), body)).toBe('credential-unavailable');
+    expect(judge(hmacAdmission({ 'x-sig': 'ab' }, { header: 'x-sig', secrets: ['s'], signedContent: '{nope}' }, now), body)).toBe('credential-unavailable');
+    expect(judge(standardWebhooksAdmission({ 'webhook-id': 'm', 'webhook-timestamp': ts, 'webhook-signature': 'v1,AAAA' }, { secrets: ['whsec_***'] }, now), body)).toBe('credential-unavailable');
+  });
+
   test('templates are text only; credentials put names every problem', () => {
     expect(parseSignedContent('v0:{timestamp}:{body}')).toEqual({ before: 'v0:{timestamp}:', after: '', usesTimestamp: true });
     expect(parseSignedContent('{body}{body}')).toBe('must contain {body} exactly once');

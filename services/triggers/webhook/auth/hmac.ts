@@ -28,8 +28,8 @@ function keyValue(value: string): Presented {
 export function hmacAdmission(headers: Record<string, string>, data: HmacData, nowMs: number): SignatureAdmission {
   const settings = resolveHmacSettings(data);
   const content = parseSignedContent(settings.signedContent);
-  // `credentials put` refused such a template; one stored before fails closed.
-  if (typeof content === 'string') return { ok: false, code: 'credential-unavailable' };
+  // `credentials put` refused these; one stored before fails closed.
+  if (typeof content === 'string' || !Array.isArray(data.secrets) || data.secrets.length === 0) return { ok: false, code: 'credential-unavailable' };
   const value = headers[settings.header];
   if (value === undefined) return { ok: false, code: 'authorization-required' };
   const secretHeaders = [settings.header];
@@ -46,7 +46,7 @@ export function hmacAdmission(headers: Record<string, string>, data: HmacData, n
       presented.timestamp = t;
     }
   }
-  const needsTimestamp = content.usesTimestamp || settings.toleranceSeconds !== null && (settings.format === 'keyValue' || settings.timestampHeader !== null);
+  const needsTimestamp = content.usesTimestamp || (settings.toleranceSeconds !== null && (settings.format === 'keyValue' || settings.timestampHeader !== null));
   if (needsTimestamp) {
     if (presented.timestamp === null) return { ok: false, code: settings.format === 'keyValue' ? 'authorization-wrong' : 'authorization-required' };
     if (settings.toleranceSeconds !== null) {

@@ -38,7 +38,10 @@ export function createSignedBodies(now: () => number = Date.now): SignedBodies {
       if (credential?.type === 'standardWebhooks') admission = standardWebhooksAdmission(request.headers, credential.data, now());
       else if (credential?.type === 'hmac') admission = hmacAdmission(request.headers, credential.data, now());
       else return { ok: false, answer: errorAnswer('credential-unavailable') };
-      if (!admission.ok) return { ok: false, answer: refusal(admission) };
+      if (!admission.ok) {
+        if (admission.code === 'credential-unavailable') services.logger.error('signature credential cannot be used (no usable secret or template); refusing', { credentialId: credential.id, node: node.name, workflowId: request.workflowId });
+        return { ok: false, answer: refusal(admission) };
+      }
       states.set(request, { check: admission.check, verdict: 'pending' });
       return { ok: true, principal: null, secretHeaders: admission.secretHeaders };
     },

@@ -37,6 +37,8 @@ export function standardWebhooksAdmission(headers: Record<string, string>, data:
   }
   const keys = (data.secrets ?? []).map(standardWebhooksKey).filter((k): k is Buffer => k !== null);
   const publicKeys = (data.publicKeys ?? []).map(standardWebhooksPublicKey).filter((k): k is KeyObject => k !== null);
+  // `credentials put` refuses a credential with no usable key; one stored before fails closed.
+  if (keys.length === 0 && publicKeys.length === 0) return { ok: false, code: 'credential-unavailable' };
   const whole = v1a.length > 0 && publicKeys.length > 0;
   if ((v1.length === 0 || keys.length === 0) && !whole) return { ok: false, code: 'authorization-wrong' };
 
