@@ -75,11 +75,16 @@ export function keyOf(source: KeySource, request: InboundRequest, inspection: In
   return key.length <= LONGEST_KEY ? key : `sha256:${createHash('sha256').update(key).digest('hex')}`;
 }
 
+const made = new WeakMap<WorkflowNode, Idempotency | null>();
+
+/** Asked on every accept: made once per node document (a changed workflow is a new document). */
 export function webhookIdempotency(node: WorkflowNode): Idempotency | null {
+  let idempotency = made.get(node);
+  if (idempotency !== undefined) return idempotency;
   const option = optionOf(node);
-  if (!option) return null;
-  const { source, windowHours } = option;
-  return { windowMs: windowHours * 3_600_000, keyOf: (request, _body, inspection) => keyOf(source, request, inspection) };
+  idempotency = option ? { windowMs: option.windowHours * 3_600_000, keyOf: (request, _body, inspection) => keyOf(option.source, request, inspection) } : null;
+  made.set(node, idempotency);
+  return idempotency;
 }
 
 /** Problems with the options, for `workflows put`. */
