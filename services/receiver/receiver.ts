@@ -100,7 +100,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const services: TriggerServices = { credential: (id) => credentials.get(id), store, logger };
 
   /** The `received` record of an accepted request, secrets redacted; its traceparent is the caller's to set. */
-  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[] }, as2: Received['as2']): Received {
+  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[]; remoteAddress?: string }, as2: Received['as2']): Received {
     return {
       requestId: request.requestId,
       workflowId: request.workflowId,
@@ -113,7 +113,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       body,
       receivedAt: request.receivedAt,
       principal: admission.principal,
-      remoteAddress: request.remoteAddress,
+      remoteAddress: admission.remoteAddress ?? request.remoteAddress,
       as2,
       traceparent: null,
     };
