@@ -97,9 +97,9 @@ export function guardProblems(node: WorkflowNode, at: string): string[] {
   }
   if (raw.rateLimit) {
     const { value, path } = raw.rateLimit;
-    problems.push(...limitProblems(value, path));
+    problems.push(...limitProblems(value, `${at}.${path}`));
     const perPrincipal = (value as Record<string, unknown> | null)?.perPrincipal;
-    if (perPrincipal !== undefined && perPrincipal !== null) problems.push(...limitProblems(perPrincipal, `${path}.perPrincipal`));
+    if (perPrincipal !== undefined && perPrincipal !== null) problems.push(...limitProblems(perPrincipal, `${at}.${path}.perPrincipal`));
   }
   return problems;
 }
