@@ -16,6 +16,7 @@ import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
 import { standaloneAdmissionGuards, type AdmissionGuards } from './admission-guards';
 import { guardProblems } from './admission-options';
+import { idempotencyProblems, needsJsonValue, webhookIdempotency } from './idempotency';
 
 /**
  * The generic webhook trigger, Protocol = HTTP (SPEC §2.1, §2.2, §5). AS2 has its own plugin.
@@ -114,7 +115,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   }
 
   /** JSON syntax of a body small enough to hold, which the 400 answer needs (and `$json` for templates). */
-  function syntaxCheck(request: InboundRequest, params: WebhookParameters, body: ReceivedBody): InspectOutcome {
+  function syntaxCheck(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, body: ReceivedBody): InspectOutcome {
     if (params.options.rawBody || params.options.binaryData) return { ok: true, inspection: {} };
     const media = parseMediaType(request.headers['content-type']);
     const kind = bodyKind(media.type);
@@ -136,8 +137,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     }
     if (bytes.length === 0) return { ok: true, inspection: { json: {} } };
     const charset = (media.params.charset ?? 'utf-8').trim().toLowerCase();
-    // Only templates read the value (`$json`); without them UTF-8 is checked without building it.
-    if (!hasTemplates(params) && (charset === 'utf-8' || charset === 'utf8')) {
+    // Only templates and a JSON idempotency key read the value (`$json`); without them UTF-8 is checked without building it.
+    if (!hasTemplates(params) && !needsJsonValue(node) && (charset === 'utf-8' || charset === 'utf8')) {
       const verdict = checkJsonText(bytes);
       return verdict === 'json' ? { ok: true, inspection: {} } : verdict === 'too-deep' ? tooDeep() : notJson();
     }
@@ -208,10 +209,12 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     inspect(request, node, body, services) {
       const params = webhookParameters(node);
       if (params.authentication === 'rsaSignature') {
-        return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, params, body));
+        return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, node, params, body));
       }
-      return syntaxCheck(request, params, body);
+      return syntaxCheck(request, node, params, body);
     },
+
+    idempotency: webhookIdempotency,
 
     accepted: (request, node, _body, inspection, services) => acceptedAnswer(webhookParameters(node), request, inspection, services.logger),
 
@@ -221,7 +224,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     validateNode(node: WorkflowNode) {
       const at = `node "${node.name}"`;
       const params = webhookParameters(node);
-      return [...parameterProblems(node, at), ...guardProblems(node, at), ...responseProblems(params, at)];
+      return [...parameterProblems(node, at), ...guardProblems(node, at), ...responseProblems(params, at), ...idempotencyProblems(node, at)];
     },
   };
 }
