@@ -102,7 +102,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const recentKeys = acceptedKeys();
 
   /** The `received` record of an accepted request, secrets redacted; its traceparent is the caller's to set. */
-  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[] }, as2: Received['as2']): Received {
+  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[]; remoteAddress?: string }, as2: Received['as2']): Received {
     return {
       requestId: request.requestId,
       workflowId: request.workflowId,
@@ -115,7 +115,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       body,
       receivedAt: request.receivedAt,
       principal: admission.principal,
-      remoteAddress: request.remoteAddress,
+      remoteAddress: admission.remoteAddress ?? request.remoteAddress,
       as2,
       traceparent: null,
       idempotencyKey: null,

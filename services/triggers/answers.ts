@@ -7,6 +7,8 @@ export const INGRESS_ERRORS = {
   'authorization-required': { status: 401, message: 'Authorization is required' },
   'authorization-wrong': { status: 403, message: 'Authorization data is wrong' },
   'bot-rejected': { status: 403, message: 'Requests from bots are not accepted' },
+  'ip-not-allowed': { status: 403, message: 'Requests from this address are not accepted' },
+  'rate-limited': { status: 429, message: 'Too many requests; retry later' },
   'protocol-requires-as2-auth': { status: 401, message: 'Protocol AS2 requires AS2 Receiver Auth' },
   'payload-parse-error': { status: 400, message: 'The request body could not be parsed' },
   'payload-too-large': { status: 413, message: 'The request body is too large' },

@@ -33,7 +33,11 @@ export interface TriggerServices {
 }
 
 export type Admission =
-  | { ok: true; principal: string | null; /** Headers that carried a secret, to redact beyond the defaults. */ secretHeaders: string[] }
+  | {
+      ok: true; principal: string | null; /** Headers that carried a secret, to redact beyond the defaults. */ secretHeaders: string[];
+      /** The caller's address as trusted proxies reported it, recorded instead of the socket peer's; absent: the socket peer. */
+      remoteAddress?: string;
+    }
   | { ok: false; answer: Answer };
 
 /** The request body as the receiver holds it: in memory when small, else already in the object store. */

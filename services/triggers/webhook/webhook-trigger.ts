@@ -14,6 +14,8 @@ import { checkJsonText } from './json-syntax';
 import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
+import { standaloneAdmissionGuards, type AdmissionGuards } from './admission-guards';
+import { guardProblems } from './admission-options';
 import { idempotencyProblems, needsJsonValue, webhookIdempotency } from './idempotency';
 
 /**
@@ -99,7 +101,8 @@ function streamingValidator(encoding: Encoding, contentType: string | null, mult
   };
 }
 
-export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS): TriggerPlugin {
+/** `guards`: the allow-list and rate limits (admission-guards.ts), whose buckets the receiver process shares. */
+export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS, guards: AdmissionGuards = standaloneAdmissionGuards()): TriggerPlugin {
   /** RSA signature over the exact bytes (SPEC §5): null when it holds, else the refusal. */
   async function verifiedSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
     // Checked at admission too; looked up again (from the cache) in case it changed while the body arrived.
@@ -191,11 +194,11 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
 
     kindOf: (node) => (webhookParameters(node).protocol === 'as2' ? 'as2' : 'webhook'),
 
-    admit(request, node, services) {
+    admit: (request, node, services) => guards.admit(request, node, () => {
       const params = webhookParameters(node);
       if (params.options.ignoreBots && isBotUserAgent(request.headers['user-agent'])) return { ok: false, answer: errorAnswer('bot-rejected') };
       return authenticate(request, node, params, services);
-    },
+    }),
 
     validator(request, node) {
       // A signed body is not inflated or parsed before its signature holds (DESIGN.md §6): inspect() does it.
@@ -221,7 +224,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     validateNode(node: WorkflowNode) {
       const at = `node "${node.name}"`;
       const params = webhookParameters(node);
-      return [...parameterProblems(node, at), ...responseProblems(params, at), ...idempotencyProblems(node, at)];
+      return [...parameterProblems(node, at), ...guardProblems(node, at), ...responseProblems(params, at), ...idempotencyProblems(node, at)];
     },
   };
 }
