@@ -24,7 +24,7 @@ import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
 import { checkTopics } from './pipeline-topics';
 import { createIngressMetrics } from '../platform/telemetry/metrics';
-import { createAdmissionGuards, standaloneAdmissionGuards, type AdmissionGuards } from '../triggers/webhook/admission-guards';
+import { createAdmissionGuards, standaloneAdmissionGuards, withAdmissionGuards, type AdmissionGuards } from '../triggers/webhook/admission-guards';
 import { createRateLimiter } from '../triggers/rate-limiter';
 import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
 
@@ -51,7 +51,7 @@ export function triggerCatalog(config: Config, held: HeldBytes = heldBytes(confi
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
   }, guards);
-  const as2 = createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held);
+  const as2 = withAdmissionGuards(createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held), guards);
   return createTriggerCatalog([
     byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
     createLogisticsTrigger(logisticsLimits(config), held),

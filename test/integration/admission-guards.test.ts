@@ -160,11 +160,25 @@ describe('rate limit', () => {
 
 test('refusals are counted per workflow', async () => {
   const rateLimited = await points('ingress.rate_limited');
-  expect(sum(rateLimited, { workflow: 'wf-limited' })).toBe(2);
-  expect(sum(rateLimited, { workflow: 'wf-limited-too' })).toBe(1);
-  expect(sum(rateLimited, { workflow: 'wf-principal' })).toBe(1);
+  expect(sum(rateLimited, { 'workflow.id': 'wf-limited' })).toBe(2);
+  expect(sum(rateLimited, { 'workflow.id': 'wf-limited-too' })).toBe(1);
+  expect(sum(rateLimited, { 'workflow.id': 'wf-principal' })).toBe(1);
   const ipNotAllowed = await points('ingress.ip_not_allowed');
-  expect(sum(ipNotAllowed, { workflow: 'wf-elsewhere' })).toBe(2);
-  expect(sum(ipNotAllowed, { workflow: 'wf-two-hops' })).toBe(3);
+  expect(sum(ipNotAllowed, { 'workflow.id': 'wf-elsewhere' })).toBe(2);
+  expect(sum(ipNotAllowed, { 'workflow.id': 'wf-two-hops' })).toBe(3);
   expect(sum(await points('ingress.requests'), { 'http.response.status_code': 429, 'ingress.trigger_kind': 'webhook' })).toBe(4);
+});
+
+test('a webhook node in Protocol AS2 is guarded the same way, before the AS2 trigger reads anything', async () => {
+  const as2 = (id: string, options: Record<string, unknown>) => app.backends.registry.workflows.put({
+    id, active: true, nodes: [{ name: 'EDI in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth', options }, credentials: { as2ReceiverAuth: 'cred-missing' } }],
+  });
+  await as2('wf-as2-elsewhere', { ipAllowList: ['203.0.113.0/24'] });
+  await as2('wf-as2-limited', { rateLimit: { perSecond: 0.01, burst: 1 } });
+  const refused = await headersOnly('wf-as2-elsewhere', { 'content-type': 'application/pkcs7-mime' });
+  expect([refused.status, JSON.parse(refused.body).error]).toEqual([403, 'ip-not-allowed']);
+  // The first request takes the only token (and fails in the AS2 trigger: its credential is missing); the next is 429.
+  expect((await post('wf-as2-limited', { 'content-type': 'application/pkcs7-mime' }, 'x')).status).not.toBe(429);
+  const limited = await headersOnly('wf-as2-limited', { 'content-type': 'application/pkcs7-mime' });
+  expect([limited.status, JSON.parse(limited.body).error, Number(limited.headers['retry-after']) >= 1]).toEqual([429, 'rate-limited', true]);
 });

@@ -65,8 +65,8 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
       }
     },
     // Refusals are off the accepting path: their attributes are made per call, and no map of workflow ids grows.
-    rateLimited: (workflowId) => rateLimited.add(1, { workflow: workflowId }),
-    ipNotAllowed: (workflowId) => ipNotAllowed.add(1, { workflow: workflowId }),
+    rateLimited: (workflowId) => rateLimited.add(1, { 'workflow.id': workflowId }),
+    ipNotAllowed: (workflowId) => ipNotAllowed.add(1, { 'workflow.id': workflowId }),
     stageRecord(stage, outcome, errorCode) {
       stageRecords.add(1, { 'ingress.stage': stage, 'ingress.outcome': outcome });
       if (outcome === 'dead-lettered') deadLetters.add(1, { 'ingress.stage': stage, 'error.type': errorCode ?? 'error' });

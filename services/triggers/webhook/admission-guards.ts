@@ -1,8 +1,8 @@
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer, type Answer } from '../answers';
 import { createRateLimiter, type RateLimit, type RateLimiter } from '../rate-limiter';
-import type { Admission, InboundRequest } from '../trigger';
-import { admissionOptions } from './admission-options';
+import type { Admission, InboundRequest, TriggerPlugin } from '../trigger';
+import { admissionOptions, guardProblems } from './admission-options';
 import { clientAddress } from './ip-allow-list';
 
 /**
@@ -78,6 +78,18 @@ export function createAdmissionGuards(deps: AdmissionGuardDeps): AdmissionGuards
         ? admitting.then((admission) => completed(admission, request, options.principalRateLimit, recorded))
         : completed(admitting, request, options.principalRateLimit, recorded);
     },
+  };
+}
+
+/**
+ * The same guards before another plugin's own admission, for a webhook node that plugin serves: Protocol AS2,
+ * whose partners are as often pinned to addresses as any webhook sender. `workflows put` checks the options there too.
+ */
+export function withAdmissionGuards(plugin: TriggerPlugin, guards: AdmissionGuards): TriggerPlugin {
+  return {
+    ...plugin,
+    admit: (request, node, services) => guards.admit(request, node, () => plugin.admit(request, node, services)),
+    validateNode: (node) => [...(plugin.validateNode?.(node) ?? []), ...guardProblems(node, `node "${node.name}"`)],
   };
 }
 
