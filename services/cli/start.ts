@@ -24,6 +24,8 @@ import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
 import { checkTopics } from './pipeline-topics';
 import { createIngressMetrics } from '../platform/telemetry/metrics';
+import { createAdmissionGuards, standaloneAdmissionGuards, withAdmissionGuards, type AdmissionGuards } from '../triggers/webhook/admission-guards';
+import { createRateLimiter } from '../triggers/rate-limiter';
 import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
@@ -38,15 +40,18 @@ export interface RunningServices {
   stop(receiverGraceMs?: number): Promise<void>;
 }
 
-/** Every trigger kind of this build, bounded by the configuration. */
-export function triggerCatalog(config: Config, held: HeldBytes = heldBytes(config.maxHeldBodyBytes)): TriggerCatalog {
+/**
+ * Every trigger kind of this build, bounded by the configuration. `guards`: the webhook allow-lists and
+ * rate limits, with this process's buckets (one set per receiver; `workflows put` only validates).
+ */
+export function triggerCatalog(config: Config, held: HeldBytes = heldBytes(config.maxHeldBodyBytes), guards: AdmissionGuards = standaloneAdmissionGuards()): TriggerCatalog {
   const http = createWebhookTrigger({
     ...DEFAULT_WEBHOOK_LIMITS,
     maxInflatedBytes: config.maxInflatedBytes,
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
-  });
-  const as2 = createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held);
+  }, guards);
+  const as2 = withAdmissionGuards(createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held), guards);
   return createTriggerCatalog([
     byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
     createLogisticsTrigger(logisticsLimits(config), held),
@@ -79,7 +84,7 @@ export async function startServices(config: Config, backends: Backends, services
   // One budget for the bodies held in memory, by the receiver while it reads them and by the triggers
   // that keep them whole (whole-body.ts): a body held by both counts twice, which errs on the safe side.
   const heldBodies = heldBytes(config.maxHeldBodyBytes);
-  const catalog = triggerCatalog(config, heldBodies);
+  const catalog = triggerCatalog(config, heldBodies, createAdmissionGuards({ limiter: createRateLimiter(), metrics }));
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
   await checkTopics(config, backends.log);
@@ -93,7 +98,7 @@ export async function startServices(config: Config, backends: Backends, services
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
       // AS2 bodies are opened again by the decoder, with the credential as it is now (README: AS2).
       const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
-      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey }) });
+      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000 }) });
     }
     if (services.includes('dispatcher')) {
       stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues, recordKey: config.recordKey }) });

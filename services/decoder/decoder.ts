@@ -4,7 +4,8 @@ import type { Received } from '../platform/avro/records';
 import { MAX_RECORD_BYTES, type EventLog, type StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
 import { carryReplayMark } from '../platform/log/replay-marking';
-import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
+import { IDEMPOTENCY_HEADER, idempotencyIdentity, recordKey, type RecordKeyMode } from '../platform/log/record-keys';
+import { idempotencyLedger, repeats, type KeyedAccept } from './idempotency-ledger';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
@@ -37,7 +38,22 @@ export interface DecoderDeps {
   metrics?: IngressMetrics;
   /** What the decoded record is keyed by (RECORD_KEY, record-keys.ts). */
   recordKey: RecordKeyMode;
+  /** The longest idempotency window a node may use (IDEMPOTENCY_MAX_WINDOW_HOURS); longer ones are cut to it. */
+  idempotencyLookbackMs: number;
 }
+
+/**
+ * The keyed accept a received record is, with the window its node had when the receiver accepted it (the
+ * record's IDEMPOTENCY_HEADER), cut to the lookback the ledger can recover; null when it has no key.
+ */
+function acceptOf(received: Received, headers: Record<string, string>, lookbackMs: number): KeyedAccept | null {
+  const window = Number(headers[IDEMPOTENCY_HEADER]);
+  if (!received.idempotencyKey || !(window > 0)) return null;
+  return { identity: idempotencyIdentity(received.workflowId, received.idempotencyKey), requestId: received.requestId, receivedAt: received.receivedAt, windowMs: Math.min(window, lookbackMs) };
+}
+
+/** How long a read-back of the received topic may take before the record is retried. */
+const READ_BACK_PATIENCE_MS = 120_000;
 
 export function bodyServices(store: ObjectStore, logger: Logger, credential?: DecodeServices['credential']): DecodeServices {
   const openBody = async (received: Received): Promise<Readable> =>
@@ -60,9 +76,41 @@ export function bodyServices(store: ObjectStore, logger: Logger, credential?: De
 export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   const { codec, catalog, logger, topics } = deps;
   const services = bodyServices(deps.store, logger, deps.credential);
+  const ledger = idempotencyLedger({
+    lookbackMs: deps.idempotencyLookbackMs,
+    async readBack(partition, from, to) {
+      const start = 'offset' in from ? from.offset
+        : BigInt((await deps.log.offsetsForTime(topics.received, from.time)).find((p) => p.partition === partition)?.offset ?? String(to));
+      const accepts: KeyedAccept[] = [];
+      if (start >= to) return accepts;
+      const stop = AbortSignal.timeout(READ_BACK_PATIENCE_MS);
+      const began = Date.now();
+      let last = start - 1n;
+      for await (const record of deps.log.read(topics.received, { start: { from: 'offset', offset: String(start), partition }, signal: stop })) {
+        if (record.partition !== partition) continue;
+        last = BigInt(record.offset);
+        if (last >= to) break;
+        if (record.headers[IDEMPOTENCY_HEADER] !== undefined) {
+          try {
+            const accept = acceptOf(codec.decode('Received', record.value), record.headers, deps.idempotencyLookbackMs);
+            if (accept) accepts.push(accept);
+          } catch {
+            // A record that does not decode was dead-lettered unobserved when it was first read: skipped here too.
+          }
+        }
+        if (last === to - 1n) break;
+      }
+      if (last < to - 1n) throw new Error(`reading back partition ${partition} of ${topics.received} for idempotency keys stopped at offset ${last}, before ${to - 1n}`);
+      logger.info('idempotency keys read back from the received topic', { partition, from: String(start), to: String(to), keyed: accepts.length, ms: Date.now() - began });
+      return accepts;
+    },
+  });
   const handle = withDeadLettering(async (record) => {
     return inConsumerSpan(`${topics.received} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder')), async (span) => {
       const received = codec.decode('Received', record.value);
+      const accept = acceptOf(received, record.headers, deps.idempotencyLookbackMs);
+      // Before anything can fail: every keyed record counts, whatever becomes of it (idempotency-ledger.ts).
+      const earlier = await ledger.observe(record.partition, record.offset, accept);
       span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
       if (received.as2) span.setAttribute('as2.message_id', received.as2.messageId);
       const trigger = (workflow: WorkflowDocument | null) => {
@@ -73,10 +121,16 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       const found = trigger(await deps.workflows.get(received.workflowId)) ?? trigger(await deps.workflows.fresh(received.workflowId));
       if (!found) throw new StageInputError('trigger-missing', `workflow ${received.workflowId} has no trigger node "${received.triggerNode}" any more`);
       const { node, plugin } = found;
-      const items = await plugin.decode(received, node, services);
+      const duplicateOf = accept ? repeats(earlier, accept) : null;
+      if (duplicateOf !== null) {
+        span.setAttribute('ingress.duplicate_of', duplicateOf);
+        deps.metrics?.duplicate(received.workflowId);
+        logger.info('request repeats an accepted idempotency key: no execution requested', { requestId: received.requestId, workflowId: received.workflowId, duplicateOf });
+      }
+      const items = duplicateOf === null ? await plugin.decode(received, node, services) : [];
       const value = codec.encode('Decoded', {
         requestId: received.requestId, workflowId: received.workflowId, triggerNode: received.triggerNode,
-        triggerKind: received.triggerKind, pathSuffix: received.pathSuffix, receivedAt: received.receivedAt, items,
+        triggerKind: received.triggerKind, pathSuffix: received.pathSuffix, receivedAt: received.receivedAt, items, duplicateOf,
       });
       if (value.length > MAX_RECORD_BYTES) {
         throw new StageInputError('output-too-large', `the decoded output is ${value.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit; Raw Body stores such a body as a file instead`);

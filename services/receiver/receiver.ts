@@ -5,7 +5,7 @@ import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Span
 import { avroBytesLength, type AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog } from '../platform/log/event-log';
-import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
+import { IDEMPOTENCY_HEADER, idempotencyIdentity, recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { redactHeaders, redactQuery } from '../platform/logger/redact';
@@ -26,6 +26,7 @@ import type { AcceptGate } from './accept-gate';
 import type { AcceptTiming } from './accept-timing';
 import type { IdleBodies } from './idle-bodies';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
+import { acceptedKeys } from './accepted-keys';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
@@ -98,9 +99,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const workflows = createTtlCache<WorkflowDocument>((id) => deps.registry.workflows.get(id), deps.workflowCacheMs);
   const credentials = openedCredentials(deps.registry, deps.sealer, deps.workflowCacheMs);
   const services: TriggerServices = { credential: (id) => credentials.get(id), store, logger };
+  const recentKeys = acceptedKeys();
 
   /** The `received` record of an accepted request, secrets redacted; its traceparent is the caller's to set. */
-  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[] }, as2: Received['as2']): Received {
+  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[]; remoteAddress?: string }, as2: Received['as2']): Received {
     return {
       requestId: request.requestId,
       workflowId: request.workflowId,
@@ -113,9 +115,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       body,
       receivedAt: request.receivedAt,
       principal: admission.principal,
-      remoteAddress: request.remoteAddress,
+      remoteAddress: admission.remoteAddress ?? request.remoteAddress,
       as2,
       traceparent: null,
+      idempotencyKey: null,
+      duplicateOf: null,
     };
   }
 
@@ -322,6 +326,14 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const received = receivedRecord(request, node.name, plugin.kindOf(node), recordBody, admission, inspected.inspection.as2 ?? null);
     const trail = traceHeaders();
     received.traceparent = trail.traceparent ?? null;
+    const idempotency = plugin.idempotency?.(node) ?? null;
+    const idempotencyKey = idempotency ? idempotency.keyOf(request, body, inspected.inspection) : null;
+    const identity = idempotencyKey === null ? null : idempotencyIdentity(workflow.id, idempotencyKey);
+    if (identity !== null) {
+      received.idempotencyKey = idempotencyKey;
+      received.duplicateOf = recentKeys.earlier(identity, request.receivedAt, idempotency!.windowMs);
+      trail[IDEMPOTENCY_HEADER] = String(idempotency!.windowMs); // the window travels with the record: replays decide alike
+    }
     const value = codec.encode('Received', received);
     if (!deps.acceptGate.tryEnter(value.length)) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
@@ -337,6 +349,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     } finally {
       deps.acceptGate.leave(value.length);
     }
+    if (identity !== null) recentKeys.remember(identity, request.requestId, request.receivedAt, idempotency!.windowMs);
     const pending = plugin.accepted(request, node, body, inspected.inspection, services);
     const answer = pending instanceof Promise ? await pending : pending;
     // Only an answer with the missing workflow's bytes (a hook with No Response Body) needs its time

@@ -9,6 +9,8 @@ export const INGRESS_ERRORS = {
   'timestamp-out-of-tolerance': { status: 403, message: 'The signature timestamp is too old or too far in the future' },
   'token-expired': { status: 403, message: 'The bearer token has expired or is not valid yet' },
   'bot-rejected': { status: 403, message: 'Requests from bots are not accepted' },
+  'ip-not-allowed': { status: 403, message: 'Requests from this address are not accepted' },
+  'rate-limited': { status: 429, message: 'Too many requests; retry later' },
   'protocol-requires-as2-auth': { status: 401, message: 'Protocol AS2 requires AS2 Receiver Auth' },
   'payload-parse-error': { status: 400, message: 'The request body could not be parsed' },
   'payload-too-large': { status: 413, message: 'The request body is too large' },

@@ -14,6 +14,7 @@ export function byProtocol(nodeType: string, pick: (node: WorkflowNode) => Trigg
     inspect: (request, node, body, services) => pick(node).inspect(request, node, body, services),
     accepted: (request, node, body, inspection, services) => pick(node).accepted(request, node, body, inspection, services),
     notAccepted: async (request, node, inspection, services) => (await pick(node).notAccepted?.(request, node, inspection, services)) ?? null,
+    idempotency: (node) => pick(node).idempotency?.(node) ?? null,
     validateNode: (node) => pick(node).validateNode?.(node) ?? [],
     decode: (received, node, services) => pick(node).decode(received, node, services),
   };

@@ -33,7 +33,11 @@ export interface TriggerServices {
 }
 
 export type Admission =
-  | { ok: true; principal: string | null; /** Headers that carried a secret, to redact beyond the defaults. */ secretHeaders: string[] }
+  | {
+      ok: true; principal: string | null; /** Headers that carried a secret, to redact beyond the defaults. */ secretHeaders: string[];
+      /** The caller's address as trusted proxies reported it, recorded instead of the socket peer's; absent: the socket peer. */
+      remoteAddress?: string;
+    }
   | { ok: false; answer: Answer };
 
 /** The request body as the receiver holds it: in memory when small, else already in the object store. */
@@ -109,10 +113,22 @@ export interface TriggerPlugin {
    * absent → the receiver's 503.
    */
   notAccepted?(request: InboundRequest, node: WorkflowNode, inspection: Inspection, services: TriggerServices): Promise<Answer | null>;
+  /**
+   * The node's de-duplication (DESIGN.md §5 `idempotencyKey`), or null when it asks for none. The receiver
+   * records the key; the decoder decides (services/decoder/idempotency-ledger.ts).
+   */
+  idempotency?(node: WorkflowNode): Idempotency | null;
   /** Problems with a node's configuration, for `workflows put` (templates, options); empty when fine. */
   validateNode?(node: WorkflowNode): string[];
   /** One item per execution to request; throwing an IngressError dead-letters the record. */
   decode(received: Received, node: WorkflowNode, services: DecodeServices): Promise<DecodedItem[]>;
+}
+
+export interface Idempotency {
+  /** How long after a request with a key a later one with the same key starts nothing. */
+  windowMs: number;
+  /** The key of an inspected request, or null when it carries none (it is then accepted and executed as usual). */
+  keyOf(request: InboundRequest, body: ReceivedBody, inspection: Inspection): string | null;
 }
 
 /** Node types that are triggers but never selected to receive HTTP (DESIGN.md §5). */

@@ -54,3 +54,16 @@ test('what an answer said beyond its status is counted: AS2 dispositions', async
   const outcomes = await points('ingress.answer.outcomes');
   expect(sum(outcomes, { 'ingress.trigger_kind': 'as2', 'ingress.outcome': 'processed/error: unexpected-processing-error' })).toBe(1);
 });
+
+test('a request repeating an idempotency key is counted as a duplicate of its workflow', async () => {
+  await app.backends.registry.workflows.put({ id: 'wf-dup-metrics', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { idempotencyKey: { header: 'Idempotency-Key' } } } }] });
+  for (let i = 0; i < 3; i++) {
+    const res = await fetch(`${app.baseUrl}/hook/wf-dup-metrics`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'once' }, body: `{"try":${i}}` });
+    expect(res.status).toBe(200);
+  }
+  let duplicates: Point[] = [];
+  while (sum(duplicates, { 'workflow.id': 'wf-dup-metrics' }) < 2) duplicates = await points('ingress.duplicates');
+  const stage = await points('ingress.stage.records');
+  expect(sum(duplicates, { 'workflow.id': 'wf-dup-metrics' })).toBe(2);
+  expect(sum(stage, { 'ingress.stage': 'decoder', 'ingress.outcome': 'processed' })).toBeGreaterThanOrEqual(3);
+});

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { AssignerProtocol, Kafka, logLevel, Partitioners, type Admin } from 'kafkajs';
 import { openRegistry } from '../../services/cli/backends';
+import type { WorkflowNode } from '../../services/platform/registry/documents';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { loadConfig } from '../../services/platform/config/config';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
@@ -96,13 +97,14 @@ export class PipelineCluster {
   }
 
   /** `ingress topics apply` (with the env's KAFKA_TOPIC_PARTITIONS) and an active webhook workflow per id, in the env's registry. */
-  static async create(env: Record<string, string>, workflowIds: string[]): Promise<PipelineCluster> {
+  /** `trigger`: the one node of every workflow made (a plain webhook unless a test needs options). */
+  static async create(env: Record<string, string>, workflowIds: string[], trigger: WorkflowNode = { name: 'Hook', type: 'webhook' }): Promise<PipelineCluster> {
     const cluster = new PipelineCluster(env);
     const applied = await runCli(['topics', 'apply'], env);
     if (applied.code !== 0) throw new Error(`ingress topics apply failed (${applied.code}): ${applied.stderr}`);
     const registry = await openRegistry(loadConfig(env));
     try {
-      for (const id of workflowIds) await registry.workflows.put({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+      for (const id of workflowIds) await registry.workflows.put({ id, active: true, nodes: [trigger] });
     } finally {
       await registry.close();
     }

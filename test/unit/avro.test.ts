@@ -87,6 +87,8 @@ function receivedInline(): Received {
     remoteAddress: '203.0.113.42',
     as2: null,
     traceparent: '00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01',
+    idempotencyKey: null,
+    duplicateOf: null,
   };
 }
 
@@ -124,6 +126,8 @@ function receivedAs2Ref(): Received {
       mdn: Buffer.from('content-type: multipart/report; report-type=disposition-notification; boundary="b"\r\nmessage-id: <mdn-1@our-company>\r\n\r\n--b--\r\n', 'latin1'),
     },
     traceparent: null,
+    idempotencyKey: null,
+    duplicateOf: null,
   };
 }
 
@@ -135,6 +139,7 @@ function decoded(): Decoded {
     triggerKind: 'webhook',
     pathSuffix: 'orders/PO-4471',
     receivedAt: 1735689600123,
+    duplicateOf: null,
     items: [
       {
         value: JSON.stringify({ body: { orderId: 'PO-4471' }, query: { tag: ['rush', 'eu'] } }),
@@ -579,6 +584,8 @@ test('a Received record with every schema field set (none at its default) comes 
     principal: 'as2:PARTNER', remoteAddress: '127.0.0.1',
     as2: { messageId: '<m@p>', from: 'PARTNER', to: 'US', subject: 'po', contentType: 'application/edi-x12', mdn: Buffer.from('mdn') },
     traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+    idempotencyKey: 'order-42',
+    duplicateOf: 'r-0',
   };
   // Each field of the current schema is set here, so a field the codec's mapping forgot cannot hide behind its default.
   const fields = (loadSchema('Received').fields as { name: string }[]).map((f) => f.name);
@@ -595,7 +602,7 @@ test('records encoded one after another stay intact, small ones sharing memory a
     requestId: `r-${i}`, workflowId: 'wf-1', triggerNode: 'Hook', triggerKind: 'webhook', pathSuffix: null, query: {},
     headers: { 'content-type': 'application/json' }, contentType: 'application/json',
     body: { kind: 'inline', data: Buffer.alloc(bodyBytes, i % 251) }, receivedAt: 1_700_000_000_000 + i,
-    principal: null, remoteAddress: null, as2: null, traceparent: null,
+    principal: null, remoteAddress: null, as2: null, traceparent: null, idempotencyKey: null, duplicateOf: null,
   });
   // Enough records to fill several shared blocks, sizes that rarely fit what is left, and some too large to share.
   const values = Array.from({ length: 300 }, (_, i) => received(i, i % 50 === 7 ? 70_000 : (i * 131) % 3000));

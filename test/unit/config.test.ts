@@ -99,3 +99,10 @@ test('slow bodies: idle time and minimum rate, with their bounds', () => {
     'BODY_MIN_BYTES_PER_SECOND="fast": the slowest a request body may arrive on average, in bytes per second (0: no minimum) (a whole number from 0 to 1048576)',
   ]);
 });
+
+test('the longest idempotency window: 72 hours by default, never longer than the topics keep records', () => {
+  expect(loadConfig({}).idempotencyMaxWindowHours).toBe(72);
+  expect(loadConfig({ IDEMPOTENCY_MAX_WINDOW_HOURS: '240', KAFKA_RETENTION_HOURS: '0' }).idempotencyMaxWindowHours).toBe(240);
+  expect(problems({ IDEMPOTENCY_MAX_WINDOW_HOURS: '200' })).toEqual([expect.stringMatching(/^IDEMPOTENCY_MAX_WINDOW_HOURS=200: at most KAFKA_RETENTION_HOURS \(168\)/)]);
+  expect(problems({ IDEMPOTENCY_MAX_WINDOW_HOURS: '0' })).toEqual([expect.stringMatching(/^IDEMPOTENCY_MAX_WINDOW_HOURS/)]);
+});

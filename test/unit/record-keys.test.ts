@@ -9,6 +9,7 @@ const codec = defaultAvroCodec();
 const received: Received = {
   requestId: 'req-1', workflowId: 'wf-1', triggerNode: 'Hook', triggerKind: 'webhook', pathSuffix: null, query: {}, headers: {},
   contentType: 'application/json', body: { kind: 'inline', data: Buffer.from('{}') }, receivedAt: 1, principal: null, remoteAddress: null, as2: null, traceparent: null,
+  idempotencyKey: null, duplicateOf: null,
 };
 const record = (key: string, value: Buffer): LogRecord => ({ topic: 'in', partition: 2, offset: '7', key, value, headers: { traceparent: 'x' }, timestamp: 1 });
 

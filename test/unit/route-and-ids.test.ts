@@ -34,7 +34,7 @@ test('an execution id derives from the item\'s sourceIndex; a Decoded written be
   const codec = defaultAvroCodec();
   const queues = { webhook: 'q', as2: 'q', logistics: 'q', warehouse: 'q' };
   const dispatched = (decoded: Decoded) => executionRecords(decoded, { codec, executionQueues: queues, recordKey: 'workflow' }).map((r) => codec.decode('ExecutionRequested', r.value));
-  const base = { requestId: 'req-9', workflowId: 'wf', triggerNode: 'Freight', triggerKind: 'logistics' as const, pathSuffix: null, receivedAt: 1 };
+  const base = { requestId: 'req-9', workflowId: 'wf', triggerNode: 'Freight', triggerKind: 'logistics' as const, pathSuffix: null, receivedAt: 1, duplicateOf: null };
   // Messages 1 and 2 of a request whose Message 0 the Action filter skipped.
   const now = dispatched({ ...base, items: [{ value: '{}', files: [], sourceIndex: 1 }, { value: '{}', files: [], sourceIndex: 2 }] });
   expect(now.map((e) => e.executionId)).toEqual([executionId('req-9', 1), executionId('req-9', 2)]);
@@ -54,7 +54,7 @@ test('an execution id derives from the item\'s sourceIndex; a Decoded written be
 });
 
 test('execution input wraps the item under the node name and adds path only when there is one', () => {
-  const decoded = { requestId: 'r', workflowId: 'w', triggerNode: 'My "hook"', triggerKind: 'webhook' as const, receivedAt: 0, items: [] };
+  const decoded = { requestId: 'r', workflowId: 'w', triggerNode: 'My "hook"', triggerKind: 'webhook' as const, receivedAt: 0, items: [], duplicateOf: null };
   expect(JSON.parse(executionInput({ ...decoded, pathSuffix: null }, '{"a":1}'))).toEqual({ 'My "hook"': { a: 1 } });
   expect(JSON.parse(executionInput({ ...decoded, pathSuffix: 'x/y' }, '[1,2]'))).toEqual({ 'My "hook"': [1, 2], path: 'x/y' });
   // A node named `path` keeps its output rather than lose it to the suffix.

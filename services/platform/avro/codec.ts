@@ -426,6 +426,7 @@ function receivedToAvro(v: RecordTypes['Received']): unknown {
     requestId: v.requestId, workflowId: v.workflowId, triggerNode: v.triggerNode, triggerKind: v.triggerKind, pathSuffix: v.pathSuffix,
     query: v.query, headers: v.headers, contentType: v.contentType, body: bodyToAvro(v.body), receivedAt: v.receivedAt,
     principal: v.principal, remoteAddress: v.remoteAddress, as2: v.as2, traceparent: v.traceparent,
+    idempotencyKey: v.idempotencyKey ?? null, duplicateOf: v.duplicateOf ?? null,
   };
 }
 

@@ -75,6 +75,13 @@ export interface Received {
   remoteAddress: string | null;
   as2: As2Envelope | null;
   traceparent: string | null;
+  /**
+   * The value the node's idempotencyKey option names, when the request has one (schema default null): the
+   * decoder requests nothing for a later request of the workflow with the same key inside the window.
+   */
+  idempotencyKey: string | null;
+  /** An earlier accept with the same key that this receiver remembered: a mark for readers; the decoder decides. */
+  duplicateOf: string | null;
 }
 
 /** Record `ingress.v1.DecodedItem`. */
@@ -101,6 +108,8 @@ export interface Decoded {
   /** Epoch milliseconds. */
   receivedAt: number;
   items: DecodedItem[];
+  /** The earlier request with the same idempotency key inside the window; items are then empty (schema default null). */
+  duplicateOf: string | null;
 }
 
 /** Record `ingress.v1.ExecutionRequested`. */

@@ -56,6 +56,11 @@ export interface Config {
   /** Back-pressure: accepts waiting for the log beyond these are answered 503 at once. */
   maxPendingAccepts: number;
   maxPendingAcceptBytes: number;
+  /**
+   * The longest idempotency window a node may use, in hours: how far back the decoder reads a partition of the
+   * received topic to recover the keys it has seen (services/decoder/idempotency-ledger.ts).
+   */
+  idempotencyMaxWindowHours: number;
   /** What `ingress topics apply` creates on Kafka (README "Topics"). */
   topicSettings: TopicSettings;
 }
@@ -238,6 +243,10 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     retentionHours: integer('KAFKA_RETENTION_HOURS', 168, 0, 876_000, 'hours the pipeline topics keep records, 0 for ever'),
     deadLetterRetentionHours: integer('KAFKA_DEAD_LETTER_RETENTION_HOURS', 720, 0, 876_000, 'hours the dead-letter topic keeps records, 0 for ever'),
   };
+  const idempotencyMaxWindowHours = integer('IDEMPOTENCY_MAX_WINDOW_HOURS', 72, 1, 8760, 'the longest idempotency window a node may use, in hours');
+  if (topicSettings.retentionHours > 0 && idempotencyMaxWindowHours > topicSettings.retentionHours) {
+    problems.push(`IDEMPOTENCY_MAX_WINDOW_HOURS=${idempotencyMaxWindowHours}: at most KAFKA_RETENTION_HOURS (${topicSettings.retentionHours}), or the keys of a window could not be read back from the received topic`);
+  }
   if (get('KAFKA_MIN_INSYNC_REPLICAS') !== undefined && topicSettings.minInsyncReplicas > topicSettings.replicationFactor) {
     problems.push(`KAFKA_MIN_INSYNC_REPLICAS=${topicSettings.minInsyncReplicas}: at most KAFKA_REPLICATION_FACTOR (${topicSettings.replicationFactor}), or no append could ever be acknowledged`);
   }
@@ -246,6 +255,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
-    adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams,
+    adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours,
   };
 }

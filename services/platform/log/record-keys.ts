@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import type { AvroCodec } from '../avro/codec';
 import type { LogRecord } from './event-log';
 
@@ -11,9 +12,29 @@ import type { LogRecord } from './event-log';
  */
 export type RecordKeyMode = 'workflow' | 'request';
 
-/** The key of a record of this request. */
-export function recordKey(mode: RecordKeyMode, record: { workflowId: string; requestId: string }): string {
-  return mode === 'request' ? record.requestId : record.workflowId;
+/**
+ * The key of a record of this request. A received record with an idempotency key is keyed by the workflow and
+ * that key in `request` mode, so that every request repeating it lands on one partition, where one decoder sees
+ * them in order and starts one execution (services/decoder/idempotency-ledger.ts). In `workflow` mode they share
+ * the workflow's partition anyway.
+ */
+export function recordKey(mode: RecordKeyMode, record: { workflowId: string; requestId: string; idempotencyKey?: string | null }): string {
+  if (mode === 'workflow') return record.workflowId;
+  return record.idempotencyKey ? `${IDEMPOTENT_KEY_PREFIX}${createHash('sha256').update(idempotencyIdentity(record.workflowId, record.idempotencyKey)).digest('hex').slice(0, 32)}` : record.requestId;
+}
+
+const IDEMPOTENT_KEY_PREFIX = 'idem-';
+
+/**
+ * A header on received records that carry an idempotency key, holding the node's window (milliseconds) at the
+ * accept: the decoder decides with it, so a replay decides as the first pass did, and reading a partition back to
+ * recover the keys it has seen, it decodes only the records with this header (services/decoder/idempotency-ledger.ts).
+ */
+export const IDEMPOTENCY_HEADER = 'ingress-idempotency';
+
+/** What two requests share when one repeats the other: the workflow and the key (keys are per workflow). */
+export function idempotencyIdentity(workflowId: string, key: string): string {
+  return `${workflowId}\n${key}`;
 }
 
 /**

@@ -14,6 +14,12 @@ export interface IngressMetrics {
   request(status: number, triggerKind: string | null, seconds: number, bodyBytes: number, outcome?: string): void;
   /** One input record a stage finished: processed, or dead-lettered with an error code. */
   stageRecord(stage: string, outcome: 'processed' | 'dead-lettered', errorCode?: string): void;
+  /** A hook request refused with 429 rate-limited, by workflow. */
+  rateLimited(workflowId: string): void;
+  /** A hook request refused with 403 ip-not-allowed, by workflow. */
+  ipNotAllowed(workflowId: string): void;
+  /** A request repeating an accepted idempotency key: the decoder requested no execution for it. */
+  duplicate(workflowId: string): void;
   /** Report consumer lag (records behind, per stage and topic) whenever metrics are collected. */
   observeLag(read: () => Promise<{ stage: string; topic: string; lag: number }[]>): void;
 }
@@ -29,6 +35,9 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
   const outcomeAttributes = new Map<string, Attributes>();
   const stageRecords = meter.createCounter('ingress.stage.records', { description: 'Input records a stage finished, by outcome', unit: '{record}' });
   const deadLetters = meter.createCounter('ingress.dead_letters', { description: 'Records sent to the dead-letter topic, by stage and error code', unit: '{record}' });
+  const rateLimited = meter.createCounter('ingress.rate_limited', { description: 'Hook requests refused by a rate limit (429), by workflow', unit: '{request}' });
+  const ipNotAllowed = meter.createCounter('ingress.ip_not_allowed', { description: 'Hook requests refused by an IP allow-list (403), by workflow', unit: '{request}' });
+  const duplicates = meter.createCounter('ingress.duplicates', { description: 'Requests that repeated an accepted idempotency key within the window, so started nothing, by workflow', unit: '{request}' });
   const lag = meter.createObservableGauge('messaging.kafka.consumer.lag', { description: 'Records in the stage input topic not yet committed by the stage', unit: '{record}' });
   // The hot path allocates no attribute objects: one set per status and trigger kind, made once.
   const requestAttributes = new Map<string, { count: Attributes; duration: Attributes; bytes: Attributes }>();
@@ -55,9 +64,15 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
         outcomes.add(1, set);
       }
     },
+    // Refusals are off the accepting path: their attributes are made per call, and no map of workflow ids grows.
+    rateLimited: (workflowId) => rateLimited.add(1, { 'workflow.id': workflowId }),
+    ipNotAllowed: (workflowId) => ipNotAllowed.add(1, { 'workflow.id': workflowId }),
     stageRecord(stage, outcome, errorCode) {
       stageRecords.add(1, { 'ingress.stage': stage, 'ingress.outcome': outcome });
       if (outcome === 'dead-lettered') deadLetters.add(1, { 'ingress.stage': stage, 'error.type': errorCode ?? 'error' });
+    },
+    duplicate(workflowId) {
+      duplicates.add(1, { 'workflow.id': workflowId });
     },
     observeLag(read) {
       lag.addCallback(async (result) => {

@@ -15,6 +15,9 @@ import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
 import { createSignedBodies, SIGNED_SCHEMES } from './auth/signed-bodies';
+import { standaloneAdmissionGuards, type AdmissionGuards } from './admission-guards';
+import { guardProblems } from './admission-options';
+import { idempotencyProblems, needsJsonValue, webhookIdempotency } from './idempotency';
 
 /**
  * The generic webhook trigger, Protocol = HTTP (SPEC §2.1, §2.2, §5). AS2 has its own plugin.
@@ -99,7 +102,8 @@ function streamingValidator(encoding: Encoding, contentType: string | null, mult
   };
 }
 
-export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS): TriggerPlugin {
+/** `guards`: the allow-list and rate limits (admission-guards.ts), whose buckets the receiver process shares. */
+export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS, guards: AdmissionGuards = standaloneAdmissionGuards()): TriggerPlugin {
   /** Standard Webhooks and HMAC signatures, computed on the raw bytes as they stream in (auth/signed-bodies.ts). */
   const signed = createSignedBodies();
 
@@ -115,7 +119,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   }
 
   /** JSON syntax of a body small enough to hold, which the 400 answer needs (and `$json` for templates). */
-  function syntaxCheck(request: InboundRequest, params: WebhookParameters, body: ReceivedBody): InspectOutcome {
+  function syntaxCheck(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, body: ReceivedBody): InspectOutcome {
     if (params.options.rawBody || params.options.binaryData) return { ok: true, inspection: {} };
     const media = parseMediaType(request.headers['content-type']);
     const kind = bodyKind(media.type);
@@ -137,8 +141,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     }
     if (bytes.length === 0) return { ok: true, inspection: { json: {} } };
     const charset = (media.params.charset ?? 'utf-8').trim().toLowerCase();
-    // Only templates read the value (`$json`); without them UTF-8 is checked without building it.
-    if (!hasTemplates(params) && (charset === 'utf-8' || charset === 'utf8')) {
+    // Only templates and a JSON idempotency key read the value (`$json`); without them UTF-8 is checked without building it.
+    if (!hasTemplates(params) && !needsJsonValue(node) && (charset === 'utf-8' || charset === 'utf8')) {
       const verdict = checkJsonText(bytes);
       return verdict === 'json' ? { ok: true, inspection: {} } : verdict === 'too-deep' ? tooDeep() : notJson();
     }
@@ -194,11 +198,11 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
 
     kindOf: (node) => (webhookParameters(node).protocol === 'as2' ? 'as2' : 'webhook'),
 
-    admit(request, node, services) {
+    admit: (request, node, services) => guards.admit(request, node, () => {
       const params = webhookParameters(node);
       if (params.options.ignoreBots && isBotUserAgent(request.headers['user-agent'])) return { ok: false, answer: errorAnswer('bot-rejected') };
       return authenticate(request, node, params, services, signed);
-    },
+    }),
 
     validator(request, node) {
       // A signed body is not inflated or parsed before its signature holds (DESIGN.md §6): inspect() does it.
@@ -212,13 +216,15 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     inspect(request, node, body, services) {
       const params = webhookParameters(node);
       if (params.authentication === 'rsaSignature') {
-        return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, params, body));
+        return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, node, params, body));
       }
       if (SIGNED_SCHEMES.has(params.authentication)) {
-        return signed.verified(request, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, params, body));
+        return signed.verified(request, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, node, params, body));
       }
-      return syntaxCheck(request, params, body);
+      return syntaxCheck(request, node, params, body);
     },
+
+    idempotency: webhookIdempotency,
 
     accepted: (request, node, _body, inspection, services) => acceptedAnswer(webhookParameters(node), request, inspection, services.logger),
 
@@ -228,7 +234,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     validateNode(node: WorkflowNode) {
       const at = `node "${node.name}"`;
       const params = webhookParameters(node);
-      return [...parameterProblems(node, at), ...responseProblems(params, at)];
+      return [...parameterProblems(node, at), ...guardProblems(node, at), ...responseProblems(params, at), ...idempotencyProblems(node, at)];
     },
   };
 }

@@ -1,0 +1,129 @@
+/**
+ * Which idempotency keys the decoder has seen, per partition of the received topic, so that a request repeating
+ * the key of an earlier one within its node's window starts nothing (DESIGN.md §5 `idempotencyKey`).
+ *
+ * Why it is exact, with no store of its own: every request repeating a key lands on the same partition
+ * (record-keys.ts), and the state for a record at offset `o` is a function of the partition's records before
+ * `o` alone, so it can always be recovered from the log. The ledger knows which offsets its state covers,
+ * [from, next). A record at `next` extends it. A record beyond `next` (another member handled the records in
+ * between, before a rebalance gave the partition back) first reads the gap back. A record before `next` (a
+ * transaction that did not commit, redelivered) is answered from the decisions remembered, else the state is
+ * read back from the log again. A recovered state reaches back `lookbackMs` (the longest window a node may use).
+ *
+ * A duplicate is a request whose key was seen in an earlier record within the window of the *latest* earlier
+ * one: a sender that keeps retrying keeps being absorbed. Replays are records like any other; a replay of the
+ * request that was executed is not its own duplicate (same requestId).
+ */
+export interface KeyedAccept {
+  /** Workflow and key (record-keys.ts idempotencyIdentity). */
+  identity: string;
+  requestId: string;
+  receivedAt: number;
+  /** The node's window when the receiver accepted the request (it travels with the record, so replays decide alike). */
+  windowMs: number;
+}
+
+export interface LedgerDeps {
+  /**
+   * The keyed accepts among the partition's records in [from, to), in offset order; `from` may be a time (the
+   * first record at or after it).
+   */
+  readBack(partition: number, from: { offset: bigint } | { time: number }, to: bigint): Promise<KeyedAccept[]>;
+  /** How far back a recovered state reaches: at least the longest window a node may ask for. */
+  lookbackMs: number;
+}
+
+export interface IdempotencyLedger {
+  /**
+   * Take the record at `offset` of `partition` (every record that decodes, keyed or not, so the ledger knows
+   * what it has covered), and tell what the partition held of its key before it, for `repeats()`. Every keyed
+   * record counts, whatever becomes of it, so a recovered state is the same as the
+   * one it replaces.
+   */
+  observe(partition: number, offset: string, accept: KeyedAccept | null): Promise<Earlier | null>;
+  /** Keys held now, over all partitions (for the docs' memory figures and tests). */
+  size(): number;
+}
+
+/** Receivers' clocks differ a little; a recovered state reaches this much further back. */
+const CLOCK_SLACK_MS = 5 * 60_000;
+/** Decisions remembered per partition, for records redelivered after a transaction that did not commit. */
+const REMEMBERED_DECISIONS = 4096;
+
+/** What the partition held of a key: its first request (of the current run) and when it was last seen. */
+export interface Earlier { first: string; last: number }
+
+/** The request `accept` repeats within its window, or null: what the decoder records as `duplicateOf`. */
+export function repeats(earlier: Earlier | null, accept: KeyedAccept): string | null {
+  return earlier !== null && earlier.first !== accept.requestId && accept.receivedAt - earlier.last <= accept.windowMs ? earlier.first : null;
+}
+
+interface PartitionState {
+  /** The state covers the records before `next` (as far back as the lookback). */
+  next: bigint;
+  /** Oldest `last` first (an entry is moved to the end when seen again), so expiry looks at the front only. */
+  keys: Map<string, Earlier>;
+  /** What recent keyed records found, by offset. */
+  decisions: Map<bigint, Earlier | null>;
+}
+
+export function idempotencyLedger(deps: LedgerDeps): IdempotencyLedger {
+  const partitions = new Map<number, PartitionState>();
+
+  function take(state: PartitionState, accept: KeyedAccept): void {
+    const seen = state.keys.get(accept.identity);
+    state.keys.delete(accept.identity);
+    // A run of one key ends when nothing repeated it for longer than the window: the next request starts a new one.
+    const continues = seen !== undefined && accept.receivedAt - seen.last <= accept.windowMs;
+    state.keys.set(accept.identity, continues ? { first: seen.first, last: Math.max(seen.last, accept.receivedAt) } : { first: accept.requestId, last: accept.receivedAt });
+  }
+
+  function expire(state: PartitionState, now: number): void {
+    const cutoff = now - deps.lookbackMs - CLOCK_SLACK_MS;
+    for (const [identity, seen] of state.keys) {
+      if (seen.last >= cutoff) break;
+      state.keys.delete(identity);
+    }
+  }
+
+  async function recovered(partition: number, upTo: bigint, at: number): Promise<PartitionState> {
+    const state: PartitionState = { next: upTo, keys: new Map(), decisions: new Map() };
+    for (const accept of await deps.readBack(partition, { time: at - deps.lookbackMs - CLOCK_SLACK_MS }, upTo)) take(state, accept);
+    return state;
+  }
+
+  return {
+    async observe(partition, offsetText, accept) {
+      const offset = BigInt(offsetText);
+      let state = partitions.get(partition);
+      if (state && offset < state.next) {
+        const decided = state.decisions.get(offset);
+        if (decided !== undefined || accept === null) return decided ?? null;
+        partitions.delete(partition);
+        state = undefined;
+      }
+      if (accept === null) {
+        // A state with a gap is dropped, and recovered when a keyed record needs it: unkeyed traffic reads nothing.
+        if (state && offset === state.next) state.next++;
+        else if (state) partitions.delete(partition);
+        return null;
+      }
+      if (!state) {
+        state = await recovered(partition, offset, accept.receivedAt);
+        partitions.set(partition, state);
+      } else if (offset > state.next) {
+        for (const missed of await deps.readBack(partition, { offset: state.next }, offset)) take(state, missed);
+        state.next = offset;
+      }
+      const seen = state.keys.get(accept.identity);
+      const earlier = seen === undefined ? null : { ...seen };
+      take(state, accept);
+      state.next = offset + 1n;
+      state.decisions.set(offset, earlier);
+      if (state.decisions.size > REMEMBERED_DECISIONS) state.decisions.delete(state.decisions.keys().next().value!);
+      expire(state, accept.receivedAt);
+      return earlier;
+    },
+    size: () => [...partitions.values()].reduce((n, s) => n + s.keys.size, 0),
+  };
+}

@@ -1,0 +1,29 @@
+import { byProtocol } from '../../services/triggers/by-protocol';
+import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
+import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
+import { keyOf } from '../../services/triggers/webhook/idempotency';
+import type { InboundRequest } from '../../services/triggers/trigger';
+
+/** The webhook node type is served through byProtocol: a plugin step it does not forward is silently lost. */
+test('byProtocol forwards every step of the plugins it chooses between', () => {
+  const http = createWebhookTrigger();
+  const as2 = createAs2Trigger();
+  const both = byProtocol('webhook', () => http);
+  const steps = new Set([...Object.keys(http), ...Object.keys(as2)].filter((k) => k !== 'nodeTypes'));
+  expect([...steps].filter((step) => typeof (both as unknown as Record<string, unknown>)[step] !== 'function')).toEqual([]);
+  const node = { name: 'Hook', type: 'webhook', parameters: { options: { idempotencyKey: { header: 'Idempotency-Key' } } } };
+  expect(both.idempotency?.(node)?.windowMs).toBe(24 * 3_600_000);
+});
+
+test('idempotency keys: header, webhook-id and JSON path; long keys hashed; values that name nothing are no key', () => {
+  const request = (headers: Record<string, string>): InboundRequest => ({ requestId: 'r', workflowId: 'w', pathSuffix: null, query: {}, headers, remoteAddress: null, receivedAt: 0 });
+  expect(keyOf({ header: 'idempotency-key' }, request({ 'idempotency-key': ' k1 ' }), {})).toBe('k1');
+  expect(keyOf({ header: 'idempotency-key' }, request({ 'idempotency-key': '  ' }), {})).toBeNull();
+  expect(keyOf({ standardWebhooks: true }, request({ 'webhook-id': 'msg_1' }), {})).toBe('msg_1');
+  const json = { order: { id: 7, lines: [{ sku: 'A' }] }, flag: true, none: null, obj: {} };
+  expect(keyOf({ json: ['order', 'id'] }, request({}), { json })).toBe('7');
+  expect(keyOf({ json: ['order', 'lines', '0', 'sku'] }, request({}), { json })).toBe('A');
+  for (const path of [['flag'], ['none'], ['obj'], ['missing', 'x'], ['order', 'lines', 'x']]) expect(keyOf({ json: path }, request({}), { json })).toBeNull();
+  expect(keyOf({ json: ['order', 'id'] }, request({}), {})).toBeNull(); // a body the receiver did not hold
+  expect(keyOf({ header: 'k' }, request({ k: 'x'.repeat(201) }), {})).toMatch(/^sha256:[0-9a-f]{64}$/);
+});
