@@ -100,9 +100,11 @@ test('slow bodies: idle time and minimum rate, with their bounds', () => {
   ]);
 });
 
-test('the longest idempotency window: 72 hours by default, never longer than the topics keep records', () => {
+test('the longest idempotency window: 72 hours by default (less when the topics keep records for less), never longer than the topics keep them', () => {
   expect(loadConfig({}).idempotencyMaxWindowHours).toBe(72);
   expect(loadConfig({ IDEMPOTENCY_MAX_WINDOW_HOURS: '240', KAFKA_RETENTION_HOURS: '0' }).idempotencyMaxWindowHours).toBe(240);
   expect(problems({ IDEMPOTENCY_MAX_WINDOW_HOURS: '200' })).toEqual([expect.stringMatching(/^IDEMPOTENCY_MAX_WINDOW_HOURS=200: at most KAFKA_RETENTION_HOURS \(168\)/)]);
   expect(problems({ IDEMPOTENCY_MAX_WINDOW_HOURS: '0' })).toEqual([expect.stringMatching(/^IDEMPOTENCY_MAX_WINDOW_HOURS/)]);
+  // A shorter retention lowers the default instead of refusing to start.
+  expect(loadConfig({ KAFKA_RETENTION_HOURS: '48' }).idempotencyMaxWindowHours).toBe(48);
 });

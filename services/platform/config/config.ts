@@ -243,8 +243,10 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     retentionHours: integer('KAFKA_RETENTION_HOURS', 168, 0, 876_000, 'hours the pipeline topics keep records, 0 for ever'),
     deadLetterRetentionHours: integer('KAFKA_DEAD_LETTER_RETENTION_HOURS', 720, 0, 876_000, 'hours the dead-letter topic keeps records, 0 for ever'),
   };
-  const idempotencyMaxWindowHours = integer('IDEMPOTENCY_MAX_WINDOW_HOURS', 72, 1, 8760, 'the longest idempotency window a node may use, in hours');
-  if (topicSettings.retentionHours > 0 && idempotencyMaxWindowHours > topicSettings.retentionHours) {
+  // The default follows a shorter retention, as min.insync.replicas follows the replication factor.
+  const idempotencyDefault = topicSettings.retentionHours > 0 ? Math.min(72, topicSettings.retentionHours) : 72;
+  const idempotencyMaxWindowHours = integer('IDEMPOTENCY_MAX_WINDOW_HOURS', idempotencyDefault, 1, 8760, 'the longest idempotency window a node may use, in hours');
+  if (get('IDEMPOTENCY_MAX_WINDOW_HOURS') !== undefined && topicSettings.retentionHours > 0 && idempotencyMaxWindowHours > topicSettings.retentionHours) {
     problems.push(`IDEMPOTENCY_MAX_WINDOW_HOURS=${idempotencyMaxWindowHours}: at most KAFKA_RETENTION_HOURS (${topicSettings.retentionHours}), or the keys of a window could not be read back from the received topic`);
   }
   if (get('KAFKA_MIN_INSYNC_REPLICAS') !== undefined && topicSettings.minInsyncReplicas > topicSettings.replicationFactor) {
