@@ -142,10 +142,10 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       return { ok: true, body: { size, sha256, inline, readStaged: s ? () => options.store.get(s.path) : null }, stagedPath: s ? s.path : null, lastByteAt };
     };
     /** Once the validator's verdict and the claim check's write are in. */
-    const afterWriters = async (s: typeof spill) => {
+    const afterWriters = async (s: typeof spill, ended?: Promise<Answer | null>) => {
       try {
         if (s) s.stream.end();
-        const [verdict] = await Promise.all([validator ? validator.end() : null, s?.done]);
+        const [verdict] = await Promise.all([ended ?? (validator ? validator.end() : null), s?.done]);
         if (verdict) {
           // The body was refused: a claim check already written is not referenced by anything.
           if (s) void options.store.delete(s.path).catch(() => undefined);
@@ -161,8 +161,11 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       lastByteAt = performance.now();
       watch?.end(); // all of it arrived: what follows (the store, the validator) is not the sender's to hurry
       // The common case, a small body with nothing streaming alongside, settles at once: no promise hops.
-      if (!spill && !validator) finish(accepted(null));
-      else void afterWriters(spill);
+      if (!spill && !validator) return finish(accepted(null));
+      // So does a small body whose validator has its verdict at once (a signature's MAC).
+      const verdict = !spill && validator ? validator.end() : undefined;
+      if (verdict === undefined || verdict instanceof Promise) return void afterWriters(spill, verdict);
+      finish(verdict ? { ok: false, reason: 'rejected', answer: verdict } : accepted(null));
     });
   });
 }

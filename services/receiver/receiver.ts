@@ -98,7 +98,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const { log, store, codec, logger, catalog } = deps;
   const workflows = createTtlCache<WorkflowDocument>((id) => deps.registry.workflows.get(id), deps.workflowCacheMs);
   const credentials = openedCredentials(deps.registry, deps.sealer, deps.workflowCacheMs);
-  const services: TriggerServices = { credential: (id) => credentials.get(id), store, logger };
+  const services: TriggerServices = { credential: (id) => credentials.get(id), cachedCredential: (id) => credentials.peek(id), store, logger };
   const recentKeys = acceptedKeys();
 
   /** The `received` record of an accepted request, secrets redacted; its traceparent is the caller's to set. */

@@ -27,6 +27,11 @@ export interface InboundRequest {
 export interface TriggerServices {
   /** The decrypted credential, or null when none has that id. Throws when it cannot be decrypted. */
   credential(id: string): Promise<CredentialDocument | null>;
+  /**
+   * The decrypted credential if it is cached now (null: cached as missing), undefined when it would have to be
+   * loaded: lets a check that has nothing else to wait for answer without a promise.
+   */
+  cachedCredential?(id: string): CredentialDocument | null | undefined;
   /** Where a trigger keeps evidence of what it received and answered (AS2 non-repudiation). */
   store: ObjectStore;
   logger: Logger;
@@ -73,8 +78,8 @@ export interface BodyValidator {
   /** Like Writable.write: false asks the receiver to wait for 'drain'. */
   write(chunk: Buffer): boolean;
   once(event: 'drain', listener: () => void): unknown;
-  /** The body ended: the verdict, null when the body is acceptable. */
-  end(): Promise<Answer | null>;
+  /** The body ended: the verdict, null when the body is acceptable (at once, without a promise, when nothing is pending). */
+  end(): Answer | null | Promise<Answer | null>;
   /** The request is over without a verdict (client gone, too large): release everything. */
   abort(): void;
 }

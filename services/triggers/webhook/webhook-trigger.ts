@@ -156,6 +156,14 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   }
 
   /** Inflation and multipart framing, checked while the body streams in; null when there is nothing to check. */
+  /** Whether bodyValidator would make a validator: the body is compressed (or names a coding) or multipart. */
+  function hasStreamingChecks(request: InboundRequest, node: WorkflowNode): boolean {
+    const coding = request.headers['content-encoding'];
+    if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') return true;
+    const params = webhookParameters(node);
+    return !(params.options.rawBody || params.options.binaryData) && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
+  }
+
   function bodyValidator(request: InboundRequest, node: WorkflowNode): BodyValidator | null {
     const params = webhookParameters(node);
     let encoding: Encoding;
@@ -219,7 +227,14 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
         return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, node, params, body));
       }
       if (SIGNED_SCHEMES.has(params.authentication)) {
-        return signed.verified(request, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, node, params, body));
+        const verdict = signed.verified(request, body, services);
+        const after = (refusal: InspectOutcome | null): InspectOutcome | Promise<InspectOutcome> => {
+          if (refusal) return refusal;
+          // A body sent as it is and not multipart has nothing to check while streaming: no promise.
+          if (!hasStreamingChecks(request, node)) return syntaxCheck(request, node, params, body);
+          return checkedAfterSignature(request, node, body, services).then((failed) => failed ?? syntaxCheck(request, node, params, body));
+        };
+        return verdict instanceof Promise ? verdict.then(after) : after(verdict);
       }
       return syntaxCheck(request, node, params, body);
     },

@@ -1,6 +1,8 @@
-import { parseSignedContent, resolveHmacSettings, type HmacData } from '../../../platform/registry/signature-credentials';
+import { parseSignedContent, resolveHmacSettings, type HmacData, type SignedContent } from '../../../platform/registry/signature-credentials';
+import type { HmacSettings } from '../../../platform/registry/hmac-presets';
 import type { SignatureAdmission } from './body-signature';
-import { anyMatches, createMacSet, decodeSignature } from './mac-set';
+import type { KeyObject } from 'node:crypto';
+import { anyMatches, createMacSet, decodeSignature, secretKeys } from './mac-set';
 import { checkTimestamp } from './timestamp';
 
 /**
@@ -25,11 +27,24 @@ function keyValue(value: string): Presented {
   return presented;
 }
 
+interface Prepared { settings: HmacSettings; content: SignedContent | string; keys: KeyObject[] }
+/** A credential's settings and keys, worked out once per (decrypted, cached) credential document rather than per request. */
+const prepared = new WeakMap<HmacData, Prepared>();
+function prepare(data: HmacData): Prepared {
+  let hit = prepared.get(data);
+  if (!hit) {
+    const settings = resolveHmacSettings(data);
+    const secrets = Array.isArray(data.secrets) ? data.secrets.filter((s) => typeof s === 'string') : [];
+    hit = { settings, content: parseSignedContent(settings.signedContent), keys: secretKeys(secrets.map((s) => Buffer.from(s, 'utf8'))) };
+    prepared.set(data, hit);
+  }
+  return hit;
+}
+
 export function hmacAdmission(headers: Record<string, string>, data: HmacData, nowMs: number): SignatureAdmission {
-  const settings = resolveHmacSettings(data);
-  const content = parseSignedContent(settings.signedContent);
+  const { settings, content, keys } = prepare(data);
   // `credentials put` refused these; one stored before fails closed.
-  if (typeof content === 'string' || !Array.isArray(data.secrets) || data.secrets.length === 0) return { ok: false, code: 'credential-unavailable' };
+  if (typeof content === 'string' || keys.length === 0) return { ok: false, code: 'credential-unavailable' };
   const value = headers[settings.header];
   if (value === undefined) return { ok: false, code: 'authorization-required' };
   const secretHeaders = [settings.header];
@@ -58,7 +73,7 @@ export function hmacAdmission(headers: Record<string, string>, data: HmacData, n
   if (signatures.length === 0) return { ok: false, code: 'authorization-wrong' };
 
   const fill = (text: string) => text.replaceAll('{timestamp}', presented.timestamp ?? '');
-  const macs = createMacSet(settings.algorithm, data.secrets.map((s) => Buffer.from(s, 'utf8')), fill(content.before));
+  const macs = createMacSet(settings.algorithm, keys, fill(content.before));
   const after = fill(content.after);
   return {
     ok: true,

@@ -1,4 +1,4 @@
-import { createHmac, timingSafeEqual, type Hmac } from 'node:crypto';
+import { createHmac, createSecretKey, timingSafeEqual, type Hmac, type KeyObject } from 'node:crypto';
 
 /**
  * One HMAC per active secret, fed the signed content as the body streams in: the fixed text before the
@@ -12,7 +12,15 @@ export interface MacSet {
   digests(after: string): Buffer[];
 }
 
-export function createMacSet(algorithm: string, keys: readonly Buffer[], before: string): MacSet {
+/**
+ * Secrets as KeyObjects, made once per credential: createHmac with a Buffer key builds a key object on every
+ * call (12 µs on the benchmark machine, against 3 µs for the whole 1 KiB HMAC from a KeyObject).
+ */
+export function secretKeys(secrets: readonly Buffer[]): KeyObject[] {
+  return secrets.filter((s) => s.length > 0).map((s) => createSecretKey(s));
+}
+
+export function createMacSet(algorithm: string, keys: readonly KeyObject[], before: string): MacSet {
   const macs: Hmac[] = keys.map((key) => createHmac(algorithm, key).update(before, 'utf8'));
   return {
     update(chunk) { for (const mac of macs) mac.update(chunk); },

@@ -1,4 +1,4 @@
-import type { WorkflowNode } from '../../../platform/registry/documents';
+import type { CredentialDocument, WorkflowNode } from '../../../platform/registry/documents';
 import { BUSY, errorAnswer, type Answer } from '../../answers';
 import { nodeCredential } from '../../header-auth';
 import type { Admission, BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerServices } from '../../trigger';
@@ -20,10 +20,11 @@ export const SIGNED_SCHEMES: ReadonlySet<string> = new Set<SignedScheme>(['stand
 type State = { check: BodySignatureCheck; verdict: 'pending' | 'verified' | 'wrong' | 'needs-whole-body' };
 
 export interface SignedBodies {
-  admit(request: InboundRequest, node: WorkflowNode, scheme: SignedScheme, services: TriggerServices): Promise<Admission>;
+  /** At once (no promise) when the credential is cached. */
+  admit(request: InboundRequest, node: WorkflowNode, scheme: SignedScheme, services: TriggerServices): Admission | Promise<Admission>;
   validator(request: InboundRequest): BodyValidator;
-  /** null when the signature holds; else the refusal. */
-  verified(request: InboundRequest, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null>;
+  /** null when the signature holds; else the refusal. At once (no promise) unless the whole body must be checked (Ed25519). */
+  verified(request: InboundRequest, body: ReceivedBody, services: TriggerServices): InspectOutcome | null | Promise<InspectOutcome | null>;
 }
 
 const refusal = (a: Extract<SignatureAdmission, { ok: false }>): Answer => errorAnswer(a.code, a.message);
@@ -31,19 +32,27 @@ const unavailable = (): InspectOutcome => ({ ok: false, answer: errorAnswer('cre
 
 export function createSignedBodies(now: () => number = Date.now): SignedBodies {
   const states = new WeakMap<InboundRequest, State>();
+
+  function admitWith(credential: CredentialDocument | null, request: InboundRequest, node: WorkflowNode, services: TriggerServices): Admission {
+    let admission: SignatureAdmission;
+    if (credential?.type === 'standardWebhooks') admission = standardWebhooksAdmission(request.headers, credential.data, now());
+    else if (credential?.type === 'hmac') admission = hmacAdmission(request.headers, credential.data, now());
+    else return { ok: false, answer: errorAnswer('credential-unavailable') };
+    if (!admission.ok) {
+      if (admission.code === 'credential-unavailable') services.logger.error('signature credential cannot be used (no usable secret or template); refusing', { credentialId: credential.id, node: node.name, workflowId: request.workflowId });
+      return { ok: false, answer: refusal(admission) };
+    }
+    states.set(request, { check: admission.check, verdict: 'pending' });
+    return { ok: true, principal: null, secretHeaders: admission.secretHeaders };
+  }
+
   return {
-    async admit(request, node, scheme, services) {
-      const credential = await nodeCredential(node, scheme, request.workflowId, services);
-      let admission: SignatureAdmission;
-      if (credential?.type === 'standardWebhooks') admission = standardWebhooksAdmission(request.headers, credential.data, now());
-      else if (credential?.type === 'hmac') admission = hmacAdmission(request.headers, credential.data, now());
-      else return { ok: false, answer: errorAnswer('credential-unavailable') };
-      if (!admission.ok) {
-        if (admission.code === 'credential-unavailable') services.logger.error('signature credential cannot be used (no usable secret or template); refusing', { credentialId: credential.id, node: node.name, workflowId: request.workflowId });
-        return { ok: false, answer: refusal(admission) };
-      }
-      states.set(request, { check: admission.check, verdict: 'pending' });
-      return { ok: true, principal: null, secretHeaders: admission.secretHeaders };
+    admit(request, node, scheme, services) {
+      // The common case, a cached credential of the right type, is answered without a promise.
+      const id = node.credentials?.[scheme];
+      const cached = id ? services.cachedCredential?.(id) : undefined;
+      if (cached && cached.type === scheme) return admitWith(cached, request, node, services);
+      return nodeCredential(node, scheme, request.workflowId, services).then((credential) => admitWith(credential, request, node, services));
     },
 
     validator(request) {
@@ -51,7 +60,7 @@ export function createSignedBodies(now: () => number = Date.now): SignedBodies {
       return {
         write: (chunk) => { state?.check.update(chunk); return true; },
         once: (_e, listener) => listener(),
-        async end() {
+        end() {
           if (!state) return errorAnswer('credential-unavailable'); // admission did not prepare it: fail closed
           state.verdict = state.check.finish();
           return state.verdict === 'wrong' ? errorAnswer('authorization-wrong') : null;
@@ -60,24 +69,28 @@ export function createSignedBodies(now: () => number = Date.now): SignedBodies {
       };
     },
 
-    async verified(request, body, services) {
+    verified(request, body, services) {
       const state = states.get(request);
       if (!state) return unavailable();
       if (state.verdict === 'verified') return null;
       if (state.verdict !== 'needs-whole-body' || !state.check.verifyWhole) return { ok: false, answer: errorAnswer('authorization-wrong') };
-      // Ed25519 signs the whole message: a staged body is read back once, and only for this.
-      let whole = body.inline;
-      if (!whole) {
-        try {
-          const chunks: Buffer[] = [];
-          for await (const chunk of await body.readStaged!()) chunks.push(chunk as Buffer);
-          whole = Buffer.concat(chunks);
-        } catch (error) {
-          services.logger.error('a staged signed body could not be read back to verify its signature', { requestId: request.requestId, error });
-          return { ok: false, answer: BUSY }; // nothing accepted; the sender retries
-        }
-      }
-      return state.check.verifyWhole(whole) ? null : { ok: false, answer: errorAnswer('authorization-wrong') };
+      return verifiedWhole(state, request, body, services);
     },
   };
+
+  /** Ed25519 signs the whole message: a staged body is read back once, and only for this. */
+  async function verifiedWhole(state: State, request: InboundRequest, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
+    let whole = body.inline;
+    if (!whole) {
+      try {
+        const chunks: Buffer[] = [];
+        for await (const chunk of await body.readStaged!()) chunks.push(chunk as Buffer);
+        whole = Buffer.concat(chunks);
+      } catch (error) {
+        services.logger.error('a staged signed body could not be read back to verify its signature', { requestId: request.requestId, error });
+        return { ok: false, answer: BUSY }; // nothing accepted; the sender retries
+      }
+    }
+    return state.check.verifyWhole!(whole) ? null : { ok: false, answer: errorAnswer('authorization-wrong') };
+  }
 }

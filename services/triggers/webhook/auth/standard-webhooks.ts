@@ -1,7 +1,7 @@
 import { verify, type KeyObject } from 'node:crypto';
 import { DEFAULT_TOLERANCE_SECONDS, standardWebhooksKey, standardWebhooksPublicKey, type StandardWebhooksData } from '../../../platform/registry/signature-credentials';
 import type { SignatureAdmission } from './body-signature';
-import { anyMatches, createMacSet, decodeSignature } from './mac-set';
+import { anyMatches, createMacSet, decodeSignature, secretKeys } from './mac-set';
 import { checkTimestamp } from './timestamp';
 
 /**
@@ -15,6 +15,20 @@ import { checkTimestamp } from './timestamp';
  * staged), and only when no `v1` signature matched.
  */
 export const HEADERS = { id: 'webhook-id', timestamp: 'webhook-timestamp', signature: 'webhook-signature' } as const;
+
+/** A credential's keys, made once per (decrypted, cached) credential document rather than per request. */
+const prepared = new WeakMap<StandardWebhooksData, { keys: KeyObject[]; publicKeys: KeyObject[] }>();
+function keysOf(data: StandardWebhooksData): { keys: KeyObject[]; publicKeys: KeyObject[] } {
+  let hit = prepared.get(data);
+  if (!hit) {
+    hit = {
+      keys: secretKeys((data.secrets ?? []).map(standardWebhooksKey).filter((k): k is Buffer => k !== null)),
+      publicKeys: (data.publicKeys ?? []).map(standardWebhooksPublicKey).filter((k): k is KeyObject => k !== null),
+    };
+    prepared.set(data, hit);
+  }
+  return hit;
+}
 
 export function standardWebhooksAdmission(headers: Record<string, string>, data: StandardWebhooksData, nowMs: number): SignatureAdmission {
   const id = headers[HEADERS.id];
@@ -35,8 +49,7 @@ export function standardWebhooksAdmission(headers: Record<string, string>, data:
     if (version === 'v1') v1.push(signature);
     else if (version === 'v1a') v1a.push(signature);
   }
-  const keys = (data.secrets ?? []).map(standardWebhooksKey).filter((k): k is Buffer => k !== null);
-  const publicKeys = (data.publicKeys ?? []).map(standardWebhooksPublicKey).filter((k): k is KeyObject => k !== null);
+  const { keys, publicKeys } = keysOf(data);
   // `credentials put` refuses a credential with no usable key; one stored before fails closed.
   if (keys.length === 0 && publicKeys.length === 0) return { ok: false, code: 'credential-unavailable' };
   const whole = v1a.length > 0 && publicKeys.length > 0;
