@@ -14,6 +14,9 @@ beforeAll(async () => {
 });
 afterAll(async () => { await app.stop(); });
 
+/** A turn of the event loop between reads: the stages run in this process, and a read that only awaits microtasks would starve them. */
+const tick = () => new Promise<void>((resolve) => setTimeout(resolve, 20));
+
 const sum = (ps: Point[], match: Record<string, unknown>) => ps
   .filter((p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v))
   .reduce((n, p) => n + (typeof p.value === 'number' ? p.value : (p.value as { count: number }).count), 0);
@@ -35,13 +38,13 @@ test('requests, latency, bytes, stage records, dead letters and lag are recorded
 
   // The stages commit after the records are visible: poll until the counters catch up (bounded by the test timeout).
   let stage: Point[] = [];
-  while (sum(stage, { 'ingress.stage': 'dispatcher', 'ingress.outcome': 'processed' }) < 1) stage = await points('ingress.stage.records');
+  while (sum(stage, { 'ingress.stage': 'dispatcher', 'ingress.outcome': 'processed' }) < 1) { await tick(); stage = await points('ingress.stage.records'); }
   expect(sum(stage, { 'ingress.stage': 'decoder', 'ingress.outcome': 'processed' })).toBe(1);
   expect(sum(stage, { 'ingress.stage': 'decoder', 'ingress.outcome': 'dead-lettered' })).toBe(1);
   expect(sum(await points('ingress.dead_letters'), { 'ingress.stage': 'decoder', 'error.type': 'not-single-object' })).toBe(1);
 
   let lag: Point[] = [];
-  while (!lag.some((p) => p.attributes['ingress.stage'] === 'decoder' && p.value === 0)) lag = await points('messaging.kafka.consumer.lag');
+  while (!lag.some((p) => p.attributes['ingress.stage'] === 'decoder' && p.value === 0)) { await tick(); lag = await points('messaging.kafka.consumer.lag'); }
   expect(lag.map((p) => p.attributes['messaging.destination.name']).sort()).toEqual([app.topics.decoded, app.topics.executions, app.topics.received].sort());
 });
 
@@ -62,7 +65,7 @@ test('a request repeating an idempotency key is counted as a duplicate of its wo
     expect(res.status).toBe(200);
   }
   let duplicates: Point[] = [];
-  while (sum(duplicates, { 'workflow.id': 'wf-dup-metrics' }) < 2) duplicates = await points('ingress.duplicates');
+  while (sum(duplicates, { 'workflow.id': 'wf-dup-metrics' }) < 2) { await tick(); duplicates = await points('ingress.duplicates'); }
   const stage = await points('ingress.stage.records');
   expect(sum(duplicates, { 'workflow.id': 'wf-dup-metrics' })).toBe(2);
   expect(sum(stage, { 'ingress.stage': 'decoder', 'ingress.outcome': 'processed' })).toBeGreaterThanOrEqual(3);
