@@ -1,14 +1,16 @@
-import { createDecipheriv, type DecipherGCM } from 'node:crypto';
+import { createDecipheriv } from 'node:crypto';
 import { CONTENT_CIPHERS, digestFromOid, OID } from './algorithms';
 import { identifies, type As2Identity } from './certificates';
-import { child, contentOf, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
+import { child, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
+import { GCM_MAX_TAG, GCM_MIN_TAG, gcmNonce, icvLength, openGcm, splitAppendedTag } from './gcm';
 import { unwrapOaep, unwrapPkcs1 } from './key-transport';
 import { parseEntity, type MimeEntity } from './mime';
 
 /**
  * CMS EnvelopedData (RFC 5652 §6) and AuthEnvelopedData with AES-GCM (RFC 5083/5084) → the inner MIME
- * entity. Every way this can fail after the structure was read — key transport, cipher, GCM tag, an
+ * entity. AES-GCM is also accepted inside a plain EnvelopedData with the tag appended to the encrypted
+ * content, as BouncyCastle (under phase2, OpenAS2, Mendelson) writes it. Every way this can fail after the structure was read — key transport, cipher, GCM tag, an
  * inner entity that is not MIME — is the same fault with the same words, so a partner (or an attacker)
  * learns only "decryption-failed". CBC padding is removed without failing on it (see stripPkcs7): a
  * bad padding yields bytes that fail later, and unwrap.ts answers every fault that depends on the
@@ -16,10 +18,6 @@ import { parseEntity, type MimeEntity } from './mime';
  */
 export const DECRYPTION_FAILED = 'the message could not be decrypted with the receiver key';
 const FAILED = DECRYPTION_FAILED;
-
-/** RFC 5084 §3.2: ICVlen is 12 to 16 octets; shorter tags are forgeable. */
-const GCM_MIN_TAG = 12;
-const GCM_MAX_TAG = 16;
 
 export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
   const root = parseDer(der);
@@ -34,31 +32,35 @@ export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
   const algorithm = child(eci, 1, 'contentEncryptionAlgorithm');
   const cipherOid = oidOf(algorithm.children[0]);
   const cipher = CONTENT_CIPHERS[cipherOid];
-  if (!cipher || cipher.gcm !== gcmEnvelope) throw new As2Fault('unsupported-algorithm', `content encryption algorithm ${cipherOid} is not supported`);
+  // AuthEnvelopedData is for authenticated ciphers only; EnvelopedData takes both (BouncyCastle's AES-GCM).
+  if (!cipher || (gcmEnvelope && !cipher.gcm)) throw new As2Fault('unsupported-algorithm', `content encryption algorithm ${cipherOid} is not supported`);
   const encrypted = eci.children.find((n) => isContext(n, 0));
   if (!encrypted) throw new As2Fault('malformed-message', 'the enveloped data carries no encrypted content');
   const params = child(algorithm, 1, 'cipher parameters');
-  let tagLength = 12;
-  if (cipher.gcm && params.children[1]) {
-    const icv = contentOf(params.children[1]);
-    tagLength = icv.length === 1 ? icv[0] : 0;
-    if (tagLength < GCM_MIN_TAG || tagLength > GCM_MAX_TAG) throw new As2Fault('unsupported-algorithm', `AES-GCM tags shorter than ${GCM_MIN_TAG} or longer than ${GCM_MAX_TAG} octets are not accepted (RFC 5084)`);
-  }
+  // RFC 5083: the tag has its own field, so a bad ICVlen is a fault of the envelope, read before anything
+  // is decrypted. In BouncyCastle's encoding the tag is cut from the content by that length, so a bad
+  // one is answered like tampered content, after the key transport (below).
+  const tagLength = cipher.gcm ? icvLength(params) : null;
+  if (gcmEnvelope && tagLength === null) throw new As2Fault('unsupported-algorithm', `AES-GCM tags shorter than ${GCM_MIN_TAG} or longer than ${GCM_MAX_TAG} octets are not accepted (RFC 5084)`);
 
+  // The key transport always yields a key of the cipher's length (a synthetic one when it fails), so a
+  // wrong key and every content fault below end in the same catch, with the same words.
   const key = contentKey(recipients, identity, cipher.keyLength);
   let plain: Buffer;
   try {
-    if (cipher.gcm) {
-      const nonce = octets(child(params, 0, 'GCM nonce'));
+    if (cipher.gcm && gcmEnvelope) {
       const authAttrs = env.children.find((n, k) => k > i + 1 && isContext(n, 1));
       const mac = env.children.find((n, k) => k > i + 1 && n.cls === 0 && n.tag === 4);
       if (!mac) throw new As2Fault('malformed-message', 'the authenticated enveloped data has no MAC');
       const tag = octets(mac);
       if (tag.length !== tagLength) throw new As2Fault('malformed-message', 'the AES-GCM tag has the wrong length');
-      const decipher = createDecipheriv(cipher.name as 'aes-128-gcm', key, nonce, { authTagLength: tagLength }) as DecipherGCM;
-      decipher.setAuthTag(tag);
-      if (authAttrs) { const aad = Buffer.from(rawOf(authAttrs)); aad[0] = 0x31; decipher.setAAD(aad); }
-      plain = Buffer.concat([decipher.update(octets(encrypted)), decipher.final()]);
+      let aad: Buffer | undefined;
+      if (authAttrs) { aad = Buffer.from(rawOf(authAttrs)); aad[0] = 0x31; }
+      plain = openGcm(cipher.name, key, gcmNonce(params), tag, octets(encrypted), aad);
+    } else if (cipher.gcm) {
+      if (tagLength === null) throw new As2Fault('malformed-message', `an AES-GCM tag length outside ${GCM_MIN_TAG}..${GCM_MAX_TAG} octets`);
+      const { ciphertext, tag } = splitAppendedTag(octets(encrypted), tagLength);
+      plain = openGcm(cipher.name, key, gcmNonce(params), tag, ciphertext);
     } else {
       const decipher = createDecipheriv(cipher.name, key, octets(params));
       // No automatic padding check: OpenSSL's would fail on bad padding only, a padding oracle.
