@@ -67,7 +67,8 @@ describe('the daily check', () => {
   const sealer = createCredentialSealer('unit-test-key-0123456789');
   const stored: StoredCredential[] = [
     sealer.seal({ id: 'cred-acme', type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: ours.key, partnerCertificate: partner.cert } }),
-    sealer.seal({ id: 'cred-old', type: 'as2ReceiverAuth', data: { certificate: old.cert, privateKey: old.key, partnerCertificates: [nextPartner.cert] } }),
+    // partnerCertificates (DESIGN.md §5) is not in the credential types yet: stored as another session will store it.
+    sealer.seal({ id: 'cred-old', type: 'as2ReceiverAuth', data: { certificate: old.cert, privateKey: old.key, partnerCertificates: [nextPartner.cert] } as never }),
     sealer.seal({ id: 'cred-header', type: 'headerAuth', data: { name: 'X-Api-Key', value: 'never-print-me' } }),
   ];
 
