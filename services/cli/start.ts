@@ -27,6 +27,7 @@ import { createIngressMetrics } from '../platform/telemetry/metrics';
 import { createAdmissionGuards, standaloneAdmissionGuards, withAdmissionGuards, type AdmissionGuards } from '../triggers/webhook/admission-guards';
 import { createRateLimiter } from '../triggers/rate-limiter';
 import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
+import { watchCertificateExpiry, type CertificateExpiryWatch } from '../platform/registry/certificate-expiry';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -131,6 +132,14 @@ export async function startServices(config: Config, backends: Backends, services
   metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
     stage: name, topic, lag: await backends.log.consumerLag(group, topic),
   }))))));
+  // The processes that open credentials watch their certificates: the gauge, and a warning a day (README: Operations).
+  let certificates: CertificateExpiryWatch | null = null;
+  if (backends.sealer && (services.includes('receiver') || services.includes('decoder'))) {
+    certificates = watchCertificateExpiry({ registry: backends.registry, sealer: backends.sealer, logger, warningDays: config.certExpiryWarningDays });
+    const watch = certificates;
+    metrics.observeCertificates(() => watch.certificates());
+    watch.start();
+  }
   const listening = receiver;
   const readiness: ReadinessCheck[] = [
     { name: 'log', check: async () => { await backends.log.missingTopics([topics.received]); return null; } },
@@ -143,6 +152,7 @@ export async function startServices(config: Config, backends: Backends, services
     port,
     readiness,
     async stop(receiverGraceMs) {
+      certificates?.stop();
       // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
       await receiver?.close(receiverGraceMs);
       for (const s of stages) await s.handle.stop();

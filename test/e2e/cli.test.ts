@@ -4,6 +4,8 @@ import { backendEnv } from '../support/app';
 import { spawn } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
 import { CLI, runCli, startServiceProcess, waitForExit } from '../support/cli-process';
+import { X509Certificate } from 'node:crypto';
+import { datedCertificate } from '../support/dated-certificates';
 
 /** The `ingress` command as a user runs it, on the embedded backends. */
 let env: Record<string, string>;
@@ -69,6 +71,37 @@ test('credentials: need the key, are sealed at rest, list without secrets', asyn
   expect(start.stderr).toMatch(/INGRESS_ENCRYPTION_KEY is not set, but 1 credential\(s\) exist/);
   const wrongKey = await runCli(['start'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' });
   expect(wrongKey.stderr).toMatch(/does not open credential\(s\) cred-cli/);
+});
+
+test('credentials list shows each certificate of an AS2 credential: role, subject, fingerprint, notAfter, days to expiry; never a key', async () => {
+  const day = 86_400_000;
+  const ours = datedCertificate('ingress-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'));
+  const partner = datedCertificate('acme-partner', new Date('2019-01-01T00:00:00Z'), new Date('2020-01-01T00:00:00Z'));
+  const doc = file('as2-cred.json', { id: 'cred-as2-list', type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: ours.key, partnerCertificate: partner.cert } });
+  expect((await runCli(['credentials', 'put', doc], env)).code).toBe(0);
+  const before = Date.now();
+  const list = await runCli(['credentials', 'list'], env);
+  const after = Date.now();
+  expect(list.code).toBe(0);
+  const lines = list.stdout.trim().split('\n').map((l) => JSON.parse(l));
+  const as2 = lines.find((l) => l.id === 'cred-as2-list');
+  const daysBetween = (notAfter: string, at: number) => Math.floor((Date.parse(notAfter) - at) / day);
+  expect(as2).toMatchObject({ id: 'cred-as2-list', type: 'as2ReceiverAuth', updatedAt: expect.any(String) });
+  expect(as2.certificates).toHaveLength(2);
+  const [receiverCert, partnerCert] = as2.certificates;
+  expect(receiverCert).toMatchObject({ role: 'receiver', field: 'certificate', subject: 'CN=ingress-receiver, O=AS2 test', fingerprint: new X509Certificate(ours.cert).fingerprint256, notAfter: '2099-01-01T00:00:00.000Z' });
+  expect(partnerCert).toMatchObject({ role: 'partner', field: 'partnerCertificate', subject: 'CN=acme-partner, O=AS2 test', fingerprint: new X509Certificate(partner.cert).fingerprint256, notAfter: '2020-01-01T00:00:00.000Z' });
+  expect([daysBetween('2099-01-01T00:00:00Z', after), daysBetween('2099-01-01T00:00:00Z', before)]).toContain(receiverCert.daysToExpiry);
+  expect(partnerCert.daysToExpiry).toBeLessThan(0);
+  expect([daysBetween('2020-01-01T00:00:00Z', after), daysBetween('2020-01-01T00:00:00Z', before)]).toContain(partnerCert.daysToExpiry);
+  expect(list.stdout + list.stderr).not.toMatch(/PRIVATE KEY|BEGIN CERTIFICATE|never-print-me/);
+  // Other credentials keep their line as it was: no certificate fields.
+  for (const other of lines.filter((l) => l.type !== 'as2ReceiverAuth')) expect(Object.keys(other).sort()).toEqual(['id', 'name', 'type', 'updatedAt']);
+  // Without the key the list still works; the certificates cannot be read.
+  const { INGRESS_ENCRYPTION_KEY: _key, ...noKey } = env;
+  const blind = (await runCli(['credentials', 'list'], noKey)).stdout.trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.id === 'cred-as2-list');
+  expect(blind).toMatchObject({ id: 'cred-as2-list', certificatesError: expect.stringMatching(/INGRESS_ENCRYPTION_KEY is not set/) });
+  expect(blind.certificates).toBeUndefined();
 });
 
 test('bad configuration stops the command with one line per problem', async () => {

@@ -18,6 +18,8 @@ import type { Received } from '../../services/platform/avro/records';
 import { contentVariants, openCbc, paddings, withCiphertextByte, withPlain } from '../support/as2-tamper';
 import { identityOf } from '../../services/triggers/as2/certificates';
 import { DECRYPTION_FAILED } from '../../services/triggers/as2/decrypt';
+import { unwrapMessage } from '../../services/triggers/as2/unwrap';
+import { datedCertificate } from '../support/dated-certificates';
 
 /**
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, §7), through the whole pipeline on the
@@ -583,5 +585,79 @@ describe('the processed MDN travels in the received record; the decoder keeps th
     // Written once: the replay found both objects and wrote nothing.
     expect(app.logs.filter((l) => l.msg === 'as2.evidence-stored' && l.requestId === m.requestId)).toHaveLength(1);
     expect(app.logs.slice(logsBefore).filter((l) => l.msg === 'record dead-lettered' || l.msg === 'decoder retrying')).toEqual([]);
+  });
+});
+
+describe('certificates outside their validity at the time of receipt (expiry)', () => {
+  const dated = (name: string, from: string, to: string): Party => {
+    const made = datedCertificate(name, new Date(from), new Date(to));
+    return { name, cert: made.cert, key: made.key, certPath: peer.file(made.cert), keyPath: peer.file(made.key) };
+  };
+  let expiredPartner: Party;
+  let futurePartner: Party;
+  let expiredReceiver: Party;
+  beforeAll(async () => {
+    expiredPartner = dated('expired-partner', '2019-01-01T00:00:00Z', '2020-01-01T00:00:00Z');
+    futurePartner = dated('future-partner', '2098-01-01T00:00:00Z', '2099-01-01T00:00:00Z');
+    expiredReceiver = dated('expired-receiver', '2019-01-01T00:00:00Z', '2020-01-01T00:00:00Z');
+    const sealer = createCredentialSealer(app.config.encryptionKey!);
+    const { registry } = app.backends;
+    const as2 = async (id: string, data: { certificate: string; privateKey: string; partnerCertificate?: string }) => {
+      await registry.credentials.put(sealer.seal({ id: `cred-${id}`, type: 'as2ReceiverAuth', data }));
+      await registry.workflows.put({ id, active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: `cred-${id}` } }] });
+    };
+    await as2('wf-as2-expired-signer', { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: expiredPartner.cert });
+    await as2('wf-as2-future-signer', { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: futurePartner.cert });
+    await as2('wf-as2-expired-receiver', { certificate: expiredReceiver.cert, privateKey: expiredReceiver.key, partnerCertificate: partner.cert });
+  });
+  const accepted = async (requestId: string) => (await receivedRecords(app)).some((r) => r.received.requestId === requestId);
+
+  test('signed with an expired pinned partner certificate → authentication-failed, named inside encryption too; nothing accepted', async () => {
+    const plain = await postAs2(app, 'wf-as2-expired-signer', peer.sign(payload(), expiredPartner), as2Headers(), peer, receiver);
+    expect([plain.status, plain.signed, plain.disposition]).toEqual([200, true, 'automatic-action/MDN-sent-automatically; processed/error: authentication-failed']);
+    expect(plain.report).toContain('signed with a certificate that expired on 2020-01-01T00:00:00.000Z');
+    // Decided only after the signature held, so it is told apart inside encryption (no oracle: tampering cannot make a valid signature).
+    const sealed = await postAs2(app, 'wf-as2-expired-signer', peer.encrypt((await peer.sign(payload(), expiredPartner)).entity, receiver), as2Headers(), peer, receiver);
+    expect(sealed.disposition).toMatch(/processed\/error: authentication-failed$/);
+    expect(sealed.report).toContain('expired on 2020-01-01');
+    expect(await accepted(plain.requestId)).toBe(false);
+    expect(await accepted(sealed.requestId)).toBe(false);
+    expect(app.logs.find((l) => l.event === 'as2.failure' && l.requestId === plain.requestId)).toMatchObject({ code: 'signer-outside-validity', disposition: 'authentication-failed' });
+  });
+
+  test('signed with a partner certificate not yet valid → authentication-failed', async () => {
+    const m = await postAs2(app, 'wf-as2-future-signer', peer.sign(payload(), futurePartner), as2Headers(), peer, receiver);
+    expect(m.disposition).toMatch(/processed\/error: authentication-failed$/);
+    expect(m.report).toContain('not valid before 2098-01-01T00:00:00.000Z');
+  });
+
+  test('encrypted to an expired receiver certificate → decryption-failed with its reason, before any decryption; unencrypted messages still processed', async () => {
+    // The failure MDN is signed with that expired certificate, which openssl's verification refuses: ask for an unsigned one here.
+    const unsignedReceipt = as2Headers({ 'Disposition-Notification-Options': null });
+    const m = await postAs2(app, 'wf-as2-expired-receiver', peer.encrypt((await peer.sign(payload(), partner)).entity, expiredReceiver), unsignedReceipt, peer, expiredReceiver);
+    expect([m.status, m.signed, m.disposition]).toEqual([200, false, 'automatic-action/MDN-sent-automatically; processed/error: decryption-failed']);
+    expect(m.report).toContain('encrypted to the receiver certificate, which expired on 2020-01-01T00:00:00.000Z');
+    expect(await accepted(m.requestId)).toBe(false);
+    const steps = app.logs.filter((l) => l.requestId === m.requestId).map((l) => l.event);
+    expect(steps).toContain('as2.decrypt-failure');
+    expect(app.logs.find((l) => l.event === 'as2.failure' && l.requestId === m.requestId)).toMatchObject({ code: 'receiver-outside-validity', disposition: 'decryption-failed' });
+    // Any ciphertext gets the same answer: nothing about it is looked at.
+    const garbage = await postAs2(app, 'wf-as2-expired-receiver', { contentType: 'application/pkcs7-mime; smime-type=enveloped-data', body: (await peer.encrypt(payload(), expiredReceiver)).body.subarray(0, 200) }, unsignedReceipt, peer, expiredReceiver);
+    expect(garbage.report).toContain('expired on 2020-01-01');
+    // Signed only (not encrypted to it): processed.
+    const signedOnly = await postAs2(app, 'wf-as2-expired-receiver', peer.sign(payload(), partner), unsignedReceipt, peer, expiredReceiver);
+    expect(signedOnly.disposition).toMatch(/processed$/);
+  });
+
+  test('validity is judged at the time of receipt: the decoder opening the message later judges it as the receiver did', async () => {
+    const signed = await peer.sign(payload(), expiredPartner);
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: expiredPartner.cert });
+    const opened = await unwrapMessage(signed.body, signed.contentType, null, { identity, maxInflatedBytes: 1 << 20, receivedAt: Date.parse('2019-12-31T23:59:59Z') });
+    expect(opened.signed).toBe(true);
+    await expect(unwrapMessage(signed.body, signed.contentType, null, { identity, maxInflatedBytes: 1 << 20, receivedAt: Date.parse('2020-01-01T00:00:01Z') })).rejects.toMatchObject({ code: 'signer-outside-validity', modifier: 'authentication-failed' });
+    const sealed = await peer.encrypt(payload(), expiredReceiver);
+    const receiverIdentity = identityOf({ certificate: expiredReceiver.cert, privateKey: expiredReceiver.key });
+    expect((await unwrapMessage(sealed.body, sealed.contentType, null, { identity: receiverIdentity, maxInflatedBytes: 1 << 20, receivedAt: Date.parse('2019-06-01T00:00:00Z') })).encrypted).toBe(true);
+    await expect(unwrapMessage(sealed.body, sealed.contentType, null, { identity: receiverIdentity, maxInflatedBytes: 1 << 20 })).rejects.toMatchObject({ code: 'receiver-outside-validity', modifier: 'decryption-failed' });
   });
 });

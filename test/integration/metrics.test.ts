@@ -1,16 +1,24 @@
 import { collect } from './contracts/event-log.contract';
 import { startTestApp, type TestApp } from '../support/app';
 import { readGlobalMetrics, type Point } from '../support/metric-points';
+import { X509Certificate } from 'node:crypto';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { datedCertificate } from '../support/dated-certificates';
 
 /**
  * The metrics the service records, read with a pull reader from the OpenTelemetry SDK: requests by status
  * and trigger kind, accept latency, bytes in, stage throughput, dead letters and consumer lag.
  */
 let points: (name: string) => Promise<Point[]>;
+const receiverCert = datedCertificate('metrics-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-06-30T00:00:00Z'));
+const expiredPartner = datedCertificate('metrics-partner', new Date('2019-01-01T00:00:00Z'), new Date('2020-01-01T00:00:00Z'));
 let app: TestApp;
 beforeAll(async () => {
   points = readGlobalMetrics();
   app = await startTestApp('embedded');
+  // Before the first collection: the gauge's read of the credentials is cached for a minute.
+  const sealer = createCredentialSealer(app.config.encryptionKey!);
+  await app.backends.registry.credentials.put(sealer.seal({ id: 'cred-dated', type: 'as2ReceiverAuth', data: { certificate: receiverCert.cert, privateKey: receiverCert.key, partnerCertificate: expiredPartner.cert } }));
 });
 afterAll(async () => { await app.stop(); });
 
@@ -69,4 +77,18 @@ test('a request repeating an idempotency key is counted as a duplicate of its wo
   const stage = await points('ingress.stage.records');
   expect(sum(duplicates, { 'workflow.id': 'wf-dup-metrics' })).toBe(2);
   expect(sum(stage, { 'ingress.stage': 'decoder', 'ingress.outcome': 'processed' })).toBeGreaterThanOrEqual(3);
+});
+
+test('each credential certificate reports its days to expiry, negative once expired', async () => {
+  const days = (notAfter: string, at: number) => Math.floor((Date.parse(notAfter) - at) / 86_400_000);
+  let gauge: Point[] = [];
+  const before = Date.now();
+  while (gauge.filter((p) => p.attributes['ingress.credential.id'] === 'cred-dated').length < 2) { await tick(); gauge = await points('ingress.certificate.days_to_expiry'); }
+  const after = Date.now();
+  const of = (role: string) => gauge.find((p) => p.attributes['ingress.credential.id'] === 'cred-dated' && p.attributes['ingress.certificate.role'] === role)!;
+  expect(of('receiver').attributes['ingress.certificate.fingerprint']).toBe(new X509Certificate(receiverCert.cert).fingerprint256);
+  expect([days('2099-06-30T00:00:00Z', after), days('2099-06-30T00:00:00Z', before)]).toContain(of('receiver').value);
+  expect(of('partner').attributes['ingress.certificate.fingerprint']).toBe(new X509Certificate(expiredPartner.cert).fingerprint256);
+  expect([days('2020-01-01T00:00:00Z', after), days('2020-01-01T00:00:00Z', before)]).toContain(of('partner').value);
+  expect(of('partner').value as number).toBeLessThan(0);
 });

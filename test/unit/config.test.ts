@@ -41,6 +41,12 @@ test('MD5 for AS2 is off unless asked for', () => {
   expect(loadConfig({ AS2_ALLOW_MD5: 'false' }).as2AllowMd5).toBe(false);
 });
 
+test('certificate expiry warnings: 30 days by default, 0 for expired certificates only', () => {
+  expect(loadConfig({}).certExpiryWarningDays).toBe(30);
+  expect(loadConfig({ CERT_EXPIRY_WARNING_DAYS: '0' }).certExpiryWarningDays).toBe(0);
+  expect(loadConfig({ CERT_EXPIRY_WARNING_DAYS: '90' }).certExpiryWarningDays).toBe(90);
+});
+
 test('sizes accept units', () => {
   expect(loadConfig({ MAX_BODY_BYTES: '10MiB', INLINE_BODY_MAX: '4 KiB' })).toMatchObject({ maxBodyBytes: 10 * 1024 * 1024, inlineBodyMax: 4096 });
   expect(loadConfig({ MAX_HELD_BODY_BYTES: '1MiB', INLINE_BODY_MAX: '480KiB' })).toMatchObject({ maxHeldBodyBytes: 1024 * 1024, inlineBodyMax: 480 * 1024 });
@@ -62,6 +68,8 @@ test.each([
   [{ EXECUTION_QUEUE_FAX: 'x' }, /^EXECUTION_QUEUE_FAX: unknown trigger kind/],
   [{ EXECUTION_QUEUE_AS2: 'bad topic!' }, /^EXECUTION_QUEUE_AS2="bad topic!": a Kafka topic name/],
   [{ AS2_ALLOW_MD5: 'yes' }, /^AS2_ALLOW_MD5="yes": true or false$/],
+  [{ CERT_EXPIRY_WARNING_DAYS: '-1' }, /^CERT_EXPIRY_WARNING_DAYS="-1": how many days before a credential certificate expires .* \(a whole number from 0 to 3650\)$/],
+  [{ CERT_EXPIRY_WARNING_DAYS: '30d' }, /^CERT_EXPIRY_WARNING_DAYS="30d"/],
   [{ MAX_HELD_BODY_BYTES: '1MiB', INLINE_BODY_MAX: '768KiB' }, /^MAX_HELD_BODY_BYTES=1048576: at least twice INLINE_BODY_MAX \(786432\) plus 64KiB/],
 ])('%j is refused with one clear line', (env, line) => {
   const found = problems(env as Record<string, string>);

@@ -1,6 +1,8 @@
 import { promises as fsp } from 'node:fs';
 import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
+import { credentialCertificates, holdsCertificates } from '../../platform/registry/certificate-facts';
+import type { CredentialSealer } from '../../platform/registry/credential-crypto';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { triggerCatalog } from '../start';
 import type { CommandContext } from '../context';
@@ -80,10 +82,24 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
         ctx.out(JSON.stringify({ id: doc.id, type: doc.type }));
         return 0;
       }
-      case 'list':
-        // Ids and types only: secrets never leave the registry through the CLI.
-        for (const c of await registry.credentials.list()) ctx.out(JSON.stringify({ id: c.id, name: c.name ?? null, type: c.type, updatedAt: c.updatedAt }));
+      case 'list': {
+        // Ids and types, and for credentials holding certificates each certificate's public facts
+        // (certificate-facts.ts): secrets and private keys never leave the registry through the CLI.
+        let sealer: CredentialSealer | null | undefined;
+        const now = Date.now();
+        for (const c of await registry.credentials.list()) {
+          const line: Record<string, unknown> = { id: c.id, name: c.name ?? null, type: c.type, updatedAt: c.updatedAt };
+          if (holdsCertificates(c.type)) {
+            if (sealer === undefined) { try { sealer = ctx.sealer(); } catch { sealer = null; } }
+            if (!sealer) line.certificatesError = 'INGRESS_ENCRYPTION_KEY is not set, so the certificates cannot be read';
+            else {
+              try { line.certificates = credentialCertificates(sealer.open(c), now); } catch (error) { line.certificatesError = (error as Error).message; }
+            }
+          }
+          ctx.out(JSON.stringify(line));
+        }
         return 0;
+      }
       default:
         throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
     }

@@ -38,6 +38,8 @@ export interface Config {
   maxInflatedBytes: number;
   /** What request bodies may hold in memory while they arrive, all together: the receiver's and those of the triggers that keep whole bodies. */
   maxHeldBodyBytes: number;
+  /** Certificates of credentials with fewer days than this left are logged as a warning once a day (0: only expired ones, as errors). */
+  certExpiryWarningDays: number;
   /** AS2: accept MD5 as a signature digest and MDN micalg, for a partner that cannot do better (off by default). */
   as2AllowMd5: boolean;
   multipart: { maxFileBytes: number; maxFiles: number; maxFields: number };
@@ -200,6 +202,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   }
   const allowMd5 = get('AS2_ALLOW_MD5')?.toLowerCase() ?? 'false';
   if (allowMd5 !== 'true' && allowMd5 !== 'false') problems.push(`AS2_ALLOW_MD5=${JSON.stringify(get('AS2_ALLOW_MD5'))}: true or false`);
+  const certExpiryWarningDays = integer('CERT_EXPIRY_WARNING_DAYS', 30, 0, 3650, 'how many days before a credential certificate expires the running service starts warning of it, once a day; 0 logs only expired certificates');
   const multipart = {
     maxFileBytes: size('MULTIPART_MAX_FILE_BYTES', maxBodyBytes, 1, 16 * 1024 ** 3),
     maxFiles: integer('MULTIPART_MAX_FILES', 100, 1, 10_000, 'how many files one multipart body may carry'),
@@ -256,7 +259,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
-    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
     adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours,
   };
 }

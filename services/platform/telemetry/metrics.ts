@@ -22,6 +22,8 @@ export interface IngressMetrics {
   duplicate(workflowId: string): void;
   /** Report consumer lag (records behind, per stage and topic) whenever metrics are collected. */
   observeLag(read: () => Promise<{ stage: string; topic: string; lag: number }[]>): void;
+  /** Report each certificate's days to expiry (negative once expired) whenever metrics are collected. */
+  observeCertificates(read: () => Promise<{ credentialId: string; role: string; fingerprint: string; daysToExpiry: number }[]>): void;
 }
 
 export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-event-ingress')): IngressMetrics {
@@ -39,6 +41,7 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
   const ipNotAllowed = meter.createCounter('ingress.ip_not_allowed', { description: 'Hook requests refused by an IP allow-list (403), by workflow', unit: '{request}' });
   const duplicates = meter.createCounter('ingress.duplicates', { description: 'Requests that repeated an accepted idempotency key within the window, so started nothing, by workflow', unit: '{request}' });
   const lag = meter.createObservableGauge('messaging.kafka.consumer.lag', { description: 'Records in the stage input topic not yet committed by the stage', unit: '{record}' });
+  const certificateDays = meter.createObservableGauge('ingress.certificate.days_to_expiry', { description: 'Whole days until a credential certificate expires (negative once expired), by credential, role and SHA-256 fingerprint', unit: 'd' });
   // The hot path allocates no attribute objects: one set per status and trigger kind, made once.
   const requestAttributes = new Map<string, { count: Attributes; duration: Attributes; bytes: Attributes }>();
   const attributesOf = (status: number, triggerKind: string) => {
@@ -78,6 +81,13 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
       lag.addCallback(async (result) => {
         for (const { stage, topic, lag: value } of await read().catch(() => [])) {
           result.observe(value, { 'ingress.stage': stage, 'messaging.destination.name': topic });
+        }
+      });
+    },
+    observeCertificates(read) {
+      certificateDays.addCallback(async (result) => {
+        for (const c of await read().catch(() => [])) {
+          result.observe(c.daysToExpiry, { 'ingress.credential.id': c.credentialId, 'ingress.certificate.role': c.role, 'ingress.certificate.fingerprint': c.fingerprint });
         }
       });
     },

@@ -49,6 +49,8 @@ async function openAndStage(received: Received, credentialId: string | null, lim
     const opened = await unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
       identity: identityOf(credential.data), maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
       multipleAttachments: hasMultipleAttachments(received.headers),
+      // Certificates are judged at the time of receipt, as the receiver judged them: a replay after a partner certificate expired still opens.
+      receivedAt: received.receivedAt,
     });
     attachments = opened.attachments;
     // An unsecured message's payload headers are the HTTP headers: its file name is in the request's Content-Disposition (pyas2lib sends it there).

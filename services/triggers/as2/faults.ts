@@ -11,7 +11,18 @@ export const AS2_FAULTS = {
   'authentication-failed': { modifier: 'authentication-failed', status: 200 },
   /** A valid signature, by a certificate other than the pinned one: the one fault told apart inside encryption (unwrap.ts). */
   'signer-not-pinned': { modifier: 'authentication-failed', status: 200 },
+  /**
+   * A valid signature, by a certificate outside its validity at the time of receipt (expired, or not yet
+   * valid). Decided only once the signature holds, so, like signer-not-pinned, told apart inside encryption.
+   */
+  'signer-outside-validity': { modifier: 'authentication-failed', status: 200 },
   'decryption-failed': { modifier: 'decryption-failed', status: 200 },
+  /**
+   * An encrypted message while the receiver certificate is outside its validity at the time of receipt:
+   * refused before any private-key operation; it depends on our configuration and the clock alone, never
+   * on the ciphertext, so it is no oracle.
+   */
+  'receiver-outside-validity': { modifier: 'decryption-failed', status: 200 },
   'decompression-failed': { modifier: 'decompression-failed', status: 200 },
   'integrity-check-failed': { modifier: 'integrity-check-failed', status: 200 },
   'insufficient-message-security': { modifier: 'insufficient-message-security', status: 200 },

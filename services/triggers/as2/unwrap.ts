@@ -6,6 +6,7 @@ import { As2Fault } from './faults';
 import { decodedBody, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
 import { verifyDetached } from './verify';
 import { heldShare, type HeldBytes } from '../held-bytes';
+import { validFrom, validityAt, validTo } from '../../platform/registry/certificate-facts';
 
 /**
  * The layers of an AS2 message, outside in, as senders stack them: encryption (enveloped data),
@@ -43,6 +44,11 @@ export interface UnwrapOptions {
   held?: HeldBytes | null;
   /** `EDIINT-Features: multiple-attachments` was sent: a multipart/mixed payload is split. */
   multipleAttachments?: boolean;
+  /**
+   * When the message was received (ms since the epoch; now when not given): certificates are judged valid
+   * or not at this time, by the receiver and by the decoder opening the message later alike.
+   */
+  receivedAt?: number;
   /** Told of each step, for the structured logs (as2.decrypt-start, …). */
   onStep?(step: 'decrypt-start' | 'decrypt-success' | 'decrypt-failure' | 'verify-success' | 'verify-failure', detail?: string): void;
 }
@@ -68,7 +74,8 @@ export async function unwrapMessage(body: Buffer, contentType: string | null, tr
     // A signature that holds with another certificate than the pinned one is named as such even inside
     // encryption: only a valid signature over the content produces it, which tampering cannot. A message
     // refused for want of memory is to be sent again, not given up as undecryptable.
-    if (!state.sealed || (error instanceof As2Fault && (error.code === 'signer-not-pinned' || error.code === 'not-accepted'))) throw error;
+    // So is a valid signature by a certificate outside its validity (decided after the signature held).
+    if (!state.sealed || (error instanceof As2Fault && (error.code === 'signer-not-pinned' || error.code === 'signer-outside-validity' || error.code === 'not-accepted'))) throw error;
     const reason = error instanceof As2Fault ? `${error.code}: ${error.reason ?? error.message}` : 'unexpected error';
     throw new As2Fault('decryption-failed', DECRYPTION_FAILED, reason);
   } finally {
@@ -83,6 +90,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   let entity: MimeEntity = { headers, body, raw: body };
   const result = { encrypted: false, signed: false, compressed: false, micContent: body, signerDigest: null as Digest | null, signerFingerprint: null as string | null };
   const partner = options.identity.partner;
+  const receivedAt = options.receivedAt ?? Date.now();
 
   for (let layer = 0; ; layer++) {
     if (layer > MAX_LAYERS) throw new As2Fault('malformed-message', 'the message nests too many layers');
@@ -97,6 +105,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
       } else if (smime === 'enveloped-data' || smime === 'authenveloped-data') {
         options.onStep?.('decrypt-start');
         try {
+          receiverValidAt(options.identity, receivedAt);
           entity = decryptEntity(der, options.identity);
         } catch (error) {
           options.onStep?.('decrypt-failure', error instanceof As2Fault ? (error.reason ?? error.message) : 'unexpected error');
@@ -115,7 +124,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
       const signature = parseEntity(parts[1]);
       let check;
       try {
-        check = verifyDetached(decodedBody(signature), parts[0], partner, options.allowMd5);
+        check = verifyDetached(decodedBody(signature), parts[0], partner, options.allowMd5, receivedAt);
       } catch (error) {
         options.onStep?.('verify-failure', (error as Error).message);
         throw error;
@@ -137,6 +146,18 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   }
   const attachments = attachmentsOf(entity, options.multipleAttachments ?? false).map((part) => ({ entity: part, bytes: decodedBody(part) }));
   return { payload: entity, attachments, ...result };
+}
+
+/**
+ * Before decrypting: the receiver certificate must be valid at the time of receipt. This looks at our
+ * certificate and the clock only, never at the message, so it tells an attacker nothing about the
+ * ciphertext (no oracle), and no private-key operation is made with a key whose certificate has lapsed.
+ */
+function receiverValidAt(identity: As2Identity, receivedAt: number): void {
+  const cert = identity.receiver.cert;
+  const validity = validityAt(cert, receivedAt);
+  if (validity === 'expired') throw new As2Fault('receiver-outside-validity', `the message is encrypted to the receiver certificate, which expired on ${validTo(cert).toISOString()}; encrypt to the receiver's current certificate`);
+  if (validity === 'not-yet-valid') throw new As2Fault('receiver-outside-validity', `the message is encrypted to the receiver certificate, which is not valid before ${validFrom(cert).toISOString()}`);
 }
 
 /** For a pinned partner before any signature: only another layer (signed or S/MIME) may follow. */

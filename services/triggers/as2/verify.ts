@@ -3,6 +3,7 @@ import { digestFromOid, OID, type Digest } from './algorithms';
 import { certificateFacts, identifies, type CertificateFacts } from './certificates';
 import { child, contentOf, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
+import { validFrom, validityAt, validTo } from '../../platform/registry/certificate-facts';
 
 /**
  * A detached CMS SignedData (RFC 5652 §5) over the exact bytes of the signed MIME part. node-forge
@@ -12,13 +13,16 @@ import { As2Fault } from './faults';
  *
  * Signer pinning (SPEC §4.2.5): with a partner certificate configured, only it verifies; a certificate
  * carried in the message that differs from it is refused, never trusted instead.
+ *
+ * Validity: once the signature holds, the signer certificate must be inside its validity at `receivedAt`
+ * (the time of receipt, also when the decoder opens the message again later): else signer-outside-validity.
  */
 export interface SignatureCheck {
   digest: Digest;
   signerFingerprint: string;
 }
 
-export function verifyDetached(signature: Buffer, signed: Buffer, partner: CertificateFacts | null, allowMd5 = false): SignatureCheck {
+export function verifyDetached(signature: Buffer, signed: Buffer, partner: CertificateFacts | null, allowMd5 = false, receivedAt: number = Date.now()): SignatureCheck {
   const root = parseDer(signature);
   if (oidOf(root.children[0]) !== OID.signedData) throw new As2Fault('malformed-message', 'the signature is not CMS signed data');
   const sd = child(child(root, 1, 'content'), 0, 'SignedData');
@@ -47,7 +51,14 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partner: Certi
     if (!inMessage) throw new As2Fault('authentication-failed', 'the signer certificate is not in the message and no partner certificate is configured');
     signer = inMessage;
   }
-  return { digest: checkSigner(info, signed, signer, allowMd5), signerFingerprint: signer.fingerprint };
+  const digest = checkSigner(info, signed, signer, allowMd5);
+  const validity = validityAt(signer.cert, receivedAt);
+  if (validity !== 'valid') {
+    throw new As2Fault('signer-outside-validity', validity === 'expired'
+      ? `the message was signed with a certificate that expired on ${validTo(signer.cert).toISOString()}, before the message was received`
+      : `the message was signed with a certificate that is not valid before ${validFrom(signer.cert).toISOString()}`);
+  }
+  return { digest, signerFingerprint: signer.fingerprint };
 }
 
 /** The signer info's signature over `signed`, checked with `signer`: its digest, or integrity-check-failed. */
