@@ -1,5 +1,7 @@
-import { createPrivateKey, createPublicKey, X509Certificate } from 'node:crypto';
+import { createPublicKey } from 'node:crypto';
+import { as2CredentialProblems, type As2CredentialData } from './as2-credential';
 import { DOCUMENT_ID } from './registry';
+export type { As2CredentialData, As2ReceiverKeyData } from './as2-credential';
 import { hmacProblems, jwtProblems, standardWebhooksProblems, type HmacData, type JwtData, type StandardWebhooksData } from './signature-credentials';
 
 /** The workflow document of DESIGN.md §5, as stored. Trigger parameters are read by the trigger plugins. */
@@ -22,7 +24,7 @@ export interface WorkflowDocument {
 export type CredentialData =
   | { type: 'basicAuth'; data: { user: string; password: string } }
   | { type: 'headerAuth'; data: { name: string; value: string } }
-  | { type: 'as2ReceiverAuth'; data: { certificate: string; privateKey: string; partnerCertificate?: string } }
+  | { type: 'as2ReceiverAuth'; data: As2CredentialData }
   | { type: 'rsaSignature'; data: { publicKey: string; header?: string } }
   | { type: 'standardWebhooks'; data: StandardWebhooksData }
   | { type: 'hmac'; data: HmacData }
@@ -79,23 +81,6 @@ export function parseWorkflowDocument(input: unknown): WorkflowDocument {
   return input as unknown as WorkflowDocument;
 }
 
-/** The AS2 PEMs must be readable now, not at the first message (and the key must be the certificate's). */
-function as2PemProblems(data: Record<string, string>): string[] {
-  const problems: string[] = [];
-  let cert: X509Certificate | null = null;
-  try { cert = new X509Certificate(data.certificate); } catch { problems.push('data.certificate is not a readable X.509 certificate'); }
-  let key = null;
-  try { key = createPrivateKey(data.privateKey); } catch { problems.push('data.privateKey is not a readable unencrypted private key'); }
-  // The key signs MDNs the way CMS says for RSA (PKCS#1 v1.5) and ECDSA; an RSA-PSS key's would not verify
-  // at the partner (who then sends the message again), and Ed25519 signing with a digest fails here.
-  if (key && key.asymmetricKeyType !== 'rsa' && key.asymmetricKeyType !== 'ec') problems.push(`data.privateKey is a ${key.asymmetricKeyType} key: the AS2 receiver key must be RSA or EC`);
-  else if (cert && key && !cert.checkPrivateKey(key)) problems.push('data.privateKey is not the private key of data.certificate');
-  if (data.partnerCertificate !== undefined) {
-    try { new X509Certificate(data.partnerCertificate); } catch { problems.push('data.partnerCertificate is not a readable X.509 certificate'); }
-  }
-  return problems;
-}
-
 /** Check a credential document; the messages never quote a secret. */
 export function parseCredentialDocument(input: unknown): CredentialDocument {
   if (!isObject(input)) throw new DocumentError(['a credential document must be a JSON object']);
@@ -125,10 +110,7 @@ export function parseCredentialDocument(input: unknown): CredentialDocument {
       if (isObject(data) && typeof data.name === 'string' && !HEADER_NAME.test(data.name)) problems.push('data.name must be a valid HTTP header name');
       break;
     case 'as2ReceiverAuth':
-      pem('certificate', /-----BEGIN CERTIFICATE-----/);
-      pem('privateKey', /-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----/);
-      pem('partnerCertificate', /-----BEGIN CERTIFICATE-----/, true);
-      if (problems.length === 0 && isObject(data)) problems.push(...as2PemProblems(data as Record<string, string>));
+      if (isObject(data)) problems.push(...as2CredentialProblems(data));
       break;
     case 'rsaSignature':
       pem('publicKey', /-----BEGIN PUBLIC KEY-----/);

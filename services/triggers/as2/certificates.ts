@@ -1,10 +1,12 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { child, contentOf, octets, oidOf, parseDer, rawOf, type Node } from './der';
+import type { As2CredentialData } from '../../platform/registry/documents';
 
 /**
- * The receiver's identity (certificate and private key) and the pinned partner certificate, read once
- * per credential. CMS names a recipient or signer by issuer + serial number or by subject key id, so
- * those are taken from the certificate's DER.
+ * The receiver's key pairs and the pinned partner certificates of one credential, read once per
+ * credential. A credential holds several of each so that certificates rotate without downtime
+ * (rotation.ts decides which one is used when). CMS names a recipient or signer by issuer + serial
+ * number or by subject key id, so those are taken from the certificate's DER.
  */
 export interface CertificateFacts {
   cert: X509Certificate;
@@ -14,10 +16,17 @@ export interface CertificateFacts {
   fingerprint: string;
 }
 
-export interface As2Identity {
+/** One receiver certificate with its private key. */
+export interface ReceiverKey {
   receiver: CertificateFacts;
   key: KeyObject;
-  partner: CertificateFacts | null;
+}
+
+export interface As2Identity extends ReceiverKey {
+  /** Every receiver key pair: the single fields first (when given), then `receiverKeys` in order. Never empty. */
+  receivers: ReceiverKey[];
+  /** Every pinned partner certificate: `partnerCertificate` first, then `partnerCertificates`. Empty: nothing pinned. */
+  partners: CertificateFacts[];
 }
 
 const SKI_OID = '2.5.29.14';
@@ -43,15 +52,18 @@ export function identifies(id: Node, facts: CertificateFacts): boolean {
 
 const identities = new WeakMap<object, As2Identity>();
 
-/** Throws (with a message that quotes no secret) when the PEMs cannot be read. */
-export function identityOf(data: { certificate: string; privateKey: string; partnerCertificate?: string }): As2Identity {
+/**
+ * Throws (with a message that quotes no secret) when the PEMs cannot be read. `receiver` and `key` are
+ * the first receiver key pair, for tools that know a single key; the receiver itself uses `receivers`.
+ */
+export function identityOf(data: As2CredentialData): As2Identity {
   let identity = identities.get(data);
   if (!identity) {
-    identity = {
-      receiver: certificateFacts(new X509Certificate(data.certificate)),
-      key: createPrivateKey(data.privateKey),
-      partner: data.partnerCertificate ? certificateFacts(new X509Certificate(data.partnerCertificate)) : null,
-    };
+    const pairs = [...(data.certificate !== undefined ? [{ certificate: data.certificate, privateKey: data.privateKey }] : []), ...(data.receiverKeys ?? [])];
+    const receivers = pairs.map((pair) => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') }));
+    if (receivers.length === 0) throw new Error('the AS2 credential holds no receiver key');
+    const partnerPems = [...(data.partnerCertificate ? [data.partnerCertificate] : []), ...(data.partnerCertificates ?? [])];
+    identity = { ...receivers[0], receivers, partners: partnerPems.map((pem) => certificateFacts(new X509Certificate(pem))) };
     identities.set(data, identity);
   }
   return identity;

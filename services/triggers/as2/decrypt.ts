@@ -1,11 +1,12 @@
 import { createDecipheriv } from 'node:crypto';
 import { CONTENT_CIPHERS, digestFromOid, OID } from './algorithms';
-import { identifies, type As2Identity } from './certificates';
+import type { As2Identity } from './certificates';
 import { child, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
 import { GCM_MAX_TAG, GCM_MIN_TAG, gcmNonce, icvLength, openGcm, splitAppendedTag } from './gcm';
 import { unwrapOaep, unwrapPkcs1 } from './key-transport';
 import { parseEntity, type MimeEntity } from './mime';
+import { namedReceiverKey } from './rotation';
 
 /**
  * CMS EnvelopedData (RFC 5652 §6) and AuthEnvelopedData with AES-GCM (RFC 5083/5084) → the inner MIME
@@ -19,7 +20,8 @@ import { parseEntity, type MimeEntity } from './mime';
 export const DECRYPTION_FAILED = 'the message could not be decrypted with the receiver key';
 const FAILED = DECRYPTION_FAILED;
 
-export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
+/** `receivedAt`: the time of receipt, at which the receiver certificate the message names must be valid. */
+export function decryptEntity(der: Buffer, identity: As2Identity, receivedAt: number = Date.now()): MimeEntity {
   const root = parseDer(der);
   const type = oidOf(root.children[0]);
   if (type !== OID.envelopedData && type !== OID.authEnvelopedData) throw new As2Fault('malformed-message', `expected CMS enveloped data, got ${type}`);
@@ -45,7 +47,7 @@ export function decryptEntity(der: Buffer, identity: As2Identity): MimeEntity {
 
   // The key transport always yields a key of the cipher's length (a synthetic one when it fails), so a
   // wrong key and every content fault below end in the same catch, with the same words.
-  const key = contentKey(recipients, identity, cipher.keyLength);
+  const key = contentKey(recipients, identity, cipher.keyLength, receivedAt);
   let plain: Buffer;
   try {
     if (cipher.gcm && gcmEnvelope) {
@@ -101,20 +103,22 @@ export function stripPkcs7(padded: Buffer, block: number): Buffer {
   return padded.subarray(0, n - pad * (bad ^ 1));
 }
 
-/** The content-encryption key from the recipient info that names our certificate (else the only/first one). */
-function contentKey(recipients: Node, identity: As2Identity, length: number): Buffer {
+/**
+ * The content-encryption key from the recipient info that names one of our certificates, unwrapped with
+ * that certificate's key only (rotation.ts: chosen by name, never by trying keys).
+ */
+function contentKey(recipients: Node, identity: As2Identity, length: number, receivedAt: number): Buffer {
   const transports = recipients.children.filter((n) => n.cls === 0 && n.tag === 16); // KeyTransRecipientInfo
   if (transports.length === 0) throw new As2Fault('unsupported-algorithm', 'no RSA key transport recipient in the message');
-  // A message not addressed to our certificate still runs the RSA operation: the fault is the same.
-  const ours = transports.find((ri) => identifies(child(ri, 1, 'recipient id'), identity.receiver)) ?? transports[0];
+  const { key: { key: privateKey }, transport: ours } = namedReceiverKey(transports, identity, receivedAt);
   const algorithm = child(ours, 2, 'keyEncryptionAlgorithm');
   const encryptedKey = octets(child(ours, 3, 'encryptedKey'));
   const oid = oidOf(algorithm.children[0]);
-  if (oid === OID.rsaEncryption) return unwrapPkcs1(identity.key, encryptedKey, length);
+  if (oid === OID.rsaEncryption) return unwrapPkcs1(privateKey, encryptedKey, length);
   if (oid === OID.rsaOaep) {
     const { hash, mgfHash } = oaepParameters(algorithm.children[1]);
     if (hash !== mgfHash) throw new As2Fault('unsupported-algorithm', 'RSA-OAEP with different hash and MGF1 hash is not supported');
-    return unwrapOaep(identity.key, encryptedKey, hash, length);
+    return unwrapOaep(privateKey, encryptedKey, hash, length);
   }
   throw new As2Fault('unsupported-algorithm', `key transport algorithm ${oid} is not supported`);
 }

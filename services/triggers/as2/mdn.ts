@@ -1,6 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { digestFromName, MICALG_NAME, type Digest } from './algorithms';
 import type { As2Identity } from './certificates';
+import { signingKey } from './rotation';
 import { signDetached } from './sign';
 
 /**
@@ -73,7 +74,7 @@ export interface MdnInput {
   mic: string | null;
   micalg: { digest: Exclude<Digest, 'md5'>; name: string };
   options: MdnOptions;
-  /** The receiver's identity, to sign with; null answers unsigned. */
+  /** The receiver's identity, whose newest valid key signs (rotation.ts); null answers unsigned. */
   identity: As2Identity | null;
   reportingUa: string;
   now?: Date;
@@ -141,7 +142,7 @@ export async function buildMdn(input: MdnInput): Promise<Mdn> {
     return { headers: { ...headers, 'content-type': reportType }, body: Buffer.from(reportBody, 'latin1'), messageId };
   }
   const signedPart = Buffer.from(`Content-Type: ${reportType}${CRLF}${CRLF}${reportBody}`, 'latin1');
-  const signature = (await signDetached(signedPart, input.micalg.digest, input.identity, now)).toString('base64').replace(/.{1,76}/g, (line) => line + CRLF);
+  const signature = (await signDetached(signedPart, input.micalg.digest, signingKey(input.identity, now.getTime()), now)).toString('base64').replace(/.{1,76}/g, (line) => line + CRLF);
   const outer = `----=_signed_${randomUUID()}`;
   const body = Buffer.concat([
     Buffer.from(`--${outer}${CRLF}`, 'latin1'),

@@ -1,10 +1,11 @@
 import { createHash, sign } from 'node:crypto';
 import { OID, OID_OF_DIGEST, type Digest } from './algorithms';
-import type { As2Identity } from './certificates';
+import type { ReceiverKey } from './certificates';
 import { algorithmId, integer, NULL, oid, octetString, seq, setOf, tlv, utcTime } from './der-writer';
 
 /**
- * A detached CMS SignedData over `content` with the receiver's certificate and key, for signed MDNs.
+ * A detached CMS SignedData over `content` with one receiver certificate and its key, for signed MDNs
+ * (which one: rotation.ts, signingKey).
  * The RSA (or ECDSA) operation is Node's, run in its thread pool (the callback form of crypto.sign), so
  * the event loop goes on with other requests meanwhile; signed attributes are contentType, signingTime,
  * messageDigest.
@@ -13,7 +14,7 @@ export const ECDSA_WITH: Record<Exclude<Digest, 'md5'>, string> = {
   sha1: '1.2.840.10045.4.1', sha224: '1.2.840.10045.4.3.1', sha256: '1.2.840.10045.4.3.2', sha384: '1.2.840.10045.4.3.3', sha512: '1.2.840.10045.4.3.4',
 };
 
-export async function signDetached(content: Buffer, digest: Exclude<Digest, 'md5'>, identity: As2Identity, now = new Date()): Promise<Buffer> {
+export async function signDetached(content: Buffer, digest: Exclude<Digest, 'md5'>, identity: ReceiverKey, now = new Date()): Promise<Buffer> {
   const digestAlgorithm = algorithmId(OID_OF_DIGEST[digest], NULL);
   const attributes = [
     seq(oid(OID.contentTypeAttr), setOf(oid(OID.data))),

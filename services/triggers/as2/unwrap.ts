@@ -4,9 +4,9 @@ import { decompressEntity, type HeadCheck, type InflateBudget } from './compress
 import { DECRYPTION_FAILED, decryptEntity } from './decrypt';
 import { As2Fault } from './faults';
 import { decodedBody, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
+import { someReceiverValidAt } from './rotation';
 import { verifyDetached } from './verify';
 import { heldShare, type HeldBytes } from '../held-bytes';
-import { validFrom, validityAt, validTo } from '../../platform/registry/certificate-facts';
 
 /**
  * The layers of an AS2 message, outside in, as senders stack them: encryption (enveloped data),
@@ -89,7 +89,8 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   if (transferEncoding) headers['content-transfer-encoding'] = transferEncoding;
   let entity: MimeEntity = { headers, body, raw: body };
   const result = { encrypted: false, signed: false, compressed: false, micContent: body, signerDigest: null as Digest | null, signerFingerprint: null as string | null };
-  const partner = options.identity.partner;
+  const partners = options.identity.partners;
+  const pinned = partners.length > 0;
   const receivedAt = options.receivedAt ?? Date.now();
 
   for (let layer = 0; ; layer++) {
@@ -100,13 +101,13 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
       const der = decodedBody(entity);
       if (smime === 'compressed-data') {
         // A pinned partner must sign: an inner entity that can lead to no signature is refused from its headers.
-        entity = await decompressEntity(der, budget, partner && !result.signed ? mustLeadToSignature : undefined);
+        entity = await decompressEntity(der, budget, pinned && !result.signed ? mustLeadToSignature : undefined);
         result.compressed = true;
       } else if (smime === 'enveloped-data' || smime === 'authenveloped-data') {
         options.onStep?.('decrypt-start');
         try {
-          receiverValidAt(options.identity, receivedAt);
-          entity = decryptEntity(der, options.identity);
+          someReceiverValidAt(options.identity, receivedAt);
+          entity = decryptEntity(der, options.identity, receivedAt);
         } catch (error) {
           options.onStep?.('decrypt-failure', error instanceof As2Fault ? (error.reason ?? error.message) : 'unexpected error');
           throw error;
@@ -124,7 +125,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
       const signature = parseEntity(parts[1]);
       let check;
       try {
-        check = verifyDetached(decodedBody(signature), parts[0], partner, options.allowMd5, receivedAt);
+        check = verifyDetached(decodedBody(signature), parts[0], partners, options.allowMd5, receivedAt);
       } catch (error) {
         options.onStep?.('verify-failure', (error as Error).message);
         throw error;
@@ -141,23 +142,11 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
       break;
     }
   }
-  if (partner && !result.signed) {
+  if (pinned && !result.signed) {
     throw new As2Fault('insufficient-message-security', 'the message is not signed, but a partner certificate is configured for this trigger');
   }
   const attachments = attachmentsOf(entity, options.multipleAttachments ?? false).map((part) => ({ entity: part, bytes: decodedBody(part) }));
   return { payload: entity, attachments, ...result };
-}
-
-/**
- * Before decrypting: the receiver certificate must be valid at the time of receipt. This looks at our
- * certificate and the clock only, never at the message, so it tells an attacker nothing about the
- * ciphertext (no oracle), and no private-key operation is made with a key whose certificate has lapsed.
- */
-function receiverValidAt(identity: As2Identity, receivedAt: number): void {
-  const cert = identity.receiver.cert;
-  const validity = validityAt(cert, receivedAt);
-  if (validity === 'expired') throw new As2Fault('receiver-outside-validity', `the message is encrypted to the receiver certificate, which expired on ${validTo(cert).toISOString()}; encrypt to the receiver's current certificate`);
-  if (validity === 'not-yet-valid') throw new As2Fault('receiver-outside-validity', `the message is encrypted to the receiver certificate, which is not valid before ${validFrom(cert).toISOString()}`);
 }
 
 /** For a pinned partner before any signature: only another layer (signed or S/MIME) may follow. */

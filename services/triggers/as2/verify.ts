@@ -1,6 +1,7 @@
 import { constants, createHash, verify, X509Certificate } from 'node:crypto';
 import { digestFromOid, OID, type Digest } from './algorithms';
 import { certificateFacts, identifies, type CertificateFacts } from './certificates';
+import { namedPartner } from './rotation';
 import { child, contentOf, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
 import { validFrom, validityAt, validTo } from '../../platform/registry/certificate-facts';
@@ -11,8 +12,9 @@ import { validFrom, validityAt, validTo } from '../../platform/registry/certific
  * messageDigest attribute is compared with our own hash of the part, and the signature is checked
  * with Node's crypto over the ORIGINAL encoding of the signed attributes re-tagged as a SET (0x31).
  *
- * Signer pinning (SPEC §4.2.5): with a partner certificate configured, only it verifies; a certificate
- * carried in the message that differs from it is refused, never trusted instead.
+ * Signer pinning (SPEC §4.2.5): with partner certificates configured, only the pinned one the signer id
+ * names verifies (several are pinned while a partner rotates its certificate, rotation.ts); a certificate
+ * carried in the message that is not pinned is refused, never trusted instead.
  *
  * Validity: once the signature holds, the signer certificate must be inside its validity at `receivedAt`
  * (the time of receipt, also when the decoder opens the message again later): else signer-outside-validity.
@@ -22,7 +24,7 @@ export interface SignatureCheck {
   signerFingerprint: string;
 }
 
-export function verifyDetached(signature: Buffer, signed: Buffer, partner: CertificateFacts | null, allowMd5 = false, receivedAt: number = Date.now()): SignatureCheck {
+export function verifyDetached(signature: Buffer, signed: Buffer, partners: readonly CertificateFacts[], allowMd5 = false, receivedAt: number = Date.now()): SignatureCheck {
   const root = parseDer(signature);
   if (oidOf(root.children[0]) !== OID.signedData) throw new As2Fault('malformed-message', 'the signature is not CMS signed data');
   const sd = child(child(root, 1, 'content'), 0, 'SignedData');
@@ -33,9 +35,10 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partner: Certi
   const sid = child(info, 1, 'signer id');
 
   let signer: CertificateFacts;
-  if (partner) {
-    // The pin first: the signer must be named as the partner certificate, and only its key verifies.
-    if (!identifies(sid, partner)) {
+  if (partners.length > 0) {
+    // The pin first: the signer must be named as a pinned partner certificate, and only its key verifies.
+    const pinned = namedPartner(sid, partners, receivedAt);
+    if (!pinned) {
       // Told apart only when the signature really holds with the certificate the message carries (a
       // partner that rotated its certificate): tampered content can never produce that, so this answer
       // leaks nothing about encrypted content (unwrap.ts). The carried set is looked at within its bounds.
@@ -45,7 +48,7 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partner: Certi
       }
       throw new As2Fault('authentication-failed', 'the message was not signed with the partner certificate configured for this trigger');
     }
-    signer = partner;
+    signer = pinned;
   } else {
     const inMessage = carriedSigner(sd.children.find((n) => isContext(n, 0)), sid);
     if (!inMessage) throw new As2Fault('authentication-failed', 'the signer certificate is not in the message and no partner certificate is configured');

@@ -1,0 +1,74 @@
+import { createPrivateKey, X509Certificate } from 'node:crypto';
+
+/**
+ * The AS2 receiver credential (`as2ReceiverAuth`) and the checks `credentials put` runs on it, so a
+ * credential that could never open a message or sign an MDN is refused when it is stored, not at a
+ * partner's first message. Messages never quote a PEM.
+ *
+ * Several receiver key pairs and several partner certificates may be held at once, so that certificates
+ * rotate without downtime (README "AS2", certificate rotation): the single fields are one more entry of
+ * each list, and either form alone is enough.
+ */
+export interface As2ReceiverKeyData { certificate: string; privateKey: string }
+export interface As2CredentialData {
+  certificate?: string;
+  privateKey?: string;
+  partnerCertificate?: string;
+  partnerCertificates?: string[];
+  receiverKeys?: As2ReceiverKeyData[];
+}
+
+const CERTIFICATE_PEM = /-----BEGIN CERTIFICATE-----/;
+const PRIVATE_KEY_PEM = /-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----/;
+
+const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const labelOf = (label: RegExp) => label.source.replace(/\\/g, '');
+
+/** Every problem of an as2ReceiverAuth `data` object (already known to be an object). */
+export function as2CredentialProblems(data: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  const hasArray = data.receiverKeys !== undefined;
+  // The single pair is required unless receiverKeys stands in for it; given, it is checked as before.
+  if (!hasArray || data.certificate !== undefined || data.privateKey !== undefined) problems.push(...keyPairProblems('data.', data));
+  if (data.partnerCertificate !== undefined) problems.push(...certificateProblems('data.partnerCertificate', data.partnerCertificate));
+  if (hasArray) {
+    if (!Array.isArray(data.receiverKeys)) problems.push('data.receiverKeys must be an array of {"certificate","privateKey"} objects');
+    else {
+      if (data.receiverKeys.length === 0 && data.certificate === undefined) problems.push('data.receiverKeys must hold at least one key pair when data.certificate is not given');
+      data.receiverKeys.forEach((pair, i) => {
+        if (!isObject(pair)) problems.push(`data.receiverKeys[${i}] must be an object with "certificate" and "privateKey"`);
+        else problems.push(...keyPairProblems(`data.receiverKeys[${i}].`, pair));
+      });
+    }
+  }
+  if (data.partnerCertificates !== undefined) {
+    if (!Array.isArray(data.partnerCertificates)) problems.push('data.partnerCertificates must be an array of PEM certificates');
+    else data.partnerCertificates.forEach((pem, i) => problems.push(...certificateProblems(`data.partnerCertificates[${i}]`, pem)));
+  }
+  return problems;
+}
+
+/** A PEM that must be a readable certificate. */
+function certificateProblems(field: string, pem: unknown): string[] {
+  if (typeof pem !== 'string' || !CERTIFICATE_PEM.test(pem)) return [`${field} must be a PEM block (${labelOf(CERTIFICATE_PEM)})`];
+  try { new X509Certificate(pem); } catch { return [`${field} is not a readable X.509 certificate`]; }
+  return [];
+}
+
+/** A receiver certificate and its key, `at` being the field prefix (`data.` or `data.receiverKeys[1].`). */
+function keyPairProblems(at: string, pair: Record<string, unknown>): string[] {
+  const shape: string[] = [];
+  if (typeof pair.certificate !== 'string' || !CERTIFICATE_PEM.test(pair.certificate)) shape.push(`${at}certificate must be a PEM block (${labelOf(CERTIFICATE_PEM)})`);
+  if (typeof pair.privateKey !== 'string' || !PRIVATE_KEY_PEM.test(pair.privateKey)) shape.push(`${at}privateKey must be a PEM block (${labelOf(PRIVATE_KEY_PEM)})`);
+  if (shape.length) return shape;
+  const problems: string[] = [];
+  let cert: X509Certificate | null = null;
+  try { cert = new X509Certificate(pair.certificate as string); } catch { problems.push(`${at}certificate is not a readable X.509 certificate`); }
+  let key = null;
+  try { key = createPrivateKey(pair.privateKey as string); } catch { problems.push(`${at}privateKey is not a readable unencrypted private key`); }
+  // The key signs MDNs the way CMS says for RSA (PKCS#1 v1.5) and ECDSA; an RSA-PSS key's would not verify
+  // at the partner (who then sends the message again), and Ed25519 signing with a digest fails here.
+  if (key && key.asymmetricKeyType !== 'rsa' && key.asymmetricKeyType !== 'ec') problems.push(`${at}privateKey is a ${key.asymmetricKeyType} key: the AS2 receiver key must be RSA or EC`);
+  else if (cert && key && !cert.checkPrivateKey(key)) problems.push(`${at}privateKey is not the private key of ${at}certificate`);
+  return problems;
+}
