@@ -49,3 +49,71 @@ test('an AS2 node needs AS2 Receiver Auth and a credential; HTTP-only options ar
     'node "In".parameters.options.rawBody does not apply to AS2 (the answer is an MDN and payloads are always stored)',
   ]);
 });
+
+describe('as2ReceiverAuth with several certificates (rotation): partnerCertificates and receiverKeys', () => {
+  const doc = (data: Record<string, unknown>) => ({ id: 'cred-as2', type: 'as2ReceiverAuth', data });
+  const broken = '-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----';
+
+  test('the arrays alone, the single fields alone, or both are accepted', async () => {
+    const [a, b, c] = [await peer.party('a'), await peer.party('b'), await peer.party('c')];
+    const arrays = { partnerCertificates: [b.cert, c.cert], receiverKeys: [{ certificate: a.cert, privateKey: a.key }, { certificate: c.cert, privateKey: c.key }] };
+    expect(problemsOf(() => parseCredentialDocument(doc(arrays)))).toEqual([]);
+    expect(problemsOf(() => parseCredentialDocument(doc({ certificate: a.cert, privateKey: a.key })))).toEqual([]);
+    expect(problemsOf(() => parseCredentialDocument(doc({ certificate: a.cert, privateKey: a.key, partnerCertificate: b.cert, ...arrays })))).toEqual([]);
+    // The single pair alone with an empty receiverKeys is still a receiver key.
+    expect(problemsOf(() => parseCredentialDocument(doc({ certificate: a.cert, privateKey: a.key, receiverKeys: [], partnerCertificates: [] })))).toEqual([]);
+  });
+
+  test('every entry is checked like the single fields, and named by its index; no PEM is quoted', async () => {
+    const [a, b] = [await peer.party('a'), await peer.party('b')];
+    const problems = problemsOf(() => parseCredentialDocument(doc({
+      partnerCertificates: [b.cert, broken, 'not a pem', 42],
+      receiverKeys: [
+        { certificate: a.cert, privateKey: a.key },
+        { certificate: a.cert, privateKey: b.key },
+        { certificate: broken, privateKey: '-----BEGIN PRIVATE KEY-----\nx\n-----END PRIVATE KEY-----' },
+        { certificate: a.cert },
+        'a.pem',
+      ],
+    })));
+    expect(problems).toEqual([
+      'data.receiverKeys[1].privateKey is not the private key of data.receiverKeys[1].certificate',
+      'data.receiverKeys[2].certificate is not a readable X.509 certificate',
+      'data.receiverKeys[2].privateKey is not a readable unencrypted private key',
+      'data.receiverKeys[3].privateKey must be a PEM block (-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----)',
+      'data.receiverKeys[4] must be an object with "certificate" and "privateKey"',
+      'data.partnerCertificates[1] is not a readable X.509 certificate',
+      'data.partnerCertificates[2] must be a PEM block (-----BEGIN CERTIFICATE-----)',
+      'data.partnerCertificates[3] must be a PEM block (-----BEGIN CERTIFICATE-----)',
+    ]);
+    expect(JSON.stringify(problems)).not.toContain('BEGIN PRIVATE KEY-----\n');
+  });
+
+  test('no receiver key at all, a half single pair, and arrays of the wrong shape are refused', async () => {
+    const a = await peer.party('a');
+    expect(problemsOf(() => parseCredentialDocument(doc({ partnerCertificates: [a.cert] })))).toEqual([
+      'data.certificate must be a PEM block (-----BEGIN CERTIFICATE-----)',
+      'data.privateKey must be a PEM block (-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----)',
+    ]);
+    expect(problemsOf(() => parseCredentialDocument(doc({ receiverKeys: [] })))).toEqual(['data.receiverKeys must hold at least one key pair when data.certificate is not given']);
+    expect(problemsOf(() => parseCredentialDocument(doc({ certificate: a.cert, receiverKeys: [{ certificate: a.cert, privateKey: a.key }] })))).toEqual([
+      'data.privateKey must be a PEM block (-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----)',
+    ]);
+    expect(problemsOf(() => parseCredentialDocument(doc({ receiverKeys: { certificate: a.cert, privateKey: a.key }, partnerCertificates: a.cert })))).toEqual([
+      'data.receiverKeys must be an array of {"certificate","privateKey"} objects',
+      'data.partnerCertificates must be an array of PEM certificates',
+    ]);
+  });
+
+  test.each([['ed25519', []], ['rsa-pss', ['-pkeyopt', 'rsa_keygen_bits:2048']]])('a receiverKeys key of type %s is refused like the single one', async (type, options) => {
+    const a = await peer.party('a');
+    const dir = mkdtempSync(path.join(tmpdir(), 'as2-key-'));
+    try {
+      execFileSync('openssl', ['req', '-x509', '-newkey', type, ...options, '-nodes', '-subj', '/CN=receiver', '-days', '1', '-keyout', path.join(dir, 'k.pem'), '-out', path.join(dir, 'c.pem')], { stdio: 'ignore' });
+      const receiverKeys = [{ certificate: a.cert, privateKey: a.key }, { certificate: readFileSync(path.join(dir, 'c.pem'), 'utf8'), privateKey: readFileSync(path.join(dir, 'k.pem'), 'utf8') }];
+      expect(problemsOf(() => parseCredentialDocument(doc({ receiverKeys })))).toEqual([`data.receiverKeys[1].privateKey is a ${type} key: the AS2 receiver key must be RSA or EC`]);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
