@@ -18,9 +18,10 @@ export const AS2_FAULTS = {
   'signer-outside-validity': { modifier: 'authentication-failed', status: 200 },
   'decryption-failed': { modifier: 'decryption-failed', status: 200 },
   /**
-   * An encrypted message while the receiver certificate is outside its validity at the time of receipt:
-   * refused before any private-key operation; it depends on our configuration and the clock alone, never
-   * on the ciphertext, so it is no oracle.
+   * An encrypted message to a receiver certificate outside its validity at the time of receipt (the one
+   * its recipient info names, or every one we hold): refused before any private-key operation; it depends
+   * on our configuration, the clock and the recipient id sent in the clear, never on the ciphertext, so it
+   * is no oracle (rotation.ts). A recipient id naming none of ours is plain decryption-failed.
    */
   'receiver-outside-validity': { modifier: 'decryption-failed', status: 200 },
   'decompression-failed': { modifier: 'decompression-failed', status: 200 },
