@@ -140,7 +140,8 @@ describe('on Kafka', () => {
       await c.restart(decoder);
       await c.waitReady();
       const more = Array.from({ length: 10 }, (_, i) => `order-new-${i}`);
-      for (let i = 0; i < keys.length; i += 8) await Promise.all(keys.slice(i, i + 8).map((k) => race(k, [c.receiverUrls()[i % 2]])));
+      // Each repeat to one receiver, alternating, so repeats cross receivers as well as the restart.
+      for (let i = 0; i < keys.length; i += 8) await Promise.all(keys.slice(i, i + 8).map((k, j) => race(k, [c.receiverUrls()[(i + j) % 2]])));
       await Promise.all(more.map((k) => race(k, c.receiverUrls())));
       await until('an execution for each new key', () => executedKeys().size, (n) => n >= keys.length + more.length, 90_000);
       await until('both stages caught up', async () => (await c.lag('decoder')) + (await c.lag('dispatcher')), (lag) => lag === 0, 90_000);

@@ -21,9 +21,10 @@ test('the options are read from parameters.options, else from parameters', () =>
   expect(admissionOptions(node({ trustedProxyHops: 2, options: { trustedProxyHops: 1 } })).trustedProxyHops).toBe(1);
 });
 
-test('no options, an empty list: no restriction', () => {
+test('no options: no restriction; an empty list (refused by workflows put) allows nobody, so emptying it never opens the hook', () => {
   expect(admissionOptions(node({}))).toEqual({ allowList: null, trustedProxyHops: 0, rateLimit: null, principalRateLimit: null });
-  expect(admissionOptions(node({ options: { ipAllowList: [] } })).allowList).toBeNull();
+  expect(admissionOptions(node({ options: { ipAllowList: [] } })).allowList?.allows('203.0.113.1')).toBe(false);
+  expect(problems({ options: { ipAllowList: [] } })).toEqual(['node "Hook".parameters.options.ipAllowList is empty, which would allow nobody: name at least one range, or remove the option to allow every address']);
 });
 
 test('a node stored with an unreadable allow-list allows nobody (fails closed)', () => {
@@ -33,7 +34,7 @@ test('a node stored with an unreadable allow-list allows nobody (fails closed)',
 
 test('valid options have no problems, in either place', () => {
   expect(problems({ options: { ipAllowList: ['203.0.113.0/24', '2001:db8::/32', '198.51.100.7'], trustedProxyHops: 0, rateLimit: { perSecond: 10, burst: 20 } } })).toEqual([]);
-  expect(problems({ ipAllowList: [], trustedProxyHops: 2, rateLimit: { perSecond: 0.5, burst: 1, perPrincipal: { perSecond: 1, burst: 1 } } })).toEqual([]);
+  expect(problems({ ipAllowList: ['203.0.113.0/24'], trustedProxyHops: 2, rateLimit: { perSecond: 0.5, burst: 1, perPrincipal: { perSecond: 1, burst: 1 } } })).toEqual([]);
 });
 
 test('each invalid value is named, with where it is and what is expected', () => {

@@ -27,3 +27,15 @@ test('idempotency keys: header, webhook-id and JSON path; long keys hashed; valu
   expect(keyOf({ json: ['order', 'id'] }, request({}), {})).toBeNull(); // a body the receiver did not hold
   expect(keyOf({ header: 'k' }, request({ k: 'x'.repeat(201) }), {})).toMatch(/^sha256:[0-9a-f]{64}$/);
 });
+
+test('idempotency options: a secret header cannot be the key, and an AS2 node refuses the option', () => {
+  const http = createWebhookTrigger();
+  const as2 = createAs2Trigger();
+  const hook = (parameters: Record<string, unknown>) => ({ name: 'Hook', type: 'webhook', parameters });
+  expect(http.validateNode!(hook({ options: { idempotencyKey: { header: 'X-Api-Key' } } }))).toEqual([
+    'node "Hook".parameters.options.idempotencyKey.header "x-api-key" carries a credential (it is redacted from records), so it cannot be the idempotency key',
+  ]);
+  expect(http.validateNode!(hook({ options: { idempotencyKey: { header: 'Idempotency-Key' } } }))).toEqual([]);
+  const as2Node = hook({ protocol: 'as2', authentication: 'as2ReceiverAuth', options: { idempotencyKey: { header: 'Message-Id' } } });
+  expect(as2.validateNode!(as2Node)).toContain('node "Hook".parameters.options.idempotencyKey is for HTTP webhooks; an AS2 node does not take it');
+});

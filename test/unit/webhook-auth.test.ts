@@ -161,6 +161,11 @@ describe('HMAC presets, each against its vendor\'s documented recipe', () => {
     expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data: { secrets: ['s'] } }))).toEqual(['data.header must name the signature header (or data.preset a vendor)']);
     expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data: { preset: 'github', secrets: ['s'], signedContent: '{timestamp}.{body}' } })))
       .toEqual(['data.signedContent names {timestamp} but no data.timestampHeader says where it comes from']);
+    // A timestamp the signature does not cover would stop no replay: refused, whichever way it is asked for.
+    const unsigned = 'data.signedContent must name {timestamp} when a timestamp is checked (data.timestampHeader, data.format keyValue or data.toleranceSeconds): a timestamp outside the signature stops no replay';
+    for (const extra of [{ timestampHeader: 'X-Time' }, { toleranceSeconds: 60 }, { format: 'keyValue' }]) {
+      expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data: { secrets: ['s'], header: 'X-Sig', ...extra } }))).toEqual([unsigned]);
+    }
   });
 });
 

@@ -16,15 +16,19 @@ const ALWAYS_SECRET = new Set([
  */
 const SECRET_HEADER = /secret|token|passw|signature|auth|hmac|session|credential|api-?key|(?:^|[-_])key$/;
 
+/** Names the pattern above would catch that carry no credential: the standard header for an idempotency key (IETF draft). */
+const NEVER_SECRET = new Set(['idempotency-key']);
+
 export const REDACTED = '[redacted]';
 
 /** Header names repeat from request to request: each name's verdict is worked out once (a bounded memo). */
 const verdicts = new Map<string, boolean>();
 
-function isSecretHeader(lower: string): boolean {
+/** Whether a header (lower-case name) carries a credential, by the rules above. */
+export function isSecretHeader(lower: string): boolean {
   let secret = verdicts.get(lower);
   if (secret === undefined) {
-    secret = ALWAYS_SECRET.has(lower) || SECRET_HEADER.test(lower);
+    secret = ALWAYS_SECRET.has(lower) || (SECRET_HEADER.test(lower) && !NEVER_SECRET.has(lower));
     if (verdicts.size >= 4096) verdicts.clear();
     verdicts.set(lower, secret);
   }

@@ -136,6 +136,10 @@ export function hmacProblems(data: Record<string, unknown>): string[] {
   if (typeof content === 'string') return [`data.signedContent ${content}`];
   const hasTimestamp = settings.format === 'keyValue' || settings.timestampHeader !== null;
   if (content.usesTimestamp && !hasTimestamp) problems.push('data.signedContent names {timestamp} but no data.timestampHeader says where it comes from');
+  // A window over a timestamp the signature does not cover stops no replay: the sender of a copy writes a fresh one.
+  if (!content.usesTimestamp && (hasTimestamp || data.toleranceSeconds !== undefined)) {
+    problems.push('data.signedContent must name {timestamp} when a timestamp is checked (data.timestampHeader, data.format keyValue or data.toleranceSeconds): a timestamp outside the signature stops no replay');
+  }
   return problems;
 }
 

@@ -7,6 +7,7 @@ import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from 
 import { authenticate } from '../webhook/authenticate';
 import { isBotUserAgent } from '../bot-detector';
 import { parameterProblems, webhookParameters } from '../webhook/parameters';
+import { idempotencyUnsupported } from '../webhook/idempotency';
 import { identityOf, type As2Identity } from './certificates';
 import { decodeAs2, decodedBytesBound } from './decode';
 import { envelopeFault } from './envelope';
@@ -175,6 +176,6 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
 
     decode: (received, node, services) => decodeAs2(received, as2Parameters(node).credentialId, limits, services),
 
-    validateNode: (node) => [...parameterProblems(node, `node "${node.name}"`), ...as2ParameterProblems(node)],
+    validateNode: (node) => [...parameterProblems(node, `node "${node.name}"`), ...as2ParameterProblems(node), ...idempotencyUnsupported(node, `node "${node.name}"`)],
   };
 }

@@ -61,7 +61,8 @@ export function admissionOptions(node: WorkflowNode): AdmissionOptions {
     const rateLimit = asLimit(raw.rateLimit?.value);
     const perPrincipal = rateLimit ? asLimit((raw.rateLimit!.value as Record<string, unknown>).perPrincipal) : null;
     options = {
-      allowList: entries.length === 0 ? null : compileAllowList(entries.filter((e): e is string => typeof e === 'string')),
+      // An empty list (which `workflows put` refuses) allows nobody, like an unreadable one: emptying it never opens the hook.
+      allowList: raw.ipAllowList === undefined ? null : compileAllowList(entries.filter((e): e is string => typeof e === 'string')),
       trustedProxyHops: Number.isSafeInteger(hops) && (hops as number) >= 0 ? (hops as number) : 0,
       rateLimit,
       principalRateLimit: rateLimit ? perPrincipal ?? rateLimit : null,
@@ -87,6 +88,7 @@ export function guardProblems(node: WorkflowNode, at: string): string[] {
   if (raw.ipAllowList) {
     const { value, path } = raw.ipAllowList;
     if (!Array.isArray(value)) problems.push(`${at}.${path} must be a list of CIDR ranges such as "203.0.113.0/24" or "2001:db8::/32"`);
+    else if (value.length === 0) problems.push(`${at}.${path} is empty, which would allow nobody: name at least one range, or remove the option to allow every address`);
     else value.forEach((entry, i) => {
       if (typeof entry !== 'string' || !parseCidr(entry)) problems.push(`${at}.${path}[${i}] ${JSON.stringify(entry)} is not an IPv4 or IPv6 address or CIDR range (such as "203.0.113.0/24" or "2001:db8::/32")`);
     });

@@ -1,5 +1,6 @@
 import { createHash } from 'node:crypto';
 import type { WorkflowNode } from '../../platform/registry/documents';
+import { isSecretHeader } from '../../platform/logger/redact';
 import type { Idempotency, InboundRequest, Inspection } from '../trigger';
 
 /**
@@ -98,5 +99,18 @@ export function idempotencyProblems(node: WorkflowNode, at: string): string[] {
     problems.push(`${at}.parameters.options.idempotencyWindowHours must be a number of hours above 0 and at most ${MOST_WINDOW_HOURS}`);
   }
   if (idempotencyWindowHours !== undefined && idempotencyKey === undefined) problems.push(`${at}.parameters.options.idempotencyWindowHours needs idempotencyKey`);
+  // The key is kept in the received record as it came: a header that carries a credential is redacted there, and must not leak through the key.
+  const source = sourceOf(idempotencyKey);
+  if (source && 'header' in source && isSecretHeader(source.header)) {
+    problems.push(`${at}.parameters.options.idempotencyKey.header ${JSON.stringify(source.header)} carries a credential (it is redacted from records), so it cannot be the idempotency key`);
+  }
   return problems;
+}
+
+/** For a node another trigger serves (Protocol AS2): the option would do nothing there, so it is refused. */
+export function idempotencyUnsupported(node: WorkflowNode, at: string): string[] {
+  const { idempotencyKey, idempotencyWindowHours } = optionsOf(node);
+  return idempotencyKey !== undefined || idempotencyWindowHours !== undefined
+    ? [`${at}.parameters.options.idempotencyKey is for HTTP webhooks; an AS2 node does not take it`]
+    : [];
 }
