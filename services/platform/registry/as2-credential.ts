@@ -1,4 +1,5 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
+import { isObject } from './document-checks';
 
 /**
  * The AS2 receiver credential (`as2ReceiverAuth`) and the checks `credentials put` runs on it, so a
@@ -21,7 +22,6 @@ export interface As2CredentialData {
 const CERTIFICATE_PEM = /-----BEGIN CERTIFICATE-----/;
 const PRIVATE_KEY_PEM = /-----BEGIN (RSA |ENCRYPTED )?PRIVATE KEY-----/;
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const labelOf = (label: RegExp) => label.source.replace(/\\/g, '');
 
 /** Every problem of an as2ReceiverAuth `data` object (already known to be an object). */

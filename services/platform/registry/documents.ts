@@ -3,6 +3,7 @@ import { as2CredentialProblems, type As2CredentialData } from './as2-credential'
 import { DOCUMENT_ID } from './registry';
 export type { As2CredentialData, As2ReceiverKeyData } from './as2-credential';
 import { hmacProblems, jwtProblems, standardWebhooksProblems, type HmacData, type JwtData, type StandardWebhooksData } from './signature-credentials';
+import { HEADER_NAME, isObject } from './document-checks';
 
 /** The workflow document of DESIGN.md §5, as stored. Trigger parameters are read by the trigger plugins. */
 export interface WorkflowNode {
@@ -49,8 +50,6 @@ export class DocumentError extends Error {
   }
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /** Check a workflow document from a user (CLI, file); every problem is listed, none is fixed silently. */
 export function parseWorkflowDocument(input: unknown): WorkflowDocument {

@@ -1,5 +1,6 @@
 import { createPublicKey, createSecretKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { HMAC_PRESETS, type HmacAlgorithm, type HmacEncoding, type HmacPresetName, type HmacSettings } from './hmac-presets';
+import { HEADER_NAME, isObject } from './document-checks';
 
 /**
  * The credentials of the signature schemes senders use (issue #20): Standard Webhooks, generic HMAC with
@@ -38,9 +39,7 @@ export const HMAC_ENCODINGS: readonly HmacEncoding[] = ['hex', 'base64'];
 /** `none` is never among them: an unsigned token is no credential. */
 export const JWT_ALGORITHMS = ['HS256', 'HS384', 'HS512', 'RS256', 'RS384', 'RS512', 'PS256', 'PS384', 'PS512', 'ES256', 'ES384', 'ES512'] as const;
 
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 const BASE64 = /^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** The key bytes of a Standard Webhooks secret: base64 after `whsec_` (the prefix is optional, as in the official libraries). */
 export function standardWebhooksKey(secret: string): Buffer | null {

@@ -2,6 +2,7 @@ import { createHash } from 'node:crypto';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { isSecretHeader } from '../../platform/logger/redact';
 import type { Idempotency, InboundRequest, Inspection } from '../trigger';
+import { HEADER_NAME } from '../../platform/registry/document-checks';
 
 /**
  * A webhook node's `idempotencyKey` option (DESIGN.md §5): where a request's idempotency key comes from, and
@@ -19,7 +20,6 @@ export const DEFAULT_WINDOW_HOURS = 24;
 const MOST_WINDOW_HOURS = 24 * 365;
 /** Keys longer than this are kept as their SHA-256, so a partner cannot make records or memory grow with them. */
 const LONGEST_KEY = 200;
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 interface Parsed { source: KeySource; windowHours: number }
 const parsed = new WeakMap<WorkflowNode, Parsed | null>();

@@ -3,6 +3,7 @@ import type { Answer } from '../answers';
 import type { InboundRequest, Inspection } from '../trigger';
 import type { WebhookParameters } from './parameters';
 import { compileTemplateCached, type TemplateScope } from './response-template';
+import { HEADER_NAME } from '../../platform/registry/document-checks';
 
 /**
  * The answer once an event is durable (SPEC §2.1): Response Data rendered from its template (`{}` when
@@ -10,7 +11,6 @@ import { compileTemplateCached, type TemplateScope } from './response-template';
  * empty body. The event is already accepted, so a template that fails to render is logged and answered
  * with `{}` rather than an error that would make the partner send it again.
  */
-const HEADER_NAME = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 /**
  * Headers a workflow cannot set: the ingress sets them, or (Trailer) Node refuses them on an answer with a
  * Content-Length, which every answer here has, and would turn an accepted event into a 500.
