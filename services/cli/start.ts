@@ -11,6 +11,7 @@ import { idleBodies } from '../receiver/idle-bodies';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { samplerGroup, startSampler } from '../sampler/sampler';
+import { mdnGroup, startMdnStage } from '../mdn/mdn-stage';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS, type LogisticsLimits } from '../triggers/logistics/logistics-trigger';
@@ -29,7 +30,7 @@ import { createRateLimiter } from '../triggers/rate-limiter';
 import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
 import { watchCertificateExpiry, type CertificateExpiryWatch } from '../platform/registry/certificate-expiry';
 
-export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
+export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler', 'mdn'] as const;
 export type ServiceName = (typeof SERVICES)[number];
 
 export interface RunningServices {
@@ -107,6 +108,9 @@ export async function startServices(config: Config, backends: Backends, services
     if (services.includes('sampler')) {
       stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey }) });
     }
+    if (services.includes('mdn')) {
+      stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey }) });
+    }
     if (services.includes('receiver')) {
       receiver = createReceiver({
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
@@ -128,6 +132,7 @@ export async function startServices(config: Config, backends: Backends, services
     decoder: [{ topic: topics.received, group: topics.group('decoder') }],
     dispatcher: [{ topic: topics.decoded, group: topics.group('dispatcher') }],
     sampler: queues.map((topic) => ({ topic, group: samplerGroup(topics, topic) })),
+    mdn: [topics.mdnDeliveries, ...topics.mdnRetries].map((topic) => ({ topic, group: mdnGroup(topics, topic) })),
   };
   metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
     stage: name, topic, lag: await backends.log.consumerLag(group, topic),
