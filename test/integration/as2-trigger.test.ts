@@ -279,10 +279,10 @@ describe('failure dispositions (SPEC §7)', () => {
     }
   });
 
-  test('asynchronous MDN requested → refused with a clear failure MDN, nothing accepted', async () => {
+  test('asynchronous MDN to a URL no allow-list names → refused with a clear failure MDN, nothing accepted', async () => {
     const m = await failing('wf-as2', signedEncrypted(payload()), as2Headers({ 'Receipt-Delivery-Option': 'https://partner.example/mdn' }));
     expect(m.disposition).toMatch(/processed\/error: unexpected-processing-error$/);
-    expect(m.report).toContain('asynchronous MDNs');
+    expect(m.report).toContain('list of asynchronous MDN URLs');
   });
 
   test('fuzzed bodies (garbage, truncated DER, deep nesting, bad MIME) always get an MDN, never a crash', async () => {
