@@ -15,6 +15,8 @@ export interface MdnReceiver {
   posts: MdnPost[];
   /** The answer to the next POSTs: status and headers. */
   answer: (post: MdnPost) => { status: number; headers?: Record<string, string> };
+  /** Resolves once `count` POSTs arrived in all. */
+  seen(count: number): Promise<void>;
   down(): Promise<void>;
   up(): Promise<void>;
   close(): Promise<void>;
@@ -22,12 +24,15 @@ export interface MdnReceiver {
 
 export async function startMdnReceiver(port = 0): Promise<MdnReceiver> {
   const posts: MdnPost[] = [];
+  const waiting: { count: number; resolve(): void }[] = [];
   let server: Server | null = null;
   const receiver: MdnReceiver = {
     port,
     posts,
     answer: () => ({ status: 200 }),
+    seen: (count) => new Promise<void>((resolve) => { if (posts.length >= count) resolve(); else waiting.push({ count, resolve }); }),
     async up() {
+      if (server) return;
       server = createServer((req, res) => {
         const chunks: Buffer[] = [];
         req.on('data', (c: Buffer) => chunks.push(c));
@@ -35,7 +40,9 @@ export async function startMdnReceiver(port = 0): Promise<MdnReceiver> {
           const post = { path: req.url ?? '', headers: req.headers, body: Buffer.concat(chunks) };
           posts.push(post);
           const { status, headers } = receiver.answer(post);
-          res.writeHead(status, headers).end();
+          res.writeHead(status, headers).end(() => {
+            for (const w of waiting.filter((x) => posts.length >= x.count)) { waiting.splice(waiting.indexOf(w), 1); w.resolve(); }
+          });
         });
       });
       await new Promise<void>((resolve, reject) => { server!.once('error', reject); server!.listen(receiver.port, '127.0.0.1', () => resolve()); });
