@@ -279,13 +279,14 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     problems.push(`KAFKA_MIN_INSYNC_REPLICAS=${topicSettings.minInsyncReplicas}: at most KAFKA_REPLICATION_FACTOR (${topicSettings.replicationFactor}), or no append could ever be acknowledged`);
   }
 
-  let mdnWindowHours = 24;
+  // The default follows a shorter retention, as the idempotency window does.
+  let mdnWindowHours = topicSettings.retentionHours > 0 ? Math.min(24, topicSettings.retentionHours) : 24;
   const mdnWindowRaw = get('AS2_MDN_RETRY_HOURS');
   if (mdnWindowRaw !== undefined) {
     mdnWindowHours = /^\d+(\.\d+)?$/.test(mdnWindowRaw) ? Number(mdnWindowRaw) : NaN;
     if (!(mdnWindowHours > 0 && mdnWindowHours <= 8760)) {
       problems.push(`AS2_MDN_RETRY_HOURS=${JSON.stringify(mdnWindowRaw)}: how long an asynchronous MDN's delivery is retried after the message was accepted, in hours (a number above 0 and at most 8760; decimals allowed, e.g. 0.5)`);
-      mdnWindowHours = 24;
+      mdnWindowHours = 1;
     } else if (topicSettings.retentionHours > 0 && mdnWindowHours > topicSettings.retentionHours) {
       problems.push(`AS2_MDN_RETRY_HOURS=${mdnWindowRaw}: at most KAFKA_RETENTION_HOURS (${topicSettings.retentionHours}), or a retry record could be deleted before it is due`);
     }
