@@ -52,7 +52,25 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
   const gate = dueGate(now);
   const post = { ...DEFAULT_POST, ...deps.post };
 
-  async function attempt(delivery: MdnDelivery): Promise<GuardedPostResult> {
+  /**
+   * An append reported failed may still have reached the log: the receiver then answered a failure MDN and
+   * kept it as this request's `mdn` evidence (evidence.ts), and the recorded processed MDN must never go out.
+   * Checked before the first attempt; an `mdn` that is absent (the decode failed before keeping it) or the
+   * recorded one lets the delivery go on.
+   */
+  async function answeredFailure(delivery: MdnDelivery): Promise<boolean> {
+    const path = `${evidenceFolder(delivery.workflowId, delivery.messageId, delivery.requestId)}/mdn`;
+    if (!(await deps.store.head(path))) return false;
+    const chunks: Buffer[] = [];
+    for await (const chunk of await deps.store.get(path)) chunks.push(chunk as Buffer);
+    return splitEntity(Buffer.concat(chunks)).headers['message-id'] !== delivery.mdnMessageId;
+  }
+
+  /** `final`: no later attempt could succeed. */
+  async function attempt(delivery: MdnDelivery): Promise<GuardedPostResult & { final?: true }> {
+    if (delivery.attempts.length === 0 && (await answeredFailure(delivery))) {
+      return { ok: false, status: null, reason: 'not sent: the receiver answered this request with a failure MDN (its accept was reported failed), so its processed MDN must not go out', final: true };
+    }
     let target: URL;
     let entry: URL;
     try { target = new URL(delivery.url); entry = new URL(delivery.allowedBy); } catch { return { ok: false, status: null, reason: 'the recorded URL or allow-list entry is not a URL' }; }
@@ -77,7 +95,7 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
     const history = [...delivery.attempts, { at, status: result.status, reason: result.ok ? '' : result.reason }];
     const retryIndex = Math.min(history.length - 1, topics.mdnRetries.length - 1);
     const nextAttemptAt = result.ok ? null : at + deps.retry.delaysMs[retryIndex];
-    const kind: MdnOutcomeKind = result.ok ? 'delivered' : nextAttemptAt! > delivery.receivedAt + deps.retry.windowMs ? 'given_up' : 'retrying';
+    const kind: MdnOutcomeKind = result.ok ? 'delivered' : result.final || nextAttemptAt! > delivery.receivedAt + deps.retry.windowMs ? 'given_up' : 'retrying';
     const outcome: MdnOutcome = {
       requestId: delivery.requestId, workflowId: delivery.workflowId, messageId: delivery.messageId, mdnMessageId: delivery.mdnMessageId, url: delivery.url,
       outcome: kind, attempts: history.length, at, status: result.status, reason: result.ok ? null : result.reason, nextAttemptAt: kind === 'retrying' ? nextAttemptAt : null,

@@ -201,3 +201,20 @@ async function receivedAt(requestId: string): Promise<number> {
   const records = await collectUntilQuiet(app.backends.log, app.topics.received, 200);
   return records.map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === requestId)!.receivedAt;
 }
+
+test('an accept reported failed, answered with a failure MDN, never has its processed MDN delivered', async () => {
+  // The append reached the log although the receiver was told it failed: the receiver answered (and kept) a failure MDN.
+  const processed = Buffer.from('content-type: text/plain\r\nmessage-id: <processed-mdn@ingress>\r\n\r\nprocessed', 'latin1');
+  const failure = Buffer.from('content-type: text/plain\r\nmessage-id: <failure-mdn@ingress>\r\n\r\nprocessed/error', 'latin1');
+  await app.backends.store.put(`${evidenceFolder('wf-gone', '<nf@partner>', 'req-not-accepted')}/mdn`, failure, { contentType: 'message/rfc822' });
+  const received: Received = {
+    requestId: 'req-not-accepted', workflowId: 'wf-gone', triggerNode: 'AS2 in', triggerKind: 'as2', pathSuffix: null, query: {}, headers: {}, contentType: 'application/pkcs7-mime',
+    body: { kind: 'inline', data: Buffer.from('x') }, receivedAt: Date.now(), principal: null, remoteAddress: null, traceparent: null, idempotencyKey: null, duplicateOf: null,
+    as2: { messageId: '<nf@partner>', from: 'PARTNER', to: 'INGRESS', subject: null, contentType: null, mdn: processed, asyncMdn: { url: mdnUrl('/as2/mdn/nf'), allowedBy: mdnUrl() } },
+  };
+  await app.backends.log.append([{ topic: app.topics.received, key: 'wf-gone', value: codec.encode('Received', received) }]);
+  const outcomes = await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, 'req-not-accepted');
+  expect(outcomes.map((o) => [o.outcome, o.attempts, o.status])).toEqual([['given_up', 1, null]]);
+  expect(outcomes[0].reason).toMatch(/^not sent: the receiver answered this request with a failure MDN/);
+  expect(mdns.posts.filter((p) => p.path === '/as2/mdn/nf')).toHaveLength(0);
+});
