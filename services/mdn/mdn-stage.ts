@@ -7,6 +7,7 @@ import type { PipelineTopics } from '../platform/log/topics';
 import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
 import { guardedPost, type GuardedPostOptions, type GuardedPostResult } from '../platform/net/guarded-post';
+import { loggableUrl } from '../platform/net/url-allow-list';
 import type { ObjectStore } from '../platform/store/object-store';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { evidenceFolder, splitEntity } from '../triggers/as2/evidence';
@@ -102,7 +103,7 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
     };
     const fields = {
       event: `as2.mdn-${kind === 'given_up' ? 'given-up' : kind}`, workflowId: delivery.workflowId, messageId: delivery.messageId, requestId: delivery.requestId,
-      mdnMessageId: delivery.mdnMessageId, url: delivery.url, attempts: history.length, status: result.status,
+      mdnMessageId: delivery.mdnMessageId, url: loggableUrl(delivery.url), attempts: history.length, status: result.status,
       ...(result.ok ? {} : { reason: result.reason }), ...(kind === 'retrying' ? { nextAttemptAt: new Date(nextAttemptAt!).toISOString() } : {}),
     };
     if (kind === 'delivered') logger.info(fields.event, fields);

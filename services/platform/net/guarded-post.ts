@@ -3,7 +3,7 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { isIP } from 'node:net';
 import { rootCertificates } from 'node:tls';
-import { addressAllowed, matchesPrefix } from './url-allow-list';
+import { addressAllowed, loggableUrl, matchesPrefix } from './url-allow-list';
 
 /**
  * One HTTP(S) POST to a URL an allow-list entry allowed, with the guards of an outbound call a partner chose
@@ -65,6 +65,11 @@ function describeError(error: NodeJS.ErrnoException): string {
   return code ? `${code}: ${error.message}` : error.message;
 }
 
+/** Where a redirect pointed, for the attempt's reason: resolved, without its query, bounded. */
+function locationOf(location: string, base: URL): string {
+  try { return loggableUrl(new URL(location, base).href).slice(0, 200); } catch { return '(not a URL)'; }
+}
+
 export function guardedPost(options: GuardedPostOptions): Promise<GuardedPostResult> {
   const { url, allowedBy } = options;
   if (!matchesPrefix(url, allowedBy)) return Promise.resolve({ ok: false, status: null, reason: `${url.href} does not match the allow-list entry ${allowedBy.href}` });
@@ -111,7 +116,7 @@ export function guardedPost(options: GuardedPostOptions): Promise<GuardedPostRes
       });
       const conclude = () => {
         if (status >= 200 && status < 300) finish({ ok: true, status });
-        else if (status >= 300 && status < 400) fail(`HTTP ${status}: redirects are not followed${response.headers.location ? ` (Location: ${String(response.headers.location).slice(0, 200)})` : ''}`, status);
+        else if (status >= 300 && status < 400) fail(`HTTP ${status}: redirects are not followed${response.headers.location ? ` (Location: ${locationOf(response.headers.location, url)})` : ''}`, status);
         else fail(`HTTP ${status}`, status);
       };
       response.on('end', conclude);

@@ -98,3 +98,13 @@ export function addressAllowed(address: string, prefix: URL): boolean {
   const host = prefix.hostname.replace(/^\[|\]$/g, '');
   return isIP(host) !== 0 && unmapped(host) === unmapped(address);
 }
+
+/** A URL for the logs: its query (where partners sometimes put a token) shown as `?…`. */
+export function loggableUrl(text: string): string {
+  try {
+    const url = new URL(text);
+    return `${url.origin}${url.pathname}${url.search ? '?…' : ''}`;
+  } catch {
+    return '(not a URL)';
+  }
+}

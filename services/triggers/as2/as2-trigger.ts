@@ -12,6 +12,7 @@ import { identityOf, type As2Identity } from './certificates';
 import { decodeAs2, decodedBytesBound } from './decode';
 import { envelopeFault } from './envelope';
 import { asyncMdnTarget, type AsyncMdnTarget } from './async-mdn';
+import { loggableUrl } from '../../platform/net/url-allow-list';
 import { asEntity, evidenceFolder, keepEvidence, mdnEntity } from './evidence';
 import { As2Fault, asFault } from './faults';
 import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type Mdn, type MdnInput } from './mdn';
@@ -176,7 +177,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
       const state = inspection.state as Accepted;
       if (state.asyncMdn) {
         // RFC 4130 §7.3: the HTTP answer is empty; the processed MDN in the record goes to the URL (services/mdn/).
-        log(services, request, 'as2.mdn-async-queued', { disposition: 'processed', mdnMessageId: state.mdn.messageId, url: state.asyncMdn.url });
+        log(services, request, 'as2.mdn-async-queued', { disposition: 'processed', mdnMessageId: state.mdn.messageId, url: loggableUrl(state.asyncMdn.url) });
         return { status: 200, headers: {}, body: Buffer.alloc(0), outcome: 'processed' };
       }
       return sent(request, services, 200, state.mdn, 'processed');

@@ -1,5 +1,5 @@
 import type { MdnDelivery, Received } from '../../platform/avro/records';
-import { allowedBy, parseTarget } from '../../platform/net/url-allow-list';
+import { allowedBy, loggableUrl, parseTarget } from '../../platform/net/url-allow-list';
 import { splitEntity } from './evidence';
 import type { As2Identity } from './certificates';
 import { As2Fault } from './faults';
@@ -24,7 +24,8 @@ export function asyncMdnTarget(headers: Record<string, string>, identity: As2Ide
   const target = parseTarget(value);
   if ('problem' in target) return new As2Fault('async-mdn-url-not-allowed', `the Receipt-Delivery-Option cannot be delivered to: ${target.problem}`);
   const entry = allowedBy(target.url, [...identity.asyncMdnUrls, ...params.asyncMdnUrls]);
-  if (!entry) return new As2Fault('async-mdn-url-not-allowed', 'the Receipt-Delivery-Option URL is not on this receiver\'s list of asynchronous MDN URLs for the partner; ask the receiver to add it, or request a synchronous MDN');
+  // The URL asked for goes to the logs (its query elided), so that an operator can see what to allow.
+  if (!entry) return new As2Fault('async-mdn-url-not-allowed', 'the Receipt-Delivery-Option URL is not on this receiver\'s list of asynchronous MDN URLs for the partner; ask the receiver to add it, or request a synchronous MDN', `asked for ${loggableUrl(target.url.href)}`);
   return { url: target.url.href, allowedBy: entry.text };
 }
 
