@@ -1,7 +1,6 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import type { EventLog, LogRecord, OutRecord, ReadStart } from '../platform/log/event-log';
-import type { Progress } from './progress';
+import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
@@ -16,6 +15,13 @@ import type { Progress } from './progress';
  * is saved; a rerun skips what was appended already. A crash between an append and its checkpoint replays that
  * batch again, which the deterministic execution ids downstream absorb.
  */
+/** Where a refeed reports how far it got: a terminal line for the CLI, a job's counters for the API. */
+export interface RefeedProgress {
+  /** `done` records so far; `remaining` when known. */
+  update(done: number, remaining: number | null): void;
+  finish(): void;
+}
+
 export type Until = { offset: bigint } | { time: number } | null;
 
 export interface RefeedOptions {
@@ -27,7 +33,7 @@ export interface RefeedOptions {
   /** The copy of `record` to append, or null to skip it. */
   select(record: LogRecord): OutRecord | null;
   checkpoint: CheckpointFile | null;
-  progress: Progress;
+  progress: RefeedProgress;
   signal: AbortSignal;
   batchSize?: number;
   quietMs?: number;
