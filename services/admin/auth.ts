@@ -31,16 +31,14 @@ const BEARER = /^Bearer +([^\s]+) *$/i;
 export function requireAdminToken(tokens: () => readonly AdminToken[], configured: () => boolean) {
   return (req: Request, res: Response, next: NextFunction): void => {
     const header = req.headers.authorization;
-    if (header === undefined || header === '') {
-      throw new AdminError('authorization-required', configured()
-        ? undefined
-        : 'No admin tokens are configured: set ADMIN_TOKENS (name:scope:token,…) on the service to use the management API (docs/management-api.md)',
-      undefined, { 'www-authenticate': 'Bearer realm="ingress-admin"' });
-    }
+    const challenge = { 'www-authenticate': 'Bearer realm="ingress-admin"' };
+    // Without ADMIN_TOKENS only the local CLI's token can match: everyone else is told what to configure.
+    const unconfigured = () => new AdminError('authorization-required', 'No admin tokens are configured: set ADMIN_TOKENS (name:scope:token,…) on the service to use the management API (docs/management-api.md)', undefined, challenge);
+    if (header === undefined || header === '') throw configured() ? new AdminError('authorization-required', undefined, undefined, challenge) : unconfigured();
     const m = BEARER.exec(header);
-    if (!m) throw new AdminError('authorization-required', 'The Authorization header must be "Bearer <token>"', undefined, { 'www-authenticate': 'Bearer realm="ingress-admin"' });
+    if (!m) throw new AdminError('authorization-required', 'The Authorization header must be "Bearer <token>"', undefined, challenge);
     const caller = matchToken(m[1], tokens());
-    if (!caller) throw new AdminError('authorization-wrong');
+    if (!caller) throw configured() ? new AdminError('authorization-wrong') : unconfigured();
     if (caller.scope !== 'full' && req.method !== 'GET' && req.method !== 'HEAD') throw new AdminError('scope-insufficient');
     res.locals.caller = caller;
     next();

@@ -28,8 +28,10 @@ export function topicRoutes(deps: AdminApiDeps): Router {
     res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-store', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     res.write(`: tail of ${topic}\n\n`);
     const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), deps.tailKeepAliveMs ?? 15_000);
+    let sent = 0;
     try {
       for await (const record of deps.log.read(topic, { start, signal: abort.signal })) {
+        sent++;
         const ok = res.write(`event: record\nid: ${record.partition}/${record.offset}\ndata: ${recordToJson(record, deps.codec)}\n\n`);
         if (!ok && !abort.signal.aborted) await new Promise<void>((resolve) => { res.once('drain', resolve); abort.signal.addEventListener('abort', () => resolve(), { once: true }); });
         if (abort.signal.aborted) break;
@@ -44,6 +46,8 @@ export function topicRoutes(deps: AdminApiDeps): Router {
       clearInterval(keepAlive);
       res.off('close', gone);
       res.end();
+      // The reader is closed by now (the Kafka reader has left its throwaway group).
+      deps.logger.debug('admin tail ended', { topic, records: sent, clientGone: abort.signal.aborted });
     }
   });
   return router;
