@@ -64,7 +64,7 @@ function accessLog(deps: AdminApiDeps) {
     const started = Date.now();
     res.once('finish', () => {
       const caller = res.locals.caller as AdminCaller | undefined;
-      const line = { method: req.method, path: req.path, status: res.statusCode, caller: caller?.name, ms: Date.now() - started };
+      const line = { method: req.method, path: req.originalUrl.split('?')[0], status: res.statusCode, caller: caller?.name, ms: Date.now() - started };
       if (req.method === 'GET' || req.method === 'HEAD') deps.logger.debug('admin api', line);
       else deps.logger.info('admin api', line);
     });
