@@ -88,6 +88,9 @@ function errorHandler(deps: AdminApiDeps): ErrorRequestHandler {
     if (error instanceof AdminError) answer = error;
     else if (typeof (error as { type?: unknown }).type === 'string' && BODY_ERRORS[(error as { type: string }).type]) {
       answer = new AdminError(BODY_ERRORS[(error as { type: string }).type]);
+    } else if ((error as { status?: unknown }).status === 400) {
+      // express's own 400s (a path parameter that is not valid percent-encoding): said in our shape, not its text.
+      answer = new AdminError('invalid-request', 'The request path or query is not valid');
     } else if (error instanceof RegistryError || error instanceof EventLogError) {
       deps.logger.warn('admin api: a backend failed', { method: req.method, path: req.path, error: error.message });
       answer = new AdminError('backend-unavailable', undefined, undefined, { 'retry-after': '5' });

@@ -66,6 +66,8 @@ export interface ReplayJobsOptions {
   /** Refeed tuning (tests): how long a quiet source means its end, and the wait for a first record. */
   quietMs?: number;
   firstRecordMs?: number;
+  /** Records appended per batch (and checkpoint); default 200. */
+  batchSize?: number;
 }
 
 const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
@@ -123,7 +125,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       try {
         const result = await refeed({
           log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, checkpoint,
-          signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs,
+          signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize,
           progress: { update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; }, finish() {} },
         }, checkpointRequest(job));
         const saved = await checkpoint.load();

@@ -80,6 +80,9 @@ describe('bad input answers the JSON error shape', () => {
     const huge = await api.call('PUT', '/api/v1/workflows/wf-x', { body: { ...hook, id: 'wf-x', name: 'x'.repeat(2 * 1024 * 1024) } });
     expect(huge.status).toBe(413);
     expect(huge.body.error).toBe('payload-too-large');
+    const undecodable = await api.call('GET', '/api/v1/workflows/%E0%A4%A');
+    expect(undecodable.status).toBe(400);
+    expect(undecodable.body).toEqual({ error: 'invalid-request', message: 'The request path or query is not valid' });
     for (const [method, route] of [['GET', '/api/v1/nothing'], ['GET', '/api/v2/workflows'], ['PATCH', '/api/v1/workflows/wf-api'], ['DELETE', '/api/v1/workflows']]) {
       const res = await api.call(method, route);
       expect(res.status).toBe(404);

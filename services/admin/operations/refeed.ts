@@ -92,6 +92,8 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
     throw new Error(`checkpoint ${checkpoint!.path} belongs to another replay (${JSON.stringify(saved.request)}); pass another --checkpoint or delete it`);
   }
   const state: CheckpointState = saved ?? { request, positions: {}, replayed: 0, skipped: 0, complete: false };
+  // What earlier runs counted: `state` is the loaded checkpoint itself, so read its totals once, before they change.
+  const earlier = { replayed: state.replayed, skipped: state.skipped };
   if (state.complete) return { replayed: 0, skipped: 0, interrupted: false };
 
   // The range ends where the topic ended when the first run began, however long ago that was: records
@@ -112,14 +114,15 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
   const flush = async () => {
     if (batch.length > 0) await log.append(batch);
     batch = [];
-    state.skipped = (saved?.skipped ?? 0) + skipped;
-    state.replayed = (saved?.replayed ?? 0) + replayed;
+    state.skipped = earlier.skipped + skipped;
+    state.replayed = earlier.replayed + replayed;
     await checkpoint?.save(state);
   };
 
   const reading = new AbortController();
   const stopReading = () => reading.abort();
   options.signal.addEventListener('abort', stopReading, { once: true });
+  if (options.signal.aborted) stopReading(); // stopped before it began: the listener will not fire
   let quiet: NodeJS.Timeout | undefined;
   const arm = (ms: number) => { clearTimeout(quiet); quiet = setTimeout(stopReading, ms); };
   try {
