@@ -8,7 +8,7 @@
  *   letters, digits and `-._~+/=`; names and tokens are unique. Problems name the entry by its position and
  *   name, never by its token.
  * - `ADMIN_URL` + `ADMIN_TOKEN`: where the CLI finds a running service's API when it is not the one on this
- *   machine's DATA_DIR (services/admin/client/discovery.ts).
+ *   machine's DATA_DIR (services/admin/client.ts).
  */
 export type AdminScope = 'read' | 'full';
 
