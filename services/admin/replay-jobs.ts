@@ -156,8 +156,16 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     id, kind, request, state: 'interrupted', replayed: 0, skipped: 0, read: 0, remaining: null, startedAt: new Date().toISOString(), finishedAt: null, error: null,
   });
 
+  // Starts and resumes one at a time: two identical requests at once must not both start the same job on one checkpoint.
+  let queue: Promise<unknown> = Promise.resolve();
+  const oneAtATime = <T>(work: () => Promise<T>): Promise<T> => {
+    const next = queue.then(work);
+    queue = next.catch(() => undefined);
+    return next;
+  };
+
   return {
-    async startRange(request) {
+    startRange: (request) => oneAtATime(async () => {
       const refeedPlan = rangeReplayPlan(request, options.context); // refuses a bad request before anything is kept
       const id = rangeReplayId(request);
       const known = jobs.get(id);
@@ -169,13 +177,13 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       jobs.set(id, job);
       if (job.state === 'complete') { await save(job); return { job: snapshot(job), started: false }; }
       return run(job, refeedPlan);
-    },
-    async startDeadLetters(request) {
+    }),
+    startDeadLetters: (request) => oneAtATime(async () => {
       const job = fresh(`dl-${randomBytes(8).toString('hex')}`, 'dead-letters', request);
       const refeedPlan = plan(job);
       jobs.set(job.id, job);
       return run(job, refeedPlan);
-    },
+    }),
     get: (id) => { const job = JOB_ID.test(id) ? jobs.get(id) : undefined; return job ? snapshot(job) : null; },
     list: () => [...jobs.values()].sort((a, b) => b.startedAt.localeCompare(a.startedAt)).map(snapshot),
     async cancel(id) {
@@ -185,10 +193,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (entry) { entry.cancelled = true; entry.abort.abort(); await entry.done; }
       return snapshot(job);
     },
-    async resume(id) {
+    resume: (id) => oneAtATime(async () => {
       const job = jobs.get(id);
       return job ? startOrResume(job) : null;
-    },
+    }),
     async settled(id) { await running.get(id)?.done; },
     async stop() {
       const entries = [...running.values()];

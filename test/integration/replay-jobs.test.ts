@@ -74,3 +74,14 @@ test('cancel stops a running job after its batch; it stays resumable', async () 
   await jobs.settled(job.id);
   expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: RECORDS });
 });
+
+test('the same range asked twice at once starts one job', async () => {
+  const jobs = await openReplayJobs({ log, dir: path.join(dataDir, 'replay-twice'), context, logger: silentLogger, batchSize: 1 });
+  const request = { topic: topics.received, from: '0', to: '99', workflow: null };
+  const [a, b] = await Promise.all([jobs.startRange(request), jobs.startRange({ ...request })]);
+  expect([a.started, b.started].sort()).toEqual([false, true]);
+  expect(a.job.id).toBe(b.job.id);
+  await jobs.settled(a.job.id);
+  expect(jobs.get(a.job.id)).toMatchObject({ state: 'complete', replayed: 100 });
+  expect(jobs.list().map((j) => j.id)).toEqual([a.job.id]);
+});
