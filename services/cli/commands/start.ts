@@ -65,6 +65,7 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     dataDir: backends.log.kind === 'embedded' || backends.store.kind === 'filesystem' || backends.registry.kind === 'file' ? ctx.config.dataDir : undefined,
   });
   if (running.port !== null) ctx.err(`ingress listening on http://${ctx.config.host === '0.0.0.0' ? 'localhost' : ctx.config.host}:${running.port} (POST /hook/{workflowId})`);
+  if (api && admin) ctx.err(`management API at http://${ctx.config.adminHost === '0.0.0.0' ? 'localhost' : ctx.config.adminHost}:${admin.port}/api/v1 (docs/management-api.md)`);
 
   const signal = await signalled;
   phase = { name: 'process', check: () => 'shutting down' };
