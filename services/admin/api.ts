@@ -39,8 +39,9 @@ export function createAdminApi(deps: AdminApiDeps): Express {
   app.set('etag', false);
   app.set('query parser', 'simple');
   app.use('/api', (_req, res, next) => { res.set('cache-control', 'no-store'); next(); });
-  app.use('/api', requireAdminToken(deps.tokens, () => deps.tokens().some((t) => t.name !== LOCAL_CLI_TOKEN_NAME)));
+  // Before authentication, so refused calls are logged too (without a caller).
   app.use('/api', accessLog(deps));
+  app.use('/api', requireAdminToken(deps.tokens, () => deps.tokens().some((t) => t.name !== LOCAL_CLI_TOKEN_NAME)));
   app.use('/api', jsonBodies(deps.maxBodyBytes ?? 1024 * 1024));
   for (const resource of RESOURCES) app.use(API_PREFIX, resource(deps));
   app.use((req: Request) => { throw new AdminError('not-found', `No route ${req.method} ${req.path}`); });
@@ -58,14 +59,14 @@ function jsonBodies(limit: number) {
   };
 }
 
-/** One line per write, and per read at debug: who (the token's name, never the token), what, how it ended. */
+/** One line per write and per refusal, and per read at debug: who (the token's name, never the token), what, how it ended. */
 function accessLog(deps: AdminApiDeps) {
   return (req: Request, res: Response, next: NextFunction) => {
     const started = Date.now();
     res.once('finish', () => {
       const caller = res.locals.caller as AdminCaller | undefined;
       const line = { method: req.method, path: req.originalUrl.split('?')[0], status: res.statusCode, caller: caller?.name, ms: Date.now() - started };
-      if (req.method === 'GET' || req.method === 'HEAD') deps.logger.debug('admin api', line);
+      if ((req.method === 'GET' || req.method === 'HEAD') && res.statusCode < 400) deps.logger.debug('admin api', line);
       else deps.logger.info('admin api', line);
     });
     next();

@@ -65,6 +65,8 @@ describe('authentication and scopes', () => {
     expect((await api.call('GET', '/api/v1/workflows', { token: local.token })).status).toBe(200);
     const logged = JSON.stringify(app.logs);
     expect(logged).toContain('"caller":"viewer"');
+    // Refused calls are logged, with no caller.
+    expect(app.logs).toContainEqual(expect.objectContaining({ level: 'info', msg: 'admin api', method: 'GET', path: '/api/v1/workflows', status: 403 }));
     for (const secret of [FULL_TOKEN, READ_TOKEN, local.token]) expect(logged).not.toContain(secret);
   });
 });
