@@ -97,7 +97,7 @@ export async function startServices(config: Config, backends: Backends, services
   try {
     if (services.includes('decoder')) {
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
-      // AS2 bodies are opened again by the decoder, with the credential as it is now (README: AS2).
+      // AS2 bodies are opened again by the decoder, with the credential as it is now (docs/as2.md, "Where the work happens").
       const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
       stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000 }) });
     }
@@ -132,7 +132,7 @@ export async function startServices(config: Config, backends: Backends, services
   metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
     stage: name, topic, lag: await backends.log.consumerLag(group, topic),
   }))))));
-  // The processes that open credentials watch their certificates: the gauge, and a warning a day (README: Operations).
+  // The processes that open credentials watch their certificates: the gauge, and a warning a day (docs/as2.md, "Certificate expiry").
   let certificates: CertificateExpiryWatch | null = null;
   if (backends.sealer && (services.includes('receiver') || services.includes('decoder'))) {
     certificates = watchCertificateExpiry({ registry: backends.registry, sealer: backends.sealer, logger, warningDays: config.certExpiryWarningDays });

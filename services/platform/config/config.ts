@@ -64,7 +64,7 @@ export interface Config extends AdminSettings {
    * received topic to recover the keys it has seen (services/decoder/idempotency-ledger.ts).
    */
   idempotencyMaxWindowHours: number;
-  /** What `ingress topics apply` creates on Kafka (README "Topics"). */
+  /** What `ingress topics apply` creates on Kafka (docs/records-and-topics.md, "Topics"). */
   topicSettings: TopicSettings;
 }
 

@@ -5,7 +5,7 @@ import type { As2Parameters } from './parameters';
  * The envelope checks of SPEC §4.2.4 and §7, on headers alone: Message-Id, AS2-From and AS2-To are
  * required (400 with a failure MDN); the pinned Expected AS2-From is compared exactly and Expected AS2-To
  * after removing the quotes AS2 allows around names with spaces (authentication-failed). An asynchronous
- * MDN request is refused here, before anything is accepted (README: "Asynchronous MDNs").
+ * MDN request is refused here, before anything is accepted (docs/as2.md, "Choices where the spec is silent").
  */
 export function envelopeFault(headers: Record<string, string>, params: As2Parameters): As2Fault | null {
   const missing = ['message-id', 'as2-from', 'as2-to'].filter((h) => !headers[h]?.trim());
