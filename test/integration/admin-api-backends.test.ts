@@ -2,8 +2,9 @@ import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, readEvents, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 
 /**
- * The live tail of the management API (`GET /api/v1/topics/{topic}/tail`, Server-Sent Events) on the embedded
- * log and on real Kafka: one JSON object per record, Avro decoded, and the server's reader ends when the client goes.
+ * The management API on the embedded log and on real Kafka (with Azurite and cosmosdb-server): the live tail
+ * (`GET /api/v1/topics/{topic}/tail`, Server-Sent Events: one JSON object per record, Avro decoded, the server's
+ * reader ending when the client goes) and a range replay run by the service.
  */
 describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice) => {
   let app: TestApp;
@@ -47,5 +48,21 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     expect(bad.status).toBe(400);
     expect(bad.body).toEqual({ error: 'invalid-request', message: 'from takes end (new records only, the default) or beginning' });
     expect((await api.call('GET', '/api/v1/topics')).body.topics).toEqual([app.topics.received, app.topics.decoded, app.topics.executions, app.topics.deadLetter]);
+  });
+
+  test('a range replay asked of the API runs in the service: same execution ids, marked replayOf', async () => {
+    const client = new AbortController();
+    const tail = await fetch(`${api.url}/api/v1/topics/${app.topics.executions}/tail?from=beginning`, { headers: { authorization: `Bearer ${READ_TOKEN}` }, signal: client.signal });
+    const started = await api.call('POST', '/api/v1/replays', { body: { topic: app.topics.received, from: 0, workflow: 'wf-tail' } });
+    expect(started.status).toBe(202);
+    let job = started.body;
+    while (job.state === 'running') job = (await api.call('GET', `/api/v1/replays/${job.id}`)).body;
+    expect(job).toMatchObject({ state: 'complete', replayed: 2, skipped: 0 });
+    const all = await readEvents(tail, (got) => got.length >= 4);
+    client.abort();
+    const originals = all.filter((e) => e.replayOf === null);
+    const replays = all.filter((e) => e.replayOf !== null);
+    expect(replays.map((e) => e.executionId).sort()).toEqual(originals.map((e) => e.executionId).sort());
+    for (const r of replays) expect(r.replayOf.startsWith(`${app.topics.received}/`)).toBe(true);
   });
 });
