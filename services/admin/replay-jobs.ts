@@ -116,8 +116,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const abort = new AbortController();
     const checkpoint = checkpointFile(path.join(dir, `${job.id}.json`));
     const before = { replayed: job.replayed, skipped: job.skipped };
-    Object.assign(job, { state: 'running', error: null, finishedAt: null, remaining: null });
-    await save(job);
+    const starting = { state: 'running', error: null, finishedAt: null, remaining: null } as const;
+    // Kept before it counts as running: a job whose record cannot be written does not start (nor look started).
+    await save({ ...job, ...starting });
+    Object.assign(job, starting);
     const entry = { abort, cancelled: false, done: Promise.resolve() };
     running.set(job.id, entry);
     logger.info('replay started', { replay: job.id, kind: job.kind, request: job.request });
