@@ -13,6 +13,7 @@ import { TOPICS_USAGE, topicsCommand } from './commands/topics';
 import { REPLAY_USAGE, replayCommand } from './commands/replay';
 import { DEAD_LETTERS_USAGE, deadLettersCommand } from './commands/dead-letters';
 import { quietKafkajsNegativeTimeouts } from './process-warnings';
+import { findRunningService } from '../admin/client';
 
 const USAGE = `usage:
   ${START_USAGE}
@@ -78,6 +79,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       if (!sealer) throw new UsageError('INGRESS_ENCRYPTION_KEY must be set to store or read credentials (at least 16 characters; keep it secret and stable)');
       return sealer;
     },
+    runningService: () => findRunningService(config),
   };
   try {
     return await command.run(parseArgs(rest, command.valued), ctx);

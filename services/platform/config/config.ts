@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import * as path from 'node:path';
 import { TOPIC_NAMES } from '../log/topics';
 import type { RecordKeyMode } from '../log/record-keys';
+import { adminSettings, type AdminSettings } from './admin-settings';
 
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
@@ -11,7 +12,7 @@ import type { RecordKeyMode } from '../log/record-keys';
 export type TriggerKindName = 'webhook' | 'as2' | 'logistics' | 'warehouse';
 export const TRIGGER_KINDS: readonly TriggerKindName[] = ['webhook', 'as2', 'logistics', 'warehouse'];
 
-export interface Config {
+export interface Config extends AdminSettings {
   port: number;
   host: string;
   dataDir: string;
@@ -233,6 +234,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const adminPortValue = integer('ADMIN_PORT', 8081, 0, 65535, 'the admin port of /healthz and /readyz, 0 for none');
   const adminPort = adminPortValue === 0 ? null : adminPortValue;
   if (adminPort !== null && adminPort === port) problems.push(`ADMIN_PORT=${adminPort}: must differ from PORT`);
+  // ADMIN_HOST, ADMIN_TOKENS, ADMIN_URL/ADMIN_TOKEN: the management API (admin-settings.ts).
+  const admin = adminSettings(get, problems);
   const shutdownGraceMs = integer('SHUTDOWN_GRACE_MS', 25_000, 0, 3_600_000, 'how long a graceful shutdown may take, in milliseconds');
   const maxPendingAccepts = integer('MAX_PENDING_ACCEPTS', 2_000, 1, 1_000_000, 'how many accepts may wait for the log before the receiver answers 503');
   const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
@@ -260,6 +263,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
-    adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours,
+    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours,
   };
 }
