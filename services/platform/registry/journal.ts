@@ -40,8 +40,9 @@ export interface JournalEntry {
 export const JOURNAL_KEY_NAMES = ['messageId', 'postId', 'trackingId'] as const;
 export type JournalKeyName = (typeof JOURNAL_KEY_NAMES)[number];
 
+/** A search key. A Message-Id is kept without its angle brackets (partners quote it both ways): either spelling finds it. */
 export function journalKey(name: JournalKeyName, value: string): string {
-  return `${name}:${value}`;
+  return `${name}:${name === 'messageId' ? value.trim().replace(/^<(.*)>$/s, '$1') : value}`;
 }
 
 /** A search: every given criterion must hold. Newest first, at most `limit`. */
