@@ -21,8 +21,8 @@ import { createRateLimiter, type RateLimit } from '../triggers/rate-limiter';
 export interface RefusalJournal {
   /** Queue a refusal; returns at once and never throws. */
   note(refusal: Refused): void;
-  /** Wait for what is queued or in flight to be appended (or to fail); later notes are dropped. */
-  close(): Promise<void>;
+  /** Wait, up to `graceMs` (5 s), for what is queued or in flight to be appended (or to fail); later notes are dropped. */
+  close(graceMs?: number): Promise<void>;
 }
 
 export interface RefusalJournalDeps {
@@ -76,12 +76,19 @@ export function createRefusalJournal(deps: RefusalJournalDeps): RefusalJournal {
       // After this turn's answers are written: the append never sits between a request and its answer.
       if (pending.length === 1 && !inFlight) setImmediate(flush);
     },
-    async close() {
-      while (inFlight || pending.length) {
-        if (!inFlight) flush();
-        await inFlight;
-      }
+    async close(graceMs = 5_000) {
+      // Bounded: a log that hangs (a broker away) must not hold the shutdown past its grace.
+      const drained = (async () => {
+        while (inFlight || pending.length) {
+          if (!inFlight) flush();
+          await inFlight;
+        }
+      })();
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([drained, new Promise<void>((resolve) => { timer = setTimeout(resolve, graceMs); timer.unref(); })]);
+      clearTimeout(timer);
       closed = true;
+      if (pending.length) { deps.metrics.refusalNotJournaled('append-failed', pending.length); pending = []; }
     },
   };
 }
