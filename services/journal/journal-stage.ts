@@ -5,6 +5,7 @@ import { recordIdentity, replayOf } from '../platform/log/replay-marking';
 import type { Logger } from '../platform/logger/logger';
 import { entryId, traceIdOf, type JournalEntry, type JournalStore } from '../platform/registry/journal';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
+import { RegistryError } from '../platform/registry/registry';
 import { JOURNAL_SOURCES, type JournalSource, type JournalSourceContext } from './sources';
 
 /**
@@ -92,8 +93,16 @@ export async function startJournal(deps: JournalStageDeps): Promise<StageHandle>
             deps.metrics?.stageRecord('journal', 'processed');
             return [];
           }
-          // Registry failures propagate: the log backs off and delivers the record again.
-          if (entries.length > 0) await deps.journal.upsert(entries);
+          // An outage propagates: the log backs off and delivers the record again. An entry the registry refuses
+          // as such would be refused for ever, and must not stop the topic behind it.
+          if (entries.length > 0) {
+            try {
+              await deps.journal.upsert(entries);
+            } catch (error) {
+              if (!(error instanceof RegistryError && error.code === 'invalid-document')) throw error;
+              logger.warn('journal skipped entries the registry refuses', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
+            }
+          }
           deps.metrics?.stageRecord('journal', 'processed');
           return [];
         },

@@ -47,7 +47,8 @@ export async function openCosmosJournal(database: Database, retentionDays: numbe
         try { results = await container.items.bulk(operations); } catch (error) { throw unavailable('write journal entries', error); }
         const failed = results.find((r) => r.statusCode >= 300);
         // The stage retries the whole record; upserts make the entries already written harmless.
-        if (failed) throw new RegistryError(`cosmos registry could not write journal entries: HTTP ${failed.statusCode}`, 'registry-unavailable');
+        // 400 and 413 say the entry itself is wrong, which no retry mends; anything else is the service's state.
+        if (failed) throw new RegistryError(`cosmos registry could not write journal entries: HTTP ${failed.statusCode}`, failed.statusCode === 400 || failed.statusCode === 413 ? 'invalid-document' : 'registry-unavailable');
       }
     },
 
