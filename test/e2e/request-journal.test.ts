@@ -4,11 +4,15 @@ import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-ho
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { Received } from '../../services/platform/avro/records';
-import { replayHeaders } from '../../services/platform/log/replay-marking';
+import { openBackends } from '../../services/cli/backends';
+import { startServices, SERVICES, type RunningServices } from '../../services/cli/start';
+import { loadConfig } from '../../services/platform/config/config';
+import { silentLogger } from '../../services/platform/logger/logger';
+import { pipelineTopics } from '../../services/platform/log/topics';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import type { JournalEntry } from '../../services/platform/registry/journal';
 import { collect } from '../integration/contracts/event-log.contract';
-import { startTestApp, type TestApp } from '../support/app';
+import { backendEnv, type TestApp } from '../support/app';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { as2Headers, postAs2 } from '../support/as2-client';
 import { runCli } from '../support/cli-process';
@@ -18,13 +22,16 @@ import { eventDocument, SEND_STREAM_ACTION, sendStreamRequest, shipmentDocument 
 /**
  * The request journal through the real embedded service (every stage, the journal among them, in this
  * process), and `ingress events` reading it from another process: an accepted request, a refused one, a
- * dead-lettered one that is replayed after the fix, multi-item logistics, a warehouse post and an AS2 message,
- * each found by its request id and by the partner key it carries.
+ * dead-lettered one replayed after the fix with `ingress dead-letters replay`, multi-item logistics, a
+ * warehouse post and an AS2 message, each found by its request id and by the partner key it carries.
  */
 const codec = defaultAvroCodec();
 const exporter = new InMemorySpanExporter();
 const TRACE_URL = 'http://jaeger.test:16686/trace/{traceId}';
 let app: TestApp;
+let env: Record<string, string>;
+let cleanup: () => void;
+let running: RunningServices | null = null;
 let peer: Peer;
 let as2Receiver: Party;
 let as2Partner: Party;
@@ -35,7 +42,8 @@ beforeAll(async () => {
   trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter })] }));
   peer = createPeer();
   [as2Receiver, as2Partner] = [await peer.party('receiver'), await peer.party('partner')];
-  app = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0', JOURNAL_REFUSED_PER_MINUTE: '3' });
+  ({ env, cleanup } = backendEnv('embedded', { WORKFLOW_CACHE_MS: '0', JOURNAL_REFUSED_PER_MINUTE: '3', JOURNAL_TRACE_URL: TRACE_URL }));
+  await startApp();
   const sealer = createCredentialSealer(app.config.encryptionKey!);
   await app.backends.registry.credentials.put(sealer.seal({ id: 'cred-key', type: 'headerAuth', data: { name: 'X-Key', value: 'right-key-123' } }));
   await app.backends.registry.credentials.put(sealer.seal({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: as2Receiver.cert, privateKey: as2Receiver.key } }));
@@ -46,7 +54,19 @@ beforeAll(async () => {
   await put('wf-log', { type: 'logisticsTrigger', parameters: { actions: ['event-update', 'shipment-update'] } });
   await put('wf-as2', { type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-as2' } });
 }, 60_000);
-afterAll(async () => { await app?.stop(); peer?.cleanup(); });
+afterAll(async () => { await app?.stop(); cleanup?.(); peer?.cleanup(); });
+
+/** Every service in this process, on the embedded backends under one DATA_DIR, which a restart keeps. */
+async function startApp(): Promise<void> {
+  const config = loadConfig(env);
+  const backends = await openBackends(config, silentLogger);
+  running = await startServices(config, backends, SERVICES, silentLogger);
+  const services = running;
+  app = {
+    baseUrl: `http://127.0.0.1:${services.port}`, config, topics: pipelineTopics(config.topicPrefix), backends, logs: [],
+    async stop() { await services.stop(); await backends.close(); },
+  };
+}
 
 /** The request's entries once `done` holds of them (the journal stage runs behind the answers). */
 async function journey(requestId: string, done: (entries: JournalEntry[]) => boolean): Promise<JournalEntry[]> {
@@ -61,7 +81,7 @@ async function journey(requestId: string, done: (entries: JournalEntry[]) => boo
 const kinds = (entries: JournalEntry[]) => entries.map((e) => e.kind);
 const has = (...wanted: string[]) => (entries: JournalEntry[]) => wanted.every((k) => entries.filter((e) => e.kind === k).length >= wanted.filter((w) => w === k).length);
 const httpTraceOf = (requestId: string) => exporter.getFinishedSpans().find((s) => s.attributes['ingress.request_id'] === requestId && s.name === 'POST /hook/{workflowId}')?.spanContext().traceId;
-const cli = (...args: string[]) => runCli(['events', ...args], { DATA_DIR: app.config.dataDir, JOURNAL_TRACE_URL: TRACE_URL });
+const cli = (...args: string[]) => runCli(['events', ...args], env);
 const lines = (text: string) => text.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
 
 test('an accepted request: received, decoded into one item, one execution requested, each linked to its trace', async () => {
@@ -126,11 +146,15 @@ test('a request the decoder dead-letters, then replayed after the fix: dead-lett
   expect(kinds(failed)).toEqual(['received', 'dead-lettered']);
   expect(failed[1]).toMatchObject({ workflowId: 'wf-dl', traceId, replayOf: null, detail: { stage: 'decoder', code: 'trigger-missing', attempts: 1 } });
 
-  // The fix, then what `ingress dead-letters replay` appends: the source record, marked as a replay of its position.
+  // The fix, then `ingress dead-letters replay`, which on the embedded log runs while the service is stopped.
   await app.backends.registry.workflows.put({ id: 'wf-dl', active: true, nodes: [{ name: 'Gone', type: 'webhook' }] });
   const [letter] = (await collect(app.backends.log, app.topics.deadLetter, 1)).map((r) => codec.decode('DeadLetter', r.value)).filter((l) => l.workflowId === 'wf-dl');
   const source = letter.source;
-  await app.backends.log.append([{ topic: source.topic, key: source.key?.toString('utf8') ?? null, value: source.value, headers: replayHeaders(source) }]);
+  await app.stop();
+  const replay = await runCli(['dead-letters', 'replay', '--workflow', 'wf-dl'], env);
+  expect(replay.code).toBe(0);
+  expect(lines(replay.stdout)[0]).toMatchObject({ replayed: 1 });
+  await startApp();
   const entries = await journey(requestId, has('replayed', 'decoded', 'execution-requested'));
   expect(kinds(entries)).toEqual(['received', 'dead-lettered', 'replayed', 'decoded', 'execution-requested']);
   const original = `${source.topic}/${source.partition}/${source.offset}`;
