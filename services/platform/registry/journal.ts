@@ -122,14 +122,21 @@ export function matchesQuery(entry: JournalEntry, query: JournalQuery): boolean 
   return true;
 }
 
-/** Newest first; entries of one millisecond by id, descending, so every backend returns one order. */
-export function newestFirst(a: JournalEntry, b: JournalEntry): number {
-  return b.at - a.at || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0);
+/**
+ * Where a kind comes in a journey, for entries of one millisecond (a fast pipeline decodes and dispatches
+ * within one): the order the pipeline makes them in. Kinds not listed (a new source's) come last.
+ */
+const PIPELINE_ORDER: Record<string, number> = { received: 0, refused: 0, 'as2-disposition': 1, replayed: 2, duplicate: 3, decoded: 3, 'execution-requested': 4, 'dead-lettered': 5 };
+const rankOf = (kind: string) => PIPELINE_ORDER[kind] ?? 6;
+
+/** Oldest first; entries of one millisecond in pipeline order, then by id, so every backend returns one order. */
+export function oldestFirst(a: JournalEntry, b: JournalEntry): number {
+  return a.at - b.at || rankOf(a.kind) - rankOf(b.kind) || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
-/** Oldest first, ties by id ascending: a request's journey. */
-export function oldestFirst(a: JournalEntry, b: JournalEntry): number {
-  return -newestFirst(a, b);
+/** Newest first: the reverse of oldestFirst. */
+export function newestFirst(a: JournalEntry, b: JournalEntry): number {
+  return oldestFirst(b, a);
 }
 
 /** What an operator searches by, as the CLI and the management API take it. */
