@@ -76,3 +76,9 @@ describe('file journal: retention', () => {
     expect((await shortLived.journal.search({ workflowId: 'wf', limit: 10 })).map((e) => e.requestId)).toEqual(['r3']);
   });
 });
+
+test('file journal: a time range past any date a day can name finds nothing, and says nothing is wrong', async () => {
+  const registry = await openFileRegistry(tempDir());
+  expect(await registry.journal.search({ since: 9_000_000_000_000_000, limit: 5 })).toEqual([]);
+  expect(await registry.journal.search({ until: -5, limit: 5 })).toEqual([]);
+});

@@ -63,7 +63,7 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
   /** The days kept, newest first, within [since, until) when given. */
   const days = async (since?: number, until?: number): Promise<string[]> => {
     const oldest = dayOf(Math.max(0, Date.now() - retentionDays * DAY_MS));
-    const from = since !== undefined ? dayOf(Math.max(0, since)) : oldest;
+    const from = since !== undefined ? dayOf(Math.min(MAX_AT, Math.max(0, since))) : oldest;
     const to = until !== undefined ? dayOf(Math.min(MAX_AT, Math.max(0, until - 1))) : null;
     return (await listDir(root)).filter((d) => DAY.test(d) && d >= oldest && d >= from && (to === null || d <= to)).sort().reverse();
   };
