@@ -87,7 +87,10 @@ export async function startJournal(deps: JournalStageDeps): Promise<StageHandle>
         async handle(record) {
           let entries: JournalEntry[];
           try {
-            entries = entriesOf(record, source, context);
+            // An entry already past the retention (a new group reading a long topic from its start) is not written:
+            // it would only be pruned again, and on Cosmos its TTL would count from now.
+            const oldest = Date.now() - deps.retentionDays * DAY_MS;
+            entries = entriesOf(record, source, context).filter((e) => e.at >= oldest);
           } catch (error) {
             logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
             deps.metrics?.stageRecord('journal', 'processed');

@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { readdirSync } from 'node:fs';
+import * as path from 'node:path';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
@@ -249,4 +251,24 @@ test('search by workflow and time range, newest first, limited; bad queries are 
   expect(none.code).toBe(1);
   expect(none.stderr).toMatch(/no journal entry for request/);
   expect((await cli('get')).code).toBe(2);
+});
+
+test('what happened longer ago than JOURNAL_RETENTION_DAYS is not written, even when its record is read only now', async () => {
+  const requestId = randomUUID();
+  const old: Received = {
+    requestId, workflowId: 'wf-hook', triggerNode: 'In', triggerKind: 'webhook', pathSuffix: null, query: {}, headers: { 'content-type': 'application/json' },
+    contentType: 'application/json', body: { kind: 'inline', data: Buffer.from('{"old":true}') }, receivedAt: Date.now() - 40 * 86_400_000, principal: null, remoteAddress: null,
+    as2: null, traceparent: null, idempotencyKey: null, duplicateOf: null,
+  };
+  await app.backends.log.append([{ topic: app.topics.received, key: 'wf-hook', value: codec.encode('Received', old) }]);
+  // Decoded and dispatched now, so those entries are written; the arrival, 40 days ago (retention 30), is not.
+  await journey(requestId, has('decoded', 'execution-requested'));
+  // Once the journal has committed the received topic up to its end, the record of the arrival has been read.
+  const group = app.topics.group('journal', app.topics.received);
+  const deadline = Date.now() + 30_000;
+  while (await app.backends.log.consumerLag(group, app.topics.received) > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
+  expect(await app.backends.log.consumerLag(group, app.topics.received)).toBe(0);
+  expect(kinds(await app.backends.registry.journal.request(requestId))).toEqual(['decoded', 'execution-requested']);
+  // Not merely hidden by the retention: never written (the file registry keeps a folder per day).
+  expect(readdirSync(path.join(app.config.dataDir, 'registry', 'journal'))).not.toContain(new Date(old.receivedAt).toISOString().slice(0, 10));
 });
