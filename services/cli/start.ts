@@ -12,6 +12,8 @@ import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { samplerGroup, startSampler } from '../sampler/sampler';
 import { mdnGroup, startMdnStage } from '../mdn/mdn-stage';
+import { journalInputs, startJournal } from '../journal/journal-stage';
+import { createRefusalJournal, type RefusalJournal } from '../receiver/refusal-journal';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS, type LogisticsLimits } from '../triggers/logistics/logistics-trigger';
@@ -30,7 +32,7 @@ import { createRateLimiter } from '../triggers/rate-limiter';
 import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
 import { watchCertificateExpiry, type CertificateExpiryWatch } from '../platform/registry/certificate-expiry';
 
-export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler', 'mdn'] as const;
+export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler', 'journal', 'mdn'] as const;
 export type ServiceName = (typeof SERVICES)[number];
 
 export interface RunningServices {
@@ -94,11 +96,12 @@ export async function startServices(config: Config, backends: Backends, services
 
   const stages: { name: ServiceName; handle: StageHandle }[] = [];
   let receiver: Receiver | null = null;
+  let refusals: RefusalJournal | null = null;
   let port: number | null = null;
   try {
     if (services.includes('decoder')) {
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
-      // AS2 bodies are opened again by the decoder, with the credential as it is now (README: AS2).
+      // AS2 bodies are opened again by the decoder, with the credential as it is now (docs/as2.md, "Where the work happens").
       const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
       stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000 }) });
     }
@@ -111,12 +114,16 @@ export async function startServices(config: Config, backends: Backends, services
     if (services.includes('mdn')) {
       stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey }) });
     }
+    if (services.includes('journal')) {
+      stages.push({ name: 'journal', handle: await startJournal({ log: backends.log, topics, codec, journal: backends.registry.journal, logger: logger.child({ service: 'journal' }), metrics, queues, retentionDays: config.journal.retentionDays }) });
+    }
     if (services.includes('receiver')) {
+      refusals = createRefusalJournal({ log: backends.log, topic: topics.refused, codec, logger: logger.child({ service: 'receiver' }), metrics, perMinute: config.journal.refusedPerMinute });
       receiver = createReceiver({
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs, redactQueryParams: config.redactQueryParams,
         acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
-        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics, recordKey: config.recordKey,
+        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics, recordKey: config.recordKey, refusals,
       });
       port = await receiver.listen(config.port, config.host).catch((error: NodeJS.ErrnoException) => {
         throw error.code === 'EADDRINUSE' ? portInUse('PORT', config.port, config.host) : error;
@@ -124,6 +131,7 @@ export async function startServices(config: Config, backends: Backends, services
     }
   } catch (error) {
     await receiver?.close();
+    await refusals?.close();
     for (const s of stages) await s.handle.stop().catch(() => undefined);
     throw error;
   }
@@ -133,11 +141,12 @@ export async function startServices(config: Config, backends: Backends, services
     dispatcher: [{ topic: topics.decoded, group: topics.group('dispatcher') }],
     sampler: queues.map((topic) => ({ topic, group: samplerGroup(topics, topic) })),
     mdn: [topics.mdnDeliveries, ...topics.mdnRetries].map((topic) => ({ topic, group: mdnGroup(topics, topic) })),
+    journal: journalInputs(topics, queues),
   };
   metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
     stage: name, topic, lag: await backends.log.consumerLag(group, topic),
   }))))));
-  // The processes that open credentials watch their certificates: the gauge, and a warning a day (README: Operations).
+  // The processes that open credentials watch their certificates: the gauge, and a warning a day (docs/as2.md, "Certificate expiry").
   let certificates: CertificateExpiryWatch | null = null;
   if (backends.sealer && (services.includes('receiver') || services.includes('decoder'))) {
     certificates = watchCertificateExpiry({ registry: backends.registry, sealer: backends.sealer, logger, warningDays: config.certExpiryWarningDays });
@@ -160,6 +169,7 @@ export async function startServices(config: Config, backends: Backends, services
       certificates?.stop();
       // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
       await receiver?.close(receiverGraceMs);
+      await refusals?.close();
       for (const s of stages) await s.handle.stop();
     },
   };

@@ -152,7 +152,7 @@ describe('failures pyas2lib reads from our MDN', () => {
   test('unsigned while the partner is pinned → processed/error: insufficient-message-security (decryption-failed inside encryption)', async () => {
     const plain = await refused('wf-py', await pyas2.build(EDI, { compress: true, filename: 'po.x12' }));
     expect(plain).toMatchObject({ status: 'processed/error', detailed_status: 'insufficient-message-security' });
-    // Inside encryption every fault after decryption is one answer (no oracle on encrypted content, README "AS2").
+    // Inside encryption every fault after decryption is one answer (no oracle on encrypted content, docs/as2.md).
     const sealed = await refused('wf-py', await pyas2.build(EDI, { encrypt: 'aes_128_cbc', filename: 'po.x12' }));
     expect(sealed).toMatchObject({ status: 'processed/error', detailed_status: 'decryption-failed' });
   });

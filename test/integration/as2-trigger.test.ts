@@ -241,7 +241,7 @@ describe('failure dispositions (SPEC §7)', () => {
     const m = await failing('wf-as2', peer.sign(payload(), stranger));
     expect(m.disposition).toMatch(/processed\/error: authentication-failed$/);
     // A signature that holds with the carried certificate is named even inside encryption: tampered
-    // ciphertext can never produce one, so the answer is no oracle (README "AS2").
+    // ciphertext can never produce one, so the answer is no oracle (docs/as2.md, "No padding oracle").
     const sealed = await failing('wf-as2', peer.encrypt((await peer.sign(payload(), stranger)).entity, receiver));
     expect(sealed.disposition).toMatch(/processed\/error: authentication-failed$/);
   });

@@ -127,3 +127,12 @@ test('AS2 asynchronous MDN retries: a window in hours and three ascending delays
   expect(problems({ AS2_MDN_RETRY_DELAYS: '30,5m,2d' })).toEqual(['AS2_MDN_RETRY_DELAYS="30,5m,2d": each a duration from 10ms to 24h with a unit (ms, s, m, h), e.g. 30s,5m,30m; bad: 30, 2d']);
   expect(problems({ AS2_MDN_RETRY_DELAYS: '5m,30s,30m' })).toEqual(['AS2_MDN_RETRY_DELAYS="5m,30s,30m": durations in ascending order (the first retry comes soonest)']);
 });
+
+test('the request journal: retention, refusal budget and trace link, each checked', () => {
+  expect(loadConfig({}).journal).toEqual({ retentionDays: 30, refusedPerMinute: 60, traceUrl: null });
+  expect(loadConfig({ JOURNAL_RETENTION_DAYS: '7', JOURNAL_REFUSED_PER_MINUTE: '0', JOURNAL_TRACE_URL: 'http://jaeger:16686/trace/{traceId}' }).journal)
+    .toEqual({ retentionDays: 7, refusedPerMinute: 0, traceUrl: 'http://jaeger:16686/trace/{traceId}' });
+  expect(problems({ JOURNAL_RETENTION_DAYS: '0' })).toEqual([expect.stringMatching(/^JOURNAL_RETENTION_DAYS="0": days the request journal keeps an entry/)]);
+  expect(problems({ JOURNAL_TRACE_URL: 'http://jaeger:16686/trace/' })).toEqual([expect.stringMatching(/^JOURNAL_TRACE_URL=.*with \{traceId\}/)]);
+  expect(problems({ JOURNAL_TRACE_URL: 'javascript:{traceId}' })).toHaveLength(1);
+});

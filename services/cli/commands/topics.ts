@@ -5,7 +5,7 @@ import { topicSpecs } from '../pipeline-topics';
 export const TOPICS_USAGE = 'ingress topics apply | list  (apply: create or update the pipeline topics on Kafka; list: what apply wants)';
 
 /**
- * `topics apply` creates the pipeline's topics with the settings README "Topics" documents and updates those
+ * `topics apply` creates the pipeline's topics with the settings docs/records-and-topics.md "Topics" documents and updates those
  * that exist; one JSON line per topic on stdout, warnings on stderr. `topics list` prints what apply would
  * want, without touching the cluster. The embedded log needs neither.
  */

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import * as path from 'node:path';
 import { TOPIC_NAMES } from '../log/topics';
 import type { RecordKeyMode } from '../log/record-keys';
+import { adminSettings, type AdminSettings } from './admin-settings';
 
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
@@ -11,7 +12,7 @@ import type { RecordKeyMode } from '../log/record-keys';
 export type TriggerKindName = 'webhook' | 'as2' | 'logistics' | 'warehouse';
 export const TRIGGER_KINDS: readonly TriggerKindName[] = ['webhook', 'as2', 'logistics', 'warehouse'];
 
-export interface Config {
+export interface Config extends AdminSettings {
   port: number;
   host: string;
   dataDir: string;
@@ -63,10 +64,21 @@ export interface Config {
    * received topic to recover the keys it has seen (services/decoder/idempotency-ledger.ts).
    */
   idempotencyMaxWindowHours: number;
-  /** What `ingress topics apply` creates on Kafka (README "Topics"). */
+  /** What `ingress topics apply` creates on Kafka (docs/records-and-topics.md, "Topics"). */
   topicSettings: TopicSettings;
   /** AS2 asynchronous MDNs (docs/as2-async-mdn.md): how long delivery is retried, and the delay of each retry topic. */
   as2MdnRetry: As2MdnRetrySettings;
+  /** The request journal (docs/request-journal.md). */
+  journal: JournalSettings;
+}
+
+export interface JournalSettings {
+  /** JOURNAL_RETENTION_DAYS: how long an entry is kept (Cosmos TTL; the file registry prunes whole days). */
+  retentionDays: number;
+  /** JOURNAL_REFUSED_PER_MINUTE: refused requests journaled per workflow and minute (a burst of as many), 0 for none. */
+  refusedPerMinute: number;
+  /** JOURNAL_TRACE_URL: a link to a trace, `{traceId}` replaced (e.g. a Jaeger UI's /trace/{traceId}); null for none. */
+  traceUrl: string | null;
 }
 
 export interface As2MdnRetrySettings {
@@ -256,6 +268,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const adminPortValue = integer('ADMIN_PORT', 8081, 0, 65535, 'the admin port of /healthz and /readyz, 0 for none');
   const adminPort = adminPortValue === 0 ? null : adminPortValue;
   if (adminPort !== null && adminPort === port) problems.push(`ADMIN_PORT=${adminPort}: must differ from PORT`);
+  // ADMIN_HOST, ADMIN_TOKENS, ADMIN_URL/ADMIN_TOKEN: the management API (admin-settings.ts).
+  const admin = adminSettings(get, problems);
   const shutdownGraceMs = integer('SHUTDOWN_GRACE_MS', 25_000, 0, 3_600_000, 'how long a graceful shutdown may take, in milliseconds');
   const maxPendingAccepts = integer('MAX_PENDING_ACCEPTS', 2_000, 1, 1_000_000, 'how many accepts may wait for the log before the receiver answers 503');
   const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
@@ -299,11 +313,19 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     else mdnDelays = parsed;
   }
   const as2MdnRetry: As2MdnRetrySettings = { windowMs: Math.round(mdnWindowHours * 3_600_000), delaysMs: mdnDelays };
+  const journal: JournalSettings = {
+    retentionDays: integer('JOURNAL_RETENTION_DAYS', 30, 1, 3650, 'days the request journal keeps an entry'),
+    refusedPerMinute: integer('JOURNAL_REFUSED_PER_MINUTE', 60, 0, 60_000, 'refused requests the request journal records per workflow and minute, 0 for none'),
+    traceUrl: get('JOURNAL_TRACE_URL') ?? null,
+  };
+  if (journal.traceUrl !== null && (!/^https?:\/\//.test(journal.traceUrl) || !journal.traceUrl.includes('{traceId}'))) {
+    problems.push(`JOURNAL_TRACE_URL=${JSON.stringify(journal.traceUrl)}: an http:// or https:// URL with {traceId} where the trace id goes, e.g. http://localhost:16686/trace/{traceId}`);
+  }
 
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
-    adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, as2MdnRetry,
+    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry,
   };
 }

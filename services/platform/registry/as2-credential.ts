@@ -8,7 +8,7 @@ import { prefixProblem } from '../net/url-allow-list';
  * partner's first message. Messages never quote a PEM.
  *
  * Several receiver key pairs and several partner certificates may be held at once, so that certificates
- * rotate without downtime (README "AS2", certificate rotation): the single fields are one more entry of
+ * rotate without downtime (docs/as2.md, "Certificate rotation"): the single fields are one more entry of
  * each list, and either form alone is enough.
  */
 export interface As2ReceiverKeyData { certificate: string; privateKey: string }

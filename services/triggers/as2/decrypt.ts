@@ -15,7 +15,7 @@ import { namedReceiverKey } from './rotation';
  * inner entity that is not MIME — is the same fault with the same words, so a partner (or an attacker)
  * learns only "decryption-failed". CBC padding is removed without failing on it (see stripPkcs7): a
  * bad padding yields bytes that fail later, and unwrap.ts answers every fault that depends on the
- * decrypted bytes with this same fault and text (no padding oracle, README "AS2").
+ * decrypted bytes with this same fault and text (no padding oracle, docs/as2.md).
  */
 export const DECRYPTION_FAILED = 'the message could not be decrypted with the receiver key';
 const FAILED = DECRYPTION_FAILED;

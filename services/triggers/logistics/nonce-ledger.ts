@@ -4,7 +4,7 @@
  * their Created). A token is remembered until it would fail the freshness check anyway.
  *
  * Per process: receiver replicas do not share it, so a replay to another replica within the freshness
- * window still passes (README "The logistics-platform trigger"). Bounded: when full, expired tokens go
+ * window still passes (docs/logistics.md, "Authentication"). Bounded: when full, expired tokens go
  * first, then the oldest remembered one (a flood of valid tokens can only shorten what is remembered,
  * never refuse a new token).
  */

@@ -25,7 +25,7 @@ export interface AdmissionGuards {
 }
 
 export interface AdmissionGuardDeps {
-  /** One per receiver process; its buckets are this process's alone (README: several receivers). */
+  /** One per receiver process; its buckets are this process's alone (docs/webhook-admission.md, "Several receivers"). */
   limiter: RateLimiter;
   metrics?: AdmissionGuardMetrics;
 }
