@@ -56,8 +56,8 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
   /**
    * An append reported failed may still have reached the log: the receiver then answered a failure MDN and
    * kept it as this request's `mdn` evidence (evidence.ts), and the recorded processed MDN must never go out.
-   * Checked before the first attempt; an `mdn` that is absent (the decode failed before keeping it) or the
-   * recorded one lets the delivery go on.
+   * Checked before every attempt (a store that cannot be read makes a failed attempt, retried as any other);
+   * an `mdn` that is absent (the decode failed before keeping it) or the recorded one lets the delivery go on.
    */
   async function answeredFailure(delivery: MdnDelivery): Promise<boolean> {
     const path = `${evidenceFolder(delivery.workflowId, delivery.messageId, delivery.requestId)}/mdn`;
@@ -69,7 +69,14 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
 
   /** `final`: no later attempt could succeed. */
   async function attempt(delivery: MdnDelivery): Promise<GuardedPostResult & { final?: true }> {
-    if (delivery.attempts.length === 0 && (await answeredFailure(delivery))) {
+    let failed: boolean;
+    try {
+      failed = await answeredFailure(delivery);
+    } catch (error) {
+      logger.warn('AS2 MDN evidence could not be read before a delivery attempt', { requestId: delivery.requestId, workflowId: delivery.workflowId, error });
+      return { ok: false, status: null, reason: 'not attempted: the evidence store could not be read to check what this request was answered' };
+    }
+    if (failed) {
       return { ok: false, status: null, reason: 'not sent: the receiver answered this request with a failure MDN (its accept was reported failed), so its processed MDN must not go out', final: true };
     }
     let target: URL;
