@@ -11,6 +11,7 @@ import { idleBodies } from '../receiver/idle-bodies';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { samplerGroup, startSampler } from '../sampler/sampler';
+import { mdnGroup, startMdnStage } from '../mdn/mdn-stage';
 import { journalInputs, startJournal } from '../journal/journal-stage';
 import { createRefusalJournal, type RefusalJournal } from '../receiver/refusal-journal';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
@@ -31,7 +32,7 @@ import { createRateLimiter } from '../triggers/rate-limiter';
 import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
 import { watchCertificateExpiry, type CertificateExpiryWatch } from '../platform/registry/certificate-expiry';
 
-export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler', 'journal'] as const;
+export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler', 'journal', 'mdn'] as const;
 export type ServiceName = (typeof SERVICES)[number];
 
 export interface RunningServices {
@@ -110,6 +111,9 @@ export async function startServices(config: Config, backends: Backends, services
     if (services.includes('sampler')) {
       stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey }) });
     }
+    if (services.includes('mdn')) {
+      stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey }) });
+    }
     if (services.includes('journal')) {
       stages.push({ name: 'journal', handle: await startJournal({ log: backends.log, topics, codec, journal: backends.registry.journal, logger: logger.child({ service: 'journal' }), metrics, queues, retentionDays: config.journal.retentionDays }) });
     }
@@ -136,6 +140,7 @@ export async function startServices(config: Config, backends: Backends, services
     decoder: [{ topic: topics.received, group: topics.group('decoder') }],
     dispatcher: [{ topic: topics.decoded, group: topics.group('dispatcher') }],
     sampler: queues.map((topic) => ({ topic, group: samplerGroup(topics, topic) })),
+    mdn: [topics.mdnDeliveries, ...topics.mdnRetries].map((topic) => ({ topic, group: mdnGroup(topics, topic) })),
     journal: journalInputs(topics, queues),
   };
   metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({

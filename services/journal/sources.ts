@@ -5,6 +5,7 @@ import type { PipelineTopics } from '../platform/log/topics';
 import { recordIdentity, replayOf } from '../platform/log/replay-marking';
 import { journalKey, type JournalEntryKind } from '../platform/registry/journal';
 import { searchKeysOf } from './search-keys';
+import { loggableUrl } from '../platform/net/url-allow-list';
 
 /**
  * What the journal stage reads, and which entries each record makes: one row per source topic. A new
@@ -76,7 +77,9 @@ const received: JournalSource = {
       },
     }];
     if (r.as2?.mdn) {
-      entries.push({ ...common, kind: 'as2-disposition', at: r.receivedAt, detail: { delivery: 'synchronous', messageId: r.as2.messageId, disposition: dispositionOf(r.as2.mdn) } });
+      // An asynchronous MDN is only made here; what became of its delivery are the mdn-outcomes entries.
+      const delivery = r.as2.asyncMdn ? { delivery: 'asynchronous', url: loggableUrl(r.as2.asyncMdn.url) } : { delivery: 'synchronous' };
+      entries.push({ ...common, kind: 'as2-disposition', at: r.receivedAt, detail: { ...delivery, messageId: r.as2.messageId, disposition: dispositionOf(r.as2.mdn) } });
     }
     return entries;
   },
@@ -142,6 +145,20 @@ const deadLetters: JournalSource = {
   },
 };
 
+/** AS2 asynchronous MDN deliveries (services/mdn/, docs/as2-async-mdn.md): one entry per attempt, `mdn-delivered`, `mdn-retrying` or `mdn-given-up`. */
+const mdnOutcomes: JournalSource = {
+  name: 'mdn-outcomes',
+  topics: ({ topics }) => [topics.mdnOutcomes],
+  readBy: null,
+  entries(record, { codec }) {
+    const o = codec.decode('MdnOutcome', record.value);
+    return [{
+      requestId: o.requestId, workflowId: o.workflowId, kind: `mdn-${o.outcome.replace('_', '-')}`, at: o.at, keys: [journalKey('messageId', o.messageId)],
+      detail: { url: loggableUrl(o.url), mdnMessageId: o.mdnMessageId, attempts: o.attempts, status: o.status, reason: o.reason, nextAttemptAt: o.nextAttemptAt },
+    }];
+  },
+};
+
 function requestIdOf(value: Buffer, codec: AvroCodec): string | null {
   try {
     const name = codec.nameOf(value);
@@ -151,4 +168,4 @@ function requestIdOf(value: Buffer, codec: AvroCodec): string | null {
   }
 }
 
-export const JOURNAL_SOURCES: readonly JournalSource[] = [received, refused, decoded, executions, deadLetters];
+export const JOURNAL_SOURCES: readonly JournalSource[] = [received, refused, decoded, executions, deadLetters, mdnOutcomes];

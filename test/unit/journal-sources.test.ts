@@ -15,16 +15,16 @@ const record = (topic: string, value: Buffer, headers: Record<string, string> = 
 const received: Received = {
   requestId: 'req-1', workflowId: 'wf', triggerNode: 'In', triggerKind: 'as2', pathSuffix: null, query: {}, headers: {}, contentType: 'application/pkcs7-mime',
   body: { kind: 'inline', data: Buffer.from('x') }, receivedAt: 1_700_000_000_000, principal: 'as2:ACME', remoteAddress: '192.0.2.1',
-  as2: { messageId: '<m-1@acme>', from: 'ACME', to: 'US', subject: null, contentType: null, mdn: Buffer.from('Content-Type: message/disposition-notification\r\n\r\nReporting-UA: ingress\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\n') },
+  as2: { messageId: '<m-1@acme>', from: 'ACME', to: 'US', subject: null, contentType: null, mdn: Buffer.from('Content-Type: message/disposition-notification\r\n\r\nReporting-UA: ingress\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\n'), asyncMdn: null },
   traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', idempotencyKey: null, duplicateOf: null,
 };
 
 test('every topic is read once, each in a group of its own', () => {
   const inputs = journalInputs(topics, context.queues);
-  expect(inputs.map((i) => i.topic).sort()).toEqual([topics.deadLetter, topics.decoded, topics.executions, topics.received, topics.refused, 'p.executions.requested.as2.v1'].sort());
+  expect(inputs.map((i) => i.topic).sort()).toEqual([topics.deadLetter, topics.decoded, topics.executions, topics.received, topics.refused, topics.mdnOutcomes, 'p.executions.requested.as2.v1'].sort());
   expect(new Set(inputs.map((i) => i.group)).size).toBe(inputs.length);
   expect(inputs.every((i) => i.group.startsWith('p.ingress-journal.'))).toBe(true);
-  expect(JOURNAL_SOURCES.map((s) => s.name)).toEqual(['received', 'refused', 'decoded', 'executions', 'dead-letters']);
+  expect(JOURNAL_SOURCES.map((s) => s.name)).toEqual(['received', 'refused', 'decoded', 'executions', 'dead-letters', 'mdn-outcomes']);
 });
 
 test('an AS2 received record: received and its disposition, ids from the position, the trace from the record', () => {
@@ -56,6 +56,20 @@ test('a dead letter of a record that is none of ours belongs to request "unknown
   const [entry] = entriesOf(record(topics.deadLetter, letter), sourceOf(topics.deadLetter), context);
   expect(entry).toMatchObject({ requestId: 'unknown', kind: 'dead-lettered', at: 5, detail: { stage: 'decoder', code: 'not-single-object', source: 'p.ingress.received.v1/0/3' } });
   expect(() => entriesOf(record(topics.decoded, Buffer.from('poison')), sourceOf(topics.decoded), context)).toThrow();
+});
+
+test('an asynchronous MDN: the disposition entry says so, and each delivery attempt is an entry found by Message-Id', () => {
+  const asyncReceived: Received = { ...received, as2: { ...received.as2!, asyncMdn: { url: 'https://partner.example/mdn?token=secret', allowedBy: 'https://partner.example/mdn' } } };
+  const [, disposition] = entriesOf(record(topics.received, codec.encode('Received', asyncReceived)), sourceOf(topics.received), context);
+  expect(disposition.detail).toEqual({ delivery: 'asynchronous', url: 'https://partner.example/mdn?…', messageId: '<m-1@acme>', disposition: 'automatic-action/MDN-sent-automatically; processed' });
+  const outcome = (o: 'delivered' | 'retrying' | 'given_up', attempts: number) => codec.encode('MdnOutcome', {
+    requestId: 'req-1', workflowId: 'wf', messageId: '<m-1@acme>', mdnMessageId: '<mdn-1@us>', url: 'https://partner.example/mdn?token=secret', outcome: o, attempts, at: 1_700_000_100_000 + attempts,
+    status: o === 'delivered' ? 200 : 503, reason: o === 'delivered' ? null : 'HTTP 503', nextAttemptAt: o === 'retrying' ? 1_700_000_200_000 : null,
+  });
+  const [retrying] = entriesOf(record(topics.mdnOutcomes, outcome('retrying', 1)), sourceOf(topics.mdnOutcomes), context);
+  expect(retrying).toMatchObject({ requestId: 'req-1', kind: 'mdn-retrying', at: 1_700_000_100_001, keys: ['messageId:m-1@acme'], detail: { url: 'https://partner.example/mdn?…', attempts: 1, status: 503, reason: 'HTTP 503', nextAttemptAt: 1_700_000_200_000 } });
+  expect(entriesOf(record(topics.mdnOutcomes, outcome('delivered', 2), {}, '8'), sourceOf(topics.mdnOutcomes), context)[0]).toMatchObject({ kind: 'mdn-delivered', detail: { status: 200, reason: null } });
+  expect(entriesOf(record(topics.mdnOutcomes, outcome('given_up', 9), {}, '9'), sourceOf(topics.mdnOutcomes), context)[0]).toMatchObject({ kind: 'mdn-given-up' });
 });
 
 test('an MDN\'s disposition is read from its text, signed or not, or null', () => {

@@ -10,6 +10,11 @@ export interface PipelineTopics {
   deadLetter: string;
   /** The default execution queue; per-kind queues come from the configuration. */
   executions: string;
+  /** AS2 asynchronous MDNs to deliver (the decoder writes them), and their retry topics, one per delay (services/mdn/). */
+  mdnDeliveries: string;
+  mdnRetries: readonly string[];
+  /** What each delivery attempt came to (MdnOutcome). */
+  mdnOutcomes: string;
   /** Requests answered with a refusal, a small best-effort record each, for the request journal (receiver/refusal-journal.ts). */
   refused: string;
   /**
@@ -34,6 +39,9 @@ export const TOPIC_NAMES = {
   decoded: 'ingress.decoded.v1',
   deadLetter: 'ingress.dead-letter.v1',
   executions: 'executions.requested.v1',
+  mdnDeliveries: 'ingress.mdn-deliveries.v1',
+  mdnRetries: ['ingress.mdn-retry-1.v1', 'ingress.mdn-retry-2.v1', 'ingress.mdn-retry-3.v1'],
+  mdnOutcomes: 'ingress.mdn-outcomes.v1',
   refused: 'ingress.refused.v1',
 } as const;
 
@@ -43,6 +51,9 @@ export function pipelineTopics(prefix = ''): PipelineTopics {
     decoded: prefix + TOPIC_NAMES.decoded,
     deadLetter: prefix + TOPIC_NAMES.deadLetter,
     executions: prefix + TOPIC_NAMES.executions,
+    mdnDeliveries: prefix + TOPIC_NAMES.mdnDeliveries,
+    mdnRetries: TOPIC_NAMES.mdnRetries.map((t) => prefix + t),
+    mdnOutcomes: prefix + TOPIC_NAMES.mdnOutcomes,
     refused: prefix + TOPIC_NAMES.refused,
     group: (stage, input) => {
       if (input === undefined) return `${prefix}ingress-${stage}`;
@@ -72,7 +83,8 @@ const HOUR_MS = 3_600_000;
 
 /**
  * Every topic the pipeline writes: the three stage topics, the dead-letter topic, each execution queue
- * (the default one and those EXECUTION_QUEUE_<KIND> names) and the refused requests' topic. The broker stamps records when it appends them
+ * (the default one and those EXECUTION_QUEUE_<KIND> names), the refused requests' topic, and the asynchronous
+ * MDN topics (deliveries, the retry topics, outcomes). The broker stamps records when it appends them
  * (LogAppendTime): LogRecord.timestamp is "when the log accepted it", and `replay --from TIME` does not
  * depend on the writers' clocks.
  */
@@ -90,6 +102,6 @@ export function pipelineTopicSpecs(topics: PipelineTopics, queues: readonly stri
       'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES),
     },
   });
-  const names = [...new Set([topics.received, topics.decoded, topics.executions, ...queues, topics.refused])];
+  const names = [...new Set([topics.received, topics.decoded, topics.executions, ...queues, topics.refused, topics.mdnDeliveries, ...topics.mdnRetries, topics.mdnOutcomes])];
   return [...names.map((t) => spec(t, settings.retentionHours)), spec(topics.deadLetter, settings.deadLetterRetentionHours)];
 }
