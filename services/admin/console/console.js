@@ -59,6 +59,8 @@ function table(headings, rows, attributes = {}) {
 
 const cell = (...children) => el('td', {}, ...children);
 const text = (value) => (value === null || value === undefined || value === '' ? '—' : String(value));
+/** Times as ISO text, whether the API gave an ISO string or epoch milliseconds (sample data's receivedAt). */
+const when = (value) => (typeof value === 'number' && Number.isFinite(value) ? new Date(value).toISOString() : text(value));
 
 function showView(...children) {
   const main = document.getElementById('view');
@@ -189,7 +191,7 @@ async function showSamples(workflowId, into) {
       return el('article', { class: 'sample', 'data-node': n.node },
         el('h4', {}, `${n.node} (${n.type})`),
         latest
-          ? [el('p', {}, `received ${text(latest.receivedAt)}, execution ${text(latest.executionId)}; ${n.samples.length} kept`), jsonBlock(latest.data)]
+          ? [el('p', {}, `received ${when(latest.receivedAt)}, execution ${text(latest.executionId)}; ${n.samples.length} kept`), jsonBlock(latest.data)]
           : el('p', { class: 'hint' }, 'No sample data yet.'),
       );
     }),
@@ -328,6 +330,8 @@ async function replay(position, button, status) {
     try { job = await api('GET', `/api/v1/replays/${encodeURIComponent(job.id)}`); } catch (error) { status.textContent = `replay ${job.id}: ${describe(error)}`; return; }
   }
   status.dataset.state = job.state;
+  // A replay that did not complete may be tried again; a complete one is not offered twice.
+  if (job.state !== 'complete') button.disabled = false;
   status.textContent = `replay ${job.id}: ${job.state}, ${job.replayed} replayed, ${job.skipped} skipped${job.error ? ` (${job.error})` : ''}`;
 }
 
