@@ -57,18 +57,21 @@ beforeAll(async () => {
   browser = await chromium.launch({ executablePath: CHROMIUM }).catch((error: Error) => {
     throw new Error(`Chromium could not be started from ${CHROMIUM} (Debian's chromium package; .ci/run installs it): ${error.message}`);
   });
+  // Certificates with known dates: one far off (not listed), one in 5 days (under the warning), one in 40 days.
+  // Made before any connection is open: RSA key generation can block the event loop for seconds on a loaded
+  // machine, and the admin server (in this process) would then close an idle keep-alive socket just as the
+  // next call reuses it (ECONNRESET).
+  const key = rsaKey();
+  const day = 86_400_000;
+  const ours = datedCertificate('console-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), key);
+  const soon = datedCertificate(HOSTILE_CN, new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 5 * day + 3_600_000), key, '02');
+  const later = datedCertificate('later-partner', new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 40 * day + 3_600_000), key, '03');
   app = await startTestApp('embedded', { ADMIN_TOKENS, WORKFLOW_CACHE_MS: '0', PUBLIC_BASE_URL: 'https://hooks.example.com', JOURNAL_TRACE_URL: TRACE_URL });
   api = await startAdminApi(app);
 
   const put = async (route: string, body: unknown) => expect((await api.call('PUT', route, { body })).status).toBe(201);
   await put('/api/v1/workflows/wf-orders', { active: true, name: HOSTILE_NAME, nodes: [{ name: 'Orders hook', type: 'webhook', parameters: { authentication: 'none' } }, { name: 'Next', type: 'noop' }] });
   await put('/api/v1/workflows/wf-dl', { active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
-  // Certificates with known dates: one far off (not listed), one in 5 days (under the warning), one in 40 days.
-  const key = rsaKey();
-  const day = 86_400_000;
-  const ours = datedCertificate('console-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), key);
-  const soon = datedCertificate(HOSTILE_CN, new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 5 * day + 3_600_000), key, '02');
-  const later = datedCertificate('later-partner', new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 40 * day + 3_600_000), key, '03');
   await put('/api/v1/credentials/cred-as2-soon', { type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: key, partnerCertificate: soon.cert } });
   await put('/api/v1/credentials/cred-as2-later', { type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: key, partnerCertificate: later.cert } });
   fingerprints = { soon: new X509Certificate(soon.cert).fingerprint256, later: new X509Certificate(later.cert).fingerprint256 };
