@@ -58,9 +58,9 @@ beforeAll(async () => {
     throw new Error(`Chromium could not be started from ${CHROMIUM} (Debian's chromium package; .ci/run installs it): ${error.message}`);
   });
   // Certificates with known dates: one far off (not listed), one in 5 days (under the warning), one in 40 days.
-  // Made before any connection is open: RSA key generation can block the event loop for seconds on a loaded
-  // machine, and the admin server (in this process) would then close an idle keep-alive socket just as the
-  // next call reuses it (ECONNRESET).
+  // Made before any connection is open. Key generation blocks this process for seconds on a loaded machine;
+  // done between two API calls, the admin server (in this process) then closed its idle keep-alive socket
+  // just as the next call reused it (ECONNRESET, seen with two CPU hogs running beside the test).
   const key = rsaKey();
   const day = 86_400_000;
   const ours = datedCertificate('console-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), key);
