@@ -9,6 +9,7 @@ import { LOCAL_CLI_TOKEN_NAME } from './local-access';
 import { openApiDocument } from './openapi';
 import { credentialRoutes } from './routes/credentials';
 import { deadLetterRoutes } from './routes/dead-letters';
+import { eventRoutes } from './routes/events';
 import { replayRoutes } from './routes/replays';
 import { topicRoutes } from './routes/topics';
 import { workflowRoutes } from './routes/workflows';
@@ -16,7 +17,7 @@ import { workflowRoutes } from './routes/workflows';
 /**
  * The management API (docs/management-api.md): express on the admin port, every route under /api/v1, JSON in
  * and out, bearer admin tokens (auth.ts). One router module per resource under routes/; a new resource
- * (the request journal's `events`) is one more entry in RESOURCES.
+ * is one more entry in RESOURCES.
  *
  * Whatever goes wrong answers the JSON error shape of errors.ts: unknown routes, bad JSON, bodies over the
  * limit, a backend that does not answer. Express's HTML error pages never reach a client.
@@ -30,7 +31,7 @@ const RESOURCES: Resource[] = [
   deadLetterRoutes,
   replayRoutes,
   topicRoutes,
-  // The request journal (GET /api/v1/events/:requestId and its search) goes here: routes/events.ts.
+  eventRoutes,
   // Who the token is: the console disables what the scope does not allow, and says why.
   () => express.Router().get('/whoami', (_req, res) => { res.json(res.locals.caller as AdminCaller); }),
   () => express.Router().get('/openapi.json', (_req, res) => { res.json(openApiDocument()); }),

@@ -22,6 +22,8 @@ export interface AdminApiDeps {
   codec: AvroCodec;
   recordKey: RecordKeyMode;
   publicBaseUrl: string;
+  /** JOURNAL_TRACE_URL: a journal entry's link to its trace, `{traceId}` filled in; absent or null for none. */
+  traceUrlTemplate?: string | null;
   replays: ReplayJobs;
   /** ADMIN_TOKENS, and the local CLI's token; a function so that the local token can be added once written. */
   tokens(): readonly AdminToken[];

@@ -54,7 +54,7 @@ export async function startManagementApi(options: ManagementApiOptions): Promise
   const app = createAdminApi({
     registry: options.registry, sealer: options.sealer, log: options.log, catalog: options.catalog, topics,
     executionQueues: [...new Set(Object.values(config.executionQueues))], codec, recordKey: config.recordKey,
-    publicBaseUrl: config.publicBaseUrl, replays, tokens: () => tokens, logger: logger.child({ service: 'admin-api' }),
+    publicBaseUrl: config.publicBaseUrl, traceUrlTemplate: config.journal.traceUrl, replays, tokens: () => tokens, logger: logger.child({ service: 'admin-api' }),
   });
   return {
     listener: app,

@@ -93,6 +93,20 @@ export function openApiDocument(): Record<string, unknown> {
           responses: { 200: { description: 'text/event-stream until the client goes', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors(...READ, 'not-found', 'invalid-request') },
         },
       },
+      '/api/v1/events': {
+        get: {
+          summary: 'Search the request journal, newest first (as `ingress events search`); at most one of messageId, postId, trackingId',
+          parameters: [
+            queryParam('workflow', 'A workflow id'), queryParam('messageId', 'An AS2 Message-Id, with or without <>'), queryParam('postId', "A warehouse post's PostId"),
+            queryParam('trackingId', "A logistics event's TrackingID"), queryParam('since', 'ISO time or epoch ms, inclusive'), queryParam('until', 'ISO time or epoch ms, exclusive (the last entry of a page asks for the next)'),
+            queryParam('limit', 'At most this many, 1 to 1000, default 50', { type: 'integer', minimum: 1, maximum: 1000 }),
+          ],
+          responses: { 200: json({ type: 'object', properties: { events: { type: 'array', items: ref('JournalEntry') } } }, 'Matching entries'), ...errors(...READ, 'invalid-request') },
+        },
+      },
+      '/api/v1/events/{requestId}': {
+        get: { summary: "A request's journey, oldest first (as `ingress events get`)", parameters: [pathParam('requestId', 'The X-Request-Id the request was answered with')], responses: { 200: json({ type: 'object', properties: { requestId: { type: 'string' }, entries: { type: 'array', items: ref('JournalEntry') } } }, 'The journey'), ...errors(...READ, 'not-found', 'invalid-request') } },
+      },
       '/api/v1/openapi.json': {
         get: { summary: 'This document', responses: { 200: json({ type: 'object' }, 'OpenAPI 3.1'), ...errors(...READ) } },
       },
@@ -103,6 +117,13 @@ export function openApiDocument(): Record<string, unknown> {
         Error: { type: 'object', required: ['error', 'message'], properties: { error: { type: 'string', enum: Object.keys(ADMIN_ERRORS) }, message: { type: 'string' }, problems: { type: 'array', items: { type: 'string' } } } },
         Workflow: { type: 'object', required: ['active', 'nodes'], properties: { id: { type: 'string' }, name: { type: 'string' }, active: { type: 'boolean' }, nodes: { type: 'array', items: { type: 'object', required: ['name', 'type'], properties: { name: { type: 'string' }, type: { type: 'string' }, disabled: { type: 'boolean' }, parameters: { type: 'object' }, credentials: { type: 'object', additionalProperties: { type: 'string' } } } } } } },
         WorkflowSummary: { type: 'object', properties: { id: { type: 'string' }, name: { type: ['string', 'null'] }, active: { type: 'boolean' }, url: { type: 'string', description: 'The hook URL partners POST to' }, triggers: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, type: { type: 'string' }, disabled: { type: 'boolean' } } } } } },
+        JournalEntry: {
+          type: 'object',
+          properties: {
+            id: { type: 'string' }, requestId: { type: 'string' }, workflowId: { type: ['string', 'null'] }, kind: { type: 'string' }, at: { type: 'string', format: 'date-time' },
+            traceId: { type: ['string', 'null'] }, traceUrl: { type: 'string' }, source: { type: 'string' }, replayOf: { type: ['string', 'null'] }, keys: { type: 'array', items: { type: 'string' } }, detail: { type: 'object' },
+          },
+        },
         Sample: { type: 'object', properties: { executionId: { type: 'string' }, receivedAt: { type: 'integer' }, data: {} } },
         Certificate: { type: 'object', properties: { credentialId: { type: 'string' }, credentialType: { type: 'string' }, role: { type: 'string', enum: ['receiver', 'partner'] }, field: { type: 'string' }, subject: { type: 'string' }, issuer: { type: 'string' }, serialNumber: { type: 'string' }, fingerprint: { type: 'string' }, notBefore: { type: 'string' }, notAfter: { type: 'string' }, daysToExpiry: { type: 'integer' } } },
         CredentialMetadata: { type: 'object', properties: { id: { type: 'string' }, name: { type: ['string', 'null'] }, type: { type: 'string' }, updatedAt: { type: 'string' }, certificates: { type: ['array', 'null'], items: { type: 'object' } }, certificatesError: { type: 'string' } } },

@@ -14,7 +14,7 @@ import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
  * The operator console (docs/management-api.md#console) in a real headless Chromium (Debian's, driven by
  * playwright-core), against the real service on the embedded backends and its admin port over loopback:
  * the token prompt, each view, a hostile payload shown as text with no script run, the CSP in force,
- * a dead letter replayed from the page, and a read token that cannot. Screenshots of each view go to
+ * a dead letter replayed from the page and its journey in the request journal, and a read token that cannot. Screenshots of each view go to
  * test-artifacts/console/ (git-ignored).
  */
 // The functions passed to page.evaluate run in the browser; the project compiles without the DOM library.
@@ -25,13 +25,6 @@ declare const localStorage: any;
 
 const CHROMIUM = '/usr/bin/chromium';
 const ARTIFACTS = path.resolve(__dirname, '../../test-artifacts/console');
-/**
- * The request journal's routes (GET /api/v1/events…) are merged from another branch. While false, this test
- * checks that they are absent and that the events view says "journal not available"; set it to true once
- * routes/events.ts is mounted, and the same test checks the recent requests and the journey instead.
- * Left false with the routes present, the test fails and says so.
- */
-const JOURNAL_ROUTES = false;
 const TRACE_ID = '4bf92f3577b34da6a3ce929d0e0e4736';
 const TRACE_URL = 'https://traces.test/trace/{traceId}';
 
@@ -297,29 +290,9 @@ test('certificates: within the chosen days, soonest first, fingerprints, and tho
   await closeConsole(context, page);
 });
 
-test('events: recent requests of a workflow and the journey of one, or "journal not available" without the journal routes', async () => {
-  const probe = await api.call('GET', '/api/v1/events?workflow=wf-dl');
-  if (!JOURNAL_ROUTES) {
-    // Not silently passing once the routes exist: they must be switched on above.
-    if (probe.status !== 404) throw new Error(`GET /api/v1/events answers ${probe.status}: the journal routes are here, set JOURNAL_ROUTES = true in ${path.basename(__filename)}`);
-    expect(probe.body.message).toMatch(/^No route GET \/api\/v1\/events/);
-    const { context, page } = await openConsole(READ_TOKEN, 'events');
-    const unavailable = page.locator('#journal-unavailable');
-    await unavailable.waitFor();
-    expect(await unavailable.textContent()).toMatch(/^Journal not available/);
-    await page.fill('#request-id', letter.requestId);
-    await page.click('#show-journey');
-    await page.locator('#journey #journal-unavailable').waitFor();
-    await shot(page, '6-events-journal-unavailable');
-    await closeConsole(context, page);
-    return;
-  }
-
+test('events: the recent requests of a workflow with their state, and the journey of one with its trace', async () => {
   // The dead-lettered request, after the replay test: received, dead-lettered, replayed, then decoded and requested.
-  const journeyOf = async () => {
-    const body = (await api.call('GET', `/api/v1/events/${encodeURIComponent(letter.requestId)}`)).body;
-    return (Array.isArray(body) ? body : body?.entries ?? body?.events ?? []) as any[];
-  };
+  const journeyOf = async () => ((await api.call('GET', `/api/v1/events/${encodeURIComponent(letter.requestId)}`)).body?.entries ?? []) as any[];
   let entries = await journeyOf();
   while (!entries.some((e) => e.kind === 'execution-requested')) { await pause(100); entries = await journeyOf(); }
   const { context, page } = await openConsole(READ_TOKEN, 'events');
@@ -339,5 +312,10 @@ test('events: recent requests of a workflow and the journey of one, or "journal 
   expect(shown.map((s) => s.kind)).toEqual(expect.arrayContaining(['received', 'dead-lettered', 'replayed', 'decoded', 'execution-requested']));
   expect(shown[0]).toEqual({ kind: 'received', traceId: TRACE_ID, link: TRACE_URL.replace('{traceId}', TRACE_ID) });
   await shot(page, '6-events-journey');
+  // A request id the journal does not know: said as such, not as a failure of the page.
+  await page.fill('#request-id', 'no-such-request');
+  await page.click('#show-journey');
+  await page.locator('#journey #journal-none').waitFor();
+  expect(await page.textContent('#journey #journal-none')).toBe('No journal entry for request no-such-request (unknown, older than JOURNAL_RETENTION_DAYS, or not journaled yet)');
   await closeConsole(context, page);
 });

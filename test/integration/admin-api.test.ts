@@ -239,6 +239,38 @@ describe('dead letters and replays', () => {
   });
 });
 
+describe('the request journal', () => {
+  test("a request's journey and the search, as `ingress events get|search` give them; bad queries are 400, an unknown id 404", async () => {
+    await api.call('PUT', '/api/v1/workflows/wf-journal', { body: { ...hook, id: 'wf-journal' } });
+    const posted = await fetch(`${app.baseUrl}/hook/wf-journal`, { method: 'POST', body: '{"n":1}', headers: { 'content-type': 'application/json' } });
+    expect(posted.status).toBe(200);
+    const requestId = posted.headers.get('x-request-id')!;
+    // The journal stage writes after the pipeline: wait for the execution's entry.
+    let journey: any = { status: 404 };
+    while (journey.status !== 200 || !journey.body.entries.some((e: any) => e.kind === 'execution-requested')) {
+      journey = await api.call('GET', `/api/v1/events/${requestId}`, { token: READ_TOKEN });
+    }
+    expect(journey.body.requestId).toBe(requestId);
+    expect(journey.body.entries.map((e: any) => e.kind)).toEqual(['received', 'decoded', 'execution-requested']);
+    expect(journey.body.entries[0]).toMatchObject({ requestId, workflowId: 'wf-journal', at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+
+    const found = await api.call('GET', `/api/v1/events?workflow=wf-journal&since=${encodeURIComponent(new Date(Date.now() - 60_000).toISOString())}&limit=2`);
+    expect(found.status).toBe(200);
+    expect(found.body.events).toHaveLength(2);
+    expect(found.body.events[0].kind).toBe('execution-requested');
+    expect((await api.call('GET', '/api/v1/events?workflow=wf-other')).body).toEqual({ events: [] });
+
+    const unknown = await api.call('GET', '/api/v1/events/no-such-request');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toBe('not-found');
+    for (const query of ['limit=0', 'limit=ten', 'since=yesterday', 'messageId=a&postId=b', `since=${Date.now()}&until=${Date.now() - 1000}`]) {
+      const bad = await api.call('GET', `/api/v1/events?${query}`);
+      expect({ query, status: bad.status, error: bad.body.error }).toEqual({ query, status: 400, error: 'invalid-request' });
+      expect(typeof bad.body.message).toBe('string');
+    }
+  });
+});
+
 describe('the OpenAPI document', () => {
   test('is served, and documents exactly the routes express has', async () => {
     const served = await api.call('GET', '/api/v1/openapi.json', { token: READ_TOKEN });

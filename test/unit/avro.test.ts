@@ -28,7 +28,7 @@ import type {
 
 const ROOT = path.resolve(__dirname, '../..');
 const SCHEMA_DIR = path.join(ROOT, 'schemas');
-const RECORDS: RecordName[] = ['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter'];
+const RECORDS: RecordName[] = ['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter', 'Refused'];
 
 function loadSchema(name: string): any {
   return JSON.parse(fs.readFileSync(path.join(SCHEMA_DIR, `${name}.avsc`), 'utf8'));
@@ -305,7 +305,7 @@ describe('Avro codec', () => {
     codec.fingerprintOf('ExecutionRequested').fill(0);
     expect(codec.encode('ExecutionRequested', executionRequested(null)).equals(buf)).toBe(true);
     // distinct records have distinct fingerprints
-    expect(new Set(RECORDS.map((n) => codec.fingerprintOf(n).toString('hex'))).size).toBe(4);
+    expect(new Set(RECORDS.map((n) => codec.fingerprintOf(n).toString('hex'))).size).toBe(RECORDS.length);
   });
 
   it('round-trips Received with an inline body and no AS2 envelope', () => {
@@ -612,4 +612,19 @@ test('records encoded one after another stay intact, small ones sharing memory a
   const own = encoded.filter((b) => b.buffer.byteLength === b.length);
   expect(shared.length).toBeGreaterThan(250);
   expect(own.length).toBe(6); // the six 70 kB bodies
+});
+
+describe('Refused (the request journal\'s record of a refusal)', () => {
+  const refusedCodec = createAvroCodec();
+  it('round-trips, its optional fields null and its kind free text', () => {
+    const value = {
+      requestId: 'r-1', workflowId: 'wf', triggerNode: 'In', triggerKind: 'a-future-kind', status: 429, code: 'rate-limited',
+      receivedAt: 1_700_000_000_123, remoteAddress: '2001:db8::1', messageId: '<m@partner>', bodyBytes: 0, traceparent: null,
+    };
+    expect(refusedCodec.decode('Refused', refusedCodec.encode('Refused', value))).toEqual(value);
+    const bare = { ...value, triggerNode: null, triggerKind: null, code: null, remoteAddress: null, messageId: null };
+    expect(refusedCodec.decode('Refused', refusedCodec.encode('Refused', bare))).toEqual(bare);
+    expect(refusedCodec.nameOf(refusedCodec.encode('Refused', value))).toBe('Refused');
+    expect(() => refusedCodec.decode('Received', refusedCodec.encode('Refused', value))).toThrow(/Refused/);
+  });
 });

@@ -116,3 +116,12 @@ test('the longest idempotency window: 72 hours by default (less when the topics 
   // A shorter retention lowers the default instead of refusing to start.
   expect(loadConfig({ KAFKA_RETENTION_HOURS: '48' }).idempotencyMaxWindowHours).toBe(48);
 });
+
+test('the request journal: retention, refusal budget and trace link, each checked', () => {
+  expect(loadConfig({}).journal).toEqual({ retentionDays: 30, refusedPerMinute: 60, traceUrl: null });
+  expect(loadConfig({ JOURNAL_RETENTION_DAYS: '7', JOURNAL_REFUSED_PER_MINUTE: '0', JOURNAL_TRACE_URL: 'http://jaeger:16686/trace/{traceId}' }).journal)
+    .toEqual({ retentionDays: 7, refusedPerMinute: 0, traceUrl: 'http://jaeger:16686/trace/{traceId}' });
+  expect(problems({ JOURNAL_RETENTION_DAYS: '0' })).toEqual([expect.stringMatching(/^JOURNAL_RETENTION_DAYS="0": days the request journal keeps an entry/)]);
+  expect(problems({ JOURNAL_TRACE_URL: 'http://jaeger:16686/trace/' })).toEqual([expect.stringMatching(/^JOURNAL_TRACE_URL=.*with \{traceId\}/)]);
+  expect(problems({ JOURNAL_TRACE_URL: 'javascript:{traceId}' })).toHaveLength(1);
+});

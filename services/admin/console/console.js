@@ -200,9 +200,8 @@ async function showSamples(workflowId, into) {
 
 // ---- Events: recent requests per workflow and the journey of one (the request journal) --------------------
 
-/** The journal's answers: a list of entries, under `entries` or `events`, or the list itself. */
+/** The journal's answers: `{requestId, entries}` for a journey, `{events}` for a search. */
 function entriesOf(answer) {
-  if (Array.isArray(answer)) return answer;
   return answer?.entries ?? answer?.events ?? [];
 }
 
@@ -270,7 +269,10 @@ async function showJourney(requestId, into) {
   try {
     entries = entriesOf(await api('GET', `/api/v1/events/${encodeURIComponent(requestId)}`));
   } catch (error) {
-    into.replaceChildren(journalMissing(error) ? journalUnavailable() : failure(error));
+    if (journalMissing(error)) into.replaceChildren(journalUnavailable());
+    // The journal has nothing for that id: an answer, not a failure.
+    else if (error instanceof ApiError && error.status === 404) into.replaceChildren(notice('info', error.message, 'journal-none'));
+    else into.replaceChildren(failure(error));
     return;
   }
   const rows = entries.map((e) => el('tr', { 'data-kind': e.kind },

@@ -158,10 +158,29 @@ export interface DeadLetter {
   source: SourceRecord;
 }
 
-/** Local names of the top-level records (full name: `ingress.v1.<name>`, file: `schemas/<name>.avsc`). */
-export type RecordName = 'Received' | 'Decoded' | 'ExecutionRequested' | 'DeadLetter';
+/** Record `ingress.v1.Refused`: a request answered without being accepted, for the request journal. */
+export interface Refused {
+  requestId: string;
+  workflowId: string;
+  triggerNode: string | null;
+  /** Text, not the TriggerKind enum: a refusal record must not need a schema change for a new kind. */
+  triggerKind: string | null;
+  /** Avro int. */
+  status: number;
+  code: string | null;
+  /** Epoch milliseconds. */
+  receivedAt: number;
+  remoteAddress: string | null;
+  /** The AS2 Message-Id header as sent, when there was one. */
+  messageId: string | null;
+  bodyBytes: number;
+  traceparent: string | null;
+}
 
-export const RECORD_NAMES: readonly RecordName[] = Object.freeze(['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter'] as const);
+/** Local names of the top-level records (full name: `ingress.v1.<name>`, file: `schemas/<name>.avsc`). */
+export type RecordName = 'Received' | 'Decoded' | 'ExecutionRequested' | 'DeadLetter' | 'Refused';
+
+export const RECORD_NAMES: readonly RecordName[] = Object.freeze(['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter', 'Refused'] as const);
 
 /** Record name → TypeScript shape. */
 export interface RecordTypes {
@@ -169,6 +188,7 @@ export interface RecordTypes {
   Decoded: Decoded;
   ExecutionRequested: ExecutionRequested;
   DeadLetter: DeadLetter;
+  Refused: Refused;
 }
 
 export function isRecordName(name: unknown): name is RecordName {

@@ -66,6 +66,17 @@ export interface Config extends AdminSettings {
   idempotencyMaxWindowHours: number;
   /** What `ingress topics apply` creates on Kafka (docs/records-and-topics.md, "Topics"). */
   topicSettings: TopicSettings;
+  /** The request journal (docs/request-journal.md). */
+  journal: JournalSettings;
+}
+
+export interface JournalSettings {
+  /** JOURNAL_RETENTION_DAYS: how long an entry is kept (Cosmos TTL; the file registry prunes whole days). */
+  retentionDays: number;
+  /** JOURNAL_REFUSED_PER_MINUTE: refused requests journaled per workflow and minute (a burst of as many), 0 for none. */
+  refusedPerMinute: number;
+  /** JOURNAL_TRACE_URL: a link to a trace, `{traceId}` replaced (e.g. a Jaeger UI's /trace/{traceId}); null for none. */
+  traceUrl: string | null;
 }
 
 export type { RecordKeyMode };
@@ -259,10 +270,19 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     problems.push(`KAFKA_MIN_INSYNC_REPLICAS=${topicSettings.minInsyncReplicas}: at most KAFKA_REPLICATION_FACTOR (${topicSettings.replicationFactor}), or no append could ever be acknowledged`);
   }
 
+  const journal: JournalSettings = {
+    retentionDays: integer('JOURNAL_RETENTION_DAYS', 30, 1, 3650, 'days the request journal keeps an entry'),
+    refusedPerMinute: integer('JOURNAL_REFUSED_PER_MINUTE', 60, 0, 60_000, 'refused requests the request journal records per workflow and minute, 0 for none'),
+    traceUrl: get('JOURNAL_TRACE_URL') ?? null,
+  };
+  if (journal.traceUrl !== null && (!/^https?:\/\//.test(journal.traceUrl) || !journal.traceUrl.includes('{traceId}'))) {
+    problems.push(`JOURNAL_TRACE_URL=${JSON.stringify(journal.traceUrl)}: an http:// or https:// URL with {traceId} where the trace id goes, e.g. http://localhost:16686/trace/{traceId}`);
+  }
+
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
-    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours,
+    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal,
   };
 }

@@ -10,6 +10,8 @@ export interface PipelineTopics {
   deadLetter: string;
   /** The default execution queue; per-kind queues come from the configuration. */
   executions: string;
+  /** Requests answered with a refusal, a small best-effort record each, for the request journal (receiver/refusal-journal.ts). */
+  refused: string;
   /**
    * A stage's consumer group; with `input`, the group of that stage on that one input topic, for a stage that
    * reads several (`<prefix>ingress-<stage>.<topic without the prefix>`). Stages reading different topics must
@@ -32,6 +34,7 @@ export const TOPIC_NAMES = {
   decoded: 'ingress.decoded.v1',
   deadLetter: 'ingress.dead-letter.v1',
   executions: 'executions.requested.v1',
+  refused: 'ingress.refused.v1',
 } as const;
 
 export function pipelineTopics(prefix = ''): PipelineTopics {
@@ -40,6 +43,7 @@ export function pipelineTopics(prefix = ''): PipelineTopics {
     decoded: prefix + TOPIC_NAMES.decoded,
     deadLetter: prefix + TOPIC_NAMES.deadLetter,
     executions: prefix + TOPIC_NAMES.executions,
+    refused: prefix + TOPIC_NAMES.refused,
     group: (stage, input) => {
       if (input === undefined) return `${prefix}ingress-${stage}`;
       return `${prefix}ingress-${stage}.${prefix && input.startsWith(prefix) ? input.slice(prefix.length) : input}`;
@@ -67,8 +71,8 @@ export interface TopicSpecSettings {
 const HOUR_MS = 3_600_000;
 
 /**
- * Every topic the pipeline writes: the three stage topics, the dead-letter topic and each execution queue
- * (the default one and those EXECUTION_QUEUE_<KIND> names). The broker stamps records when it appends them
+ * Every topic the pipeline writes: the three stage topics, the dead-letter topic, each execution queue
+ * (the default one and those EXECUTION_QUEUE_<KIND> names) and the refused requests' topic. The broker stamps records when it appends them
  * (LogAppendTime): LogRecord.timestamp is "when the log accepted it", and `replay --from TIME` does not
  * depend on the writers' clocks.
  */
@@ -86,6 +90,6 @@ export function pipelineTopicSpecs(topics: PipelineTopics, queues: readonly stri
       'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES),
     },
   });
-  const names = [...new Set([topics.received, topics.decoded, topics.executions, ...queues])];
+  const names = [...new Set([topics.received, topics.decoded, topics.executions, ...queues, topics.refused])];
   return [...names.map((t) => spec(t, settings.retentionHours)), spec(topics.deadLetter, settings.deadLetterRetentionHours)];
 }
