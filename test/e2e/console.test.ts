@@ -151,6 +151,8 @@ test('the page is served without a token, with a strict CSP, nosniff and no refe
     expect(res.headers['referrer-policy']).toBe('no-referrer');
   }
   expect(CONSOLE_CSP).toBe(redirect.headers['content-security-policy']);
+  // The script never turns text into markup.
+  expect((await raw('/console/console.js')).body).not.toMatch(/innerHTML|outerHTML|insertAdjacentHTML|document\.write|\beval\(|new Function/);
   const page = await raw('/console/');
   // No inline script or style in the page: both come from their own files.
   expect(page.body).not.toMatch(/<script(?![^>]*\bsrc=)[^>]*>|<style|\sstyle=|\son\w+=/i);

@@ -58,6 +58,8 @@ function table(headings, rows, attributes = {}) {
 }
 
 const cell = (...children) => el('td', {}, ...children);
+/** A class for a journal kind, from its letters only: a kind is data too. */
+const kindClass = (kind) => `state state-${String(kind).replace(/[^a-z-]/g, '')}`;
 const text = (value) => (value === null || value === undefined || value === '' ? '—' : String(value));
 /** Times as ISO text, whether the API gave an ISO string or epoch milliseconds (sample data's receivedAt). */
 const when = (value) => (typeof value === 'number' && Number.isFinite(value) ? new Date(value).toISOString() : text(value));
@@ -255,7 +257,7 @@ async function recentEvents(workflowId, into, journey) {
   const rows = [...requests.values()].map((r) => {
     const button = el('button', { type: 'button', class: 'request-link' }, r.requestId);
     button.addEventListener('click', () => showJourney(r.requestId, journey));
-    return el('tr', { 'data-request': r.requestId }, cell(button), cell(el('span', { class: `state state-${r.state}` }, r.state)), cell(r.last), cell(r.first), cell(String(r.count)));
+    return el('tr', { 'data-request': r.requestId }, cell(button), cell(el('span', { class: kindClass(r.state) }, r.state)), cell(r.last), cell(r.first), cell(String(r.count)));
   });
   into.replaceChildren(
     el('h3', {}, 'Recent requests of ', el('code', {}, workflowId)),
@@ -277,7 +279,7 @@ async function showJourney(requestId, into) {
   }
   const rows = entries.map((e) => el('tr', { 'data-kind': e.kind },
     cell(e.at),
-    cell(el('span', { class: `state state-${e.kind}` }, e.kind)),
+    cell(el('span', { class: kindClass(e.kind) }, e.kind)),
     cell(el('code', { class: 'trace-id' }, text(e.traceId)), e.traceUrl ? [' ', safeLink(e.traceUrl, 'trace')] : null),
     cell(text(e.replayOf)),
     cell(jsonBlock(e.detail ?? null)),
