@@ -2,6 +2,7 @@ import express, { type ErrorRequestHandler, type Express, type NextFunction, typ
 import { EventLogError } from '../platform/log/event-log';
 import { RegistryError } from '../platform/registry/registry';
 import { requireAdminToken, type AdminCaller } from './auth';
+import { consoleRoutes } from './console';
 import type { AdminApiDeps } from './deps';
 import { ADMIN_ERRORS, AdminError, errorBody, type AdminErrorCode } from './errors';
 import { LOCAL_CLI_TOKEN_NAME } from './local-access';
@@ -31,6 +32,8 @@ const RESOURCES: Resource[] = [
   replayRoutes,
   topicRoutes,
   eventRoutes,
+  // Who the token is: the console disables what the scope does not allow, and says why.
+  () => express.Router().get('/whoami', (_req, res) => { res.json(res.locals.caller as AdminCaller); }),
   () => express.Router().get('/openapi.json', (_req, res) => { res.json(openApiDocument()); }),
 ];
 
@@ -39,6 +42,8 @@ export function createAdminApi(deps: AdminApiDeps): Express {
   app.disable('x-powered-by');
   app.set('etag', false);
   app.set('query parser', 'simple');
+  // The console's page holds no data, so it needs no token; what it shows comes from /api with one.
+  app.use('/console', consoleRoutes());
   app.use('/api', (_req, res, next) => { res.set('cache-control', 'no-store'); next(); });
   // Before authentication, so refused calls are logged too (without a caller).
   app.use('/api', accessLog(deps));

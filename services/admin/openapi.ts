@@ -27,6 +27,9 @@ export function openApiDocument(): Record<string, unknown> {
     servers: [{ url: '/' }],
     security: [{ adminToken: [] }],
     paths: {
+      '/api/v1/whoami': {
+        get: { summary: "The calling token's name and scope (the console shows what a read token may not do)", responses: { 200: json({ type: 'object', properties: { name: { type: 'string' }, scope: { type: 'string', enum: ['read', 'full'] } } }, 'The caller'), ...errors(...READ) } },
+      },
       '/api/v1/workflows': {
         get: { summary: 'List workflows with their hook URLs and trigger nodes', responses: { 200: json({ type: 'object', properties: { workflows: { type: 'array', items: ref('WorkflowSummary') } } }, 'The workflows, by id'), ...errors(...READ) } },
       },
