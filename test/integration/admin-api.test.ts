@@ -16,6 +16,10 @@ import { datedCertificate } from '../support/dated-certificates';
  */
 let app: TestApp;
 let api: AdminApiHandle;
+// Made before the service starts: generating an RSA key blocks this process (which runs the admin server) for
+// seconds under load, long enough for the server to drop an idle keep-alive socket the next call then reuses.
+const ours = datedCertificate('api-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'));
+const soon = datedCertificate('api-partner', new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 10 * 86_400_000));
 const codec = defaultAvroCodec();
 
 beforeAll(async () => {
@@ -157,8 +161,6 @@ describe('credentials', () => {
     expect(JSON.stringify(stored)).not.toContain('never-answer-me');
     expect(app.backends.sealer!.open(stored!).data).toEqual({ name: 'X-Api-Key', value: 'never-answer-me' });
 
-    const ours = datedCertificate('api-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'));
-    const soon = datedCertificate('api-partner', new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 10 * 86_400_000));
     expect((await api.call('PUT', '/api/v1/credentials/cred-as2', { body: { type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: ours.key, partnerCertificate: soon.cert } } })).status).toBe(201);
     const list = await api.call('GET', '/api/v1/credentials');
     expect(list.body.credentials.map((c: any) => c.id)).toEqual(['cred-as2', 'cred-h']);
