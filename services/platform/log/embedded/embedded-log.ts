@@ -2,8 +2,9 @@ import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import {
   EventLogError,
-  type EventLog, type LogRecord, type OutRecord, type ReadOptions, type StageHandle, type StageOptions,
+  type EventLog, type LogRecord, type OutRecord, type ReadOptions, type StageBatchResult, type StageHandle, type StageOptions,
 } from '../event-log';
+import { batchHandlerOf, checkedBatchResult } from '../stage-batch';
 import { decodeRecord, type JournalEntry, type JournalRecord, type RecordSpan } from './frame';
 import { Journal } from './journal';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
@@ -142,7 +143,9 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       }
     },
 
-    async runStage({ group, topic, handle, onRetry }: StageOptions): Promise<StageHandle> {
+    async runStage(stageOptions: StageOptions): Promise<StageHandle> {
+      const { group, topic, onRetry } = stageOptions;
+      const handleBatch = batchHandlerOf(stageOptions);
       if (options.readOnly) throw new EventLogError('embedded log was opened read-only', 'log-closed');
       const key = groupKey(group, topic);
       if (runningStages.has(key)) throw new EventLogError(`stage ${group} already consumes ${topic} in this process`, 'log-unavailable');
@@ -155,28 +158,26 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           const next = committed.get(key) ?? 0;
           const length = topicState(topic).index.length;
           if (next >= length) { await waitForGrowth(topic, length, stop.signal); continue; }
-          const outputs: OutRecord[] = [];
-          let done = next;
           let failure: { error: unknown; record: LogRecord | null } | null = null;
-          let outputBytes = 0;
-          for (let offset = next; offset < Math.min(length, next + stageBatch) && outputBytes < MAX_STAGE_BATCH_BYTES && !stop.signal.aborted; offset++) {
-            let record: LogRecord | null = null;
-            try {
-              record = await recordAt(topic, offset);
-              for (const out of await handle(record)) {
-                outputs.push(out);
-                outputBytes += out.value.length;
-              }
-              done = offset + 1;
-            } catch (error) {
-              failure = { error, record };
-              break;
-            }
+          let records: LogRecord[] = [];
+          let result: StageBatchResult = { outputs: [] };
+          try {
+            const end = Math.min(length, next + stageBatch);
+            records = new Array<LogRecord>(end - next);
+            for (let offset = next; offset < end; offset++) records[offset - next] = await recordAt(topic, offset);
+            result = checkedBatchResult(await handleBatch(records, { maxOutputBytes: MAX_STAGE_BATCH_BYTES }), records.length);
+            if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
+          } catch (error) {
+            failure = { error, record: null };
+            result = { outputs: [] };
           }
+          const done = next + result.outputs.length;
           if (done > next) {
             try {
               const now = Date.now();
-              await journal.append({ records: outputs.map((r) => toJournal(r, now)), commits: [{ group, topic, next: done }] });
+              const journalRecords: JournalRecord[] = [];
+              for (const produced of result.outputs) for (const r of produced) journalRecords.push(toJournal(r, now));
+              await journal.append({ records: journalRecords, commits: [{ group, topic, next: done }] });
               if (!failure) attempt = 0;
             } catch (error) {
               failure = { error, record: null };
