@@ -69,6 +69,7 @@ export async function startStageThread(backends: Backends, services: ServiceName
   });
 
   let stopping = false;
+  let gone = false;
   let lastError: Error | null = null;
   let reportFailure: (error: Error) => void = () => undefined;
   const failed = new Promise<Error>((resolve) => { reportFailure = resolve; });
@@ -76,6 +77,7 @@ export async function startStageThread(backends: Backends, services: ServiceName
     worker.on('error', (error) => { lastError = error; });
     worker.once('exit', (code) => {
       const error = new Error(`the stage worker thread exited with code ${code}${lastError ? `: ${lastError.message}` : ''}`);
+      gone = true;
       rpc!.close(error);
       // The batches it held are not committed: the journal still has their records, read again on restart.
       void host?.close().catch(() => undefined);
@@ -102,6 +104,8 @@ export async function startStageThread(backends: Backends, services: ServiceName
     async stop() {
       if (stopping) return;
       stopping = true;
+      // Gone already (and reported through `failed`): nothing of it is left to stop.
+      if (gone) { await host?.close(); return; }
       try {
         await channel().call('worker.stop', []);
       } finally {

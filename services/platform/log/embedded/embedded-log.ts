@@ -89,6 +89,28 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     return { topic, partition: 0, offset: String(offset), key: record.key, value: record.value, headers: record.headers, timestamp: record.timestamp };
   }
 
+  /** The records from `from` up to `to`: the recent ones from memory, the rest read from disk together. */
+  async function recordsAt(topic: string, from: number, to: number): Promise<LogRecord[]> {
+    const state = topicState(topic);
+    const found = new Array<JournalRecord | undefined>(to - from);
+    const missing: number[] = [];
+    for (let offset = from; offset < to; offset++) {
+      const record = state.recent.get(offset);
+      if (record) found[offset - from] = record;
+      else missing.push(offset);
+    }
+    if (missing.length > 0) {
+      const bytes = await journal.readMany(missing.map((offset) => state.index.at(offset)));
+      for (let i = 0; i < missing.length; i++) found[missing[i] - from] = decodeRecord(bytes[i]);
+    }
+    const records = new Array<LogRecord>(found.length);
+    for (let i = 0; i < found.length; i++) {
+      const r = found[i]!;
+      records[i] = { topic, partition: 0, offset: String(from + i), key: r.key, value: r.value, headers: r.headers, timestamp: r.timestamp };
+    }
+    return records;
+  }
+
   /** Resolve when the topic grows past `length` or the signal aborts. */
   function waitForGrowth(topic: string, length: number, signal: AbortSignal): Promise<void> {
     const state = topicState(topic);
@@ -162,9 +184,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           let records: LogRecord[] = [];
           let result: StageBatchResult = { outputs: [] };
           try {
-            const end = Math.min(length, next + stageBatch);
-            records = new Array<LogRecord>(end - next);
-            for (let offset = next; offset < end; offset++) records[offset - next] = await recordAt(topic, offset);
+            records = await recordsAt(topic, next, Math.min(length, next + stageBatch));
             result = checkedBatchResult(await handleBatch(records, { maxOutputBytes: MAX_STAGE_BATCH_BYTES }), records.length);
             if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
           } catch (error) {
