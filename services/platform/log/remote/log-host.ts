@@ -33,7 +33,8 @@ export function serveLog(log: EventLog, rpc: () => Rpc): LogHost {
           return { outputs: unpackOutputs(answer.outputs), failure: answer.failure && { index: answer.failure.index, error: fromWireError(answer.failure.error) } };
         },
         onRetry(error, record, attempt) {
-          rpc().notify('stage.retry', [id, toWireError(error), record && { ...record, value: undefined }, attempt]);
+          // A copy of the value alone: cloning the record's Buffer would take its whole backing memory along.
+          rpc().notify('stage.retry', [id, toWireError(error), record && { ...record, value: new Uint8Array(record.value) }, attempt]);
         },
       });
       stages.set(id, handle);

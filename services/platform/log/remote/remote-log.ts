@@ -30,8 +30,8 @@ export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
       const answer: BatchAnswer = { outputs, failure: result.failure && { index: result.failure.index, error: toWireError(result.failure.error) } };
       return transferable(answer, [outputs.records.bytes]);
     },
-    'stage.retry'(id: number, error: WireError, record: Omit<LogRecord, 'value'> | null, attempt: number) {
-      stages.get(id)?.onRetry?.(fromWireError(error), record && { ...record, value: Buffer.alloc(0) }, attempt);
+    'stage.retry'(id: number, error: WireError, record: (Omit<LogRecord, 'value'> & { value: Uint8Array }) | null, attempt: number) {
+      stages.get(id)?.onRetry?.(fromWireError(error), record && { ...record, value: Buffer.from(record.value.buffer, record.value.byteOffset, record.value.length) }, attempt);
     },
   };
 
