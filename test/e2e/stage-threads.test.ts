@@ -67,6 +67,39 @@ test('posts become executions exactly once through the stage worker; SIGTERM sto
   }
 }, 90_000);
 
+test('the decoder in the worker reads idempotency keys back through the main thread\'s log; its lines reach stdout whole', async () => {
+  const { env, cleanup } = backendEnv('embedded');
+  try {
+    const file = path.join(env.DATA_DIR, 'wf-keyed.json');
+    writeFileSync(file, JSON.stringify({ id: 'wf-keyed', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { idempotencyKey: { header: 'Idempotency-Key' } } } }] }));
+    expect((await runCli(['workflows', 'put', file], env)).code).toBe(0);
+    await putWorkflow(env, 'wf-plain');
+    const service = await startServiceProcess(env);
+    try {
+      // Records before the first keyed one: what the decoder's ledger reads back (log.read over the port).
+      const plain = await Promise.all([1, 2, 3].map((i) => post(service, 'wf-plain', { i })));
+      const keyed = async (n: number) => {
+        const res = await fetch(`${service.baseUrl}/hook/wf-keyed`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k1' }, body: JSON.stringify({ n }) });
+        expect(res.status).toBe(200);
+        return res.headers.get('x-request-id')!;
+      };
+      const first = await keyed(1);
+      await executionRequestIds(env.DATA_DIR, plain.length + 1);
+      await keyed(2);
+      while (!service.output().includes('request repeats an accepted idempotency key')) await new Promise((r) => setTimeout(r, 50));
+      expect((await executionRequestIds(env.DATA_DIR, plain.length + 1)).sort()).toEqual([...plain, first].sort());
+      const lines = service.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; service?: string; keyed?: number });
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'idempotency keys read back from the received topic', service: 'decoder' }));
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'request repeats an accepted idempotency key: no execution requested', service: 'decoder' }));
+    } finally {
+      service.child.kill('SIGTERM');
+      expect(await exitCode(service)).toBe(0);
+    }
+  } finally {
+    cleanup();
+  }
+}, 90_000);
+
 test('metrics recorded by the stages in the worker reach the main thread\'s exporter under their own names', async () => {
   const metricsPort = await getFreePort();
   const { env, cleanup } = backendEnv('embedded', { OTEL_METRICS_EXPORTER: 'prometheus', OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPort), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1', OTEL_TRACES_EXPORTER: 'none' });

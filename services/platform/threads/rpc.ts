@@ -3,8 +3,8 @@ import type { Transferable } from 'node:worker_threads';
 /** A MessagePort, a Worker (its parent's side) or parentPort. */
 export interface Port {
   postMessage(value: unknown, transfer?: readonly Transferable[]): void;
-  on(event: string, listener: (value: any) => void): unknown; // eslint-disable-line @typescript-eslint/no-explicit-any
-  off(event: string, listener: (value: any) => void): unknown; // eslint-disable-line @typescript-eslint/no-explicit-any
+  on(event: string, listener: (value: any) => void): unknown;
+  off(event: string, listener: (value: any) => void): unknown;
 }
 
 /**
