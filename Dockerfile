@@ -14,8 +14,11 @@ COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY schemas ./schemas
 USER node
-# 8080: the hooks; 8081: /healthz and /readyz (ADMIN_PORT) for the orchestrator's probes.
+# 8080: the hooks; 8081: /healthz, /readyz and the management API (ADMIN_PORT). The admin port listens on
+# ADMIN_HOST, loopback unless configured: an orchestrator probing from outside the container (Kubernetes
+# httpGet, a published port) needs ADMIN_HOST=0.0.0.0, and then ADMIN_TOKENS guard the API
+# (docs/management-api.md). The health check runs inside the container, on whichever address it listens.
 EXPOSE 8080 8081
-HEALTHCHECK --interval=10s --timeout=3s CMD node -e "const p=process.env.ADMIN_PORT||'8081';if(p==='0')process.exit(0);fetch('http://127.0.0.1:'+p+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
+HEALTHCHECK --interval=10s --timeout=3s CMD node -e "const p=process.env.ADMIN_PORT||'8081';if(p==='0')process.exit(0);let h=process.env.ADMIN_HOST||'127.0.0.1';if(h==='0.0.0.0'||h==='::')h='127.0.0.1';if(h.includes(':'))h='['+h+']';fetch('http://'+h+':'+p+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"
 ENTRYPOINT ["node", "dist/services/cli/main.js"]
 CMD ["start"]

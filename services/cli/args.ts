@@ -1,3 +1,5 @@
+import { parsePosition, ReplayRequestError, type Position } from '../admin/operations/replays';
+
 /** A small argument parser: positionals, `--flag`, `--name value` and `--name=value`. */
 export interface ParsedArgs {
   positionals: string[];
@@ -42,15 +44,17 @@ export function numberFlag(args: ParsedArgs, name: string, min: number): number 
 }
 
 /** `--from 42` (an offset) or `--from 2026-11-22T05:00:00Z` (an ISO time); null when absent. */
-export type Position = { offset: bigint } | { time: number };
+export type { Position };
 
 export function positionFlag(args: ParsedArgs, name: string, what: 'offset-or-time' | 'time'): Position | null {
   const v = args.flags.get(name);
   if (v === undefined) return null;
-  if (v !== true && what === 'offset-or-time' && /^\d+$/.test(v)) return { offset: BigInt(v) };
-  const time = v === true || !/^\d{4}-\d{2}-\d{2}/.test(v) ? NaN : Date.parse(v);
-  if (Number.isNaN(time)) throw new UsageError(`--${name} takes ${what === 'time' ? 'an ISO time' : 'an offset or an ISO time'} (e.g. 2026-11-22T05:00:00Z)`);
-  return { time };
+  try {
+    if (v === true) throw new ReplayRequestError(`--${name} needs a value`);
+    return parsePosition(v, `--${name}`, what);
+  } catch (error) {
+    throw new UsageError((error as Error).message);
+  }
 }
 
 export function stringFlag(args: ParsedArgs, name: string): string | null {

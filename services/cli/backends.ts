@@ -45,10 +45,10 @@ export async function openStore(config: Config): Promise<ObjectStore> {
 export async function openRegistry(config: Config): Promise<Registry> {
   if (config.cosmos) {
     const { openCosmosRegistry } = await import('../platform/registry/cosmos-registry');
-    return openCosmosRegistry(config.cosmos);
+    return openCosmosRegistry({ ...config.cosmos, journalRetentionDays: config.journal.retentionDays });
   }
   const { openFileRegistry } = await import('../platform/registry/file-registry');
-  return openFileRegistry(config.dataDir);
+  return openFileRegistry(config.dataDir, { journalRetentionDays: config.journal.retentionDays });
 }
 
 export function sealerFor(config: Config): CredentialSealer | null {

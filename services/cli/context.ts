@@ -1,3 +1,4 @@
+import type { AdminClient } from '../admin/client';
 import type { Config } from '../platform/config/config';
 import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
@@ -18,4 +19,6 @@ export interface CommandContext {
   openStore(): Promise<ObjectStore>;
   openRegistry(): Promise<Registry>;
   sealer(): CredentialSealer;
+  /** The running service's management API, when one is found (services/admin/client.ts): write commands go through it. */
+  runningService(): Promise<AdminClient | null>;
 }

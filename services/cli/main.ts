@@ -12,7 +12,9 @@ import { TAIL_USAGE, tailCommand } from './commands/tail';
 import { TOPICS_USAGE, topicsCommand } from './commands/topics';
 import { REPLAY_USAGE, replayCommand } from './commands/replay';
 import { DEAD_LETTERS_USAGE, deadLettersCommand } from './commands/dead-letters';
+import { EVENTS_USAGE, eventsCommand } from './commands/events';
 import { quietKafkajsNegativeTimeouts } from './process-warnings';
+import { findRunningService } from '../admin/client';
 
 const USAGE = `usage:
   ${START_USAGE}
@@ -23,6 +25,7 @@ const USAGE = `usage:
   ${BLOB_USAGE}
   ${REPLAY_USAGE}
   ${DEAD_LETTERS_USAGE}
+  ${EVENTS_USAGE}
 Backends come from the environment (KAFKA_BROKERS, AZURE_STORAGE_CONNECTION_STRING, COSMOS_ENDPOINT/COSMOS_KEY, DATA_DIR); see README.md.`;
 
 const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> = {
@@ -34,6 +37,7 @@ const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> =
   blob: { run: blobCommand, valued: [] },
   replay: { run: replayCommand, valued: ['from', 'to', 'workflow', 'checkpoint'] },
   'dead-letters': { run: deadLettersCommand, valued: ['stage', 'since', 'workflow'] },
+  events: { run: eventsCommand, valued: ['workflow', 'message-id', 'post-id', 'tracking-id', 'since', 'until', 'limit'] },
 };
 
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
@@ -78,6 +82,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
       if (!sealer) throw new UsageError('INGRESS_ENCRYPTION_KEY must be set to store or read credentials (at least 16 characters; keep it secret and stable)');
       return sealer;
     },
+    runningService: () => findRunningService(config),
   };
   try {
     return await command.run(parseArgs(rest, command.valued), ctx);

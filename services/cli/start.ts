@@ -11,6 +11,9 @@ import { idleBodies } from '../receiver/idle-bodies';
 import { startDecoder } from '../decoder/decoder';
 import { startDispatcher } from '../dispatcher/dispatcher';
 import { samplerGroup, startSampler } from '../sampler/sampler';
+import { mdnGroup, startMdnStage } from '../mdn/mdn-stage';
+import { journalInputs, startJournal } from '../journal/journal-stage';
+import { createRefusalJournal, type RefusalJournal } from '../receiver/refusal-journal';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS, type LogisticsLimits } from '../triggers/logistics/logistics-trigger';
@@ -29,7 +32,7 @@ import { createRateLimiter } from '../triggers/rate-limiter';
 import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
 import { watchCertificateExpiry, type CertificateExpiryWatch } from '../platform/registry/certificate-expiry';
 
-export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler'] as const;
+export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler', 'journal', 'mdn'] as const;
 export type ServiceName = (typeof SERVICES)[number];
 
 export interface RunningServices {
@@ -103,6 +106,7 @@ export async function startServices(config: Config, backends: Backends, services
 
   const stages: { name: ServiceName; handle: StageHandle }[] = [];
   let receiver: Receiver | null = null;
+  let refusals: RefusalJournal | null = null;
   let port: number | null = null;
   try {
     if (services.includes('decoder')) {
@@ -117,12 +121,19 @@ export async function startServices(config: Config, backends: Backends, services
     if (services.includes('sampler')) {
       stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey }) });
     }
+    if (services.includes('mdn')) {
+      stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey }) });
+    }
+    if (services.includes('journal')) {
+      stages.push({ name: 'journal', handle: await startJournal({ log: backends.log, topics, codec, journal: backends.registry.journal, logger: logger.child({ service: 'journal' }), metrics, queues, retentionDays: config.journal.retentionDays }) });
+    }
     if (services.includes('receiver')) {
+      refusals = createRefusalJournal({ log: backends.log, topic: topics.refused, codec, logger: logger.child({ service: 'receiver' }), metrics, perMinute: config.journal.refusedPerMinute });
       receiver = createReceiver({
         log: backends.log, topics, store: backends.store, registry: backends.registry, sealer: backends.sealer, catalog, codec,
         logger: logger.child({ service: 'receiver' }), maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax, workflowCacheMs: config.workflowCacheMs, redactQueryParams: config.redactQueryParams,
         acceptGate: createAcceptGate({ maxPending: config.maxPendingAccepts, maxPendingBytes: config.maxPendingAcceptBytes }),
-        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics, recordKey: config.recordKey,
+        acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics, recordKey: config.recordKey, refusals,
       });
       port = await receiver.listen(config.port, config.host).catch((error: NodeJS.ErrnoException) => {
         throw error.code === 'EADDRINUSE' ? portInUse('PORT', config.port, config.host) : error;
@@ -130,6 +141,7 @@ export async function startServices(config: Config, backends: Backends, services
     }
   } catch (error) {
     await receiver?.close();
+    await refusals?.close();
     for (const s of stages) await s.handle.stop().catch(() => undefined);
     throw error;
   }
@@ -138,6 +150,8 @@ export async function startServices(config: Config, backends: Backends, services
     decoder: [{ topic: topics.received, group: topics.group('decoder') }],
     dispatcher: [{ topic: topics.decoded, group: topics.group('dispatcher') }],
     sampler: queues.map((topic) => ({ topic, group: samplerGroup(topics, topic) })),
+    mdn: [topics.mdnDeliveries, ...topics.mdnRetries].map((topic) => ({ topic, group: mdnGroup(topics, topic) })),
+    journal: journalInputs(topics, queues),
   };
   metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
     stage: name, topic, lag: await backends.log.consumerLag(group, topic),
@@ -165,6 +179,7 @@ export async function startServices(config: Config, backends: Backends, services
       certificates?.stop();
       // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
       await receiver?.close(receiverGraceMs);
+      await refusals?.close();
       for (const s of stages) await s.handle.stop();
     },
   };

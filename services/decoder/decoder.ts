@@ -1,9 +1,9 @@
 import { Readable } from 'node:stream';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
-import { MAX_RECORD_BYTES, type EventLog, type StageHandle } from '../platform/log/event-log';
+import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
-import { carryReplayMark } from '../platform/log/replay-marking';
+import { carryReplayMark, replayOf } from '../platform/log/replay-marking';
 import { IDEMPOTENCY_HEADER, idempotencyIdentity, recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import { idempotencyLedger, repeats, type KeyedAccept } from './idempotency-ledger';
 import type { PipelineTopics } from '../platform/log/topics';
@@ -14,6 +14,8 @@ import type { ObjectStore } from '../platform/store/object-store';
 import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { DecodeServices } from '../triggers/trigger';
+import { mdnDeliveryOf } from '../triggers/as2/async-mdn';
+import { recordIdentity } from '../platform/log/replay-marking';
 
 /**
  * Stage 2: received → decoded. Fetches the body (inline or claim check), asks the trigger plugin for
@@ -105,9 +107,19 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       return accepts;
     },
   });
-  const handle = withDeadLettering(async (record) => {
+  /**
+   * An asynchronous MDN's delivery (AS2, services/mdn/), by input record while it is handled: it goes out with
+   * the decoded record, or with the dead letter, in the same atomic output. The message was answered
+   * `processed` either way, so its MDN is owed either way. A replay (ingress replay, dead-letters replay) owes
+   * none: its original already wrote one.
+   */
+  const deliveries = new Map<string, OutRecord>();
+  const decode = withDeadLettering(async (record) => {
     return inConsumerSpan(`${topics.received} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder')), async (span) => {
       const received = codec.decode('Received', record.value);
+      const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received) : null;
+      const mdnOut = delivery && { topic: topics.mdnDeliveries, key: recordKey(deps.recordKey, received), value: codec.encode('MdnDelivery', delivery), headers: traceHeaders() };
+      if (mdnOut) deliveries.set(recordIdentity(record), mdnOut);
       const accept = acceptOf(received, record.headers, deps.idempotencyLookbackMs);
       // Before anything can fail: every keyed record counts, whatever becomes of it (idempotency-ledger.ts).
       const earlier = await ledger.observe(record.partition, record.offset, accept);
@@ -135,9 +147,19 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       if (value.length > MAX_RECORD_BYTES) {
         throw new StageInputError('output-too-large', `the decoded output is ${value.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit; Raw Body stores such a body as a file instead`);
       }
-      return [{ topic: topics.decoded, key: recordKey(deps.recordKey, received), value, headers: carryReplayMark(record.headers, traceHeaders()) }];
+      return [{ topic: topics.decoded, key: recordKey(deps.recordKey, received), value, headers: carryReplayMark(record.headers, traceHeaders()) }, ...(mdnOut ? [mdnOut] : [])];
     });
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  const handle = async (record: LogRecord): Promise<OutRecord[]> => {
+    const id = recordIdentity(record);
+    try {
+      const out = await decode(record);
+      const owed = deliveries.get(id);
+      return owed && !out.includes(owed) ? [...out, owed] : out;
+    } finally {
+      deliveries.delete(id);
+    }
+  };
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handle,
     onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, key: rec?.key ?? null, error }),

@@ -27,6 +27,7 @@ import type { AcceptTiming } from './accept-timing';
 import type { IdleBodies } from './idle-bodies';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { acceptedKeys } from './accepted-keys';
+import type { RefusalJournal } from './refusal-journal';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
@@ -58,12 +59,26 @@ export interface ReceiverDeps {
   metrics: Pick<IngressMetrics, 'request'>;
   /** What the received record is keyed by (RECORD_KEY, record-keys.ts). */
   recordKey: RecordKeyMode;
+  /** Where refusals of existing workflows are noted for the request journal, after the answer (refusal-journal.ts). */
+  refusals?: RefusalJournal;
 }
 
 /** What a request turned out to be, for its metrics. */
 interface RequestFacts {
   triggerKind: string | null;
   bodyBytes: number;
+  /** Set once an existing workflow's trigger node is selected: only those refusals are journaled. */
+  workflowId: string | null;
+  triggerNode: string | null;
+  receivedAt: number;
+  accepted: boolean;
+}
+
+/** What an answer said beyond its status, for the refusal journal: the AS2 outcome, else the JSON error code. */
+const ERROR_CODE = /^\{"error":"([a-z0-9-]{1,64})"/;
+function answerCode(answer: Answer): string | null {
+  if (answer.outcome !== undefined) return answer.outcome;
+  return typeof answer.body === 'string' ? ERROR_CODE.exec(answer.body)?.[1] ?? null : null;
 }
 
 export interface Receiver {
@@ -141,6 +156,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
   /** What each answer said beyond its status, for the request's metrics. */
   const outcomes = new WeakMap<http.ServerResponse, string>();
+  /** The code of each answer that was not a plain 200, for the refusal journal. */
+  const codes = new WeakMap<http.ServerResponse, string | null>();
 
   /**
    * Status, headers and body in one `writeHead` + `end`. Each of these measurably slows every answer
@@ -150,6 +167,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   function send(res: http.ServerResponse, requestId: string, answer: Answer) {
     if (res.headersSent) return;
     if (answer.outcome !== undefined) outcomes.set(res, answer.outcome);
+    if (answer.status >= 400 || answer.outcome !== undefined) codes.set(res, answerCode(answer));
     const headers: Record<string, string> = {};
     let headersNotAscii = false;
     for (const name in answer.headers) {
@@ -224,8 +242,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     const { node, plugin } = selected;
     facts.triggerKind = plugin.kindOf(node);
+    facts.workflowId = workflow.id;
+    facts.triggerNode = node.name;
 
     const request = inboundRequest(req, route, requestId);
+    facts.receivedAt = request.receivedAt;
     const { headers } = request;
     if (logger.enabled('info')) logger.info('inbound event', {
       requestId, workflowId: workflow.id, method: req.method, path: req.url?.split('?')[0], contentType: headers['content-type'] ?? null,
@@ -349,6 +370,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     } finally {
       deps.acceptGate.leave(value.length);
     }
+    facts.accepted = true;
     if (identity !== null) recentKeys.remember(identity, request.requestId, request.receivedAt, idempotency!.windowMs);
     const pending = plugin.accepted(request, node, body, inspected.inspection, services);
     const answer = pending instanceof Promise ? await pending : pending;
@@ -359,11 +381,24 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     return answer.status;
   }
 
+  /** A refusal of an existing workflow, for the request journal: queued, never awaited (refusal-journal.ts). */
+  function noteRefusal(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, status: number, facts: RequestFacts, span: Span) {
+    const messageId = facts.triggerKind === 'as2' ? req.headers['message-id'] : undefined;
+    deps.refusals!.note({
+      requestId, workflowId: facts.workflowId!, triggerNode: facts.triggerNode, triggerKind: facts.triggerKind, status,
+      code: status === 499 ? 'client-closed' : codes.get(res) ?? null,
+      receivedAt: facts.receivedAt || Date.now(), remoteAddress: req.socket.remoteAddress ?? null,
+      messageId: typeof messageId === 'string' && messageId.length <= 998 ? messageId.trim() : null,
+      bodyBytes: facts.bodyBytes,
+      traceparent: isSpanContextValid(span.spanContext()) ? traceHeaders(trace.setSpan(context.active(), span)).traceparent ?? null : null,
+    });
+  }
+
   /** One request, start to metrics; handle() decides the answer. */
   async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span): Promise<void> {
     const requestId = randomUUID();
     const started = performance.now();
-    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0 };
+    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
     // Without an SDK the span records nothing: its attributes are not even built.
     if (span.isRecording()) {
       span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId });
@@ -378,6 +413,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       status = 500;
     }
     deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes, outcomes.get(res));
+    if (!facts.accepted && facts.workflowId !== null && deps.refusals) noteRefusal(req, res, requestId, status, facts, span);
     span.setAttribute('http.response.status_code', status);
     if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
     span.end();

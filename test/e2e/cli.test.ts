@@ -172,6 +172,10 @@ test('topics on the embedded log: apply has nothing to do, list shows what apply
   expect(apply.code).toBe(0);
   expect(apply.stderr).toMatch(/embedded log .* has no topics to create/);
   const list = (await runCli(['topics', 'list'], env)).stdout.trim().split('\n').map((l) => JSON.parse(l));
-  expect(list.map((t) => t.topic)).toEqual(['ingress.received.v1', 'ingress.decoded.v1', 'executions.requested.v1', 'ingress.dead-letter.v1']);
+  expect(list.map((t) => t.topic)).toEqual([
+    'ingress.received.v1', 'ingress.decoded.v1', 'executions.requested.v1', 'ingress.refused.v1',
+    'ingress.mdn-deliveries.v1', 'ingress.mdn-retry-1.v1', 'ingress.mdn-retry-2.v1', 'ingress.mdn-retry-3.v1', 'ingress.mdn-outcomes.v1',
+    'ingress.dead-letter.v1',
+  ]);
   expect(list[0]).toEqual({ topic: 'ingress.received.v1', partitions: 6, replicationFactor: 3, configs: { 'cleanup.policy': 'delete', 'retention.ms': '604800000', 'min.insync.replicas': '2', 'message.timestamp.type': 'LogAppendTime', 'max.message.bytes': '8454144' } });
 });

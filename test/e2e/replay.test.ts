@@ -32,7 +32,10 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     for (const s of running) await waitForExit(s.child);
     running = [];
   };
-  /** The embedded log has one writer per DATA_DIR: replays there run while the service is stopped. */
+  /**
+   * The embedded log has one writer per DATA_DIR. These services run without an admin port (ADMIN_PORT=0), so
+   * the CLI cannot ask them to replay (test/e2e/admin-cli.test.ts does): replays there run while they are stopped.
+   */
   const whileWritable = async <T>(run: () => Promise<T>, restart: string): Promise<T> => {
     if (choice !== 'embedded') return run();
     await stopAll();
@@ -122,12 +125,12 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
   }, 150_000);
 
   if (choice === 'embedded') {
-    test('on the embedded log a replay refuses to write beside a running service, and says why', async () => {
+    test('on the embedded log a replay refuses to write beside a running service whose management API it cannot reach (ADMIN_PORT=0 here), and says why', async () => {
       const res = await cli('replay', topics().received, '--from', '0');
       expect(running.length).toBeGreaterThan(0);
       expect(running[0].child.exitCode).toBeNull();
       expect(res.code).toBe(1);
-      expect(res.stderr).toMatch(/stop the service first/);
+      expect(res.stderr).toMatch(/its management API could not be reached \(ADMIN_PORT=0, or DATA_DIR\/admin-api\.json not written\?\): set ADMIN_URL and ADMIN_TOKEN, or stop the service/);
     });
   }
 

@@ -34,7 +34,9 @@ test('topics apply creates every pipeline topic, per-kind queues included, with 
   const created = lines(first.stdout);
   expect(created.map((r) => r.topic).sort()).toEqual([
     `${prefix}executions.requested.v1`, `${prefix}executions.requested.warehouse.v1`,
-    `${prefix}ingress.dead-letter.v1`, `${prefix}ingress.decoded.v1`, `${prefix}ingress.received.v1`,
+    `${prefix}ingress.dead-letter.v1`, `${prefix}ingress.decoded.v1`,
+    `${prefix}ingress.mdn-deliveries.v1`, `${prefix}ingress.mdn-outcomes.v1`, `${prefix}ingress.mdn-retry-1.v1`, `${prefix}ingress.mdn-retry-2.v1`, `${prefix}ingress.mdn-retry-3.v1`,
+    `${prefix}ingress.received.v1`, `${prefix}ingress.refused.v1`,
   ]);
   expect(created.every((r) => r.action === 'created' && r.partitions === 2 && r.replicationFactor === 1)).toBe(true);
 
@@ -48,7 +50,7 @@ test('topics apply creates every pipeline topic, per-kind queues included, with 
     expect((await configs(`${prefix}ingress.dead-letter.v1`))['retention.ms']).toBe(String(720 * 3_600_000));
 
     const again = await runCli(['topics', 'apply'], env);
-    expect(lines(again.stdout).map((r) => r.action)).toEqual(Array(5).fill('unchanged'));
+    expect(lines(again.stdout).map((r) => r.action)).toEqual(Array(11).fill('unchanged'));
 
     const changed = await runCli(['topics', 'apply'], { ...env, KAFKA_RETENTION_HOURS: '0', KAFKA_TOPIC_PARTITIONS: '3' });
     expect(changed.code).toBe(0);

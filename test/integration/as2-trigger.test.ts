@@ -210,7 +210,7 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     // The received record keeps the raw (encrypted) message, the envelope facts and the MDN answered.
     const { received } = await receivedOf(app, m.requestId);
     expect(received.triggerKind).toBe('as2');
-    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12', mdn: answeredEntity(m) });
+    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12', mdn: answeredEntity(m), asyncMdn: null });
     expect(received.body.kind === 'inline' && received.body.data.includes(Buffer.from('ST*850'))).toBe(false);
   });
 });
@@ -279,10 +279,10 @@ describe('failure dispositions (SPEC §7)', () => {
     }
   });
 
-  test('asynchronous MDN requested → refused with a clear failure MDN, nothing accepted', async () => {
+  test('asynchronous MDN to a URL no allow-list names → refused with a clear failure MDN, nothing accepted', async () => {
     const m = await failing('wf-as2', signedEncrypted(payload()), as2Headers({ 'Receipt-Delivery-Option': 'https://partner.example/mdn' }));
     expect(m.disposition).toMatch(/processed\/error: unexpected-processing-error$/);
-    expect(m.report).toContain('asynchronous MDNs');
+    expect(m.report).toContain('list of asynchronous MDN URLs');
   });
 
   test('fuzzed bodies (garbage, truncated DER, deep nesting, bad MIME) always get an MDN, never a crash', async () => {

@@ -124,3 +124,27 @@ describe('cosmos registry: adapter specifics', () => {
     expect(got.map((s) => s.executionId).sort()).toEqual(Array.from({ length: 8 }, (_, i) => `e${i}`));
   });
 });
+
+describe('cosmos registry: the journal\'s retention is Cosmos TTL', () => {
+  test('the container has TTL on and each entry carries the retention in seconds, which reads do not show', async () => {
+    const retained = await open({ journalRetentionDays: 2 });
+    const client = new CosmosClient({
+      endpoint: ENDPOINT, key: KEY,
+      ...(caFile ? { agent: new https.Agent({ ca: readFileSync(caFile) }) } : {}),
+      connectionPolicy: { enableEndpointDiscovery: false, enableBackgroundEndpointRefreshing: false },
+    });
+    try {
+      const entry = { id: `t.0.${randomUUID().slice(0, 8)}.0`, requestId: `req-${randomUUID()}`, workflowId: 'wf-ttl', kind: 'received', at: Date.now(), traceId: null, source: 't/0/1', replayOf: null, keys: [], detail: {} };
+      await retained.journal.upsert([entry]);
+      const container = client.database(database).container('journal');
+      expect((await container.read()).resource?.defaultTtl).toBe(-1);
+      const { resource } = await container.item(entry.id, entry.requestId).read<{ ttl?: number }>();
+      expect(resource?.ttl).toBe(2 * 86_400);
+      expect(await retained.journal.request(entry.requestId)).toEqual([entry]);
+      expect(await retained.journal.prune(Date.now())).toBe(0);
+    } finally {
+      client.dispose();
+      await retained.close();
+    }
+  });
+});

@@ -1,6 +1,6 @@
 import { pbkdf2 } from 'node:crypto';
 import { once } from 'node:events';
-import { closeSync, fstatSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { closeSync, fstatSync, mkdtempSync, openSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -57,4 +57,28 @@ test('filesystem store: a read stream closes its file once, never a descriptor t
     await store.close();
     rmSync(dir, { recursive: true, force: true });
   }
+});
+
+describe('file journal: retention', () => {
+  test('prune drops whole days before the cut-off and keeps the rest searchable', async () => {
+    const dir = tempDir();
+    const registry = await openFileRegistry(dir, { journalRetentionDays: 30 });
+    const day = 86_400_000;
+    const now = Date.now();
+    const entry = (n: number, at: number) => ({ id: `t.0.${n}.0`, requestId: `r${n}`, workflowId: 'wf', kind: 'received', at, traceId: null, source: `t/0/${n}`, replayOf: null, keys: [], detail: {} });
+    await registry.journal.upsert([entry(1, now - 10 * day), entry(2, now - 2 * day), entry(3, now)]);
+    expect(await registry.journal.prune(now - 5 * day)).toBe(1);
+    expect(await registry.journal.request('r1')).toEqual([]);
+    expect((await registry.journal.search({ workflowId: 'wf', limit: 10 })).map((e) => e.requestId)).toEqual(['r3', 'r2']);
+    expect(readdirSync(path.join(dir, 'registry', 'journal')).sort()).toHaveLength(2);
+    // Older than the retention but not pruned yet: not shown either.
+    const shortLived = await openFileRegistry(dir, { journalRetentionDays: 1 });
+    expect((await shortLived.journal.search({ workflowId: 'wf', limit: 10 })).map((e) => e.requestId)).toEqual(['r3']);
+  });
+});
+
+test('file journal: a time range past any date a day can name finds nothing, and says nothing is wrong', async () => {
+  const registry = await openFileRegistry(tempDir());
+  expect(await registry.journal.search({ since: 9_000_000_000_000_000, limit: 5 })).toEqual([]);
+  expect(await registry.journal.search({ until: -5, limit: 5 })).toEqual([]);
 });

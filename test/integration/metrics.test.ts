@@ -53,7 +53,12 @@ test('requests, latency, bytes, stage records, dead letters and lag are recorded
 
   let lag: Point[] = [];
   while (!lag.some((p) => p.attributes['ingress.stage'] === 'decoder' && p.value === 0)) { await tick(); lag = await points('messaging.kafka.consumer.lag'); }
-  expect(lag.map((p) => p.attributes['messaging.destination.name']).sort()).toEqual([app.topics.decoded, app.topics.executions, app.topics.received].sort());
+  const topicsOf = (ps: Point[]) => ps.map((p) => p.attributes['messaging.destination.name']).sort();
+  expect(topicsOf(lag.filter((p) => p.attributes['ingress.stage'] !== 'journal' && p.attributes['ingress.stage'] !== 'mdn'))).toEqual([app.topics.decoded, app.topics.executions, app.topics.received].sort());
+  // The mdn stage reads the AS2 asynchronous MDN deliveries and its retry topics.
+  expect(topicsOf(lag.filter((p) => p.attributes['ingress.stage'] === 'mdn'))).toEqual([app.topics.mdnDeliveries, ...app.topics.mdnRetries].sort());
+  // The request journal reads every topic, the refused requests', the dead letters' and the MDN outcomes among them.
+  expect(topicsOf(lag.filter((p) => p.attributes['ingress.stage'] === 'journal'))).toEqual([app.topics.decoded, app.topics.executions, app.topics.received, app.topics.refused, app.topics.deadLetter, app.topics.mdnOutcomes].sort());
 });
 
 test('what an answer said beyond its status is counted: AS2 dispositions', async () => {

@@ -43,6 +43,8 @@ export interface Pyas2Options {
   contentType?: string;
   filename?: string;
   subject?: string;
+  /** Ask for an asynchronous MDN to this URL (Receipt-Delivery-Option). */
+  asyncMdnUrl?: string;
 }
 
 export interface Pyas2Message {
@@ -78,6 +80,7 @@ export function createPyas2(dir: string, partner: Party, receiver: Party, names 
       if (o.encrypt) args.push('--encrypt', o.encrypt);
       if (o.compress) args.push('--compress');
       if (o.filename) args.push('--filename', o.filename);
+      if (o.asyncMdnUrl) args.push('--mdn', 'async', '--mdn-url', o.asyncMdnUrl);
       const state = JSON.parse(await python(args));
       return { headers: JSON.parse(readFileSync(`${prefix}.headers.json`, 'utf8')), body: readFileSync(`${prefix}.body`), state, prefix };
     },

@@ -35,8 +35,8 @@ def read(path):
         return f.read()
 
 
-def organization(name, key_and_cert):
-    return as2.Organization(as2_name=name, sign_key=key_and_cert, decrypt_key=key_and_cert)
+def organization(name, key_and_cert, mdn_url=None):
+    return as2.Organization(as2_name=name, sign_key=key_and_cert, decrypt_key=key_and_cert, mdn_url=mdn_url)
 
 
 def raw_http(headers, body):
@@ -45,7 +45,7 @@ def raw_http(headers, body):
 
 
 def build(a):
-    org = organization(a.sender, read(a.sender_key) + b'\n' + read(a.sender_cert))
+    org = organization(a.sender, read(a.sender_key) + b'\n' + read(a.sender_cert), a.mdn_url)
     partner = as2.Partner(
         as2_name=a.receiver,
         encrypt_cert=read(a.receiver_cert),
@@ -55,7 +55,7 @@ def build(a):
         encrypt=bool(a.encrypt),
         enc_alg=a.encrypt or 'tripledes_192_cbc',
         compress=a.compress,
-        mdn_mode=None if a.mdn == 'none' else 'SYNC',
+        mdn_mode=None if a.mdn == 'none' else a.mdn.upper(),
         mdn_digest_alg=None if a.mdn_digest == 'none' else a.mdn_digest,
         key_enc_alg=a.key_enc,
     )
@@ -183,7 +183,8 @@ def main():
     b.add_argument('--encrypt', default=None, help='one of ' + ', '.join(as2.ENCRYPTION_ALGORITHMS))
     b.add_argument('--key-enc', default='rsaes_pkcs1v15')
     b.add_argument('--compress', action='store_true')
-    b.add_argument('--mdn', choices=['none', 'sync'], default='sync')
+    b.add_argument('--mdn', choices=['none', 'sync', 'async'], default='sync')
+    b.add_argument('--mdn-url', default=None, help='where an asynchronous MDN is to be delivered (--mdn async)')
     b.add_argument('--mdn-digest', default='sha256', help="'none' for an unsigned MDN")
     b.add_argument('--payload', required=True)
     b.add_argument('--content-type', default='application/edi-x12')

@@ -28,7 +28,7 @@ import type {
 
 const ROOT = path.resolve(__dirname, '../..');
 const SCHEMA_DIR = path.join(ROOT, 'schemas');
-const RECORDS: RecordName[] = ['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter'];
+const RECORDS: RecordName[] = ['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter', 'Refused', 'MdnDelivery', 'MdnOutcome'];
 
 function loadSchema(name: string): any {
   return JSON.parse(fs.readFileSync(path.join(SCHEMA_DIR, `${name}.avsc`), 'utf8'));
@@ -124,6 +124,7 @@ function receivedAs2Ref(): Received {
       subject: 'EDI 850 Purchase Order',
       contentType: 'application/edi-x12',
       mdn: Buffer.from('content-type: multipart/report; report-type=disposition-notification; boundary="b"\r\nmessage-id: <mdn-1@our-company>\r\n\r\n--b--\r\n', 'latin1'),
+      asyncMdn: null,
     },
     traceparent: null,
     idempotencyKey: null,
@@ -305,7 +306,7 @@ describe('Avro codec', () => {
     codec.fingerprintOf('ExecutionRequested').fill(0);
     expect(codec.encode('ExecutionRequested', executionRequested(null)).equals(buf)).toBe(true);
     // distinct records have distinct fingerprints
-    expect(new Set(RECORDS.map((n) => codec.fingerprintOf(n).toString('hex'))).size).toBe(4);
+    expect(new Set(RECORDS.map((n) => codec.fingerprintOf(n).toString('hex'))).size).toBe(RECORDS.length);
   });
 
   it('round-trips Received with an inline body and no AS2 envelope', () => {
@@ -341,6 +342,7 @@ describe('Avro codec', () => {
       subject: 'EDI 850 Purchase Order',
       contentType: 'application/edi-x12',
       mdn: value.as2!.mdn,
+      asyncMdn: null,
     });
     expect(Buffer.isBuffer(back.as2!.mdn)).toBe(true);
     expect(back.as2!.mdn!.toString('latin1')).toContain('message-id: <mdn-1@our-company>');
@@ -531,14 +533,14 @@ describe('Avro codec', () => {
       expect(envelopeOf(previous)).not.toContain('mdn');
       expect(envelopeOf(current)).toContain('mdn');
       // Written exactly as the service before the change wrote it: its schema's fingerprint, its binary.
-      const { mdn: _m, ...oldEnvelope } = receivedAs2Ref().as2!;
+      const { mdn: _m, asyncMdn: _a, ...oldEnvelope } = receivedAs2Ref().as2!;
       const oldValue = { ...receivedAs2Ref(), as2: oldEnvelope };
       const avroOld = { ...oldValue, body: { 'ingress.v1.BodyRef': { path: 'bodies/wf_edi_850/req_01J9ZK7XQ0AS2EDI', size: 5242880, sha256: (oldValue.body as { sha256: string }).sha256 } } };
       const buf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(avroOld)]);
       expect(buf.subarray(2, 10).equals(codec.fingerprintOf('Received'))).toBe(false);
       const back = codec.decode('Received', buf);
-      expect(back.as2).toEqual({ ...oldEnvelope, mdn: null });
-      expect(back).toEqual({ ...oldValue, as2: { ...oldEnvelope, mdn: null } });
+      expect(back.as2).toEqual({ ...oldEnvelope, mdn: null, asyncMdn: null });
+      expect(back).toEqual({ ...oldValue, as2: { ...oldEnvelope, mdn: null, asyncMdn: null } });
       // A record without an AS2 envelope, from the same old writer, still decodes too.
       const plain = { ...receivedInline(), body: { 'ingress.v1.InlineBody': { data: BODY } } };
       const plainBuf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(plain)]);
@@ -582,7 +584,7 @@ test('a Received record with every schema field set (none at its default) comes 
     headers: { 'content-type': 'application/pkcs7-mime' }, contentType: 'application/pkcs7-mime',
     body: { kind: 'ref', path: 'raw/wf-1/2026-01-01/r-1', size: 12, sha256: 'ab'.repeat(32) }, receivedAt: 1_700_000_000_000,
     principal: 'as2:PARTNER', remoteAddress: '127.0.0.1',
-    as2: { messageId: '<m@p>', from: 'PARTNER', to: 'US', subject: 'po', contentType: 'application/edi-x12', mdn: Buffer.from('mdn') },
+    as2: { messageId: '<m@p>', from: 'PARTNER', to: 'US', subject: 'po', contentType: 'application/edi-x12', mdn: Buffer.from('mdn'), asyncMdn: { url: 'https://partner.example/as2/mdn/1', allowedBy: 'https://partner.example/as2/mdn' } },
     traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
     idempotencyKey: 'order-42',
     duplicateOf: 'r-0',
@@ -612,4 +614,19 @@ test('records encoded one after another stay intact, small ones sharing memory a
   const own = encoded.filter((b) => b.buffer.byteLength === b.length);
   expect(shared.length).toBeGreaterThan(250);
   expect(own.length).toBe(6); // the six 70 kB bodies
+});
+
+describe('Refused (the request journal\'s record of a refusal)', () => {
+  const refusedCodec = createAvroCodec();
+  it('round-trips, its optional fields null and its kind free text', () => {
+    const value = {
+      requestId: 'r-1', workflowId: 'wf', triggerNode: 'In', triggerKind: 'a-future-kind', status: 429, code: 'rate-limited',
+      receivedAt: 1_700_000_000_123, remoteAddress: '2001:db8::1', messageId: '<m@partner>', bodyBytes: 0, traceparent: null,
+    };
+    expect(refusedCodec.decode('Refused', refusedCodec.encode('Refused', value))).toEqual(value);
+    const bare = { ...value, triggerNode: null, triggerKind: null, code: null, remoteAddress: null, messageId: null };
+    expect(refusedCodec.decode('Refused', refusedCodec.encode('Refused', bare))).toEqual(bare);
+    expect(refusedCodec.nameOf(refusedCodec.encode('Refused', value))).toBe('Refused');
+    expect(() => refusedCodec.decode('Received', refusedCodec.encode('Refused', value))).toThrow(/Refused/);
+  });
 });

@@ -1,11 +1,12 @@
 import { promises as fsp } from 'node:fs';
 import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
-import { credentialCertificates, holdsCertificates } from '../../platform/registry/certificate-facts';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
+import { checkWorkflowDocument, credentialMetadata, hookUrl } from '../../admin/operations/documents';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { triggerCatalog } from '../start';
 import type { CommandContext } from '../context';
+import { putThroughApi } from './through-api';
 
 export const WORKFLOWS_USAGE = 'ingress workflows put FILE | get ID | list';
 export const CREDENTIALS_USAGE = 'ingress credentials put FILE | list';
@@ -26,14 +27,21 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
+/** Report document problems one per line (exit 1). */
+async function reportingProblems(ctx: CommandContext, what: string, run: () => Promise<number>): Promise<number> {
+  try {
+    return await run();
+  } catch (error) {
+    if (error instanceof DocumentError) { ctx.err(`invalid ${what} document:\n${error.problems.map((p) => `  ${p}`).join('\n')}`); return 1; }
+    throw error;
+  }
+}
+
 /** Open the registry for one command, report document problems one per line, always close. */
 async function withRegistry(ctx: CommandContext, what: string, run: (registry: Registry) => Promise<number>): Promise<number> {
   const registry = await ctx.openRegistry();
   try {
-    return await run(registry);
-  } catch (error) {
-    if (error instanceof DocumentError) { ctx.err(`invalid ${what} document:\n${error.problems.map((p) => `  ${p}`).join('\n')}`); return 1; }
-    throw error;
+    return await reportingProblems(ctx, what, () => run(registry));
   } finally {
     await registry.close();
   }
@@ -42,18 +50,27 @@ async function withRegistry(ctx: CommandContext, what: string, run: (registry: R
 export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, []);
   const [verb, arg] = args.positionals;
-  const hookUrl = (id: string) => `${ctx.config.publicBaseUrl}/hook/${encodeURIComponent(id)}`;
+  const url = (id: string) => hookUrl(ctx.config.publicBaseUrl, id);
+  if (verb === 'put') {
+    if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
+    const input = await readJsonFile(arg);
+    // While a service runs, it stores the document (and validates it, as below).
+    const api = await ctx.runningService();
+    if (api) {
+      return reportingProblems(ctx, 'workflow', async () => {
+        const doc = parseWorkflowDocument(input);
+        return putThroughApi(ctx, api, 'workflow', `/api/v1/workflows/${encodeURIComponent(doc.id)}`, doc, (w) => ({ id: w.id, active: w.active, url: url(w.id) }));
+      });
+    }
+    return withRegistry(ctx, 'workflow', async (registry) => {
+      const doc = checkWorkflowDocument(input, triggerCatalog(ctx.config));
+      await registry.workflows.put(doc);
+      ctx.out(JSON.stringify({ id: doc.id, active: doc.active, url: url(doc.id) }));
+      return 0;
+    });
+  }
   return withRegistry(ctx, 'workflow', async (registry) => {
     switch (verb) {
-      case 'put': {
-        if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
-        const doc = parseWorkflowDocument(await readJsonFile(arg));
-        const problems = triggerCatalog(ctx.config).validate(doc);
-        if (problems.length) throw new DocumentError(problems);
-        await registry.workflows.put(doc);
-        ctx.out(JSON.stringify({ id: doc.id, active: doc.active, url: hookUrl(doc.id) }));
-        return 0;
-      }
       case 'get': {
         if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
         const doc = await registry.workflows.get(arg);
@@ -62,7 +79,7 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
         return 0;
       }
       case 'list':
-        for (const w of await registry.workflows.list()) ctx.out(JSON.stringify({ id: w.id, name: w.name ?? null, active: w.active, url: hookUrl(w.id) }));
+        for (const w of await registry.workflows.list()) ctx.out(JSON.stringify({ id: w.id, name: w.name ?? null, active: w.active, url: url(w.id) }));
         return 0;
       default:
         throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
@@ -73,30 +90,34 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
 export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, []);
   const [verb, arg] = args.positionals;
+  if (verb === 'put') {
+    if (!arg) throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
+    const input = await readJsonFile(arg);
+    // While a service runs, it seals and stores the credential with its own INGRESS_ENCRYPTION_KEY.
+    const api = await ctx.runningService();
+    if (api) {
+      return reportingProblems(ctx, 'credential', async () => {
+        const doc = parseCredentialDocument(input);
+        return putThroughApi(ctx, api, 'credential', `/api/v1/credentials/${encodeURIComponent(doc.id)}`, doc, (c) => ({ id: c.id, type: c.type }));
+      });
+    }
+    return withRegistry(ctx, 'credential', async (registry) => {
+      const doc = parseCredentialDocument(input);
+      await registry.credentials.put(ctx.sealer().seal(doc));
+      ctx.out(JSON.stringify({ id: doc.id, type: doc.type }));
+      return 0;
+    });
+  }
   return withRegistry(ctx, 'credential', async (registry) => {
     switch (verb) {
-      case 'put': {
-        if (!arg) throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
-        const doc = parseCredentialDocument(await readJsonFile(arg));
-        await registry.credentials.put(ctx.sealer().seal(doc));
-        ctx.out(JSON.stringify({ id: doc.id, type: doc.type }));
-        return 0;
-      }
       case 'list': {
         // Ids and types, and for credentials holding certificates each certificate's public facts
-        // (certificate-facts.ts): secrets and private keys never leave the registry through the CLI.
+        // (admin/operations/documents.ts): secrets and private keys never leave the registry through the CLI.
         let sealer: CredentialSealer | null | undefined;
         const now = Date.now();
         for (const c of await registry.credentials.list()) {
-          const line: Record<string, unknown> = { id: c.id, name: c.name ?? null, type: c.type, updatedAt: c.updatedAt };
-          if (holdsCertificates(c.type)) {
-            if (sealer === undefined) { try { sealer = ctx.sealer(); } catch { sealer = null; } }
-            if (!sealer) line.certificatesError = 'INGRESS_ENCRYPTION_KEY is not set, so the certificates cannot be read';
-            else {
-              try { line.certificates = credentialCertificates(sealer.open(c), now); } catch (error) { line.certificatesError = (error as Error).message; }
-            }
-          }
-          ctx.out(JSON.stringify(line));
+          if (sealer === undefined) { try { sealer = ctx.sealer(); } catch { sealer = null; } }
+          ctx.out(JSON.stringify(credentialMetadata(c, sealer, now)));
         }
         return 0;
       }

@@ -1,12 +1,12 @@
-import { EventLogError, type EventLog, type ReadStart } from '../../platform/log/event-log';
-import type { Position } from '../args';
+import { EventLogError, type EventLog } from '../../platform/log/event-log';
 import type { CommandContext } from '../context';
 import { createProgress } from '../progress';
-import { refeed, type RefeedOptions, type Until } from '../refeed';
+import { refeed, type RefeedOptions } from '../../admin/operations/refeed';
 
 /**
- * What `replay` and both `dead-letters` verbs share: the log they need, the range flags as a read start and
- * end, Ctrl-C as a clean stop (the batch in hand is appended and checkpointed, exit 130), and progress.
+ * What `replay` and both `dead-letters` verbs share when they run on the backends directly (no service
+ * running): the log they need, Ctrl-C as a clean stop (the batch in hand is appended and checkpointed,
+ * exit 130), and progress.
  */
 export async function withLog<T>(ctx: CommandContext, writing: boolean, run: (log: EventLog) => Promise<T>): Promise<T> {
   let log: EventLog;
@@ -14,9 +14,9 @@ export async function withLog<T>(ctx: CommandContext, writing: boolean, run: (lo
     log = writing ? await ctx.openLogForWriting() : await ctx.openLog();
   } catch (error) {
     if (error instanceof EventLogError && !ctx.config.kafka) {
-      // One writer per DATA_DIR: appending beside a running service would corrupt nothing (the lock refuses) but
-      // cannot happen either. Replays on the embedded log run while the service is stopped.
-      throw new Error(`${error.message}\nstop the service first: on the embedded log a replay appends to the log itself, and one process at a time may write it`);
+      // One writer per DATA_DIR. A running service is asked to do the appending through its management API,
+      // which the CLI finds through DATA_DIR/admin-api.json; here it was not found.
+      throw new Error(`${error.message}\na service runs on this DATA_DIR but its management API could not be reached (ADMIN_PORT=0, or DATA_DIR/admin-api.json not written?): set ADMIN_URL and ADMIN_TOKEN, or stop the service; on the embedded log one process at a time may write`);
     }
     throw error;
   }
@@ -25,16 +25,6 @@ export async function withLog<T>(ctx: CommandContext, writing: boolean, run: (lo
   } finally {
     await log.close();
   }
-}
-
-export function readStart(from: Position | null): ReadStart {
-  if (!from) return { from: 'beginning' };
-  return 'offset' in from ? { from: 'offset', offset: String(from.offset) } : { from: 'time', timestamp: from.time };
-}
-
-export function until(to: Position | null): Until {
-  if (!to) return null;
-  return 'offset' in to ? { offset: to.offset } : { time: to.time };
 }
 
 export type RefeedRun = Omit<RefeedOptions, 'progress' | 'signal'> & {

@@ -3,8 +3,9 @@ import { startTelemetry } from '../../platform/telemetry/sdk';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { openBackends } from '../backends';
 import type { CommandContext } from '../context';
-import { SERVICES, type RunningServices, type ServiceName } from '../start';
+import { SERVICES, triggerCatalog, type RunningServices, type ServiceName } from '../start';
 import { startServicesInThreads } from '../stage-thread';
+import { startManagementApi, type ManagementApi } from '../../admin/management-api';
 
 export const START_USAGE = `ingress start [--services ${SERVICES.join(',')}]`;
 
@@ -23,9 +24,12 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
 
   let phase: ReadinessCheck = { name: 'process', check: () => 'starting' };
   let running: RunningServices | null = null;
+  // The management API is served once the backends are open; until then (and from shutdown on) /api answers 503.
+  let api: ManagementApi | null = null;
   const admin: AdminServer | null = ctx.config.adminPort === null ? null : await startAdminServer({
-    port: ctx.config.adminPort, host: ctx.config.host, logger: ctx.logger,
+    port: ctx.config.adminPort, host: ctx.config.adminHost, logger: ctx.logger,
     checks: () => [phase, ...(running?.readiness ?? [])],
+    routes: () => api?.listener ?? null,
   });
   const stopTelemetry = await startTelemetry(process.env, ctx.logger);
   let backends;
@@ -33,6 +37,12 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     backends = await openBackends(ctx.config, ctx.logger);
     try {
       running = await startServicesInThreads(ctx.config, backends, services, ctx.logger);
+      if (admin) {
+        api = await startManagementApi({
+          config: ctx.config, adminPort: admin.port, log: backends.log, registry: backends.registry, sealer: backends.sealer,
+          catalog: triggerCatalog(ctx.config), logger: ctx.logger,
+        }).catch(async (error) => { await running?.stop(); throw error; });
+      }
     } catch (error) {
       await backends.close();
       throw error;
@@ -56,6 +66,7 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     dataDir: backends.log.kind === 'embedded' || backends.store.kind === 'filesystem' || backends.registry.kind === 'file' ? ctx.config.dataDir : undefined,
   });
   if (running.port !== null) ctx.err(`ingress listening on http://${ctx.config.host === '0.0.0.0' ? 'localhost' : ctx.config.host}:${running.port} (POST /hook/{workflowId})`);
+  if (api && admin) ctx.err(`management API at http://${ctx.config.adminHost === '0.0.0.0' ? 'localhost' : ctx.config.adminHost}:${admin.port}/api/v1 (docs/management-api.md)`);
 
   // A stage worker that ended on its own leaves a pipeline that no longer moves: stop, and exit non-zero.
   const failure = running.failed?.then((error) => ({ error })) ?? new Promise<never>(() => undefined);
@@ -65,6 +76,10 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   const grace = ctx.config.shutdownGraceMs;
   ctx.logger.info('stopping', { signal, graceMs: grace });
   const stopped = (async () => {
+    // Replays first: they append to the log the stages are about to stop writing.
+    const stopping = api;
+    api = null;
+    await stopping?.stop();
     await running.stop(Math.floor(grace * 0.8));
     await backends.close();
     return 'error' in outcome ? 1 : 0;

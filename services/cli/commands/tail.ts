@@ -2,7 +2,7 @@ import { defaultAvroCodec } from '../../platform/avro/codec';
 import type { ReadStart } from '../../platform/log/event-log';
 import { allowOnly, numberFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
-import { recordToJson } from './records-json';
+import { recordToJson } from '../../admin/operations/records-json';
 
 export const TAIL_USAGE = 'ingress tail TOPIC [--from-beginning] [--max N] [--timeout SECONDS]';
 

@@ -53,6 +53,18 @@ export interface As2Envelope {
    * field existed (schemas/history/Received.1.avsc), whose MDN the receiver stored when it answered.
    */
   mdn: Buffer | null;
+  /**
+   * An asynchronous MDN asked for (Receipt-Delivery-Option) to an allowed URL: `mdn` is delivered there by the
+   * mdn stage, and the HTTP answer was empty (schema default null; null for a synchronous MDN).
+   */
+  asyncMdn: AsyncMdnTarget | null;
+}
+
+/** Record `ingress.v1.AsyncMdnTarget`. */
+export interface AsyncMdnTarget {
+  url: string;
+  /** The allow-list entry the URL matched, as configured. */
+  allowedBy: string;
 }
 
 /** Record `ingress.v1.Received`. */
@@ -158,10 +170,74 @@ export interface DeadLetter {
   source: SourceRecord;
 }
 
-/** Local names of the top-level records (full name: `ingress.v1.<name>`, file: `schemas/<name>.avsc`). */
-export type RecordName = 'Received' | 'Decoded' | 'ExecutionRequested' | 'DeadLetter';
+/** Record `ingress.v1.MdnAttempt`: one failed delivery attempt of an asynchronous MDN. */
+export interface MdnAttempt {
+  at: number;
+  status: number | null;
+  reason: string;
+}
 
-export const RECORD_NAMES: readonly RecordName[] = Object.freeze(['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter'] as const);
+/** Record `ingress.v1.MdnDelivery`: an asynchronous AS2 MDN to deliver (services/mdn/). */
+export interface MdnDelivery {
+  requestId: string;
+  workflowId: string;
+  /** The AS2 Message-ID of the message answered. */
+  messageId: string;
+  mdnMessageId: string;
+  url: string;
+  /** The allow-list entry the URL matched. */
+  allowedBy: string;
+  /** The MDN as a MIME entity (headers, blank line, body). */
+  mdn: Buffer;
+  /** Epoch milliseconds: the retry window counts from here. */
+  receivedAt: number;
+  /** Epoch milliseconds: no attempt before. */
+  dueAt: number;
+  attempts: MdnAttempt[];
+}
+
+/** Enum `ingress.v1.MdnOutcomeKind`. */
+export type MdnOutcomeKind = 'delivered' | 'retrying' | 'given_up';
+
+/** Record `ingress.v1.MdnOutcome`: what one delivery attempt came to. */
+export interface MdnOutcome {
+  requestId: string;
+  workflowId: string;
+  messageId: string;
+  mdnMessageId: string;
+  url: string;
+  outcome: MdnOutcomeKind;
+  /** Avro int: attempts made, this one included. */
+  attempts: number;
+  at: number;
+  status: number | null;
+  reason: string | null;
+  nextAttemptAt: number | null;
+}
+
+/** Record `ingress.v1.Refused`: a request answered without being accepted, for the request journal. */
+export interface Refused {
+  requestId: string;
+  workflowId: string;
+  triggerNode: string | null;
+  /** Text, not the TriggerKind enum: a refusal record must not need a schema change for a new kind. */
+  triggerKind: string | null;
+  /** Avro int. */
+  status: number;
+  code: string | null;
+  /** Epoch milliseconds. */
+  receivedAt: number;
+  remoteAddress: string | null;
+  /** The AS2 Message-Id header as sent, when there was one. */
+  messageId: string | null;
+  bodyBytes: number;
+  traceparent: string | null;
+}
+
+/** Local names of the top-level records (full name: `ingress.v1.<name>`, file: `schemas/<name>.avsc`). */
+export type RecordName = 'Received' | 'Decoded' | 'ExecutionRequested' | 'DeadLetter' | 'Refused' | 'MdnDelivery' | 'MdnOutcome';
+
+export const RECORD_NAMES: readonly RecordName[] = Object.freeze(['Received', 'Decoded', 'ExecutionRequested', 'DeadLetter', 'Refused', 'MdnDelivery', 'MdnOutcome'] as const);
 
 /** Record name → TypeScript shape. */
 export interface RecordTypes {
@@ -169,6 +245,9 @@ export interface RecordTypes {
   Decoded: Decoded;
   ExecutionRequested: ExecutionRequested;
   DeadLetter: DeadLetter;
+  MdnDelivery: MdnDelivery;
+  MdnOutcome: MdnOutcome;
+  Refused: Refused;
 }
 
 export function isRecordName(name: unknown): name is RecordName {

@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import * as path from 'node:path';
 import { TOPIC_NAMES } from '../log/topics';
 import type { RecordKeyMode } from '../log/record-keys';
+import { adminSettings, type AdminSettings } from './admin-settings';
 
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
@@ -11,7 +12,7 @@ import type { RecordKeyMode } from '../log/record-keys';
 export type TriggerKindName = 'webhook' | 'as2' | 'logistics' | 'warehouse';
 export const TRIGGER_KINDS: readonly TriggerKindName[] = ['webhook', 'as2', 'logistics', 'warehouse'];
 
-export interface Config {
+export interface Config extends AdminSettings {
   port: number;
   host: string;
   dataDir: string;
@@ -70,6 +71,40 @@ export interface Config {
   idempotencyMaxWindowHours: number;
   /** What `ingress topics apply` creates on Kafka (docs/records-and-topics.md, "Topics"). */
   topicSettings: TopicSettings;
+  /** AS2 asynchronous MDNs (docs/as2-async-mdn.md): how long delivery is retried, and the delay of each retry topic. */
+  as2MdnRetry: As2MdnRetrySettings;
+  /** The request journal (docs/request-journal.md). */
+  journal: JournalSettings;
+}
+
+export interface JournalSettings {
+  /** JOURNAL_RETENTION_DAYS: how long an entry is kept (Cosmos TTL; the file registry prunes whole days). */
+  retentionDays: number;
+  /** JOURNAL_REFUSED_PER_MINUTE: refused requests journaled per workflow and minute (a burst of as many), 0 for none. */
+  refusedPerMinute: number;
+  /** JOURNAL_TRACE_URL: a link to a trace, `{traceId}` replaced (e.g. a Jaeger UI's /trace/{traceId}); null for none. */
+  traceUrl: string | null;
+}
+
+export interface As2MdnRetrySettings {
+  /** From the message's accept: no attempt is scheduled after this long (AS2_MDN_RETRY_HOURS). */
+  windowMs: number;
+  /** The delay before the 1st, 2nd and 3rd-and-later retries (AS2_MDN_RETRY_DELAYS), ascending. */
+  delaysMs: [number, number, number];
+}
+
+const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
+const DURATION_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+
+/** `30s,5m,30m`: three ascending durations (ms, s, m or h), each from 10 ms to 24 h; or why not. */
+export function parseRetryDelays(raw: string): [number, number, number] | string {
+  const parts = raw.split(',').map((p) => p.trim());
+  if (parts.length !== 3) return `three comma-separated durations (one per retry topic), e.g. 30s,5m,30m; got ${parts.length}`;
+  const delays = parts.map((p) => { const m = DURATION.exec(p); return m ? Number(m[1]) * DURATION_MS[m[2]] : NaN; });
+  const bad = parts.filter((_, i) => !(delays[i] >= 10 && delays[i] <= 86_400_000));
+  if (bad.length) return `each a duration from 10ms to 24h with a unit (ms, s, m, h), e.g. 30s,5m,30m; bad: ${bad.join(', ')}`;
+  if (delays[0] > delays[1] || delays[1] > delays[2]) return 'durations in ascending order (the first retry comes soonest)';
+  return delays as [number, number, number];
 }
 
 export type { RecordKeyMode };
@@ -238,6 +273,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const adminPortValue = integer('ADMIN_PORT', 8081, 0, 65535, 'the admin port of /healthz and /readyz, 0 for none');
   const adminPort = adminPortValue === 0 ? null : adminPortValue;
   if (adminPort !== null && adminPort === port) problems.push(`ADMIN_PORT=${adminPort}: must differ from PORT`);
+  // ADMIN_HOST, ADMIN_TOKENS, ADMIN_URL/ADMIN_TOKEN: the management API (admin-settings.ts).
+  const admin = adminSettings(get, problems);
   const shutdownGraceMs = integer('SHUTDOWN_GRACE_MS', 25_000, 0, 3_600_000, 'how long a graceful shutdown may take, in milliseconds');
   const maxPendingAccepts = integer('MAX_PENDING_ACCEPTS', 2_000, 1, 1_000_000, 'how many accepts may wait for the log before the receiver answers 503');
   const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
@@ -263,10 +300,39 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     problems.push(`KAFKA_MIN_INSYNC_REPLICAS=${topicSettings.minInsyncReplicas}: at most KAFKA_REPLICATION_FACTOR (${topicSettings.replicationFactor}), or no append could ever be acknowledged`);
   }
 
+  // The default follows a shorter retention, as the idempotency window does.
+  let mdnWindowHours = topicSettings.retentionHours > 0 ? Math.min(24, topicSettings.retentionHours) : 24;
+  const mdnWindowRaw = get('AS2_MDN_RETRY_HOURS');
+  if (mdnWindowRaw !== undefined) {
+    mdnWindowHours = /^\d+(\.\d+)?$/.test(mdnWindowRaw) ? Number(mdnWindowRaw) : NaN;
+    if (!(mdnWindowHours > 0 && mdnWindowHours <= 8760)) {
+      problems.push(`AS2_MDN_RETRY_HOURS=${JSON.stringify(mdnWindowRaw)}: how long an asynchronous MDN's delivery is retried after the message was accepted, in hours (a number above 0 and at most 8760; decimals allowed, e.g. 0.5)`);
+      mdnWindowHours = 1;
+    } else if (topicSettings.retentionHours > 0 && mdnWindowHours > topicSettings.retentionHours) {
+      problems.push(`AS2_MDN_RETRY_HOURS=${mdnWindowRaw}: at most KAFKA_RETENTION_HOURS (${topicSettings.retentionHours}), or a retry record could be deleted before it is due`);
+    }
+  }
+  let mdnDelays: [number, number, number] = [30_000, 300_000, 1_800_000];
+  const mdnDelaysRaw = get('AS2_MDN_RETRY_DELAYS');
+  if (mdnDelaysRaw !== undefined) {
+    const parsed = parseRetryDelays(mdnDelaysRaw);
+    if (typeof parsed === 'string') problems.push(`AS2_MDN_RETRY_DELAYS=${JSON.stringify(mdnDelaysRaw)}: ${parsed}`);
+    else mdnDelays = parsed;
+  }
+  const as2MdnRetry: As2MdnRetrySettings = { windowMs: Math.round(mdnWindowHours * 3_600_000), delaysMs: mdnDelays };
+  const journal: JournalSettings = {
+    retentionDays: integer('JOURNAL_RETENTION_DAYS', 30, 1, 3650, 'days the request journal keeps an entry'),
+    refusedPerMinute: integer('JOURNAL_REFUSED_PER_MINUTE', 60, 0, 60_000, 'refused requests the request journal records per workflow and minute, 0 for none'),
+    traceUrl: get('JOURNAL_TRACE_URL') ?? null,
+  };
+  if (journal.traceUrl !== null && (!/^https?:\/\//.test(journal.traceUrl) || !journal.traceUrl.includes('{traceId}'))) {
+    problems.push(`JOURNAL_TRACE_URL=${JSON.stringify(journal.traceUrl)}: an http:// or https:// URL with {traceId} where the trace id goes, e.g. http://localhost:16686/trace/{traceId}`);
+  }
+
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
-    adminPort, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, stageThreads,
+    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads,
   };
 }

@@ -21,6 +21,11 @@ export interface AdminServerOptions {
   logger: Logger;
   /** Per check (default 2 s): a backend that does not answer is not ready. */
   timeoutMs?: number;
+  /**
+   * What serves every other path (the management API, services/admin/): looked up per request, null while it
+   * is not up yet (or any more), when `/api/…` is answered 503 and the rest 404. Health stays as it is either way.
+   */
+  routes?(): http.RequestListener | null;
 }
 
 export interface AdminServer {
@@ -37,6 +42,11 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   };
   const server = http.createServer((req, res) => {
     const path = (req.url ?? '/').split('?')[0];
+    if (path !== '/healthz' && path !== '/readyz' && options.routes) {
+      const routes = options.routes();
+      if (routes) return routes(req, res);
+      if (path === '/api' || path.startsWith('/api/')) return answer(res, 503, { error: 'service-starting', message: 'The service is starting or stopping; retry shortly' });
+    }
     if (req.method !== 'GET' && req.method !== 'HEAD') return answer(res, 405, { error: 'method-not-allowed' });
     if (path === '/healthz') return answer(res, 200, { status: 'up' });
     if (path !== '/readyz') return answer(res, 404, { error: 'not-found' });

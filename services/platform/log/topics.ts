@@ -10,6 +10,13 @@ export interface PipelineTopics {
   deadLetter: string;
   /** The default execution queue; per-kind queues come from the configuration. */
   executions: string;
+  /** AS2 asynchronous MDNs to deliver (the decoder writes them), and their retry topics, one per delay (services/mdn/). */
+  mdnDeliveries: string;
+  mdnRetries: readonly string[];
+  /** What each delivery attempt came to (MdnOutcome). */
+  mdnOutcomes: string;
+  /** Requests answered with a refusal, a small best-effort record each, for the request journal (receiver/refusal-journal.ts). */
+  refused: string;
   /**
    * A stage's consumer group; with `input`, the group of that stage on that one input topic, for a stage that
    * reads several (`<prefix>ingress-<stage>.<topic without the prefix>`). Stages reading different topics must
@@ -32,6 +39,10 @@ export const TOPIC_NAMES = {
   decoded: 'ingress.decoded.v1',
   deadLetter: 'ingress.dead-letter.v1',
   executions: 'executions.requested.v1',
+  mdnDeliveries: 'ingress.mdn-deliveries.v1',
+  mdnRetries: ['ingress.mdn-retry-1.v1', 'ingress.mdn-retry-2.v1', 'ingress.mdn-retry-3.v1'],
+  mdnOutcomes: 'ingress.mdn-outcomes.v1',
+  refused: 'ingress.refused.v1',
 } as const;
 
 export function pipelineTopics(prefix = ''): PipelineTopics {
@@ -40,6 +51,10 @@ export function pipelineTopics(prefix = ''): PipelineTopics {
     decoded: prefix + TOPIC_NAMES.decoded,
     deadLetter: prefix + TOPIC_NAMES.deadLetter,
     executions: prefix + TOPIC_NAMES.executions,
+    mdnDeliveries: prefix + TOPIC_NAMES.mdnDeliveries,
+    mdnRetries: TOPIC_NAMES.mdnRetries.map((t) => prefix + t),
+    mdnOutcomes: prefix + TOPIC_NAMES.mdnOutcomes,
+    refused: prefix + TOPIC_NAMES.refused,
     group: (stage, input) => {
       if (input === undefined) return `${prefix}ingress-${stage}`;
       return `${prefix}ingress-${stage}.${prefix && input.startsWith(prefix) ? input.slice(prefix.length) : input}`;
@@ -67,8 +82,9 @@ export interface TopicSpecSettings {
 const HOUR_MS = 3_600_000;
 
 /**
- * Every topic the pipeline writes: the three stage topics, the dead-letter topic and each execution queue
- * (the default one and those EXECUTION_QUEUE_<KIND> names). The broker stamps records when it appends them
+ * Every topic the pipeline writes: the three stage topics, the dead-letter topic, each execution queue
+ * (the default one and those EXECUTION_QUEUE_<KIND> names), the refused requests' topic, and the asynchronous
+ * MDN topics (deliveries, the retry topics, outcomes). The broker stamps records when it appends them
  * (LogAppendTime): LogRecord.timestamp is "when the log accepted it", and `replay --from TIME` does not
  * depend on the writers' clocks.
  */
@@ -86,6 +102,6 @@ export function pipelineTopicSpecs(topics: PipelineTopics, queues: readonly stri
       'max.message.bytes': String(TOPIC_MAX_MESSAGE_BYTES),
     },
   });
-  const names = [...new Set([topics.received, topics.decoded, topics.executions, ...queues])];
+  const names = [...new Set([topics.received, topics.decoded, topics.executions, ...queues, topics.refused, topics.mdnDeliveries, ...topics.mdnRetries, topics.mdnOutcomes])];
   return [...names.map((t) => spec(t, settings.retentionHours)), spec(topics.deadLetter, settings.deadLetterRetentionHours)];
 }

@@ -1,5 +1,6 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { isObject } from './document-checks';
+import { prefixProblem } from '../net/url-allow-list';
 
 /**
  * The AS2 receiver credential (`as2ReceiverAuth`) and the checks `credentials put` runs on it, so a
@@ -17,6 +18,11 @@ export interface As2CredentialData {
   partnerCertificate?: string;
   partnerCertificates?: string[];
   receiverKeys?: As2ReceiverKeyData[];
+  /**
+   * URL prefixes an asynchronous MDN may be delivered to (Receipt-Delivery-Option, docs/as2-async-mdn.md):
+   * absolute http(s) URLs without credentials. Absent or empty: only the node's own list, if any.
+   */
+  asyncMdnUrls?: string[];
 }
 
 const CERTIFICATE_PEM = /-----BEGIN CERTIFICATE-----/;
@@ -45,6 +51,7 @@ export function as2CredentialProblems(data: Record<string, unknown>): string[] {
     if (!Array.isArray(data.partnerCertificates)) problems.push('data.partnerCertificates must be an array of PEM certificates');
     else data.partnerCertificates.forEach((pem, i) => problems.push(...certificateProblems(`data.partnerCertificates[${i}]`, pem)));
   }
+  problems.push(...asyncMdnUrlProblems('data.asyncMdnUrls', data.asyncMdnUrls));
   return problems;
 }
 
@@ -71,4 +78,14 @@ function keyPairProblems(at: string, pair: Record<string, unknown>): string[] {
   if (key && key.asymmetricKeyType !== 'rsa' && key.asymmetricKeyType !== 'ec') problems.push(`${at}privateKey is a ${key.asymmetricKeyType} key: the AS2 receiver key must be RSA or EC`);
   else if (cert && key && !cert.checkPrivateKey(key)) problems.push(`${at}privateKey is not the private key of ${at}certificate`);
   return problems;
+}
+
+/** An allow-list of asynchronous MDN URL prefixes (the credential's, or a node's `asyncMdnUrls`). */
+export function asyncMdnUrlProblems(field: string, urls: unknown): string[] {
+  if (urls === undefined || urls === null) return [];
+  if (!Array.isArray(urls)) return [`${field} must be an array of URL prefixes, e.g. ["https://partner.example/as2/mdn"]`];
+  return urls.flatMap((url, i) => {
+    const problem = prefixProblem(url);
+    return problem ? [`${field}[${i}] ${problem}`] : [];
+  });
 }

@@ -6,6 +6,8 @@ import { CosmosClient, type Container, type CosmosClientOptions } from '@azure/c
 import { DOCUMENT_ID, RegistryError, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { firstLine, sanitizedCause } from '../logger/error-text';
+import { openCosmosJournal } from './cosmos-journal';
+import { DEFAULT_JOURNAL_RETENTION_DAYS, type JournalStore } from './journal';
 
 export interface CosmosRegistryOptions {
   /** The account URL, e.g. https://myaccount.documents.azure.com:443/ (http:// only for a local test server). */
@@ -21,6 +23,8 @@ export interface CosmosRegistryOptions {
    * alive until it fires; tests that provoke one pass a short value.
    */
   requestTimeoutMs?: number;
+  /** Days the request journal keeps an entry (JOURNAL_RETENTION_DAYS): the entries' Cosmos TTL. */
+  journalRetentionDays?: number;
 }
 
 /** System properties Cosmos adds to every item; stripped on read so documents round-trip exactly. */
@@ -40,7 +44,7 @@ interface SamplesDocument {
 /**
  * The Registry on Cosmos DB (SQL API): one database, containers `workflows`, `credentials` and
  * `samples`, each partitioned by `/id` (every read and write addresses one document by id, so each
- * is a point operation). Documents are stored as given.
+ * is a point operation), and `journal` (cosmos-journal.ts). Documents are stored as given.
  *
  * Client configuration, and why:
  * - connectionPolicy.enableEndpointDiscovery = false: the client talks to the configured endpoint only.
@@ -97,6 +101,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
   const close = async () => { client.dispose(); agent?.destroy(); };
 
   let containers: Record<'workflows' | 'credentials' | 'samples', Container>;
+  let journal: JournalStore;
   try {
     const { database } = await client.databases.createIfNotExists({ id: options.database });
     const open = async (id: string) => {
@@ -108,6 +113,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
       return container;
     };
     containers = { workflows: await open('workflows'), credentials: await open('credentials'), samples: await open('samples') };
+    journal = await openCosmosJournal(database, options.journalRetentionDays ?? DEFAULT_JOURNAL_RETENTION_DAYS, unavailable);
   } catch (error) {
     await close();
     if (error instanceof RegistryError) throw error;
@@ -165,6 +171,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
         return current && current.workflowId === workflowId && current.node === node ? current.samples : [];
       },
     },
+    journal,
     close,
   };
 }

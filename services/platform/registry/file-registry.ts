@@ -1,15 +1,22 @@
-import { randomUUID } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { DOCUMENT_ID, RegistryError, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
+import { writeFileAtomically } from './atomic-file';
+import { openFileJournal } from './file-journal';
+import { DEFAULT_JOURNAL_RETENTION_DAYS } from './journal';
 
 /**
  * The Registry of `npm start`: one JSON file per document under DATA_DIR/registry/<collection>/,
  * replaced atomically (temp file, fsync, rename), so the CLI in another process can write while the
  * service reads.
  */
-export async function openFileRegistry(dataDir: string): Promise<Registry> {
+export interface FileRegistryOptions {
+  /** Days the request journal keeps an entry (JOURNAL_RETENTION_DAYS); the journal stage prunes older days. */
+  journalRetentionDays?: number;
+}
+
+export async function openFileRegistry(dataDir: string, options: FileRegistryOptions = {}): Promise<Registry> {
   const root = path.resolve(dataDir, 'registry');
   const workflows = await fileCollection<WorkflowDocument>(path.join(root, 'workflows'));
   const credentials = await fileCollection<StoredCredential>(path.join(root, 'credentials'));
@@ -35,6 +42,7 @@ export async function openFileRegistry(dataDir: string): Promise<Registry> {
         return (await samples.get(sampleId(workflowId, node)))?.samples ?? [];
       },
     },
+    journal: await openFileJournal(path.join(root, 'journal'), options.journalRetentionDays ?? DEFAULT_JOURNAL_RETENTION_DAYS),
     async close() { /* nothing held open */ },
   };
 }
@@ -59,13 +67,9 @@ async function fileCollection<T extends Document>(dir: string): Promise<Document
     get: (id) => read(fileOf(id)),
     async put(document) {
       const file = fileOf(document.id);
-      const tmp = path.join(dir, `.${randomUUID()}.tmp`);
       try {
-        const handle = await fsp.open(tmp, 'w', 0o600);
-        try { await handle.writeFile(JSON.stringify(document, null, 2)); await handle.datasync(); } finally { await handle.close(); }
-        await fsp.rename(tmp, file);
+        await writeFileAtomically(file, JSON.stringify(document, null, 2));
       } catch (error) {
-        await fsp.rm(tmp, { force: true });
         throw new RegistryError(`registry could not write ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
       }
     },

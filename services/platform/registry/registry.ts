@@ -1,5 +1,5 @@
 /**
- * Registry port: workflows, credentials and trigger sample data.
+ * Registry port: workflows, credentials, trigger sample data and the request journal (journal.ts).
  * Adapters: Cosmos DB and JSON files under DATA_DIR. Documents are plain JSON; the registry does not
  * interpret them (validation lives in documents.ts, encryption of credential secrets in credential-crypto.ts).
  */
@@ -54,6 +54,8 @@ export interface Registry {
   readonly workflows: DocumentCollection<import('./documents').WorkflowDocument>;
   readonly credentials: DocumentCollection<import('./documents').StoredCredential>;
   readonly samples: SampleStore;
+  /** What happened to each request, kept for the retention the adapter was opened with (journal.ts). */
+  readonly journal: import('./journal').JournalStore;
   close(): Promise<void>;
 }
 

@@ -20,6 +20,10 @@ export interface IngressMetrics {
   ipNotAllowed(workflowId: string): void;
   /** A request repeating an accepted idempotency key: the decoder requested no execution for it. */
   duplicate(workflowId: string): void;
+  /** One attempt to deliver an asynchronous AS2 MDN, by what it came to (delivered, retrying, given_up). */
+  mdnDelivery(outcome: 'delivered' | 'retrying' | 'given_up'): void;
+  /** A refused request the request journal did not get a record of: over its workflow's budget, the queue full, or the append failed. */
+  refusalNotJournaled(reason: 'rate-limited' | 'queue-full' | 'append-failed', count?: number): void;
   /** Report consumer lag (records behind, per stage and topic) whenever metrics are collected. */
   observeLag(read: () => Promise<{ stage: string; topic: string; lag: number }[]>): void;
   /** Report each certificate's days to expiry (negative once expired) whenever metrics are collected. */
@@ -40,6 +44,9 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
   const rateLimited = meter.createCounter('ingress.rate_limited', { description: 'Hook requests refused by a rate limit (429), by workflow', unit: '{request}' });
   const ipNotAllowed = meter.createCounter('ingress.ip_not_allowed', { description: 'Hook requests refused by an IP allow-list (403), by workflow', unit: '{request}' });
   const duplicates = meter.createCounter('ingress.duplicates', { description: 'Requests that repeated an accepted idempotency key within the window, so started nothing, by workflow', unit: '{request}' });
+  const mdnDeliveries = meter.createCounter('ingress.as2.mdn_deliveries', { description: 'Attempts to deliver an asynchronous AS2 MDN, by outcome (delivered, retrying, given_up)', unit: '{attempt}' });
+  const mdnOutcomeAttributes = { delivered: { 'ingress.outcome': 'delivered' }, retrying: { 'ingress.outcome': 'retrying' }, given_up: { 'ingress.outcome': 'given_up' } };
+  const refusalsNotJournaled = meter.createCounter('ingress.journal.refusals_not_journaled', { description: 'Refused requests left out of the request journal, by reason (rate-limited: over the per-workflow budget; queue-full; append-failed)', unit: '{request}' });
   const lag = meter.createObservableGauge('messaging.kafka.consumer.lag', { description: 'Records in the stage input topic not yet committed by the stage', unit: '{record}' });
   const certificateDays = meter.createObservableGauge('ingress.certificate.days_to_expiry', { description: 'Whole days until a credential certificate expires (negative once expired), by credential, role and SHA-256 fingerprint', unit: 'd' });
   // The hot path allocates no attribute objects: one set per status and trigger kind, made once.
@@ -74,8 +81,12 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
       stageRecords.add(1, { 'ingress.stage': stage, 'ingress.outcome': outcome });
       if (outcome === 'dead-lettered') deadLetters.add(1, { 'ingress.stage': stage, 'error.type': errorCode ?? 'error' });
     },
+    refusalNotJournaled: (reason, count = 1) => refusalsNotJournaled.add(count, { 'ingress.reason': reason }),
     duplicate(workflowId) {
       duplicates.add(1, { 'workflow.id': workflowId });
+    },
+    mdnDelivery(outcome) {
+      mdnDeliveries.add(1, mdnOutcomeAttributes[outcome]);
     },
     observeLag(read) {
       lag.addCallback(async (result) => {

@@ -11,6 +11,8 @@ import { idempotencyUnsupported } from '../webhook/idempotency';
 import { identityOf, type As2Identity } from './certificates';
 import { decodeAs2, decodedBytesBound } from './decode';
 import { envelopeFault } from './envelope';
+import { asyncMdnTarget, type AsyncMdnTarget } from './async-mdn';
+import { loggableUrl } from '../../platform/net/url-allow-list';
 import { asEntity, evidenceFolder, keepEvidence, mdnEntity } from './evidence';
 import { As2Fault, asFault } from './faults';
 import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type Mdn, type MdnInput } from './mdn';
@@ -24,9 +26,11 @@ import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes } from '../held-byte
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, RFC 4130): a receiver of signed, encrypted
  * and compressed EDI messages that answers a synchronous MDN.
  *
- * Receiver: admit (AS2 Receiver Auth, envelope headers, pins) → inspect (the fast path the MDN needs:
+ * Receiver: admit (AS2 Receiver Auth, envelope headers, pins, an asynchronous MDN's URL) → inspect (the fast path the MDN needs:
  * decrypt, verify, MIC, and the processed MDN itself, which travels in the received record) → durable
- * accept → that MDN (accepted) or a failure MDN (notAccepted; the recorded one is then never sent).
+ * accept → that MDN (accepted; or an empty 200 when it goes asynchronously, docs/as2-async-mdn.md) or a
+ * failure MDN (notAccepted; the recorded one is then never sent). Failure MDNs are always the HTTP answer,
+ * even when an asynchronous one was asked for: nothing refused waits on a delivery.
  * Every fault is an As2Fault (faults.ts) answered with its disposition. Raw message and MDN are kept
  * (evidence.ts): an accepted message's by the decoder, from the record; a refused one's before the answer.
  * Decoder: decode.ts keeps the evidence, opens the raw message again and stages the payloads.
@@ -42,7 +46,7 @@ export const DEFAULT_AS2_LIMITS: As2Limits = { maxInflatedBytes: 256 * 1024 * 10
 
 const REPORTING_UA = 'inbound-event-ingress AS2 receiver';
 
-interface Accepted { identity: As2Identity; message: Buffer; /** The processed MDN, also in the received record. */ mdn: Mdn }
+interface Accepted { identity: As2Identity; message: Buffer; /** The processed MDN, also in the received record. */ mdn: Mdn; /** Where the mdn stage delivers it; null: it is the HTTP answer. */ asyncMdn: AsyncMdnTarget | null }
 
 export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
   /** The message is opened whole; one past INLINE_BODY_MAX is kept while it streams (the receiver caps its size). */
@@ -107,6 +111,12 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
       const fault = envelopeFault(request.headers, as2Parameters(node));
       // Refused before the sender could be authenticated: logged, no evidence stored (evidence.ts).
       if (fault) return { ok: false, answer: await failureAnswer(request, services, fault, await identityFor(request, node, services), null, false) };
+      if (request.headers['receipt-delivery-option']) {
+        // An asynchronous MDN to a URL no allow-list names is refused before the body is read: nothing is accepted.
+        const identity = await identityFor(request, node, services);
+        const target = identity ? asyncMdnTarget(request.headers, identity, as2Parameters(node)) : new As2Fault('credential-unavailable', 'the receiver cannot open messages right now');
+        if (target instanceof As2Fault) return { ok: false, answer: await failureAnswer(request, services, target, identity, null, false) };
+      }
       return { ok: true, principal: `as2:${request.headers['as2-from']}`, secretHeaders: [] };
     },
 
@@ -150,18 +160,27 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
       // answered once the record is durable is already in the log, byte for byte (Message-ID and Date
       // included); the decoder keeps it as evidence from there. It is sent only if the append succeeds.
       const mdn = await makeMdn(request, { failure: null, mic, micalg, options, identity });
+      // Checked at admit already; the credential read again here is the same cached document.
+      const target = asyncMdnTarget(request.headers, identity, as2Parameters(node));
+      if (target instanceof As2Fault) return { ok: false, answer: await failureAnswer(request, services, target, identity, message, authenticated) };
       const as2: As2Envelope = {
         messageId: request.headers['message-id'], from: request.headers['as2-from'], to: request.headers['as2-to'],
         subject: request.headers.subject ?? null, contentType: parseMediaType(unwrapped.payload.headers['content-type']).type || null,
-        mdn: mdnEntity(mdn),
+        mdn: mdnEntity(mdn), asyncMdn: target,
       };
-      const state: Accepted = { identity, message, mdn };
+      const state: Accepted = { identity, message, mdn, asyncMdn: target };
       return { ok: true, inspection: { as2, state } };
     },
 
     accepted(request, _node, _body, inspection, services) {
       log(services, request, 'as2.queue-send-success');
-      return sent(request, services, 200, (inspection.state as Accepted).mdn, 'processed');
+      const state = inspection.state as Accepted;
+      if (state.asyncMdn) {
+        // RFC 4130 §7.3: the HTTP answer is empty; the processed MDN in the record goes to the URL (services/mdn/).
+        log(services, request, 'as2.mdn-async-queued', { disposition: 'processed', mdnMessageId: state.mdn.messageId, url: loggableUrl(state.asyncMdn.url) });
+        return { status: 200, headers: {}, body: Buffer.alloc(0), outcome: 'processed' };
+      }
+      return sent(request, services, 200, state.mdn, 'processed');
     },
 
     async notAccepted(request, node, inspection: Inspection, services) {

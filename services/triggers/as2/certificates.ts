@@ -1,6 +1,7 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { child, contentOf, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import type { As2CredentialData } from '../../platform/registry/documents';
+import { parsePrefix, type UrlPrefix } from '../../platform/net/url-allow-list';
 
 /**
  * The receiver's key pairs and the pinned partner certificates of one credential, read once per
@@ -27,6 +28,8 @@ export interface As2Identity extends ReceiverKey {
   receivers: ReceiverKey[];
   /** Every pinned partner certificate: `partnerCertificate` first, then `partnerCertificates`. Empty: nothing pinned. */
   partners: CertificateFacts[];
+  /** Where asynchronous MDNs may go (the credential's `asyncMdnUrls`, checked at `credentials put`). */
+  asyncMdnUrls: UrlPrefix[];
 }
 
 const SKI_OID = '2.5.29.14';
@@ -63,7 +66,7 @@ export function identityOf(data: As2CredentialData): As2Identity {
     const receivers = pairs.map((pair) => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') }));
     if (receivers.length === 0) throw new Error('the AS2 credential holds no receiver key');
     const partnerPems = [...(data.partnerCertificate ? [data.partnerCertificate] : []), ...(data.partnerCertificates ?? [])];
-    identity = { ...receivers[0], receivers, partners: partnerPems.map((pem) => certificateFacts(new X509Certificate(pem))) };
+    identity = { ...receivers[0], receivers, partners: partnerPems.map((pem) => certificateFacts(new X509Certificate(pem))), asyncMdnUrls: (data.asyncMdnUrls ?? []).map(parsePrefix) };
     identities.set(data, identity);
   }
   return identity;

@@ -50,6 +50,18 @@ export function mdnEntity(mdn: Mdn): Buffer {
   return asEntity(mdn.headers, mdn.body, MDN_HEADERS);
 }
 
+/** A MIME entity's headers (lower-case names) and body: how the mdn stage POSTs a recorded MDN. */
+export function splitEntity(entity: Buffer): { headers: Record<string, string>; body: Buffer } {
+  const end = entity.indexOf('\r\n\r\n');
+  if (end < 0) throw new Error('the recorded MDN has no blank line after its headers');
+  const headers: Record<string, string> = {};
+  for (const line of entity.subarray(0, end).toString('latin1').split('\r\n')) {
+    const colon = line.indexOf(':');
+    if (colon > 0) headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  return { headers, body: entity.subarray(end + 4) };
+}
+
 const KEPT_AS = { contentType: 'message/rfc822' };
 
 /** The receiver's copy, before it answers: replaces what is there (it is what was sent). */

@@ -27,7 +27,12 @@ export const AS2_FAULTS = {
   'decompression-failed': { modifier: 'decompression-failed', status: 200 },
   'integrity-check-failed': { modifier: 'integrity-check-failed', status: 200 },
   'insufficient-message-security': { modifier: 'insufficient-message-security', status: 200 },
-  'async-mdn-unsupported': { modifier: 'unexpected-processing-error', status: 200 },
+  /**
+   * A Receipt-Delivery-Option URL that no allow-list entry (the credential's or the node's asyncMdnUrls)
+   * matches, or that is no http(s) URL: refused before anything is accepted, with this MDN answered
+   * synchronously (we never call a URL that is not allowed).
+   */
+  'async-mdn-url-not-allowed': { modifier: 'unexpected-processing-error', status: 200 },
   'malformed-message': { modifier: 'unexpected-processing-error', status: 200 },
   'unsupported-algorithm': { modifier: 'unexpected-processing-error', status: 200 },
   'not-accepted': { modifier: 'unexpected-processing-error', status: 200 },

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Registry } from '../../../services/platform/registry/registry';
 import type { StoredCredential, WorkflowDocument } from '../../../services/platform/registry/documents';
+import { entryId, journalKey, requestJourney, searchJournal, type JournalEntry } from '../../../services/platform/registry/journal';
 
 /** The Registry contract: the file and Cosmos adapters must both pass it. */
 export function describeRegistryContract(name: string, open: () => Promise<Registry>): void {
@@ -54,6 +55,67 @@ export function describeRegistryContract(name: string, open: () => Promise<Regis
       expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
       await registry.samples.appendMany(wf, 'Orders hook', ['e4', 'e3'].map(sample), 3);
       expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
+    });
+
+    describe('journal', () => {
+      // Each run its own workflow and requests, so a backend shared by test files (or runs) never mixes them in.
+      const run = randomUUID().slice(0, 8);
+      const wf = `wf-j-${run}`;
+      const base = Date.now() - 3 * 86_400_000;
+      const entry = (n: number, over: Partial<JournalEntry>): JournalEntry => ({
+        id: entryId(`t-${run}.ingress.received.v1`, 0, String(n), 0), requestId: `req-${run}-a`, workflowId: wf, kind: 'received',
+        at: base + n * 60_000, traceId: null, source: `t-${run}.ingress.received.v1/0/${n}`, replayOf: null, keys: [], detail: { n }, ...over,
+      });
+      const a0 = entry(0, { kind: 'received', keys: [journalKey('messageId', `<m-${run}@partner>`)], traceId: '0af7651916cd43dd8448eb211c80319c' });
+      const a1 = entry(1, { kind: 'decoded', detail: { items: 2 } });
+      // One entry a day later, so the range crosses days (the file adapter keeps a folder per day).
+      const a2 = entry(1441, { kind: 'execution-requested', detail: { executionId: 'x1' } });
+      const b0 = entry(2, { requestId: `req-${run}-b`, kind: 'decoded', keys: [journalKey('postId', `P-${run}`), journalKey('trackingId', `T-${run}`)] });
+      const other = entry(3, { requestId: `req-${run}-c`, workflowId: `wf-other-${run}`, kind: 'refused', detail: { status: 401 } });
+
+      beforeAll(async () => { await registry.journal.upsert([a0, a1, a2, b0, other]); });
+
+      test('a request\'s journey, oldest first, with each entry as written', async () => {
+        const got = await registry.journal.request(`req-${run}-a`);
+        expect(got).toEqual([a0, a1, a2]);
+        expect(await registry.journal.request(`req-${run}-none`)).toEqual([]);
+        expect((await requestJourney(registry.journal, `req-${run}-a`, { traceUrlTemplate: 'http://jaeger:16686/trace/{traceId}' }))[0]).toMatchObject({
+          at: new Date(a0.at).toISOString(), traceUrl: 'http://jaeger:16686/trace/0af7651916cd43dd8448eb211c80319c',
+        });
+      });
+
+      test('writing the same entries again (a redelivery) adds nothing', async () => {
+        await registry.journal.upsert([a0, a1, { ...a2, detail: { executionId: 'x1' } }]);
+        expect(await registry.journal.request(`req-${run}-a`)).toHaveLength(3);
+        expect(await registry.journal.search({ workflowId: wf, limit: 100 })).toHaveLength(4);
+      });
+
+      test('search by workflow: newest first, limited, paged with until', async () => {
+        const all = await registry.journal.search({ workflowId: wf, limit: 100 });
+        expect(all.map((e) => e.id)).toEqual([a2, b0, a1, a0].map((e) => e.id));
+        const page = await registry.journal.search({ workflowId: wf, limit: 2 });
+        expect(page.map((e) => e.id)).toEqual([a2.id, b0.id]);
+        const next = await registry.journal.search({ workflowId: wf, limit: 2, until: page[1].at });
+        expect(next.map((e) => e.id)).toEqual([a1.id, a0.id]);
+      });
+
+      test('search by each partner key, and by time range', async () => {
+        expect((await searchJournal(registry.journal, { messageId: `<m-${run}@partner>` })).map((e) => e.requestId)).toEqual([`req-${run}-a`]);
+        expect((await searchJournal(registry.journal, { postId: `P-${run}` })).map((e) => e.id)).toEqual([b0.id]);
+        expect((await searchJournal(registry.journal, { trackingId: `T-${run}`, workflowId: wf })).map((e) => e.id)).toEqual([b0.id]);
+        expect(await searchJournal(registry.journal, { trackingId: `T-${run}`, workflowId: `wf-other-${run}` })).toEqual([]);
+        expect(await searchJournal(registry.journal, { postId: `P-${run}-no` })).toEqual([]);
+        const ranged = await registry.journal.search({ workflowId: wf, since: a1.at, until: a2.at, limit: 100 });
+        expect(ranged.map((e) => e.id)).toEqual([b0.id, a1.id]);
+        const recent = await registry.journal.search({ since: base, until: base + 4 * 60_000, limit: 100 });
+        expect(recent.filter((e) => e.source.startsWith(`t-${run}.`)).map((e) => e.id)).toEqual([other, b0, a1, a0].map((e) => e.id));
+      });
+
+      test('a bad query is refused with a precise error', async () => {
+        await expect(registry.journal.search({ limit: 0 })).rejects.toThrow(/limit must be a whole number/);
+        await expect(registry.journal.search({ limit: 5, since: 10, until: 5 })).rejects.toThrow(/since must be before until/);
+        await expect(searchJournal(registry.journal, { postId: 'a', trackingId: 'b' })).rejects.toThrow(/at most one of/);
+      });
     });
   });
 }

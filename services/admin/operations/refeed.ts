@@ -1,7 +1,6 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import type { EventLog, LogRecord, OutRecord, ReadStart } from '../platform/log/event-log';
-import type { Progress } from './progress';
+import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
@@ -16,6 +15,13 @@ import type { Progress } from './progress';
  * is saved; a rerun skips what was appended already. A crash between an append and its checkpoint replays that
  * batch again, which the deterministic execution ids downstream absorb.
  */
+/** Where a refeed reports how far it got: a terminal line for the CLI, a job's counters for the API. */
+export interface RefeedProgress {
+  /** `done` records so far; `remaining` when known. */
+  update(done: number, remaining: number | null): void;
+  finish(): void;
+}
+
 export type Until = { offset: bigint } | { time: number } | null;
 
 export interface RefeedOptions {
@@ -27,7 +33,7 @@ export interface RefeedOptions {
   /** The copy of `record` to append, or null to skip it. */
   select(record: LogRecord): OutRecord | null;
   checkpoint: CheckpointFile | null;
-  progress: Progress;
+  progress: RefeedProgress;
   signal: AbortSignal;
   batchSize?: number;
   quietMs?: number;
@@ -86,6 +92,8 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
     throw new Error(`checkpoint ${checkpoint!.path} belongs to another replay (${JSON.stringify(saved.request)}); pass another --checkpoint or delete it`);
   }
   const state: CheckpointState = saved ?? { request, positions: {}, replayed: 0, skipped: 0, complete: false };
+  // What earlier runs counted: `state` is the loaded checkpoint itself, so read its totals once, before they change.
+  const earlier = { replayed: state.replayed, skipped: state.skipped };
   if (state.complete) return { replayed: 0, skipped: 0, interrupted: false };
 
   // The range ends where the topic ended when the first run began, however long ago that was: records
@@ -106,14 +114,15 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
   const flush = async () => {
     if (batch.length > 0) await log.append(batch);
     batch = [];
-    state.skipped = (saved?.skipped ?? 0) + skipped;
-    state.replayed = (saved?.replayed ?? 0) + replayed;
+    state.skipped = earlier.skipped + skipped;
+    state.replayed = earlier.replayed + replayed;
     await checkpoint?.save(state);
   };
 
   const reading = new AbortController();
   const stopReading = () => reading.abort();
   options.signal.addEventListener('abort', stopReading, { once: true });
+  if (options.signal.aborted) stopReading(); // stopped before it began: the listener will not fire
   let quiet: NodeJS.Timeout | undefined;
   const arm = (ms: number) => { clearTimeout(quiet); quiet = setTimeout(stopReading, ms); };
   try {

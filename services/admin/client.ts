@@ -1,0 +1,71 @@
+import type { Config } from '../platform/config/config';
+import { readLocalAccess } from './local-access';
+
+/**
+ * The CLI's side of the management API: find a running service, and call it.
+ *
+ * Found in this order: ADMIN_URL + ADMIN_TOKEN (a service elsewhere, or a token of one's own), else the file
+ * the service on this DATA_DIR keeps while it runs (local-access.ts) when its process is alive. A service that
+ * does not answer is taken for gone: the CLI then works on the backends directly, as without a service (on the
+ * embedded log the directory lock still refuses a second writer, so this cannot write beside a live one).
+ */
+export interface AdminClient {
+  /** Where the API is, for messages. */
+  url: string;
+  /** How it was found: `ADMIN_URL` or the DATA_DIR file. */
+  via: 'ADMIN_URL' | 'DATA_DIR';
+  request(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+}
+
+export class AdminClientError extends Error {
+  constructor(message: string, readonly status: number, readonly body: unknown) {
+    super(message);
+    this.name = 'AdminClientError';
+  }
+}
+
+export async function findRunningService(config: Pick<Config, 'adminClient' | 'dataDir'>): Promise<AdminClient | null> {
+  if (config.adminClient) return adminClient(config.adminClient.url, config.adminClient.token, 'ADMIN_URL');
+  const local = await readLocalAccess(config.dataDir);
+  if (!local || !alive(local.pid)) return null;
+  const client = adminClient(local.url, local.token, 'DATA_DIR');
+  try {
+    await fetch(`${local.url}/healthz`, { signal: AbortSignal.timeout(2_000) });
+  } catch {
+    return null; // not listening any more: a stale file
+  }
+  return client;
+}
+
+function alive(pid: number): boolean {
+  try { process.kill(pid, 0); return true; } catch (error) { return (error as NodeJS.ErrnoException).code === 'EPERM'; }
+}
+
+export function adminClient(url: string, token: string, via: AdminClient['via']): AdminClient {
+  return {
+    url, via,
+    async request(method, path, body) {
+      let res: Response;
+      try {
+        res = await fetch(`${url}${path}`, {
+          method,
+          headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
+          body: body === undefined ? undefined : JSON.stringify(body),
+        });
+      } catch (error) {
+        throw new AdminClientError(`the running service's management API at ${url} did not answer (${(error as Error).message})`, 0, null);
+      }
+      const text = await res.text();
+      let parsed: unknown = null;
+      try { parsed = text === '' ? null : JSON.parse(text); } catch { parsed = text; }
+      return { status: res.status, body: parsed };
+    },
+  };
+}
+
+/** An error answer as lines for the terminal: the message, then each problem. */
+export function describeErrorAnswer(answer: { status: number; body: any }): string {
+  const b = answer.body as { error?: string; message?: string; problems?: string[] } | null;
+  if (!b || typeof b !== 'object') return `HTTP ${answer.status}`;
+  return [`${b.message ?? b.error ?? `HTTP ${answer.status}`}`, ...(b.problems ?? []).map((p) => `  ${p}`)].join('\n');
+}

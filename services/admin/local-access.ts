@@ -1,0 +1,59 @@
+import { randomBytes } from 'node:crypto';
+import { promises as fsp } from 'node:fs';
+import * as path from 'node:path';
+import type { AdminToken } from '../platform/config/admin-settings';
+
+/**
+ * How the CLI on this machine finds the running service: while it runs, the service keeps
+ * `DATA_DIR/admin-api.json` (mode 0600: readable by the user the service runs as, like the data beside it)
+ * holding its pid, its admin URL and a token of its own, made at start, valid only for this run, with the
+ * full scope. Whoever can read DATA_DIR can already change the registry and the log under it directly, so the
+ * file gives no one more than they had; and ADMIN_TOKENS need not be set for `npm start` + `npx ingress`.
+ */
+export const LOCAL_ACCESS_FILE = 'admin-api.json';
+
+/** The name the service's own token is known by (logs show it; ADMIN_TOKENS cannot use it). */
+export const LOCAL_CLI_TOKEN_NAME = 'local-cli';
+
+export interface LocalAccess {
+  pid: number;
+  url: string;
+  token: string;
+}
+
+export interface LocalAccessHandle {
+  token: AdminToken;
+  /** Remove the file, if it is still this process's. */
+  remove(): Promise<void>;
+}
+
+export async function writeLocalAccess(dataDir: string, host: string, port: number): Promise<LocalAccessHandle> {
+  const token = randomBytes(32).toString('base64url');
+  const connectHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
+  const access: LocalAccess = { pid: process.pid, url: `http://${connectHost}:${port}`, token };
+  const file = path.join(dataDir, LOCAL_ACCESS_FILE);
+  await fsp.mkdir(dataDir, { recursive: true });
+  const tmp = `${file}.${process.pid}.tmp`;
+  // Created 0600 from the first byte (not chmod'ed after), then moved into place.
+  await fsp.rm(tmp, { force: true });
+  const handle = await fsp.open(tmp, 'wx', 0o600);
+  try { await handle.writeFile(JSON.stringify(access)); } finally { await handle.close(); }
+  await fsp.rename(tmp, file);
+  return {
+    token: { name: LOCAL_CLI_TOKEN_NAME, scope: 'full', token },
+    async remove() {
+      const current = await readLocalAccess(dataDir);
+      if (current?.pid === process.pid && current.token === token) await fsp.rm(file, { force: true });
+    },
+  };
+}
+
+export async function readLocalAccess(dataDir: string): Promise<LocalAccess | null> {
+  try {
+    const parsed = JSON.parse(await fsp.readFile(path.join(dataDir, LOCAL_ACCESS_FILE), 'utf8')) as Partial<LocalAccess>;
+    if (typeof parsed.pid !== 'number' || typeof parsed.url !== 'string' || typeof parsed.token !== 'string') return null;
+    return parsed as LocalAccess;
+  } catch {
+    return null;
+  }
+}

@@ -1,0 +1,135 @@
+import { ADMIN_ERRORS } from './errors';
+
+/**
+ * The management API described in OpenAPI 3.1, written by hand beside the routes; test/integration/admin-api
+ * checks that every documented path and method exists in express and every route is documented.
+ */
+const ref = (name: string) => ({ $ref: `#/components/schemas/${name}` });
+const json = (schema: unknown, description: string) => ({ description, content: { 'application/json': { schema } } });
+const errors = (...codes: (keyof typeof ADMIN_ERRORS)[]) => Object.fromEntries([...new Set(codes.map((c) => ADMIN_ERRORS[c].status))].map((status) => [
+  String(status), json(ref('Error'), codes.filter((c) => ADMIN_ERRORS[c].status === status).join(', ')),
+]));
+const pathParam = (name: string, description: string) => ({ name, in: 'path', required: true, description, schema: { type: 'string' } });
+const queryParam = (name: string, description: string, schema: unknown = { type: 'string' }) => ({ name, in: 'query', required: false, description, schema });
+const body = (schema: unknown, description: string) => ({ required: true, description, content: { 'application/json': { schema } } });
+const READ = ['authorization-required', 'authorization-wrong', 'backend-unavailable'] as const;
+const WRITE = [...READ, 'scope-insufficient', 'payload-too-large', 'payload-parse-error', 'unsupported-media'] as const;
+const id = pathParam('id', 'The document id');
+
+export function openApiDocument(): Record<string, unknown> {
+  return {
+    openapi: '3.1.0',
+    info: {
+      title: 'Inbound event ingress: management API',
+      version: '1.0.0',
+      description: 'Served on the admin port (ADMIN_PORT, ADMIN_HOST). Every route needs Authorization: Bearer <admin token> (ADMIN_TOKENS); read-scope tokens may GET only. See docs/management-api.md.',
+    },
+    servers: [{ url: '/' }],
+    security: [{ adminToken: [] }],
+    paths: {
+      '/api/v1/whoami': {
+        get: { summary: "The calling token's name and scope (the console shows what a read token may not do)", responses: { 200: json({ type: 'object', properties: { name: { type: 'string' }, scope: { type: 'string', enum: ['read', 'full'] } } }, 'The caller'), ...errors(...READ) } },
+      },
+      '/api/v1/workflows': {
+        get: { summary: 'List workflows with their hook URLs and trigger nodes', responses: { 200: json({ type: 'object', properties: { workflows: { type: 'array', items: ref('WorkflowSummary') } } }, 'The workflows, by id'), ...errors(...READ) } },
+      },
+      '/api/v1/workflows/{id}': {
+        get: { summary: 'A workflow document as stored', parameters: [id], responses: { 200: json(ref('Workflow'), 'The document'), ...errors(...READ, 'not-found') } },
+        put: { summary: 'Store a workflow (validated as `ingress workflows put` validates it)', parameters: [id], requestBody: body(ref('Workflow'), 'The workflow document; its id may be left out'), responses: { 200: json(ref('WorkflowSummary'), 'Replaced'), 201: json(ref('WorkflowSummary'), 'Created'), ...errors(...WRITE, 'invalid-document') } },
+      },
+      '/api/v1/workflows/{id}/activate': {
+        post: { summary: 'Set active: true', parameters: [id], responses: { 200: json(ref('WorkflowSummary'), 'The workflow'), ...errors(...WRITE, 'not-found') } },
+      },
+      '/api/v1/workflows/{id}/deactivate': {
+        post: { summary: 'Set active: false (its hook then answers like a missing workflow)', parameters: [id], responses: { 200: json(ref('WorkflowSummary'), 'The workflow'), ...errors(...WRITE, 'not-found') } },
+      },
+      '/api/v1/workflows/{id}/samples': {
+        get: { summary: 'The latest sample data of each trigger node (newest first)', parameters: [id], responses: { 200: json({ type: 'object', properties: { workflowId: { type: 'string' }, nodes: { type: 'array', items: { type: 'object', properties: { node: { type: 'string' }, type: { type: 'string' }, samples: { type: 'array', items: ref('Sample') } } } } } }, 'Samples per node'), ...errors(...READ, 'not-found') } },
+      },
+      '/api/v1/workflows/{id}/nodes/{node}/samples': {
+        get: { summary: 'The latest sample data of one node', parameters: [id, pathParam('node', 'The node name')], responses: { 200: json({ type: 'object', properties: { workflowId: { type: 'string' }, node: { type: 'string' }, samples: { type: 'array', items: ref('Sample') } } }, 'Samples'), ...errors(...READ, 'not-found') } },
+      },
+      '/api/v1/credentials': {
+        get: { summary: 'Credential metadata, never secrets: id, type, and the public facts of their certificates', responses: { 200: json({ type: 'object', properties: { credentials: { type: 'array', items: ref('CredentialMetadata') } } }, 'The credentials'), ...errors(...READ) } },
+      },
+      '/api/v1/credentials/{id}': {
+        get: { summary: "One credential's metadata", parameters: [id], responses: { 200: json(ref('CredentialMetadata'), 'Metadata'), ...errors(...READ, 'not-found') } },
+        put: { summary: 'Store a credential, its secrets sealed with INGRESS_ENCRYPTION_KEY', parameters: [id], requestBody: body({ type: 'object', required: ['type', 'data'], properties: { id: { type: 'string' }, name: { type: 'string' }, type: { type: 'string', enum: ['basicAuth', 'headerAuth', 'as2ReceiverAuth', 'rsaSignature', 'standardWebhooks', 'hmac', 'jwt'] }, data: { type: 'object' } } }, 'A credential document (DESIGN §5)'), responses: { 200: json(ref('CredentialMetadata'), 'Replaced'), 201: json(ref('CredentialMetadata'), 'Created'), ...errors(...WRITE, 'invalid-document', 'encryption-key-missing') } },
+        delete: { summary: 'Delete a credential no workflow names', parameters: [id], responses: { 204: { description: 'Deleted' }, ...errors(...WRITE, 'not-found', 'conflict') } },
+      },
+      '/api/v1/certificates': {
+        get: { summary: 'Certificates of every credential that expire within withinDays (expired ones included), soonest first', parameters: [queryParam('withinDays', 'Days ahead, default 30', { type: 'integer', minimum: 0, maximum: 3650 })], responses: { 200: json({ type: 'object', properties: { withinDays: { type: 'integer' }, certificates: { type: 'array', items: ref('Certificate') } } }, 'Certificates'), ...errors(...READ, 'invalid-request') } },
+      },
+      '/api/v1/dead-letters': {
+        get: {
+          summary: 'Dead letters, newest first (as `ingress dead-letters list`)',
+          parameters: [queryParam('stage', 'decoder, dispatcher or sampler'), queryParam('workflow', 'A workflow id'), queryParam('since', 'An ISO time'), queryParam('limit', '1-1000, default 100', { type: 'integer' }), queryParam('withSource', 'true: include each source record (base64)', { type: 'boolean' })],
+          responses: { 200: json({ type: 'object', properties: { deadLetters: { type: 'array', items: ref('DeadLetter') }, total: { type: 'integer' }, truncated: { type: 'boolean' } } }, 'Dead letters'), ...errors(...READ, 'invalid-request') },
+        },
+      },
+      '/api/v1/dead-letters/replay': {
+        post: { summary: 'Replay the selected dead letters into the stage they failed in (a replay job)', requestBody: body({ type: 'object', properties: { stage: { type: 'string' }, workflow: { type: 'string' }, since: { type: 'string', format: 'date-time' }, letters: { type: 'array', items: { type: 'string', pattern: '^\\d+/\\d+$' } } } }, 'Filters; every dead letter when empty'), responses: { 202: json(ref('Replay'), 'Started'), ...errors(...WRITE, 'invalid-request') } },
+      },
+      '/api/v1/replays': {
+        get: { summary: 'Every replay this service ran or runs, newest first', responses: { 200: json({ type: 'object', properties: { replays: { type: 'array', items: ref('Replay') } } }, 'Replays'), ...errors(...READ) } },
+        post: { summary: 'Start a range replay (as `ingress replay TOPIC --from --to --workflow`); the same request again resumes it, or does nothing once complete', requestBody: body({ type: 'object', required: ['topic', 'from'], properties: { topic: { type: 'string' }, from: { type: ['string', 'integer'], description: 'An offset or an ISO time' }, to: { type: ['string', 'integer', 'null'] }, workflow: { type: ['string', 'null'] } } }, 'The range'), responses: { 200: json(ref('Replay'), 'Running or complete already'), 202: json(ref('Replay'), 'Started'), ...errors(...WRITE, 'invalid-request') } },
+      },
+      '/api/v1/replays/{id}': {
+        get: { summary: "A replay's progress", parameters: [pathParam('id', 'The replay id')], responses: { 200: json(ref('Replay'), 'The replay'), ...errors(...READ, 'not-found') } },
+      },
+      '/api/v1/replays/{id}/cancel': {
+        post: { summary: 'Stop a running replay after its current batch (it stays resumable)', parameters: [pathParam('id', 'The replay id')], responses: { 200: json(ref('Replay'), 'The replay, cancelled (or as it was when not running)'), ...errors(...WRITE, 'not-found') } },
+      },
+      '/api/v1/replays/{id}/resume': {
+        post: { summary: 'Go on with a cancelled, interrupted or failed replay from its checkpoint', parameters: [pathParam('id', 'The replay id')], responses: { 200: json(ref('Replay'), 'Running or complete already'), 202: json(ref('Replay'), 'Resumed'), ...errors(...WRITE, 'not-found') } },
+      },
+      '/api/v1/topics': {
+        get: { summary: 'The topics the tail can read', responses: { 200: json({ type: 'object', properties: { topics: { type: 'array', items: { type: 'string' } } } }, 'Topics'), ...errors(...READ) } },
+      },
+      '/api/v1/topics/{topic}/tail': {
+        get: {
+          summary: 'A live tail of a topic as Server-Sent Events: one `record` event per record, its data one JSON object (Avro decoded)',
+          parameters: [pathParam('topic', 'A pipeline topic'), queryParam('from', 'end (new records only, the default) or beginning', { type: 'string', enum: ['end', 'beginning'] })],
+          responses: { 200: { description: 'text/event-stream until the client goes', content: { 'text/event-stream': { schema: { type: 'string' } } } }, ...errors(...READ, 'not-found', 'invalid-request') },
+        },
+      },
+      '/api/v1/events': {
+        get: {
+          summary: 'Search the request journal, newest first (as `ingress events search`); at most one of messageId, postId, trackingId',
+          parameters: [
+            queryParam('workflow', 'A workflow id'), queryParam('messageId', 'An AS2 Message-Id, with or without <>'), queryParam('postId', "A warehouse post's PostId"),
+            queryParam('trackingId', "A logistics event's TrackingID"), queryParam('since', 'ISO time or epoch ms, inclusive'), queryParam('until', 'ISO time or epoch ms, exclusive (the last entry of a page asks for the next)'),
+            queryParam('limit', 'At most this many, 1 to 1000, default 50', { type: 'integer', minimum: 1, maximum: 1000 }),
+          ],
+          responses: { 200: json({ type: 'object', properties: { events: { type: 'array', items: ref('JournalEntry') } } }, 'Matching entries'), ...errors(...READ, 'invalid-request') },
+        },
+      },
+      '/api/v1/events/{requestId}': {
+        get: { summary: "A request's journey, oldest first (as `ingress events get`)", parameters: [pathParam('requestId', 'The X-Request-Id the request was answered with')], responses: { 200: json({ type: 'object', properties: { requestId: { type: 'string' }, entries: { type: 'array', items: ref('JournalEntry') } } }, 'The journey'), ...errors(...READ, 'not-found', 'invalid-request') } },
+      },
+      '/api/v1/openapi.json': {
+        get: { summary: 'This document', responses: { 200: json({ type: 'object' }, 'OpenAPI 3.1'), ...errors(...READ) } },
+      },
+    },
+    components: {
+      securitySchemes: { adminToken: { type: 'http', scheme: 'bearer', description: 'A token of ADMIN_TOKENS (name:scope:token); scope read allows GET, full allows everything' } },
+      schemas: {
+        Error: { type: 'object', required: ['error', 'message'], properties: { error: { type: 'string', enum: Object.keys(ADMIN_ERRORS) }, message: { type: 'string' }, problems: { type: 'array', items: { type: 'string' } } } },
+        Workflow: { type: 'object', required: ['active', 'nodes'], properties: { id: { type: 'string' }, name: { type: 'string' }, active: { type: 'boolean' }, nodes: { type: 'array', items: { type: 'object', required: ['name', 'type'], properties: { name: { type: 'string' }, type: { type: 'string' }, disabled: { type: 'boolean' }, parameters: { type: 'object' }, credentials: { type: 'object', additionalProperties: { type: 'string' } } } } } } },
+        WorkflowSummary: { type: 'object', properties: { id: { type: 'string' }, name: { type: ['string', 'null'] }, active: { type: 'boolean' }, url: { type: 'string', description: 'The hook URL partners POST to' }, triggers: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, type: { type: 'string' }, disabled: { type: 'boolean' } } } } } },
+        JournalEntry: {
+          type: 'object',
+          properties: {
+            id: { type: 'string' }, requestId: { type: 'string' }, workflowId: { type: ['string', 'null'] }, kind: { type: 'string' }, at: { type: 'string', format: 'date-time' },
+            traceId: { type: ['string', 'null'] }, traceUrl: { type: 'string' }, source: { type: 'string' }, replayOf: { type: ['string', 'null'] }, keys: { type: 'array', items: { type: 'string' } }, detail: { type: 'object' },
+          },
+        },
+        Sample: { type: 'object', properties: { executionId: { type: 'string' }, receivedAt: { type: 'integer' }, data: {} } },
+        Certificate: { type: 'object', properties: { credentialId: { type: 'string' }, credentialType: { type: 'string' }, role: { type: 'string', enum: ['receiver', 'partner'] }, field: { type: 'string' }, subject: { type: 'string' }, issuer: { type: 'string' }, serialNumber: { type: 'string' }, fingerprint: { type: 'string' }, notBefore: { type: 'string' }, notAfter: { type: 'string' }, daysToExpiry: { type: 'integer' } } },
+        CredentialMetadata: { type: 'object', properties: { id: { type: 'string' }, name: { type: ['string', 'null'] }, type: { type: 'string' }, updatedAt: { type: 'string' }, certificates: { type: ['array', 'null'], items: { type: 'object' } }, certificatesError: { type: 'string' } } },
+        DeadLetter: { type: 'object', properties: { stage: { type: 'string' }, code: { type: 'string' }, message: { type: 'string' }, attempts: { type: 'integer' }, failedAt: { type: 'string' }, workflowId: { type: ['string', 'null'] }, requestId: { type: ['string', 'null'] }, partition: { type: 'integer' }, offset: { type: 'string' }, source: { type: 'string', description: 'topic/partition/offset of the record that failed' } } },
+        Replay: { type: 'object', properties: { id: { type: 'string' }, kind: { type: 'string', enum: ['range', 'dead-letters'] }, request: { type: 'object' }, state: { type: 'string', enum: ['running', 'complete', 'cancelled', 'interrupted', 'failed'] }, replayed: { type: 'integer' }, skipped: { type: 'integer' }, read: { type: 'integer' }, remaining: { type: ['integer', 'null'] }, startedAt: { type: 'string' }, finishedAt: { type: ['string', 'null'] }, error: { type: ['string', 'null'] } } },
+      },
+    },
+  };
+}

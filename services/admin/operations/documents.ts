@@ -1,0 +1,56 @@
+import type { CertificateFact } from '../../platform/registry/certificate-facts';
+import { credentialCertificates, holdsCertificates } from '../../platform/registry/certificate-facts';
+import type { CredentialSealer } from '../../platform/registry/credential-crypto';
+import { DocumentError, parseWorkflowDocument, type StoredCredential, type WorkflowDocument } from '../../platform/registry/documents';
+import type { TriggerCatalog } from '../../triggers/catalog';
+
+/**
+ * What `ingress workflows|credentials` and the management API share about documents: one validation of a
+ * workflow (its shape, then each trigger node's own checks), the hook URL, and a credential's public face.
+ */
+
+/** A workflow document as `workflows put` accepts it, or a DocumentError listing every problem. */
+export function checkWorkflowDocument(input: unknown, catalog: Pick<TriggerCatalog, 'validate'>): WorkflowDocument {
+  const doc = parseWorkflowDocument(input);
+  const problems = catalog.validate(doc);
+  if (problems.length) throw new DocumentError(problems);
+  return doc;
+}
+
+export function hookUrl(publicBaseUrl: string, workflowId: string): string {
+  return `${publicBaseUrl}/hook/${encodeURIComponent(workflowId)}`;
+}
+
+/** The trigger nodes of a workflow that a catalogue knows (their sample data, the console's view). */
+export function triggerNodes(workflow: WorkflowDocument, catalog: Pick<TriggerCatalog, 'pluginFor'>): { name: string; type: string; disabled: boolean }[] {
+  return workflow.nodes.filter((n) => catalog.pluginFor(n.type) !== null).map((n) => ({ name: n.name, type: n.type, disabled: n.disabled === true }));
+}
+
+export interface CredentialMetadata {
+  id: string;
+  name: string | null;
+  type: string;
+  updatedAt: string;
+  certificates?: CertificateFact[] | null;
+  certificatesError?: string;
+}
+
+/**
+ * Id, type, and for credentials holding certificates each certificate's public facts (certificate-facts.ts):
+ * secrets and private keys never leave the registry this way. `sealer` null: the key is not configured.
+ */
+export function credentialMetadata(stored: StoredCredential, sealer: CredentialSealer | null, now: number): CredentialMetadata {
+  const line: CredentialMetadata = { id: stored.id, name: stored.name ?? null, type: stored.type, updatedAt: stored.updatedAt };
+  if (holdsCertificates(stored.type)) {
+    if (!sealer) line.certificatesError = 'INGRESS_ENCRYPTION_KEY is not set, so the certificates cannot be read';
+    else {
+      try { line.certificates = credentialCertificates(sealer.open(stored), now); } catch (error) { line.certificatesError = (error as Error).message; }
+    }
+  }
+  return line;
+}
+
+/** Workflows whose nodes name this credential, so that deleting it would break them. */
+export function workflowsUsingCredential(workflows: WorkflowDocument[], credentialId: string): string[] {
+  return workflows.filter((w) => w.nodes.some((n) => n.credentials && Object.values(n.credentials).includes(credentialId))).map((w) => w.id);
+}

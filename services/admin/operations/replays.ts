@@ -1,0 +1,166 @@
+import { createHash } from 'node:crypto';
+import type { AvroCodec } from '../../platform/avro/codec';
+import type { DeadLetter } from '../../platform/avro/records';
+import type { LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
+import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-keys';
+import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
+import type { PipelineTopics } from '../../platform/log/topics';
+import type { Until } from './refeed';
+
+/**
+ * The two replays an operator runs, as plans the refeed loop (refeed.ts) carries out, shared by the CLI
+ * (`ingress replay`, `ingress dead-letters replay`) and the management API (`POST /api/v1/replays`,
+ * `POST /api/v1/dead-letters/replay`): the same checks, the same selection, the same replay marking.
+ */
+export class ReplayRequestError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReplayRequestError';
+  }
+}
+
+/** What a range replay was asked: positions as given (an offset or an ISO time), so that a checkpoint names its request. */
+export interface RangeReplayRequest {
+  topic: string;
+  from: string;
+  to: string | null;
+  workflow: string | null;
+}
+
+export interface DeadLetterReplayRequest {
+  stage: string | null;
+  workflow: string | null;
+  since: string | null;
+  /** Only these dead letters, by their place in the dead-letter topic (`<partition>/<offset>`); null for every one the filters select. */
+  letters: string[] | null;
+}
+
+export interface RefeedPlan {
+  source: string;
+  start: ReadStart;
+  until: Until;
+  select(record: LogRecord): OutRecord | null;
+}
+
+export interface ReplayContext {
+  topics: PipelineTopics;
+  codec: AvroCodec;
+  recordKey: RecordKeyMode;
+  /** Told about dead letters that are skipped, and why. */
+  skipped?(message: string): void;
+}
+
+/** `42` (an offset) or an ISO time; what `--from`, `--to`, `--since` and the API's fields accept. */
+export type Position = { offset: bigint } | { time: number };
+
+export function parsePosition(value: string, name: string, what: 'offset-or-time' | 'time'): Position {
+  if (what === 'offset-or-time' && /^\d+$/.test(value)) return { offset: BigInt(value) };
+  const time = /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : NaN;
+  if (Number.isNaN(time)) throw new ReplayRequestError(`${name} takes ${what === 'time' ? 'an ISO time' : 'an offset or an ISO time'} (e.g. 2026-11-22T05:00:00Z)`);
+  return { time };
+}
+
+export function readStart(from: Position | null): ReadStart {
+  if (!from) return { from: 'beginning' };
+  return 'offset' in from ? { from: 'offset', offset: String(from.offset) } : { from: 'time', timestamp: from.time };
+}
+
+export function untilOf(to: Position | null): Until {
+  if (!to) return null;
+  return 'offset' in to ? { offset: to.offset } : { time: to.time };
+}
+
+/** A range replay's identity: the name of its checkpoint, so the same request resumes, and once complete does nothing. */
+export function rangeReplayId(request: RangeReplayRequest): string {
+  return createHash('sha256').update(JSON.stringify(request)).digest('hex').slice(0, 16);
+}
+
+/**
+ * Re-feed a range of a stage's input topic into that stage: each record is appended again to the same topic,
+ * marked as a replay, so the decoder (received) or the dispatcher (decoded) runs on it again with today's
+ * workflows and code. Records that are replays themselves are skipped, so replaying a range twice does not
+ * replay the first replay's copies. `to` is inclusive for an offset, exclusive for a time.
+ */
+export function rangeReplayPlan(request: RangeReplayRequest, ctx: ReplayContext): RefeedPlan {
+  const { topic, workflow } = request;
+  if (topic !== ctx.topics.received && topic !== ctx.topics.decoded) {
+    throw new ReplayRequestError(`replay re-feeds a stage's input topic: ${ctx.topics.received} (decoder) or ${ctx.topics.decoded} (dispatcher); for dead letters replay the dead letters`);
+  }
+  const from = parsePosition(request.from, 'from', 'offset-or-time');
+  const to = request.to === null ? null : parsePosition(request.to, 'to', 'offset-or-time');
+  return {
+    source: topic,
+    start: readStart(from),
+    until: untilOf(to),
+    select: (record) => {
+      if (replayOf(record.headers) !== null) return null;
+      // The workflow is read from the record: under RECORD_KEY=request the key is the request id.
+      if (workflow !== null && workflowOfRecord(record, ctx.codec, ctx.recordKey) !== workflow) return null;
+      return { topic, key: record.key, value: record.value, headers: replayHeaders(record) };
+    },
+  };
+}
+
+/** The dead letters a filter selects (stage, workflow, and the list of positions when given), decoded. */
+export function deadLetterSelector(filter: Omit<DeadLetterReplayRequest, 'since'>, ctx: ReplayContext): (record: LogRecord) => DeadLetter | null {
+  const letters = filter.letters ? new Set(filter.letters) : null;
+  return (record) => {
+    if (letters && !letters.has(`${record.partition}/${record.offset}`)) return null;
+    let letter: DeadLetter;
+    try { letter = ctx.codec.decode('DeadLetter', record.value); } catch (error) {
+      ctx.skipped?.(`skipped ${recordIdentity(record)}: not a dead letter (${(error as Error).message})`);
+      return null;
+    }
+    if (filter.stage !== null && letter.stage !== filter.stage) return null;
+    if (filter.workflow !== null && letter.workflowId !== filter.workflow) return null;
+    return letter;
+  };
+}
+
+/**
+ * Append each selected dead letter's source record to the topic it came from (its stage's input), marked as a
+ * replay of the source's original position, so the stage runs on it again after a fix.
+ */
+export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: ReplayContext): RefeedPlan {
+  const since = request.since === null ? null : parsePosition(request.since, 'since', 'time');
+  if (request.letters && request.letters.some((l) => !/^\d{1,9}\/\d{1,19}$/.test(l))) throw new ReplayRequestError('letters takes dead-letter positions as "<partition>/<offset>", e.g. "0/42"');
+  const stageInputs = new Set([ctx.topics.received, ctx.topics.decoded]);
+  const selected = deadLetterSelector(request, ctx);
+  return {
+    source: ctx.topics.deadLetter,
+    start: readStart(since),
+    until: null,
+    select: (record) => {
+      const letter = selected(record);
+      if (!letter) return null;
+      if (!stageInputs.has(letter.source.topic)) {
+        ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: its source topic ${letter.source.topic} is no stage input of this pipeline`);
+        return null;
+      }
+      const source = { ...letter.source, key: letter.source.key === null ? null : letter.source.key.toString('utf8') };
+      return { topic: source.topic, key: source.key, value: source.value, headers: replayHeaders(source) };
+    },
+  };
+}
+
+/** One dead letter as the CLI prints it and the API answers it: where it sits, why it failed, which request. */
+export function deadLetterSummary(record: LogRecord, letter: DeadLetter, codec: AvroCodec, withSource: boolean): Record<string, unknown> {
+  const line: Record<string, unknown> = {
+    stage: letter.stage, code: letter.errorCode, message: letter.message, attempts: letter.attempts,
+    failedAt: new Date(letter.failedAt).toISOString(), workflowId: letter.workflowId, requestId: requestIdOf(letter.source.value, codec),
+    partition: record.partition, offset: record.offset, source: recordIdentity(letter.source),
+  };
+  if (withSource) line.sourceRecord = { key: letter.source.key?.toString('utf8') ?? null, headers: letter.source.headers, value: letter.source.value.toString('base64') };
+  return line;
+}
+
+/** The request a source record belongs to, when it is one of ours and decodes. */
+function requestIdOf(value: Buffer, codec: AvroCodec): string | null {
+  try {
+    const name = codec.nameOf(value);
+    if (name !== 'Received' && name !== 'Decoded') return null;
+    return codec.decode(name, value).requestId;
+  } catch {
+    return null;
+  }
+}

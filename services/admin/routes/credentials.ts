@@ -1,0 +1,69 @@
+import { Router } from 'express';
+import { DAY_MS, isReadable } from '../../platform/registry/certificate-facts';
+import { DocumentError, parseCredentialDocument, type CredentialDocument } from '../../platform/registry/documents';
+import { DOCUMENT_ID } from '../../platform/registry/registry';
+import type { AdminApiDeps } from '../deps';
+import { AdminError } from '../errors';
+import { credentialMetadata, workflowsUsingCredential } from '../operations/documents';
+
+/**
+ * Credentials: metadata only (id, type, and the certificates' public facts, as `ingress credentials list`);
+ * put seals the secrets with INGRESS_ENCRYPTION_KEY as the CLI does; delete refuses while a workflow names
+ * the credential. No answer carries a secret or a private key, and no error quotes one.
+ */
+export function credentialRoutes(deps: AdminApiDeps): Router {
+  const router = Router();
+  const now = () => deps.now?.() ?? Date.now();
+  const sealer = () => {
+    if (!deps.sealer) throw new AdminError('encryption-key-missing');
+    return deps.sealer;
+  };
+
+  router.get('/credentials', async (_req, res) => {
+    const at = now();
+    res.json({ credentials: (await deps.registry.credentials.list()).map((c) => credentialMetadata(c, deps.sealer, at)) });
+  });
+
+  router.get('/credentials/:id', async (req, res) => {
+    const stored = DOCUMENT_ID.test(req.params.id) ? await deps.registry.credentials.get(req.params.id) : null;
+    if (!stored) throw new AdminError('not-found', `No credential ${JSON.stringify(req.params.id)}`);
+    res.json(credentialMetadata(stored, deps.sealer, now()));
+  });
+
+  router.put('/credentials/:id', async (req, res) => {
+    const body = req.body as unknown;
+    if (body && typeof body === 'object' && !Array.isArray(body) && (body as { id?: unknown }).id === undefined) (body as { id: string }).id = req.params.id;
+    let doc: CredentialDocument;
+    try { doc = parseCredentialDocument(body); } catch (error) {
+      if (error instanceof DocumentError) throw new AdminError('invalid-document', 'The credential document is not valid', error.problems);
+      throw error;
+    }
+    if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The credential document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
+    const stored = sealer().seal(doc);
+    const existed = (await deps.registry.credentials.get(doc.id)) !== null;
+    await deps.registry.credentials.put(stored);
+    res.status(existed ? 200 : 201).json(credentialMetadata(stored, deps.sealer, now()));
+  });
+
+  router.delete('/credentials/:id', async (req, res) => {
+    const id = req.params.id;
+    if (!DOCUMENT_ID.test(id) || !(await deps.registry.credentials.get(id))) throw new AdminError('not-found', `No credential ${JSON.stringify(id)}`);
+    const users = workflowsUsingCredential(await deps.registry.workflows.list(), id);
+    if (users.length) throw new AdminError('conflict', `Credential ${id} is used by workflow(s) ${users.join(', ')}; change them first`);
+    await deps.registry.credentials.delete(id);
+    res.status(204).end();
+  });
+
+  // Certificates that expire within `days` (default 30), soonest first, with their credential: the console's warning list.
+  router.get('/certificates', async (req, res) => {
+    const days = req.query.withinDays === undefined ? 30 : Number(req.query.withinDays);
+    if (!Number.isInteger(days) || days < 0 || days > 3650) throw new AdminError('invalid-request', 'withinDays takes a whole number of days from 0 to 3650');
+    const at = now();
+    const certificates = (await deps.registry.credentials.list()).flatMap((c) => {
+      const meta = credentialMetadata(c, deps.sealer, at);
+      return (meta.certificates ?? []).filter(isReadable).filter((f) => Date.parse(f.notAfter) - at < days * DAY_MS).map((f) => ({ credentialId: c.id, credentialType: c.type, ...f }));
+    }).sort((a, b) => a.notAfter.localeCompare(b.notAfter));
+    res.json({ withinDays: days, certificates });
+  });
+  return router;
+}

@@ -1,0 +1,64 @@
+import { Router } from 'express';
+import { requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
+import { RegistryError } from '../../platform/registry/registry';
+import type { AdminApiDeps } from '../deps';
+import { AdminError } from '../errors';
+import { queryString } from './request-fields';
+
+/**
+ * The request journal (docs/request-journal.md): a request's journey, and the search `ingress events search`
+ * runs. The query functions are the CLI's; a query the journal refuses (a bad limit, since after until) is the
+ * caller's mistake, answered 400 with the journal's own words.
+ */
+export function eventRoutes(deps: AdminApiDeps): Router {
+  const router = Router();
+  const view = { traceUrlTemplate: deps.traceUrlTemplate ?? null };
+
+  router.get('/events/:requestId', async (req, res) => {
+    const requestId = req.params.requestId;
+    const entries = await refusedAsInvalid(requestJourney(deps.registry.journal, requestId, view));
+    if (entries.length === 0) throw new AdminError('not-found', `No journal entry for request ${requestId} (unknown, older than JOURNAL_RETENTION_DAYS, or not journaled yet)`);
+    res.json({ requestId, entries });
+  });
+
+  router.get('/events', async (req, res) => {
+    const search: JournalSearch = {};
+    const text = (name: string, field: 'workflowId' | 'messageId' | 'postId' | 'trackingId') => {
+      const value = queryString(req.query, name);
+      if (value !== null) search[field] = value;
+    };
+    text('workflow', 'workflowId');
+    text('messageId', 'messageId');
+    text('postId', 'postId');
+    text('trackingId', 'trackingId');
+    const since = timeParam(queryString(req.query, 'since'), 'since');
+    const until = timeParam(queryString(req.query, 'until'), 'until');
+    if (since !== null) search.since = since;
+    if (until !== null) search.until = until;
+    const limit = queryString(req.query, 'limit');
+    if (limit !== null) {
+      if (!/^\d+$/.test(limit)) throw new AdminError('invalid-request', 'limit takes a whole number');
+      search.limit = Number(limit);
+    }
+    res.json({ events: await refusedAsInvalid(searchJournal(deps.registry.journal, search, view)) });
+  });
+
+  return router;
+}
+
+/** An ISO time (or epoch milliseconds), as `--since`/`--until` take it. */
+function timeParam(text: string | null, name: string): number | null {
+  if (text === null) return null;
+  const at = /^\d+$/.test(text) ? Number(text) : Date.parse(text);
+  if (!Number.isSafeInteger(at)) throw new AdminError('invalid-request', `${name} takes an ISO time (2026-11-26T10:00:00Z) or epoch milliseconds`);
+  return at;
+}
+
+async function refusedAsInvalid<T>(pending: Promise<T>): Promise<T> {
+  try {
+    return await pending;
+  } catch (error) {
+    if (error instanceof RegistryError && error.code === 'invalid-document') throw new AdminError('invalid-request', error.message.replace(/^journal query: /, ''));
+    throw error;
+  }
+}

@@ -1,0 +1,52 @@
+import { Router } from 'express';
+import type { AdminApiDeps } from '../deps';
+import { AdminError } from '../errors';
+import { ReplayRequestError, type RangeReplayRequest } from '../operations/replays';
+import { optionalString, replayAnswer } from './request-fields';
+
+/**
+ * Replays run by the service (replay-jobs.ts): start a range replay (`ingress replay TOPIC --from --to
+ * --workflow`), read every replay's progress (dead-letter replays included), cancel and resume.
+ */
+export function replayRoutes(deps: AdminApiDeps): Router {
+  const router = Router();
+  const job = (id: string) => {
+    const found = deps.replays.get(id);
+    if (!found) throw new AdminError('not-found', `No replay ${JSON.stringify(id)}`);
+    return found;
+  };
+
+  router.get('/replays', (_req, res) => { res.json({ replays: deps.replays.list() }); });
+
+  router.post('/replays', async (req, res) => {
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    if (typeof body !== 'object' || Array.isArray(body)) throw new AdminError('invalid-request', 'The body must be a JSON object');
+    const problems: string[] = [];
+    const position = (name: string) => (typeof body[name] === 'number' && Number.isSafeInteger(body[name]) && (body[name] as number) >= 0 ? String(body[name]) : optionalString(body, name, problems));
+    // The field order is the checkpoint's (and so the replay id's): the CLI builds the same object.
+    const request: RangeReplayRequest = { topic: optionalString(body, 'topic', problems) ?? '', from: position('from') ?? '', to: position('to'), workflow: optionalString(body, 'workflow', problems) };
+    if (!request.topic) problems.push('"topic" is required: the stage input topic to replay');
+    if (!request.from) problems.push('"from" is required: an offset or an ISO time');
+    for (const key of Object.keys(body)) if (!['topic', 'from', 'to', 'workflow'].includes(key)) problems.push(`"${key}" is not a field of a replay (topic, from, to, workflow)`);
+    if (problems.length) throw new AdminError('invalid-request', 'The replay request is not valid', problems);
+    try {
+      replayAnswer(res, await deps.replays.startRange(request));
+    } catch (error) {
+      if (error instanceof ReplayRequestError) throw new AdminError('invalid-request', error.message);
+      throw error;
+    }
+  });
+
+  router.get('/replays/:id', (req, res) => { res.json(job(req.params.id)); });
+
+  router.post('/replays/:id/cancel', async (req, res) => {
+    job(req.params.id);
+    res.json(await deps.replays.cancel(req.params.id));
+  });
+
+  router.post('/replays/:id/resume', async (req, res) => {
+    job(req.params.id);
+    replayAnswer(res, (await deps.replays.resume(req.params.id))!);
+  });
+  return router;
+}

@@ -1,0 +1,23 @@
+import type { Response } from 'express';
+import { AdminError } from '../errors';
+import type { ReplayJob } from '../replay-jobs';
+
+/** Small readers of query strings and JSON bodies that name the field at fault. */
+export function queryString(query: unknown, name: string): string | null {
+  const v = (query as Record<string, unknown>)[name];
+  if (v === undefined || v === '') return null;
+  if (typeof v !== 'string') throw new AdminError('invalid-request', `${name} may be given once`);
+  return v;
+}
+
+export function optionalString(body: Record<string, unknown>, name: string, problems: string[]): string | null {
+  const v = body[name];
+  if (v === undefined || v === null) return null;
+  if (typeof v !== 'string' || v === '') { problems.push(`"${name}" must be a non-empty string`); return null; }
+  return v;
+}
+
+/** 202 with the job when it started now, 200 when it was running or complete already; Location names it. */
+export function replayAnswer(res: Response, { job, started }: { job: ReplayJob; started: boolean }): void {
+  res.status(started ? 202 : 200).location(`/api/v1/replays/${job.id}`).json(job);
+}

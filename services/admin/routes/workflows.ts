@@ -1,0 +1,63 @@
+import { Router } from 'express';
+import { DocumentError, type WorkflowDocument } from '../../platform/registry/documents';
+import { DOCUMENT_ID } from '../../platform/registry/registry';
+import type { AdminApiDeps } from '../deps';
+import { AdminError } from '../errors';
+import { checkWorkflowDocument, hookUrl, triggerNodes } from '../operations/documents';
+
+/**
+ * Workflows: list (with hook URLs and trigger nodes), get, put (the validation of `ingress workflows put`),
+ * activate and deactivate, and each trigger node's latest sample data (`registry.samples`).
+ */
+export function workflowRoutes(deps: AdminApiDeps): Router {
+  const router = Router();
+  const summary = (w: WorkflowDocument) => ({ id: w.id, name: w.name ?? null, active: w.active, url: hookUrl(deps.publicBaseUrl, w.id), triggers: triggerNodes(w, deps.catalog) });
+  const load = async (id: string): Promise<WorkflowDocument> => {
+    const doc = DOCUMENT_ID.test(id) ? await deps.registry.workflows.get(id) : null;
+    if (!doc) throw new AdminError('not-found', `No workflow ${JSON.stringify(id)}`);
+    return doc;
+  };
+
+  router.get('/workflows', async (_req, res) => {
+    res.json({ workflows: (await deps.registry.workflows.list()).map(summary) });
+  });
+
+  router.get('/workflows/:id', async (req, res) => {
+    res.json(await load(req.params.id));
+  });
+
+  router.put('/workflows/:id', async (req, res) => {
+    const body = req.body as unknown;
+    if (body && typeof body === 'object' && !Array.isArray(body) && (body as { id?: unknown }).id === undefined) (body as { id: string }).id = req.params.id;
+    let doc: WorkflowDocument;
+    try { doc = checkWorkflowDocument(body, deps.catalog); } catch (error) {
+      if (error instanceof DocumentError) throw new AdminError('invalid-document', 'The workflow document is not valid', error.problems);
+      throw error;
+    }
+    if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The workflow document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
+    const existed = (await deps.registry.workflows.get(doc.id)) !== null;
+    await deps.registry.workflows.put(doc);
+    res.status(existed ? 200 : 201).json(summary(doc));
+  });
+
+  for (const [verb, active] of [['activate', true], ['deactivate', false]] as const) {
+    router.post(`/workflows/:id/${verb}`, async (req, res) => {
+      const doc = await load(req.params.id);
+      if (doc.active !== active) await deps.registry.workflows.put({ ...doc, active });
+      res.json(summary({ ...doc, active }));
+    });
+  }
+
+  router.get('/workflows/:id/samples', async (req, res) => {
+    const doc = await load(req.params.id);
+    const nodes = await Promise.all(triggerNodes(doc, deps.catalog).map(async (n) => ({ node: n.name, type: n.type, samples: await deps.registry.samples.list(doc.id, n.name) })));
+    res.json({ workflowId: doc.id, nodes });
+  });
+
+  router.get('/workflows/:id/nodes/:node/samples', async (req, res) => {
+    const doc = await load(req.params.id);
+    if (!doc.nodes.some((n) => n.name === req.params.node)) throw new AdminError('not-found', `Workflow ${doc.id} has no node ${JSON.stringify(req.params.node)}`);
+    res.json({ workflowId: doc.id, node: req.params.node, samples: await deps.registry.samples.list(doc.id, req.params.node) });
+  });
+  return router;
+}

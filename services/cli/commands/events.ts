@@ -1,0 +1,71 @@
+import { requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
+import { RegistryError } from '../../platform/registry/registry';
+import { allowOnly, numberFlag, positionFlag, stringFlag, UsageError, type ParsedArgs } from '../args';
+import type { CommandContext } from '../context';
+
+export const EVENTS_USAGE = 'ingress events get REQUEST_ID | events search [--workflow ID] [--message-id ID] [--post-id ID] [--tracking-id ID] [--since ISO-TIME] [--until ISO-TIME] [--limit N]';
+
+const SEARCH_FLAGS = ['workflow', 'message-id', 'post-id', 'tracking-id', 'since', 'until', 'limit'];
+
+/**
+ * The request journal (docs/request-journal.md): `get` prints a request's journey, oldest first; `search`
+ * prints the entries that match, newest first, at most --limit (50). One JSON line per entry, with `traceUrl`
+ * when JOURNAL_TRACE_URL is set. The next page of a search: the same search with --until the last line's `at`.
+ */
+export async function eventsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
+  const [verb, ...rest] = args.positionals;
+  const view = { traceUrlTemplate: ctx.config.journal.traceUrl };
+  if (verb === 'get') {
+    allowOnly(args, []);
+    if (rest.length !== 1 || rest[0] === '') throw new UsageError(`usage: ${EVENTS_USAGE}`);
+    const registry = await ctx.openRegistry();
+    try {
+      const journey = await asUsage(requestJourney(registry.journal, rest[0], view));
+      for (const entry of journey) ctx.out(JSON.stringify(entry));
+      if (journey.length === 0) ctx.err(`no journal entry for request ${rest[0]} (unknown, older than JOURNAL_RETENTION_DAYS, or not journaled yet)`);
+      return journey.length === 0 ? 1 : 0;
+    } finally {
+      await registry.close();
+    }
+  }
+  if (verb === 'search') {
+    allowOnly(args, SEARCH_FLAGS);
+    if (rest.length > 0) throw new UsageError(`usage: ${EVENTS_USAGE}`);
+    const search: JournalSearch = {};
+    const text = (flag: string, field: 'workflowId' | 'messageId' | 'postId' | 'trackingId') => {
+      const value = stringFlag(args, flag);
+      if (value !== null) search[field] = value;
+    };
+    text('workflow', 'workflowId');
+    text('message-id', 'messageId');
+    text('post-id', 'postId');
+    text('tracking-id', 'trackingId');
+    const since = positionFlag(args, 'since', 'time');
+    const until = positionFlag(args, 'until', 'time');
+    if (since && 'time' in since) search.since = since.time;
+    if (until && 'time' in until) search.until = until.time;
+    const limit = numberFlag(args, 'limit', 1);
+    if (limit !== null) {
+      if (!Number.isInteger(limit)) throw new UsageError('--limit takes a whole number');
+      search.limit = limit;
+    }
+    const registry = await ctx.openRegistry();
+    try {
+      for (const entry of await asUsage(searchJournal(registry.journal, search, view))) ctx.out(JSON.stringify(entry));
+      return 0;
+    } finally {
+      await registry.close();
+    }
+  }
+  throw new UsageError(`usage: ${EVENTS_USAGE}`);
+}
+
+/** A query the journal refuses (a bad limit, since after until) is the caller's mistake: a usage error. */
+async function asUsage<T>(pending: Promise<T>): Promise<T> {
+  try {
+    return await pending;
+  } catch (error) {
+    if (error instanceof RegistryError && error.code === 'invalid-document') throw new UsageError(error.message.replace(/^journal query: /, ''));
+    throw error;
+  }
+}

@@ -1,0 +1,64 @@
+import { describeErrorAnswer, type AdminClient } from '../../admin/client';
+import type { CommandContext } from '../context';
+import { createProgress } from '../progress';
+
+/**
+ * The CLI's write commands while a service runs: they ask its management API (services/admin/), which does
+ * the writing, so that on the embedded log the one writer stays the service. Output and exit codes are those
+ * of the same command run directly.
+ */
+
+/** A document put: the summary line on success; the document's problems one per line and exit 1 otherwise. */
+export async function putThroughApi(ctx: CommandContext, api: AdminClient, what: string, path: string, doc: unknown, line: (body: any) => unknown): Promise<number> {
+  const answer = await api.request('PUT', path, doc);
+  if (answer.status === 200 || answer.status === 201) { ctx.out(JSON.stringify(line(answer.body))); return 0; }
+  if (answer.status === 400 && answer.body?.error === 'invalid-document') {
+    ctx.err(`invalid ${what} document:\n${(answer.body.problems as string[]).map((p) => `  ${p}`).join('\n')}`);
+    return 1;
+  }
+  throw new Error(`${api.url} refused it: ${describeErrorAnswer(answer)}`);
+}
+
+/**
+ * Start a replay job and follow it to its end, with progress on a terminal. Ctrl-C cancels the job after its
+ * current batch (exit 130; the same command again resumes a range replay). The summary line counts what this
+ * run replayed, as the direct command does.
+ */
+export async function replayThroughApi(ctx: CommandContext, api: AdminClient, label: string, path: string, body: unknown): Promise<number> {
+  const started = await api.request('POST', path, body);
+  if (started.status !== 200 && started.status !== 202) throw new Error(`${api.url} refused the replay: ${describeErrorAnswer(started)}`);
+  let job = started.body as { id: string; state: string; replayed: number; skipped: number; read: number; remaining: number | null; error: string | null };
+  const before = { replayed: job.replayed, skipped: job.skipped };
+  ctx.err(`replay ${job.id} runs in the service at ${api.url} (found through ${api.via === 'ADMIN_URL' ? 'ADMIN_URL' : 'DATA_DIR/admin-api.json'})`);
+  const progress = createProgress(label);
+  let interrupted = false;
+  const onSignal = () => { interrupted = true; };
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    while (job.state === 'running') {
+      if (interrupted) {
+        const cancelled = await api.request('POST', `/api/v1/replays/${job.id}/cancel`);
+        if (cancelled.status === 200) job = cancelled.body;
+        break;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 250));
+      const polled = await api.request('GET', `/api/v1/replays/${job.id}`);
+      if (polled.status !== 200) throw new Error(`${api.url} lost track of replay ${job.id}: ${describeErrorAnswer(polled)}`);
+      job = polled.body;
+      progress.update(job.read - before.replayed - before.skipped, job.remaining);
+    }
+  } finally {
+    progress.finish();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  if (job.state === 'failed') throw new Error(job.error ?? `replay ${job.id} failed`);
+  const stopped = job.state !== 'complete';
+  ctx.out(JSON.stringify({ replayed: started.status === 202 ? job.replayed - before.replayed : 0, skipped: started.status === 202 ? job.skipped - before.skipped : 0, interrupted: stopped, replay: job.id }));
+  if (stopped) {
+    ctx.err(`interrupted (${job.state}); run the same command again to go on, or POST /api/v1/replays/${job.id}/resume`);
+    return 130;
+  }
+  return 0;
+}

@@ -1,0 +1,127 @@
+import type { AvroCodec } from '../platform/avro/codec';
+import type { EventLog, LogRecord, StageHandle } from '../platform/log/event-log';
+import type { PipelineTopics } from '../platform/log/topics';
+import { recordIdentity, replayOf } from '../platform/log/replay-marking';
+import type { Logger } from '../platform/logger/logger';
+import { entryId, traceIdOf, type JournalEntry, type JournalStore } from '../platform/registry/journal';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
+import { RegistryError } from '../platform/registry/registry';
+import { JOURNAL_SOURCES, type JournalSource, type JournalSourceContext } from './sources';
+
+/**
+ * The journal stage (docs/request-journal.md): reads the pipeline's topics, one consumer group per topic, and
+ * writes what each record says about its request to the registry's journal.
+ *
+ * Exactly once in effect: the registry write is a side effect outside the log's transaction, so a crash after
+ * it and before the commit redelivers the record. Every entry's id derives from the record's topic, partition
+ * and offset (and its place among the record's entries), and the write is an upsert: the redelivery writes the
+ * same entries again, and nothing new appears. The stage produces no records, so it has nothing to dead-letter:
+ * a record it cannot read is skipped with a log line, and a registry that fails is retried (the log's back-off)
+ * until it answers, so no entry is lost to an outage.
+ */
+export interface JournalStageDeps {
+  log: EventLog;
+  topics: PipelineTopics;
+  codec: AvroCodec;
+  journal: JournalStore;
+  logger: Logger;
+  metrics?: Pick<IngressMetrics, 'stageRecord'>;
+  /** Every distinct execution queue. */
+  queues: readonly string[];
+  /** JOURNAL_RETENTION_DAYS: the stage prunes what is older (the file registry; Cosmos expires entries itself). */
+  retentionDays: number;
+  sources?: readonly JournalSource[];
+  /** How often to prune, default every 6 hours (and once at start). */
+  pruneEveryMs?: number;
+}
+
+export interface JournalInput {
+  topic: string;
+  group: string;
+  source: JournalSource;
+}
+
+/** Each topic the journal reads, with its group and the source row that maps its records. */
+export function journalInputs(topics: PipelineTopics, queues: readonly string[], sources: readonly JournalSource[] = JOURNAL_SOURCES): JournalInput[] {
+  const context = { topics, queues };
+  const seen = new Set<string>();
+  return sources.flatMap((source) => source.topics(context).filter((t) => !seen.has(t) && seen.add(t)).map((topic) => ({ topic, group: topics.group('journal', topic), source })));
+}
+
+/** The entries one record makes, with ids from its position. Throws what the source throws. */
+export function entriesOf(record: LogRecord, source: JournalSource, context: JournalSourceContext): JournalEntry[] {
+  const original = replayOf(record.headers);
+  const replayCopy = original !== null && original.startsWith(`${record.topic}/`);
+  return source.entries(record, context, replayCopy).map((draft, n) => ({
+    id: entryId(record.topic, record.partition, record.offset, n),
+    requestId: draft.requestId,
+    workflowId: draft.workflowId,
+    kind: draft.kind,
+    at: draft.at,
+    traceId: traceIdOf(record.headers.traceparent) ?? traceIdOf(draft.traceparent),
+    source: recordIdentity(record),
+    replayOf: draft.replayOf !== undefined ? draft.replayOf : original,
+    keys: draft.keys ?? [],
+    detail: draft.detail,
+  }));
+}
+
+const DAY_MS = 86_400_000;
+
+export async function startJournal(deps: JournalStageDeps): Promise<StageHandle> {
+  const { logger } = deps;
+  const context: JournalSourceContext = { codec: deps.codec, topics: deps.topics, queues: deps.queues };
+  const prune = () => deps.journal.prune(Date.now() - deps.retentionDays * DAY_MS).then(
+    (days) => { if (days > 0) logger.info('journal pruned', { days, retentionDays: deps.retentionDays }); },
+    (error) => logger.warn('journal could not be pruned', { error }),
+  );
+  void prune();
+  const pruning = setInterval(() => void prune(), deps.pruneEveryMs ?? 6 * 3_600_000);
+  pruning.unref();
+
+  const stages: StageHandle[] = [];
+  try {
+    for (const { topic, group, source } of journalInputs(deps.topics, deps.queues, deps.sources)) {
+      stages.push(await deps.log.runStage({
+        group, topic,
+        async handle(record) {
+          let entries: JournalEntry[];
+          try {
+            // An entry already past the retention (a new group reading a long topic from its start) is not written:
+            // it would only be pruned again, and on Cosmos its TTL would count from now.
+            const oldest = Date.now() - deps.retentionDays * DAY_MS;
+            entries = entriesOf(record, source, context).filter((e) => e.at >= oldest);
+          } catch (error) {
+            logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
+            deps.metrics?.stageRecord('journal', 'processed');
+            return [];
+          }
+          // An outage propagates: the log backs off and delivers the record again. An entry the registry refuses
+          // as such would be refused for ever, and must not stop the topic behind it.
+          if (entries.length > 0) {
+            try {
+              await deps.journal.upsert(entries);
+            } catch (error) {
+              if (!(error instanceof RegistryError && error.code === 'invalid-document')) throw error;
+              logger.warn('journal skipped entries the registry refuses', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
+            }
+          }
+          deps.metrics?.stageRecord('journal', 'processed');
+          return [];
+        },
+        onRetry: (error, rec, attempt) => logger.warn('journal retrying', { topic, attempt, offset: rec?.offset ?? null, error }),
+      }));
+    }
+  } catch (error) {
+    clearInterval(pruning);
+    for (const s of stages) await s.stop().catch(() => undefined);
+    throw error;
+  }
+  return {
+    async stop() {
+      clearInterval(pruning);
+      for (const s of stages) await s.stop();
+    },
+    notReady: () => stages.map((s) => s.notReady()).find((reason) => reason !== null) ?? null,
+  };
+}

@@ -1,0 +1,160 @@
+import type { AvroCodec } from '../platform/avro/codec';
+import type { MdnAttempt, MdnDelivery, MdnOutcome, MdnOutcomeKind } from '../platform/avro/records';
+import type { As2MdnRetrySettings } from '../platform/config/config';
+import { withDeadLettering } from '../platform/log/dead-lettering';
+import type { EventLog, LogRecord, OutRecord, StageHandle } from '../platform/log/event-log';
+import type { PipelineTopics } from '../platform/log/topics';
+import type { RecordKeyMode } from '../platform/log/record-keys';
+import type { Logger } from '../platform/logger/logger';
+import { guardedPost, type GuardedPostOptions, type GuardedPostResult } from '../platform/net/guarded-post';
+import { loggableUrl } from '../platform/net/url-allow-list';
+import type { ObjectStore } from '../platform/store/object-store';
+import type { IngressMetrics } from '../platform/telemetry/metrics';
+import { evidenceFolder, splitEntity } from '../triggers/as2/evidence';
+import { dueGate, NotDue, Stopping } from './due-gate';
+
+/**
+ * Stage 5, AS2 asynchronous MDNs (RFC 4130 §7.3, docs/as2-async-mdn.md): POSTs each MdnDelivery the decoder
+ * wrote to its URL. A failed attempt writes the delivery again, to the retry topic of the next delay (30 s,
+ * 5 min, then 30 min, repeated: AS2_MDN_RETRY_DELAYS), until the next attempt would fall after the retry
+ * window (AS2_MDN_RETRY_HOURS from the accept): then it gives up. Each attempt also writes an MdnOutcome, in
+ * the same atomic output as its retry record, and the attempts so far to `mdn-delivery.json` beside the MDN's
+ * evidence. The POST is a side effect no transaction covers: a crash between a delivered POST and the commit
+ * sends the same MDN (same bytes, same Message-ID) again. Delivery is at least once.
+ */
+export interface MdnStageDeps {
+  log: EventLog;
+  topics: PipelineTopics;
+  codec: AvroCodec;
+  store: ObjectStore;
+  logger: Logger;
+  metrics?: IngressMetrics;
+  retry: As2MdnRetrySettings;
+  recordKey: RecordKeyMode;
+  /** Connection bounds and extra trust anchors of the POST (defaults: DEFAULT_POST). */
+  post?: Partial<Pick<GuardedPostOptions, 'connectTimeoutMs' | 'responseTimeoutMs' | 'maxResponseBytes' | 'ca'>>;
+  now?: () => number;
+}
+
+export const DEFAULT_POST = { connectTimeoutMs: 10_000, responseTimeoutMs: 20_000, maxResponseBytes: 64 * 1024 };
+
+/** `as2/<workflowId>/<message id>/<requestId>/mdn-delivery.json`: the attempts, next to the MDN they delivered. */
+export function deliveryEvidencePath(delivery: Pick<MdnDelivery, 'workflowId' | 'messageId' | 'requestId'>): string {
+  return `${evidenceFolder(delivery.workflowId, delivery.messageId, delivery.requestId)}/mdn-delivery.json`;
+}
+
+export function mdnGroup(topics: PipelineTopics, input: string): string {
+  return input === topics.mdnDeliveries ? topics.group('mdn') : topics.group('mdn', input);
+}
+
+export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
+  const { codec, topics, logger } = deps;
+  const now = deps.now ?? Date.now;
+  const gate = dueGate(now);
+  const post = { ...DEFAULT_POST, ...deps.post };
+
+  /**
+   * An append reported failed may still have reached the log: the receiver then answered a failure MDN and
+   * kept it as this request's `mdn` evidence (evidence.ts), and the recorded processed MDN must never go out.
+   * Checked before every attempt (a store that cannot be read makes a failed attempt, retried as any other);
+   * an `mdn` that is absent (the decode failed before keeping it) or the recorded one lets the delivery go on.
+   */
+  async function answeredFailure(delivery: MdnDelivery): Promise<boolean> {
+    const path = `${evidenceFolder(delivery.workflowId, delivery.messageId, delivery.requestId)}/mdn`;
+    if (!(await deps.store.head(path))) return false;
+    const chunks: Buffer[] = [];
+    for await (const chunk of await deps.store.get(path)) chunks.push(chunk as Buffer);
+    return splitEntity(Buffer.concat(chunks)).headers['message-id'] !== delivery.mdnMessageId;
+  }
+
+  /** `final`: no later attempt could succeed. */
+  async function attempt(delivery: MdnDelivery): Promise<GuardedPostResult & { final?: true }> {
+    let failed: boolean;
+    try {
+      failed = await answeredFailure(delivery);
+    } catch (error) {
+      logger.warn('AS2 MDN evidence could not be read before a delivery attempt', { requestId: delivery.requestId, workflowId: delivery.workflowId, error });
+      return { ok: false, status: null, reason: 'not attempted: the evidence store could not be read to check what this request was answered' };
+    }
+    if (failed) {
+      return { ok: false, status: null, reason: 'not sent: the receiver answered this request with a failure MDN (its accept was reported failed), so its processed MDN must not go out', final: true };
+    }
+    let target: URL;
+    let entry: URL;
+    try { target = new URL(delivery.url); entry = new URL(delivery.allowedBy); } catch { return { ok: false, status: null, reason: 'the recorded URL or allow-list entry is not a URL' }; }
+    const { headers, body } = splitEntity(delivery.mdn);
+    return guardedPost({ url: target, allowedBy: entry, headers, body, ...post });
+  }
+
+  async function keepEvidence(delivery: MdnDelivery, outcome: MdnOutcomeKind, attempts: (MdnAttempt & { outcome: MdnOutcomeKind })[], nextAttemptAt: number | null): Promise<void> {
+    const document = {
+      url: delivery.url, mdnMessageId: delivery.mdnMessageId, outcome, nextAttemptAt: nextAttemptAt === null ? null : new Date(nextAttemptAt).toISOString(),
+      attempts: attempts.map((a) => ({ at: new Date(a.at).toISOString(), outcome: a.outcome, status: a.status, reason: a.reason || null })),
+    };
+    // After the POST: a store that fails must not make us send the MDN again. The outcome record has it all.
+    await deps.store.put(deliveryEvidencePath(delivery), Buffer.from(JSON.stringify(document, null, 2)), { contentType: 'application/json' })
+      .catch((error: Error) => logger.error('AS2 MDN delivery evidence could not be stored', { requestId: delivery.requestId, workflowId: delivery.workflowId, error }));
+  }
+
+  const deliver = withDeadLettering(async (record: LogRecord): Promise<OutRecord[]> => {
+    const delivery = codec.decode('MdnDelivery', record.value);
+    const result = await attempt(delivery);
+    const at = now();
+    const history = [...delivery.attempts, { at, status: result.status, reason: result.ok ? '' : result.reason }];
+    const retryIndex = Math.min(history.length - 1, topics.mdnRetries.length - 1);
+    const nextAttemptAt = result.ok ? null : at + deps.retry.delaysMs[retryIndex];
+    const kind: MdnOutcomeKind = result.ok ? 'delivered' : result.final || nextAttemptAt! > delivery.receivedAt + deps.retry.windowMs ? 'given_up' : 'retrying';
+    const outcome: MdnOutcome = {
+      requestId: delivery.requestId, workflowId: delivery.workflowId, messageId: delivery.messageId, mdnMessageId: delivery.mdnMessageId, url: delivery.url,
+      outcome: kind, attempts: history.length, at, status: result.status, reason: result.ok ? null : result.reason, nextAttemptAt: kind === 'retrying' ? nextAttemptAt : null,
+    };
+    const fields = {
+      event: `as2.mdn-${kind === 'given_up' ? 'given-up' : kind}`, workflowId: delivery.workflowId, messageId: delivery.messageId, requestId: delivery.requestId,
+      mdnMessageId: delivery.mdnMessageId, url: loggableUrl(delivery.url), attempts: history.length, status: result.status,
+      ...(result.ok ? {} : { reason: result.reason }), ...(kind === 'retrying' ? { nextAttemptAt: new Date(nextAttemptAt!).toISOString() } : {}),
+    };
+    if (kind === 'delivered') logger.info(fields.event, fields);
+    else logger.warn(fields.event, fields);
+    deps.metrics?.mdnDelivery(kind);
+    const outcomes = history.map((a, i) => ({ ...a, outcome: (i === history.length - 1 ? kind : 'retrying') as MdnOutcomeKind }));
+    await keepEvidence(delivery, kind, outcomes, outcome.nextAttemptAt);
+    const out: OutRecord[] = [{ topic: topics.mdnOutcomes, key: record.key, value: codec.encode('MdnOutcome', outcome) }];
+    if (kind === 'retrying') {
+      const retry: MdnDelivery = { ...delivery, dueAt: nextAttemptAt!, attempts: history };
+      out.push({ topic: topics.mdnRetries[retryIndex], key: record.key, value: codec.encode('MdnDelivery', retry) });
+    }
+    return out;
+  }, { stage: 'mdn', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+
+  const handle = async (record: LogRecord): Promise<OutRecord[]> => {
+    let dueAt: number | null = null;
+    try { dueAt = codec.decode('MdnDelivery', record.value).dueAt; } catch { /* dead-lettered by deliver */ }
+    if (dueAt !== null) await gate.wait(record, dueAt);
+    return deliver(record);
+  };
+
+  const stages: StageHandle[] = [];
+  try {
+    for (const topic of [topics.mdnDeliveries, ...topics.mdnRetries]) {
+      stages.push(await deps.log.runStage({
+        group: mdnGroup(topics, topic), topic, handle,
+        onRetry: (error, rec, attempt) => {
+          // Waiting for a due time is not a failure: the back-off brings the record back, and the gate then sleeps.
+          if (error instanceof NotDue || error instanceof Stopping) logger.debug('mdn stage waits for a due time', { topic, offset: rec?.offset ?? null, reason: error.message });
+          else logger.warn('mdn stage retrying', { topic, attempt, offset: rec?.offset ?? null, error });
+        },
+      }));
+    }
+  } catch (error) {
+    gate.stop();
+    for (const s of stages) await s.stop().catch(() => undefined);
+    throw error;
+  }
+  return {
+    async stop() {
+      gate.stop();
+      await Promise.all(stages.map((s) => s.stop()));
+    },
+    notReady: () => stages.map((s) => s.notReady()).find((reason) => reason !== null) ?? null,
+  };
+}

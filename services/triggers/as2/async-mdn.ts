@@ -1,0 +1,44 @@
+import type { MdnDelivery, Received } from '../../platform/avro/records';
+import { allowedBy, loggableUrl, parseTarget } from '../../platform/net/url-allow-list';
+import { splitEntity } from './evidence';
+import type { As2Identity } from './certificates';
+import { As2Fault } from './faults';
+import type { As2Parameters } from './parameters';
+
+/**
+ * An asynchronous MDN request (RFC 4130 §7.3, Receipt-Delivery-Option): the URL, and the allow-list entry
+ * (the credential's `asyncMdnUrls`, then the node's) that allows it. A URL no entry matches is refused before
+ * anything is accepted (async-mdn-url-not-allowed), with a synchronous failure MDN: the partner learns why,
+ * and we never call a URL the partner alone chose (docs/as2-async-mdn.md, SSRF rules).
+ */
+export interface AsyncMdnTarget {
+  url: string;
+  /** The allow-list entry that matched, as configured: what the delivery checks the dialled address against. */
+  allowedBy: string;
+}
+
+/** null: a synchronous MDN was asked for. */
+export function asyncMdnTarget(headers: Record<string, string>, identity: As2Identity, params: As2Parameters): AsyncMdnTarget | As2Fault | null {
+  const value = headers['receipt-delivery-option'];
+  if (value === undefined || value.trim() === '') return null;
+  const target = parseTarget(value);
+  if ('problem' in target) return new As2Fault('async-mdn-url-not-allowed', `the Receipt-Delivery-Option cannot be delivered to: ${target.problem}`);
+  const entry = allowedBy(target.url, [...identity.asyncMdnUrls, ...params.asyncMdnUrls]);
+  // The URL asked for goes to the logs (its query elided), so that an operator can see what to allow.
+  if (!entry) return new As2Fault('async-mdn-url-not-allowed', 'the Receipt-Delivery-Option URL is not on this receiver\'s list of asynchronous MDN URLs for the partner; ask the receiver to add it, or request a synchronous MDN', `asked for ${loggableUrl(target.url.href)}`);
+  return { url: target.url.href, allowedBy: entry.text };
+}
+
+/**
+ * The delivery the decoder writes for a received record that asked for an asynchronous MDN (null otherwise):
+ * due at once, no attempts yet. The MDN is the recorded one, byte for byte.
+ */
+export function mdnDeliveryOf(received: Received): MdnDelivery | null {
+  const as2 = received.as2;
+  if (!as2?.asyncMdn || !as2.mdn) return null;
+  return {
+    requestId: received.requestId, workflowId: received.workflowId, messageId: as2.messageId,
+    mdnMessageId: splitEntity(as2.mdn).headers['message-id'] ?? '', url: as2.asyncMdn.url, allowedBy: as2.asyncMdn.allowedBy,
+    mdn: as2.mdn, receivedAt: received.receivedAt, dueAt: received.receivedAt, attempts: [],
+  };
+}

@@ -1,0 +1,322 @@
+import { statSync, readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { X509Certificate } from 'node:crypto';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { createAdminApi, expressRoutes } from '../../services/admin/api';
+import { openApiDocument } from '../../services/admin/openapi';
+import { startTestApp, type TestApp } from '../support/app';
+import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
+import { collect, collectUntilQuiet } from './contracts/event-log.contract';
+import { datedCertificate } from '../support/dated-certificates';
+
+/**
+ * The management API's contract over real HTTP on loopback, on the embedded backends: authentication and
+ * scopes, the JSON error shape for every kind of bad input, each resource's routes, secrets never answered,
+ * and the OpenAPI document matching the routes express has.
+ */
+let app: TestApp;
+let api: AdminApiHandle;
+// Made before the service starts: generating an RSA key blocks this process (which runs the admin server) for
+// seconds under load, long enough for the server to drop an idle keep-alive socket the next call then reuses.
+const ours = datedCertificate('api-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'));
+const soon = datedCertificate('api-partner', new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 10 * 86_400_000));
+const codec = defaultAvroCodec();
+
+beforeAll(async () => {
+  app = await startTestApp('embedded', { ADMIN_TOKENS, WORKFLOW_CACHE_MS: '0', PUBLIC_BASE_URL: 'https://hooks.example.com' });
+  api = await startAdminApi(app);
+});
+afterAll(async () => { await api?.stop(); await app?.stop(); });
+
+const hook = { id: 'wf-api', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'none' } }, { name: 'Next', type: 'noop' }] };
+
+describe('authentication and scopes', () => {
+  test('health stays open; /api needs a bearer token, a wrong one is 403, and no answer is HTML', async () => {
+    const health = await fetch(`${api.url}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toEqual({ status: 'up' });
+    const missing = await api.call('GET', '/api/v1/workflows', { token: null });
+    expect(missing.status).toBe(401);
+    expect(missing.body).toEqual({ error: 'authorization-required', message: 'An admin token is required: Authorization: Bearer <token>' });
+    expect(missing.headers.get('www-authenticate')).toMatch(/^Bearer/);
+    const basic = await api.call('GET', '/api/v1/workflows', { token: null, headers: { authorization: `Basic ${Buffer.from('a:b').toString('base64')}` } });
+    expect(basic.status).toBe(401);
+    expect(basic.body.error).toBe('authorization-required');
+    // Nearly right: one character off at the end.
+    const wrong = await api.call('GET', '/api/v1/workflows', { token: `${FULL_TOKEN.slice(0, -1)}X` });
+    expect(wrong.status).toBe(403);
+    expect(wrong.body).toEqual({ error: 'authorization-wrong', message: 'Authorization data is wrong' });
+    expect(wrong.headers.get('content-type')).toMatch(/^application\/json/);
+  });
+
+  test('a read token may GET but not write; a full token may write', async () => {
+    expect((await api.call('GET', '/api/v1/workflows', { token: READ_TOKEN })).status).toBe(200);
+    const write = await api.call('PUT', '/api/v1/workflows/wf-read', { token: READ_TOKEN, body: { ...hook, id: 'wf-read' } });
+    expect(write.status).toBe(403);
+    expect(write.body.error).toBe('scope-insufficient');
+    expect((await api.call('GET', '/api/v1/workflows/wf-read')).status).toBe(404);
+    for (const [method, route] of [['POST', '/api/v1/replays'], ['DELETE', '/api/v1/credentials/x'], ['POST', '/api/v1/dead-letters/replay'], ['POST', '/api/v1/workflows/x/activate']]) {
+      expect((await api.call(method, route, { token: READ_TOKEN, body: {} })).body.error).toBe('scope-insufficient');
+    }
+  });
+
+  test('the service keeps a token of its own for the local CLI in DATA_DIR/admin-api.json, mode 0600; tokens are never logged', async () => {
+    const file = path.join(app.config.dataDir, 'admin-api.json');
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    const local = JSON.parse(readFileSync(file, 'utf8'));
+    expect(local).toMatchObject({ pid: process.pid, url: api.url });
+    expect(local.token.length).toBeGreaterThanOrEqual(32);
+    expect((await api.call('GET', '/api/v1/workflows', { token: local.token })).status).toBe(200);
+    const logged = JSON.stringify(app.logs);
+    expect(logged).toContain('"caller":"viewer"');
+    // Refused calls are logged, with no caller.
+    expect(app.logs).toContainEqual(expect.objectContaining({ level: 'info', msg: 'admin api', method: 'GET', path: '/api/v1/workflows', status: 403 }));
+    for (const secret of [FULL_TOKEN, READ_TOKEN, local.token]) expect(logged).not.toContain(secret);
+  });
+});
+
+describe('bad input answers the JSON error shape', () => {
+  test('bad JSON, a body that is not JSON, too large a body, unknown routes and methods', async () => {
+    const broken = await api.call('PUT', '/api/v1/workflows/wf-x', { body: '{"id": ' });
+    expect(broken.status).toBe(400);
+    expect(broken.body).toEqual({ error: 'payload-parse-error', message: 'The request body is not valid JSON' });
+    const text = await api.call('PUT', '/api/v1/workflows/wf-x', { body: 'id=1', headers: { 'content-type': 'text/plain' } });
+    expect(text.status).toBe(415);
+    expect(text.body.error).toBe('unsupported-media');
+    const huge = await api.call('PUT', '/api/v1/workflows/wf-x', { body: { ...hook, id: 'wf-x', name: 'x'.repeat(2 * 1024 * 1024) } });
+    expect(huge.status).toBe(413);
+    expect(huge.body.error).toBe('payload-too-large');
+    const undecodable = await api.call('GET', '/api/v1/workflows/%E0%A4%A');
+    expect(undecodable.status).toBe(400);
+    expect(undecodable.body).toEqual({ error: 'invalid-request', message: 'The request path or query is not valid' });
+    for (const [method, route] of [['GET', '/api/v1/nothing'], ['GET', '/api/v2/workflows'], ['PATCH', '/api/v1/workflows/wf-api'], ['DELETE', '/api/v1/workflows']]) {
+      const res = await api.call(method, route);
+      expect(res.status).toBe(404);
+      expect(res.body).toEqual({ error: 'not-found', message: `No route ${method} ${route}` });
+    }
+  });
+
+  test('an invalid workflow lists every problem, as `ingress workflows put` does', async () => {
+    const res = await api.call('PUT', '/api/v1/workflows/wf-bad', { body: { id: 'wf-bad', nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'basicauth', options: { responseHeaders: [{ name: 'Bad Header', value: 'v' }] } } }] } });
+    expect(res.status).toBe(400);
+    expect(res.body).toMatchObject({ error: 'invalid-document', message: 'The workflow document is not valid', problems: ['"active" must be true or false'] });
+    const triggers = await api.call('PUT', '/api/v1/workflows/wf-bad', { body: { id: 'wf-bad', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'basicauth', options: { responseHeaders: [{ name: 'Bad Header', value: 'v' }] } } }] } });
+    expect(triggers.body.problems).toEqual(expect.arrayContaining([
+      expect.stringContaining('node "Hook".parameters.authentication must be one of none, basicAuth'),
+      expect.stringContaining('responseHeaders[0].name "Bad Header" is not a valid header name'),
+    ]));
+    const mismatch = await api.call('PUT', '/api/v1/workflows/wf-one', { body: { ...hook, id: 'wf-other' } });
+    expect(mismatch.body.problems).toEqual(['"id" "wf-other" differs from the id in the path "wf-one"']);
+    expect((await api.call('GET', '/api/v1/workflows/wf-bad')).status).toBe(404);
+    const replay = await api.call('POST', '/api/v1/replays', { body: { topic: 'executions.requested.v1', from: 'yesterday', extra: 1 } });
+    expect(replay.status).toBe(400);
+    expect(replay.body.problems).toEqual(['"extra" is not a field of a replay (topic, from, to, workflow)']);
+    const topic = await api.call('POST', '/api/v1/replays', { body: { topic: 'executions.requested.v1', from: 0 } });
+    expect(topic.body).toMatchObject({ error: 'invalid-request', message: expect.stringContaining("replay re-feeds a stage's input topic") });
+    const time = await api.call('POST', '/api/v1/replays', { body: { topic: app.topics.received, from: 'yesterday' } });
+    expect(time.body.message).toBe('from takes an offset or an ISO time (e.g. 2026-11-22T05:00:00Z)');
+    expect((await api.call('GET', '/api/v1/dead-letters?since=5')).body.message).toBe('since takes an ISO time (e.g. 2026-11-22T05:00:00Z)');
+    expect((await api.call('GET', '/api/v1/dead-letters?limit=0')).status).toBe(400);
+  });
+});
+
+describe('workflows and samples', () => {
+  test('put, get, list with hook URLs and trigger nodes, activate and deactivate', async () => {
+    const created = await api.call('PUT', '/api/v1/workflows/wf-api', { body: { ...hook, id: undefined } });
+    expect(created.status).toBe(201);
+    expect(created.body).toEqual({ id: 'wf-api', name: null, active: true, url: 'https://hooks.example.com/hook/wf-api', triggers: [{ name: 'Hook', type: 'webhook', disabled: false }] });
+    expect((await api.call('PUT', '/api/v1/workflows/wf-api', { body: hook })).status).toBe(200);
+    expect((await api.call('GET', '/api/v1/workflows/wf-api')).body).toEqual(hook);
+    expect((await api.call('GET', '/api/v1/workflows')).body.workflows.map((w: any) => [w.id, w.url])).toEqual([['wf-api', 'https://hooks.example.com/hook/wf-api']]);
+    const off = await api.call('POST', '/api/v1/workflows/wf-api/deactivate');
+    expect(off.body.active).toBe(false);
+    expect((await app.backends.registry.workflows.get('wf-api'))!.active).toBe(false);
+    // Inactive: the hook answers like a missing workflow, and nothing is started.
+    expect(await (await fetch(`${app.baseUrl}/hook/wf-api`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).text()).toBe('');
+    expect((await api.call('POST', '/api/v1/workflows/wf-api/activate')).body.active).toBe(true);
+    expect((await api.call('POST', '/api/v1/workflows/wf-none/activate')).status).toBe(404);
+  });
+
+  test('sample data per trigger node, newest first', async () => {
+    for (const n of [1, 2]) {
+      const res = await fetch(`${app.baseUrl}/hook/wf-api`, { method: 'POST', body: JSON.stringify({ n }), headers: { 'content-type': 'application/json' } });
+      expect(res.status).toBe(200);
+    }
+    await collect(app.backends.log, app.topics.executions, 2);
+    let samples: any[] = [];
+    while (samples.length < 2) samples = (await api.call('GET', '/api/v1/workflows/wf-api/nodes/Hook/samples')).body.samples;
+    expect(samples.map((s) => s.data.n)).toEqual([2, 1]);
+    const all = await api.call('GET', '/api/v1/workflows/wf-api/samples');
+    expect(all.body).toMatchObject({ workflowId: 'wf-api', nodes: [{ node: 'Hook', type: 'webhook', samples: [{ data: { n: 2 } }, { data: { n: 1 } }] }] });
+    expect((await api.call('GET', '/api/v1/workflows/wf-api/nodes/Nope/samples')).status).toBe(404);
+  });
+});
+
+describe('credentials', () => {
+  test('put seals, list and get show metadata and certificate facts, never a secret or a key; delete refuses while in use', async () => {
+    const put = await api.call('PUT', '/api/v1/credentials/cred-h', { body: { type: 'headerAuth', data: { name: 'X-Api-Key', value: 'never-answer-me' } } });
+    expect(put.status).toBe(201);
+    expect(put.body).toEqual({ id: 'cred-h', name: null, type: 'headerAuth', updatedAt: expect.any(String) });
+    const stored = await app.backends.registry.credentials.get('cred-h');
+    expect(JSON.stringify(stored)).not.toContain('never-answer-me');
+    expect(app.backends.sealer!.open(stored!).data).toEqual({ name: 'X-Api-Key', value: 'never-answer-me' });
+
+    expect((await api.call('PUT', '/api/v1/credentials/cred-as2', { body: { type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: ours.key, partnerCertificate: soon.cert } } })).status).toBe(201);
+    const list = await api.call('GET', '/api/v1/credentials');
+    expect(list.body.credentials.map((c: any) => c.id)).toEqual(['cred-as2', 'cred-h']);
+    const as2 = (await api.call('GET', '/api/v1/credentials/cred-as2')).body;
+    expect(as2.certificates).toMatchObject([
+      { role: 'receiver', field: 'certificate', subject: 'CN=api-receiver, O=AS2 test', fingerprint: new X509Certificate(ours.cert).fingerprint256 },
+      { role: 'partner', field: 'partnerCertificate', subject: 'CN=api-partner, O=AS2 test' },
+    ]);
+    const near = (await api.call('GET', '/api/v1/certificates?withinDays=30')).body;
+    expect(near.certificates.map((c: any) => [c.credentialId, c.role])).toEqual([['cred-as2', 'partner']]);
+    expect([9, 10]).toContain(near.certificates[0].daysToExpiry);
+    expect((await api.call('GET', '/api/v1/certificates?withinDays=x')).status).toBe(400);
+    for (const text of [list.text, JSON.stringify(as2), JSON.stringify(near)]) expect(text).not.toMatch(/never-answer-me|PRIVATE KEY|BEGIN CERTIFICATE/);
+
+    const bad = await api.call('PUT', '/api/v1/credentials/cred-bad', { body: { type: 'headerAuth', data: { name: 'Bad Header', value: 'secret-in-bad-doc' } } });
+    expect(bad.status).toBe(400);
+    expect(bad.body.problems).toEqual(['data.name must be a valid HTTP header name']);
+    expect(bad.text).not.toContain('secret-in-bad-doc');
+
+    await api.call('PUT', '/api/v1/workflows/wf-cred', { body: { id: 'wf-cred', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'headerAuth' }, credentials: { headerAuth: 'cred-h' } }] } });
+    const inUse = await api.call('DELETE', '/api/v1/credentials/cred-h');
+    expect(inUse.status).toBe(409);
+    expect(inUse.body.message).toBe('Credential cred-h is used by workflow(s) wf-cred; change them first');
+    expect((await api.call('DELETE', '/api/v1/credentials/cred-as2')).status).toBe(204);
+    expect((await api.call('DELETE', '/api/v1/credentials/cred-as2')).status).toBe(404);
+    expect(JSON.stringify(app.logs)).not.toContain('never-answer-me');
+  });
+});
+
+describe('dead letters and replays', () => {
+  test('dead letters are listed with filters, and replayed after the fix into executions marked as replays', async () => {
+    // A received record for a trigger node the workflow does not have: the decoder dead-letters it (trigger-missing).
+    await api.call('PUT', '/api/v1/workflows/wf-dl', { body: { id: 'wf-dl', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] } });
+    const posted = await fetch(`${app.baseUrl}/hook/wf-dl`, { method: 'POST', body: '{"x":1}', headers: { 'content-type': 'application/json' } });
+    const requestId = posted.headers.get('x-request-id')!;
+    const [original] = (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).filter((r) => codec.decode('Received', r.value).requestId === requestId);
+    const received = codec.decode('Received', original.value);
+    const orphanId = `${requestId}-gone`;
+    await app.backends.log.append([{ topic: app.topics.received, key: 'wf-dl', value: codec.encode('Received', { ...received, requestId: orphanId, triggerNode: 'Gone' }) }]);
+    let letters: any[] = [];
+    while (letters.length === 0) letters = (await api.call('GET', '/api/v1/dead-letters?workflow=wf-dl&stage=decoder')).body.deadLetters;
+    expect(letters).toEqual([expect.objectContaining({ stage: 'decoder', code: 'trigger-missing', workflowId: 'wf-dl', requestId: orphanId, partition: 0 })]);
+    expect((await api.call('GET', '/api/v1/dead-letters?stage=dispatcher')).body).toEqual({ deadLetters: [], total: 0, truncated: false });
+    expect((await api.call('GET', `/api/v1/dead-letters?since=${new Date(Date.now() + 60_000).toISOString()}`)).body.deadLetters).toEqual([]);
+    expect((await api.call('GET', '/api/v1/dead-letters?workflow=wf-dl&withSource=true')).body.deadLetters[0].sourceRecord.value).toBe(codec.encode('Received', { ...received, requestId: orphanId, triggerNode: 'Gone' }).toString('base64'));
+
+    // The fix: the workflow gains the node; then replay that one dead letter.
+    await api.call('PUT', '/api/v1/workflows/wf-dl', { body: { id: 'wf-dl', active: true, nodes: [{ name: 'Hook', type: 'webhook' }, { name: 'Gone', type: 'webhook' }] } });
+    const started = await api.call('POST', '/api/v1/dead-letters/replay', { body: { letters: [`${letters[0].partition}/${letters[0].offset}`] } });
+    expect(started.status).toBe(202);
+    expect(started.headers.get('location')).toBe(`/api/v1/replays/${started.body.id}`);
+    expect(started.body).toMatchObject({ kind: 'dead-letters', state: 'running' });
+    let job = started.body;
+    while (job.state === 'running') job = (await api.call('GET', `/api/v1/replays/${job.id}`, { token: READ_TOKEN })).body;
+    expect(job).toMatchObject({ state: 'complete', replayed: 1, error: null });
+    const executionsOf = async (id: string) => (await collectUntilQuiet(app.backends.log, app.topics.executions, 300, 500)).map((r) => codec.decode('ExecutionRequested', r.value)).filter((e) => e.requestId === id);
+    let replayed = await executionsOf(orphanId);
+    while (replayed.length === 0) replayed = await executionsOf(orphanId);
+    expect(replayed).toHaveLength(1);
+    expect(replayed[0].replayOf).toBe(letters[0].source);
+    expect((await api.call('GET', '/api/v1/replays')).body.replays.map((r: any) => r.id)).toContain(job.id);
+  });
+
+  test('a range replay runs in the service, is found again by its request, and a finished one is not repeated', async () => {
+    const request = { topic: app.topics.received, from: 0, workflow: 'wf-api' };
+    const started = await api.call('POST', '/api/v1/replays', { body: request });
+    expect(started.status).toBe(202);
+    let job = started.body;
+    while (job.state === 'running') job = (await api.call('GET', `/api/v1/replays/${job.id}`)).body;
+    expect(job).toMatchObject({ kind: 'range', state: 'complete', replayed: 2, request: { topic: app.topics.received, from: '0', to: null, workflow: 'wf-api' } });
+    // The CLI's checkpoint file for the same request is this job's.
+    expect(JSON.parse(readFileSync(path.join(app.config.dataDir, 'replay', `${job.id}.json`), 'utf8'))).toMatchObject({ complete: true, replayed: 2 });
+    const again = await api.call('POST', '/api/v1/replays', { body: request });
+    expect(again.status).toBe(200);
+    expect(again.body).toMatchObject({ id: job.id, state: 'complete', replayed: 2 });
+    expect((await api.call('POST', `/api/v1/replays/${job.id}/cancel`)).body.state).toBe('complete');
+    expect((await api.call('GET', '/api/v1/replays/none')).status).toBe(404);
+  });
+});
+
+describe('the request journal', () => {
+  test("a request's journey and the search, as `ingress events get|search` give them; bad queries are 400, an unknown id 404", async () => {
+    await api.call('PUT', '/api/v1/workflows/wf-journal', { body: { ...hook, id: 'wf-journal' } });
+    const posted = await fetch(`${app.baseUrl}/hook/wf-journal`, { method: 'POST', body: '{"n":1}', headers: { 'content-type': 'application/json' } });
+    expect(posted.status).toBe(200);
+    const requestId = posted.headers.get('x-request-id')!;
+    // The journal stage writes after the pipeline: wait for the execution's entry.
+    let journey: any = { status: 404 };
+    while (journey.status !== 200 || !journey.body.entries.some((e: any) => e.kind === 'execution-requested')) {
+      journey = await api.call('GET', `/api/v1/events/${requestId}`, { token: READ_TOKEN });
+    }
+    expect(journey.body.requestId).toBe(requestId);
+    expect(journey.body.entries.map((e: any) => e.kind)).toEqual(['received', 'decoded', 'execution-requested']);
+    expect(journey.body.entries[0]).toMatchObject({ requestId, workflowId: 'wf-journal', at: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) });
+
+    const found = await api.call('GET', `/api/v1/events?workflow=wf-journal&since=${encodeURIComponent(new Date(Date.now() - 60_000).toISOString())}&limit=2`);
+    expect(found.status).toBe(200);
+    expect(found.body.events).toHaveLength(2);
+    expect(found.body.events[0].kind).toBe('execution-requested');
+    expect((await api.call('GET', '/api/v1/events?workflow=wf-other')).body).toEqual({ events: [] });
+
+    const unknown = await api.call('GET', '/api/v1/events/no-such-request');
+    expect(unknown.status).toBe(404);
+    expect(unknown.body.error).toBe('not-found');
+    for (const query of ['limit=0', 'limit=ten', 'since=yesterday', 'messageId=a&postId=b', `since=${Date.now()}&until=${Date.now() - 1000}`]) {
+      const bad = await api.call('GET', `/api/v1/events?${query}`);
+      expect({ query, status: bad.status, error: bad.body.error }).toEqual({ query, status: 400, error: 'invalid-request' });
+      expect(typeof bad.body.message).toBe('string');
+    }
+  });
+});
+
+describe('the OpenAPI document', () => {
+  test('is served, and documents exactly the routes express has', async () => {
+    const served = await api.call('GET', '/api/v1/openapi.json', { token: READ_TOKEN });
+    expect(served.status).toBe(200);
+    expect(served.body.openapi).toBe('3.1.0');
+    const documented = Object.entries(openApiDocument().paths as Record<string, Record<string, unknown>>)
+      .flatMap(([route, methods]) => Object.keys(methods).map((m) => `${m.toUpperCase()} ${route}`)).sort();
+    const routes = expressRoutes(createAdminApi({} as never));
+    expect(routes.length).toBeGreaterThan(15);
+    expect(documented).toEqual(routes);
+  });
+});
+
+describe('without ADMIN_TOKENS, and before the API is up', () => {
+  test('callers are told to configure ADMIN_TOKENS (401) while health answers; only the local CLI token works', async () => {
+    const bare = await startTestApp('embedded', {}, ['receiver']);
+    const bareApi = await startAdminApi(bare);
+    try {
+      const res = await bareApi.call('GET', '/api/v1/workflows');
+      expect(res.status).toBe(401);
+      expect(res.body).toEqual({ error: 'authorization-required', message: 'No admin tokens are configured: set ADMIN_TOKENS (name:scope:token,…) on the service to use the management API (docs/management-api.md)' });
+      expect((await bareApi.call('GET', '/api/v1/workflows', { token: null })).body.message).toMatch(/No admin tokens are configured/);
+      expect((await fetch(`${bareApi.url}/healthz`)).status).toBe(200);
+      const local = JSON.parse(readFileSync(path.join(bare.config.dataDir, 'admin-api.json'), 'utf8'));
+      expect((await bareApi.call('GET', '/api/v1/workflows', { token: local.token })).status).toBe(200);
+    } finally {
+      await bareApi.stop();
+      await bare.stop();
+    }
+  });
+
+  test('the admin port answers /api with 503 until the management API is up; health and readiness as before', async () => {
+    const { startAdminServer } = await import('../../services/platform/health/admin-server');
+    const server = await startAdminServer({ port: 0, host: '127.0.0.1', logger: { child: () => undefined } as never, checks: () => [{ name: 'process', check: () => 'starting' }], routes: () => null });
+    try {
+      const base = `http://127.0.0.1:${server.port}`;
+      const res = await fetch(`${base}/api/v1/workflows`, { method: 'PUT' });
+      expect(res.status).toBe(503);
+      expect(await res.json()).toEqual({ error: 'service-starting', message: 'The service is starting or stopping; retry shortly' });
+      expect((await fetch(`${base}/healthz`)).status).toBe(200);
+      expect(await (await fetch(`${base}/readyz`)).json()).toEqual({ status: 'not-ready', reasons: { process: 'starting' } });
+      expect((await fetch(`${base}/elsewhere`)).status).toBe(404);
+    } finally {
+      await server.close();
+    }
+  });
+});

@@ -1,0 +1,70 @@
+import { addressAllowed, allowedBy, isSpecialAddress, parsePrefix, parseTarget, prefixProblem } from '../../services/platform/net/url-allow-list';
+import { as2CredentialProblems } from '../../services/platform/registry/as2-credential';
+import { as2ParameterProblems } from '../../services/triggers/as2/parameters';
+
+/** The asynchronous MDN allow-list (docs/as2-async-mdn.md): parsed prefixes, segment boundaries, special addresses. */
+const list = ['https://partner.example/as2/mdn', 'http://10.1.2.3:8080/', 'https://[fd00::5]/mdn/'].map(parsePrefix);
+const match = (url: string) => {
+  const target = parseTarget(url);
+  return 'url' in target ? allowedBy(target.url, list)?.text ?? null : target.problem;
+};
+
+test.each([
+  ['https://partner.example/as2/mdn', 'https://partner.example/as2/mdn'],
+  ['https://PARTNER.example:443/as2/mdn/inbox?id=1', 'https://partner.example/as2/mdn'],
+  ['"https://partner.example/as2/mdn"', 'https://partner.example/as2/mdn'],
+  ['http://10.1.2.3:8080/anything', 'http://10.1.2.3:8080/'],
+  ['http://0xa.1.2.3:8080/x', 'http://10.1.2.3:8080/'],
+  ['https://[fd00:0::5]/mdn/x', 'https://[fd00::5]/mdn/'],
+])('%s is allowed by %s', (url, entry) => expect(match(url)).toBe(entry));
+
+test.each([
+  'https://partner.example.evil.com/as2/mdn',
+  'https://evil.com/as2/mdn',
+  'https://partner.example:8443/as2/mdn',
+  'http://partner.example/as2/mdn',
+  'https://partner.example/as2/mdnx',
+  'https://partner.example/as2/mdn/../../x',
+  'https://partner.example/as2',
+  'http://10.1.2.3/',
+  'https://[fd00::5]/mdnx',
+])('%s is allowed by none', (url) => expect(match(url)).toBeNull());
+
+test.each([
+  ['https://partner.example@evil.com/as2/mdn', 'it carries credentials (user:password@)'],
+  ['https://u:p@partner.example/as2/mdn', 'it carries credentials (user:password@)'],
+  ['mailto:as2@partner.example', 'only http and https are delivered to, not mailto:'],
+  ['/as2/mdn', 'it is not an absolute URL'],
+])('%s is refused: %s', (url, problem) => expect(match(url)).toBe(problem));
+
+test('allow-list entries are checked at credentials put and workflows put', () => {
+  expect(prefixProblem('https://partner.example/as2/mdn')).toBeNull();
+  expect(prefixProblem('https://u:p@partner.example/')).toBe('must not carry credentials (user:password@)');
+  expect(prefixProblem('ftp://partner.example/')).toBe('must be an http:// or https:// URL, not ftp:');
+  expect(prefixProblem('https://partner.example/?x=1')).toBe('must not have a query or fragment (it is a prefix of paths)');
+  expect(prefixProblem('partner.example/mdn')).toBe('is not an absolute URL');
+  expect(as2CredentialProblems({ receiverKeys: [], certificate: undefined, asyncMdnUrls: 'https://partner.example/' }).filter((p) => p.includes('asyncMdnUrls')))
+    .toEqual(['data.asyncMdnUrls must be an array of URL prefixes, e.g. ["https://partner.example/as2/mdn"]']);
+  expect(as2CredentialProblems({ asyncMdnUrls: ['https://ok.example/', 'https://a:b@x.example/'] }).filter((p) => p.includes('asyncMdnUrls')))
+    .toEqual(['data.asyncMdnUrls[1] must not carry credentials (user:password@)']);
+  const node = { name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth', asyncMdnUrls: ['javascript:alert(1)'] }, credentials: { as2ReceiverAuth: 'c' } };
+  expect(as2ParameterProblems(node)).toEqual(['node "AS2 in".parameters.asyncMdnUrls[0] must be an http:// or https:// URL, not javascript:']);
+});
+
+test.each([
+  '127.0.0.1', '127.8.9.10', '0.0.0.0', '10.0.0.1', '172.16.5.4', '172.31.255.255', '192.168.1.1', '100.64.0.1', '100.127.255.255', '169.254.169.254',
+  '::1', '::', 'fe80::1', 'fc00::1', 'fd12:3456::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', 'not-an-address',
+])('%s is special', (address) => expect(isSpecialAddress(address)).toBe(true));
+
+test.each(['8.8.8.8', '100.128.0.1', '172.32.0.1', '2606:4700::1111', '::ffff:8.8.8.8'])('%s is public', (address) => expect(isSpecialAddress(address)).toBe(false));
+
+test('a special address is dialled only when the entry names it by IP literal, in any spelling', () => {
+  expect(addressAllowed('127.0.0.1', new URL('http://127.0.0.1:9/'))).toBe(true);
+  expect(addressAllowed('::ffff:127.0.0.1', new URL('http://127.0.0.1:9/'))).toBe(true);
+  expect(addressAllowed('127.0.0.2', new URL('http://127.0.0.1:9/'))).toBe(false);
+  expect(addressAllowed('127.0.0.1', new URL('http://localhost:9/'))).toBe(false);
+  expect(addressAllowed('::1', new URL('http://localhost:9/'))).toBe(false);
+  expect(addressAllowed('::1', new URL('http://[::1]:9/'))).toBe(true);
+  expect(addressAllowed('169.254.169.254', new URL('https://partner.example/'))).toBe(false);
+  expect(addressAllowed('93.184.216.34', new URL('https://partner.example/'))).toBe(true);
+});
