@@ -128,6 +128,28 @@ test('metrics recorded by the stages in the worker reach the main thread\'s expo
   }
 }, 90_000);
 
+test('spans of the stages in the worker continue the receiver\'s trace (the worker\'s own SDK, traces only)', async () => {
+  const { env, cleanup } = backendEnv('embedded', { OTEL_TRACES_EXPORTER: 'console', OTEL_METRICS_EXPORTER: 'none' });
+  try {
+    await putWorkflow(env, 'wf-traced');
+    const service = await startServiceProcess(env);
+    try {
+      await post(service, 'wf-traced', { traced: true });
+      // The console exporter prints each span when it ends; the dispatcher's is the last of the request.
+      while (!service.output().includes(`name: '${TOPIC_NAMES.decoded} process'`)) await new Promise((r) => setTimeout(r, 50));
+      const output = service.output();
+      expect(output).toContain("name: 'POST /hook/{workflowId}'");
+      expect(output).toContain(`name: '${TOPIC_NAMES.received} process'`);
+      expect(new Set([...output.matchAll(/traceId: '([0-9a-f]{32})'/g)].map((m) => m[1])).size).toBe(1);
+    } finally {
+      service.child.kill('SIGTERM');
+      await waitForExit(service.child);
+    }
+  } finally {
+    cleanup();
+  }
+}, 90_000);
+
 test('a stage worker that exits mid-batch stops the process non-zero with a clear line; a restart loses nothing and doubles nothing', async () => {
   const { env, cleanup } = backendEnv('embedded');
   try {
