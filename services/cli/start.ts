@@ -26,7 +26,7 @@ import type { WorkflowDocument } from '../platform/registry/documents';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { Backends } from './backends';
 import { checkTopics } from './pipeline-topics';
-import { createIngressMetrics } from '../platform/telemetry/metrics';
+import { createIngressMetrics, type IngressMetrics } from '../platform/telemetry/metrics';
 import { createAdmissionGuards, standaloneAdmissionGuards, withAdmissionGuards, type AdmissionGuards } from '../triggers/webhook/admission-guards';
 import { createRateLimiter } from '../triggers/rate-limiter';
 import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
@@ -42,6 +42,16 @@ export interface RunningServices {
   readiness: ReadinessCheck[];
   /** Stop accepting, let requests in flight finish (up to `receiverGraceMs`), then stop the stages (they commit). */
   stop(receiverGraceMs?: number): Promise<void>;
+  /** Settles when services that run beside this thread (stage-thread.ts) have stopped unexpectedly. */
+  failed?: Promise<Error>;
+}
+
+/** For services started in a worker thread beside a receiver (stage-thread.ts). */
+export interface StartOptions {
+  /** The metrics to record to; by default this thread's instruments. */
+  metrics?: IngressMetrics;
+  /** Whether this process's certificate watch runs here (default: when a receiver or decoder does). */
+  watchCertificates?: boolean;
 }
 
 /**
@@ -81,10 +91,10 @@ export async function checkCredentialsReadable(backends: Backends): Promise<void
   if (unreadable.length) throw new Error(`INGRESS_ENCRYPTION_KEY does not open credential(s) ${unreadable.join(', ')}; set the key they were stored with`);
 }
 
-export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
+export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger, options: StartOptions = {}): Promise<RunningServices> {
   const codec = defaultAvroCodec();
   // After startTelemetry: the global meter provider is the SDK's when OTEL_* asks for an exporter, else a no-op.
-  const metrics = createIngressMetrics();
+  const metrics = options.metrics ?? createIngressMetrics();
   // One budget for the bodies held in memory, by the receiver while it reads them and by the triggers
   // that keep them whole (whole-body.ts): a body held by both counts twice, which errs on the safe side.
   const heldBodies = heldBytes(config.maxHeldBodyBytes);
@@ -148,7 +158,7 @@ export async function startServices(config: Config, backends: Backends, services
   }))))));
   // The processes that open credentials watch their certificates: the gauge, and a warning a day (docs/as2.md, "Certificate expiry").
   let certificates: CertificateExpiryWatch | null = null;
-  if (backends.sealer && (services.includes('receiver') || services.includes('decoder'))) {
+  if (backends.sealer && (options.watchCertificates ?? (services.includes('receiver') || services.includes('decoder')))) {
     certificates = watchCertificateExpiry({ registry: backends.registry, sealer: backends.sealer, logger, warningDays: config.certExpiryWarningDays });
     const watch = certificates;
     metrics.observeCertificates(() => watch.certificates());

@@ -1,13 +1,13 @@
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
-import type { EventLog, OutRecord, StageHandle } from '../platform/log/event-log';
-import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
+import type { EventLog, LogRecord, OutRecord, StageHandle } from '../platform/log/event-log';
+import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
 import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
-import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
+import { inConsumerSpanSync, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import { executionId, sourceIndexOf } from './execution-id';
 
 /**
@@ -64,13 +64,30 @@ export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'c
 
 export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle> {
   const { codec, logger, topics } = deps;
-  const handle = withDeadLettering(async (record) => inConsumerSpan(`${topics.decoded} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.decoded, topics.group('dispatcher')), async (span) => {
+  const attributes = stageSpanAttributes(deps.log.kind, topics.decoded, topics.group('dispatcher'));
+  const spanName = `${topics.decoded} process`;
+  // Nothing here waits: a plain loop over the batch, one span per record.
+  const dispatch = (record: LogRecord): OutRecord[] => inConsumerSpanSync(spanName, record.headers, attributes, (span) => {
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
     return executionRecords(decoded, deps, replayOf(record.headers));
-  }), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  });
+  const handleBatch = withDeadLetteringBatch(async (records, budget) => {
+    const outputs: OutRecord[][] = [];
+    let bytes = 0;
+    for (let i = 0; i < records.length && bytes < budget.maxOutputBytes; i++) {
+      try {
+        const produced = dispatch(records[i]);
+        outputs.push(produced);
+        for (const out of produced) bytes += out.value.length;
+      } catch (error) {
+        return { outputs, failure: { index: i, error } };
+      }
+    }
+    return { outputs };
+  }, { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   return deps.log.runStage({
-    group: topics.group('dispatcher'), topic: topics.decoded, handle,
+    group: topics.group('dispatcher'), topic: topics.decoded, handleBatch,
     onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),
   });
 }

@@ -1,11 +1,11 @@
 import type { AvroCodec } from '../platform/avro/codec';
-import type { EventLog, StageHandle } from '../platform/log/event-log';
-import { withDeadLettering } from '../platform/log/dead-lettering';
+import type { EventLog, LogRecord, StageBatchResult, StageHandle } from '../platform/log/event-log';
+import { withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
-import type { SampleStore } from '../platform/registry/registry';
+import type { Sample, SampleStore } from '../platform/registry/registry';
 
 /**
  * Stage 4 (SPEC §4.2.9): every requested execution's trigger output becomes the trigger node's
@@ -47,30 +47,54 @@ export function samplerGroup(topics: PipelineTopics, queue: string): string {
 }
 
 export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
-  const { codec, logger } = deps;
-  const handle = withDeadLettering(async (record) => {
-    const execution = codec.decode('ExecutionRequested', record.value);
-    if (execution.input.length > (deps.maxSampleBytes ?? SAMPLE_MAX_BYTES)) {
-      logger.info('output too large to keep as sample data', { workflowId: execution.workflowId, node: execution.triggerNode, executionId: execution.executionId, chars: execution.input.length });
-      return [];
-    }
-    const input = JSON.parse(execution.input) as Record<string, unknown>;
-    await deps.samples.append(execution.workflowId, execution.triggerNode, {
-      executionId: execution.executionId,
-      receivedAt: execution.receivedAt,
-      data: input[execution.triggerNode],
-    }, deps.keep);
-    return [];
-  }, { stage: 'sampler', topic: deps.topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  const handleBatch = withDeadLetteringBatch((records) => sampleBatch(records, deps), { stage: 'sampler', topic: deps.topics.deadLetter, codec: deps.codec, logger: deps.logger, metrics: deps.metrics, recordKey: deps.recordKey });
   const stages: StageHandle[] = [];
   for (const topic of deps.queues) {
     stages.push(await deps.log.runStage({
-      group: samplerGroup(deps.topics, topic), topic, handle,
-      onRetry: (error, rec, attempt) => logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
+      group: samplerGroup(deps.topics, topic), topic, handleBatch,
+      onRetry: (error, rec, attempt) => deps.logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
     }));
   }
   return {
     async stop() { for (const s of stages) await s.stop(); },
     notReady: () => stages.map((s) => s.notReady()).find((reason) => reason !== null) ?? null,
   };
+}
+
+/**
+ * A batch of execution records as samples: each node's new samples are appended together (one registry read
+ * and write per node per batch, not per record). A record that cannot be read ends the batch there: the
+ * records before it are sampled, and it is the batch's failure.
+ */
+async function sampleBatch(records: LogRecord[], deps: SamplerDeps): Promise<StageBatchResult> {
+  const byNode = new Map<string, { workflowId: string; node: string; first: number; samples: Sample[] }>();
+  let failure: StageBatchResult['failure'];
+  let handled = 0;
+  for (; handled < records.length; handled++) {
+    try {
+      const execution = deps.codec.decode('ExecutionRequested', records[handled].value);
+      if (execution.input.length > (deps.maxSampleBytes ?? SAMPLE_MAX_BYTES)) {
+        deps.logger.info('output too large to keep as sample data', { workflowId: execution.workflowId, node: execution.triggerNode, executionId: execution.executionId, chars: execution.input.length });
+        continue;
+      }
+      const input = JSON.parse(execution.input) as Record<string, unknown>;
+      const key = `${execution.workflowId}\u0000${execution.triggerNode}`;
+      let node = byNode.get(key);
+      if (!node) byNode.set(key, (node = { workflowId: execution.workflowId, node: execution.triggerNode, first: handled, samples: [] }));
+      node.samples.push({ executionId: execution.executionId, receivedAt: execution.receivedAt, data: input[execution.triggerNode] });
+    } catch (error) {
+      failure = { index: handled, error };
+      break;
+    }
+  }
+  // A node whose write fails fails the batch from its first record on: what comes before it is written
+  // (appends are idempotent per executionId, so records after it written already cost nothing when retried).
+  for (const node of byNode.values()) {
+    try {
+      await deps.samples.appendMany(node.workflowId, node.node, node.samples, deps.keep);
+    } catch (error) {
+      if (node.first < handled) { handled = node.first; failure = { index: node.first, error }; }
+    }
+  }
+  return { outputs: Array.from({ length: handled }, () => []), failure };
 }

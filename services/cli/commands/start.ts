@@ -3,7 +3,8 @@ import { startTelemetry } from '../../platform/telemetry/sdk';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { openBackends } from '../backends';
 import type { CommandContext } from '../context';
-import { SERVICES, startServices, triggerCatalog, type RunningServices, type ServiceName } from '../start';
+import { SERVICES, triggerCatalog, type RunningServices, type ServiceName } from '../start';
+import { startServicesInThreads } from '../stage-thread';
 import { startManagementApi, type ManagementApi } from '../../admin/management-api';
 
 export const START_USAGE = `ingress start [--services ${SERVICES.join(',')}]`;
@@ -35,7 +36,7 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   try {
     backends = await openBackends(ctx.config, ctx.logger);
     try {
-      running = await startServices(ctx.config, backends, services, ctx.logger);
+      running = await startServicesInThreads(ctx.config, backends, services, ctx.logger);
       if (admin) {
         api = await startManagementApi({
           config: ctx.config, adminPort: admin.port, log: backends.log, registry: backends.registry, sealer: backends.sealer,
@@ -67,7 +68,10 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   if (running.port !== null) ctx.err(`ingress listening on http://${ctx.config.host === '0.0.0.0' ? 'localhost' : ctx.config.host}:${running.port} (POST /hook/{workflowId})`);
   if (api && admin) ctx.err(`management API at http://${ctx.config.adminHost === '0.0.0.0' ? 'localhost' : ctx.config.adminHost}:${admin.port}/api/v1 (docs/management-api.md)`);
 
-  const signal = await signalled;
+  // A stage worker that ended on its own leaves a pipeline that no longer moves: stop, and exit non-zero.
+  const failure = running.failed?.then((error) => ({ error })) ?? new Promise<never>(() => undefined);
+  const outcome = await Promise.race([signalled.then((name) => ({ name })), failure]);
+  const signal = 'name' in outcome ? outcome.name : 'stage-worker-exit';
   phase = { name: 'process', check: () => 'shutting down' };
   const grace = ctx.config.shutdownGraceMs;
   ctx.logger.info('stopping', { signal, graceMs: grace });
@@ -78,7 +82,7 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     await stopping?.stop();
     await running.stop(Math.floor(grace * 0.8));
     await backends.close();
-    return 0;
+    return 'error' in outcome ? 1 : 0;
   })();
   let timer: NodeJS.Timeout | undefined;
   const cut = new Promise<number>((resolve) => {
@@ -92,5 +96,6 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   await admin?.close();
   await stopTelemetry();
   if (code === 0) ctx.logger.info('stopped', { signal });
+  else if ('error' in outcome) ctx.logger.error('stopped after the stage worker thread exited', { error: outcome.error });
   return code;
 }

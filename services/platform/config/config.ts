@@ -60,6 +60,11 @@ export interface Config extends AdminSettings {
   maxPendingAccepts: number;
   maxPendingAcceptBytes: number;
   /**
+   * STAGE_THREADS: 1 runs the stages beside a receiver in one worker thread, off the receiver's event loop;
+   * 0 runs them on the main thread as before.
+   */
+  stageThreads: 0 | 1;
+  /**
    * The longest idempotency window a node may use, in hours: how far back the decoder reads a partition of the
    * received topic to recover the keys it has seen (services/decoder/idempotency-ledger.ts).
    */
@@ -274,6 +279,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const maxPendingAccepts = integer('MAX_PENDING_ACCEPTS', 2_000, 1, 1_000_000, 'how many accepts may wait for the log before the receiver answers 503');
   const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
 
+  const stageThreads = integer('STAGE_THREADS', 1, 0, 1, 'worker threads for the stages beside a receiver: 1, or 0 to run them on the main thread') as 0 | 1;
+
   const replicationFactor = integer('KAFKA_REPLICATION_FACTOR', 3, 1, 16, 'replicas of each pipeline topic');
   const topicSettings: TopicSettings = {
     partitions: integer('KAFKA_TOPIC_PARTITIONS', 6, 1, 10_000, 'partitions of each pipeline topic'),
@@ -326,6 +333,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
-    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry,
+    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads,
   };
 }

@@ -1,7 +1,7 @@
 import type { AvroCodec } from '../avro/codec';
 import type { Logger } from '../logger/logger';
 import type { IngressMetrics } from '../telemetry/metrics';
-import type { LogRecord, OutRecord, StageHandler } from './event-log';
+import type { LogRecord, OutRecord, StageBatchHandler, StageHandler } from './event-log';
 import { workflowOfRecord, type RecordKeyMode } from './record-keys';
 
 /**
@@ -41,17 +41,68 @@ export function defaultIsPermanent(error: unknown): boolean {
 }
 
 export function withDeadLettering(handle: StageHandler, options: DeadLetteringOptions): StageHandler {
-  const maxAttempts = options.maxAttempts ?? 5;
-  const isPermanent = options.isPermanent ?? defaultIsPermanent;
-  const attempts = new Map<string, number>();
+  const verdict = failureVerdict(options);
   return async (record: LogRecord): Promise<OutRecord[]> => {
-    const id = `${record.topic}/${record.partition}/${record.offset}`;
     try {
       const out = await handle(record);
-      attempts.delete(id);
+      verdict.succeeded(record);
       options.metrics?.stageRecord(options.stage, 'processed');
       return out;
     } catch (error) {
+      return verdict.failed(record, error);
+    }
+  };
+}
+
+/**
+ * The batch form: the inner handler's failure at a record becomes that record's dead letter (when permanent,
+ * or out of attempts) and the rest of the batch is handed to it again; otherwise it is the batch's failure,
+ * retried by the log from that record.
+ */
+export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadLetteringOptions): StageBatchHandler {
+  const verdict = failureVerdict(options);
+  return async (records, budget) => {
+    const outputs: OutRecord[][] = [];
+    let rest = records;
+    let bytes = 0;
+    while (rest.length > 0 && bytes < budget.maxOutputBytes) {
+      const result = await handle(rest, { maxOutputBytes: budget.maxOutputBytes - bytes });
+      for (let i = 0; i < result.outputs.length; i++) {
+        verdict.succeeded(rest[i]);
+        options.metrics?.stageRecord(options.stage, 'processed');
+        outputs.push(result.outputs[i]);
+        for (const out of result.outputs[i]) bytes += out.value.length;
+      }
+      // All handled, or the inner handler stopped at its budget (the rest comes in the next batch).
+      if (!result.failure) break;
+      const failed = rest[result.failure.index];
+      try {
+        const letter = verdict.failed(failed, result.failure.error);
+        outputs.push(letter);
+        for (const out of letter) bytes += out.value.length;
+      } catch (error) {
+        return { outputs, failure: { index: outputs.length, error } };
+      }
+      rest = rest.slice(result.failure.index + 1);
+    }
+    return { outputs };
+  };
+}
+
+/** Attempts per record, and the dead letter of a record whose failure is permanent or out of attempts. */
+function failureVerdict(options: DeadLetteringOptions) {
+  const maxAttempts = options.maxAttempts ?? 5;
+  const isPermanent = options.isPermanent ?? defaultIsPermanent;
+  const attempts = new Map<string, number>();
+  const idOf = (record: LogRecord) => `${record.topic}/${record.partition}/${record.offset}`;
+  return {
+    // Most records never fail: no id is built for them.
+    succeeded(record: LogRecord) {
+      if (attempts.size > 0) attempts.delete(idOf(record));
+    },
+    /** Throws `error` again while it may still be retried; else the dead letter to produce instead. */
+    failed(record: LogRecord, error: unknown): OutRecord[] {
+      const id = idOf(record);
       const attempt = (attempts.get(id) ?? 0) + 1;
       if (!isPermanent(error) && attempt < maxAttempts) {
         attempts.set(id, attempt);
@@ -73,6 +124,6 @@ export function withDeadLettering(handle: StageHandler, options: DeadLetteringOp
         source: { topic: record.topic, partition: record.partition, offset: record.offset, key: record.key === null ? null : Buffer.from(record.key), value: record.value, headers: record.headers },
       });
       return [{ topic: options.topic, key: record.key, value, headers: record.headers }];
-    }
+    },
   };
 }

@@ -40,11 +40,30 @@ export interface LogRecord {
  */
 export type StageHandler = (record: LogRecord) => Promise<OutRecord[]>;
 
+/**
+ * What a batch handler did with a batch: `outputs[i]` are the records produced for `records[i]`, for a prefix
+ * of the batch. A shorter prefix without `failure` means the handler stopped at its output budget (the rest
+ * comes again in the next batch); with `failure`, record `failure.index` (= outputs.length) threw, as a
+ * per-record handler throws: the prefix commits, the failed record is retried after a back-off.
+ */
+export interface StageBatchResult {
+  outputs: OutRecord[][];
+  failure?: { index: number; error: unknown };
+}
+
+/**
+ * The transform of one stage over a batch (the records one journal append or one Kafka transaction commits).
+ * It stops before a record once its outputs reach `budget.maxOutputBytes` (stage-batch.ts has the loop).
+ */
+export type StageBatchHandler = (records: LogRecord[], budget: { maxOutputBytes: number }) => Promise<StageBatchResult>;
+
 export interface StageOptions {
   /** Consumer group id; also the prefix of the transactional id, so it must be stable per stage. */
   group: string;
   topic: string;
-  handle: StageHandler;
+  /** One record at a time; or `handleBatch`, which wins when both are given (one of them is required). */
+  handle?: StageHandler;
+  handleBatch?: StageBatchHandler;
   /** Called when the handler or the log fails and the adapter backs off; for logs and metrics. */
   onRetry?: (error: unknown, record: LogRecord | null, attempt: number) => void;
 }

@@ -3,7 +3,7 @@ import { readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import * as tls from 'node:tls';
 import { CosmosClient, type Container, type CosmosClientOptions } from '@azure/cosmos';
-import { DOCUMENT_ID, RegistryError, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
+import { DOCUMENT_ID, RegistryError, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { firstLine, sanitizedCause } from '../logger/error-text';
 import { openCosmosJournal } from './cosmos-journal';
@@ -131,35 +131,41 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
     }
   };
 
+  const appendMany = async (workflowId: string, node: string, added: readonly Sample[], keep: number): Promise<void> => {
+    const id = sampleId(workflowId, node);
+    for (let attempt = 0; attempt < MAX_APPEND_ATTEMPTS; attempt++) {
+      const current = await readSamples(id);
+      const previous = current && current.document.workflowId === workflowId && current.document.node === node ? current.document.samples : [];
+      const merged = withSamples(previous, added, keep);
+      if (!merged) return;
+      const next: SamplesDocument = { id, workflowId, node, samples: merged };
+      try {
+        // Optimistic concurrency: create when absent, otherwise replace only the version we read.
+        if (current) await samples.item(id, id).replace(next, { accessCondition: { type: 'IfMatch', condition: current.etag } });
+        else await samples.items.create(next);
+        return;
+      } catch (error) {
+        const status = statusOf(error);
+        if (status === 412 || status === 409 || status === 404) {
+          // Someone else appended in between: read again, after a short jittered pause.
+          await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * (attempt + 1)));
+          continue;
+        }
+        throw unavailable(`write samples/${id}`, error);
+      }
+    }
+    throw new RegistryError(`cosmos registry could not append a sample to samples/${id}: still conflicting after ${MAX_APPEND_ATTEMPTS} attempts`, 'registry-unavailable');
+  };
+
   return {
     kind: 'cosmos',
     workflows: collection<WorkflowDocument>(containers.workflows, 'workflows', unavailable),
     credentials: collection<StoredCredential>(containers.credentials, 'credentials', unavailable),
     samples: {
-      async append(workflowId, node, sample, keep) {
-        const id = sampleId(workflowId, node);
-        for (let attempt = 0; attempt < MAX_APPEND_ATTEMPTS; attempt++) {
-          const current = await readSamples(id);
-          const previous = current && current.document.workflowId === workflowId && current.document.node === node ? current.document.samples : [];
-          if (previous.some((s) => s.executionId === sample.executionId)) return;
-          const next: SamplesDocument = { id, workflowId, node, samples: [sample, ...previous].slice(0, Math.max(1, keep)) };
-          try {
-            // Optimistic concurrency: create when absent, otherwise replace only the version we read.
-            if (current) await samples.item(id, id).replace(next, { accessCondition: { type: 'IfMatch', condition: current.etag } });
-            else await samples.items.create(next);
-            return;
-          } catch (error) {
-            const status = statusOf(error);
-            if (status === 412 || status === 409 || status === 404) {
-              // Someone else appended in between: read again, after a short jittered pause.
-              await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * (attempt + 1)));
-              continue;
-            }
-            throw unavailable(`write samples/${id}`, error);
-          }
-        }
-        throw new RegistryError(`cosmos registry could not append a sample to samples/${id}: still conflicting after ${MAX_APPEND_ATTEMPTS} attempts`, 'registry-unavailable');
+      append(workflowId, node, sample, keep) {
+        return appendMany(workflowId, node, [sample], keep);
       },
+      appendMany,
       async list(workflowId, node) {
         const current = (await readSamples(sampleId(workflowId, node)))?.document;
         return current && current.workflowId === workflowId && current.node === node ? current.samples : [];

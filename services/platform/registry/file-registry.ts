@@ -1,6 +1,6 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { DOCUMENT_ID, RegistryError, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
+import { DOCUMENT_ID, RegistryError, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { writeFileAtomically } from './atomic-file';
 import { openFileJournal } from './file-journal';
@@ -22,17 +22,22 @@ export async function openFileRegistry(dataDir: string, options: FileRegistryOpt
   const credentials = await fileCollection<StoredCredential>(path.join(root, 'credentials'));
   const samples = await fileCollection<{ id: string; samples: Sample[] }>(path.join(root, 'samples'));
   const sampleId = (workflowId: string, node: string) => `${workflowId}.${Buffer.from(node, 'utf8').toString('base64url')}`;
+  // The sampler is this document's only writer (one thread of one service per DATA_DIR), so read, merge and
+  // replace need no lock; the replace is atomic for readers in any thread or process (temp file, fsync, rename).
+  const appendMany = async (workflowId: string, node: string, added: readonly Sample[], keep: number) => {
+    const id = sampleId(workflowId, node);
+    const next = withSamples((await samples.get(id))?.samples ?? [], added, keep);
+    if (next) await samples.put({ id, samples: next });
+  };
   return {
     kind: 'file',
     workflows,
     credentials,
     samples: {
-      async append(workflowId, node, sample, keep) {
-        const id = sampleId(workflowId, node);
-        const current = (await samples.get(id))?.samples ?? [];
-        if (current.some((s) => s.executionId === sample.executionId)) return;
-        await samples.put({ id, samples: [sample, ...current].slice(0, Math.max(1, keep)) });
+      append(workflowId, node, sample, keep) {
+        return appendMany(workflowId, node, [sample], keep);
       },
+      appendMany,
       async list(workflowId, node) {
         return (await samples.get(sampleId(workflowId, node)))?.samples ?? [];
       },

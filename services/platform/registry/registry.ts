@@ -31,7 +31,22 @@ export interface SampleStore {
    * kept changes nothing, so a redelivered execution record does not show twice.
    */
   append(workflowId: string, node: string, sample: Sample, keep: number): Promise<void>;
+  /** `append` of each sample in order, in one read and one write of the node's samples (a stage's batch). */
+  appendMany(workflowId: string, node: string, samples: readonly Sample[], keep: number): Promise<void>;
   list(workflowId: string, node: string): Promise<Sample[]>;
+}
+
+/**
+ * The node's samples after appending each of `added` in order, as `append` one at a time would leave them:
+ * an executionId already kept is skipped, and each append keeps the newest `keep`. Null when nothing changes.
+ */
+export function withSamples(previous: readonly Sample[], added: readonly Sample[], keep: number): Sample[] | null {
+  let samples = previous as Sample[];
+  for (const sample of added) {
+    if (samples.some((s) => s.executionId === sample.executionId)) continue;
+    samples = [sample, ...samples].slice(0, Math.max(1, keep));
+  }
+  return samples === previous ? null : samples;
 }
 
 export interface Registry {

@@ -7,11 +7,15 @@ import type { Logger } from '../logger/logger';
  * receiver itself (its own server span), so the http instrumentation only traces outgoing calls
  * (Azure Blob, Cosmos DB); kafkajs is traced by its instrumentation.
  */
-export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Promise<() => Promise<void>> {
+/** Whether the OTEL_* variables ask for an exporter of traces or metrics, i.e. whether the SDK starts. */
+export function telemetryWanted(env: NodeJS.ProcessEnv): boolean {
   const asked = (name: string) => Boolean(env[name] && env[name] !== 'none');
-  const wanted = env.OTEL_SDK_DISABLED !== 'true'
+  return env.OTEL_SDK_DISABLED !== 'true'
     && (asked('OTEL_EXPORTER_OTLP_ENDPOINT') || asked('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') || asked('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') || asked('OTEL_TRACES_EXPORTER') || asked('OTEL_METRICS_EXPORTER'));
-  if (!wanted) return async () => undefined;
+}
+
+export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Promise<() => Promise<void>> {
+  if (!telemetryWanted(env)) return async () => undefined;
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
   const { HttpInstrumentation } = await import('@opentelemetry/instrumentation-http');
   const { KafkaJsInstrumentation } = await import('@opentelemetry/instrumentation-kafkajs');

@@ -59,4 +59,20 @@ export async function inConsumerSpan<T>(
   });
 }
 
+/** `inConsumerSpan` for work that does not wait: a stage's batch loop runs it with no promise per record. */
+export function inConsumerSpanSync<T>(name: string, headers: Record<string, string>, attributes: Record<string, string | number>, fn: (span: Span) => T): T {
+  const parent = contextFromHeaders(headers);
+  return tracer().startActiveSpan(name, { kind: SpanKind.CONSUMER, attributes }, parent, (span) => {
+    try {
+      return fn(span);
+    } catch (error) {
+      span.recordException(error as Error);
+      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+      throw error;
+    } finally {
+      span.end();
+    }
+  });
+}
+
 export { propagation };

@@ -194,6 +194,80 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       await stage.stop();
     });
 
+    test('a batch handler gets the records in order, several at a time, and each output commits exactly once across a restart', async () => {
+      const log = await fixture.open();
+      const { input, output, group } = await stageTopics(log, 'batch');
+      await log.append(Array.from({ length: 30 }, (_, i) => rec(input, 'wf-batch', `in-${i}`)));
+      const sizes: number[] = [];
+      const seen: string[] = [];
+      const handleBatch = async (records: LogRecord[]) => {
+        sizes.push(records.length);
+        for (const r of records) seen.push(r.value.toString());
+        return { outputs: records.map((r) => [rec(output, r.key, `out-of-${r.value.toString()}`)]) };
+      };
+      const first = await log.runStage({ group, topic: input, handleBatch });
+      await collect(log, output, 30);
+      await first.stop();
+      await log.append(Array.from({ length: 5 }, (_, i) => rec(input, 'wf-batch', `in-late-${i}`)));
+      const again = await log.runStage({ group, topic: input, handleBatch });
+      await collect(log, output, 35);
+      const outputs = await collectUntilQuiet(log, output, 2_000);
+      await again.stop();
+      expect(outputs.map((r) => r.value.toString())).toEqual([...Array.from({ length: 30 }, (_, i) => `out-of-in-${i}`), ...Array.from({ length: 5 }, (_, i) => `out-of-in-late-${i}`)]);
+      expect(Math.max(...sizes)).toBeGreaterThan(1);
+      // In order within the batches, and nothing handled again after the stop committed it.
+      expect(seen.slice(0, 30)).toEqual(Array.from({ length: 30 }, (_, i) => `in-${i}`));
+      expect(seen.filter((v) => v === 'in-0')).toHaveLength(1);
+    });
+
+    test('a batch handler that fails at one record commits the records before it and is given the failed one again', async () => {
+      const log = await fixture.open();
+      const { input, output, group } = await stageTopics(log, 'batch-fail');
+      await log.append(['a', 'b', 'c', 'd'].map((v) => rec(input, 'k', v)));
+      let failed = false;
+      const retried: (string | null)[] = [];
+      const firsts: string[] = [];
+      const stage = await log.runStage({
+        group, topic: input,
+        handleBatch: async (records) => {
+          firsts.push(records[0].value.toString());
+          const outputs = [];
+          for (const [index, r] of records.entries()) {
+            if (r.value.toString() === 'c' && !failed) { failed = true; return { outputs, failure: { index, error: new Error('transient') } }; }
+            outputs.push([rec(output, r.key, `ok-${r.value.toString()}`)]);
+          }
+          return { outputs };
+        },
+        onRetry: (_error, record) => retried.push(record?.value.toString() ?? null),
+      });
+      await collect(log, output, 4);
+      const outputs = await collectUntilQuiet(log, output, 2_000);
+      await stage.stop();
+      expect(outputs.map((r) => r.value.toString())).toEqual(['ok-a', 'ok-b', 'ok-c', 'ok-d']);
+      expect(retried).toEqual(['c']);
+      expect(firsts).toContain('c');
+    });
+
+    test('a batch handler that stops early (its output budget) is given the rest in the next batch', async () => {
+      const log = await fixture.open();
+      const { input, output, group } = await stageTopics(log, 'batch-budget');
+      await log.append(Array.from({ length: 6 }, (_, i) => rec(input, 'k', `in-${i}`)));
+      const budgets: number[] = [];
+      const stage = await log.runStage({
+        group, topic: input,
+        // Two records a call at most, as a handler whose outputs reached the budget would.
+        handleBatch: async (records, budget) => {
+          budgets.push(budget.maxOutputBytes);
+          return { outputs: records.slice(0, 2).map((r) => [rec(output, r.key, `out-of-${r.value.toString()}`)]) };
+        },
+      });
+      await collect(log, output, 6);
+      const outputs = await collectUntilQuiet(log, output, 2_000);
+      await stage.stop();
+      expect(outputs.map((r) => r.value.toString())).toEqual(Array.from({ length: 6 }, (_, i) => `out-of-in-${i}`));
+      expect(budgets.every((b) => b === MAX_STAGE_BATCH_BYTES)).toBe(true);
+    });
+
     test('a handler that fails is retried and its record is not skipped', async () => {
       const log = await fixture.open();
       const { input, output, group } = await stageTopics(log, 'retry');

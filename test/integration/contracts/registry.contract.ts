@@ -47,6 +47,16 @@ export function describeRegistryContract(name: string, open: () => Promise<Regis
       expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
     });
 
+    test('appendMany leaves the samples as appending each in order would: repeats skipped, the newest N kept', async () => {
+      const wf = `wf-${randomUUID().slice(0, 8)}`;
+      const sample = (id: string) => ({ executionId: id, receivedAt: 0, data: { id } });
+      await registry.samples.append(wf, 'Orders hook', sample('e0'), 3);
+      await registry.samples.appendMany(wf, 'Orders hook', ['e1', 'e0', 'e2', 'e3', 'e2', 'e4'].map(sample), 3);
+      expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
+      await registry.samples.appendMany(wf, 'Orders hook', ['e4', 'e3'].map(sample), 3);
+      expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
+    });
+
     describe('journal', () => {
       // Each run its own workflow and requests, so a backend shared by test files (or runs) never mixes them in.
       const run = randomUUID().slice(0, 8);

@@ -2,8 +2,9 @@ import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import {
   EventLogError,
-  type EventLog, type LogRecord, type OutRecord, type ReadOptions, type StageHandle, type StageOptions,
+  type EventLog, type LogRecord, type OutRecord, type ReadOptions, type StageBatchResult, type StageHandle, type StageOptions,
 } from '../event-log';
+import { batchHandlerOf, checkedBatchResult } from '../stage-batch';
 import { decodeRecord, type JournalEntry, type JournalRecord, type RecordSpan } from './frame';
 import { Journal } from './journal';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
@@ -88,6 +89,28 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     return { topic, partition: 0, offset: String(offset), key: record.key, value: record.value, headers: record.headers, timestamp: record.timestamp };
   }
 
+  /** The records from `from` up to `to`: the recent ones from memory, the rest read from disk together. */
+  async function recordsAt(topic: string, from: number, to: number): Promise<LogRecord[]> {
+    const state = topicState(topic);
+    const found = new Array<JournalRecord | undefined>(to - from);
+    const missing: number[] = [];
+    for (let offset = from; offset < to; offset++) {
+      const record = state.recent.get(offset);
+      if (record) found[offset - from] = record;
+      else missing.push(offset);
+    }
+    if (missing.length > 0) {
+      const bytes = await journal.readMany(missing.map((offset) => state.index.at(offset)));
+      for (let i = 0; i < missing.length; i++) found[missing[i] - from] = decodeRecord(bytes[i]);
+    }
+    const records = new Array<LogRecord>(found.length);
+    for (let i = 0; i < found.length; i++) {
+      const r = found[i]!;
+      records[i] = { topic, partition: 0, offset: String(from + i), key: r.key, value: r.value, headers: r.headers, timestamp: r.timestamp };
+    }
+    return records;
+  }
+
   /** Resolve when the topic grows past `length` or the signal aborts. */
   function waitForGrowth(topic: string, length: number, signal: AbortSignal): Promise<void> {
     const state = topicState(topic);
@@ -142,7 +165,9 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       }
     },
 
-    async runStage({ group, topic, handle, onRetry }: StageOptions): Promise<StageHandle> {
+    async runStage(stageOptions: StageOptions): Promise<StageHandle> {
+      const { group, topic, onRetry } = stageOptions;
+      const handleBatch = batchHandlerOf(stageOptions);
       if (options.readOnly) throw new EventLogError('embedded log was opened read-only', 'log-closed');
       const key = groupKey(group, topic);
       if (runningStages.has(key)) throw new EventLogError(`stage ${group} already consumes ${topic} in this process`, 'log-unavailable');
@@ -155,28 +180,24 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           const next = committed.get(key) ?? 0;
           const length = topicState(topic).index.length;
           if (next >= length) { await waitForGrowth(topic, length, stop.signal); continue; }
-          const outputs: OutRecord[] = [];
-          let done = next;
           let failure: { error: unknown; record: LogRecord | null } | null = null;
-          let outputBytes = 0;
-          for (let offset = next; offset < Math.min(length, next + stageBatch) && outputBytes < MAX_STAGE_BATCH_BYTES && !stop.signal.aborted; offset++) {
-            let record: LogRecord | null = null;
-            try {
-              record = await recordAt(topic, offset);
-              for (const out of await handle(record)) {
-                outputs.push(out);
-                outputBytes += out.value.length;
-              }
-              done = offset + 1;
-            } catch (error) {
-              failure = { error, record };
-              break;
-            }
+          let records: LogRecord[] = [];
+          let result: StageBatchResult = { outputs: [] };
+          try {
+            records = await recordsAt(topic, next, Math.min(length, next + stageBatch));
+            result = checkedBatchResult(await handleBatch(records, { maxOutputBytes: MAX_STAGE_BATCH_BYTES }), records.length);
+            if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
+          } catch (error) {
+            failure = { error, record: null };
+            result = { outputs: [] };
           }
+          const done = next + result.outputs.length;
           if (done > next) {
             try {
               const now = Date.now();
-              await journal.append({ records: outputs.map((r) => toJournal(r, now)), commits: [{ group, topic, next: done }] });
+              const journalRecords: JournalRecord[] = [];
+              for (const produced of result.outputs) for (const r of produced) journalRecords.push(toJournal(r, now));
+              await journal.append({ records: journalRecords, commits: [{ group, topic, next: done }] });
               if (!failure) attempt = 0;
             } catch (error) {
               failure = { error, record: null };

@@ -300,6 +300,31 @@ export class Journal {
     return buf;
   }
 
+  /**
+   * The spans, in one read per run of them that lie close together in one segment (a stage's batch read
+   * from disk: a system call per batch rather than per record). The buffers returned share that read's memory.
+   */
+  async readMany(locations: readonly SpanLocation[]): Promise<Buffer[]> {
+    const out = new Array<Buffer>(locations.length);
+    let i = 0;
+    while (i < locations.length) {
+      const first = locations[i];
+      let end = first.position + first.length;
+      let j = i + 1;
+      for (; j < locations.length; j++) {
+        const next = locations[j];
+        const nextEnd = next.position + next.length;
+        if (next.segment !== first.segment || next.position < end || nextEnd - first.position > READ_MANY_SPAN_BYTES) break;
+        end = nextEnd;
+      }
+      if (j === i + 1) { out[i] = await this.read(first); i++; continue; }
+      const run = await this.read({ segment: first.segment, position: first.position, length: end - first.position });
+      for (let k = i; k < j; k++) out[k] = run.subarray(locations[k].position - first.position, locations[k].position - first.position + locations[k].length);
+      i = j;
+    }
+    return out;
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     // Let queued appends finish: everything acknowledged must be on disk.
@@ -328,6 +353,9 @@ function completeFrameAfter(buf: Buffer, pos: number): number {
   }
   return -1;
 }
+
+/** The most one read of `readMany` spans: other topics' records between a topic's are read too, and skipped. */
+const READ_MANY_SPAN_BYTES = 1024 * 1024;
 
 async function listSegments(dir: string): Promise<string[]> {
   try {

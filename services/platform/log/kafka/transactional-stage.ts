@@ -1,5 +1,6 @@
 import type { Admin, Consumer, ConsumerRunConfig, EachBatchPayload, Kafka } from 'kafkajs';
-import type { LogRecord, OutRecord, StageHandle, StageOptions } from '../event-log';
+import type { LogRecord, OutRecord, StageBatchHandler, StageHandle, StageOptions } from '../event-log';
+import { batchHandlerOf, checkedBatchResult } from '../stage-batch';
 import type { Logger } from '../../logger/logger';
 import { backoffMs } from '../embedded/embedded-log';
 import { describeKafkaError, sleep, unavailable } from './kafka-client';
@@ -104,9 +105,11 @@ class TransactionalStage {
   private stopping = false;
   private stopped: Promise<void> | null = null;
   private readonly runConfig: ConsumerRunConfig;
+  private readonly handleRecords: StageBatchHandler;
 
   constructor(private readonly ctx: StageContext, private readonly options: StageOptions) {
     const { group, topic } = options;
+    this.handleRecords = batchHandlerOf(options);
     this.logger = ctx.logger.child({ stage: group, topic });
     this.consumer = ctx.kafka.consumer({
       groupId: group,
@@ -263,29 +266,23 @@ class TransactionalStage {
   }
 
   private async handleBatch({ batch, resolveOffset, isRunning, isStale }: EachBatchPayload, output: TransactionalOutput, interrupted: () => unknown): Promise<void> {
-    const { group, topic, handle } = this.options;
+    const { group, topic } = this.options;
     const { partition, messages } = batch;
     let i = 0;
     while (i < messages.length) {
       const first = i;
       const outputs: OutRecord[] = [];
-      let failure: { error: unknown; record: LogRecord } | null = null;
-      let halted = false;
-      let outputBytes = 0;
-      while (i < messages.length && i - first < MAX_RECORDS_PER_TRANSACTION && outputBytes < MAX_STAGE_BATCH_BYTES) {
-        if (this.stopping || !isRunning() || isStale() || interrupted()) { halted = true; break; }
-        const record = toLogRecord(batch.topic, partition, messages[i]);
-        try {
-          const produced = await handle(record);
-          for (const out of produced) {
-            outputs.push(out);
-            outputBytes += out.value.length;
-          }
-        } catch (error) {
-          failure = { error, record };
-          break;
-        }
-        i++;
+      let failure: { error: unknown; record: LogRecord | null } | null = null;
+      if (this.stopping || !isRunning() || isStale() || interrupted()) return;
+      // One call of the batch handler per transaction: it stops at MAX_STAGE_BATCH_BYTES of outputs itself.
+      const records = messages.slice(first, first + MAX_RECORDS_PER_TRANSACTION).map((m) => toLogRecord(batch.topic, partition, m));
+      try {
+        const result = checkedBatchResult(await this.handleRecords(records, { maxOutputBytes: MAX_STAGE_BATCH_BYTES }), records.length);
+        for (const produced of result.outputs) for (const out of produced) outputs.push(out);
+        i += result.outputs.length;
+        if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
+      } catch (error) {
+        failure = { error, record: null };
       }
       // A join while the batch ran (kafkajs rejoins from a fetch on another broker without waiting for the
       // batch in hand) made this member's ownership stale: the partition may be someone else's already.
@@ -306,7 +303,6 @@ class TransactionalStage {
         if (!failure) this.attempts.delete(partition);
       }
       if (failure) { this.retryLater(partition, failure.error, failure.record); return; }
-      if (halted) return;
     }
   }
 

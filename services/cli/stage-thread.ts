@@ -1,0 +1,118 @@
+import * as path from 'node:path';
+import { Worker } from 'node:worker_threads';
+import type { Config } from '../platform/config/config';
+import type { ReadinessCheck } from '../platform/health/admin-server';
+import { serveLog } from '../platform/log/remote/log-host';
+import type { Logger } from '../platform/logger/logger';
+import { metricsFromWorker } from '../platform/telemetry/forwarded-metrics';
+import { createIngressMetrics } from '../platform/telemetry/metrics';
+import { rpcOver, type Rpc } from '../platform/threads/rpc';
+import type { Backends } from './backends';
+import { startServices, type RunningServices, type ServiceName } from './start';
+import type { StageWorkerData } from './stage-worker';
+
+/**
+ * `ingress start` with a receiver and stages: the stages run in one worker thread, so that the CPU they
+ * spend per record never delays an accept on the receiver's event loop (docs/architecture.md, "Threads").
+ * One thread, not one per stage: on the two cores the service is sized for, the receiver's thread and one
+ * stage thread fill them; more threads would only contend. STAGE_THREADS=0 runs everything on this thread.
+ */
+export async function startServicesInThreads(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
+  const stages = services.filter((s) => s !== 'receiver');
+  // Without a receiver there is no accept to protect; without stages nothing to move.
+  if (config.stageThreads === 0 || !services.includes('receiver') || stages.length === 0) return startServices(config, backends, services, logger);
+  // Stages first, as startServices starts them before the receiver listens.
+  const thread = await startStageThread(backends, stages, logger);
+  let main: RunningServices;
+  try {
+    main = await startServices(config, backends, services.filter((s) => s === 'receiver'), logger);
+  } catch (error) {
+    await thread.stop().catch(() => undefined);
+    throw error;
+  }
+  const mainChecks = new Set(main.readiness.map((c) => c.name));
+  return {
+    port: main.port,
+    readiness: [...main.readiness, ...thread.readiness.filter((c) => !mainChecks.has(c.name))],
+    failed: thread.failed,
+    async stop(receiverGraceMs) {
+      // The receiver stops first, so everything answered 200 is in the log before the stages stop.
+      await main.stop(receiverGraceMs);
+      await thread.stop();
+    },
+  };
+}
+
+export interface StageThread {
+  /** The worker's own readiness checks (each stage by name), asked of it when /readyz is. */
+  readiness: ReadinessCheck[];
+  /** Settles with the error when the worker exits without being asked to stop. */
+  failed: Promise<Error>;
+  /** Stop the stages (they commit), close the worker's backends, and let the worker end. */
+  stop(): Promise<void>;
+}
+
+export async function startStageThread(backends: Backends, services: ServiceName[], logger: Logger): Promise<StageThread> {
+  const entry = path.join(__dirname, 'stage-worker.js');
+  const data: StageWorkerData = { services, logKind: backends.log.kind, watchCertificates: false };
+  // The worker inherits this process's environment, and so reads the same configuration.
+  const worker = new Worker(entry, { workerData: data, name: 'ingress-stages' });
+  let rpc: Rpc | null = null;
+  const channel = () => rpc!;
+  // On Kafka the worker opens its own clients; the embedded journal has one writer, this thread.
+  const host = backends.log.kind === 'embedded' ? serveLog(backends.log, channel) : null;
+  rpc = rpcOver(worker, {
+    ...host?.handlers,
+    ...metricsFromWorker(createIngressMetrics(), channel),
+    // Whole lines, a turn's worth at a time: stdout is synchronous on pipes and files, so none is lost on exit.
+    'worker.log': (text: string) => { process.stdout.write(text); },
+  });
+
+  let stopping = false;
+  let gone = false;
+  let lastError: Error | null = null;
+  let reportFailure: (error: Error) => void = () => undefined;
+  const failed = new Promise<Error>((resolve) => { reportFailure = resolve; });
+  const exited = new Promise<number>((resolve) => {
+    worker.on('error', (error) => { lastError = error; });
+    worker.once('exit', (code) => {
+      const error = new Error(`the stage worker thread exited with code ${code}${lastError ? `: ${lastError.message}` : ''}`);
+      gone = true;
+      rpc!.close(error);
+      // The batches it held are not committed: the journal still has their records, read again on restart.
+      void host?.close().catch(() => undefined);
+      if (!stopping) {
+        logger.error('stage worker thread exited unexpectedly: the stages no longer run; stopping the process', { code, error: lastError ?? undefined });
+        reportFailure(error);
+      }
+      resolve(code);
+    });
+  });
+
+  let checks: string[];
+  try {
+    checks = await rpc.call<string[]>('worker.start', []);
+  } catch (error) {
+    stopping = true;
+    await worker.terminate();
+    await exited;
+    throw error;
+  }
+  return {
+    readiness: checks.map((name) => ({ name, check: () => channel().call<string | null>('worker.readiness', [name]) })),
+    failed,
+    async stop() {
+      if (stopping) return;
+      stopping = true;
+      // Gone already (and reported through `failed`): nothing of it is left to stop.
+      if (gone) { await host?.close(); return; }
+      try {
+        await channel().call('worker.stop', []);
+      } finally {
+        await host?.close();
+        await worker.terminate();
+        await exited;
+      }
+    },
+  };
+}

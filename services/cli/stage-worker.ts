@@ -1,0 +1,95 @@
+import { parentPort, workerData } from 'node:worker_threads';
+import { loadConfig } from '../platform/config/config';
+import { createLogger } from '../platform/logger/logger';
+import { lineBatch } from '../platform/logger/line-batch';
+import type { EventLog } from '../platform/log/event-log';
+import { remoteLog } from '../platform/log/remote/remote-log';
+import { rpcOver, type Handler, type Rpc } from '../platform/threads/rpc';
+import { forwardingMetrics } from '../platform/telemetry/forwarded-metrics';
+import { createIngressMetrics } from '../platform/telemetry/metrics';
+import { startTelemetry, telemetryWanted } from '../platform/telemetry/sdk';
+import type { ReadinessCheck } from '../platform/health/admin-server';
+import { openLog, openRegistry, openStore, sealerFor, type Backends } from './backends';
+import { startServices, type RunningServices, type ServiceName } from './start';
+
+/**
+ * The stage worker thread (stage-thread.ts starts it): the same startServices as the main thread, with the
+ * stage names, so any stage wired there runs here unchanged. On the embedded log it gets the main thread's
+ * log by proxy (the journal keeps its single writer); on Kafka it opens clients of its own. It opens its own
+ * registry and object store: both are made to be shared with other processes, so another thread is no
+ * different. Its log lines go to the main thread a turn at a time, which writes them to stdout whole.
+ */
+export interface StageWorkerData {
+  services: ServiceName[];
+  logKind: EventLog['kind'];
+  watchCertificates: boolean;
+}
+
+const data = workerData as StageWorkerData;
+const port = parentPort!;
+let rpc: Rpc;
+const config = loadConfig(process.env);
+const lines = lineBatch((text) => rpc.notify('worker.log', [text]));
+const logger = createLogger({ level: config.logLevel, write: (line, level) => lines.write(line, level) });
+
+const wantTelemetry = telemetryWanted(process.env);
+const forwarded = forwardingMetrics(() => rpc);
+const remote = data.logKind === 'embedded' && !config.kafka ? remoteLog('embedded', () => rpc) : null;
+
+let running: RunningServices | null = null;
+let backends: Backends | null = null;
+let stopTelemetry: () => Promise<void> = async () => undefined;
+let readiness = new Map<string, ReadinessCheck>();
+
+/**
+ * Fault injection for the tests of an unexpected worker exit (test/e2e/stage-threads.test.ts): the worker
+ * exits as it is handed its Nth batch, before answering it.
+ */
+const exitAtBatch = Number(process.env.INGRESS_TEST_STAGE_WORKER_EXIT_AT_BATCH ?? 0);
+let batches = 0;
+
+const handlers: Record<string, Handler> = {
+  ...remote?.handlers,
+  ...(exitAtBatch > 0 && remote ? {
+    'stage.handleBatch': (...args: never[]) => {
+      if (++batches === exitAtBatch) { lines.flush(); process.exit(70); }
+      return (remote.handlers['stage.handleBatch'] as (...a: never[]) => unknown)(...args);
+    },
+  } : {}),
+  ...forwarded.handlers,
+  async 'worker.start'() {
+    if (wantTelemetry) {
+      // Traces export from here; metrics are recorded by the main thread's instruments (forwarded-metrics.ts).
+      process.env.OTEL_METRICS_EXPORTER = 'none';
+      stopTelemetry = await startTelemetry(process.env, logger);
+    }
+    const opened: { close(): Promise<void> }[] = [];
+    try {
+      const registry = await openRegistry(config); opened.push(registry);
+      const store = await openStore(config); opened.push(store);
+      const log = remote ? remote.log : await openLog(config, logger); opened.push(log);
+      backends = { log, store, registry, sealer: sealerFor(config), async close() { for (const b of opened.reverse()) await b.close().catch(() => undefined); } };
+      running = await startServices(config, backends, data.services, logger, {
+        metrics: wantTelemetry ? forwarded.metrics : createIngressMetrics(),
+        watchCertificates: data.watchCertificates,
+      });
+    } catch (error) {
+      for (const b of opened.reverse()) await b.close().catch(() => undefined);
+      lines.flush();
+      throw error;
+    }
+    readiness = new Map(running.readiness.map((c) => [c.name, c]));
+    return [...readiness.keys()];
+  },
+  'worker.readiness'(name: string) {
+    const check = readiness.get(name);
+    return check ? check.check() : `no readiness check ${name} in the stage worker`;
+  },
+  async 'worker.stop'() {
+    await running?.stop();
+    await backends?.close();
+    await stopTelemetry();
+    lines.flush();
+  },
+};
+rpc = rpcOver(port, handlers);

@@ -1,0 +1,49 @@
+import type { Handler, Rpc } from '../threads/rpc';
+import type { IngressMetrics } from './metrics';
+
+/**
+ * Metrics of a worker thread, recorded by the main thread's instruments: one exporter, one set of series,
+ * the same names and attributes as when the stages ran on the main thread. Recordings are sent a turn's worth
+ * at a time; observable gauges are read from the worker when the main thread's exporter collects.
+ */
+type Recording = [method: 'request' | 'stageRecord' | 'rateLimited' | 'ipNotAllowed' | 'duplicate', args: unknown[]];
+type Observed = 'observeLag' | 'observeCertificates';
+
+export function forwardingMetrics(rpc: () => Rpc): { metrics: IngressMetrics; handlers: Record<string, Handler> } {
+  let pending: Recording[] = [];
+  const flush = () => {
+    const sending = pending;
+    pending = [];
+    rpc().notify('metrics.record', [sending]);
+  };
+  const record = (method: Recording[0]) => (...args: unknown[]) => {
+    if (pending.length === 0) setImmediate(flush);
+    pending.push([method, args]);
+  };
+  const readers = new Map<number, () => Promise<unknown>>();
+  const observe = (kind: Observed) => (read: () => Promise<unknown>) => {
+    const id = readers.size + 1;
+    readers.set(id, read);
+    rpc().notify('metrics.observe', [kind, id]);
+  };
+  const metrics = {
+    request: record('request'), stageRecord: record('stageRecord'), rateLimited: record('rateLimited'), ipNotAllowed: record('ipNotAllowed'), duplicate: record('duplicate'),
+    observeLag: observe('observeLag'), observeCertificates: observe('observeCertificates'),
+  } as IngressMetrics;
+  return {
+    metrics,
+    handlers: { 'metrics.read': (id: number) => readers.get(id)?.() ?? [] },
+  };
+}
+
+/** The main thread's side: apply a worker's recordings to `metrics`, and read its gauges on collection. */
+export function metricsFromWorker(metrics: IngressMetrics, rpc: () => Rpc): Record<string, Handler> {
+  return {
+    'metrics.record'(recordings: Recording[]) {
+      for (const [method, args] of recordings) (metrics[method] as (...a: unknown[]) => void)(...args);
+    },
+    'metrics.observe'(kind: Observed, id: number) {
+      (metrics[kind] as (read: () => Promise<never[]>) => void)(() => rpc().call('metrics.read', [id]));
+    },
+  };
+}

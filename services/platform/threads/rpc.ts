@@ -1,0 +1,104 @@
+import type { Transferable } from 'node:worker_threads';
+
+/** A MessagePort, a Worker (its parent's side) or parentPort. */
+export interface Port {
+  postMessage(value: unknown, transfer?: readonly Transferable[]): void;
+  on(event: string, listener: (value: any) => void): unknown;
+  off(event: string, listener: (value: any) => void): unknown;
+}
+
+/**
+ * Calls between two threads over one MessagePort, both ways: `call` waits for the other side's answer,
+ * `notify` does not. Errors cross as their name, message, code and stack, so that what decides on an error's
+ * kind (dead-lettering's permanent names, EventLogError codes) decides the same on the other side.
+ */
+export type Handler = (...args: never[]) => unknown;
+
+export interface Rpc {
+  call<T>(method: string, args: unknown[], transfer?: readonly Transferable[]): Promise<T>;
+  notify(method: string, args: unknown[], transfer?: readonly Transferable[]): void;
+  /** Fail every call waiting for an answer, and every later call, with `error`; stop listening. */
+  close(error: Error): void;
+}
+
+interface Request { id?: number; method: string; args: unknown[] }
+interface Response { id: number; ok: boolean; value?: unknown; error?: WireError }
+export interface WireError { name: string; message: string; code?: unknown; stack?: string }
+
+export function toWireError(error: unknown): WireError {
+  if (error instanceof Error) return { name: error.name, message: error.message, code: (error as { code?: unknown }).code, stack: error.stack };
+  return { name: 'Error', message: String(error) };
+}
+
+export function fromWireError(wire: WireError): Error {
+  const error = new Error(wire.message) as Error & { code?: unknown };
+  error.name = wire.name;
+  if (wire.code !== undefined) error.code = wire.code;
+  if (wire.stack) error.stack = wire.stack;
+  return error;
+}
+
+/** A handler answers with `transferable(value, list)` to move buffers to the caller instead of copying them. */
+const TRANSFER = Symbol('transfer');
+interface WithTransfer { [TRANSFER]: true; value: unknown; transfer: readonly Transferable[] }
+export function transferable(value: unknown, transfer: readonly Transferable[]): unknown {
+  return { [TRANSFER]: true, value, transfer } satisfies WithTransfer;
+}
+
+export function rpcOver(port: Port, handlers: Record<string, Handler>): Rpc {
+  const waiting = new Map<number, { resolve(value: unknown): void; reject(error: Error): void }>();
+  let nextId = 1;
+  let closedWith: Error | null = null;
+
+  const answer = (id: number, outcome: Promise<unknown>) => {
+    outcome.then(
+      (value) => {
+        if (closedWith) return;
+        if (value && typeof value === 'object' && TRANSFER in value) {
+          const t = value as WithTransfer;
+          port.postMessage({ id, ok: true, value: t.value } satisfies Response, t.transfer);
+        } else port.postMessage({ id, ok: true, value } satisfies Response);
+      },
+      (error: unknown) => { if (!closedWith) port.postMessage({ id, ok: false, error: toWireError(error) } satisfies Response); },
+    );
+  };
+
+  const onMessage = (message: Request | Response) => {
+    if ('method' in message) {
+      const handler = handlers[message.method];
+      const run = handler
+        ? new Promise((resolve) => resolve((handler as (...a: unknown[]) => unknown)(...message.args)))
+        : Promise.reject(new Error(`no handler for ${message.method}`));
+      if (message.id !== undefined) answer(message.id, run);
+      else run.catch(() => undefined); // a notification's handler reports its own failures
+      return;
+    }
+    const pending = waiting.get(message.id);
+    if (!pending) return;
+    waiting.delete(message.id);
+    if (message.ok) pending.resolve(message.value);
+    else pending.reject(fromWireError(message.error!));
+  };
+  port.on('message', onMessage);
+
+  return {
+    call<T>(method: string, args: unknown[], transfer: readonly Transferable[] = []) {
+      if (closedWith) return Promise.reject(closedWith);
+      const id = nextId++;
+      return new Promise<T>((resolve, reject) => {
+        waiting.set(id, { resolve: resolve as (value: unknown) => void, reject });
+        port.postMessage({ id, method, args } satisfies Request, transfer);
+      });
+    },
+    notify(method, args, transfer = []) {
+      if (!closedWith) port.postMessage({ method, args } satisfies Request, transfer);
+    },
+    close(error) {
+      if (closedWith) return;
+      closedWith = error;
+      port.off('message', onMessage);
+      for (const pending of waiting.values()) pending.reject(error);
+      waiting.clear();
+    },
+  };
+}

@@ -1,0 +1,89 @@
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { StageInputError, withDeadLetteringBatch } from '../../services/platform/log/dead-lettering';
+import type { LogRecord, OutRecord } from '../../services/platform/log/event-log';
+import { packLogRecords, packOutputs, unpackLogRecords, unpackOutputs } from '../../services/platform/log/remote/record-transfer';
+import { checkedBatchResult, eachRecord } from '../../services/platform/log/stage-batch';
+import { silentLogger } from '../../services/platform/logger/logger';
+import { withSamples, type Sample } from '../../services/platform/registry/registry';
+
+const record = (offset: number, value: string): LogRecord => ({ topic: 'in', partition: 0, offset: String(offset), key: 'k', value: Buffer.from(value), headers: { h: value }, timestamp: 1 });
+const out = (value: string, bytes = value.length): OutRecord => ({ topic: 'out', key: 'k', value: Buffer.alloc(bytes, value) });
+
+describe('eachRecord: the per-record handler as a batch', () => {
+  test('stops at the first failure, with the outputs of the records before it', async () => {
+    const result = await eachRecord([record(0, 'a'), record(1, 'bad'), record(2, 'c')], { maxOutputBytes: 1e9 }, async (r) => {
+      if (r.value.toString() === 'bad') throw new Error('no');
+      return [out(r.value.toString())];
+    });
+    expect(result.outputs.map((o) => o[0].value.toString())).toEqual(['a']);
+    expect(result.failure?.index).toBe(1);
+  });
+
+  test('stops before a record once the outputs reach the budget', async () => {
+    const result = await eachRecord([record(0, 'a'), record(1, 'b'), record(2, 'c')], { maxOutputBytes: 10 }, async (r) => [out(r.value.toString(), 6)]);
+    expect(result.outputs).toHaveLength(2);
+    expect(result.failure).toBeUndefined();
+  });
+
+  test('a result that handled nothing and names no failure, or fails elsewhere than after its outputs, is refused', () => {
+    expect(() => checkedBatchResult({ outputs: [] }, 2)).toThrow(/handled no record/);
+    expect(() => checkedBatchResult({ outputs: [[]], failure: { index: 0, error: new Error('x') } }, 2)).toThrow(/failed at record 0/);
+    expect(() => checkedBatchResult({ outputs: [[], [], []] }, 2)).toThrow(/outputs for 3/);
+  });
+});
+
+describe('withDeadLetteringBatch', () => {
+  const codec = defaultAvroCodec();
+  const options = { stage: 'test', topic: 'dead', codec, logger: silentLogger, recordKey: 'workflow' as const, maxAttempts: 2 };
+  const inner = (failing: (value: string) => Error | null) => async (records: LogRecord[]) => {
+    const outputs: OutRecord[][] = [];
+    for (const [index, r] of records.entries()) {
+      const error = failing(r.value.toString());
+      if (error) return { outputs, failure: { index, error } };
+      outputs.push([out(`ok-${r.value.toString()}`)]);
+    }
+    return { outputs };
+  };
+
+  test('a permanent failure becomes that record\'s dead letter and the rest of the batch goes on', async () => {
+    const handle = withDeadLetteringBatch(inner((v) => (v === 'poison' ? new StageInputError('bad', 'bad input') : null)), options);
+    const result = await handle([record(0, 'a'), record(1, 'poison'), record(2, 'c')], { maxOutputBytes: 1e9 });
+    expect(result.failure).toBeUndefined();
+    expect(result.outputs.map((o) => o[0].topic)).toEqual(['out', 'dead', 'out']);
+    expect(codec.decode('DeadLetter', result.outputs[1][0].value).source.offset).toBe('1');
+  });
+
+  test('a transient failure is the batch\'s failure at that record until its attempts run out', async () => {
+    const handle = withDeadLetteringBatch(inner((v) => (v === 'flaky' ? new Error('later') : null)), options);
+    const records = [record(0, 'a'), record(1, 'flaky'), record(2, 'c')];
+    const first = await handle(records, { maxOutputBytes: 1e9 });
+    expect(first.outputs).toHaveLength(1);
+    expect(first.failure?.index).toBe(1);
+    const second = await handle(records.slice(1), { maxOutputBytes: 1e9 });
+    expect(second.failure).toBeUndefined();
+    expect(second.outputs.map((o) => o[0].topic)).toEqual(['dead', 'out']);
+  });
+});
+
+test('withSamples leaves what appending each sample in order leaves', () => {
+  const s = (id: string): Sample => ({ executionId: id, receivedAt: 0, data: id });
+  const sequential = (previous: Sample[], added: Sample[], keep: number) => added.reduce((kept, sample) => (kept.some((k) => k.executionId === sample.executionId) ? kept : [sample, ...kept].slice(0, keep)), previous);
+  const cases: [string[], string[], number][] = [[[], ['a', 'b', 'c', 'd'], 3], [['a'], ['b', 'a', 'c'], 2], [['x', 'y'], ['z', 'x', 'w'], 1], [['a', 'b'], ['a', 'b'], 3]];
+  for (const [previous, added, keep] of cases) {
+    const expected = sequential(previous.map(s), added.map(s), keep);
+    const got = withSamples(previous.map(s), added.map(s), keep);
+    expect((got ?? previous.map(s)).map((x) => x.executionId)).toEqual(expected.map((x) => x.executionId));
+  }
+  expect(withSamples([s('a')], [s('a')], 3)).toBeNull();
+});
+
+test('records cross threads as one buffer, and come back with their values, keys and headers', () => {
+  const pool = Buffer.from('xxhelloyyworld');
+  const records = [{ ...record(7, ''), value: pool.subarray(2, 7) }, { ...record(8, ''), value: pool.subarray(9) }];
+  const packed = packLogRecords(records);
+  expect(packed.bytes.byteLength).toBe(10);
+  const back = unpackLogRecords(structuredClone(packed));
+  expect(back.map((r) => [r.offset, r.value.toString(), r.headers])).toEqual([['7', 'hello', { h: '' }], ['8', 'world', { h: '' }]]);
+  const outputs = unpackOutputs(structuredClone(packOutputs([[out('a'), out('bb')], [], [out('c')]])));
+  expect(outputs.map((o) => o.map((r) => r.value.toString()))).toEqual([['a', 'bb'], [], ['c']]);
+});
