@@ -79,35 +79,51 @@ export async function startJournal(deps: JournalStageDeps): Promise<StageHandle>
   const pruning = setInterval(() => void prune(), deps.pruneEveryMs ?? 6 * 3_600_000);
   pruning.unref();
 
+  async function upsertSkippingRefused(entries: JournalEntry[]): Promise<void> {
+    if (entries.length === 0) return;
+    try {
+      await deps.journal.upsert(entries);
+      return;
+    } catch (error) {
+      if (!(error instanceof RegistryError && error.code === 'invalid-document')) throw error;
+    }
+    for (const entry of entries) {
+      try {
+        await deps.journal.upsert([entry]);
+      } catch (error) {
+        if (!(error instanceof RegistryError && error.code === 'invalid-document')) throw error;
+        logger.warn('journal skipped an entry the registry refuses', { entryId: entry.id, source: entry.source, error });
+      }
+    }
+  }
+
   const stages: StageHandle[] = [];
   try {
     for (const { topic, group, source } of journalInputs(deps.topics, deps.queues, deps.sources)) {
       stages.push(await deps.log.runStage({
         group, topic,
-        async handle(record) {
-          let entries: JournalEntry[];
-          try {
-            // An entry already past the retention (a new group reading a long topic from its start) is not written:
-            // it would only be pruned again, and on Cosmos its TTL would count from now.
-            const oldest = Date.now() - deps.retentionDays * DAY_MS;
-            entries = entriesOf(record, source, context).filter((e) => e.at >= oldest);
-          } catch (error) {
-            logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
-            deps.metrics?.stageRecord('journal', 'processed');
-            return [];
-          }
-          // An outage propagates: the log backs off and delivers the record again. An entry the registry refuses
-          // as such would be refused for ever, and must not stop the topic behind it.
-          if (entries.length > 0) {
+        // One upsert per batch: the file journal makes it one append and one fdatasync (file-journal.ts).
+        async handleBatch(records) {
+          // An entry already past the retention (a new group reading a long topic from its start) is not written:
+          // it would only be pruned again, and on Cosmos its TTL would count from now.
+          const oldest = Date.now() - deps.retentionDays * DAY_MS;
+          const entries: JournalEntry[] = [];
+          for (const record of records) {
             try {
-              await deps.journal.upsert(entries);
+              for (const entry of entriesOf(record, source, context)) if (entry.at >= oldest) entries.push(entry);
             } catch (error) {
-              if (!(error instanceof RegistryError && error.code === 'invalid-document')) throw error;
-              logger.warn('journal skipped entries the registry refuses', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
+              logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
             }
           }
-          deps.metrics?.stageRecord('journal', 'processed');
-          return [];
+          // An outage propagates: the log backs off and delivers the batch again. An entry the registry refuses as
+          // such would be refused for ever, and must not stop the topic behind it, nor cost the batch's others.
+          try {
+            await upsertSkippingRefused(entries);
+          } catch (error) {
+            return { outputs: [], failure: { index: 0, error } };
+          }
+          for (let i = 0; i < records.length; i++) deps.metrics?.stageRecord('journal', 'processed');
+          return { outputs: records.map(() => []) };
         },
         onRetry: (error, rec, attempt) => logger.warn('journal retrying', { topic, attempt, offset: rec?.offset ?? null, error }),
       }));

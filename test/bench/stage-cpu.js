@@ -1,11 +1,12 @@
-// CPU per record of each stage (decoder, dispatcher, sampler) on the embedded log, in this process.
+// CPU per record of each stage (decoder, dispatcher, sampler, journal) on the embedded log, in this process.
+// The journal reads every topic; it runs last, over all three stages' records (3 entries per request).
 // A backlog of N received records (1 KiB JSON webhook bodies, inline; 12 workflows) is appended; then each
 // stage runs alone over its whole input (the previous stage's output), and the process's CPU time (user +
 // system: the journal's writes and fsyncs count) from its start until its group's lag is 0 is divided by N.
 // The baseline, same run, same log: a plain stage that copies each received record to a scratch topic (the
 // adapter's read → handle → one journal append per batch, with no decoding, spans or registry). "net" is a
 // stage's figure less the baseline's: what the stage's own work costs.
-// Usage: npm run bench:stage-cpu -- [--records 20000] [--stages decoder,dispatcher,sampler]
+// Usage: npm run bench:stage-cpu -- [--records 20000] [--stages decoder,dispatcher,sampler,journal]
 // (a stage left out is still run, unmeasured, when a later one needs its output)
 // For a profile: node --cpu-prof --cpu-prof-dir=/tmp/prof test/bench/stage-cpu.js --records 20000
 const { randomUUID } = require('node:crypto');
@@ -26,6 +27,7 @@ const { createIngressMetrics } = dist('platform/telemetry/metrics');
 const { startDecoder } = dist('decoder/decoder');
 const { startDispatcher } = dist('dispatcher/dispatcher');
 const { startSampler } = dist('sampler/sampler');
+const { startJournal, journalInputs } = dist('journal/journal-stage');
 const { triggerCatalog } = dist('cli/start');
 const { loadConfig } = dist('platform/config/config');
 
@@ -58,20 +60,21 @@ async function main() {
       }));
     }
 
-    /** CPU µs per record of a stage, from its start until `group` has committed all of `topic`. */
-    async function measure(start, group, topic) {
+    /** CPU µs per record of a stage, from its start until `group` has committed all of `topic` (or every [group, topic] of `inputs`). */
+    async function measure(start, group, topic, inputs = [[group, topic]]) {
       const before = process.cpuUsage();
       const began = process.hrtime.bigint();
       const handle = await start();
-      while ((await log.consumerLag(group, topic)) > 0) await new Promise((r) => setTimeout(r, 20));
+      const lag = async () => (await Promise.all(inputs.map(([g, t]) => log.consumerLag(g, t)))).reduce((a, b) => a + b, 0);
+      while ((await lag()) > 0) await new Promise((r) => setTimeout(r, 20));
       const cpu = process.cpuUsage(before);
       const wall = Number(process.hrtime.bigint() - began) / 1e9;
       await handle.stop();
       return { us: (cpu.user + cpu.system) / records, wall };
     }
 
-    const listed = (process.argv.indexOf('--stages') >= 0 ? process.argv[process.argv.indexOf('--stages') + 1] : 'decoder,dispatcher,sampler').split(',');
-    const last = Math.max(...listed.map((s) => ['decoder', 'dispatcher', 'sampler'].indexOf(s)));
+    const listed = (process.argv.indexOf('--stages') >= 0 ? process.argv[process.argv.indexOf('--stages') + 1] : 'decoder,dispatcher,sampler,journal').split(',');
+    const last = Math.max(...listed.map((s) => ['decoder', 'dispatcher', 'sampler', 'journal'].indexOf(s)));
     const metrics = createIngressMetrics();
     const rows = [];
     rows.push(['baseline: read → copy → append', await measure(
@@ -87,6 +90,9 @@ async function main() {
       topics.group('dispatcher'), topics.decoded);
     await run('sampler', 2, () => startSampler({ log, topics, codec, samples: registry.samples, logger: silentLogger, metrics, queues: [topics.executions], keep: config.sampleDataKeep, recordKey: config.recordKey }),
       topics.group('sampler'), topics.executions);
+    const journaled = journalInputs(topics, [topics.executions]).filter((i) => [topics.received, topics.decoded, topics.executions].includes(i.topic)).map((i) => [i.group, i.topic]);
+    await run('journal', 3, () => startJournal({ log, topics, codec, journal: registry.journal, logger: silentLogger, metrics, queues: [topics.executions], retentionDays: config.journal.retentionDays }),
+      null, null, journaled);
 
     const base = rows[0][1].us;
     const lines = [

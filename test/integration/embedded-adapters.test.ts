@@ -1,6 +1,6 @@
 import { pbkdf2 } from 'node:crypto';
 import { once } from 'node:events';
-import { closeSync, fstatSync, mkdtempSync, openSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, closeSync, fstatSync, mkdtempSync, openSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -75,6 +75,33 @@ describe('file journal: retention', () => {
     const shortLived = await openFileRegistry(dir, { journalRetentionDays: 1 });
     expect((await shortLived.journal.search({ workflowId: 'wf', limit: 10 })).map((e) => e.requestId)).toEqual(['r3']);
   });
+});
+
+test('file journal: upserts from several stages at once each find their entries; a second writer on the same folder and a torn line from a crash do not disturb a search', async () => {
+  const dir = tempDir();
+  const first = await openFileRegistry(dir);
+  const now = Date.now();
+  const entry = (n: number, workflowId: string) => ({ id: `t.0.${n}.0`, requestId: `r${n}`, workflowId, kind: 'received', at: now - n, traceId: null, source: `t/0/${n}`, replayOf: null, keys: [`postId:p${n}`], detail: { n } });
+  // Four batches in flight together, as the journal's groups (one per topic) write them.
+  await Promise.all([0, 1, 2, 3].map((b) => first.journal.upsert(Array.from({ length: 50 }, (_, i) => entry(b * 50 + i, `wf-${b}`)))));
+  // Another process on the same DATA_DIR (its own file), and a redelivered batch (the same ids again).
+  const second = await openFileRegistry(dir);
+  await second.journal.upsert([entry(200, 'wf-0'), entry(0, 'wf-0')]);
+  const journalDir = path.join(dir, 'registry', 'journal', new Date(now).toISOString().slice(0, 10));
+  const files = readdirSync(journalDir).filter((n) => n.startsWith('entries-'));
+  expect(files).toHaveLength(2);
+  // A write torn by a crash: half a line at the end of a file.
+  appendFileSync(path.join(journalDir, files[0]), '{"id":"t.0.999.0","requestId":"r9');
+  for (const n of [0, 37, 99, 149, 199, 200]) {
+    expect((await first.journal.request(`r${n}`)).map((e) => e.detail)).toEqual([{ n }]);
+    expect((await first.journal.search({ key: `postId:p${n}`, limit: 5 })).map((e) => e.requestId)).toEqual([`r${n}`]);
+  }
+  expect((await first.journal.search({ workflowId: 'wf-0', limit: 100 })).map((e) => e.requestId)).toEqual([0, ...Array.from({ length: 49 }, (_, i) => i + 1), 200].map((n) => `r${n}`));
+  const byTime = await second.journal.search({ limit: 300 });
+  expect(byTime).toHaveLength(201);
+  expect(byTime.slice(0, 3).map((e) => e.requestId)).toEqual(['r0', 'r1', 'r2']);
+  await first.close();
+  await second.close();
 });
 
 test('file journal: a time range past any date a day can name finds nothing, and says nothing is wrong', async () => {

@@ -1,63 +1,88 @@
-import { createHash } from 'node:crypto';
+import { createHash, randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { writeFileAtomically } from './atomic-file';
-import { checkedQuery, matchesQuery, newestFirst, oldestFirst, type JournalEntry, type JournalStore } from './journal';
+import { checkedQuery, matchesQuery, newestFirst, oldestFirst, type JournalEntry, type JournalQuery, type JournalStore } from './journal';
 import { RegistryError } from './registry';
 
 /**
  * The request journal of `npm start`, under DATA_DIR/registry/journal, one folder per UTC day:
  *
- *   <day>/entries/<at>-<id>.json   one entry, replaced atomically (atomic-file.ts)
- *   <day>/by/<hash>/<at>-<id>      an empty marker per index key: the request, the workflow, each partner key
+ *   <day>/entries-<writer>.jsonl   the entries, one JSON line each, appended by one open store (a writer)
+ *   <day>/index-<bucket>.txt       `<key hash> <writer> <offset> <length>` per index key of an entry: its request,
+ *                                  its workflow, each partner key; the bucket is the hash's first hex digit
  *
- * Why this shape: a search reads only the days its time range (and the retention) covers, and within a day
- * only the markers of the most selective criterion given, then the entries those name; a day's names sort by
- * time, so newest first stops at the page limit. Pruning drops whole days. An entry is written before its
- * markers, so a marker always finds its entry once both exist; one without (a crash in between) is skipped,
- * and the redelivery that follows such a crash writes both again.
+ * Why this shape: the journal stage writes about three entries per request, at the pipeline's rate. A file per
+ * entry (and a marker per key) cost ~2 ms of CPU and an fsync per request, which no receiver can keep up with;
+ * here one `upsert` call (a stage batch) is one append and one fdatasync of the entries file, plus at most 16
+ * small appends to the index buckets.
+ * - Reads: a key search reads one bucket of each day in range (a sixteenth of the index) and then only the
+ *   entries it names; a search without a key reads the days' entries files from their end, newest first, and
+ *   stops at the limit. Pruning drops whole days.
+ * - Upsert by id: a redelivered batch appends the same entries again (same ids, same content); readers keep
+ *   one per id. Each open store appends to files of its own, so two processes sharing DATA_DIR never mix
+ *   offsets; index lines are single O_APPEND writes.
+ * - Crashes: entries are fdatasync'd before their index lines are written, and the stage commits its input
+ *   only after upsert returns; a process killed in between meets the batch again and writes both again. The
+ *   index is not fsync'd: after an OS crash or power loss the last index lines may be gone, and those entries
+ *   are then found by a time-range search only (docs/request-journal.md, Storage).
  */
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 86_400_000;
-/** The largest time an entry may carry (year 9999): fifteen digits, zero-padded so that names sort by time. */
+/** The largest time an entry may carry (year 9999). */
 const MAX_AT = 253_402_300_799_999;
-const AT_DIGITS = 15;
+const ENTRY_ID = /^[A-Za-z0-9._-]{1,200}$/;
+const ENTRIES = /^entries-([A-Za-z0-9]+)\.jsonl$/;
+/**
+ * A search takes, from each day (and each file of a day), this many times its limit of the last written matches,
+ * then orders them by time: the pipeline writes a request's entries within moments, so an entry written later
+ * than these but older in time is far past the page. Exact for any page a day holds fewer matches than that.
+ */
+const PER_FILE_SLACK = 4;
+/** How much of an entries file a search without a key reads at a time, from the end. */
+const CHUNK = 1024 * 1024;
 
 const dayOf = (at: number) => new Date(at).toISOString().slice(0, 10);
-const nameOf = (entry: JournalEntry) => `${String(entry.at).padStart(AT_DIGITS, '0')}-${entry.id}`;
-const atOfName = (name: string) => Number(name.slice(0, AT_DIGITS));
-const indexOf = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex').slice(0, 40);
-const ENTRY_ID = /^[A-Za-z0-9._-]{1,200}$/;
+const hashOf = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex').slice(0, 32);
+const entriesFile = (writer: string) => `entries-${writer}.jsonl`;
+const bucketFile = (hash: string) => `index-${hash[0]}.txt`;
 
 function indexKeys(entry: JournalEntry): string[] {
   return [`request:${entry.requestId}`, ...(entry.workflowId !== null ? [`workflow:${entry.workflowId}`] : []), ...entry.keys.map((k) => `key:${k}`)];
 }
 
+/** The most selective index a query names, or null (a search by time only). */
+function indexOfQuery(query: JournalQuery): string | null {
+  if (query.requestId !== undefined) return `request:${query.requestId}`;
+  if (query.key !== undefined) return `key:${query.key}`;
+  if (query.workflowId !== undefined) return `workflow:${query.workflowId}`;
+  return null;
+}
+
 export async function openFileJournal(root: string, retentionDays: number): Promise<JournalStore> {
   await fsp.mkdir(root, { recursive: true });
-  const made = new Set<string>();
-  const ensureDir = async (dir: string) => {
-    if (made.has(dir)) return;
-    await fsp.mkdir(dir, { recursive: true });
-    made.add(dir);
-  };
+  const writer = randomBytes(6).toString('hex');
+  /** This writer's entries file per day: its handle and its length (only this store appends to it). */
+  const open = new Map<string, { handle: fsp.FileHandle; length: number }>();
+  // Appends one after another: an entry's offset is the file's length before its write (the stages of every
+  // topic share this store, and two writes in flight on one file could land in either order).
+  let appending: Promise<unknown> = Promise.resolve();
   const unavailable = (what: string, error: unknown) =>
     new RegistryError(`journal could not ${what}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
   const listDir = async (dir: string): Promise<string[]> => {
-    try { return (await fsp.readdir(dir)).filter((n) => !n.startsWith('.')); } catch (error) {
+    try { return await fsp.readdir(dir); } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw unavailable(`list ${dir}`, error);
     }
   };
-  const readEntry = async (day: string, name: string): Promise<JournalEntry | null> => {
-    const file = path.join(root, day, 'entries', `${name}.json`);
-    let text: string;
-    try { text = await fsp.readFile(file, 'utf8'); } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+  const readFileOrEmpty = async (file: string): Promise<Buffer> => {
+    try { return await fsp.readFile(file); } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
       throw unavailable(`read ${file}`, error);
     }
-    try { return JSON.parse(text) as JournalEntry; } catch (error) {
-      throw new RegistryError(`journal file ${file} is not valid JSON`, 'corrupt-document', { cause: error });
+  };
+  const parse = (line: string, where: string): JournalEntry => {
+    try { return JSON.parse(line) as JournalEntry; } catch (error) {
+      throw new RegistryError(`journal file ${where} holds a line that is not valid JSON`, 'corrupt-document', { cause: error });
     }
   };
   /** The days kept, newest first, within [since, until) when given. */
@@ -68,73 +93,204 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
     return (await listDir(root)).filter((d) => DAY.test(d) && d >= oldest && d >= from && (to === null || d <= to)).sort().reverse();
   };
 
-  async function write(entry: JournalEntry): Promise<void> {
+  function checked(entry: JournalEntry): void {
     if (!ENTRY_ID.test(entry.id)) throw new RegistryError(`invalid journal entry id ${JSON.stringify(String(entry.id).slice(0, 220))}`, 'invalid-document');
     if (!Number.isSafeInteger(entry.at) || entry.at < 0 || entry.at > MAX_AT) throw new RegistryError(`journal entry ${entry.id}: at must be epoch milliseconds`, 'invalid-document');
-    const day = dayOf(entry.at);
-    const name = nameOf(entry);
-    const entries = path.join(root, day, 'entries');
-    try {
-      await ensureDir(entries);
-      await writeFileAtomically(path.join(entries, `${name}.json`), JSON.stringify(entry));
-      for (const key of indexKeys(entry)) {
-        const dir = path.join(root, day, 'by', indexOf(key));
-        await ensureDir(dir);
-        await fsp.writeFile(path.join(dir, name), '');
+  }
+
+  async function dayFile(day: string) {
+    let file = open.get(day);
+    if (!file) {
+      const dir = path.join(root, day);
+      await fsp.mkdir(dir, { recursive: true });
+      const handle = await fsp.open(path.join(dir, entriesFile(writer)), 'a', 0o600);
+      file = { handle, length: (await handle.stat()).size };
+      open.set(day, file);
+      // This writer's file is new; were it not (a reopen after a failed write), a torn last line is ended first.
+      if (file.length > 0) {
+        await handle.write('\n', null, 'utf8');
+        file.length += 1;
       }
-    } catch (error) {
-      // A folder pruned under us is made again on the next attempt.
-      made.clear();
-      throw unavailable(`write entry ${entry.id}`, error);
     }
+    return file;
+  }
+
+  /** One day's entries: one append and one fdatasync, then their index lines, one append per bucket. */
+  async function appendDay(day: string, entries: JournalEntry[]): Promise<void> {
+    const file = await dayFile(day);
+    const lines = entries.map((e) => Buffer.from(JSON.stringify(e) + '\n', 'utf8'));
+    const buckets = new Map<string, string[]>();
+    let offset = file.length;
+    for (let i = 0; i < entries.length; i++) {
+      for (const key of indexKeys(entries[i])) {
+        const hash = hashOf(key);
+        const bucket = bucketFile(hash);
+        let list = buckets.get(bucket);
+        if (!list) buckets.set(bucket, (list = []));
+        list.push(`${hash} ${writer} ${offset} ${lines[i].length - 1}\n`);
+      }
+      offset += lines[i].length;
+    }
+    const data = Buffer.concat(lines);
+    await file.handle.write(data, 0, data.length, null);
+    await file.handle.datasync();
+    file.length += data.length;
+    await Promise.all([...buckets].map(([bucket, list]) => fsp.appendFile(path.join(root, day, bucket), list.join(''), { mode: 0o600 })));
+  }
+
+  /**
+   * The entries one day's index names for `key` that `keep` accepts, the last written first, at most `cap` of
+   * them (appends come in time order, mostly: see PER_FILE_SLACK).
+   */
+  async function indexed(day: string, key: string, keep: (entry: JournalEntry) => boolean, cap = Infinity): Promise<JournalEntry[]> {
+    const hash = hashOf(key);
+    const text = (await readFileOrEmpty(path.join(root, day, bucketFile(hash)))).toString('latin1');
+    const wanted: { writer: string; offset: number; length: number }[] = [];
+    for (const line of text.split('\n')) {
+      if (!line.startsWith(hash)) continue;
+      const [, w, offset, length] = line.split(' ');
+      if (w && offset && length) wanted.push({ writer: w, offset: Number(offset), length: Number(length) });
+    }
+    const handles = new Map<string, fsp.FileHandle>();
+    const found: JournalEntry[] = [];
+    try {
+      for (const { writer: w, offset, length } of wanted.reverse()) {
+        if (found.length >= cap) break;
+        let handle = handles.get(w);
+        if (!handle) {
+          const file = path.join(root, day, entriesFile(w));
+          try { handle = await fsp.open(file, 'r'); } catch (error) {
+            if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+            throw unavailable(`read ${file}`, error);
+          }
+          handles.set(w, handle);
+        }
+        const buffer = Buffer.alloc(length);
+        const { bytesRead } = await handle.read(buffer, 0, length, offset);
+        // An index line whose entry is not there (a file cut short by a crash) names nothing.
+        if (bytesRead !== length) continue;
+        const entry = parse(buffer.toString('utf8'), `${day}/${entriesFile(w)}`);
+        if (keep(entry)) found.push(entry);
+      }
+    } finally {
+      for (const h of handles.values()) await h.close().catch(() => undefined);
+    }
+    return found;
+  }
+
+  /** The entries of one day that `keep` accepts: each writer's file read backwards in chunks, at most `cap` from each. */
+  async function scanned(day: string, keep: (entry: JournalEntry) => boolean, cap: number): Promise<JournalEntry[]> {
+    const found: JournalEntry[] = [];
+    for (const name of (await listDir(path.join(root, day))).filter((n) => ENTRIES.test(n))) {
+      const file = path.join(root, day, name);
+      let handle: fsp.FileHandle;
+      try { handle = await fsp.open(file, 'r'); } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw unavailable(`read ${file}`, error);
+      }
+      let kept = 0;
+      try {
+        let end = (await handle.stat()).size;
+        let carry = Buffer.alloc(0);
+        while (end > 0 && kept < cap) {
+          const start = Math.max(0, end - CHUNK);
+          const chunk = Buffer.alloc(end - start);
+          await handle.read(chunk, 0, chunk.length, start);
+          const text = Buffer.concat([chunk, carry]);
+          const firstBreak = start === 0 ? -1 : text.indexOf(10);
+          carry = firstBreak < 0 ? Buffer.alloc(0) : text.subarray(0, firstBreak);
+          const lines = text.subarray(firstBreak + 1).toString('utf8').split('\n');
+          for (let i = lines.length - 1; i >= 0 && kept < cap; i--) {
+            // A line a failed write left torn is no entry (its batch was written again whole).
+            if (lines[i] === '' || !lines[i].endsWith('}')) continue;
+            const entry = parse(lines[i], `${day}/${name}`);
+            if (keep(entry)) { found.push(entry); kept++; }
+          }
+          end = start;
+        }
+      } finally {
+        await handle.close();
+      }
+    }
+    return found;
   }
 
   return {
     async upsert(entries) {
-      await Promise.all(entries.map(write));
+      if (entries.length === 0) return;
+      entries.forEach(checked);
+      const byDay = new Map<string, JournalEntry[]>();
+      for (const entry of entries) {
+        const day = dayOf(entry.at);
+        const list = byDay.get(day);
+        if (list) list.push(entry);
+        else byDay.set(day, [entry]);
+      }
+      const append = async () => {
+        try {
+          for (const [day, list] of byDay) await appendDay(day, list);
+        } catch (error) {
+          // A day pruned under us (or a failed write) starts that day's file again on the next attempt, whose
+          // offsets then count from the new file's length.
+          for (const day of byDay.keys()) {
+            const file = open.get(day);
+            open.delete(day);
+            await file?.handle.close().catch(() => undefined);
+          }
+          throw unavailable(`write ${entries.length} entries`, error);
+        }
+      };
+      const done = appending.then(append, append);
+      appending = done.catch(() => undefined);
+      await done;
     },
 
     async request(requestId) {
-      const found: JournalEntry[] = [];
+      const found = new Map<string, JournalEntry>();
       for (const day of await days()) {
-        for (const name of await listDir(path.join(root, day, 'by', indexOf(`request:${requestId}`)))) {
-          const entry = await readEntry(day, name);
-          if (entry && entry.requestId === requestId) found.push(entry);
-        }
+        for (const entry of await indexed(day, `request:${requestId}`, (e) => e.requestId === requestId)) found.set(entry.id, entry);
       }
-      return found.sort(oldestFirst);
+      return [...found.values()].sort(oldestFirst);
     },
 
     async search(raw) {
       const query = checkedQuery(raw);
-      // The most selective index given; with none, a day's entries themselves.
-      const index = query.requestId !== undefined ? `request:${query.requestId}` : query.key !== undefined ? `key:${query.key}` : query.workflowId !== undefined ? `workflow:${query.workflowId}` : null;
-      const found: JournalEntry[] = [];
+      const index = indexOfQuery(query);
+      const found = new Map<string, JournalEntry>();
+      const keep = (entry: JournalEntry) => matchesQuery(entry, query);
+      const cap = query.limit * PER_FILE_SLACK;
       for (const day of await days(query.since, query.until)) {
-        const names = index !== null
-          ? await listDir(path.join(root, day, 'by', indexOf(index)))
-          : (await listDir(path.join(root, day, 'entries'))).filter((n) => n.endsWith('.json')).map((n) => n.slice(0, -5));
-        names.sort().reverse();
-        for (const name of names) {
-          const at = atOfName(name);
-          if ((query.until !== undefined && at >= query.until) || (query.since !== undefined && at < query.since)) continue;
-          const entry = await readEntry(day, name);
-          if (entry && matchesQuery(entry, query)) found.push(entry);
-          if (found.length >= query.limit) return found.sort(newestFirst);
-        }
+        const ofDay = index !== null ? await indexed(day, index, keep, cap) : await scanned(day, keep, cap);
+        for (const entry of ofDay) found.set(entry.id, entry);
+        // Days are newest first: a day that filled the page leaves older days nothing to add.
+        if (found.size >= query.limit) break;
       }
-      return found.sort(newestFirst);
+      return [...found.values()].sort(newestFirst).slice(0, query.limit);
     },
 
     async prune(before) {
       const cutoff = dayOf(Math.max(0, before));
-      let dropped = 0;
-      for (const day of (await listDir(root)).filter((d) => DAY.test(d) && d < cutoff)) {
-        try { await fsp.rm(path.join(root, day), { recursive: true, force: true }); } catch (error) { throw unavailable(`prune ${day}`, error); }
-        dropped++;
-      }
-      made.clear();
-      return dropped;
+      // Between appends, so that no write is in flight on a file whose day goes.
+      const drop = async () => {
+        let dropped = 0;
+        for (const day of (await listDir(root)).filter((d) => DAY.test(d) && d < cutoff)) {
+          const file = open.get(day);
+          open.delete(day);
+          await file?.handle.close().catch(() => undefined);
+          try { await fsp.rm(path.join(root, day), { recursive: true, force: true }); } catch (error) { throw unavailable(`prune ${day}`, error); }
+          dropped++;
+        }
+        return dropped;
+      };
+      const done = appending.then(drop, drop);
+      appending = done.catch(() => undefined);
+      return done;
+    },
+
+    async close() {
+      const files = [...open.values()];
+      open.clear();
+      for (const file of files) await file.handle.close().catch(() => undefined);
     },
   };
 }

@@ -29,6 +29,7 @@ export async function openFileRegistry(dataDir: string, options: FileRegistryOpt
     const next = withSamples((await samples.get(id))?.samples ?? [], added, keep);
     if (next) await samples.put({ id, samples: next });
   };
+  const journal = await openFileJournal(path.join(root, 'journal'), options.journalRetentionDays ?? DEFAULT_JOURNAL_RETENTION_DAYS);
   return {
     kind: 'file',
     workflows,
@@ -42,8 +43,8 @@ export async function openFileRegistry(dataDir: string, options: FileRegistryOpt
         return (await samples.get(sampleId(workflowId, node)))?.samples ?? [];
       },
     },
-    journal: await openFileJournal(path.join(root, 'journal'), options.journalRetentionDays ?? DEFAULT_JOURNAL_RETENTION_DAYS),
-    async close() { /* nothing held open */ },
+    journal,
+    async close() { await journal.close?.(); },
   };
 }
 

@@ -70,6 +70,8 @@ export interface JournalStore {
    * Cosmos DB expires entries itself (TTL) and returns 0.
    */
   prune(before: number): Promise<number>;
+  /** Release what the store holds open (the file adapter's day files); the registry's close calls it. */
+  close?(): Promise<void>;
 }
 
 export const DEFAULT_JOURNAL_RETENTION_DAYS = 30;
