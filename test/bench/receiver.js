@@ -42,7 +42,7 @@ async function main() {
     { name: 'receiver alone, durable accept on the embedded log', short: 'receiver (embedded)', launch: async () => start(CLI, ['start', '--services', 'receiver'], await envWith()) },
     // The rows above and below log at warn, as a bare server logs nothing; this is the default, a line per request.
     { name: 'the same at `LOG_LEVEL=info` (the default: a log line per request)', short: 'receiver (embedded, info)', launch: async () => start(CLI, ['start', '--services', 'receiver'], await envWith({ LOG_LEVEL: 'info' })) },
-    { name: 'all four services in one process (embedded)', short: 'all services (embedded)', launch: async () => start(CLI, ['start'], await envWith()) },
+    { name: 'all services in one process (embedded; the stages in their worker thread)', short: 'all services (embedded)', launch: async () => start(CLI, ['start'], await envWith()) },
   ];
   const rows = [];
   let kafka = null;
