@@ -50,13 +50,17 @@ export async function inConsumerSpan<T>(
     try {
       return await fn(span);
     } catch (error) {
-      span.recordException(error as Error);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+      failed(span, error);
       throw error;
     } finally {
       span.end();
     }
   });
+}
+
+function failed(span: Span, error: unknown): void {
+  span.recordException(error as Error);
+  span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
 }
 
 /** `inConsumerSpan` for work that does not wait: a stage's batch loop runs it with no promise per record. */
@@ -66,8 +70,7 @@ export function inConsumerSpanSync<T>(name: string, headers: Record<string, stri
     try {
       return fn(span);
     } catch (error) {
-      span.recordException(error as Error);
-      span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
+      failed(span, error);
       throw error;
     } finally {
       span.end();
