@@ -9,6 +9,9 @@ import { readLocalAccess } from './local-access';
  * does not answer is taken for gone: the CLI then works on the backends directly, as without a service (on the
  * embedded log the directory lock still refuses a second writer, so this cannot write beside a live one).
  */
+/** Every API call of the CLI; replays are polled, so no single call waits long. */
+const REQUEST_TIMEOUT_MS = 30_000;
+
 export interface AdminClient {
   /** Where the API is, for messages. */
   url: string;
@@ -51,6 +54,8 @@ export function adminClient(url: string, token: string, via: AdminClient['via'])
           method,
           headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { 'content-type': 'application/json' }) },
           body: body === undefined ? undefined : JSON.stringify(body),
+          // A service that takes the connection and never answers must not hold the command for minutes.
+          signal: AbortSignal.timeout(REQUEST_TIMEOUT_MS),
         });
       } catch (error) {
         throw new AdminClientError(`the running service's management API at ${url} did not answer (${(error as Error).message})`, 0, null);

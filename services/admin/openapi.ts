@@ -63,7 +63,7 @@ export function openApiDocument(): Record<string, unknown> {
       '/api/v1/dead-letters': {
         get: {
           summary: 'Dead letters, newest first (as `ingress dead-letters list`)',
-          parameters: [queryParam('stage', 'decoder, dispatcher or sampler'), queryParam('workflow', 'A workflow id'), queryParam('since', 'An ISO time'), queryParam('limit', '1-1000, default 100', { type: 'integer' }), queryParam('withSource', 'true: include each source record (base64)', { type: 'boolean' })],
+          parameters: [queryParam('stage', 'The stage that dead-lettered it: decoder, dispatcher, sampler or mdn'), queryParam('workflow', 'A workflow id'), queryParam('since', 'An ISO time'), queryParam('limit', '1-1000, default 100', { type: 'integer' }), queryParam('withSource', 'true: include each source record (base64)', { type: 'boolean' })],
           responses: { 200: json({ type: 'object', properties: { deadLetters: { type: 'array', items: ref('DeadLetter') }, total: { type: 'integer' }, truncated: { type: 'boolean' } } }, 'Dead letters'), ...errors(...READ, 'invalid-request') },
         },
       },

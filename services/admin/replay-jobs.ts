@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
+import { writeFileAtomically } from '../platform/registry/atomic-file';
 import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { checkpointFile, refeed } from './operations/refeed';
@@ -98,8 +99,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const save = async (job: ReplayJob) => {
     const file = path.join(jobsDir, `${job.id}.json`);
     await fsp.mkdir(jobsDir, { recursive: true });
-    await fsp.writeFile(`${file}.tmp`, JSON.stringify(job));
-    await fsp.rename(`${file}.tmp`, file);
+    await writeFileAtomically(file, JSON.stringify(job));
   };
   const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: { ...job.request } });
 

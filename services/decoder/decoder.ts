@@ -3,7 +3,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
-import { carryReplayMark, replayOf } from '../platform/log/replay-marking';
+import { carryReplayMark, recordIdentity, replayOf } from '../platform/log/replay-marking';
 import { IDEMPOTENCY_HEADER, idempotencyIdentity, recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import { idempotencyLedger, repeats, type KeyedAccept } from './idempotency-ledger';
 import type { PipelineTopics } from '../platform/log/topics';
@@ -15,7 +15,6 @@ import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/t
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { DecodeServices } from '../triggers/trigger';
 import { mdnDeliveryOf } from '../triggers/as2/async-mdn';
-import { recordIdentity } from '../platform/log/replay-marking';
 
 /**
  * Stage 2: received → decoded. Fetches the body (inline or claim check), asks the trigger plugin for

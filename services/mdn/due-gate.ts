@@ -6,8 +6,9 @@ import { recordIdentity } from '../platform/log/replay-marking';
  * A retry topic has one fixed delay, so its records are in due-time order: only the head of a partition
  * ever waits. The first time a record is not due, the gate throws NotDue: the adapter commits what the
  * batch did before it (so a delivered MDN is never resent because a later record waits) and comes back to
- * this record after its short back-off; the second time, the gate sleeps until the due time. `stop()` ends
- * every sleep at once (the record is then read again after a restart).
+ * this record after its short back-off; the second time, the gate sleeps until the due time, at most
+ * MAX_DUE_SLEEP_MS at a time (then it throws NotDue again). `stop()` ends every sleep at once (the record is
+ * then read again after a restart).
  */
 export class NotDue extends Error {
   constructor(readonly dueAt: number) {
@@ -29,7 +30,10 @@ export interface DueGate {
   stop(): void;
 }
 
-export function dueGate(now: () => number = Date.now): DueGate {
+/** The longest one sleep lasts: well inside a Kafka session and rebalance timeout. */
+export const MAX_DUE_SLEEP_MS = 2_000;
+
+export function dueGate(now: () => number = Date.now, maxSleepMs = MAX_DUE_SLEEP_MS): DueGate {
   const stopping = new AbortController();
   const held = new Set<string>();
   return {
@@ -38,12 +42,17 @@ export function dueGate(now: () => number = Date.now): DueGate {
       if (stopping.signal.aborted) throw new Stopping();
       if (dueAt <= now()) { held.delete(id); return; }
       if (!held.has(id)) { held.add(id); throw new NotDue(dueAt); }
+      // A bounded sleep, then the record is handed back again: a long wait inside a batch would hold the
+      // member's other partitions and miss a rebalance (the group would expel it, and a new owner deliver the
+      // MDN while this one still meant to).
+      const sleepMs = Math.min(Math.max(0, dueAt - now()), maxSleepMs);
       await new Promise<void>((resolve) => {
-        const timer = setTimeout(done, Math.max(0, dueAt - now()));
+        const timer = setTimeout(done, sleepMs);
         stopping.signal.addEventListener('abort', done, { once: true });
         function done() { clearTimeout(timer); stopping.signal.removeEventListener('abort', done); resolve(); }
       });
       if (stopping.signal.aborted) throw new Stopping();
+      if (dueAt > now()) throw new NotDue(dueAt);
       held.delete(id);
     },
     stop: () => stopping.abort(),

@@ -90,8 +90,8 @@ test('file journal: upserts from several stages at once each find their entries;
   const journalDir = path.join(dir, 'registry', 'journal', new Date(now).toISOString().slice(0, 10));
   const files = readdirSync(journalDir).filter((n) => n.startsWith('entries-'));
   expect(files).toHaveLength(2);
-  // A write torn by a crash: half a line at the end of a file.
-  appendFileSync(path.join(journalDir, files[0]), '{"id":"t.0.999.0","requestId":"r9');
+  // A write torn by a crash: part of a line at the end of a file, cut just after an inner brace.
+  appendFileSync(path.join(journalDir, files[0]), '{"id":"t.0.999.0","requestId":"r999","detail":{"n":999}');
   for (const n of [0, 37, 99, 149, 199, 200]) {
     expect((await first.journal.request(`r${n}`)).map((e) => e.detail)).toEqual([{ n }]);
     expect((await first.journal.search({ key: `postId:p${n}`, limit: 5 })).map((e) => e.requestId)).toEqual([`r${n}`]);

@@ -3,6 +3,7 @@ import { requestJourney, searchJournal, type JournalSearch } from '../../platfor
 import { RegistryError } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
+import { parsePosition } from '../operations/replays';
 import { queryString } from './request-fields';
 
 /**
@@ -46,12 +47,16 @@ export function eventRoutes(deps: AdminApiDeps): Router {
   return router;
 }
 
-/** An ISO time (or epoch milliseconds), as `--since`/`--until` take it. */
+/** Epoch milliseconds, or an ISO time as `--since`/`--until` take it (parsePosition, the CLI's parser). */
 function timeParam(text: string | null, name: string): number | null {
   if (text === null) return null;
-  const at = /^\d+$/.test(text) ? Number(text) : Date.parse(text);
-  if (!Number.isSafeInteger(at)) throw new AdminError('invalid-request', `${name} takes an ISO time (2026-11-26T10:00:00Z) or epoch milliseconds`);
-  return at;
+  if (/^\d+$/.test(text)) return Number(text);
+  try {
+    const position = parsePosition(text, name, 'time');
+    return 'time' in position ? position.time : null;
+  } catch (error) {
+    throw new AdminError('invalid-request', `${(error as Error).message}, or epoch milliseconds`);
+  }
 }
 
 async function refusedAsInvalid<T>(pending: Promise<T>): Promise<T> {

@@ -72,7 +72,7 @@ function locationOf(location: string, base: URL): string {
 
 export function guardedPost(options: GuardedPostOptions): Promise<GuardedPostResult> {
   const { url, allowedBy } = options;
-  if (!matchesPrefix(url, allowedBy)) return Promise.resolve({ ok: false, status: null, reason: `${url.href} does not match the allow-list entry ${allowedBy.href}` });
+  if (!matchesPrefix(url, allowedBy)) return Promise.resolve({ ok: false, status: null, reason: `${loggableUrl(url.href)} does not match the allow-list entry ${loggableUrl(allowedBy.href)}` });
   const host = url.hostname.replace(/^\[|\]$/g, '');
   // An IP literal is dialled without a lookup: checked here instead.
   if (isIP(host) !== 0 && !addressAllowed(host, allowedBy)) {

@@ -46,6 +46,8 @@ const effectivePort = (url: URL) => url.port || (url.protocol === 'https:' ? '44
 export function matchesPrefix(target: URL, prefix: URL): boolean {
   if (target.protocol !== prefix.protocol || target.hostname !== prefix.hostname || effectivePort(target) !== effectivePort(prefix)) return false;
   if (target.username || target.password) return false;
+  // An encoded separator would escape the prefix on a server that decodes before routing (/mdn/..%2fadmin).
+  if (/%2f|%5c/i.test(target.pathname)) return false;
   const base = prefix.pathname;
   if (base.endsWith('/')) return target.pathname.startsWith(base);
   return target.pathname === base || target.pathname.startsWith(`${base}/`);
@@ -63,7 +65,7 @@ export function allowedBy(target: URL, prefixes: readonly UrlPrefix[]): UrlPrefi
  */
 const SPECIAL = new BlockList();
 for (const [net, bits] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4]] as const) SPECIAL.addSubnet(net, bits, 'ipv4');
-for (const [net, bits] of [['::', 128], ['::1', 128], ['fc00::', 7], ['fe80::', 10], ['ff00::', 8], ['64:ff9b::', 96], ['2001:db8::', 32]] as const) SPECIAL.addSubnet(net, bits, 'ipv6');
+for (const [net, bits] of [['::', 96], ['::1', 128], ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8]] as const) SPECIAL.addSubnet(net, bits, 'ipv6');
 
 /** The IPv4 address an IPv4-mapped (::ffff:a.b.c.d, ::ffff:7f00:1) or compatible IPv6 address carries; else the address. */
 export function unmapped(address: string): string {

@@ -33,7 +33,7 @@ const MAX_AT = 253_402_300_799_999;
 const ENTRY_ID = /^[A-Za-z0-9._-]{1,200}$/;
 const ENTRIES = /^entries-([A-Za-z0-9]+)\.jsonl$/;
 /**
- * A search takes, from each day (and each file of a day), this many times its limit of the last written matches,
+ * A search takes, from each day (from each file of a day, when it reads without a key), this many times its limit of the last written matches,
  * then orders them by time: the pipeline writes a request's entries within moments, so an entry written later
  * than these but older in time is far past the page. Exact for any page a day holds fewer matches than that.
  */
@@ -84,6 +84,9 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
     try { return JSON.parse(line) as JournalEntry; } catch (error) {
       throw new RegistryError(`journal file ${where} holds a line that is not valid JSON`, 'corrupt-document', { cause: error });
     }
+  };
+  const parseOrTorn = (line: string): JournalEntry | null => {
+    try { return JSON.parse(line) as JournalEntry; } catch { return null; }
   };
   /** The days kept, newest first, within [since, until) when given. */
   const days = async (since?: number, until?: number): Promise<string[]> => {
@@ -201,9 +204,10 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
           carry = firstBreak < 0 ? Buffer.alloc(0) : text.subarray(0, firstBreak);
           const lines = text.subarray(firstBreak + 1).toString('utf8').split('\n');
           for (let i = lines.length - 1; i >= 0 && kept < cap; i--) {
-            // A line a failed write left torn is no entry (its batch was written again whole).
-            if (lines[i] === '' || !lines[i].endsWith('}')) continue;
-            const entry = parse(lines[i], `${day}/${name}`);
+            // A line a failed write left torn (or one being appended as this reads) is no entry: its batch is
+            // written again whole.
+            const entry = lines[i] === '' ? null : parseOrTorn(lines[i]);
+            if (entry === null) continue;
             if (keep(entry)) { found.push(entry); kept++; }
           }
           end = start;

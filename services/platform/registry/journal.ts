@@ -76,7 +76,7 @@ export interface JournalStore {
 
 export const DEFAULT_JOURNAL_RETENTION_DAYS = 30;
 export const MAX_JOURNAL_LIMIT = 1000;
-/** Longest entry id: a Cosmos id is at most 255 characters, and the file adapter prefixes it with the time. */
+/** Longest entry id: a Cosmos id is at most 255 characters (longer ids are hashed, entryId). */
 const MAX_ENTRY_ID = 200;
 /** Longest value a query compares (ids and partner keys are far shorter). */
 const MAX_QUERY_VALUE = 1024;

@@ -6,8 +6,14 @@ import type { IngressMetrics } from './metrics';
  * the same names and attributes as when the stages ran on the main thread. Recordings are sent a turn's worth
  * at a time; observable gauges are read from the worker when the main thread's exporter collects.
  */
-type Recording = [method: 'request' | 'stageRecord' | 'rateLimited' | 'ipNotAllowed' | 'duplicate', args: unknown[]];
 type Observed = 'observeLag' | 'observeCertificates';
+type Recorded = Exclude<keyof IngressMetrics, Observed>;
+/** Every recording method of IngressMetrics: one left out would be undefined in the worker, and a stage calling it would fail. */
+const RECORDED = ['request', 'stageRecord', 'rateLimited', 'ipNotAllowed', 'duplicate', 'mdnDelivery', 'refusalNotJournaled'] as const satisfies readonly Recorded[];
+// Fails to compile when IngressMetrics gains a recording method RECORDED does not list.
+const everyMethodListed: Exclude<Recorded, (typeof RECORDED)[number]> extends never ? true : never = true;
+void everyMethodListed;
+type Recording = [method: Recorded, args: unknown[]];
 
 export function forwardingMetrics(rpc: () => Rpc): { metrics: IngressMetrics; handlers: Record<string, Handler> } {
   let pending: Recording[] = [];
@@ -27,7 +33,7 @@ export function forwardingMetrics(rpc: () => Rpc): { metrics: IngressMetrics; ha
     rpc().notify('metrics.observe', [kind, id]);
   };
   const metrics = {
-    request: record('request'), stageRecord: record('stageRecord'), rateLimited: record('rateLimited'), ipNotAllowed: record('ipNotAllowed'), duplicate: record('duplicate'),
+    ...Object.fromEntries(RECORDED.map((method) => [method, record(method)])),
     observeLag: observe('observeLag'), observeCertificates: observe('observeCertificates'),
   } as IngressMetrics;
   return {

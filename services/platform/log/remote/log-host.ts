@@ -44,7 +44,6 @@ export function serveLog(log: EventLog, rpc: () => Rpc): LogHost {
       stages.delete(id);
       await handle?.stop();
     },
-    'log.stageNotReady': (id: number) => stages.get(id)?.notReady() ?? 'stopped',
     'log.append': (packed: PackedRecords<Omit<LogRecord, 'value'>>) => log.append(unpackLogRecords(packed)),
     'log.readOpen'(id: number, topic: string, start: ReadStart) {
       const abort = new AbortController();
