@@ -7,6 +7,7 @@ import { GCM_MAX_TAG, GCM_MIN_TAG, gcmNonce, icvLength, openGcm, splitAppendedTa
 import { unwrapOaep, unwrapPkcs1 } from './key-transport';
 import { parseEntity, type MimeEntity } from './mime';
 import { namedReceiverKey } from './rotation';
+import { secretKey } from '../secret-key';
 
 /**
  * CMS EnvelopedData (RFC 5652 §6) and AuthEnvelopedData with AES-GCM (RFC 5083/5084) → the inner MIME
@@ -64,7 +65,7 @@ export function decryptEntity(der: Buffer, identity: As2Identity, receivedAt: nu
       const { ciphertext, tag } = splitAppendedTag(octets(encrypted), tagLength);
       plain = openGcm(cipher.name, key, gcmNonce(params), tag, ciphertext);
     } else {
-      const decipher = createDecipheriv(cipher.name, key, octets(params));
+      const decipher = createDecipheriv(cipher.name, secretKey(key), octets(params));
       // No automatic padding check: OpenSSL's would fail on bad padding only, a padding oracle.
       decipher.setAutoPadding(false);
       plain = stripPkcs7(Buffer.concat([decipher.update(octets(encrypted)), decipher.final()]), cipher.block);

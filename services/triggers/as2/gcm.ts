@@ -1,6 +1,7 @@
 import { createDecipheriv, type DecipherGCM } from 'node:crypto';
 import { child, contentOf, octets, type Node } from './der';
 import { As2Fault } from './faults';
+import { secretKey } from '../secret-key';
 
 /**
  * AES-GCM content decryption (RFC 5084), shared by the two encodings partners send: RFC 5083
@@ -50,7 +51,7 @@ export function splitAppendedTag(content: Buffer, tagLength: number): { cipherte
  * onward, unauthenticated plaintext would be fully malleable).
  */
 export function openGcm(name: string, key: Buffer, nonce: Buffer, tag: Buffer, ciphertext: Buffer, aad?: Buffer): Buffer {
-  const decipher = createDecipheriv(name as 'aes-128-gcm', key, nonce, { authTagLength: tag.length }) as DecipherGCM;
+  const decipher = createDecipheriv(name as 'aes-128-gcm', secretKey(key), nonce, { authTagLength: tag.length }) as DecipherGCM;
   decipher.setAuthTag(tag);
   if (aad) decipher.setAAD(aad);
   const unverified = decipher.update(ciphertext);

@@ -1,4 +1,5 @@
 import { constants, createHash, createHmac, privateDecrypt, type KeyObject } from 'node:crypto';
+import { secretKey } from '../secret-key';
 
 /**
  * RSA key transport of the content-encryption key, with implicit rejection.
@@ -11,14 +12,14 @@ import { constants, createHash, createHmac, privateDecrypt, type KeyObject } fro
  * rejection"). The content then fails to decrypt exactly as it does under a wrong content key, and the
  * same ciphertext always yields the same wrong key, so timing and retries tell nothing either.
  */
-const kdkSecrets = new WeakMap<KeyObject, { secret: Buffer; k: number }>();
+const kdkSecrets = new WeakMap<KeyObject, { secret: KeyObject; k: number }>();
 
-function keyFacts(key: KeyObject): { secret: Buffer; k: number } {
+function keyFacts(key: KeyObject): { secret: KeyObject; k: number } {
   let facts = kdkSecrets.get(key);
   if (!facts) {
     const jwk = key.export({ format: 'jwk' });
     const bits = key.asymmetricKeyDetails?.modulusLength ?? 2048;
-    facts = { secret: createHash('sha256').update(Buffer.from(jwk.d ?? '', 'base64url')).digest(), k: Math.ceil(bits / 8) };
+    facts = { secret: secretKey(createHash('sha256').update(Buffer.from(jwk.d ?? '', 'base64url')).digest()), k: Math.ceil(bits / 8) };
     kdkSecrets.set(key, facts);
   }
   return facts;
@@ -29,7 +30,7 @@ export function syntheticKey(key: KeyObject, ciphertext: Buffer, length: number)
   const { secret, k } = keyFacts(key);
   const padded = Buffer.alloc(Math.max(k, ciphertext.length));
   ciphertext.copy(padded, padded.length - ciphertext.length);
-  const kdk = createHmac('sha256', secret).update(padded).digest();
+  const kdk = secretKey(createHmac('sha256', secret).update(padded).digest());
   const blocks: Buffer[] = [];
   for (let i = 0; blocks.length * 32 < length; i++) {
     const counter = Buffer.alloc(2);
