@@ -2,12 +2,14 @@
 // bound measured in the same run (DESIGN.md §7): `openssl speed rsa2048` private operations per second
 // divided by the RSA private operations one message costs (receiver: key transport + MDN signature = 2;
 // with the decoder in the same process it opens the message again: 3).
-// Usage: npm run bench:as2 -- [--seconds 10] [--connections 8]
+// With --sync-ms N the service's disk flushes take N ms longer (slow-disk/), to show what fsync latency does.
+// Usage: npm run bench:as2 -- [--seconds 10] [--connections 8] [--sync-ms 0]
 const os = require('node:os');
 const path = require('node:path');
 const { execFileSync, spawn } = require('node:child_process');
 const { mkdtempSync, readFileSync, rmSync, writeFileSync } = require('node:fs');
 const { CLI, arg, start, stop, loadTest } = require('./support');
+const { slowDiskEnv, durableAppendMs } = require('./slow-disk/slow-disk');
 
 const KEY = 'bench-encryption-key-0123456789';
 
@@ -57,7 +59,7 @@ async function measure(name, server, seconds, connections, body) {
     const first = await fetch(url, { method: 'POST', headers: HEADERS, body });
     const text = Buffer.from(await first.arrayBuffer()).toString('latin1');
     if (!/Disposition: automatic-action\/MDN-sent-automatically; processed\r?\n/.test(text) || !first.headers.get('content-type').startsWith('multipart/signed')) throw new Error(`${name}: not a signed processed MDN:\n${text.slice(0, 2000)}`);
-    return await loadTest(name, url, { seconds, connections, body, headers: HEADERS, unit: 'msg/s' });
+    return await loadTest(name, url, { seconds, connections, body, headers: HEADERS, unit: 'msg/s', pid: server.child.pid });
   } finally {
     await stop(server);
   }
@@ -66,21 +68,25 @@ async function measure(name, server, seconds, connections, body) {
 async function main() {
   const seconds = arg('seconds', 10);
   const connections = arg('connections', 8);
+  const syncMs = arg('sync-ms', 0);
   const { dir, dataDir, body } = await setUp();
-  const env = { DATA_DIR: dataDir, PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', INGRESS_ENCRYPTION_KEY: KEY, WORKFLOW_CACHE_MS: '60000' };
+  const disk = slowDiskEnv(syncMs);
+  const env = { DATA_DIR: dataDir, PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn', INGRESS_ENCRYPTION_KEY: KEY, WORKFLOW_CACHE_MS: '60000', ...disk };
   try {
     const privateOps = rsaBound(3);
     process.stderr.write(`openssl speed rsa2048: ${privateOps.toFixed(0)} private ops/s\n`);
+    const appendMs = durableAppendMs(dataDir, disk);
+    process.stderr.write(`durable 1 KiB append on DATA_DIR: ${appendMs.toFixed(2)} ms (median)\n`);
     const rows = [
       ['receiver alone (embedded log)', 2, await measure('receiver', await start(CLI, ['start', '--services', 'receiver'], env), seconds, connections, body)],
       ['all four services in one process (embedded)', 3, await measure('all services', await start(CLI, ['start'], env), seconds, connections, body)],
     ];
     const lines = [
-      `\`npm run bench:as2 -- --seconds ${seconds} --connections ${connections}\` — ${os.cpus().length} cores, Node ${process.version}; autocannon in the benchmark process, the service in its own; ${body.length}-byte message (10 KiB EDI, SHA-256 signed, AES-256 encrypted to a 2048-bit key), signed MDN requested; 2 s warm-up. RSA bound: \`openssl speed -seconds 3 rsa2048\` = ${privateOps.toFixed(0)} private ops/s.`,
+      `\`npm run bench:as2 -- --seconds ${seconds} --connections ${connections}${syncMs ? ` --sync-ms ${syncMs}` : ''}\` — ${os.cpus().length} cores, Node ${process.version}; autocannon in the benchmark process, the service in its own; ${body.length}-byte message (10 KiB EDI, SHA-256 signed, AES-256 encrypted to a 2048-bit key), signed MDN requested; 2 s warm-up. RSA bound: \`openssl speed -seconds 3 rsa2048\` = ${privateOps.toFixed(0)} private ops/s. A durable 1 KiB append (O_DSYNC) on DATA_DIR: ${appendMs.toFixed(2)} ms at the median${syncMs ? ` (${syncMs} ms added per flush by slow-disk/)` : ''}; UV_THREADPOOL_SIZE ${process.env.UV_THREADPOOL_SIZE ?? 'unset'}.`,
       '',
-      '| service | RSA private ops / message | bound msg/s | msg/s | ratio | p50 ms | p99 ms |',
-      '|---|---|---|---|---|---|---|',
-      ...rows.map(([name, ops, r]) => `| ${name} | ${ops} | ${(privateOps / ops).toFixed(0)} | ${r.rps.toFixed(0)} | ${((r.rps * ops) / privateOps).toFixed(2)} | ${r.p50} | ${r.p99} |`),
+      '| service | RSA private ops / message | bound msg/s | msg/s | ratio | p50 ms | p99 ms | service CPU µs / message | of which RSA (openssl speed) |',
+      '|---|---|---|---|---|---|---|---|---|',
+      ...rows.map(([name, ops, r]) => `| ${name} | ${ops} | ${(privateOps / ops).toFixed(0)} | ${r.rps.toFixed(0)} | ${((r.rps * ops) / privateOps).toFixed(2)} | ${r.p50} | ${r.p99} | ${r.cpuPerRequest.toFixed(0)} | ${((ops * 1e6) / privateOps).toFixed(0)} |`),
     ];
     process.stdout.write(lines.join('\n') + '\n');
   } finally {
