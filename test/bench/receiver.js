@@ -12,7 +12,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { rmSync } = require('node:fs');
 const { execFileSync } = require('node:child_process');
-const { ROOT, CLI, arg, start, stop, benchDataDir, loadTest } = require('./support');
+const { ROOT, CLI, arg, start, stop, benchDataDir, webhookBody, loadTest } = require('./support');
 
 const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const percent = (x) => `${(x * 100).toFixed(0)}%`;
@@ -22,9 +22,7 @@ async function main() {
   const connections = arg('connections', 50);
   const rounds = arg('rounds', 3);
   const withKafka = arg('kafka', 1) === 1;
-  const item = { id: 'evt-0001', type: 'order.created', at: new Date(0).toISOString(), lines: [] };
-  while (JSON.stringify(item).length < 1000) item.lines.push({ sku: `SKU-${item.lines.length}`, qty: 1, price: '9.99' });
-  const body = JSON.stringify(item).padEnd(1024, ' ');
+  const body = webhookBody();
   const base = { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
   const dataDirs = [];
   const envWith = async (extra = {}) => { const dir = await benchDataDir(); dataDirs.push(dir); return { ...base, DATA_DIR: dir, ...extra }; };

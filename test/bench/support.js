@@ -12,7 +12,11 @@ function arg(name, fallback) {
   return i >= 0 ? Number(process.argv[i + 1]) : fallback;
 }
 
-function start(command, args, env) {
+/**
+ * Start a child and resolve once its output matches `ready` (by default the receiver's "listening on" line;
+ * `url` is that line's address, or null for a pattern without one).
+ */
+function start(command, args, env, ready = /listening on (http:\/\/\S+)/) {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, [command, ...args], { env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
@@ -23,8 +27,8 @@ function start(command, args, env) {
       // Once it listens, only a tail is kept: at LOG_LEVEL=info a line comes per request, and this process
       // also runs the load.
       if (listening) return;
-      const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) { listening = true; resolve({ child, url: m[1].replace('localhost', '127.0.0.1'), output: () => out }); }
+      const m = ready.exec(out);
+      if (m) { listening = true; resolve({ child, url: m[1] ? m[1].replace('localhost', '127.0.0.1') : null, output: () => out }); }
     };
     child.stdout.on('data', onData);
     child.stderr.on('data', onData);
@@ -32,7 +36,20 @@ function start(command, args, env) {
   });
 }
 
+/** Fails the benchmark loudly if `server` exits before `stop` is called for it: a result without it would be void. */
+function mustStayUp(server, name) {
+  const onExit = (code, signal) => {
+    process.stderr.write(`${name} exited unexpectedly (${code ?? signal}):\n${server.output().slice(-3000)}\n`);
+    process.exit(1);
+  };
+  server.child.once('exit', onExit);
+  server.expectedExit = () => server.child.off('exit', onExit);
+  return server;
+}
+
 async function stop(server) {
+  server.expectedExit?.();
+  if (server.child.exitCode !== null || server.child.signalCode !== null) return;
   server.child.kill('SIGTERM');
   await new Promise((res) => server.child.once('exit', res));
 }
@@ -62,19 +79,40 @@ function cpuMicros(pid) {
   return (ticks * 1e6) / 100; // USER_HZ is 100 on Linux
 }
 
+/** The 1 KiB JSON webhook body every HTTP benchmark sends. */
+function webhookBody() {
+  const item = { id: 'evt-0001', type: 'order.created', at: new Date(0).toISOString(), lines: [] };
+  while (JSON.stringify(item).length < 1000) item.lines.push({ sku: `SKU-${item.lines.length}`, qty: 1, price: '9.99' });
+  return JSON.stringify(item).padEnd(1024, ' ');
+}
+
+/**
+ * One autocannon run of POSTs. `overallRate` makes it open loop at that rate (as far as `connections` allow),
+ * `amount` stops it after that many requests instead of after `seconds`.
+ */
+function fire(url, { seconds, connections, body, headers, overallRate, amount }) {
+  const autocannon = require('autocannon');
+  return new Promise((resolve, reject) => {
+    const options = { url, method: 'POST', body, headers, connections, ...(amount ? { amount } : { duration: seconds }) };
+    // At a fixed rate autocannon would otherwise fill each gap of its per-second bursts with made-up latencies.
+    if (overallRate) Object.assign(options, { overallRate, ignoreCoordinatedOmission: true });
+    autocannon(options, (error, result) => {
+      if (error) return reject(error);
+      resolve({
+        rps: result.requests.average, total: result.requests.total, ok: result['2xx'], p50: result.latency.p50, p99: result.latency.p99,
+        non2xx: result.non2xx, errors: result.errors + result.timeouts, seconds: result.duration,
+      });
+    });
+  });
+}
+
 /**
  * autocannon POSTs for `seconds` after a 2 s warm-up; any non-2xx answer or error voids the measurement.
  * With `pid`, also the server's CPU time per request, which holds steadier than req/s when other work
  * shares the machine.
  */
 async function loadTest(name, url, { seconds, connections, body, headers, unit = 'req/s', pid }) {
-  const autocannon = require('autocannon');
-  const once = (duration) => new Promise((resolve, reject) => {
-    autocannon({ url, method: 'POST', body, headers, connections, duration }, (error, result) => {
-      if (error) return reject(error);
-      resolve({ rps: result.requests.average, total: result.requests.total, p50: result.latency.p50, p99: result.latency.p99, non2xx: result.non2xx, errors: result.errors });
-    });
-  });
+  const once = (duration) => fire(url, { seconds: duration, connections, body, headers });
   await once(2); // warm-up
   const cpuBefore = pid ? cpuMicros(pid) : 0;
   const r = await once(seconds);
@@ -84,4 +122,4 @@ async function loadTest(name, url, { seconds, connections, body, headers, unit =
   return r;
 }
 
-module.exports = { ROOT, CLI, arg, start, stop, benchDataDir, rssMiB, loadTest };
+module.exports = { ROOT, CLI, arg, start, stop, mustStayUp, benchDataDir, rssMiB, cpuMicros, webhookBody, fire, loadTest };
