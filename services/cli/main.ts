@@ -1,4 +1,6 @@
 #!/usr/bin/env node
+// First: sizes libuv's thread pool before anything can start it.
+import './thread-pool';
 import { ConfigError, loadConfig } from '../platform/config/config';
 import { createLogger, type LineWriter } from '../platform/logger/logger';
 import { lineBatch } from '../platform/logger/line-batch';

@@ -160,6 +160,10 @@ test('tail prints decoded records as JSON lines while the service runs; blob get
     expect(blob.stdout).toBe('{"hello":"cli world"}');
     expect((await runCli(['blob', 'get', 'raw/none'], env)).code).toBe(1);
     expect((await runCli(['blob', 'list', received.body.path.slice(0, received.body.path.lastIndexOf('/') + 1)], env)).stdout.split('\n')).toContain(received.body.path);
+    // libuv's pool was sized before it started (services/cli/thread-pool.ts, 16; not imported here, for its
+    // side effect on this process): Node's own default is 4 threads.
+    const threadNames = readdirSync(`/proc/${service.child.pid}/task`).map((task) => readFileSync(`/proc/${service.child.pid}/task/${task}/comm`, 'utf8').trim());
+    expect(threadNames.filter((name) => name === 'libuv-worker')).toHaveLength(16);
   } finally {
     service.child.kill('SIGTERM');
     await waitForExit(service.child);
