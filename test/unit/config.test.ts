@@ -18,7 +18,7 @@ test('backends are selected by their variables', () => {
   });
   expect(c.kafka?.brokers).toEqual(['k1:9092', 'k2:9093']);
   expect(c.kafka?.clientId).toBe(`ingress-${require('node:os').hostname()}-${process.pid}`);
-  expect(c.kafka).toMatchObject({ sessionTimeoutMs: 6000, heartbeatIntervalMs: 1000 });
+  expect(c.kafka).toMatchObject({ sessionTimeoutMs: 6000, heartbeatIntervalMs: 1000, lingerMs: 0 });
   expect(c.recordKey).toBe('workflow');
   expect(c.blob?.container).toBe('files');
   expect(c.cosmos?.database).toBe('ingress');
@@ -33,6 +33,8 @@ test('Kafka group timing and the record key are configurable, and contradictions
   expect(problems({ KAFKA_SESSION_TIMEOUT_MS: '6000', KAFKA_HEARTBEAT_INTERVAL_MS: '3000' })).toEqual([expect.stringMatching(/^KAFKA_HEARTBEAT_INTERVAL_MS=3000: at most a third of KAFKA_SESSION_TIMEOUT_MS/)]);
   expect(problems({ KAFKA_SESSION_TIMEOUT_MS: 'soon' })).toEqual([expect.stringMatching(/^KAFKA_SESSION_TIMEOUT_MS="soon"/)]);
   expect(problems({ RECORD_KEY: 'partner' })).toEqual([expect.stringMatching(/^RECORD_KEY="partner": workflow .* or request/)]);
+  expect(loadConfig({ KAFKA_BROKERS: 'k:9092', KAFKA_LINGER_MS: '5' }).kafka?.lingerMs).toBe(5);
+  expect(problems({ KAFKA_LINGER_MS: '1001' })).toEqual([expect.stringMatching(/^KAFKA_LINGER_MS="1001": .*a whole number from 0 to 1000/)]);
 });
 
 test('MD5 for AS2 is off unless asked for', () => {

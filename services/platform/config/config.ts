@@ -116,6 +116,8 @@ export interface KafkaSettings {
   /** A stage member that sends no heartbeat for this long is expelled and its partitions reassigned. */
   sessionTimeoutMs: number;
   heartbeatIntervalMs: number;
+  /** How long the first append of an idle producer waits for others to share its produce request (coalescing-producer.ts). */
+  lingerMs: number;
 }
 
 export interface TopicSettings {
@@ -186,7 +188,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     if (list.length === 0 || bad.length) problems.push(`KAFKA_BROKERS=${JSON.stringify(brokers)}: a comma-separated list of host:port (bad: ${bad.join(', ') || 'empty'})`);
     // Transactional ids derive from group, topic and partition (transactional-stage.ts), not from this:
     // several processes on one host may share a client id; the pid tells them apart in the brokers' logs.
-    else kafka = { brokers: list, clientId: get('KAFKA_CLIENT_ID') ?? `ingress-${hostname()}-${process.pid}`, sessionTimeoutMs: 0, heartbeatIntervalMs: 0 };
+    else kafka = { brokers: list, clientId: get('KAFKA_CLIENT_ID') ?? `ingress-${hostname()}-${process.pid}`, sessionTimeoutMs: 0, heartbeatIntervalMs: 0, lingerMs: 0 };
   }
   // Kafka's brokers refuse sessions outside group.min/max.session.timeout.ms (6 s and 30 min by default).
   const sessionTimeoutMs = integer('KAFKA_SESSION_TIMEOUT_MS', 6_000, 1_000, 1_800_000, 'how long a silent stage member keeps its partitions, in milliseconds');
@@ -194,7 +196,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (heartbeatIntervalMs * 3 > sessionTimeoutMs) {
     problems.push(`KAFKA_HEARTBEAT_INTERVAL_MS=${heartbeatIntervalMs}: at most a third of KAFKA_SESSION_TIMEOUT_MS (${sessionTimeoutMs}), or one late heartbeat expels the member`);
   }
-  if (kafka) Object.assign(kafka, { sessionTimeoutMs, heartbeatIntervalMs });
+  const lingerMs = integer('KAFKA_LINGER_MS', 0, 0, 1_000, 'how long an append waits for others to share its produce request when none is in flight, in milliseconds');
+  if (kafka) Object.assign(kafka, { sessionTimeoutMs, heartbeatIntervalMs, lingerMs });
   const recordKeyRaw = (get('RECORD_KEY') ?? 'workflow').toLowerCase();
   if (recordKeyRaw !== 'workflow' && recordKeyRaw !== 'request') problems.push(`RECORD_KEY=${JSON.stringify(get('RECORD_KEY'))}: workflow (per-workflow order) or request (spread over every partition)`);
   const recordKey: RecordKeyMode = recordKeyRaw === 'request' ? 'request' : 'workflow';
