@@ -1,4 +1,4 @@
-import { createHash } from 'node:crypto';
+import { hash } from 'node:crypto';
 import type { DecodedItem } from '../platform/avro/records';
 
 /**
@@ -6,7 +6,7 @@ import type { DecodedItem } from '../platform/avro/records';
  * over SHA-256), so a replay or a redelivery yields the same id and downstream can de-duplicate.
  */
 export function executionId(requestId: string, sourceIndex: number): string {
-  const h = createHash('sha256').update(`ingress/execution/${requestId}/${sourceIndex}`).digest();
+  const h = hash('sha256', `ingress/execution/${requestId}/${sourceIndex}`, 'buffer');
   h[6] = (h[6] & 0x0f) | 0x50;
   h[8] = (h[8] & 0x3f) | 0x80;
   const x = h.subarray(0, 16).toString('hex');
