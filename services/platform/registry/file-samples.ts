@@ -30,6 +30,7 @@ export interface FileSampleStore extends SampleStore {
 }
 
 const WRITE_BEHIND_MS = 100;
+const RETRY_MS = 1_000;
 /** Nodes whose samples stay in memory; the least recently written beyond that are read again when next needed. */
 const MAX_CACHED_NODES = 1024;
 const SAMPLE_FILE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.[A-Za-z0-9_-]*$/;
@@ -100,6 +101,7 @@ export async function openFileSamples(dir: string, options: FileSamplesOptions):
       } catch (error) {
         doc.dirty = true;
         failed = error;
+        options.onWarning?.('sample data could not be written: retrying', { file, error });
       }
     }
     // Forget the least recently written beyond the bound, once they are on file.
@@ -108,10 +110,11 @@ export async function openFileSamples(dir: string, options: FileSamplesOptions):
       if (doc.dirty) behind = true;
       else if (held.size > MAX_CACHED_NODES) held.delete(file);
     }
-    if (behind && !timer) schedule();
+    // What is still behind failed to write: tried again, less often than the write-behind.
+    if (behind && !timer) schedule(Math.max(delay, RETRY_MS));
   }
-  function schedule(): void {
-    timer = setTimeout(() => void flush(), delay);
+  function schedule(after = delay): void {
+    timer = setTimeout(() => void flush(), after);
     timer.unref();
   }
   const flush = () => {
