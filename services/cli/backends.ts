@@ -46,13 +46,18 @@ export async function openStore(config: Config): Promise<ObjectStore> {
   return openFilesystemStore(config.dataDir);
 }
 
-export async function openRegistry(config: Config): Promise<Registry> {
+export async function openRegistry(config: Config, logger?: Logger): Promise<Registry> {
   if (config.cosmos) {
     const { openCosmosRegistry } = await import('../platform/registry/cosmos-registry');
     return openCosmosRegistry({ ...config.cosmos, journalRetentionDays: config.journal.retentionDays });
   }
   const { openFileRegistry } = await import('../platform/registry/file-registry');
-  return openFileRegistry(config.dataDir, { journalRetentionDays: config.journal.retentionDays });
+  return openFileRegistry(config.dataDir, {
+    journalRetentionDays: config.journal.retentionDays,
+    // The embedded log's directory lock leaves one process per DATA_DIR that can run the sampler.
+    onlySampleWriter: config.kafka === null,
+    onWarning: logger && ((message, fields) => logger.warn(message, fields)),
+  });
 }
 
 export function sealerFor(config: Config): CredentialSealer | null {
@@ -62,7 +67,7 @@ export function sealerFor(config: Config): CredentialSealer | null {
 export async function openBackends(config: Config, logger: Logger, options: OpenBackendsOptions = {}): Promise<Backends> {
   const opened: { close(): Promise<void> }[] = [];
   try {
-    const registry = await openRegistry(config); opened.push(registry);
+    const registry = await openRegistry(config, logger); opened.push(registry);
     const store = await openStore(config); opened.push(store);
     const log = await openLog(config, logger, options); opened.push(log);
     return {

@@ -78,7 +78,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     openLog: () => openLog(config, logger, { readOnlyLog: true }),
     openLogForWriting: () => openLog(config, logger),
     openStore: () => openStore(config),
-    openRegistry: () => openRegistry(config),
+    openRegistry: () => openRegistry(config, logger),
     sealer: () => {
       const sealer = sealerFor(config);
       if (!sealer) throw new UsageError('INGRESS_ENCRYPTION_KEY must be set to store or read credentials (at least 16 characters; keep it secret and stable)');

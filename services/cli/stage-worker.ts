@@ -65,7 +65,7 @@ const handlers: Record<string, Handler> = {
     }
     const opened: { close(): Promise<void> }[] = [];
     try {
-      const registry = await openRegistry(config); opened.push(registry);
+      const registry = await openRegistry(config, logger); opened.push(registry);
       const store = await openStore(config); opened.push(store);
       const log = remote ? remote.log : await openLog(config, logger); opened.push(log);
       backends = { log, store, registry, sealer: sealerFor(config), async close() { for (const b of opened.reverse()) await b.close().catch(() => undefined); } };

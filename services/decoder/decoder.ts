@@ -2,7 +2,8 @@ import { Readable } from 'node:stream';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type StageHandle } from '../platform/log/event-log';
-import { StageInputError, withDeadLettering } from '../platform/log/dead-lettering';
+import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
+import { eachRecord } from '../platform/log/stage-batch';
 import { carryReplayMark, recordIdentity, replayOf } from '../platform/log/replay-marking';
 import { IDEMPOTENCY_HEADER, idempotencyIdentity, recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import { idempotencyLedger, repeats, type KeyedAccept } from './idempotency-ledger';
@@ -107,17 +108,21 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
     },
   });
   /**
-   * An asynchronous MDN's delivery (AS2, services/mdn/), by input record while it is handled: it goes out with
-   * the decoded record, or with the dead letter, in the same atomic output. The message was answered
+   * An asynchronous MDN's delivery (AS2, services/mdn/), by input record while its batch is handled: it goes out
+   * with the decoded record, or with the dead letter, in the same atomic output. The message was answered
    * `processed` either way, so its MDN is owed either way. A replay (ingress replay, dead-letters replay) owes
    * none: its original already wrote one.
    */
   const deliveries = new Map<string, OutRecord>();
-  const decode = withDeadLettering(async (record) => {
-    return inConsumerSpan(`${topics.received} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder')), async (span) => {
+  const spanName = `${topics.received} process`;
+  const spanAttributes = stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder'));
+  /** One received record; `workflowOf` reads each workflow once per batch. */
+  const decodeRecord = (record: LogRecord, workflowOf: (id: string, fresh: boolean) => Promise<WorkflowDocument | null>) =>
+    inConsumerSpan(spanName, record.headers, spanAttributes, async (span): Promise<OutRecord[]> => {
       const received = codec.decode('Received', record.value);
+      const key = recordKey(deps.recordKey, received);
       const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received) : null;
-      const mdnOut = delivery && { topic: topics.mdnDeliveries, key: recordKey(deps.recordKey, received), value: codec.encode('MdnDelivery', delivery), headers: traceHeaders() };
+      const mdnOut = delivery && { topic: topics.mdnDeliveries, key, value: codec.encode('MdnDelivery', delivery), headers: traceHeaders() };
       if (mdnOut) deliveries.set(recordIdentity(record), mdnOut);
       const accept = acceptOf(received, record.headers, deps.idempotencyLookbackMs);
       // Before anything can fail: every keyed record counts, whatever becomes of it (idempotency-ledger.ts).
@@ -129,7 +134,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
         const plugin = node ? catalog.pluginFor(node.type) : null;
         return node && plugin ? { node, plugin } : null;
       };
-      const found = trigger(await deps.workflows.get(received.workflowId)) ?? trigger(await deps.workflows.fresh(received.workflowId));
+      const found = trigger(await workflowOf(received.workflowId, false)) ?? trigger(await workflowOf(received.workflowId, true));
       if (!found) throw new StageInputError('trigger-missing', `workflow ${received.workflowId} has no trigger node "${received.triggerNode}" any more`);
       const { node, plugin } = found;
       const duplicateOf = accept ? repeats(earlier, accept) : null;
@@ -146,21 +151,39 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       if (value.length > MAX_RECORD_BYTES) {
         throw new StageInputError('output-too-large', `the decoded output is ${value.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit; Raw Body stores such a body as a file instead`);
       }
-      return [{ topic: topics.decoded, key: recordKey(deps.recordKey, received), value, headers: carryReplayMark(record.headers, traceHeaders()) }, ...(mdnOut ? [mdnOut] : [])];
+      const decoded = { topic: topics.decoded, key, value, headers: carryReplayMark(record.headers, traceHeaders()) };
+      return mdnOut ? [decoded, mdnOut] : [decoded];
     });
+  const decodeBatch = withDeadLetteringBatch((records, budget) => {
+    // The documents this batch has read: a workflow's records share one look-up (and one fresh read, when a
+    // record names a trigger node the cached document lacks).
+    const read = new Map<string, WorkflowDocument | null>();
+    const workflowOf = async (id: string, fresh: boolean) => {
+      if (!fresh && read.has(id)) return read.get(id)!;
+      const workflow = fresh ? await deps.workflows.fresh(id) : await deps.workflows.get(id);
+      read.set(id, workflow);
+      return workflow;
+    };
+    return eachRecord(records, budget, (record) => decodeRecord(record, workflowOf));
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
-  const handle = async (record: LogRecord): Promise<OutRecord[]> => {
-    const id = recordIdentity(record);
+  const handleBatch = async (records: LogRecord[], budget: { maxOutputBytes: number }) => {
     try {
-      const out = await decode(record);
-      const owed = deliveries.get(id);
-      return owed && !out.includes(owed) ? [...out, owed] : out;
+      const result = await decodeBatch(records, budget);
+      // A delivery owed by a record that was dead-lettered goes out with its dead letter.
+      if (deliveries.size > 0) {
+        for (let i = 0; i < result.outputs.length; i++) {
+          const owed = deliveries.get(recordIdentity(records[i]));
+          if (owed && !result.outputs[i].includes(owed)) result.outputs[i] = [...result.outputs[i], owed];
+        }
+      }
+      return result;
     } finally {
-      deliveries.delete(id);
+      // A record retried later works its delivery out again.
+      deliveries.clear();
     }
   };
   return deps.log.runStage({
-    group: topics.group('decoder'), topic: topics.received, handle,
+    group: topics.group('decoder'), topic: topics.received, handleBatch,
     onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, key: rec?.key ?? null, error }),
   });
 }

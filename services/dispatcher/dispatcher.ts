@@ -9,6 +9,7 @@ import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { inConsumerSpanSync, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import { executionId, sourceIndexOf } from './execution-id';
+import { eachRecord } from '../platform/log/stage-batch';
 
 /**
  * Stage 3: decoded → one ExecutionRequested per item, on the execution queue of the trigger kind.
@@ -72,20 +73,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
     return executionRecords(decoded, deps, replayOf(record.headers));
   });
-  const handleBatch = withDeadLetteringBatch(async (records, budget) => {
-    const outputs: OutRecord[][] = [];
-    let bytes = 0;
-    for (let i = 0; i < records.length && bytes < budget.maxOutputBytes; i++) {
-      try {
-        const produced = dispatch(records[i]);
-        outputs.push(produced);
-        for (const out of produced) bytes += out.value.length;
-      } catch (error) {
-        return { outputs, failure: { index: i, error } };
-      }
-    }
-    return { outputs };
-  }, { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  const handleBatch = withDeadLetteringBatch((records, budget) => eachRecord(records, budget, dispatch), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   return deps.log.runStage({
     group: topics.group('dispatcher'), topic: topics.decoded, handleBatch,
     onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),

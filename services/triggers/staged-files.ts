@@ -4,9 +4,25 @@
  * it, and the same request staged again (a decoder retry) lands on the same paths.
  */
 export function stagingFolder(workflowId: string, receivedAt: number, requestId: string): string {
-  const stamp = new Date(receivedAt).toISOString().replace(/[-:]/g, '').replace('.', '');
-  return `trigger/${workflowId}/${stamp}-${requestId.replace(/[^A-Za-z0-9]/g, '').slice(0, 12)}`;
+  return `trigger/${workflowId}/${stampOf(receivedAt)}-${requestId.replace(/[^A-Za-z0-9]/g, '').slice(0, 12)}`;
 }
+
+/**
+ * `20261126T054812123Z` for 2026-11-26T05:48:12.123Z. A decoder batch's requests mostly arrived within the
+ * same second: that second's part is kept, and only the milliseconds are written per request.
+ */
+const stampOf = (() => {
+  let second = NaN;
+  let prefix = '';
+  return (at: number): string => {
+    const ms = ((at % 1000) + 1000) % 1000;
+    if (at - ms !== second) {
+      second = at - ms;
+      prefix = new Date(second).toISOString().replace(/[-:]/g, '').slice(0, -5);
+    }
+    return `${prefix}${ms < 10 ? '00' : ms < 100 ? '0' : ''}${ms}Z`;
+  };
+})();
 
 const MAX_NAME_BYTES = 200;
 

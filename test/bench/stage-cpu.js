@@ -35,7 +35,8 @@ async function main() {
   const records = arg('records', 20_000);
   const dataDir = await benchDataDir();
   const log = await openEmbeddedLog({ dataDir });
-  const registry = await openFileRegistry(dataDir);
+  // As `npm start` opens it: the embedded log's lock makes this process the one sample writer.
+  const registry = await openFileRegistry(dataDir, { onlySampleWriter: true });
   const store = await openFilesystemStore(dataDir);
   try {
     const config = loadConfig({ DATA_DIR: dataDir });

@@ -1,6 +1,6 @@
 import { pbkdf2 } from 'node:crypto';
 import { once } from 'node:events';
-import { appendFileSync, closeSync, fstatSync, mkdtempSync, openSync, readdirSync, rmSync } from 'node:fs';
+import { appendFileSync, closeSync, fstatSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -31,6 +31,35 @@ describeEventLogContract('embedded journal', () => {
 
 describeObjectStoreContract('filesystem', () => openFilesystemStore(tempDir()));
 describeRegistryContract('JSON files', () => openFileRegistry(tempDir()));
+describeRegistryContract('JSON files, the one sample writer (samples held in memory, written behind)', () => openFileRegistry(tempDir(), { onlySampleWriter: true }));
+
+test('file samples: the one writer writes behind, a reader on the same folder sees them on file; a document torn by a crash reads as no samples, with a warning, and the next sample replaces it', async () => {
+  const dir = tempDir();
+  const warnings: string[] = [];
+  const writer = await openFileRegistry(dir, { onlySampleWriter: true });
+  const reader = await openFileRegistry(dir, { onWarning: (message) => warnings.push(message) });
+  const sample = (n: number) => ({ executionId: `e${n}`, receivedAt: n, data: { n } });
+  await writer.samples.appendMany('wf-s', 'Hook', [sample(0), sample(1)], 5);
+  expect((await writer.samples.list('wf-s', 'Hook')).map((s) => s.executionId)).toEqual(['e1', 'e0']);
+  const deadline = Date.now() + 5_000;
+  while ((await reader.samples.list('wf-s', 'Hook')).length < 2 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+  expect((await reader.samples.list('wf-s', 'Hook')).map((s) => s.executionId)).toEqual(['e1', 'e0']);
+  await writer.close();
+
+  // What an OS crash may leave of a document written without fsync: nothing, or a part of it.
+  const samplesDir = path.join(dir, 'registry', 'samples');
+  const [file] = readdirSync(samplesDir).filter((n) => n.endsWith('.json'));
+  for (const torn of ['', '{"id":"wf-s.SG9vaw","samples":[{"executionId":"e1","rec']) {
+    writeFileSync(path.join(samplesDir, file), torn);
+    expect(await reader.samples.list('wf-s', 'Hook')).toEqual([]);
+  }
+  expect(warnings).toHaveLength(2);
+  const again = await openFileRegistry(dir, { onlySampleWriter: true, onWarning: (message) => warnings.push(message) });
+  await again.samples.appendMany('wf-s', 'Hook', [sample(2)], 5);
+  await again.close();
+  expect((await reader.samples.list('wf-s', 'Hook')).map((s) => s.executionId)).toEqual(['e2']);
+  await reader.close();
+});
 
 test('filesystem store: a read stream closes its file once, never a descriptor the process has since reused', async () => {
   // The stream must be the only owner of its descriptor. With two owners (the stream closing the number,

@@ -14,15 +14,17 @@ export interface StageBatchBudget {
 
 /**
  * Run `handle` over the records in order, one after another (no promise chain per record beyond the
- * handler's own), stopping at the first failure or once the outputs reach the budget.
+ * handler's own, and none at all for a handler that answers without waiting), stopping at the first failure or
+ * once the outputs reach the budget.
  */
-export async function eachRecord(records: LogRecord[], budget: StageBatchBudget, handle: StageHandler): Promise<StageBatchResult> {
+export async function eachRecord(records: LogRecord[], budget: StageBatchBudget, handle: (record: LogRecord) => OutRecord[] | Promise<OutRecord[]>): Promise<StageBatchResult> {
   const outputs: OutRecord[][] = [];
   let bytes = 0;
   for (let i = 0; i < records.length && bytes < budget.maxOutputBytes; i++) {
     let produced: OutRecord[];
     try {
-      produced = await handle(records[i]);
+      const out = handle(records[i]);
+      produced = out instanceof Promise ? await out : out;
     } catch (error) {
       return { outputs, failure: { index: i, error } };
     }

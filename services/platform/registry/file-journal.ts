@@ -1,4 +1,5 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { hash, randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { checkedQuery, matchesQuery, newestFirst, oldestFirst, type JournalEntry, type JournalQuery, type JournalStore } from './journal';
@@ -41,10 +42,38 @@ const PER_FILE_SLACK = 4;
 /** How much of an entries file a search without a key reads at a time, from the end. */
 const CHUNK = 1024 * 1024;
 
-const dayOf = (at: number) => new Date(at).toISOString().slice(0, 10);
-const hashOf = (key: string) => createHash('sha256').update(key, 'utf8').digest('hex').slice(0, 32);
+/** The UTC day of `at`; the last day named is kept, since a batch's entries almost all fall on one day. */
+const dayOf = (() => {
+  let from = 0;
+  let to = -1;
+  let name = '';
+  return (at: number): string => {
+    if (at >= from && at < to) return name;
+    name = new Date(at).toISOString().slice(0, 10);
+    from = at - (at % DAY_MS);
+    to = from + DAY_MS;
+    return name;
+  };
+})();
+const hashOf = (key: string) => hash('sha256', key, 'hex').slice(0, 32);
+/** A workflow's key comes back with most entries: its hash is kept (a bounded memo, emptied when full). */
+const workflowHashes = new Map<string, string>();
+const workflowHashOf = (key: string) => {
+  let hashed = workflowHashes.get(key);
+  if (hashed === undefined) {
+    if (workflowHashes.size >= 10_000) workflowHashes.clear();
+    workflowHashes.set(key, (hashed = hashOf(key)));
+  }
+  return hashed;
+};
 const entriesFile = (writer: string) => `entries-${writer}.jsonl`;
 const bucketFile = (hash: string) => `index-${hash[0]}.txt`;
+
+interface DayFiles {
+  handle: fsp.FileHandle;
+  length: number;
+  buckets: Map<string, fsp.FileHandle>;
+}
 
 function indexKeys(entry: JournalEntry): string[] {
   return [`request:${entry.requestId}`, ...(entry.workflowId !== null ? [`workflow:${entry.workflowId}`] : []), ...entry.keys.map((k) => `key:${k}`)];
@@ -61,8 +90,17 @@ function indexOfQuery(query: JournalQuery): string | null {
 export async function openFileJournal(root: string, retentionDays: number): Promise<JournalStore> {
   await fsp.mkdir(root, { recursive: true });
   const writer = randomBytes(6).toString('hex');
-  /** This writer's entries file per day: its handle and its length (only this store appends to it). */
-  const open = new Map<string, { handle: fsp.FileHandle; length: number }>();
+  /**
+   * This writer's entries file per day: its handle and its length (only this store appends to it), and the
+   * index buckets it has opened for appending (kept open: opening and closing up to 16 of them per batch cost
+   * more than writing them).
+   */
+  const open = new Map<string, DayFiles>();
+  const closeDay = async (file: DayFiles | undefined) => {
+    if (!file) return;
+    await file.handle.close().catch(() => undefined);
+    for (const bucket of file.buckets.values()) await bucket.close().catch(() => undefined);
+  };
   // Appends one after another: an entry's offset is the file's length before its write (the stages of every
   // topic share this store, and two writes in flight on one file could land in either order).
   let appending: Promise<unknown> = Promise.resolve();
@@ -107,7 +145,12 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
       const dir = path.join(root, day);
       await fsp.mkdir(dir, { recursive: true });
       const handle = await fsp.open(path.join(dir, entriesFile(writer)), 'a', 0o600);
-      file = { handle, length: (await handle.stat()).size };
+      file = { handle, length: (await handle.stat()).size, buckets: new Map() };
+      // Only the newest day keeps its index buckets open: a late entry for an older day opens them again.
+      for (const other of open.values()) {
+        for (const bucket of other.buckets.values()) await bucket.close().catch(() => undefined);
+        other.buckets.clear();
+      }
       open.set(day, file);
       // This writer's file is new; were it not (a reopen after a failed write), a torn last line is ended first.
       if (file.length > 0) {
@@ -121,24 +164,33 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
   /** One day's entries: one append and one fdatasync, then their index lines, one append per bucket. */
   async function appendDay(day: string, entries: JournalEntry[]): Promise<void> {
     const file = await dayFile(day);
-    const lines = entries.map((e) => Buffer.from(JSON.stringify(e) + '\n', 'utf8'));
-    const buckets = new Map<string, string[]>();
+    const lines = entries.map((entry) => JSON.stringify(entry));
+    const text = lines.join('\n') + '\n';
+    const data = Buffer.from(text, 'utf8');
+    // A text of as many bytes as characters is ASCII: each line's length is then its string's.
+    const ascii = data.length === text.length;
+    const buckets = new Map<string, string>();
     let offset = file.length;
     for (let i = 0; i < entries.length; i++) {
+      const length = ascii ? lines[i].length : Buffer.byteLength(lines[i], 'utf8');
       for (const key of indexKeys(entries[i])) {
-        const hash = hashOf(key);
+        const hash = key.startsWith('workflow:') ? workflowHashOf(key) : hashOf(key);
         const bucket = bucketFile(hash);
-        let list = buckets.get(bucket);
-        if (!list) buckets.set(bucket, (list = []));
-        list.push(`${hash} ${writer} ${offset} ${lines[i].length - 1}\n`);
+        buckets.set(bucket, (buckets.get(bucket) ?? '') + `${hash} ${writer} ${offset} ${length}\n`);
       }
-      offset += lines[i].length;
+      offset += length + 1;
     }
-    const data = Buffer.concat(lines);
     await file.handle.write(data, 0, data.length, null);
     await file.handle.datasync();
     file.length += data.length;
-    await Promise.all([...buckets].map(([bucket, list]) => fsp.appendFile(path.join(root, day, bucket), list.join(''), { mode: 0o600 })));
+    await Promise.all([...buckets].map(async ([bucket, lines]) => {
+      let handle = file.buckets.get(bucket);
+      if (!handle) file.buckets.set(bucket, (handle = await fsp.open(path.join(root, day, bucket), 'a', 0o600)));
+      // One write of the file's handle opened for appending: O_APPEND, as appendFile was. Synchronous: a small
+      // write to the page cache (the index is not fsync'd) takes a microsecond or two of CPU, where a write
+      // through the thread pool costs ten.
+      fs.writeSync(handle.fd, lines, null, 'utf8');
+    }));
   }
 
   /**
@@ -239,7 +291,7 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
           for (const day of byDay.keys()) {
             const file = open.get(day);
             open.delete(day);
-            await file?.handle.close().catch(() => undefined);
+            await closeDay(file);
           }
           throw unavailable(`write ${entries.length} entries`, error);
         }
@@ -280,7 +332,7 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
         for (const day of (await listDir(root)).filter((d) => DAY.test(d) && d < cutoff)) {
           const file = open.get(day);
           open.delete(day);
-          await file?.handle.close().catch(() => undefined);
+          await closeDay(file);
           try { await fsp.rm(path.join(root, day), { recursive: true, force: true }); } catch (error) { throw unavailable(`prune ${day}`, error); }
           dropped++;
         }
@@ -294,7 +346,7 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
     async close() {
       const files = [...open.values()];
       open.clear();
-      for (const file of files) await file.handle.close().catch(() => undefined);
+      for (const file of files) await closeDay(file);
     },
   };
 }

@@ -1,50 +1,44 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { DOCUMENT_ID, RegistryError, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
+import { DOCUMENT_ID, RegistryError, type Document, type DocumentCollection, type Registry } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { writeFileAtomically } from './atomic-file';
 import { openFileJournal } from './file-journal';
+import { openFileSamples } from './file-samples';
 import { DEFAULT_JOURNAL_RETENTION_DAYS } from './journal';
 
 /**
  * The Registry of `npm start`: one JSON file per document under DATA_DIR/registry/<collection>/,
  * replaced atomically (temp file, fsync, rename), so the CLI in another process can write while the
- * service reads.
+ * service reads. Sample data is written without fsync (file-samples.ts).
  */
 export interface FileRegistryOptions {
   /** Days the request journal keeps an entry (JOURNAL_RETENTION_DAYS); the journal stage prunes older days. */
   journalRetentionDays?: number;
+  /**
+   * This process is the only one that appends sample data under DATA_DIR (the embedded log's directory lock
+   * makes it so): the sampler's documents are then kept in memory and written behind (file-samples.ts).
+   */
+  onlySampleWriter?: boolean;
+  /** Warnings the registry has no one else to tell (a sample document torn by a crash). */
+  onWarning?: (message: string, fields: Record<string, unknown>) => void;
 }
 
 export async function openFileRegistry(dataDir: string, options: FileRegistryOptions = {}): Promise<Registry> {
   const root = path.resolve(dataDir, 'registry');
   const workflows = await fileCollection<WorkflowDocument>(path.join(root, 'workflows'));
   const credentials = await fileCollection<StoredCredential>(path.join(root, 'credentials'));
-  const samples = await fileCollection<{ id: string; samples: Sample[] }>(path.join(root, 'samples'));
-  const sampleId = (workflowId: string, node: string) => `${workflowId}.${Buffer.from(node, 'utf8').toString('base64url')}`;
-  // The sampler is this document's only writer (one thread of one service per DATA_DIR), so read, merge and
-  // replace need no lock; the replace is atomic for readers in any thread or process (temp file, fsync, rename).
-  const appendMany = async (workflowId: string, node: string, added: readonly Sample[], keep: number) => {
-    const id = sampleId(workflowId, node);
-    const next = withSamples((await samples.get(id))?.samples ?? [], added, keep);
-    if (next) await samples.put({ id, samples: next });
-  };
+  const samples = await openFileSamples(path.join(root, 'samples'), { onlyWriter: options.onlySampleWriter ?? false, onWarning: options.onWarning });
   const journal = await openFileJournal(path.join(root, 'journal'), options.journalRetentionDays ?? DEFAULT_JOURNAL_RETENTION_DAYS);
   return {
     kind: 'file',
     workflows,
     credentials,
-    samples: {
-      append(workflowId, node, sample, keep) {
-        return appendMany(workflowId, node, [sample], keep);
-      },
-      appendMany,
-      async list(workflowId, node) {
-        return (await samples.get(sampleId(workflowId, node)))?.samples ?? [];
-      },
-    },
+    samples,
     journal,
-    async close() { await journal.close?.(); },
+    async close() {
+      try { await samples.flush(); } finally { await journal.close?.(); }
+    },
   };
 }
 

@@ -38,7 +38,8 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
   const media = parseMediaType(received.contentType);
   let encoding;
   try { encoding = parseEncoding(received.headers['content-encoding']); } catch (error) { throw new IngressError('unsupported-media', (error as Error).message); }
-  const folder = stagingFolder(received.workflowId, received.receivedAt, received.requestId);
+  // Only bodies that are staged as files need their folder.
+  const folder = () => stagingFolder(received.workflowId, received.receivedAt, received.requestId);
   const decodedStream = async (): Promise<Readable> => {
     const raw = await services.openBody(received);
     if (encoding === 'identity') return raw;
@@ -47,7 +48,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
     return raw.pipe(inflater);
   };
   const stageWhole = async (name: string): Promise<string> => {
-    const path = `${folder}/${name}`;
+    const path = `${folder()}/${name}`;
     try {
       await services.store.put(path, await decodedStream(), { contentType: media.type || undefined });
     } catch (error) {
@@ -65,7 +66,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
   const kind = bodyKind(media.type);
   if (kind === 'multipart') {
     try {
-      const { value, files } = await stageMultipart(await decodedStream(), received.contentType ?? '', limits.multipart, services.store, folder);
+      const { value, files } = await stageMultipart(await decodedStream(), received.contentType ?? '', limits.multipart, services.store, folder());
       return { value: JSON.stringify(value), files };
     } catch (error) {
       throw asInputError(error);
