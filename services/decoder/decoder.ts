@@ -41,6 +41,8 @@ export interface DecoderDeps {
   recordKey: RecordKeyMode;
   /** The longest idempotency window a node may use (IDEMPOTENCY_MAX_WINDOW_HOURS); longer ones are cut to it. */
   idempotencyLookbackMs: number;
+  /** From the received record's append to an asynchronous MDN's first attempt (AS2_MDN_FIRST_ATTEMPT_DELAY; async-mdn.ts). */
+  mdnFirstAttemptDelayMs: number;
 }
 
 /**
@@ -116,7 +118,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   const decode = withDeadLettering(async (record) => {
     return inConsumerSpan(`${topics.received} process`, record.headers, stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder')), async (span) => {
       const received = codec.decode('Received', record.value);
-      const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received) : null;
+      const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received, record.timestamp, deps.mdnFirstAttemptDelayMs) : null;
       const mdnOut = delivery && { topic: topics.mdnDeliveries, key: recordKey(deps.recordKey, received), value: codec.encode('MdnDelivery', delivery), headers: traceHeaders() };
       if (mdnOut) deliveries.set(recordIdentity(record), mdnOut);
       const accept = acceptOf(received, record.headers, deps.idempotencyLookbackMs);
