@@ -41,21 +41,8 @@ let backends: Backends | null = null;
 let stopTelemetry: () => Promise<void> = async () => undefined;
 let readiness = new Map<string, ReadinessCheck>();
 
-/**
- * Fault injection for the tests of an unexpected worker exit (test/e2e/stage-threads.test.ts): the worker
- * exits as it is handed its Nth batch, before answering it.
- */
-const exitAtBatch = Number(process.env.INGRESS_TEST_STAGE_WORKER_EXIT_AT_BATCH ?? 0);
-let batches = 0;
-
 const handlers: Record<string, Handler> = {
   ...remote?.handlers,
-  ...(exitAtBatch > 0 && remote ? {
-    'stage.handleBatch': (...args: never[]) => {
-      if (++batches === exitAtBatch) { lines.flush(); process.exit(70); }
-      return (remote.handlers['stage.handleBatch'] as (...a: never[]) => unknown)(...args);
-    },
-  } : {}),
   ...forwarded.handlers,
   async 'worker.start'() {
     if (wantTelemetry) {

@@ -5,7 +5,7 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import { TOPIC_NAMES } from '../../services/platform/log/topics';
 import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
 import { backendEnv } from '../support/app';
-import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 import { getFreePort } from '../support/servers';
 
 /**
@@ -155,7 +155,7 @@ test('a stage worker that exits mid-batch stops the process non-zero with a clea
   try {
     await putWorkflow(env, 'wf-crash');
     // The worker exits as it is handed its second batch: the first is committed, the second is not.
-    const crashing = await startServiceProcess({ ...env, INGRESS_TEST_STAGE_WORKER_EXIT_AT_BATCH: '2' });
+    const crashing = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_AT_BATCH: '2' }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
     const code = exitCode(crashing);
     const accepted: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -188,7 +188,7 @@ test('STAGE_THREADS=0 runs the stages on the main thread; a bad value is refused
     expect(refused.stderr).toContain('STAGE_THREADS="2"');
     await putWorkflow(env, 'wf-main-thread');
     // A worker would exit at its first batch: with STAGE_THREADS=0 there is none, and the pipeline runs.
-    const service = await startServiceProcess({ ...env, STAGE_THREADS: '0', INGRESS_TEST_STAGE_WORKER_EXIT_AT_BATCH: '1' });
+    const service = await startServiceProcess({ ...env, STAGE_THREADS: '0', CRASH_STAGE_WORKER_AT_BATCH: '1' }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
     try {
       const accepted = [await post(service, 'wf-main-thread', { one: 1 })];
       expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual(accepted);
