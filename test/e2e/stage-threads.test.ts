@@ -5,7 +5,7 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import { TOPIC_NAMES } from '../../services/platform/log/topics';
 import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
 import { backendEnv } from '../support/app';
-import { runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { CLI, runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 import { getFreePort } from '../support/servers';
 
 /**
@@ -191,6 +191,25 @@ test('STAGE_THREADS=0 runs the stages on the main thread; a bad value is refused
     const service = await startServiceProcess({ ...env, STAGE_THREADS: '0', CRASH_STAGE_WORKER_AT_BATCH: '1' }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
     try {
       const accepted = [await post(service, 'wf-main-thread', { one: 1 })];
+      expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual(accepted);
+    } finally {
+      service.child.kill('SIGTERM');
+      expect(await exitCode(service)).toBe(0);
+    }
+  } finally {
+    cleanup();
+  }
+}, 90_000);
+
+test('the stage worker reads the configuration main() was given, not the process environment', async () => {
+  const { env, cleanup } = backendEnv('embedded');
+  try {
+    await putWorkflow(env, 'wf-given-env');
+    // The process environment names other topics: a worker reading it would consume a received topic no one writes.
+    const script = `require(${JSON.stringify(CLI)}).main(['start'], JSON.parse(process.env.GIVEN_ENV)).then((code) => process.exit(code))`;
+    const service = await startServiceProcess({ ...env, INGRESS_TOPIC_PREFIX: 'elsewhere.', GIVEN_ENV: JSON.stringify({ PATH: process.env.PATH ?? '', ...env }) }, [], { script });
+    try {
+      const accepted = [await post(service, 'wf-given-env', { given: true })];
       expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual(accepted);
     } finally {
       service.child.kill('SIGTERM');
