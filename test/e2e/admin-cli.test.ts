@@ -36,7 +36,8 @@ afterAll(async () => {
 });
 
 test('workflows put and credentials put go through the running service, which validates and seals', async () => {
-  const put = await cli('workflows', 'put', file('wf.json', { id: 'wf-cli', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] }));
+  // The hook URL printed is the service's (its PUBLIC_BASE_URL), whatever the CLI's shell has.
+  const put = await runCli(['workflows', 'put', file('wf.json', { id: 'wf-cli', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] })], { ...env, PUBLIC_BASE_URL: 'https://cli-shell.example' });
   expect(put.code).toBe(0);
   expect(JSON.parse(put.stdout)).toEqual({ id: 'wf-cli', active: true, url: 'https://hooks.example.com/hook/wf-cli' });
   expect(apiCalls('PUT').map((c) => [c.path, c.caller, c.status])).toEqual([['/api/v1/workflows/wf-cli', 'local-cli', 201]]);
