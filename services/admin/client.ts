@@ -1,4 +1,5 @@
 import type { Config } from '../platform/config/config';
+import { isAlive } from '../platform/log/embedded/directory-lock';
 import { readLocalAccess } from './local-access';
 
 /**
@@ -38,7 +39,7 @@ export async function findRunningService(config: Pick<Config, 'adminClient' | 'd
     return adminClient(config.adminClient.url, config.adminClient.token, 'ADMIN_URL');
   }
   const local = await readLocalAccess(config.dataDir);
-  if (!local || !alive(local.pid)) return null;
+  if (!local || !isAlive(local.pid)) return null;
   const client = adminClient(local.url, local.token, 'DATA_DIR');
   try {
     await fetch(`${local.url}/healthz`, { signal: AbortSignal.timeout(2_000) });
@@ -46,10 +47,6 @@ export async function findRunningService(config: Pick<Config, 'adminClient' | 'd
     return null; // not listening any more: a stale file
   }
   return client;
-}
-
-function alive(pid: number): boolean {
-  try { process.kill(pid, 0); return true; } catch (error) { return (error as NodeJS.ErrnoException).code === 'EPERM'; }
 }
 
 /**
