@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import type { AdminToken } from '../platform/config/admin-settings';
+import { LOCAL_CLI_TOKEN_NAME, type AdminToken } from '../platform/config/admin-settings';
 import { isAlive } from '../platform/log/embedded/directory-lock';
 
 /**
@@ -13,8 +13,7 @@ import { isAlive } from '../platform/log/embedded/directory-lock';
  */
 export const LOCAL_ACCESS_FILE = 'admin-api.json';
 
-/** The name the service's own token is known by (logs show it; ADMIN_TOKENS cannot use it). */
-export const LOCAL_CLI_TOKEN_NAME = 'local-cli';
+export { LOCAL_CLI_TOKEN_NAME };
 
 export interface LocalAccess {
   pid: number;
