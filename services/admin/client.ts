@@ -1,4 +1,5 @@
 import type { Config } from '../platform/config/config';
+import { isAlive } from '../platform/log/embedded/directory-lock';
 import { readLocalAccess } from './local-access';
 
 /**
@@ -27,10 +28,18 @@ export class AdminClientError extends Error {
   }
 }
 
+/**
+ * Throws AdminClientError for an ADMIN_URL that would send the token in clear over the network
+ * (cleartextProblem). The DATA_DIR file's URL is the service's own listening address on this machine.
+ */
 export async function findRunningService(config: Pick<Config, 'adminClient' | 'dataDir'>): Promise<AdminClient | null> {
-  if (config.adminClient) return adminClient(config.adminClient.url, config.adminClient.token, 'ADMIN_URL');
+  if (config.adminClient) {
+    const problem = cleartextProblem(config.adminClient.url);
+    if (problem) throw new AdminClientError(problem, 0, null);
+    return adminClient(config.adminClient.url, config.adminClient.token, 'ADMIN_URL');
+  }
   const local = await readLocalAccess(config.dataDir);
-  if (!local || !alive(local.pid)) return null;
+  if (!local || !isAlive(local.pid)) return null;
   const client = adminClient(local.url, local.token, 'DATA_DIR');
   try {
     await fetch(`${local.url}/healthz`, { signal: AbortSignal.timeout(2_000) });
@@ -40,8 +49,22 @@ export async function findRunningService(config: Pick<Config, 'adminClient' | 'd
   return client;
 }
 
-function alive(pid: number): boolean {
-  try { process.kill(pid, 0); return true; } catch (error) { return (error as NodeJS.ErrnoException).code === 'EPERM'; }
+/**
+ * Why the CLI must not call this URL, or null. Plain http carries the bearer token, and for `credentials put`
+ * the credential's secrets, readable by anyone on the path: only a loopback host keeps them on this machine.
+ */
+export function cleartextProblem(url: string): string | null {
+  let parsed: URL;
+  try { parsed = new URL(url); } catch { return `ADMIN_URL=${JSON.stringify(url)} is not a URL`; }
+  if (parsed.protocol !== 'http:' || isLoopbackHost(parsed.hostname)) return null;
+  return `ADMIN_URL=${parsed.origin} is plain http to ${parsed.hostname}, which is not this machine: the admin token (and a credential's secrets, for \`credentials put\`) would cross the network in clear. `
+    + 'Use https:// (e.g. behind a TLS-terminating proxy), or reach the admin port over a loopback address (e.g. an SSH tunnel to 127.0.0.1).';
+}
+
+/** 127.0.0.0/8, ::1 and localhost, as the WHATWG URL parser spells them (`127.1` is already 127.0.0.1). */
+function isLoopbackHost(hostname: string): boolean {
+  const host = hostname.toLowerCase().replace(/\.$/, '');
+  return host === 'localhost' || host === '[::1]' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host);
 }
 
 export function adminClient(url: string, token: string, via: AdminClient['via']): AdminClient {

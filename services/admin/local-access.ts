@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import type { AdminToken } from '../platform/config/admin-settings';
+import { LOCAL_CLI_TOKEN_NAME, type AdminToken } from '../platform/config/admin-settings';
+import { isAlive } from '../platform/log/embedded/directory-lock';
 
 /**
  * How the CLI on this machine finds the running service: while it runs, the service keeps
@@ -12,8 +13,7 @@ import type { AdminToken } from '../platform/config/admin-settings';
  */
 export const LOCAL_ACCESS_FILE = 'admin-api.json';
 
-/** The name the service's own token is known by (logs show it; ADMIN_TOKENS cannot use it). */
-export const LOCAL_CLI_TOKEN_NAME = 'local-cli';
+export { LOCAL_CLI_TOKEN_NAME };
 
 export interface LocalAccess {
   pid: number;
@@ -27,7 +27,22 @@ export interface LocalAccessHandle {
   remove(): Promise<void>;
 }
 
-export async function writeLocalAccess(dataDir: string, host: string, port: number): Promise<LocalAccessHandle> {
+/** The file is another running process's: the CLI on this machine keeps finding that one. */
+export class LocalAccessTaken extends Error {
+  constructor(readonly file: string, readonly pid: number) {
+    super(`${file} belongs to process ${pid}, which is running`);
+    this.name = 'LocalAccessTaken';
+  }
+}
+
+/**
+ * Throws LocalAccessTaken when the file names another live process: several processes on one DATA_DIR
+ * (on Kafka nothing else stops them) would each replace it, and the CLI would reach whichever started last.
+ * The first keeps it. (Two starting in the same instant may still both write: the check is not a lock.)
+ */
+export async function writeLocalAccess(dataDir: string, host: string, port: number, alive: (pid: number) => boolean = isAlive): Promise<LocalAccessHandle> {
+  const existing = await readLocalAccess(dataDir);
+  if (existing && existing.pid !== process.pid && alive(existing.pid)) throw new LocalAccessTaken(path.join(dataDir, LOCAL_ACCESS_FILE), existing.pid);
   const token = randomBytes(32).toString('base64url');
   const connectHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
   const access: LocalAccess = { pid: process.pid, url: `http://${connectHost}:${port}`, token };

@@ -21,6 +21,8 @@ export interface Backends {
 export interface OpenBackendsOptions {
   /** The CLI reads the embedded log while the service writes it: no lock, no writes. */
   readOnlyLog?: boolean;
+  /** A log that is open already (the stage worker's proxy of the main thread's embedded log): taken over, and closed with the rest. */
+  log?: EventLog;
 }
 
 export async function openLog(config: Config, logger: Logger, options: OpenBackendsOptions = {}): Promise<EventLog> {
@@ -69,13 +71,14 @@ export async function openBackends(config: Config, logger: Logger, options: Open
   try {
     const registry = await openRegistry(config, logger); opened.push(registry);
     const store = await openStore(config); opened.push(store);
-    const log = await openLog(config, logger, options); opened.push(log);
+    const log = options.log ?? await openLog(config, logger, options); opened.push(log);
     return {
       log, store, registry, sealer: sealerFor(config),
       async close() { for (const b of opened.reverse()) await b.close().catch(() => undefined); },
     };
   } catch (error) {
     for (const b of opened.reverse()) await b.close().catch(() => undefined);
+    await options.log?.close().catch(() => undefined);
     throw error;
   }
 }

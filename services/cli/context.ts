@@ -9,6 +9,8 @@ import type { ObjectStore } from '../platform/store/object-store';
 /** What a command may use; opened lazily, so `workflows list` never touches Kafka. */
 export interface CommandContext {
   config: Config;
+  /** The environment `config` was read from: what the stage worker thread and telemetry read too. */
+  env: NodeJS.ProcessEnv;
   logger: Logger;
   out(line: string): void;
   err(line: string): void;

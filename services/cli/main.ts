@@ -72,7 +72,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   }
   const logger = createLogger({ level: config.logLevel, write });
   const ctx: CommandContext = {
-    config, logger,
+    config, env, logger,
     out: (line) => process.stdout.write(line + '\n'),
     err: (line) => process.stderr.write(line + '\n'),
     openLog: () => openLog(config, logger, { readOnlyLog: true }),

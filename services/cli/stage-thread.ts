@@ -17,12 +17,13 @@ import type { StageWorkerData } from './stage-worker';
  * One thread, not one per stage: on the two cores the service is sized for, the receiver's thread and one
  * stage thread fill them; more threads would only contend. STAGE_THREADS=0 runs everything on this thread.
  */
-export async function startServicesInThreads(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
+/** `env` is what `config` was read from: the worker reads its configuration from it too. */
+export async function startServicesInThreads(config: Config, env: NodeJS.ProcessEnv, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
   const stages = services.filter((s) => s !== 'receiver');
   // Without a receiver there is no accept to protect; without stages nothing to move.
   if (config.stageThreads === 0 || !services.includes('receiver') || stages.length === 0) return startServices(config, backends, services, logger);
   // Stages first, as startServices starts them before the receiver listens.
-  const thread = await startStageThread(backends, stages, logger);
+  const thread = await startStageThread(backends, env, stages, logger);
   let main: RunningServices;
   try {
     main = await startServices(config, backends, services.filter((s) => s === 'receiver'), logger);
@@ -52,11 +53,13 @@ export interface StageThread {
   stop(): Promise<void>;
 }
 
-export async function startStageThread(backends: Backends, services: ServiceName[], logger: Logger): Promise<StageThread> {
+export async function startStageThread(backends: Backends, env: NodeJS.ProcessEnv, services: ServiceName[], logger: Logger): Promise<StageThread> {
   const entry = path.join(__dirname, 'stage-worker.js');
   const data: StageWorkerData = { services, logKind: backends.log.kind, watchCertificates: false };
-  // The worker inherits this process's environment, and so reads the same configuration.
-  const worker = new Worker(entry, { workerData: data, name: 'ingress-stages' });
+  // The worker's process.env is the environment the main thread's configuration came from, which need not be
+  // this process's (main() takes one): both threads then read the same configuration.
+  const workerEnv = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
+  const worker = new Worker(entry, { workerData: data, env: workerEnv, name: 'ingress-stages' });
   let rpc: Rpc | null = null;
   const channel = () => rpc!;
   // On Kafka the worker opens its own clients; the embedded journal has one writer, this thread.

@@ -9,7 +9,7 @@ import { forwardingMetrics } from '../platform/telemetry/forwarded-metrics';
 import { createIngressMetrics } from '../platform/telemetry/metrics';
 import { startTelemetry, telemetryWanted } from '../platform/telemetry/sdk';
 import type { ReadinessCheck } from '../platform/health/admin-server';
-import { openLog, openRegistry, openStore, sealerFor, type Backends } from './backends';
+import { openBackends, type Backends } from './backends';
 import { startServices, type RunningServices, type ServiceName } from './start';
 
 /**
@@ -28,6 +28,7 @@ export interface StageWorkerData {
 const data = workerData as StageWorkerData;
 const port = parentPort!;
 let rpc: Rpc;
+// process.env here is the environment the main thread's configuration was read from (stage-thread.ts).
 const config = loadConfig(process.env);
 const lines = lineBatch((text) => rpc.notify('worker.log', [text]));
 const logger = createLogger({ level: config.logLevel, write: (line, level) => lines.write(line, level) });
@@ -41,21 +42,8 @@ let backends: Backends | null = null;
 let stopTelemetry: () => Promise<void> = async () => undefined;
 let readiness = new Map<string, ReadinessCheck>();
 
-/**
- * Fault injection for the tests of an unexpected worker exit (test/e2e/stage-threads.test.ts): the worker
- * exits as it is handed its Nth batch, before answering it.
- */
-const exitAtBatch = Number(process.env.INGRESS_TEST_STAGE_WORKER_EXIT_AT_BATCH ?? 0);
-let batches = 0;
-
 const handlers: Record<string, Handler> = {
   ...remote?.handlers,
-  ...(exitAtBatch > 0 && remote ? {
-    'stage.handleBatch': (...args: never[]) => {
-      if (++batches === exitAtBatch) { lines.flush(); process.exit(70); }
-      return (remote.handlers['stage.handleBatch'] as (...a: never[]) => unknown)(...args);
-    },
-  } : {}),
   ...forwarded.handlers,
   async 'worker.start'() {
     if (wantTelemetry) {
@@ -63,18 +51,15 @@ const handlers: Record<string, Handler> = {
       process.env.OTEL_METRICS_EXPORTER = 'none';
       stopTelemetry = await startTelemetry(process.env, logger);
     }
-    const opened: { close(): Promise<void> }[] = [];
     try {
-      const registry = await openRegistry(config, logger); opened.push(registry);
-      const store = await openStore(config); opened.push(store);
-      const log = remote ? remote.log : await openLog(config, logger); opened.push(log);
-      backends = { log, store, registry, sealer: sealerFor(config), async close() { for (const b of opened.reverse()) await b.close().catch(() => undefined); } };
+      backends = await openBackends(config, logger, remote ? { log: remote.log } : {});
       running = await startServices(config, backends, data.services, logger, {
         metrics: wantTelemetry ? forwarded.metrics : createIngressMetrics(),
         watchCertificates: data.watchCertificates,
       });
     } catch (error) {
-      for (const b of opened.reverse()) await b.close().catch(() => undefined);
+      await backends?.close();
+      backends = null;
       lines.flush();
       throw error;
     }

@@ -113,7 +113,7 @@ export async function startServices(config: Config, backends: Backends, services
       const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
       // AS2 bodies are opened again by the decoder, with the credential as it is now (docs/as2.md, "Where the work happens").
       const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
-      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000 }) });
+      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000, mdnFirstAttemptDelayMs: config.as2MdnRetry.firstAttemptDelayMs }) });
     }
     if (services.includes('dispatcher')) {
       stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues, recordKey: config.recordKey }) });

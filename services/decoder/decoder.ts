@@ -42,6 +42,8 @@ export interface DecoderDeps {
   recordKey: RecordKeyMode;
   /** The longest idempotency window a node may use (IDEMPOTENCY_MAX_WINDOW_HOURS); longer ones are cut to it. */
   idempotencyLookbackMs: number;
+  /** From the received record's append to an asynchronous MDN's first attempt (AS2_MDN_FIRST_ATTEMPT_DELAY; async-mdn.ts). */
+  mdnFirstAttemptDelayMs: number;
 }
 
 /**
@@ -121,7 +123,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
     inConsumerSpan(spanName, record.headers, spanAttributes, async (span): Promise<OutRecord[]> => {
       const received = codec.decode('Received', record.value);
       const key = recordKey(deps.recordKey, received);
-      const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received) : null;
+      const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received, record.timestamp, deps.mdnFirstAttemptDelayMs) : null;
       const mdnOut = delivery && { topic: topics.mdnDeliveries, key, value: codec.encode('MdnDelivery', delivery), headers: traceHeaders() };
       if (mdnOut) deliveries.set(recordIdentity(record), mdnOut);
       const accept = acceptOf(received, record.headers, deps.idempotencyLookbackMs);

@@ -85,7 +85,7 @@ async function main() {
     const run = async (name, index, ...how) => { if (index <= last) { const r = await measure(...how); if (listed.includes(name)) rows.push([name, r]); } };
     await run('decoder', 0, () => startDecoder({
       log, topics, codec, store, workflows: workflowCache, catalog: triggerCatalog(config), logger: silentLogger, metrics,
-      recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000,
+      recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000, mdnFirstAttemptDelayMs: config.as2MdnRetry.firstAttemptDelayMs,
     }), topics.group('decoder'), topics.received);
     await run('dispatcher', 1, () => startDispatcher({ log, topics, codec, logger: silentLogger, metrics, executionQueues: config.executionQueues, recordKey: config.recordKey }),
       topics.group('dispatcher'), topics.decoded);

@@ -24,7 +24,8 @@ const cli = (...args: string[]) => runCli(args, env);
 const apiCalls = (method: string) => service!.output().split('\n').filter((l) => l.includes('"msg":"admin api"') && l.includes(`"method":"${method}"`)).map((l) => JSON.parse(l));
 
 beforeAll(async () => {
-  ({ env, cleanup } = backendEnv('embedded', { ADMIN_TOKENS, PUBLIC_BASE_URL: 'https://hooks.example.com' }));
+  // No workflow cache: the decoder sees a fixed workflow as soon as it is put (the dead-letter replay below).
+  ({ env, cleanup } = backendEnv('embedded', { ADMIN_TOKENS, PUBLIC_BASE_URL: 'https://hooks.example.com', WORKFLOW_CACHE_MS: '0' }));
   adminPort = await freePort();
   env.ADMIN_PORT = String(adminPort);
   service = await startServiceProcess(env);
@@ -35,7 +36,8 @@ afterAll(async () => {
 });
 
 test('workflows put and credentials put go through the running service, which validates and seals', async () => {
-  const put = await cli('workflows', 'put', file('wf.json', { id: 'wf-cli', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] }));
+  // The hook URL printed is the service's (its PUBLIC_BASE_URL), whatever the CLI's shell has.
+  const put = await runCli(['workflows', 'put', file('wf.json', { id: 'wf-cli', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] })], { ...env, PUBLIC_BASE_URL: 'https://cli-shell.example' });
   expect(put.code).toBe(0);
   expect(JSON.parse(put.stdout)).toEqual({ id: 'wf-cli', active: true, url: 'https://hooks.example.com/hook/wf-cli' });
   expect(apiCalls('PUT').map((c) => [c.path, c.caller, c.status])).toEqual([['/api/v1/workflows/wf-cli', 'local-cli', 201]]);
@@ -72,9 +74,26 @@ test('replay and dead-letters replay run in the service on the embedded log, wit
   expect(withCheckpoint.code).toBe(2);
   expect(withCheckpoint.stderr).toMatch(/a service is running .* leave out --checkpoint/);
 
-  const dead = await cli('dead-letters', 'replay', '--workflow', 'wf-cli');
+  // A dead letter, and its fix: JSON too large for the receiver's syntax check is read by the decoder, which
+  // gives up on it; as Raw Body the same bytes are a file.
+  expect((await cli('workflows', 'put', file('dl.json', { id: 'wf-dl', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] }))).code).toBe(0);
+  const broken = `{"a":"${'x'.repeat(300 * 1024)}`;
+  const accepted = await fetch(`${service!.baseUrl}/hook/wf-dl`, { method: 'POST', body: broken, headers: { 'content-type': 'application/json' } });
+  expect(accepted.status).toBe(200);
+  const requestId = accepted.headers.get('x-request-id');
+  expect(lines((await cli('tail', 'ingress.dead-letter.v1', '--from-beginning', '--max', '1', '--timeout', '20')).stdout)).toHaveLength(1);
+  const [letter] = lines((await cli('dead-letters', 'list', '--workflow', 'wf-dl')).stdout);
+  expect(letter).toMatchObject({ stage: 'decoder', workflowId: 'wf-dl', requestId, code: 'payload-parse-error' });
+  expect((await cli('workflows', 'put', file('dl.json', { id: 'wf-dl', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { rawBody: true } } }] }))).code).toBe(0);
+
+  const dead = await cli('dead-letters', 'replay', '--workflow', 'wf-dl');
   expect(dead.code).toBe(0);
-  expect(JSON.parse(dead.stdout)).toMatchObject({ replayed: 0, interrupted: false, replay: expect.stringMatching(/^dl-/) });
+  expect(JSON.parse(dead.stdout)).toMatchObject({ replayed: 1, interrupted: false, replay: expect.stringMatching(/^dl-/) });
+  const all = lines((await cli('tail', 'executions.requested.v1', '--from-beginning', '--max', '3', '--timeout', '20')).stdout);
+  const fixed = all.filter((e) => e.workflowId === 'wf-dl');
+  expect(fixed).toHaveLength(1);
+  expect(fixed[0]).toMatchObject({ requestId, replayOf: letter.source });
+  expect(fixed[0].input.Hook.file).toMatch(/\/body\.json$/);
   expect(apiCalls('POST').map((c) => c.path)).toEqual(['/api/v1/replays', '/api/v1/replays', '/api/v1/dead-letters/replay']);
 });
 

@@ -15,7 +15,7 @@ import { startMdnReceiver } from '../support/mdn-receiver';
  * partner's endpoint fails, a restart, and the MDN arrives once the endpoint is back, delivered once.
  */
 test('kill -9 mid-retry, restart: the MDN is delivered once the receiver is back, and only once', async () => {
-  const { env, cleanup } = backendEnv('embedded', { AS2_MDN_RETRY_DELAYS: '200ms,400ms,800ms', AS2_MDN_RETRY_HOURS: '1' });
+  const { env, cleanup } = backendEnv('embedded', { AS2_MDN_RETRY_DELAYS: '200ms,400ms,800ms', AS2_MDN_RETRY_HOURS: '1', AS2_MDN_FIRST_ATTEMPT_DELAY: '100ms' });
   const peer = createPeer();
   const mdns = await startMdnReceiver();
   try {

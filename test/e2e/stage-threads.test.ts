@@ -5,7 +5,7 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import { TOPIC_NAMES } from '../../services/platform/log/topics';
 import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
 import { backendEnv } from '../support/app';
-import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { CLI, runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 import { getFreePort } from '../support/servers';
 
 /**
@@ -155,7 +155,7 @@ test('a stage worker that exits mid-batch stops the process non-zero with a clea
   try {
     await putWorkflow(env, 'wf-crash');
     // The worker exits as it is handed its second batch: the first is committed, the second is not.
-    const crashing = await startServiceProcess({ ...env, INGRESS_TEST_STAGE_WORKER_EXIT_AT_BATCH: '2' });
+    const crashing = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_AT_BATCH: '2' }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
     const code = exitCode(crashing);
     const accepted: string[] = [];
     for (let i = 0; i < 5; i++) {
@@ -188,9 +188,28 @@ test('STAGE_THREADS=0 runs the stages on the main thread; a bad value is refused
     expect(refused.stderr).toContain('STAGE_THREADS="2"');
     await putWorkflow(env, 'wf-main-thread');
     // A worker would exit at its first batch: with STAGE_THREADS=0 there is none, and the pipeline runs.
-    const service = await startServiceProcess({ ...env, STAGE_THREADS: '0', INGRESS_TEST_STAGE_WORKER_EXIT_AT_BATCH: '1' });
+    const service = await startServiceProcess({ ...env, STAGE_THREADS: '0', CRASH_STAGE_WORKER_AT_BATCH: '1' }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
     try {
       const accepted = [await post(service, 'wf-main-thread', { one: 1 })];
+      expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual(accepted);
+    } finally {
+      service.child.kill('SIGTERM');
+      expect(await exitCode(service)).toBe(0);
+    }
+  } finally {
+    cleanup();
+  }
+}, 90_000);
+
+test('the stage worker reads the configuration main() was given, not the process environment', async () => {
+  const { env, cleanup } = backendEnv('embedded');
+  try {
+    await putWorkflow(env, 'wf-given-env');
+    // The process environment names other topics: a worker reading it would consume a received topic no one writes.
+    const script = `require(${JSON.stringify(CLI)}).main(['start'], JSON.parse(process.env.GIVEN_ENV)).then((code) => process.exit(code))`;
+    const service = await startServiceProcess({ ...env, INGRESS_TOPIC_PREFIX: 'elsewhere.', GIVEN_ENV: JSON.stringify({ PATH: process.env.PATH ?? '', ...env }) }, [], { script });
+    try {
+      const accepted = [await post(service, 'wf-given-env', { given: true })];
       expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual(accepted);
     } finally {
       service.child.kill('SIGTERM');

@@ -25,7 +25,7 @@ beforeAll(async () => {
   partner = await peer.party('partner');
   pyas2 = createPyas2(peer.dir, partner, receiver);
   mdns = await startMdnReceiver();
-  app = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0', AS2_MDN_RETRY_DELAYS: '100ms,200ms,400ms' });
+  app = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0', AS2_MDN_RETRY_DELAYS: '100ms,200ms,400ms', AS2_MDN_FIRST_ATTEMPT_DELAY: '100ms' });
   const sealer = createCredentialSealer(app.config.encryptionKey!);
   await app.backends.registry.credentials.put(sealer.seal({
     id: 'py-async', type: 'as2ReceiverAuth',

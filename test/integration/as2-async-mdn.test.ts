@@ -1,5 +1,5 @@
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
-import type { Received } from '../../services/platform/avro/records';
+import type { MdnDelivery, Received } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { parseCredentialDocument } from '../../services/platform/registry/documents';
 import { deliveryEvidencePath } from '../../services/mdn/mdn-stage';
@@ -19,6 +19,7 @@ import { mdnOutcomes, startMdnReceiver, type MdnReceiver } from '../support/mdn-
  * Messages are built and MDNs verified with the openssl command line (test/support/as2-peer.ts).
  */
 const codec = defaultAvroCodec();
+const FIRST_ATTEMPT_DELAY_MS = 600;
 let points: (name: string) => Promise<Point[]>;
 let app: TestApp;
 let peer: Peer;
@@ -32,8 +33,9 @@ beforeAll(async () => {
   receiver = await peer.party('receiver');
   partner = await peer.party('partner');
   mdns = await startMdnReceiver();
-  // Retries every 150/300/600 ms, given up once the next attempt would come 4 s after the accept.
-  app = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0', AS2_MDN_RETRY_DELAYS: '150ms,300ms,600ms', AS2_MDN_RETRY_HOURS: String(4 / 3600) });
+  // First sent 600 ms after the append, then retried every 150/300/600 ms, given up once the next attempt
+  // would come 4 s after the accept.
+  app = await startTestApp('embedded', { WORKFLOW_CACHE_MS: '0', AS2_MDN_RETRY_DELAYS: '150ms,300ms,600ms', AS2_MDN_RETRY_HOURS: String(4 / 3600), AS2_MDN_FIRST_ATTEMPT_DELAY: `${FIRST_ATTEMPT_DELAY_MS}ms` });
   const sealer = createCredentialSealer(app.config.encryptionKey!);
   const { registry } = app.backends;
   const asyncMdnUrls = [`http://127.0.0.1:${mdns.port}/as2/mdn`];
@@ -217,4 +219,34 @@ test('an accept reported failed, answered with a failure MDN, never has its proc
   expect(outcomes.map((o) => [o.outcome, o.attempts, o.status])).toEqual([['given_up', 1, null]]);
   expect(outcomes[0].reason).toMatch(/^not sent: the receiver answered this request with a failure MDN/);
   expect(mdns.posts.filter((p) => p.path === '/as2/mdn/nf')).toHaveLength(0);
+});
+
+test('an accept reported failed whose failure MDN is kept after the decoder read the record: the processed MDN still never goes out', async () => {
+  // The order of the race: the append reached the log (the decoder reads it at once), and only then, once
+  // the receiver was told it failed, is the failure MDN kept. The first attempt waits for that.
+  const processed = Buffer.from('content-type: text/plain\r\nmessage-id: <processed-late@ingress>\r\n\r\nprocessed', 'latin1');
+  const failure = Buffer.from('content-type: text/plain\r\nmessage-id: <failure-late@ingress>\r\n\r\nprocessed/error', 'latin1');
+  const received: Received = {
+    requestId: 'req-late-failure', workflowId: 'wf-gone', triggerNode: 'AS2 in', triggerKind: 'as2', pathSuffix: null, query: {}, headers: {}, contentType: 'application/pkcs7-mime',
+    body: { kind: 'inline', data: Buffer.from('x') }, receivedAt: Date.now(), principal: null, remoteAddress: null, traceparent: null, idempotencyKey: null, duplicateOf: null,
+    as2: { messageId: '<late@partner>', from: 'PARTNER', to: 'INGRESS', subject: null, contentType: null, mdn: processed, asyncMdn: { url: mdnUrl('/as2/mdn/late'), allowedBy: mdnUrl() } },
+  };
+  await app.backends.log.append([{ topic: app.topics.received, key: 'wf-gone', value: codec.encode('Received', received) }]);
+  const appended = (await collectUntilQuiet(app.backends.log, app.topics.received, 100)).find((r) => codec.decode('Received', r.value).requestId === 'req-late-failure')!.timestamp;
+  // After the decoder has written the delivery (it dead-letters this record at once), before it is due.
+  let delivery: MdnDelivery | undefined;
+  for await (const r of app.backends.log.read(app.topics.mdnDeliveries, { start: { from: 'beginning' }, signal: AbortSignal.timeout(10_000) })) {
+    const d = codec.decode('MdnDelivery', r.value);
+    if (d.requestId === 'req-late-failure') { delivery = d; break; }
+  }
+  if (!delivery) throw new Error('the decoder wrote no delivery');
+  expect(delivery.dueAt).toBe(Math.max(received.receivedAt, appended) + FIRST_ATTEMPT_DELAY_MS);
+  expect(Date.now()).toBeLessThan(delivery.dueAt);
+  await app.backends.store.put(`${evidenceFolder('wf-gone', '<late@partner>', 'req-late-failure')}/mdn`, failure, { contentType: 'message/rfc822' });
+
+  const outcomes = await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, 'req-late-failure');
+  expect(outcomes.map((o) => [o.outcome, o.attempts, o.status])).toEqual([['given_up', 1, null]]);
+  expect(outcomes[0].reason).toMatch(/^not sent: the receiver answered this request with a failure MDN/);
+  expect(outcomes[0].at).toBeGreaterThanOrEqual(delivery.dueAt);
+  expect(mdns.posts.filter((p) => p.path === '/as2/mdn/late')).toHaveLength(0);
 });

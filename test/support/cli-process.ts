@@ -10,10 +10,18 @@ export interface ServiceProcess {
   output(): string;
 }
 
-/** `ingress start` in a child; resolves once it prints the address it listens on (or, without the receiver, once it started). */
-export function startServiceProcess(env: Record<string, string>, args: string[] = []): Promise<ServiceProcess> {
+/** Test-only code the service loads before its own (`node --require`), in its worker threads too. */
+export const STAGE_WORKER_CRASH = path.resolve(__dirname, 'stage-worker-crash.js');
+
+/**
+ * `ingress start` in a child; resolves once it prints the address it listens on (or, without the receiver, once
+ * it started). `nodeArgs` go before the CLI (e.g. `--require` a module); `script` replaces the CLI with code
+ * given to `node -e` that starts the service itself.
+ */
+export function startServiceProcess(env: Record<string, string>, args: string[] = [], options: { nodeArgs?: string[]; script?: string } = {}): Promise<ServiceProcess> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CLI, 'start', ...args], { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+    const argv = options.script !== undefined ? [...(options.nodeArgs ?? []), '-e', options.script] : [...(options.nodeArgs ?? []), CLI, 'start', ...args];
+    const child = spawn(process.execPath, argv, { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`ingress start did not come up in 30 s:\n${out.slice(-3000)}`)); }, 30_000);
     // Without the receiver there is no address to wait for: the started log line says the stages run.

@@ -120,14 +120,17 @@ test('the longest idempotency window: 72 hours by default (less when the topics 
 });
 
 test('AS2 asynchronous MDN retries: a window in hours and three ascending delays, each refused precisely', () => {
-  expect(loadConfig({}).as2MdnRetry).toEqual({ windowMs: 24 * 3_600_000, delaysMs: [30_000, 300_000, 1_800_000] });
-  expect(loadConfig({ AS2_MDN_RETRY_HOURS: '0.5', AS2_MDN_RETRY_DELAYS: '100ms, 2s,1.5m' }).as2MdnRetry).toEqual({ windowMs: 1_800_000, delaysMs: [100, 2000, 90_000] });
+  expect(loadConfig({}).as2MdnRetry).toEqual({ windowMs: 24 * 3_600_000, delaysMs: [30_000, 300_000, 1_800_000], firstAttemptDelayMs: 30_000 });
+  expect(loadConfig({ AS2_MDN_RETRY_HOURS: '0.5', AS2_MDN_RETRY_DELAYS: '100ms, 2s,1.5m', AS2_MDN_FIRST_ATTEMPT_DELAY: '250ms' }).as2MdnRetry)
+    .toEqual({ windowMs: 1_800_000, delaysMs: [100, 2000, 90_000], firstAttemptDelayMs: 250 });
   expect(problems({ AS2_MDN_RETRY_HOURS: '0' })).toEqual([expect.stringMatching(/^AS2_MDN_RETRY_HOURS="0": how long an asynchronous MDN's delivery is retried .*\(a number above 0 and at most 8760/)]);
   expect(problems({ AS2_MDN_RETRY_HOURS: '1d' })).toEqual([expect.stringMatching(/^AS2_MDN_RETRY_HOURS="1d": /)]);
   expect(problems({ AS2_MDN_RETRY_HOURS: '200', KAFKA_RETENTION_HOURS: '168' })).toEqual(['AS2_MDN_RETRY_HOURS=200: at most KAFKA_RETENTION_HOURS (168), or a retry record could be deleted before it is due']);
   expect(problems({ AS2_MDN_RETRY_DELAYS: '30s,5m' })).toEqual(['AS2_MDN_RETRY_DELAYS="30s,5m": three comma-separated durations (one per retry topic), e.g. 30s,5m,30m; got 2']);
   expect(problems({ AS2_MDN_RETRY_DELAYS: '30,5m,2d' })).toEqual(['AS2_MDN_RETRY_DELAYS="30,5m,2d": each a duration from 10ms to 24h with a unit (ms, s, m, h), e.g. 30s,5m,30m; bad: 30, 2d']);
   expect(problems({ AS2_MDN_RETRY_DELAYS: '5m,30s,30m' })).toEqual(['AS2_MDN_RETRY_DELAYS="5m,30s,30m": durations in ascending order (the first retry comes soonest)']);
+  expect(problems({ AS2_MDN_FIRST_ATTEMPT_DELAY: '2h' })).toEqual([expect.stringMatching(/^AS2_MDN_FIRST_ATTEMPT_DELAY="2h": how long after its message was appended .* from 0ms to 1h/)]);
+  expect(problems({ AS2_MDN_FIRST_ATTEMPT_DELAY: '30' })).toEqual([expect.stringMatching(/^AS2_MDN_FIRST_ATTEMPT_DELAY="30": /)]);
 });
 
 test('the request journal: retention, refusal budget and trace link, each checked', () => {

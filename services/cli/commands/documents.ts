@@ -59,7 +59,8 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
     if (api) {
       return reportingProblems(ctx, 'workflow', async () => {
         const doc = parseWorkflowDocument(input);
-        return putThroughApi(ctx, api, 'workflow', `/api/v1/workflows/${encodeURIComponent(doc.id)}`, doc, (w) => ({ id: w.id, active: w.active, url: url(w.id) }));
+        // The service's URL: its PUBLIC_BASE_URL is what partners reach, not this shell's.
+        return putThroughApi(ctx, api, 'workflow', `/api/v1/workflows/${encodeURIComponent(doc.id)}`, doc, (w) => ({ id: w.id, active: w.active, url: w.url }));
       });
     }
     return withRegistry(ctx, 'workflow', async (registry) => {

@@ -31,12 +31,12 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     checks: () => [phase, ...(running?.readiness ?? [])],
     routes: () => api?.listener ?? null,
   });
-  const stopTelemetry = await startTelemetry(process.env, ctx.logger);
+  const stopTelemetry = await startTelemetry(ctx.env, ctx.logger);
   let backends;
   try {
     backends = await openBackends(ctx.config, ctx.logger);
     try {
-      running = await startServicesInThreads(ctx.config, backends, services, ctx.logger);
+      running = await startServicesInThreads(ctx.config, ctx.env, backends, services, ctx.logger);
       if (admin) {
         api = await startManagementApi({
           config: ctx.config, adminPort: admin.port, log: backends.log, registry: backends.registry, sealer: backends.sealer,

@@ -26,6 +26,9 @@ export interface AdminSettings {
 }
 
 export const ADMIN_TOKEN_MIN_LENGTH = 32;
+
+/** The running service's own token for the CLI on its machine (services/admin/local-access.ts): logs show it, ADMIN_TOKENS cannot use it. */
+export const LOCAL_CLI_TOKEN_NAME = 'local-cli';
 const NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 const TOKEN = /^[A-Za-z0-9._~+/=-]+$/;
 
@@ -66,7 +69,7 @@ export function parseAdminTokens(raw: string | undefined, problems: string[]): A
     const token = trimmed.slice(second + 1);
     const named = NAME.test(name) ? `${at} ("${name}")` : at;
     if (!NAME.test(name)) problems.push(`${at}: the name must be 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`);
-    else if (name === 'local-cli') problems.push(`${named}: the name local-cli is the running service's own token for the CLI on its machine; choose another`);
+    else if (name === LOCAL_CLI_TOKEN_NAME) problems.push(`${named}: the name ${LOCAL_CLI_TOKEN_NAME} is the running service's own token for the CLI on its machine; choose another`);
     else if (names.has(name)) problems.push(`${named}: the name is used twice`);
     if (scope !== 'read' && scope !== 'full') problems.push(`${named}: the scope must be read or full`);
     // The token is never quoted, not even in part.

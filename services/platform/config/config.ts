@@ -1,5 +1,6 @@
 import { hostname } from 'node:os';
 import * as path from 'node:path';
+import { APPEND_TIMEOUT_MS } from '../log/event-log';
 import { TOPIC_NAMES } from '../log/topics';
 import type { RecordKeyMode } from '../log/record-keys';
 import { adminSettings, type AdminSettings } from './admin-settings';
@@ -91,7 +92,16 @@ export interface As2MdnRetrySettings {
   windowMs: number;
   /** The delay before the 1st, 2nd and 3rd-and-later retries (AS2_MDN_RETRY_DELAYS), ascending. */
   delaysMs: [number, number, number];
+  /**
+   * From the received record's append: the first attempt is not due before this (AS2_MDN_FIRST_ATTEMPT_DELAY).
+   * An append reported failed may still reach the log; by then the receiver has answered, and kept, a failure
+   * MDN, which the stage must find before it sends the processed one (docs/as2-async-mdn.md).
+   */
+  firstAttemptDelayMs: number;
 }
+
+/** What the receiver needs, after an append reported failed, to sign and keep its failure MDN (and clock skew). */
+export const MDN_FAILURE_EVIDENCE_MARGIN_MS = 15_000;
 
 const DURATION = /^(\d+(?:\.\d+)?)(ms|s|m|h)$/;
 const DURATION_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
@@ -322,7 +332,15 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     if (typeof parsed === 'string') problems.push(`AS2_MDN_RETRY_DELAYS=${JSON.stringify(mdnDelaysRaw)}: ${parsed}`);
     else mdnDelays = parsed;
   }
-  const as2MdnRetry: As2MdnRetrySettings = { windowMs: Math.round(mdnWindowHours * 3_600_000), delaysMs: mdnDelays };
+  let mdnFirstDelay = APPEND_TIMEOUT_MS + MDN_FAILURE_EVIDENCE_MARGIN_MS;
+  const mdnFirstDelayRaw = get('AS2_MDN_FIRST_ATTEMPT_DELAY');
+  if (mdnFirstDelayRaw !== undefined) {
+    const m = DURATION.exec(mdnFirstDelayRaw.trim());
+    const ms = m ? Number(m[1]) * DURATION_MS[m[2]] : NaN;
+    if (ms >= 0 && ms <= 3_600_000) mdnFirstDelay = ms;
+    else problems.push(`AS2_MDN_FIRST_ATTEMPT_DELAY=${JSON.stringify(mdnFirstDelayRaw)}: how long after its message was appended an asynchronous MDN is first sent, a duration from 0ms to 1h with a unit (ms, s, m, h), e.g. 30s`);
+  }
+  const as2MdnRetry: As2MdnRetrySettings = { windowMs: Math.round(mdnWindowHours * 3_600_000), delaysMs: mdnDelays, firstAttemptDelayMs: Math.round(mdnFirstDelay) };
   const journal: JournalSettings = {
     retentionDays: integer('JOURNAL_RETENTION_DAYS', 30, 1, 3650, 'days the request journal keeps an entry'),
     refusedPerMinute: integer('JOURNAL_REFUSED_PER_MINUTE', 60, 0, 60_000, 'refused requests the request journal records per workflow and minute, 0 for none'),

@@ -13,6 +13,13 @@ export type Headers = Record<string, string>;
  */
 export const MAX_RECORD_BYTES = 8 * 1024 * 1024;
 
+/**
+ * How long an append waits for the log's acknowledgement before it is reported failed (Kafka; the embedded
+ * log has no deadline). A record so reported may still be in the log: whatever a stage does on the strength
+ * of a received record that the receiver may yet call refused (an AS2 asynchronous MDN) waits at least this.
+ */
+export const APPEND_TIMEOUT_MS = 15_000;
+
 /** A record to append. `key` decides the partition (records with one key stay in order). */
 export interface OutRecord {
   topic: string;

@@ -26,8 +26,13 @@ interface Response { id: number; ok: boolean; value?: unknown; error?: WireError
 export interface WireError { name: string; message: string; code?: unknown; stack?: string }
 
 export function toWireError(error: unknown): WireError {
-  if (error instanceof Error) return { name: error.name, message: error.message, code: (error as { code?: unknown }).code, stack: error.stack };
+  // Not `instanceof Error`: a DOMException (postMessage's DataCloneError) may come from another realm.
+  if (isErrorLike(error)) return { name: error.name, message: error.message, code: (error as { code?: unknown }).code, stack: error.stack };
   return { name: 'Error', message: String(error) };
+}
+
+function isErrorLike(value: unknown): value is Error {
+  return value instanceof Error || (typeof value === 'object' && value !== null && typeof (value as Error).name === 'string' && typeof (value as Error).message === 'string');
 }
 
 export function fromWireError(wire: WireError): Error {
@@ -50,16 +55,30 @@ export function rpcOver(port: Port, handlers: Record<string, Handler>): Rpc {
   let nextId = 1;
   let closedWith: Error | null = null;
 
+  /**
+   * A value the structured clone cannot copy (a function, a closed port, an error whose code is one) throws
+   * in postMessage: the caller would wait for ever, so it gets that failure as its answer instead.
+   */
+  const postAnswer = (response: Response, transfer: readonly Transferable[] = []) => {
+    try {
+      port.postMessage(response, transfer);
+    } catch (error) {
+      const cause = toWireError(error);
+      const wire = { name: cause.name, message: `the answer to call ${response.id} could not be sent to the other thread: ${cause.message}` };
+      port.postMessage({ id: response.id, ok: false, error: wire } satisfies Response);
+    }
+  };
+
   const answer = (id: number, outcome: Promise<unknown>) => {
     outcome.then(
       (value) => {
         if (closedWith) return;
         if (value && typeof value === 'object' && TRANSFER in value) {
           const t = value as WithTransfer;
-          port.postMessage({ id, ok: true, value: t.value } satisfies Response, t.transfer);
-        } else port.postMessage({ id, ok: true, value } satisfies Response);
+          postAnswer({ id, ok: true, value: t.value }, t.transfer);
+        } else postAnswer({ id, ok: true, value });
       },
-      (error: unknown) => { if (!closedWith) port.postMessage({ id, ok: false, error: toWireError(error) } satisfies Response); },
+      (error: unknown) => { if (!closedWith) postAnswer({ id, ok: false, error: toWireError(error) }); },
     );
   };
 
@@ -87,7 +106,13 @@ export function rpcOver(port: Port, handlers: Record<string, Handler>): Rpc {
       const id = nextId++;
       return new Promise<T>((resolve, reject) => {
         waiting.set(id, { resolve: resolve as (value: unknown) => void, reject });
-        port.postMessage({ id, method, args } satisfies Request, transfer);
+        try {
+          port.postMessage({ id, method, args } satisfies Request, transfer);
+        } catch (error) {
+          // Arguments that cannot be cloned: nothing was sent, so no answer will come.
+          waiting.delete(id);
+          reject(error);
+        }
       });
     },
     notify(method, args, transfer = []) {

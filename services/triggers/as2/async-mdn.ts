@@ -31,14 +31,18 @@ export function asyncMdnTarget(headers: Record<string, string>, identity: As2Ide
 
 /**
  * The delivery the decoder writes for a received record that asked for an asynchronous MDN (null otherwise):
- * due at once, no attempts yet. The MDN is the recorded one, byte for byte.
+ * no attempts yet, the MDN the recorded one, byte for byte. Its first attempt is due `firstAttemptDelayMs`
+ * after the record was appended (`appendedAt`, the log's time of it). The receiver may have been told that
+ * append failed although it reached the log; it then answers a failure MDN and keeps it, and the stage
+ * must find that evidence before its first check. It is kept within the append timeout plus a margin of
+ * the append (AS2_MDN_FIRST_ATTEMPT_DELAY), and the decoder may read the record long before that.
  */
-export function mdnDeliveryOf(received: Received): MdnDelivery | null {
+export function mdnDeliveryOf(received: Received, appendedAt: number, firstAttemptDelayMs: number): MdnDelivery | null {
   const as2 = received.as2;
   if (!as2?.asyncMdn || !as2.mdn) return null;
   return {
     requestId: received.requestId, workflowId: received.workflowId, messageId: as2.messageId,
     mdnMessageId: splitEntity(as2.mdn).headers['message-id'] ?? '', url: as2.asyncMdn.url, allowedBy: as2.asyncMdn.allowedBy,
-    mdn: as2.mdn, receivedAt: received.receivedAt, dueAt: received.receivedAt, attempts: [],
+    mdn: as2.mdn, receivedAt: received.receivedAt, dueAt: Math.max(received.receivedAt, appendedAt) + firstAttemptDelayMs, attempts: [],
   };
 }

@@ -42,7 +42,8 @@ export async function acquireDirectoryLock(dir: string, what: string): Promise<D
   throw new EventLogError(`could not take the lock ${file}`, 'log-unavailable');
 }
 
-function isAlive(pid: number): boolean {
+/** Whether a process with this pid runs (one of another user's counts: it exists). */
+export function isAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

@@ -1,5 +1,5 @@
 import { Partitioners, type Kafka, type Producer } from 'kafkajs';
-import { EventLogError, type OutRecord } from '../event-log';
+import { APPEND_TIMEOUT_MS, EventLogError, type OutRecord } from '../event-log';
 import type { Logger } from '../../logger/logger';
 import { describeKafkaError, unavailable } from './kafka-client';
 import { sizeOf, toTopicMessages } from './records';
@@ -41,7 +41,7 @@ export const DEFAULT_GROUP_COMMIT: GroupCommitSettings = {
   maxBatchBytes: 900_000,
   maxMs: 0,
   maxQueuedRecords: 50_000,
-  appendTimeoutMs: 15_000,
+  appendTimeoutMs: APPEND_TIMEOUT_MS,
 };
 
 export interface AppendStats {

@@ -23,7 +23,10 @@ export interface KafkaLogOptions {
   topicDefaults?: { partitions: number; replicationFactor: number };
   /** Group commit: records per produce request (default 500); linger of an idle pipeline, ms (default 0). */
   linger?: { maxRecords: number; maxMs: number };
-  /** An append not acknowledged within this rejects with 'log-unavailable' (default 15 s). */
+  /**
+   * An append not acknowledged within this rejects with 'log-unavailable' (default APPEND_TIMEOUT_MS, 15 s).
+   * Longer than AS2_MDN_FIRST_ATTEMPT_DELAY less its margin, and a refused AS2 message could get its processed MDN.
+   */
   appendTimeoutMs?: number;
   /** Appends beyond this many waiting records are rejected at once with 'log-unavailable' (default 50 000). */
   maxQueuedRecords?: number;

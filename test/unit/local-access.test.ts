@@ -1,0 +1,30 @@
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { LOCAL_ACCESS_FILE, LocalAccessTaken, readLocalAccess, writeLocalAccess } from '../../services/admin/local-access';
+
+let dir: string;
+beforeEach(() => { dir = mkdtempSync(path.join(tmpdir(), 'local-access-')); });
+afterEach(() => rmSync(dir, { recursive: true, force: true }));
+const other = (pid: number) => writeFileSync(path.join(dir, LOCAL_ACCESS_FILE), JSON.stringify({ pid, url: 'http://127.0.0.1:9999', token: 'theirs' }));
+
+test('a second process on the DATA_DIR leaves the file of the first, still running, untouched', async () => {
+  other(process.ppid); // alive: whoever started this test
+  const before = readFileSync(path.join(dir, LOCAL_ACCESS_FILE), 'utf8');
+  const attempt = writeLocalAccess(dir, '127.0.0.1', 9080);
+  await expect(attempt).rejects.toThrow(LocalAccessTaken);
+  await expect(attempt).rejects.toMatchObject({ pid: process.ppid, message: expect.stringMatching(/admin-api\.json belongs to process \d+, which is running$/) });
+  expect(readFileSync(path.join(dir, LOCAL_ACCESS_FILE), 'utf8')).toBe(before);
+});
+
+test('the file of a process that is gone, or this process\'s own, is replaced', async () => {
+  const gone = spawnSync(process.execPath, ['-e', '']).pid!;
+  other(gone);
+  const handle = await writeLocalAccess(dir, '0.0.0.0', 9080);
+  expect(await readLocalAccess(dir)).toEqual({ pid: process.pid, url: 'http://127.0.0.1:9080', token: handle.token.token });
+  const again = await writeLocalAccess(dir, '127.0.0.1', 9081);
+  expect(await readLocalAccess(dir)).toMatchObject({ pid: process.pid, url: 'http://127.0.0.1:9081', token: again.token.token });
+  await again.remove();
+  expect(await readLocalAccess(dir)).toBeNull();
+});
