@@ -1,5 +1,5 @@
 // Receiver throughput and latency, as a ratio to a bare node:http server measured in the same run
-// (DESIGN.md §7). Usage: npm run bench -- [--seconds 10] [--connections 50] [--rounds 3] [--kafka 0]
+// (DESIGN.md §7). Usage: npm run bench -- [--seconds 10] [--connections 50] [--rounds 3] [--kafka 0] [--embedded 0] [--linger-ms 2]
 //
 // Each round starts, loads and stops every server in turn, so the bare server and the receiver are
 // measured at most a minute apart and a round's ratio compares like with like when other work comes and
@@ -22,6 +22,9 @@ async function main() {
   const connections = arg('connections', 50);
   const rounds = arg('rounds', 3);
   const withKafka = arg('kafka', 1) === 1;
+  const withEmbedded = arg('embedded', 1) === 1;
+  // The receiver's group-commit linger on Kafka (KAFKA_LINGER_MS), measured beside the default of 0.
+  const lingerMs = arg('linger-ms', 2);
   const body = webhookBody();
   const base = { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
   const dataDirs = [];
@@ -45,7 +48,7 @@ async function main() {
   const rows = [];
   let kafka = null;
   try {
-    rows.push(...(await measureRounds(embedded, 'embedded')));
+    if (withEmbedded) rows.push(...(await measureRounds(embedded, 'embedded')));
     if (withKafka) {
       // Its own rounds, with the bare server measured again beside it: a running broker takes CPU from
       // whatever else is measured, so the embedded rounds run before it starts.
@@ -54,11 +57,12 @@ async function main() {
       const kafkaSettings = { KAFKA_BROKERS: kafka.brokers, INGRESS_TOPIC_PREFIX: `bench${Date.now()}.`, KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1' };
       execFileSync(process.execPath, [CLI, 'topics', 'apply'], { env: { ...process.env, ...(await envWith(kafkaSettings)) }, stdio: ['ignore', 'ignore', 'inherit'] });
       const kafkaEnv = () => envWith(kafkaSettings); // the same topics every round; a fresh folder for the registry
-      const [bareBesideKafka, onKafka] = await measureRounds([
+      const [bareBesideKafka, ...onKafka] = await measureRounds([
         { ...bare, name: 'bare `node:http`, measured again while the Kafka broker runs' },
         { name: 'receiver alone, durable accept on Kafka (acks=all, idempotent)', short: 'receiver (kafka)', launch: async () => start(CLI, ['start', '--services', 'receiver'], await kafkaEnv()) },
+        ...(lingerMs > 0 ? [{ name: `the same with \`KAFKA_LINGER_MS=${lingerMs}\``, short: `receiver (kafka, linger ${lingerMs} ms)`, launch: async () => start(CLI, ['start', '--services', 'receiver'], { ...(await kafkaEnv()), KAFKA_LINGER_MS: String(lingerMs) }) }] : []),
       ], 'kafka');
-      rows.push(bareBesideKafka, onKafka);
+      rows.push(bareBesideKafka, ...onKafka);
     }
   } finally {
     await kafka?.stop();

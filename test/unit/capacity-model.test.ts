@@ -57,9 +57,10 @@ describe('the capacity model', () => {
     expect(high.journalWrites).toBe(3_000_000);
   });
 
-  test('the one-process default reaches only its sustained rate', () => {
-    expect(model.requirements(5000, inputs).embeddedMachines).toBe(1);
-    expect(model.requirements(5001, inputs).embeddedMachines).toBeNull();
+  test('the one-process default is planned up to its sustained rate times the headroom', () => {
+    const a = { ...assumptions, headroom: 0.5 };
+    expect(model.requirements(2500, inputs, a).embeddedMachines).toBe(1);
+    expect(model.requirements(2501, inputs, a).embeddedMachines).toBeNull();
   });
 
   test('walls come lowest first', () => {
