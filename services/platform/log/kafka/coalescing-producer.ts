@@ -1,4 +1,5 @@
-import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import type { Kafka, Producer } from 'kafkajs';
+import { RememberingPartitioner } from './partitioner';
 import { APPEND_TIMEOUT_MS, EventLogError, type OutRecord } from '../event-log';
 import type { Logger } from '../../logger/logger';
 import { describeKafkaError, unavailable } from './kafka-client';
@@ -242,7 +243,7 @@ export class CoalescingProducer {
         idempotent: true,
         maxInFlightRequests: 5, // the most idempotence allows; one sendBatch is in flight anyway
         retry: PRODUCER_RETRY,
-        createPartitioner: Partitioners.DefaultPartitioner,
+        createPartitioner: RememberingPartitioner,
         // Topics come from `ingress topics apply`, never from a broker's auto-creation with its defaults.
         allowAutoTopicCreation: false,
       });

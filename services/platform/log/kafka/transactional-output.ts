@@ -1,4 +1,5 @@
-import { Partitioners, type Kafka, type Producer } from 'kafkajs';
+import type { Kafka, Producer } from 'kafkajs';
+import { RememberingPartitioner } from './partitioner';
 import type { OutRecord } from '../event-log';
 import { sliceByBytes, toTopicMessages } from './records';
 
@@ -126,7 +127,7 @@ export class TransactionalOutput {
       maxInFlightRequests: 1,
       transactionTimeout: this.transactionTimeout,
       retry: PRODUCER_RETRY,
-      createPartitioner: Partitioners.DefaultPartitioner,
+      createPartitioner: RememberingPartitioner,
       allowAutoTopicCreation: false, // topics come from `ingress topics apply`
     });
     try {
