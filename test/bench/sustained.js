@@ -38,7 +38,7 @@ async function main() {
     seconds: arg('seconds', 10), records: arg('records', 100_000), kafka: arg('kafka', 1) === 1, partitions: arg('partitions', 3),
     connections: 50, provisional: arg('provisional', 0) === 1,
   };
-  const command = `npm run bench:sustained -- ${process.argv.slice(2).join(' ')}`.trim();
+  const command = process.argv.length > 2 ? `npm run bench:sustained -- ${process.argv.slice(2).join(' ')}` : 'npm run bench:sustained';
   const load = { seconds: options.seconds, connections: options.connections, body: webhookBody(), headers: { 'content-type': 'application/json' } };
   const drainTimeout = Math.max(120, options.seconds * 20);
   const folders = [];
