@@ -15,7 +15,6 @@ export const ADMIN_ERRORS = {
   'payload-too-large': { status: 413, message: INGRESS_ERRORS['payload-too-large'].message },
   'unsupported-media': { status: 415, message: 'Request bodies are JSON: Content-Type: application/json' },
   'not-found': { status: 404, message: INGRESS_ERRORS['not-found'].message },
-  'method-not-allowed': { status: 405, message: 'This method is not allowed on this route' },
   'conflict': { status: 409, message: 'The request conflicts with the current state' },
   'encryption-key-missing': { status: 503, message: 'INGRESS_ENCRYPTION_KEY is not set on the service, so credentials cannot be stored or read' },
   'service-starting': { status: 503, message: 'The service is starting or stopping; retry shortly' },
@@ -40,9 +39,4 @@ export interface AdminErrorBody {
 
 export function errorBody(error: AdminError): AdminErrorBody {
   return { error: error.code, message: error.message, ...(error.problems ? { problems: error.problems } : {}) };
-}
-
-/** The bytes of an error answer, for the places outside express (the admin server before the API is up). */
-export function errorJson(code: AdminErrorCode, message?: string): { status: number; body: string } {
-  return { status: ADMIN_ERRORS[code].status, body: JSON.stringify({ error: code, message: message ?? ADMIN_ERRORS[code].message }) };
 }

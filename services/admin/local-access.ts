@@ -41,11 +41,14 @@ export class LocalAccessTaken extends Error {
  * The first keeps it. (Two starting in the same instant may still both write: the check is not a lock.)
  */
 export async function writeLocalAccess(dataDir: string, host: string, port: number, alive: (pid: number) => boolean = isAlive): Promise<LocalAccessHandle> {
-  const existing = await readLocalAccess(dataDir);
-  if (existing && existing.pid !== process.pid && alive(existing.pid)) throw new LocalAccessTaken(path.join(dataDir, LOCAL_ACCESS_FILE), existing.pid);
-  const token = randomBytes(32).toString('base64url');
   const connectHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
-  const access: LocalAccess = { pid: process.pid, url: `http://${connectHost}:${port}`, token };
+  const url = `http://${connectHost}:${port}`;
+  const existing = await readLocalAccess(dataDir);
+  // A file naming the address this process now listens on is stale, whatever its pid: its writer cannot be
+  // listening there (a process killed with -9 leaves its file, and its pid may have been reused since).
+  if (existing && existing.pid !== process.pid && existing.url !== url && alive(existing.pid)) throw new LocalAccessTaken(path.join(dataDir, LOCAL_ACCESS_FILE), existing.pid);
+  const token = randomBytes(32).toString('base64url');
+  const access: LocalAccess = { pid: process.pid, url, token };
   const file = path.join(dataDir, LOCAL_ACCESS_FILE);
   await fsp.mkdir(dataDir, { recursive: true });
   const tmp = `${file}.${process.pid}.tmp`;

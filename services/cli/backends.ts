@@ -28,11 +28,10 @@ export interface OpenBackendsOptions {
 export async function openLog(config: Config, logger: Logger, options: OpenBackendsOptions = {}): Promise<EventLog> {
   if (config.kafka) {
     const { openKafkaLog } = await import('../platform/log/kafka/kafka-log');
-    const { DEFAULT_GROUP_COMMIT } = await import('../platform/log/kafka/coalescing-producer');
     const { brokers, clientId, sessionTimeoutMs, heartbeatIntervalMs, lingerMs } = config.kafka;
     return openKafkaLog({
       brokers, clientId, logger, stage: { sessionTimeout: sessionTimeoutMs, heartbeatInterval: heartbeatIntervalMs },
-      linger: { maxRecords: DEFAULT_GROUP_COMMIT.maxRecords, maxMs: lingerMs },
+      linger: { maxMs: lingerMs },
     });
   }
   const { openEmbeddedLog } = await import('../platform/log/embedded/embedded-log');

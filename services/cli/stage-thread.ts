@@ -16,8 +16,8 @@ import type { StageWorkerData } from './stage-worker';
  * spend per record never delays an accept on the receiver's event loop (docs/architecture.md, "Threads").
  * One thread, not one per stage: on the two cores the service is sized for, the receiver's thread and one
  * stage thread fill them; more threads would only contend. STAGE_THREADS=0 runs everything on this thread.
+ * `env` is what `config` was read from: the worker reads its configuration from it too.
  */
-/** `env` is what `config` was read from: the worker reads its configuration from it too. */
 export async function startServicesInThreads(config: Config, env: NodeJS.ProcessEnv, backends: Backends, services: readonly ServiceName[], logger: Logger): Promise<RunningServices> {
   const stages = services.filter((s) => s !== 'receiver');
   // Without a receiver there is no accept to protect; without stages nothing to move.

@@ -109,17 +109,15 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       return accepts;
     },
   });
-  /**
-   * An asynchronous MDN's delivery (AS2, services/mdn/), by input record while its batch is handled: it goes out
-   * with the decoded record, or with the dead letter, in the same atomic output. The message was answered
-   * `processed` either way, so its MDN is owed either way. A replay (ingress replay, dead-letters replay) owes
-   * none: its original already wrote one.
-   */
-  const deliveries = new Map<string, OutRecord>();
   const spanName = `${topics.received} process`;
   const spanAttributes = stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder'));
-  /** One received record; `workflowOf` reads each workflow once per batch. */
-  const decodeRecord = (record: LogRecord, workflowOf: (id: string, fresh: boolean) => Promise<WorkflowDocument | null>) =>
+  /**
+   * One received record; `workflowOf` reads each workflow once per batch. `deliveries` (one map per batch) holds
+   * an asynchronous MDN's delivery (AS2, services/mdn/) by input record: it goes out with the decoded record, or
+   * with the dead letter, in the same atomic output. The message was answered `processed` either way, so its MDN
+   * is owed either way. A replay (ingress replay, dead-letters replay) owes none: its original already wrote one.
+   */
+  const decodeRecord = (record: LogRecord, workflowOf: (id: string, fresh: boolean) => Promise<WorkflowDocument | null>, deliveries: Map<string, OutRecord>) =>
     inConsumerSpan(spanName, record.headers, spanAttributes, async (span): Promise<OutRecord[]> => {
       const received = codec.decode('Received', record.value);
       const key = recordKey(deps.recordKey, received);
@@ -156,7 +154,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       const decoded = { topic: topics.decoded, key, value, headers: carryReplayMark(record.headers, traceHeaders()) };
       return mdnOut ? [decoded, mdnOut] : [decoded];
     });
-  const decodeBatch = withDeadLetteringBatch((records, budget) => {
+  const decodeBatch = (deliveries: Map<string, OutRecord>) => withDeadLetteringBatch((records, budget) => {
     // The documents this batch has read: a workflow's records share one look-up (and one fresh read, when a
     // record names a trigger node the cached document lacks).
     const read = new Map<string, WorkflowDocument | null>();
@@ -166,23 +164,20 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       read.set(id, workflow);
       return workflow;
     };
-    return eachRecord(records, budget, (record) => decodeRecord(record, workflowOf));
+    return eachRecord(records, budget, (record) => decodeRecord(record, workflowOf, deliveries));
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  // Each batch with its own deliveries: a record retried later works its delivery out again.
   const handleBatch = async (records: LogRecord[], budget: { maxOutputBytes: number }) => {
-    try {
-      const result = await decodeBatch(records, budget);
-      // A delivery owed by a record that was dead-lettered goes out with its dead letter.
-      if (deliveries.size > 0) {
-        for (let i = 0; i < result.outputs.length; i++) {
-          const owed = deliveries.get(recordIdentity(records[i]));
-          if (owed && !result.outputs[i].includes(owed)) result.outputs[i] = [...result.outputs[i], owed];
-        }
+    const deliveries = new Map<string, OutRecord>();
+    const result = await decodeBatch(deliveries)(records, budget);
+    // A delivery owed by a record that was dead-lettered goes out with its dead letter.
+    if (deliveries.size > 0) {
+      for (let i = 0; i < result.outputs.length; i++) {
+        const owed = deliveries.get(recordIdentity(records[i]));
+        if (owed && !result.outputs[i].includes(owed)) result.outputs[i] = [...result.outputs[i], owed];
       }
-      return result;
-    } finally {
-      // A record retried later works its delivery out again.
-      deliveries.clear();
     }
+    return result;
   };
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handleBatch,

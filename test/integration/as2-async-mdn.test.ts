@@ -19,7 +19,8 @@ import { mdnOutcomes, startMdnReceiver, type MdnReceiver } from '../support/mdn-
  * Messages are built and MDNs verified with the openssl command line (test/support/as2-peer.ts).
  */
 const codec = defaultAvroCodec();
-const FIRST_ATTEMPT_DELAY_MS = 600;
+// Long enough for the late-failure test to store its evidence before the first attempt on a busy machine.
+const FIRST_ATTEMPT_DELAY_MS = 2_000;
 let points: (name: string) => Promise<Point[]>;
 let app: TestApp;
 let peer: Peer;

@@ -7,6 +7,7 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import type { EventLog } from '../../services/platform/log/event-log';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { openFileRegistry } from '../../services/platform/registry/file-registry';
+import { openFileSamples } from '../../services/platform/registry/file-samples';
 import { describeEventLogContract } from './contracts/event-log.contract';
 import { describeObjectStoreContract } from './contracts/object-store.contract';
 import { describeRegistryContract } from './contracts/registry.contract';
@@ -59,6 +60,16 @@ test('file samples: the one writer writes behind, a reader on the same folder se
   await again.close();
   expect((await reader.samples.list('wf-s', 'Hook')).map((s) => s.executionId)).toEqual(['e2']);
   await reader.close();
+});
+
+test('file samples: what the write-behind cannot write is a warning, and an error at close, never a silent loss', async () => {
+  const dir = path.join(tempDir(), 'samples');
+  const warnings: string[] = [];
+  const samples = await openFileSamples(dir, { onlyWriter: true, onWarning: (message) => warnings.push(message) });
+  rmSync(dir, { recursive: true, force: true }); // the folder is gone: no write can succeed
+  await samples.appendMany('wf-s', 'Hook', [{ executionId: 'e1', receivedAt: 1, data: {} }], 5);
+  await expect(samples.flush()).rejects.toThrow(/sample data of 1 node\(s\) could not be written before close: .*ENOENT/);
+  expect(warnings).toContain('sample data could not be written: retrying');
 });
 
 test('filesystem store: a read stream closes its file once, never a descriptor the process has since reused', async () => {

@@ -28,3 +28,9 @@ test('the file of a process that is gone, or this process\'s own, is replaced', 
   await again.remove();
   expect(await readLocalAccess(dir)).toBeNull();
 });
+
+test('a file naming the address this process listens on is stale, even if its pid now belongs to a live process', async () => {
+  other(process.ppid); // a reused pid: alive, but it cannot listen on the port this process holds
+  const handle = await writeLocalAccess(dir, '127.0.0.1', 9999);
+  expect(await readLocalAccess(dir)).toEqual({ pid: process.pid, url: 'http://127.0.0.1:9999', token: handle.token.token });
+});

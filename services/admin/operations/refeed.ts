@@ -1,6 +1,7 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
+import { writeFileAtomically } from '../../platform/registry/atomic-file';
 
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
@@ -77,9 +78,8 @@ export function checkpointFile(file: string): CheckpointFile {
     },
     async save(state) {
       await fsp.mkdir(path.dirname(file), { recursive: true });
-      const tmp = `${file}.tmp`;
-      await fsp.writeFile(tmp, JSON.stringify(state));
-      await fsp.rename(tmp, file);
+      // Durable before the next batch is appended: a checkpoint lost to a crash would replay what it covered.
+      await writeFileAtomically(file, JSON.stringify(state));
     },
   };
 }

@@ -1,6 +1,5 @@
 import { Router } from 'express';
-import { requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
-import { RegistryError } from '../../platform/registry/registry';
+import { journalQueryProblem, requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { parsePosition } from '../operations/replays';
@@ -63,7 +62,8 @@ async function refusedAsInvalid<T>(pending: Promise<T>): Promise<T> {
   try {
     return await pending;
   } catch (error) {
-    if (error instanceof RegistryError && error.code === 'invalid-document') throw new AdminError('invalid-request', error.message.replace(/^journal query: /, ''));
+    const problem = journalQueryProblem(error);
+    if (problem !== null) throw new AdminError('invalid-request', problem);
     throw error;
   }
 }

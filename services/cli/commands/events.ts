@@ -1,5 +1,4 @@
-import { requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
-import { RegistryError } from '../../platform/registry/registry';
+import { journalQueryProblem, requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
 import { allowOnly, numberFlag, positionFlag, stringFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 
@@ -65,7 +64,8 @@ async function asUsage<T>(pending: Promise<T>): Promise<T> {
   try {
     return await pending;
   } catch (error) {
-    if (error instanceof RegistryError && error.code === 'invalid-document') throw new UsageError(error.message.replace(/^journal query: /, ''));
+    const problem = journalQueryProblem(error);
+    if (problem !== null) throw new UsageError(problem);
     throw error;
   }
 }

@@ -180,7 +180,8 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
       }
       offset += length + 1;
     }
-    await file.handle.write(data, 0, data.length, null);
+    // A regular file may take fewer bytes than asked (a full disk): the rest goes after, or the write throws.
+    for (let written = 0; written < data.length;) written += wrote((await file.handle.write(data, written, data.length - written, null)).bytesWritten);
     await file.handle.datasync();
     file.length += data.length;
     await Promise.all([...buckets].map(async ([bucket, lines]) => {
@@ -189,7 +190,8 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
       // One write of the file's handle opened for appending: O_APPEND, as appendFile was. Synchronous: a small
       // write to the page cache (the index is not fsync'd) takes a microsecond or two of CPU, where a write
       // through the thread pool costs ten.
-      fs.writeSync(handle.fd, lines, null, 'utf8');
+      const bytes = Buffer.from(lines, 'utf8');
+      for (let written = 0; written < bytes.length;) written += wrote(fs.writeSync(handle.fd, bytes, written, bytes.length - written));
     }));
   }
 
@@ -349,4 +351,10 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
       for (const file of files) await closeDay(file);
     },
   };
+}
+
+/** Bytes a write took; none at all would loop for ever. */
+function wrote(bytes: number): number {
+  if (bytes <= 0) throw new RegistryError('the request journal could not be written: the file system took no bytes', 'registry-unavailable');
+  return bytes;
 }

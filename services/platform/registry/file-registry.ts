@@ -37,7 +37,8 @@ export async function openFileRegistry(dataDir: string, options: FileRegistryOpt
     samples,
     journal,
     async close() {
-      try { await samples.flush(); } finally { await journal.close?.(); }
+      // Closing goes on either way (callers close every backend and do not look at the answer): said here.
+      try { await samples.flush(); } catch (error) { options.onWarning?.('sample data lost at close', { error }); } finally { await journal.close?.(); }
     },
   };
 }

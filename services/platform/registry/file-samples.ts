@@ -25,7 +25,7 @@ export interface FileSamplesOptions {
 }
 
 export interface FileSampleStore extends SampleStore {
-  /** Write what is still held back; the registry's close calls it. */
+  /** Write what is still held back (rejecting when some cannot be); the registry's close calls it. */
   flush(): Promise<void>;
 }
 
@@ -110,18 +110,27 @@ export async function openFileSamples(dir: string, options: FileSamplesOptions):
       if (doc.dirty) behind = true;
       else if (held.size > MAX_CACHED_NODES) held.delete(file);
     }
-    // What is still behind failed to write: tried again, less often than the write-behind.
-    if (behind && !timer) schedule(Math.max(delay, RETRY_MS));
+    // What is still behind failed to write: tried again, less often than the write-behind (not once closing).
+    if (behind && !timer && !closing) schedule(Math.max(delay, RETRY_MS));
   }
   function schedule(after = delay): void {
-    timer = setTimeout(() => void flush(), after);
+    // A failure is warned about in writeDirty and reported by the next append.
+    timer = setTimeout(() => void writeBehind().catch(() => undefined), after);
     timer.unref();
   }
-  const flush = () => {
+  const writeBehind = () => {
     if (timer) clearTimeout(timer);
     timer = null;
     writing = writing.then(writeDirty);
     return writing;
+  };
+  let closing = false;
+  /** On close: what is held goes to file now, and what cannot is an error, not a silent loss. */
+  const flush = async () => {
+    closing = true;
+    await writeBehind();
+    const left = [...held.values()].filter((doc) => doc.dirty).length;
+    if (left > 0) throw new RegistryError(`sample data of ${left} node(s) could not be written before close: ${(failed as Error | null)?.message ?? 'unknown error'}`, 'registry-unavailable', { cause: failed });
   };
 
   async function appendMany(workflowId: string, node: string, added: readonly Sample[], keep: number): Promise<void> {

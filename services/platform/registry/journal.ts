@@ -190,3 +190,9 @@ export async function searchJournal(store: JournalStore, search: JournalSearch, 
   });
   return (await store.search(query)).map((e) => journalView(e, options));
 }
+
+/** What is wrong with a query the registry refused, without the "journal query:" prefix; null for any other error. */
+export function journalQueryProblem(error: unknown): string | null {
+  if (!(error instanceof RegistryError) || error.code !== 'invalid-document') return null;
+  return error.message.replace(/^journal query: /, '');
+}

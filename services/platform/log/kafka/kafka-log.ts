@@ -22,7 +22,7 @@ export interface KafkaLogOptions {
   /** For topics ensureTopics() creates in tests and development (default 3 partitions, replication factor 1); production topics come from `ingress topics apply`. */
   topicDefaults?: { partitions: number; replicationFactor: number };
   /** Group commit: records per produce request (default 500); linger of an idle pipeline, ms (default 0). */
-  linger?: { maxRecords: number; maxMs: number };
+  linger?: { maxRecords?: number; maxMs?: number };
   /**
    * An append not acknowledged within this rejects with 'log-unavailable' (default APPEND_TIMEOUT_MS, 15 s).
    * Longer than AS2_MDN_FIRST_ATTEMPT_DELAY less its margin, and a refused AS2 message could get its processed MDN.
