@@ -15,7 +15,20 @@ function lengthBytes(n: number): Buffer {
 export const seq = (...c: Buffer[]) => tlv(0x30, ...c);
 /** A SET OF in DER order: elements sorted by their encodings (X.690 §11.6), as verifiers re-encode it. */
 export const setOf = (...c: Buffer[]) => tlv(0x31, ...[...c].sort(Buffer.compare));
-export const oid = (id: string) => tlv(0x06, oidContent(id));
+/**
+ * Encoded once per OID: the service encodes only its own constant OIDs, a few dozen, and each MDN signature
+ * needs several (BigInt arithmetic was ~6% of an AS2 receiver's main thread). Callers copy it (tlv concatenates).
+ */
+const encodedOids = new Map<string, Buffer>();
+const MAX_ENCODED_OIDS = 256;
+export function oid(id: string): Buffer {
+  let encoded = encodedOids.get(id);
+  if (!encoded) {
+    encoded = tlv(0x06, oidContent(id));
+    if (encodedOids.size < MAX_ENCODED_OIDS) encodedOids.set(id, encoded);
+  }
+  return encoded;
+}
 
 /**
  * The content octets of an OBJECT IDENTIFIER (X.690 §8.19): the first two arcs as 40·a + b, then every arc
