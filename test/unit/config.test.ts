@@ -34,6 +34,8 @@ test('Kafka group timing and the record key are configurable, and contradictions
   expect(problems({ KAFKA_SESSION_TIMEOUT_MS: 'soon' })).toEqual([expect.stringMatching(/^KAFKA_SESSION_TIMEOUT_MS="soon"/)]);
   expect(problems({ RECORD_KEY: 'partner' })).toEqual([expect.stringMatching(/^RECORD_KEY="partner": workflow .* or request/)]);
   expect(loadConfig({ KAFKA_BROKERS: 'k:9092', KAFKA_LINGER_MS: '5' }).kafka?.lingerMs).toBe(5);
+  expect(problems({ UV_THREADPOOL_SIZE: '64' })).toEqual([]);
+  expect(problems({ UV_THREADPOOL_SIZE: 'lots' })).toEqual([expect.stringMatching(/^UV_THREADPOOL_SIZE="lots": libuv's thread pool .*a whole number from 1 to 1024/)]);
   expect(problems({ KAFKA_LINGER_MS: '1001' })).toEqual([expect.stringMatching(/^KAFKA_LINGER_MS="1001": .*a whole number from 0 to 1000/)]);
 });
 

@@ -293,6 +293,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
 
   const stageThreads = integer('STAGE_THREADS', 1, 0, 1, 'worker threads for the stages beside a receiver: 1, or 0 to run them on the main thread') as 0 | 1;
+  // Read by libuv, not by us (cli/thread-pool.ts sets 16 when it is unset), which turns anything it cannot use
+  // into 1 thread or 1024 without a word: checked here so that a typo stops the start instead.
+  integer('UV_THREADPOOL_SIZE', 16, 1, 1024, "libuv's thread pool (file system calls, MDN signatures)");
 
   const replicationFactor = integer('KAFKA_REPLICATION_FACTOR', 3, 1, 16, 'replicas of each pipeline topic');
   const topicSettings: TopicSettings = {
