@@ -1,7 +1,7 @@
 import { Readable } from 'node:stream';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
-import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type StageHandle } from '../platform/log/event-log';
+import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type StageBatchBudget, type StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import { eachRecord } from '../platform/log/stage-batch';
 import { carryReplayMark, recordIdentity, replayOf } from '../platform/log/replay-marking';
@@ -167,7 +167,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
     return eachRecord(records, budget, (record) => decodeRecord(record, workflowOf, deliveries));
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   // Each batch with its own deliveries: a record retried later works its delivery out again.
-  const handleBatch = async (records: LogRecord[], budget: { maxOutputBytes: number }) => {
+  const handleBatch = async (records: LogRecord[], budget: StageBatchBudget) => {
     const deliveries = new Map<string, OutRecord>();
     const result = await decodeBatch(deliveries)(records, budget);
     // A delivery owed by a record that was dead-lettered goes out with its dead letter.

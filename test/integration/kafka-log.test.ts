@@ -98,10 +98,13 @@ describe('Kafka EventLog', () => {
     const n = 300;
     await log.append(Array.from({ length: n }, (_, i) => rec(input, `wf-${i}`, `in-${i}`)));
 
-    const env = { KAFKA_BROKERS: brokers().join(','), CLIENT_ID: clientId, GROUP: group, INPUT: input, OUTPUT: output, DELAY_MS: '2', SESSION_TIMEOUT_MS: '6000' };
-    // First run: killed (SIGKILL: no stop, no commit, no leave-group) while it is handling records.
+    // 20 ms a record: a partition's ~100 records take longer than a batch's time budget (STAGE_BATCH_MAX_MS), so
+    // each partition commits in several transactions, and the partitions are handled at the same time.
+    const env = { KAFKA_BROKERS: brokers().join(','), CLIENT_ID: clientId, GROUP: group, INPUT: input, OUTPUT: output, DELAY_MS: '20', SESSION_TIMEOUT_MS: '6000' };
+    // First run: killed (SIGKILL: no stop, no commit, no leave-group) while it is handling records. By 200
+    // records one of the three partitions has handled at least 67, which takes past the budget: some committed.
     const first = startWorker(env);
-    await first.waitForHandled(120);
+    await first.waitForHandled(200);
     first.child.kill('SIGKILL');
     await first.exited;
     const handledByFirst = first.handled();

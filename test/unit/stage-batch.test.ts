@@ -11,7 +11,7 @@ const out = (value: string, bytes = value.length): OutRecord => ({ topic: 'out',
 
 describe('eachRecord: the per-record handler as a batch', () => {
   test('stops at the first failure, with the outputs of the records before it', async () => {
-    const result = await eachRecord([record(0, 'a'), record(1, 'bad'), record(2, 'c')], { maxOutputBytes: 1e9 }, async (r) => {
+    const result = await eachRecord([record(0, 'a'), record(1, 'bad'), record(2, 'c')], { maxOutputBytes: 1e9, deadline: Infinity }, async (r) => {
       if (r.value.toString() === 'bad') throw new Error('no');
       return [out(r.value.toString())];
     });
@@ -20,9 +20,26 @@ describe('eachRecord: the per-record handler as a batch', () => {
   });
 
   test('stops before a record once the outputs reach the budget', async () => {
-    const result = await eachRecord([record(0, 'a'), record(1, 'b'), record(2, 'c')], { maxOutputBytes: 10 }, async (r) => [out(r.value.toString(), 6)]);
+    const result = await eachRecord([record(0, 'a'), record(1, 'b'), record(2, 'c')], { maxOutputBytes: 10, deadline: Infinity }, async (r) => [out(r.value.toString(), 6)]);
     expect(result.outputs).toHaveLength(2);
     expect(result.failure).toBeUndefined();
+  });
+
+  test('stops before a record once the deadline has passed, after handling at least one', async () => {
+    const seen: string[] = [];
+    const slow = async (r: LogRecord) => {
+      seen.push(r.value.toString());
+      await new Promise((resolve) => setTimeout(resolve, 30));
+      return [out(r.value.toString())];
+    };
+    const past = await eachRecord([record(0, 'a'), record(1, 'b')], { maxOutputBytes: 1e9, deadline: Date.now() - 1 }, slow);
+    expect(past.outputs).toHaveLength(1);
+    const result = await eachRecord([record(0, 'a'), record(1, 'b'), record(2, 'c'), record(3, 'd')], { maxOutputBytes: 1e9, deadline: Date.now() + 45 }, slow);
+    // Each record takes at least 30 ms, so the deadline has passed by the third record, whatever the machine.
+    expect(result.outputs.length).toBeGreaterThanOrEqual(1);
+    expect(result.outputs.length).toBeLessThanOrEqual(2);
+    expect(result.failure).toBeUndefined();
+    expect(seen).toHaveLength(1 + result.outputs.length);
   });
 
   test('a result that handled nothing and names no failure, or fails elsewhere than after its outputs, is refused', () => {
@@ -47,19 +64,32 @@ describe('withDeadLetteringBatch', () => {
 
   test('a permanent failure becomes that record\'s dead letter and the rest of the batch goes on', async () => {
     const handle = withDeadLetteringBatch(inner((v) => (v === 'poison' ? new StageInputError('bad', 'bad input') : null)), options);
-    const result = await handle([record(0, 'a'), record(1, 'poison'), record(2, 'c')], { maxOutputBytes: 1e9 });
+    const result = await handle([record(0, 'a'), record(1, 'poison'), record(2, 'c')], { maxOutputBytes: 1e9, deadline: Infinity });
     expect(result.failure).toBeUndefined();
     expect(result.outputs.map((o) => o[0].topic)).toEqual(['out', 'dead', 'out']);
     expect(codec.decode('DeadLetter', result.outputs[1][0].value).source.offset).toBe('1');
   });
 
+  test('after a dead letter, the rest of the batch is not handed on once the deadline has passed', async () => {
+    const handed: number[] = [];
+    const handle = withDeadLetteringBatch(async (records: LogRecord[]) => {
+      handed.push(records.length);
+      await new Promise((resolve) => setTimeout(resolve, 40));
+      return inner((v) => (v === 'poison' ? new StageInputError('bad', 'bad input') : null))(records);
+    }, options);
+    const result = await handle([record(0, 'poison'), record(1, 'b'), record(2, 'c')], { maxOutputBytes: 1e9, deadline: Date.now() + 20 });
+    expect(handed).toEqual([3]);
+    expect(result.outputs.map((o) => o[0].topic)).toEqual(['dead']);
+    expect(result.failure).toBeUndefined();
+  });
+
   test('a transient failure is the batch\'s failure at that record until its attempts run out', async () => {
     const handle = withDeadLetteringBatch(inner((v) => (v === 'flaky' ? new Error('later') : null)), options);
     const records = [record(0, 'a'), record(1, 'flaky'), record(2, 'c')];
-    const first = await handle(records, { maxOutputBytes: 1e9 });
+    const first = await handle(records, { maxOutputBytes: 1e9, deadline: Infinity });
     expect(first.outputs).toHaveLength(1);
     expect(first.failure?.index).toBe(1);
-    const second = await handle(records.slice(1), { maxOutputBytes: 1e9 });
+    const second = await handle(records.slice(1), { maxOutputBytes: 1e9, deadline: Infinity });
     expect(second.failure).toBeUndefined();
     expect(second.outputs.map((o) => o[0].topic)).toEqual(['dead', 'out']);
   });

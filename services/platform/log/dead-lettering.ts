@@ -2,6 +2,7 @@ import type { AvroCodec } from '../avro/codec';
 import type { Logger } from '../logger/logger';
 import type { IngressMetrics } from '../telemetry/metrics';
 import type { LogRecord, OutRecord, StageBatchHandler, StageHandler } from './event-log';
+import { budgetSpent } from './stage-batch';
 import { workflowOfRecord, type RecordKeyMode } from './record-keys';
 
 /**
@@ -65,8 +66,8 @@ export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadL
     const outputs: OutRecord[][] = [];
     let rest = records;
     let bytes = 0;
-    while (rest.length > 0 && bytes < budget.maxOutputBytes) {
-      const result = await handle(rest, { maxOutputBytes: budget.maxOutputBytes - bytes });
+    while (rest.length > 0 && !budgetSpent(budget, outputs.length, bytes)) {
+      const result = await handle(rest, { maxOutputBytes: budget.maxOutputBytes - bytes, deadline: budget.deadline });
       for (let i = 0; i < result.outputs.length; i++) {
         verdict.succeeded(rest[i]);
         options.metrics?.stageRecord(options.stage, 'processed');

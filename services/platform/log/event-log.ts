@@ -59,10 +59,23 @@ export interface StageBatchResult {
 }
 
 /**
- * The transform of one stage over a batch (the records one journal append or one Kafka transaction commits).
- * It stops before a record once its outputs reach `budget.maxOutputBytes` (stage-batch.ts has the loop).
+ * What a batch handler must respect: it stops before a record once its outputs reach `maxOutputBytes`, or once
+ * `Date.now()` has passed `deadline` (having handled at least one record). The deadline keeps a batch of slow
+ * records (large claim-checked bodies, AS2) from holding a rebalance, or the readers of its outputs, for as
+ * long as the whole batch would take: the records after it come in the adapter's next batch.
  */
-export type StageBatchHandler = (records: LogRecord[], budget: { maxOutputBytes: number }) => Promise<StageBatchResult>;
+export interface StageBatchBudget {
+  maxOutputBytes: number;
+  /** Milliseconds since the epoch (Date.now()), so that a budget means the same in a stage's worker thread. */
+  deadline: number;
+}
+
+/**
+ * The transform of one stage over a batch (the records one journal append or one Kafka transaction commits).
+ * It stops before a record once the budget is spent (stage-batch.ts has the loop); a stage whose records are
+ * all cheap (sampler, journal) may handle the whole batch.
+ */
+export type StageBatchHandler = (records: LogRecord[], budget: StageBatchBudget) => Promise<StageBatchResult>;
 
 export interface StageOptions {
   /** Consumer group id; also the prefix of the transactional id, so it must be stable per stage. */

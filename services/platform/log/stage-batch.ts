@@ -1,4 +1,4 @@
-import type { LogRecord, OutRecord, StageBatchHandler, StageBatchResult, StageHandler, StageOptions } from './event-log';
+import type { LogRecord, OutRecord, StageBatchBudget, StageBatchHandler, StageBatchResult, StageHandler, StageOptions } from './event-log';
 
 /**
  * The batch form of a stage handler, and the per-record handler as a thin adapter onto it. Both adapters
@@ -7,20 +7,28 @@ import type { LogRecord, OutRecord, StageBatchHandler, StageBatchResult, StageHa
  * decision) writes the batch form, the others keep writing one record at a time.
  */
 
-/** What a batch handler must respect: it stops before a record once its outputs reach this many bytes. */
-export interface StageBatchBudget {
-  maxOutputBytes: number;
+/** How long one batch (one journal append, one Kafka transaction) may spend in its handler before it stops. */
+export const STAGE_BATCH_MAX_MS = 1000;
+
+/** The budget of a batch that starts now. */
+export function stageBatchBudget(maxOutputBytes: number, now = Date.now()): StageBatchBudget {
+  return { maxOutputBytes, deadline: now + STAGE_BATCH_MAX_MS };
+}
+
+/** The budget says stop before the record at `index` (never before the first: every batch makes progress). */
+export function budgetSpent(budget: StageBatchBudget, index: number, outputBytes: number): boolean {
+  return index > 0 && (outputBytes >= budget.maxOutputBytes || Date.now() >= budget.deadline);
 }
 
 /**
  * Run `handle` over the records in order, one after another (no promise chain per record beyond the
  * handler's own, and none at all for a handler that answers without waiting), stopping at the first failure or
- * once the outputs reach the budget.
+ * once the budget is spent.
  */
 export async function eachRecord(records: LogRecord[], budget: StageBatchBudget, handle: (record: LogRecord) => OutRecord[] | Promise<OutRecord[]>): Promise<StageBatchResult> {
   const outputs: OutRecord[][] = [];
   let bytes = 0;
-  for (let i = 0; i < records.length && bytes < budget.maxOutputBytes; i++) {
+  for (let i = 0; i < records.length && !budgetSpent(budget, i, bytes); i++) {
     let produced: OutRecord[];
     try {
       const out = handle(records[i]);

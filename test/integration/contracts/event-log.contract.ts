@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { EventLog, LogRecord, OutRecord } from '../../../services/platform/log/event-log';
 import { MAX_STAGE_BATCH_BYTES } from '../../../services/platform/log/topics';
+import { STAGE_BATCH_MAX_MS } from '../../../services/platform/log/stage-batch';
 
 /**
  * The EventLog contract: every adapter (embedded journal, Kafka) must pass it unchanged.
@@ -253,11 +254,13 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       const { input, output, group } = await stageTopics(log, 'batch-budget');
       await log.append(Array.from({ length: 6 }, (_, i) => rec(input, 'k', `in-${i}`)));
       const budgets: number[] = [];
+      const deadlines: number[] = [];
       const stage = await log.runStage({
         group, topic: input,
         // Two records a call at most, as a handler whose outputs reached the budget would.
         handleBatch: async (records, budget) => {
           budgets.push(budget.maxOutputBytes);
+          deadlines.push(budget.deadline - Date.now());
           return { outputs: records.slice(0, 2).map((r) => [rec(output, r.key, `out-of-${r.value.toString()}`)]) };
         },
       });
@@ -266,6 +269,8 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       await stage.stop();
       expect(outputs.map((r) => r.value.toString())).toEqual(Array.from({ length: 6 }, (_, i) => `out-of-in-${i}`));
       expect(budgets.every((b) => b === MAX_STAGE_BATCH_BYTES)).toBe(true);
+      // Each call's deadline lies ahead of it, by at most the stage batch time.
+      expect(deadlines.every((d) => d > 0 && d <= STAGE_BATCH_MAX_MS)).toBe(true);
     });
 
     test('a handler that fails is retried and its record is not skipped', async () => {

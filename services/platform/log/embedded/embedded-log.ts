@@ -4,7 +4,7 @@ import {
   EventLogError,
   type EventLog, type LogRecord, type OutRecord, type ReadOptions, type StageBatchResult, type StageHandle, type StageOptions,
 } from '../event-log';
-import { batchHandlerOf, checkedBatchResult } from '../stage-batch';
+import { batchHandlerOf, checkedBatchResult, stageBatchBudget } from '../stage-batch';
 import { decodeRecord, type JournalEntry, type JournalRecord, type RecordSpan } from './frame';
 import { Journal } from './journal';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
@@ -185,7 +185,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           let result: StageBatchResult = { outputs: [] };
           try {
             records = await recordsAt(topic, next, Math.min(length, next + stageBatch));
-            result = checkedBatchResult(await handleBatch(records, { maxOutputBytes: MAX_STAGE_BATCH_BYTES }), records.length);
+            result = checkedBatchResult(await handleBatch(records, stageBatchBudget(MAX_STAGE_BATCH_BYTES)), records.length);
             if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
           } catch (error) {
             failure = { error, record: null };

@@ -1,6 +1,6 @@
 import type { Admin, Consumer, ConsumerRunConfig, EachBatchPayload, Kafka } from 'kafkajs';
 import type { LogRecord, OutRecord, StageBatchHandler, StageHandle, StageOptions } from '../event-log';
-import { batchHandlerOf, checkedBatchResult } from '../stage-batch';
+import { batchHandlerOf, checkedBatchResult, stageBatchBudget } from '../stage-batch';
 import type { Logger } from '../../logger/logger';
 import { backoffMs } from '../embedded/embedded-log';
 import { describeKafkaError, sleep, unavailable } from './kafka-client';
@@ -58,7 +58,22 @@ export interface StageContext {
   transactionTimeout: number;
 }
 
-const MAX_RECORDS_PER_TRANSACTION = 500;
+/**
+ * What one transaction may cover at most; the handler's budget (stage-batch.ts: 32 MiB of outputs, a second of
+ * handling) usually ends it first for large or slow records. Each transaction costs five round trips
+ * (AddPartitionsToTxn, Produce, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) and two markers, so a fetched batch
+ * (up to kafkajs's 1 MiB per partition) is one transaction where it can be: at 500 records a 1 KiB record's
+ * batch took two, and the drain was 10–20% slower (docs/benchmarks.md).
+ */
+const MAX_RECORDS_PER_TRANSACTION = 2000;
+
+/**
+ * How many partitions' batches of one fetch a member handles at once (kafkajs's partitionsConsumedConcurrently;
+ * a partition's own batches stay one after another). Each partition has its own transactional producer, so
+ * their transactions are independent, and one partition's round trips to the broker overlap another's work:
+ * handled one at a time, the stages process waited on the broker a third of the time while draining.
+ */
+const PARTITIONS_AT_ONCE = 8;
 
 /** The transactional id of one input partition of one stage: its owner, whoever that is, fences the previous one. */
 export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
@@ -125,7 +140,7 @@ class TransactionalStage {
     this.runConfig = {
       autoCommit: false,
       eachBatchAutoResolve: false,
-      partitionsConsumedConcurrently: 1,
+      partitionsConsumedConcurrently: PARTITIONS_AT_ONCE,
       eachBatch: (payload) => this.onBatch(payload),
     };
     this.consumer.on(this.consumer.events.REBALANCING, () => {
@@ -277,7 +292,7 @@ class TransactionalStage {
       // One call of the batch handler per transaction: it stops at MAX_STAGE_BATCH_BYTES of outputs itself.
       const records = messages.slice(first, first + MAX_RECORDS_PER_TRANSACTION).map((m) => toLogRecord(batch.topic, partition, m));
       try {
-        const result = checkedBatchResult(await this.handleRecords(records, { maxOutputBytes: MAX_STAGE_BATCH_BYTES }), records.length);
+        const result = checkedBatchResult(await this.handleRecords(records, stageBatchBudget(MAX_STAGE_BATCH_BYTES)), records.length);
         for (const produced of result.outputs) for (const out of produced) outputs.push(out);
         i += result.outputs.length;
         if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };

@@ -1,4 +1,4 @@
-import type { EventLog, LogRecord, StageBatchHandler, StageHandle, StageOptions } from '../event-log';
+import type { EventLog, LogRecord, StageBatchBudget, StageBatchHandler, StageHandle, StageOptions } from '../event-log';
 import { batchHandlerOf } from '../stage-batch';
 import { fromWireError, toWireError, transferable, type Handler, type Rpc, type WireError } from '../../threads/rpc';
 import { packLogRecords, packOutputs, unpackLogRecords, type PackedRecords } from './record-transfer';
@@ -22,7 +22,7 @@ export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
   let nextRead = 1;
 
   const handlers: Record<string, Handler> = {
-    async 'stage.handleBatch'(id: number, packed: PackedRecords<Omit<LogRecord, 'value'>>, budget: { maxOutputBytes: number }) {
+    async 'stage.handleBatch'(id: number, packed: PackedRecords<Omit<LogRecord, 'value'>>, budget: StageBatchBudget) {
       const stage = stages.get(id);
       if (!stage) throw new Error(`stage ${id} is not running in this thread`);
       const result = await stage.handle(unpackLogRecords(packed), budget);
