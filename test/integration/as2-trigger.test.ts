@@ -457,6 +457,36 @@ test('compressed data inflates into the memory budget of all requests: with the 
   }
 });
 
+test('when the durable accept fails and its failure MDN cannot be kept: a synchronous one is still answered; with an asynchronous MDN asked for, none is (503), so a processed one cannot follow a failure', async () => {
+  const other = await startTestApp('embedded');
+  try {
+    const sealer = createCredentialSealer(other.config.encryptionKey!);
+    await other.backends.registry.credentials.put(sealer.seal({ id: 'cred', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert, asyncMdnUrls: ['https://partner.example/mdn'] } }));
+    await other.backends.registry.workflows.put({ id: 'wf', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred' } }] });
+    await other.backends.log.close();
+    // Where AS2 evidence goes is taken by a file: the store cannot keep the failure MDN.
+    const as2 = path.join(other.config.dataDir, 'objects', 'data', 'as2');
+    rmSync(as2, { recursive: true, force: true });
+    writeFileSync(as2, 'in the way');
+
+    const sync = await postAs2(other, 'wf', signedEncrypted(payload()), as2Headers({ 'Message-Id': '<unkept-sync@partner>' }), peer, receiver);
+    expect(sync.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+
+    const built = await signedEncrypted(payload());
+    const res = await fetch(`${other.baseUrl}/hook/wf`, { method: 'POST', headers: { ...as2Headers({ 'Message-Id': '<unkept-async@partner>', 'Receipt-Delivery-Option': 'https://partner.example/mdn' }), 'Content-Type': built.contentType }, body: built.body });
+    const text = await res.text();
+    expect(res.status).toBe(503);
+    expect(res.headers.get('retry-after')).not.toBeNull();
+    expect(res.headers.get('content-type')).not.toMatch(/multipart|disposition-notification/);
+    expect(text).not.toContain('Disposition');
+    const logged = other.logs.filter((l) => l.msg === 'as2.mdn-withheld');
+    expect(logged).toHaveLength(1);
+    expect(logged[0].messageId).toBe('<unkept-async@partner>');
+  } finally {
+    await other.stop();
+  }
+});
+
 test('refused before its inspection (the claim check could not be stored), the failure MDN is still signed', async () => {
   const other = await startTestApp('embedded', { INLINE_BODY_MAX: '4KiB' });
   try {

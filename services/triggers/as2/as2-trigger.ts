@@ -1,7 +1,7 @@
 import type { As2Envelope } from '../../platform/avro/records';
 import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 import type { WorkflowNode } from '../../platform/registry/documents';
-import { errorAnswer, type Answer } from '../answers';
+import { BUSY, errorAnswer, type Answer } from '../answers';
 import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from '../trigger';
 // An AS2 node is a webhook node in Protocol AS2: its parameters and header checks are the webhook node's.
 import { authenticate } from '../webhook/authenticate';
@@ -46,6 +46,9 @@ export const DEFAULT_AS2_LIMITS: As2Limits = { maxInflatedBytes: 256 * 1024 * 10
 
 const REPORTING_UA = 'inbound-event-ingress AS2 receiver';
 
+/** Whether a failure MDN is kept as evidence: no; yes (a store failure is only logged); or else not answered at all. */
+type Keep = boolean | 'or-withhold';
+
 interface Accepted { identity: As2Identity; message: Buffer; /** The processed MDN, also in the received record. */ mdn: Mdn; /** Where the mdn stage delivers it; null: it is the HTTP answer. */ asyncMdn: AsyncMdnTarget | null }
 
 export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
@@ -76,20 +79,29 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
 
   /**
    * A failure MDN as the HTTP answer. With `keep` (the sender is authenticated, see evidence.ts) it is
-   * kept as evidence first, under this request's own folder (a store failure is logged, never the
-   * partner's problem).
+   * kept as evidence first, under this request's own folder. A store failure is logged, never the partner's
+   * problem, except with `keep: 'or-withhold'`: the mdn stage reads that evidence to know that a processed
+   * MDN recorded in the log must not go out, so without it no MDN is answered at all (503, send it again),
+   * and the partner cannot get a failure MDN and then a processed one for the same message.
    */
-  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'> & { failure: NonNullable<MdnInput['failure']> }, message: Buffer | null, keep: boolean): Promise<Answer> {
+  async function answerWith(request: InboundRequest, services: TriggerServices, status: number, mdnInput: Omit<MdnInput, 'headers' | 'reportingUa'> & { failure: NonNullable<MdnInput['failure']> }, message: Buffer | null, keep: Keep): Promise<Answer> {
     const mdn = await makeMdn(request, mdnInput);
     const messageId = request.headers['message-id'];
     if (messageId && keep) {
-      await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && asEntity(request.headers, message), mdnEntity(mdn))
-        .catch((error: Error) => services.logger.error('AS2 evidence could not be stored', { workflowId: request.workflowId, messageId, error }));
+      try {
+        await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && asEntity(request.headers, message), mdnEntity(mdn));
+      } catch (error) {
+        services.logger.error('AS2 evidence could not be stored', { workflowId: request.workflowId, messageId, error });
+        if (keep === 'or-withhold') {
+          log(services, request, 'as2.mdn-withheld', { reason: 'the failure MDN could not be kept, and a processed MDN for this message may be delivered asynchronously' }, 'warn');
+          return BUSY;
+        }
+      }
     }
     return sent(request, services, status, mdn, `processed/error: ${mdnInput.failure.modifier}`);
   }
 
-  function failureAnswer(request: InboundRequest, services: TriggerServices, fault: As2Fault, identity: As2Identity | null, message: Buffer | null, keep: boolean): Promise<Answer> {
+  function failureAnswer(request: InboundRequest, services: TriggerServices, fault: As2Fault, identity: As2Identity | null, message: Buffer | null, keep: Keep): Promise<Answer> {
     log(services, request, 'as2.failure', { code: fault.code, disposition: fault.modifier, detail: fault.message, ...(fault.reason ? { reason: fault.reason } : {}) }, 'warn');
     const options = parseMdnOptions(request.headers['disposition-notification-options']);
     return answerWith(request, services, fault.status, {
@@ -190,7 +202,10 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
       // Refused before inspection (the accept gate full, the claim check not stored): the receipt is
       // still signed when the partner asked for a signed one.
       const identity = state ? state.identity : await identityFor(request, node, services);
-      return failureAnswer(request, services, fault, identity, state?.message ?? null, !!state);
+      // The append may have reached the log although it was reported failed; with an asynchronous MDN asked
+      // for, the mdn stage would then deliver the recorded processed MDN unless this failure MDN is kept.
+      const keep: Keep = !state ? false : state.asyncMdn ? 'or-withhold' : true;
+      return failureAnswer(request, services, fault, identity, state?.message ?? null, keep);
     },
 
     decode: (received, node, services) => decodeAs2(received, as2Parameters(node).credentialId, limits, services),
