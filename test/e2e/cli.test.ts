@@ -77,7 +77,13 @@ test('credentials list shows each certificate of an AS2 credential: role, subjec
   const day = 86_400_000;
   const ours = datedCertificate('ingress-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'));
   const partner = datedCertificate('acme-partner', new Date('2019-01-01T00:00:00Z'), new Date('2020-01-01T00:00:00Z'));
-  const doc = file('as2-cred.json', { id: 'cred-as2-list', type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: ours.key, partnerCertificate: partner.cert } });
+  const next = datedCertificate('acme-partner-next', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), ours.key, '02');
+  // A partner whose every certificate has expired could never be accepted: refused, naming the last notAfter.
+  const lapsed = await runCli(['credentials', 'put', file('as2-lapsed.json', { id: 'cred-as2-list', type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: ours.key, partnerCertificate: partner.cert } })], env);
+  expect(lapsed.code).toBe(1);
+  expect(lapsed.stderr).toContain('every partner certificate has expired (the last on 2020-01-01T00:00:00.000Z)');
+  // Beside a current one (a rotation not yet finished), the expired certificate is stored and listed.
+  const doc = file('as2-cred.json', { id: 'cred-as2-list', type: 'as2ReceiverAuth', data: { certificate: ours.cert, privateKey: ours.key, partnerCertificate: partner.cert, partnerCertificates: [next.cert] } });
   expect((await runCli(['credentials', 'put', doc], env)).code).toBe(0);
   const before = Date.now();
   const list = await runCli(['credentials', 'list'], env);
@@ -87,7 +93,7 @@ test('credentials list shows each certificate of an AS2 credential: role, subjec
   const as2 = lines.find((l) => l.id === 'cred-as2-list');
   const daysBetween = (notAfter: string, at: number) => Math.floor((Date.parse(notAfter) - at) / day);
   expect(as2).toMatchObject({ id: 'cred-as2-list', type: 'as2ReceiverAuth', updatedAt: expect.any(String) });
-  expect(as2.certificates).toHaveLength(2);
+  expect(as2.certificates).toHaveLength(3);
   const [receiverCert, partnerCert] = as2.certificates;
   expect(receiverCert).toMatchObject({ role: 'receiver', field: 'certificate', subject: 'CN=ingress-receiver, O=AS2 test', fingerprint: new X509Certificate(ours.cert).fingerprint256, notAfter: '2099-01-01T00:00:00.000Z' });
   expect(partnerCert).toMatchObject({ role: 'partner', field: 'partnerCertificate', subject: 'CN=acme-partner, O=AS2 test', fingerprint: new X509Certificate(partner.cert).fingerprint256, notAfter: '2020-01-01T00:00:00.000Z' });

@@ -175,6 +175,13 @@ describe('credentials', () => {
     expect((await api.call('GET', '/api/v1/certificates?withinDays=x')).status).toBe(400);
     for (const text of [list.text, JSON.stringify(as2), JSON.stringify(near)]) expect(text).not.toMatch(/never-answer-me|PRIVATE KEY|BEGIN CERTIFICATE/);
 
+    // Every receiver certificate expired: no message to it could be opened. Refused, and nothing stored.
+    const lapsed = datedCertificate('api-lapsed', new Date('2019-01-01T00:00:00Z'), new Date('2020-01-01T00:00:00Z'), ours.key, '02');
+    const refused = await api.call('PUT', '/api/v1/credentials/cred-lapsed', { body: { type: 'as2ReceiverAuth', data: { certificate: lapsed.cert, privateKey: ours.key, partnerCertificate: soon.cert } } });
+    expect(refused.status).toBe(400);
+    expect(refused.body.problems).toEqual([expect.stringMatching(/^every receiver certificate has expired \(the last on 2020-01-01T00:00:00\.000Z\)/)]);
+    expect(await app.backends.registry.credentials.get('cred-lapsed')).toBeNull();
+
     const bad = await api.call('PUT', '/api/v1/credentials/cred-bad', { body: { type: 'headerAuth', data: { name: 'Bad Header', value: 'secret-in-bad-doc' } } });
     expect(bad.status).toBe(400);
     expect(bad.body.problems).toEqual(['data.name must be a valid HTTP header name']);

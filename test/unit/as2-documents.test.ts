@@ -2,7 +2,8 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
+import { credentialPutProblems, DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
+import { datedCertificate, rsaKey } from '../support/dated-certificates';
 import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
 import { createPeer, type Peer } from '../support/as2-peer';
 
@@ -116,4 +117,26 @@ describe('as2ReceiverAuth with several certificates (rotation): partnerCertifica
       rmSync(dir, { recursive: true, force: true });
     }
   });
+});
+
+test('credentials put refuses a role whose every certificate has expired; one not yet valid, or an expired one beside a current one, is fine', () => {
+  const key = rsaKey();
+  const at = Date.parse('2026-06-01T00:00:00Z');
+  const made = (from: string, to: string, serial: string) => datedCertificate(`c${serial}`, new Date(from), new Date(to), key, serial).cert;
+  const old = made('2019-01-01T00:00:00Z', '2020-01-01T00:00:00Z', '01');
+  const older = made('2018-01-01T00:00:00Z', '2019-01-01T00:00:00Z', '02');
+  const current = made('2025-01-01T00:00:00Z', '2099-01-01T00:00:00Z', '03');
+  const future = made('2027-01-01T00:00:00Z', '2099-01-01T00:00:00Z', '04');
+  const put = (data: Record<string, unknown>) => credentialPutProblems(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data }), at);
+  expect(put({ certificate: current, privateKey: key, partnerCertificate: current })).toEqual([]);
+  expect(put({ certificate: old, privateKey: key, receiverKeys: [{ certificate: older, privateKey: key }], partnerCertificate: current })).toEqual([
+    'every receiver certificate has expired (the last on 2020-01-01T00:00:00.000Z): no message encrypted to this credential could be opened, and partners would refuse its MDN signatures; add a current key pair',
+  ]);
+  expect(put({ certificate: current, privateKey: key, partnerCertificate: old, partnerCertificates: [older] })).toEqual([
+    'every partner certificate has expired (the last on 2020-01-01T00:00:00.000Z): no signature of this partner could be accepted; add its current certificate',
+  ]);
+  expect(put({ certificate: old, privateKey: key, receiverKeys: [{ certificate: current, privateKey: key }], partnerCertificate: old, partnerCertificates: [future] })).toEqual([]);
+  expect(put({ certificate: future, privateKey: key })).toEqual([]);
+  // Other credential types have no certificates to lapse.
+  expect(credentialPutProblems(parseCredentialDocument({ id: 'h', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }), at)).toEqual([]);
 });

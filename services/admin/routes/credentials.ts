@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { DAY_MS, isReadable } from '../../platform/registry/certificate-facts';
-import { DocumentError, parseCredentialDocument, type CredentialDocument } from '../../platform/registry/documents';
+import { credentialPutProblems, DocumentError, parseCredentialDocument, type CredentialDocument } from '../../platform/registry/documents';
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
@@ -39,6 +39,8 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
       throw error;
     }
     if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The credential document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
+    const lapsed = credentialPutProblems(doc, now());
+    if (lapsed.length) throw new AdminError('invalid-document', 'The credential document is not valid', lapsed);
     const stored = sealer().seal(doc);
     const existed = (await deps.registry.credentials.get(doc.id)) !== null;
     await deps.registry.credentials.put(stored);

@@ -1,5 +1,5 @@
 import { promises as fsp } from 'node:fs';
-import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
+import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
 import { checkWorkflowDocument, credentialMetadata, hookUrl } from '../../admin/operations/documents';
@@ -104,6 +104,8 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
     }
     return withRegistry(ctx, 'credential', async (registry) => {
       const doc = parseCredentialDocument(input);
+      const lapsed = credentialPutProblems(doc, Date.now());
+      if (lapsed.length) throw new DocumentError(lapsed);
       await registry.credentials.put(ctx.sealer().seal(doc));
       ctx.out(JSON.stringify({ id: doc.id, type: doc.type }));
       return 0;

@@ -55,6 +55,37 @@ export function as2CredentialProblems(data: Record<string, unknown>): string[] {
   return problems;
 }
 
+/**
+ * What `credentials put` refuses besides the document's shape (parseCredentialDocument stays independent of the
+ * clock, since stored documents are read with it too): a role whose every certificate has expired by `at`.
+ * Such a credential could never open a message (every receiver certificate lapsed) or accept a partner's
+ * signature (every partner certificate lapsed), which would otherwise first show at a partner's message. A certificate not yet valid is fine (rotation adds it ahead of its notBefore), and so is an expired
+ * one beside a current one (rotation removes it later).
+ */
+export function as2LapsedProblems(data: As2CredentialData, at: number): string[] {
+  const receiver = [data.certificate, ...(data.receiverKeys ?? []).map((pair) => pair.certificate)];
+  const partner = [data.partnerCertificate, ...(data.partnerCertificates ?? [])];
+  const problems: string[] = [];
+  const lapsed = lapsedSince(receiver, at);
+  if (lapsed) problems.push(`every receiver certificate has expired (the last on ${lapsed}): no message encrypted to this credential could be opened, and partners would refuse its MDN signatures; add a current key pair`);
+  const partnerLapsed = lapsedSince(partner, at);
+  if (partnerLapsed) problems.push(`every partner certificate has expired (the last on ${partnerLapsed}): no signature of this partner could be accepted; add its current certificate`);
+  return problems;
+}
+
+/** The latest notAfter when every readable certificate among `pems` expired before `at`; null otherwise (or when none is given). */
+function lapsedSince(pems: (string | undefined)[], at: number): string | null {
+  let latest = -Infinity;
+  for (const pem of pems) {
+    if (typeof pem !== 'string') continue;
+    let notAfter: number;
+    try { notAfter = Date.parse(new X509Certificate(pem).validTo); } catch { continue; }
+    if (notAfter >= at) return null;
+    latest = Math.max(latest, notAfter);
+  }
+  return latest === -Infinity ? null : new Date(latest).toISOString();
+}
+
 /** A PEM that must be a readable certificate. */
 function certificateProblems(field: string, pem: unknown): string[] {
   if (typeof pem !== 'string' || !CERTIFICATE_PEM.test(pem)) return [`${field} must be a PEM block (${labelOf(CERTIFICATE_PEM)})`];
