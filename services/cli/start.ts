@@ -64,7 +64,7 @@ export function triggerCatalog(config: Config, held: HeldBytes = heldBytes(confi
     maxInflatedBytes: config.maxInflatedBytes,
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
-  }, guards);
+  }, guards, held);
   const as2 = withAdmissionGuards(createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held), guards);
   return createTriggerCatalog([
     byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
@@ -96,7 +96,8 @@ export async function startServices(config: Config, backends: Backends, services
   // After startTelemetry: the global meter provider is the SDK's when OTEL_* asks for an exporter, else a no-op.
   const metrics = options.metrics ?? createIngressMetrics();
   // One budget for the bodies held in memory, by the receiver while it reads them and by the triggers
-  // that keep them whole (whole-body.ts): a body held by both counts twice, which errs on the safe side.
+  // that keep them whole (whole-body.ts) or read a staged one back whole (a Standard Webhooks v1a signature):
+  // a body held by both counts twice, which errs on the safe side.
   const heldBodies = heldBytes(config.maxHeldBodyBytes);
   const catalog = triggerCatalog(config, heldBodies, createAdmissionGuards({ limiter: createRateLimiter(), metrics }));
   const topics = pipelineTopics(config.topicPrefix);

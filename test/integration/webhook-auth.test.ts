@@ -1,4 +1,5 @@
 import { createHmac, generateKeyPairSync, randomBytes, sign as edSign } from 'node:crypto';
+import { request as httpRequest, type ClientRequest } from 'node:http';
 import { gzipSync } from 'node:zlib';
 import { SignJWT } from 'jose';
 import { Webhook } from 'standardwebhooks';
@@ -133,6 +134,100 @@ describe('Standard Webhooks, signed by the official npm library', () => {
     const mac = createHmac('sha256', Buffer.from(swSecret.slice(6), 'base64')).update(`${id}.${ts}.`).update(zipped).digest('base64');
     const headers = { 'webhook-id': id, 'webhook-timestamp': ts, 'webhook-signature': `v1,${mac}`, 'content-encoding': 'gzip' };
     expect(await outputOf(await post('wf-sw', zipped, headers))).toEqual({ zipped: true });
+  });
+});
+
+/**
+ * A staged body read back to check its v1a signature (Ed25519 cannot be computed in pieces) takes room in
+ * MAX_HELD_BODY_BYTES, 1 MiB here, until it is verified. INLINE_BODY_MAX stays 256 KiB, so a 900 KiB body is
+ * staged, and an open hook's upload that has sent 250 KiB and waits holds 250 KiB of the budget: too little
+ * room is left for the read-back, enough for the v1a body to stream in (only its first 256 KiB are held then).
+ */
+describe('v1a: a staged body read back for its signature counts against MAX_HELD_BODY_BYTES', () => {
+  let held: TestApp;
+  beforeAll(async () => {
+    held = await startTestApp('embedded', { MAX_HELD_BODY_BYTES: '1MiB', BODY_IDLE_TIMEOUT_MS: '20000', WORKFLOW_CACHE_MS: '0' });
+    const sealer = createCredentialSealer(held.config.encryptionKey!);
+    await held.backends.registry.credentials.put(sealer.seal({ id: 'cred-sw', type: 'standardWebhooks', data: { secrets: [swSecret], publicKeys: [whpk] } } as never));
+    await held.backends.registry.workflows.put({ id: 'wf-v1a', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'standardWebhooks' }, credentials: { standardWebhooks: 'cred-sw' } }] });
+    await held.backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  }, 120_000);
+  afterAll(async () => { await held?.stop(); });
+
+  /** 900 KiB of JSON: staged, and more than the budget has room for beside the holder's 250 KiB. */
+  const big = (tag: string) => JSON.stringify({ tag, pad: 'v'.repeat(900 * 1024) });
+  // The official standardwebhooks library (1.1.1) signs only v1 (HMAC); v1a is made as the spec says, with node:crypto.
+  const v1a = (body: string, key = ed.privateKey) => {
+    const id = `msg_${randomBytes(4).toString('hex')}`;
+    const ts = String(nowS());
+    return { 'webhook-id': id, 'webhook-timestamp': ts, 'webhook-signature': `v1a,${edSign(null, Buffer.from(`${id}.${ts}.${body}`), key).toString('base64')}` };
+  };
+  const postTo = (path: string, body: string, headers: Record<string, string>) =>
+    fetch(`${held.baseUrl}/hook/${path}`, { method: 'POST', headers: { 'content-type': 'application/json', ...headers }, body });
+  const executed = async (res: Response) => {
+    expect(res.status).toBe(200);
+    return (await executionsOf(held, res.headers.get('x-request-id'), 1))[0].input.Hook as { tag: string; pad: string };
+  };
+  const received = async () => (await collectUntilQuiet(held.backends.log, held.topics.received, 300)).map((r) => codec.decode('Received', r.value));
+  const staged = async () => { const out: string[] = []; for await (const p of held.backends.store.list('raw/wf-v1a/')) out.push(p); return out; };
+  /** Whether the claim check of a refused request is gone; its deletion is not awaited by the answer. */
+  const stagedGone = async (requestId: string) => {
+    for (const deadline = Date.now() + 5000; (await staged()).some((p) => p.endsWith(requestId)) && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
+    return !(await staged()).some((p) => p.endsWith(requestId));
+  };
+
+  test('a large staged body with a valid v1a signature is accepted and runs once', async () => {
+    const body = big('alone');
+    const res = await postTo('wf-v1a', body, v1a(body));
+    const input = await executed(res);
+    expect([input.tag, input.pad.length]).toEqual(['alone', 900 * 1024]);
+    const record = (await received()).find((r) => r.requestId === res.headers.get('x-request-id'));
+    expect(record?.body.kind).toBe('ref'); // it was staged, so verified on the body read back
+  });
+
+  test('with the budget held by another upload, a v1a body is refused busy (503, nothing accepted, its claim check deleted); with the upload gone, the same request is accepted', async () => {
+    const body = big('retried');
+    const headers = v1a(body);
+    const url = new URL(`${held.baseUrl}/hook/wf-open`);
+    let holder: ClientRequest | null = null;
+    try {
+      holder = httpRequest({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { 'content-type': 'application/json', 'content-length': String(260 * 1024) } });
+      holder.on('error', () => undefined);
+      await new Promise<void>((resolve) => holder!.write(`{"pad":"`.padEnd(250 * 1024, 'h'), () => resolve()));
+      await new Promise((r) => setTimeout(r, 200)); // until the receiver has read what was sent
+      const before = (await received()).length;
+
+      const refused = await postTo('wf-v1a', body, headers);
+      expect([refused.status, refused.headers.get('retry-after'), await errorOf(refused)]).toEqual([503, '5', 'enqueue-failed']);
+      const requestId = refused.headers.get('x-request-id')!;
+      // Refused where the body was read back (it had been staged), not by the receiver while it arrived.
+      expect(held.logs.some((l) => l.msg === 'bodies held in memory are at MAX_HELD_BODY_BYTES, request refused' && l.requestId === requestId && l.heldFor === 'v1a signature')).toBe(true);
+      expect(await stagedGone(requestId)).toBe(true);
+      expect((await received()).length).toBe(before);
+    } finally {
+      holder?.destroy();
+    }
+    await new Promise((r) => setTimeout(r, 200)); // until the receiver has seen the upload go
+    expect((await executed(await postTo('wf-v1a', body, headers))).tag).toBe('retried');
+  });
+
+  test('a wrong v1a signature on a staged body is still 403, its claim check deleted, and it gives its room back', async () => {
+    const body = big('wrong');
+    const stranger = generateKeyPairSync('ed25519').privateKey;
+    const before = (await received()).length;
+    for (const headers of [v1a(body, stranger), v1a(`${body} `)]) {
+      const res = await postTo('wf-v1a', body, headers);
+      expect([res.status, await errorOf(res)]).toEqual([403, 'authorization-wrong']);
+      expect(await stagedGone(res.headers.get('x-request-id')!)).toBe(true);
+    }
+    expect((await received()).length).toBe(before);
+    // Had either kept its 900 KiB, this one would find the 1 MiB budget spent and be answered 503.
+    expect((await executed(await postTo('wf-v1a', body, v1a(body)))).tag).toBe('wrong');
+  });
+
+  test('no v1a signature reaches a log line', () => {
+    const logs = JSON.stringify(held.logs);
+    expect(logs).not.toMatch(/v1a,[A-Za-z0-9+/]{20}/);
   });
 });
 

@@ -9,6 +9,15 @@ import { standardWebhooksAdmission } from '../../services/triggers/webhook/auth/
 import { parseSignedContent } from '../../services/platform/registry/signature-credentials';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { createLogger } from '../../services/platform/logger/logger';
+import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
+import type { ObjectStore } from '../../services/platform/store/object-store';
+import { heldBytes } from '../../services/triggers/held-bytes';
+import { createSignedBodies } from '../../services/triggers/webhook/auth/signed-bodies';
+import type { InboundRequest, ReceivedBody, TriggerServices } from '../../services/triggers/trigger';
 
 /** The pure logic of the signature schemes (issue #20 items 1-3); over HTTP: test/integration/webhook-auth.test.ts. */
 const problemsOf = (fn: () => unknown) => { try { fn(); } catch (e) { if (e instanceof DocumentError) return e.problems; throw e; } return []; };
@@ -19,7 +28,7 @@ function judge(admission: SignatureAdmission, body: string | Buffer): string {
   const bytes = Buffer.from(body);
   for (let i = 0; i < bytes.length; i += 7) admission.check.update(bytes.subarray(i, i + 7));
   const verdict = admission.check.finish();
-  if (verdict === 'needs-whole-body') return admission.check.verifyWhole!(bytes) ? 'verified' : 'wrong';
+  if (verdict === 'needs-whole-body') return admission.check.whole!.verify(Buffer.concat([admission.check.whole!.prefix, bytes])) ? 'verified' : 'wrong';
   return verdict;
 }
 
@@ -80,6 +89,93 @@ describe('Standard Webhooks', () => {
       'data.toleranceSeconds must be a whole number of seconds between 1 and 604800',
     ]);
     expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'standardWebhooks', data: {} }))).toEqual(['data.secrets must be a non-empty array of non-empty strings']);
+  });
+});
+
+/**
+ * The room a staged v1a body takes in the held-bytes budget while it is read back and verified, on every
+ * path. Over HTTP (the busy answer, a wrong signature): test/integration/webhook-auth.test.ts. Here the paths
+ * a live request cannot be steered into: a claim check gone, or not the size received.
+ */
+describe('v1a: a staged body read back within the held-bytes budget', () => {
+  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const whpk = `whpk_${Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url').toString('base64')}`;
+  const node = { name: 'Hook', type: 'webhook', parameters: { authentication: 'standardWebhooks' }, credentials: { standardWebhooks: 'cred' } };
+  const credential = parseCredentialDocument({ id: 'cred', type: 'standardWebhooks', data: { publicKeys: [whpk] } });
+  const body = Buffer.alloc(600 * 1024, 0x61);
+  const MiB = 1024 * 1024;
+  let dir: string;
+  let store: ObjectStore;
+  const logs: Record<string, unknown>[] = [];
+  let services: TriggerServices;
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'v1a-held-'));
+    store = await openFilesystemStore(dir);
+    services = { credential: async () => credential, store, logger: createLogger({ level: 'debug', write: (line) => logs.push(JSON.parse(line)) }) };
+  });
+  afterAll(async () => { await store.close(); rmSync(dir, { recursive: true, force: true }); });
+
+  let n = 0;
+  /** A request signed over `signed`, whose body streams through the validator, then is staged as `stored`. */
+  async function arrived(signed: Buffer, stored: Buffer = signed) {
+    const ts = String(Math.floor(Date.now() / 1000));
+    const request: InboundRequest = {
+      requestId: `r${++n}`, workflowId: 'wf', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: Date.now(),
+      headers: { 'webhook-id': 'm', 'webhook-timestamp': ts, 'webhook-signature': `v1a,${edSign(null, Buffer.concat([Buffer.from(`m.${ts}.`), signed]), privateKey).toString('base64')}` },
+    };
+    const at = `raw/wf/${request.requestId}`;
+    await store.put(at, stored);
+    return { request, at, received: { size: signed.length, inline: null, sha256: () => '', readStaged: () => store.get(at) } as ReceivedBody };
+  }
+  async function verdict(signed: ReturnType<typeof createSignedBodies>, request: InboundRequest, received: ReceivedBody) {
+    expect((await signed.admit(request, node, 'standardWebhooks', services)).ok).toBe(true);
+    const validator = signed.validator(request);
+    validator.write(received.inline ?? body);
+    expect(await validator.end()).toBeNull(); // no v1 to check: the verdict waits for the whole body
+    const outcome = await signed.verified(request, received, services);
+    return outcome === null ? 'verified' : outcome.ok ? 'ok?' : `${outcome.answer.status} ${JSON.parse(outcome.answer.body as string).error}`;
+  }
+
+  test('taken before the read, given back after the verdict, right or wrong', async () => {
+    const budget = heldBytes(MiB);
+    const signed = createSignedBodies(budget);
+    const right = await arrived(body);
+    let during = -1;
+    const watched = { ...right.received, readStaged: () => { during = budget.held(); return store.get(right.at); } };
+    expect(await verdict(signed, right.request, watched)).toBe('verified');
+    expect(during).toBe(body.length + Buffer.from(`m.${right.request.headers['webhook-timestamp']}.`).length);
+    expect(budget.held()).toBe(0);
+    const wrong = await arrived(Buffer.from(body).fill(0x62, 0, 1), body);
+    expect(await verdict(signed, wrong.request, wrong.received)).toBe('403 authorization-wrong');
+    expect(budget.held()).toBe(0);
+  });
+
+  test('no room now: busy, the claim check not read, and nothing taken', async () => {
+    const budget = heldBytes(MiB);
+    const signed = createSignedBodies(budget);
+    expect(budget.tryTake(600 * 1024, 0)).toBe(true); // another body held meanwhile
+    const busy = await arrived(body);
+    let read = false;
+    expect(await verdict(signed, busy.request, { ...busy.received, readStaged: () => { read = true; return store.get(busy.at); } })).toBe('503 enqueue-failed');
+    expect(read).toBe(false);
+    expect(budget.held()).toBe(600 * 1024);
+    expect(logs.some((l) => l.msg === 'bodies held in memory are at MAX_HELD_BODY_BYTES, request refused' && l.requestId === busy.request.requestId && l.heldFor === 'v1a signature')).toBe(true);
+    budget.give(600 * 1024);
+    expect(await verdict(signed, busy.request, busy.received)).toBe('verified');
+  });
+
+  test('a claim check gone, or not the size received, is busy (nothing accepted), never read past its room, and gives the room back', async () => {
+    const budget = heldBytes(MiB);
+    const signed = createSignedBodies(budget);
+    const gone = await arrived(body);
+    await store.delete(gone.at);
+    const longer = await arrived(body, Buffer.concat([body, Buffer.from('more')]));
+    const shorter = await arrived(body, body.subarray(1));
+    for (const { request, received } of [gone, longer, shorter]) {
+      expect(await verdict(signed, request, received)).toBe('503 enqueue-failed');
+      expect(budget.held()).toBe(0);
+      expect(logs.some((l) => l.msg === 'a staged signed body could not be read back to verify its signature' && l.requestId === request.requestId)).toBe(true);
+    }
   });
 });
 

@@ -15,6 +15,7 @@ import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
 import { createSignedBodies, SIGNED_SCHEMES } from './auth/signed-bodies';
+import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes } from '../held-bytes';
 import { standaloneAdmissionGuards, type AdmissionGuards } from './admission-guards';
 import { guardProblems } from './admission-options';
 import { idempotencyProblems, needsJsonValue, webhookIdempotency } from './idempotency';
@@ -102,10 +103,14 @@ function streamingValidator(encoding: Encoding, contentType: string | null, mult
   };
 }
 
-/** `guards`: the allow-list and rate limits (admission-guards.ts), whose buckets the receiver process shares. */
-export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS, guards: AdmissionGuards = standaloneAdmissionGuards()): TriggerPlugin {
+/**
+ * `guards`: the allow-list and rate limits (admission-guards.ts), whose buckets the receiver process shares.
+ * `held`: the receiver's memory budget for bodies (held-bytes.ts), which a staged body read back to verify a
+ * Standard Webhooks `v1a` signature is counted against.
+ */
+export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS, guards: AdmissionGuards = standaloneAdmissionGuards(), held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
   /** Standard Webhooks and HMAC signatures, computed on the raw bytes as they stream in (auth/signed-bodies.ts). */
-  const signed = createSignedBodies();
+  const signed = createSignedBodies(held);
 
   /** RSA signature over the exact bytes (SPEC §5): null when it holds, else the refusal. */
   async function verifiedSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {

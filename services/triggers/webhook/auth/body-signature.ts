@@ -11,7 +11,13 @@ export interface BodySignatureCheck {
    * message can check (Standard Webhooks `v1a`, Ed25519, which cannot be computed in pieces).
    */
   finish(): 'verified' | 'wrong' | 'needs-whole-body';
-  verifyWhole?(body: Buffer): boolean;
+  /**
+   * For `needs-whole-body`: the signed message is `prefix` then the body, and `verify` judges it whole. The
+   * prefix is handed out, not prepended inside, so that a staged body read back goes straight into one
+   * buffer with room for it: holding the body twice (read, then copied behind the prefix) would double
+   * what the held-bytes budget has to count.
+   */
+  whole?: { prefix: Buffer; verify(message: Buffer): boolean };
 }
 
 /** What admission makes of the headers: a refusal (401 missing, 403 wrong, a timestamp out of its window), or a check to run. */

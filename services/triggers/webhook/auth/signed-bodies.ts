@@ -1,6 +1,7 @@
 import type { CredentialDocument, WorkflowNode } from '../../../platform/registry/documents';
 import { BUSY, errorAnswer, type Answer } from '../../answers';
 import { nodeCredential } from '../../header-auth';
+import { heldShare, type HeldBytes } from '../../held-bytes';
 import type { Admission, BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerServices } from '../../trigger';
 import type { BodySignatureCheck, SignatureAdmission } from './body-signature';
 import { hmacAdmission } from './hmac';
@@ -30,7 +31,8 @@ export interface SignedBodies {
 const refusal = (a: Extract<SignatureAdmission, { ok: false }>): Answer => errorAnswer(a.code, a.message);
 const unavailable = (): InspectOutcome => ({ ok: false, answer: errorAnswer('credential-unavailable') });
 
-export function createSignedBodies(now: () => number = Date.now): SignedBodies {
+/** `held`: the memory budget of all request bodies (held-bytes.ts), which a staged body read back for Ed25519 takes room in. */
+export function createSignedBodies(held: HeldBytes, now: () => number = Date.now): SignedBodies {
   const states = new WeakMap<InboundRequest, State>();
 
   function admitWith(credential: CredentialDocument | null, request: InboundRequest, node: WorkflowNode, services: TriggerServices): Admission {
@@ -73,24 +75,58 @@ export function createSignedBodies(now: () => number = Date.now): SignedBodies {
       const state = states.get(request);
       if (!state) return unavailable();
       if (state.verdict === 'verified') return null;
-      if (state.verdict !== 'needs-whole-body' || !state.check.verifyWhole) return { ok: false, answer: errorAnswer('authorization-wrong') };
+      if (state.verdict !== 'needs-whole-body' || !state.check.whole) return { ok: false, answer: errorAnswer('authorization-wrong') };
       return verifiedWhole(state, request, body, services);
     },
   };
 
-  /** Ed25519 signs the whole message: a staged body is read back once, and only for this. */
+  /**
+   * Ed25519 signs the whole message: a staged body is read back once, and only for this. While it is read
+   * and verified it takes room in the held-bytes budget, as a body kept whole by another trigger does
+   * (whole-body.ts); else concurrent large v1a requests would hold memory without bound. With no room now
+   * the request is answered busy (503: nothing accepted, the claim check deleted by the receiver), which the
+   * sender retries. The room is taken only after the body has arrived, so a slow upload does not hold it.
+   * An inline body takes none of its own: it is copied and verified in one synchronous step, so at most
+   * one such copy exists at a time.
+   */
   async function verifiedWhole(state: State, request: InboundRequest, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
-    let whole = body.inline;
-    if (!whole) {
+    const whole = state.check.whole!;
+    if (body.inline) return verdictOf(whole.verify(Buffer.concat([whole.prefix, body.inline])));
+    const size = whole.prefix.length + body.size;
+    const share = heldShare(held);
+    if (!share.take(size)) {
+      services.logger.warn('bodies held in memory are at MAX_HELD_BODY_BYTES, request refused', { requestId: request.requestId, workflowId: request.workflowId, heldFor: 'v1a signature', bytes: size });
+      return { ok: false, answer: BUSY };
+    }
+    try {
+      let message: Buffer;
       try {
-        const chunks: Buffer[] = [];
-        for await (const chunk of await body.readStaged!()) chunks.push(chunk as Buffer);
-        whole = Buffer.concat(chunks);
+        message = await readBack(body, whole.prefix, size);
       } catch (error) {
         services.logger.error('a staged signed body could not be read back to verify its signature', { requestId: request.requestId, error });
         return { ok: false, answer: BUSY }; // nothing accepted; the sender retries
       }
+      return verdictOf(whole.verify(message));
+    } finally {
+      share.release();
     }
-    return state.check.verifyWhole!(whole) ? null : { ok: false, answer: errorAnswer('authorization-wrong') };
   }
+}
+
+const verdictOf = (ok: boolean): InspectOutcome | null => (ok ? null : { ok: false, answer: errorAnswer('authorization-wrong') });
+
+/**
+ * The prefix and the staged body in one buffer of exactly `size` bytes, the room taken for it: a claim
+ * check that is not the size received (changed in the store) is an error, never read past what was counted.
+ */
+async function readBack(body: ReceivedBody, prefix: Buffer, size: number): Promise<Buffer> {
+  const message = Buffer.allocUnsafe(size);
+  let at = prefix.copy(message);
+  for await (const chunk of await body.readStaged!()) {
+    const bytes = chunk as Buffer;
+    if (at + bytes.length > size) throw new Error(`the staged body is larger than the ${body.size} bytes received`);
+    at += bytes.copy(message, at);
+  }
+  if (at !== size) throw new Error(`the staged body is smaller than the ${body.size} bytes received`);
+  return message;
 }

@@ -12,7 +12,7 @@ import { checkTimestamp } from './timestamp';
  *
  * `v1` is computed while the body streams in (mac-set.ts). `v1a` is Ed25519, which signs the whole message
  * and cannot be fed in pieces, so it is checked afterwards on the whole body (read back from the store when
- * staged), and only when no `v1` signature matched.
+ * staged, within the held-bytes budget: signed-bodies.ts), and only when no `v1` signature matched.
  */
 export const HEADERS = { id: 'webhook-id', timestamp: 'webhook-timestamp', signature: 'webhook-signature' } as const;
 
@@ -64,12 +64,16 @@ export function standardWebhooksAdmission(headers: Record<string, string>, data:
     check: {
       update: (chunk) => macs?.update(chunk),
       finish: () => (macs && anyMatches(macs.digests(''), v1) ? 'verified' : whole ? 'needs-whole-body' : 'wrong'),
-      verifyWhole(body) {
-        const message = Buffer.concat([Buffer.from(before, 'utf8'), body]);
-        let ok = false;
-        for (const key of publicKeys) for (const signature of v1a) if (verify(null, message, key, signature)) ok = true;
-        return ok;
-      },
+      whole: whole
+        ? {
+            prefix: Buffer.from(before, 'utf8'),
+            verify(message) {
+              let ok = false;
+              for (const key of publicKeys) for (const signature of v1a) if (verify(null, message, key, signature)) ok = true;
+              return ok;
+            },
+          }
+        : undefined,
     },
   };
 }
