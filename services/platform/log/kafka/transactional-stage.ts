@@ -289,7 +289,7 @@ class TransactionalStage {
       const outputs: OutRecord[] = [];
       let failure: { error: unknown; record: LogRecord | null } | null = null;
       if (this.stopping || !isRunning() || isStale() || interrupted()) return;
-      // One call of the batch handler per transaction: it stops at MAX_STAGE_BATCH_BYTES of outputs itself.
+      // One call of the batch handler per transaction: it stops at its budget itself (outputs, deadline).
       const records = messages.slice(first, first + MAX_RECORDS_PER_TRANSACTION).map((m) => toLogRecord(batch.topic, partition, m));
       try {
         const result = checkedBatchResult(await this.handleRecords(records, stageBatchBudget(MAX_STAGE_BATCH_BYTES)), records.length);
