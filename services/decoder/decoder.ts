@@ -12,7 +12,7 @@ import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
-import { inConsumerSpan, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
+import { inConsumerSpan, spanTraceHeaders, stageSpanAttributes } from '../platform/telemetry/trace-context';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { DecodeServices } from '../triggers/trigger';
 import { mdnDeliveryOf } from '../triggers/as2/async-mdn';
@@ -122,7 +122,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       const received = codec.decode('Received', record.value);
       const key = recordKey(deps.recordKey, received);
       const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received, record.timestamp, deps.mdnFirstAttemptDelayMs) : null;
-      const mdnOut = delivery && { topic: topics.mdnDeliveries, key, value: codec.encode('MdnDelivery', delivery), headers: traceHeaders() };
+      const mdnOut = delivery && { topic: topics.mdnDeliveries, key, value: codec.encode('MdnDelivery', delivery), headers: spanTraceHeaders(span) };
       if (mdnOut) deliveries.set(recordIdentity(record), mdnOut);
       const accept = acceptOf(received, record.headers, deps.idempotencyLookbackMs);
       // Before anything can fail: every keyed record counts, whatever becomes of it (idempotency-ledger.ts).
@@ -151,7 +151,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       if (value.length > MAX_RECORD_BYTES) {
         throw new StageInputError('output-too-large', `the decoded output is ${value.length} bytes, over the ${MAX_RECORD_BYTES}-byte record limit; Raw Body stores such a body as a file instead`);
       }
-      const decoded = { topic: topics.decoded, key, value, headers: carryReplayMark(record.headers, traceHeaders()) };
+      const decoded = { topic: topics.decoded, key, value, headers: carryReplayMark(record.headers, spanTraceHeaders(span)) };
       return mdnOut ? [decoded, mdnOut] : [decoded];
     });
   const decodeBatch = (deliveries: Map<string, OutRecord>) => withDeadLetteringBatch((records, budget) => {

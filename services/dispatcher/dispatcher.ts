@@ -1,13 +1,13 @@
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
-import type { EventLog, LogRecord, OutRecord, StageHandle } from '../platform/log/event-log';
+import type { EventLog, Headers, LogRecord, OutRecord, StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
 import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
-import { inConsumerSpanSync, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
+import { inConsumerSpanSync, spanTraceHeaders, stageSpanAttributes } from '../platform/telemetry/trace-context';
 import { executionId, sourceIndexOf } from './execution-id';
 import { eachRecord } from '../platform/log/stage-batch';
 
@@ -36,10 +36,13 @@ export function executionInput(decoded: Decoded, itemValue: string): string {
   return `{${JSON.stringify(decoded.triggerNode)}:${itemValue}${path}}`;
 }
 
-/** `replayOf`: the original record's identity when the decoded record is a replay (replay-marking.ts). */
-export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'codec' | 'executionQueues' | 'recordKey'>, replayOf: string | null = null): OutRecord[] {
+/**
+ * `replayOf`: the original record's identity when the decoded record is a replay (replay-marking.ts); `trace`: the
+ * trace headers of the span that dispatches it (trace-context.ts, spanTraceHeaders).
+ */
+export function executionRecords(decoded: Decoded, deps: Pick<DispatcherDeps, 'codec' | 'executionQueues' | 'recordKey'>, replayOf: string | null = null, trace: Headers = {}): OutRecord[] {
   const now = Date.now();
-  const headers = replayOf === null ? traceHeaders() : { ...traceHeaders(), [REPLAY_OF_HEADER]: replayOf };
+  const headers = replayOf === null ? trace : { ...trace, [REPLAY_OF_HEADER]: replayOf };
   const sources = decoded.items.map(sourceIndexOf);
   // Two items with one source would share an execution id, and downstream would drop one as a repeat.
   if (new Set(sources).size !== sources.length) throw new StageInputError('duplicate-source-index', `request ${decoded.requestId} has items with the same sourceIndex (${sources.join(', ')})`);
@@ -71,7 +74,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
   const dispatch = (record: LogRecord): OutRecord[] => inConsumerSpanSync(spanName, record.headers, attributes, (span) => {
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
-    return executionRecords(decoded, deps, replayOf(record.headers));
+    return executionRecords(decoded, deps, replayOf(record.headers), spanTraceHeaders(span));
   });
   const handleBatch = withDeadLetteringBatch((records, budget) => eachRecord(records, budget, dispatch), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
   return deps.log.runStage({

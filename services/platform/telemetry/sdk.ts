@@ -3,9 +3,18 @@ import type { Logger } from '../logger/logger';
 /**
  * Start the OpenTelemetry Node SDK when the standard OTEL_* variables ask for an exporter (traces or metrics).
  * Without them the API stays a no-op and costs nothing on the hot path. Once the SDK runs, metrics
- * (metrics.ts) go to OTEL_METRICS_EXPORTER (otlp unless it says console, prometheus or none). Incoming HTTP is traced by the
- * receiver itself (its own server span), so the http instrumentation only traces outgoing calls
- * (Azure Blob, Cosmos DB); kafkajs is traced by its instrumentation.
+ * (metrics.ts) go to OTEL_METRICS_EXPORTER (otlp unless it says console, prometheus or none).
+ *
+ * The service carries each request's trace itself, in the `traceparent` of its records (trace-context.ts), and
+ * no instrumentation may take that over:
+ * - Incoming HTTP is traced by the receiver (its own server span), so the http instrumentation traces outgoing
+ *   calls only (Azure Blob, Cosmos DB). Its incoming side is off, not told to ignore every request: an ignored
+ *   request runs with tracing suppressed, and the receiver's span came out invalid, with no trace to carry.
+ * - kafkajs has no instrumentation: it injects its own producer span into every record it sends, replacing the
+ *   record's trace context with one of whatever was active at the send (a transaction, a coalesced append),
+ *   so on Kafka each hop began a new trace. The stages' spans already carry the messaging.* attributes.
+ * (The http module is patched only when something requires it after the SDK started, as the Azure Blob and
+ * Cosmos DB clients do. On the embedded backends neither happened; on the real ones both did.)
  */
 /** Whether the OTEL_* variables ask for an exporter of traces or metrics, i.e. whether the SDK starts. */
 export function telemetryWanted(env: NodeJS.ProcessEnv): boolean {
@@ -18,10 +27,9 @@ export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Pr
   if (!telemetryWanted(env)) return async () => undefined;
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
   const { HttpInstrumentation } = await import('@opentelemetry/instrumentation-http');
-  const { KafkaJsInstrumentation } = await import('@opentelemetry/instrumentation-kafkajs');
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME ?? 'inbound-event-ingress',
-    instrumentations: [new HttpInstrumentation({ ignoreIncomingRequestHook: () => true }), new KafkaJsInstrumentation()],
+    instrumentations: [new HttpInstrumentation({ disableIncomingRequestInstrumentation: true })],
   });
   sdk.start();
   logger.info('telemetry started', { exporter: env.OTEL_TRACES_EXPORTER ?? 'otlp' });

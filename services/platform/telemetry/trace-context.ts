@@ -24,6 +24,17 @@ export function traceHeaders(ctx: Context = context.active()): Record<string, st
   return carrier;
 }
 
+/**
+ * The trace headers of what a stage writes while processing a record: those of its span, named explicitly. The
+ * active context holds that span only when an SDK has registered a context manager; without one (a stage process
+ * started with no OTEL_* variables) it is the root, and the request's trace would end at this stage. Without an
+ * SDK the API's span is a non-recording one holding the record's span context, so the output then carries the
+ * input's trace context unchanged, as a W3C intermediary that does not trace passes it on.
+ */
+export function spanTraceHeaders(span: Span): Record<string, string> {
+  return traceHeaders(trace.setSpan(context.active(), span));
+}
+
 export function contextFromHeaders(headers: Record<string, string>): Context {
   return w3c.extract(context.active(), headers, getter);
 }
