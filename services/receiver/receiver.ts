@@ -84,7 +84,10 @@ function answerCode(answer: Answer): string | null {
 export interface Receiver {
   readonly server: http.Server;
   listen(port: number, host: string): Promise<number>;
-  /** Stop accepting; let requests in flight finish for up to `graceMs`, then cut what is left. */
+  /**
+   * Stop accepting connections, close the idle ones, and end each busy one with the answer in hand
+   * (`Connection: close`); resolves once the requests in flight are answered, or after `graceMs` cuts what is left.
+   */
   close(graceMs?: number): Promise<void>;
 }
 
@@ -158,6 +161,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const outcomes = new WeakMap<http.ServerResponse, string>();
   /** The code of each answer that was not a plain 200, for the refusal journal. */
   const codes = new WeakMap<http.ServerResponse, string | null>();
+  /** Set by close(): from then on no answer keeps its connection open (see close). */
+  let closeBegun = false;
 
   /**
    * Status, headers and body in one `writeHead` + `end`. Each of these measurably slows every answer
@@ -177,6 +182,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length);
     headers['x-request-id'] = requestId;
+    if (closeBegun) res.shouldKeepAlive = false;
     res.writeHead(answer.status, headers);
     // Node writes headers as Latin-1, except when they go out in one write with a string body: then both
     // are UTF-8, and a header byte of 0x80 or more (a templated echo of what the partner sent) would be
@@ -438,10 +444,14 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       });
     },
     close(graceMs = 10_000) {
+      // server.close() stops accepting and closes the connections idle at that moment, but a busy keep-alive
+      // connection would stay open after its answer and could carry more requests until the grace ends. With
+      // every answer from now on saying `Connection: close`, each one ends after the answer in hand, and the
+      // server closes once the last request in flight is answered.
+      closeBegun = true;
       return new Promise((resolve) => {
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
         server.close(() => { clearTimeout(timer); resolve(); });
-        server.closeIdleConnections();
       });
     },
   };

@@ -1,4 +1,5 @@
 import * as http from 'node:http';
+import * as net from 'node:net';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { Received } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
@@ -287,3 +288,81 @@ test('a body from which nothing arrives for BODY_IDLE_TIMEOUT_MS, or that averag
     await other.stop();
   }
 });
+
+test('close under keep-alive load: no new connection, the idle ones closed, each busy one ended by a Connection: close answer, every 200 durable, and close done without waiting out the grace', async () => {
+  // The receiver's grace (80% of it, as `ingress start` gives it) is twice this test's timeout: close can only end
+  // in time because the requests in flight were answered.
+  const other = await startTestApp('embedded', { SHUTDOWN_GRACE_MS: '60000' });
+  const agents: http.Agent[] = [];
+  try {
+    const hook = { name: 'Hook', type: 'webhook' };
+    await other.backends.registry.workflows.put({ id: 'wf-load', active: true, nodes: [hook] });
+    await other.backends.registry.workflows.put({ id: 'wf-in-flight', active: true, nodes: [hook] });
+    const { hostname: host, port } = new URL(other.baseUrl);
+    interface Answered { status: number; id: string; connection: string | undefined; socket: net.Socket }
+    const bySocket = new Map<net.Socket, Answered[]>();
+    const accepted: string[] = [];
+    /** A POST on `agent`'s one connection; `body` writes the body and ends the request, at once unless it holds it back. */
+    const postOn = (agent: http.Agent, workflowId: string, body: (req: http.ClientRequest) => void) => new Promise<Answered>((resolve, reject) => {
+      const req = http.request({ host, port, path: `/hook/${workflowId}`, method: 'POST', agent, headers: { 'content-type': 'application/json', 'transfer-encoding': 'chunked' } }, (res) => {
+        const answered = { status: res.statusCode!, id: String(res.headers['x-request-id']), connection: res.headers.connection, socket: res.socket };
+        bySocket.set(res.socket, [...(bySocket.get(res.socket) ?? []), answered]);
+        if (answered.status >= 200 && answered.status < 300) accepted.push(answered.id);
+        res.resume();
+        res.on('end', () => resolve(answered));
+      });
+      req.on('error', reject);
+      body(req);
+    });
+    const keepAlive = () => { const agent = new http.Agent({ keepAlive: true, maxSockets: 1 }); agents.push(agent); return agent; };
+
+    // An idle keep-alive connection, answered once before close.
+    const idleAgent = keepAlive();
+    const idleSocket = (await postOn(idleAgent, 'wf-load', (req) => req.end('{"idle":true}'))).socket;
+    const idleClosed = new Promise((resolve) => idleSocket.once('close', resolve));
+
+    // Four connections, each sending one request after another until the server ends it.
+    const loadAgents = Array.from({ length: 4 }, keepAlive);
+    const sent = loadAgents.map(() => 0);
+    const load = Promise.all(loadAgents.map(async (agent, a) => {
+      for (let i = 0; ; i++) {
+        if (!await postOn(agent, 'wf-load', (req) => req.end(JSON.stringify({ a, i }))).catch(() => null)) return;
+        sent[a]++;
+      }
+    }));
+    while (sent.some((n) => n < 3)) await new Promise((r) => setTimeout(r, 10));
+
+    // Three kept-alive connections, each with a request whose body is still arriving when close begins: durable accepts in progress.
+    const busyAgents = Array.from({ length: 3 }, keepAlive);
+    for (const agent of busyAgents) await postOn(agent, 'wf-in-flight', (req) => req.end('{"before":true}'));
+    const finishers: (() => void)[] = [];
+    const inFlight = busyAgents.map((agent) => postOn(agent, 'wf-in-flight', (req) => { req.write('{"part":'); finishers.push(() => req.end('1}')); }));
+    // Six: the three answered before, and the three whose bodies wait.
+    while (other.logs.filter((l) => l.msg === 'inbound event' && l.workflowId === 'wf-in-flight').length < 6) await new Promise((r) => setTimeout(r, 10));
+
+    const closed = other.stopServices(Math.floor(other.config.shutdownGraceMs * 0.8));
+    const newConnection = await new Promise<string>((resolve) => {
+      const socket = net.connect({ host, port: Number(port) }, () => { socket.destroy(); resolve('accepted'); });
+      socket.on('error', (error: NodeJS.ErrnoException) => resolve(error.code ?? 'error'));
+    });
+    for (const finish of finishers) finish();
+    const answered = await Promise.all(inFlight);
+    const afterwards = await Promise.all(busyAgents.map((agent) => postOn(agent, 'wf-in-flight', (req) => req.end('{"after":true}')).then(() => 'answered', (error: NodeJS.ErrnoException) => error.code)));
+    expect(newConnection).toBe('ECONNREFUSED');
+    // Each busy connection: kept alive before close, then its request in flight answered with Connection: close, and nothing more.
+    for (const { socket } of answered) expect(bySocket.get(socket)!.map((a) => [a.status, a.connection])).toEqual([[200, 'keep-alive'], [200, 'close']]);
+    expect(afterwards).toEqual(['ECONNREFUSED', 'ECONNREFUSED', 'ECONNREFUSED']);
+    await load;
+    await closed;
+    await idleClosed;
+    // The load's connections too: nothing after an answer that says Connection: close.
+    for (const answers of bySocket.values()) expect(answers.slice(0, -1).filter((a) => a.connection !== 'keep-alive')).toEqual([]);
+    const received = new Set((await collectUntilQuiet(other.backends.log, other.topics.received, 300)).map((r) => codec.decode('Received', r.value).requestId));
+    expect(accepted.length).toBeGreaterThan(4 * 3 + 3 * 2);
+    expect(accepted.filter((id) => !received.has(id))).toEqual([]);
+  } finally {
+    // Should a connection outlive close, the client ends it here: close then ends too, and the failure is reported.
+    for (const agent of agents) agent.destroy();
+    await other.stop();
+  }
+}, 20_000);

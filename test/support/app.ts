@@ -31,6 +31,8 @@ export interface TestApp {
   backends: Backends;
   /** Every log line the app wrote, parsed. */
   logs: Record<string, unknown>[];
+  /** Stop the services as a shutdown does (the receiver closed within `receiverGraceMs`); the backends stay open to be read. */
+  stopServices(receiverGraceMs?: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -74,14 +76,17 @@ export async function startTestApp(choice: BackendChoice, extra: Record<string, 
     cleanup();
     throw error;
   }
+  let stopping: Promise<void> | null = null;
+  const stopServices = (receiverGraceMs?: number) => (stopping ??= running.stop(receiverGraceMs));
   return {
     baseUrl: `http://127.0.0.1:${running.port}`,
     config,
     topics: pipelineTopics(config.topicPrefix),
     backends,
     logs,
+    stopServices,
     async stop() {
-      await running.stop();
+      await stopServices();
       await backends.close();
       cleanup();
     },
