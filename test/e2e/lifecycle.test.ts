@@ -132,8 +132,13 @@ describe('on a broker of its own', () => {
         // What a double is made of: the same request received twice (an append retried after the restart), or one record handled twice.
         const received = lines((await runCli(['tail', 'ingress.received.v1', '--from-beginning', '--timeout', '10'], env)).stdout);
         const receivedTimes = (id: string) => received.filter((r) => r.requestId === id).map((r) => r._log);
-        process.stderr.write(`[lifecycle] doubled executions: ${JSON.stringify(doubled.map((e) => ({ executionId: e.executionId, requestId: e.requestId, answered: accepted.includes(e.requestId), log: e._log, received: receivedTimes(e.requestId) })))}\n`);
-        process.stderr.write(`[lifecycle] service output tail: ${service.output().slice(-4000)}\n`);
+        // The decoded records tell a batch appended twice (one timestamp) from records decoded twice (two).
+        const decoded = lines((await runCli(['tail', 'ingress.decoded.v1', '--from-beginning', '--timeout', '10'], env)).stdout);
+        const decodedTimes = (id: string) => decoded.filter((d) => d.requestId === id).map((d) => d._log);
+        process.stderr.write(`[lifecycle] doubled executions: ${JSON.stringify(doubled.map((e) => ({ executionId: e.executionId, requestId: e.requestId, answered: accepted.includes(e.requestId), log: e._log, received: receivedTimes(e.requestId), decoded: decodedTimes(e.requestId) })))}\n`);
+        // What the service said besides its per-request lines: the stages' joins, fencing, retries.
+        const said = service.output().split('\n').filter((line) => !line.includes('"msg":"inbound event"'));
+        process.stderr.write(`[lifecycle] service output, per-request lines left out:\n${said.slice(-400).join('\n')}\n`);
       }
       expect(doubled).toEqual([]);
     } finally {

@@ -6,6 +6,8 @@ import { Kafka, logLevel, Partitioners } from 'kafkajs';
 import { EventLogError, type EventLog, type LogRecord, type OutRecord, type ReadStart } from '../../services/platform/log/event-log';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
 import { partitionTransactionalId } from '../../services/platform/log/kafka/transactional-stage';
+import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
+import { silentLogger } from '../../services/platform/logger/logger';
 import { collect, collectUntilQuiet, describeEventLogContract } from './contracts/event-log.contract';
 
 /**
@@ -235,6 +237,36 @@ describe('Kafka EventLog', () => {
     await Promise.all(Array.from({ length: 8 }, (_, i) => log.append([{ topic, key: 'same-key', value: body, headers: { n: String(i) } }])));
     const got = await collect(log, topic, 8);
     expect(got.map((r) => r.value.length)).toEqual(Array(8).fill(body.length));
+  });
+
+  test('committed offsets are read stable: while a transaction commits offsets of a partition, the read is refused as unstable, then gives the new offset', async () => {
+    const log = await open();
+    const topic = unique('stable');
+    const group = `stable-${randomUUID().slice(0, 8)}`;
+    await log.ensureTopics([topic]);
+    const kafka = createKafkaClient({ clientId: `stable-${randomUUID().slice(0, 8)}`, brokers: brokers(), logger: silentLogger });
+    const admin = kafka.admin();
+    const producer = kafka.producer({ transactionalId: `stable-${randomUUID().slice(0, 8)}`, idempotent: true, maxInFlightRequests: 1 });
+    await Promise.all([admin.connect(), producer.connect()]);
+    try {
+      const read = async () => (await admin.fetchOffsets({ groupId: group, topics: [topic] }))[0].partitions.find((p) => p.partition === 0)!.offset;
+      expect(await read()).toBe('-1');
+      const tx = await producer.transaction();
+      await tx.sendOffsets({ consumerGroupId: group, topics: [{ topic, partitions: [{ partition: 0, offset: '5' }] }] });
+      // Pending: a read without require_stable would answer -1 here, the offset from before the transaction.
+      await expect(read()).rejects.toMatchObject({ type: 'UNSTABLE_OFFSET_COMMIT' });
+      await tx.commit();
+      let offset: string | null = null;
+      for (let i = 0; i < 50 && offset === null; i++) {
+        try { offset = await read(); } catch (error) {
+          expect(error).toMatchObject({ type: 'UNSTABLE_OFFSET_COMMIT' }); // the markers are being written
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      expect(offset).toBe('5');
+    } finally {
+      await Promise.all([admin.disconnect(), producer.disconnect()]);
+    }
   });
 
   test('reading from the end sees only later records; an offset without a partition applies to every partition', async () => {

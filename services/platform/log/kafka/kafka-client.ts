@@ -1,6 +1,7 @@
 import { Kafka, logLevel, type LogEntry, type RetryOptions } from 'kafkajs';
 import { EventLogError } from '../event-log';
 import type { Fields, Logger } from '../../logger/logger';
+import { useStableOffsetFetch } from './stable-offset-fetch';
 
 /**
  * The kafkajs client of one EventLog: its own console logging routed to our Logger (warn and error only,
@@ -21,6 +22,8 @@ export interface KafkaClientOptions {
 export const DEFAULT_CLIENT_RETRY: RetryOptions = { initialRetryTime: 200, maxRetryTime: 5_000, retries: 8 };
 
 export function createKafkaClient(options: KafkaClientOptions): Kafka {
+  // Every committed offset this process reads is a stable one (stable-offset-fetch.ts).
+  useStableOffsetFetch();
   return new Kafka({
     clientId: options.clientId,
     brokers: options.brokers,

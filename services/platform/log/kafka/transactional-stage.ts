@@ -79,13 +79,14 @@ const PARTITIONS_AT_ONCE = 8;
 export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
 
 /**
- * Transactional offsets reach the group coordinator's cache a moment after their transaction completed (the
- * classic coordinator applies the markers on a scheduler thread), and kafkajs's OffsetFetch cannot ask for
- * stable offsets only (require_stable, KIP-447). So the committed offset is read until two reads this far
- * apart agree.
+ * The committed offset is read with require_stable (stable-offset-fetch.ts): while a transaction that commits
+ * offsets of the partition has not had its markers written (seconds, after a broker restart), the coordinator
+ * answers UNSTABLE_OFFSET_COMMIT, and the read is tried again this often, for at most a transaction timeout
+ * and a margin (the coordinator aborts a transaction by then).
  */
-const STABLE_READ_GAP_MS = 100;
-const STABLE_READS_MAX = 5;
+const UNSTABLE_RETRY_MS = 100;
+
+const isUnstableOffsetCommit = (error: unknown): boolean => (error as { type?: unknown } | null)?.type === 'UNSTABLE_OFFSET_COMMIT';
 
 /** What this member knows of one partition it was assigned. */
 interface Owned {
@@ -360,14 +361,15 @@ class TransactionalStage {
   }
 
   private async stableCommittedOffset(partition: number): Promise<string> {
-    let committed = await this.committedOffset(partition);
-    for (let reads = 1; reads < STABLE_READS_MAX; reads++) {
-      await sleep(STABLE_READ_GAP_MS);
-      const again = await this.committedOffset(partition);
-      if (again === committed) break;
-      committed = again;
+    const giveUpAt = Date.now() + this.ctx.transactionTimeout + 15_000;
+    for (;;) {
+      try {
+        return await this.committedOffset(partition);
+      } catch (error) {
+        if (!isUnstableOffsetCommit(error) || Date.now() >= giveUpAt || this.stopping) throw error;
+        await sleep(UNSTABLE_RETRY_MS);
+      }
     }
-    return committed;
   }
 
   private async committedOffset(partition: number): Promise<string> {
