@@ -20,6 +20,7 @@
  * highest version both sides know, so brokers older than 2.5 (no version 7) keep getting version 4.
  */
 /* eslint-disable @typescript-eslint/no-require-imports */
+import type { Admin } from 'kafkajs';
 
 interface Encoder {
   writeInt8(value: number): Encoder;
@@ -123,4 +124,26 @@ export function useStableOffsetFetch(): void {
   definition.protocol = ({ version }) => (version === STABLE_OFFSET_FETCH_VERSION ? version7 : older({ version: Math.min(version, 4) }));
   if (!definition.versions.includes(String(STABLE_OFFSET_FETCH_VERSION))) definition.versions.push(String(STABLE_OFFSET_FETCH_VERSION));
   installed = true;
+}
+
+/** How often a read refused as unstable is tried again. */
+export const UNSTABLE_RETRY_MS = 100;
+
+export const isUnstableOffsetCommit = (error: unknown): boolean => (error as { type?: unknown } | null)?.type === 'UNSTABLE_OFFSET_COMMIT';
+
+/**
+ * The group's committed offsets of `topic`, stable: a read refused with UNSTABLE_OFFSET_COMMIT (a transaction
+ * committing offsets of one of its partitions has not had its markers written yet) is tried again every
+ * UNSTABLE_RETRY_MS until `giveUpAt` (Date.now() time), after which that error is thrown.
+ */
+export async function stableCommittedOffsets(admin: Admin, groupId: string, topic: string, giveUpAt: number, stopping: () => boolean = () => false): Promise<{ partition: number; offset: string }[]> {
+  for (;;) {
+    try {
+      const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+      return committed?.partitions ?? [];
+    } catch (error) {
+      if (!isUnstableOffsetCommit(error) || Date.now() >= giveUpAt || stopping()) throw error;
+      await new Promise((resolve) => setTimeout(resolve, UNSTABLE_RETRY_MS));
+    }
+  }
 }

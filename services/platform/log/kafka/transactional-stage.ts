@@ -7,6 +7,7 @@ import { describeKafkaError, sleep, unavailable } from './kafka-client';
 import { nextOffset, toLogRecord } from './records';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
+import { stableCommittedOffsets } from './stable-offset-fetch';
 
 /**
  * EventLog.runStage on Kafka: consume-transform-produce, exactly once per input record, however members
@@ -78,15 +79,6 @@ const PARTITIONS_AT_ONCE = 8;
 /** The transactional id of one input partition of one stage: its owner, whoever that is, fences the previous one. */
 export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
 
-/**
- * The committed offset is read with require_stable (stable-offset-fetch.ts): while a transaction that commits
- * offsets of the partition has not had its markers written (seconds, after a broker restart), the coordinator
- * answers UNSTABLE_OFFSET_COMMIT, and the read is tried again this often, for at most a transaction timeout
- * and a margin (the coordinator aborts a transaction by then).
- */
-const UNSTABLE_RETRY_MS = 100;
-
-const isUnstableOffsetCommit = (error: unknown): boolean => (error as { type?: unknown } | null)?.type === 'UNSTABLE_OFFSET_COMMIT';
 
 /** What this member knows of one partition it was assigned. */
 interface Owned {
@@ -360,23 +352,16 @@ class TransactionalStage {
     }, ms));
   }
 
+  /**
+   * The group's committed offset of the partition, read stable (stable-offset-fetch.ts): while a transaction that
+   * commits offsets of it has not had its markers written (seconds, after a broker restart), the read waits, for
+   * at most a transaction timeout and a margin (the coordinator has aborted an open transaction by then).
+   */
   private async stableCommittedOffset(partition: number): Promise<string> {
-    const giveUpAt = Date.now() + this.ctx.transactionTimeout + 15_000;
-    for (;;) {
-      try {
-        return await this.committedOffset(partition);
-      } catch (error) {
-        if (!isUnstableOffsetCommit(error) || Date.now() >= giveUpAt || this.stopping) throw error;
-        await sleep(UNSTABLE_RETRY_MS);
-      }
-    }
-  }
-
-  private async committedOffset(partition: number): Promise<string> {
     const { group, topic } = this.options;
     const admin = await this.ctx.admin();
-    const [committed] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
-    const mine = committed?.partitions.find((p) => p.partition === partition);
+    const committed = await stableCommittedOffsets(admin, group, topic, Date.now() + this.ctx.transactionTimeout + 15_000, () => this.stopping);
+    const mine = committed.find((p) => p.partition === partition);
     if (mine && BigInt(mine.offset) >= 0n) return mine.offset;
     const bounds = await admin.fetchTopicOffsets(topic);
     const low = bounds.find((b) => b.partition === partition)?.low;
