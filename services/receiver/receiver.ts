@@ -451,7 +451,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       closeBegun = true;
       return new Promise((resolve) => {
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
-        server.close(() => { clearTimeout(timer); resolve(); });
+        // An answer that went out keep-alive just before close began leaves its connection idle once it is
+        // written, after server.close() closed the idle ones: those are closed as they turn idle.
+        const sweep = setInterval(() => server.closeIdleConnections(), 100);
+        server.close(() => { clearTimeout(timer); clearInterval(sweep); resolve(); });
       });
     },
   };

@@ -19,7 +19,6 @@ require(path.join(ROOT, 'dist/services/cli/process-warnings')).quietKafkajsNegat
 const { defaultAvroCodec } = require(path.join(ROOT, 'dist/services/platform/avro/codec'));
 const { openKafkaLog } = require(path.join(ROOT, 'dist/services/platform/log/kafka/kafka-log'));
 const { pipelineTopics } = require(path.join(ROOT, 'dist/services/platform/log/topics'));
-const { stableCommittedOffsets } = require(path.join(ROOT, 'dist/services/platform/log/kafka/stable-offset-fetch'));
 const { openFileRegistry } = require(path.join(ROOT, 'dist/services/platform/registry/file-registry'));
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -146,9 +145,8 @@ async function main() {
     })();
 
     const committed = async (group, topic) => {
-      // Stable offsets (this process's kafkajs asks for them): a transaction in flight is waited out.
-      const c = await stableCommittedOffsets(admin, group, topic, Date.now() + 30_000);
-      return new Map(c.map((p) => [p.partition, BigInt(p.offset)]));
+      const [c] = await admin.fetchOffsets({ groupId: group, topics: [topic] });
+      return new Map(c.partitions.map((p) => [p.partition, BigInt(p.offset)]));
     };
     const steady = (what) => until(`steady state before ${what}: every request accepted up to a second ago executed`, () => {
       const upTo = Date.now() - 1_000;

@@ -7,7 +7,6 @@ import type { WorkflowNode } from '../../services/platform/registry/documents';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { loadConfig } from '../../services/platform/config/config';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
-import { stableCommittedOffsets } from '../../services/platform/log/kafka/stable-offset-fetch';
 import { pipelineTopics, type PipelineTopics } from '../../services/platform/log/topics';
 import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from './cli-process';
 import { getFreePort } from './servers';
@@ -292,10 +291,10 @@ export class OffsetWatch {
     })();
   }
 
-  /** The group's committed offsets now (-1 where none), stable: a transaction in flight is waited out. */
+  /** The group's committed offsets now (-1 where none). */
   async current(): Promise<Map<number, bigint>> {
-    const committed = await stableCommittedOffsets(await this.admin(), this.group, this.topic, Date.now() + 30_000);
-    return new Map(committed.map((p) => [p.partition, BigInt(p.offset)]));
+    const [committed] = await (await this.admin()).fetchOffsets({ groupId: this.group, topics: [this.topic] });
+    return new Map((committed?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
   }
 
   private async poll(): Promise<void> {

@@ -79,6 +79,11 @@ describe('Standard Webhooks', () => {
     expect(judge(standardWebhooksAdmission(headers, { secrets: [secret], publicKeys: [whpk] }, now), `${body} `)).toBe('wrong');
     // Without a public key a v1a signature proves nothing.
     expect(judge(standardWebhooksAdmission(headers, { secrets: [secret] }, now), body)).toBe('wrong');
+    // Each v1a signature is a verification over the whole body: the first four are tried, the rest ignored.
+    const junk = (n: number) => Array.from({ length: n }, () => `v1a,${Buffer.alloc(64, 7).toString('base64')}`).join(' ');
+    const after = (n: number) => ({ ...headers, 'webhook-signature': `${junk(n)} v1a,${signature}` });
+    expect(judge(standardWebhooksAdmission(after(3), { secrets: [secret], publicKeys: [whpk] }, now), body)).toBe('verified');
+    expect(judge(standardWebhooksAdmission(after(4), { secrets: [secret], publicKeys: [whpk] }, now), body)).toBe('wrong');
   });
 
   test('credentials put: bad whsec_ base64 and bad whpk_ keys are named', () => {

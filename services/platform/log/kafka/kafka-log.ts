@@ -4,7 +4,6 @@ import { silentLogger, type Logger } from '../../logger/logger';
 import { CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
 import { createKafkaClient, unavailable } from './kafka-client';
 import { readTopic } from './reader';
-import { stableCommittedOffsets } from './stable-offset-fetch';
 import { applyTopics, createTopicsAndWait, missingTopics, type TopicApplyOptions, type TopicApplyResult } from './topic-admin';
 import type { TopicSpec } from '../topics';
 import { startTransactionalStage, type StageConsumerSettings } from './transactional-stage';
@@ -48,8 +47,6 @@ export interface KafkaEventLog extends EventLog {
 }
 
 const TOPIC_DEFAULTS = { partitions: 3, replicationFactor: 1 };
-/** How long a lag read waits for a stage's transaction in flight to finish before it reports the log unavailable. */
-const LAG_STABLE_WAIT_MS = 10_000;
 
 export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEventLog> {
   if (options.brokers.length === 0) throw new EventLogError('kafka log needs at least one broker', 'log-unavailable');
@@ -194,9 +191,8 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       ensureOpen();
       try {
         const client = await admin();
-        // Stable offsets: a transaction in flight is waited out (for at most LAG_STABLE_WAIT_MS), not counted twice.
-        const [ends, committed] = await Promise.all([client.fetchTopicOffsets(topic), stableCommittedOffsets(client, group, topic, Date.now() + LAG_STABLE_WAIT_MS)]);
-        const done = new Map(committed.map((p) => [p.partition, BigInt(p.offset)]));
+        const [ends, [committed]] = await Promise.all([client.fetchTopicOffsets(topic), client.fetchOffsets({ groupId: group, topics: [topic] })]);
+        const done = new Map((committed?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
         // A partition the group never committed (-1) is behind by everything it holds.
         return ends.reduce((sum, p) => {
           const from = done.get(p.partition) ?? -1n;

@@ -1,10 +1,9 @@
 /**
- * OffsetFetch version 7 for kafkajs, with `require_stable` (KIP-447): the group coordinator answers
- * UNSTABLE_OFFSET_COMMIT for a partition while a transactional offset commit for it is pending, instead of
- * the last offset that was stable. kafkajs 2.2.4 implements OffsetFetch up to version 4 only, and no
- * maintained release adds more; this module adds version 7 to its table of request versions, so that every
- * OffsetFetch of this process (the admin's and the consumers' own) asks for stable offsets, as the Java
- * consumer does with read_committed.
+ * OffsetFetch version 7 for kafkajs, so that a stage can read a partition's committed offset **stable**
+ * (`require_stable`, KIP-447): the group coordinator answers UNSTABLE_OFFSET_COMMIT for a partition while a
+ * transactional offset commit for it is pending, instead of the last offset that was stable. kafkajs 2.2.4
+ * implements OffsetFetch up to version 4 only, and no maintained release adds more; this module adds version 7
+ * to its table of request versions.
  *
  * Why it matters (docs/kafka.md, "Exactly once"): a stage that takes a partition over reads the group's
  * committed offset. A transaction commits its offsets when its markers are written, which the transaction
@@ -13,13 +12,21 @@
  * transaction's records a second time (seen in test/e2e/lifecycle.test.ts: "kafka stage moves to the committed
  * offset", from 70 to 48, then 22 executions twice).
  *
+ * Only reads made inside `stableCommittedOffset` ask for stable offsets (an AsyncLocalStorage flag, since
+ * kafkajs gives a request no other way in). Every other OffsetFetch of the process (kafkajs's consumers at a
+ * join, lag reads) goes out as version 7 without the flag, which answers as version 4 did: a consumer that
+ * got UNSTABLE_OFFSET_COMMIT at a join would stop heartbeating while kafkajs retries, and the stage's own
+ * stable read corrects where kafkajs starts fetching anyway.
+ *
  * Written here rather than taken from a library because kafkajs is the client (DESIGN.md §3) and has no
  * extension point for request versions; the encoding follows Kafka's OffsetFetchRequest.json and
- * OffsetFetchResponse.json (version 7 is the first flexible one with RequireStable) with kafkajs's own
- * Encoder and Decoder, as its one flexible request (ListPartitionReassignments v0) does. The broker picks the
- * highest version both sides know, so brokers older than 2.5 (no version 7) keep getting version 4.
+ * OffsetFetchResponse.json (version 6 is the first flexible one, version 7 adds RequireStable) with kafkajs's
+ * own Encoder and Decoder, as its one flexible request (ListPartitionReassignments v0) does. kafkajs asks in
+ * the highest version both sides know; a broker without version 7 (before Kafka 2.5) makes a stable read fail
+ * with a message saying so, rather than quietly reading the unstable offset.
  */
 /* eslint-disable @typescript-eslint/no-require-imports */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { Admin } from 'kafkajs';
 
 interface Encoder {
@@ -68,8 +75,16 @@ export function useStableOffsetFetch(): void {
   const Encoder = require('kafkajs/src/protocol/encoder') as EncoderClass;
   const Decoder = require('kafkajs/src/protocol/decoder') as DecoderClass;
   const definition = require('kafkajs/src/protocol/requests/offsetFetch') as RequestDefinition;
-  // Errors (UNSTABLE_OFFSET_COMMIT included, which kafkajs counts as retriable) are raised as for version 2.
-  const { parse } = require('kafkajs/src/protocol/requests/offsetFetch/v2/response') as { parse: ProtocolVersion['response']['parse'] };
+  // Errors are raised as for version 2, except, in a stable read, a partition's UNSTABLE_OFFSET_COMMIT: that
+  // partition's offset comes back as UNSTABLE (the read is about one partition, and others may be busy).
+  const { parse: parseV2 } = require('kafkajs/src/protocol/requests/offsetFetch/v2/response') as { parse: ProtocolVersion['response']['parse'] };
+  const parseStable: ProtocolVersion['response']['parse'] = (data) => parseV2({
+    ...data,
+    responses: data.responses.map(({ topic, partitions }) => ({
+      topic,
+      partitions: partitions.map((p) => (p.errorCode === UNSTABLE_OFFSET_COMMIT_CODE ? { ...p, offset: UNSTABLE, errorCode: 0 } : p)),
+    })),
+  });
 
   const encodeTopic = ({ topic, partitions }: RequestTopic): Encoder => new Encoder()
     .writeUVarIntString(topic)
@@ -92,36 +107,43 @@ export function useStableOffsetFetch(): void {
     return { topic, partitions };
   };
 
-  const version7 = ({ groupId, topics }: { groupId: string; topics: RequestTopic[] | null }): ProtocolVersion => ({
-    request: {
-      apiKey: OFFSET_FETCH_API_KEY,
-      apiVersion: STABLE_OFFSET_FETCH_VERSION,
-      apiName: 'OffsetFetch',
-      encode: async () => new Encoder()
-        .writeUVarIntBytes() // the request header's tagged fields (header version 2): none
-        .writeUVarIntString(groupId)
-        .writeUVarIntArray(topics === null ? null : topics.map(encodeTopic))
-        .writeInt8(1) // require_stable
-        .writeUVarInt(0),
-    },
-    response: {
-      async decode(raw: Buffer) {
-        const decoder = new Decoder(raw);
-        decoder.readTaggedFields(); // the response header's (header version 1)
-        const throttleTime = decoder.readInt32();
-        const responses = decoder.readUVarIntArray(decodeTopic) ?? [];
-        const errorCode = decoder.readInt16();
-        decoder.readTaggedFields();
-        // As kafkajs's version 4: the broker has already throttled (KIP-219), the client need not.
-        return { throttleTime: 0, clientSideThrottleTime: throttleTime, responses, errorCode };
+  const version7 = ({ groupId, topics }: { groupId: string; topics: RequestTopic[] | null }): ProtocolVersion => {
+    const stable = stableReads.getStore() === true;
+    return {
+      request: {
+        apiKey: OFFSET_FETCH_API_KEY,
+        apiVersion: STABLE_OFFSET_FETCH_VERSION,
+        apiName: 'OffsetFetch',
+        encode: async () => new Encoder()
+          .writeUVarIntBytes() // the request header's tagged fields (header version 2): none
+          .writeUVarIntString(groupId)
+          .writeUVarIntArray(topics === null ? null : topics.map(encodeTopic))
+          .writeInt8(stable ? 1 : 0) // require_stable
+          .writeUVarInt(0),
       },
-      parse,
-    },
-  });
+      response: {
+        async decode(raw: Buffer) {
+          const decoder = new Decoder(raw);
+          decoder.readTaggedFields(); // the response header's (header version 1)
+          const throttleTime = decoder.readInt32();
+          const responses = decoder.readUVarIntArray(decodeTopic) ?? [];
+          const errorCode = decoder.readInt16();
+          decoder.readTaggedFields();
+          // As kafkajs's version 4 (KIP-219): the broker answers before it throttles, and kafkajs waits out the time.
+          return { throttleTime: 0, clientSideThrottleTime: throttleTime, responses, errorCode };
+        },
+        parse: stable ? parseStable : parseV2,
+      },
+    };
+  };
 
   const older = definition.protocol;
   // A broker whose highest version is 5 or 6 (Kafka 2.1 to 2.4) is asked in version 4, as before.
-  definition.protocol = ({ version }) => (version === STABLE_OFFSET_FETCH_VERSION ? version7 : older({ version: Math.min(version, 4) }));
+  definition.protocol = ({ version }) => {
+    if (version === STABLE_OFFSET_FETCH_VERSION) return version7;
+    if (stableReads.getStore() === true) throw new Error(`the Kafka broker offers OffsetFetch up to version ${version}; a stable committed-offset read needs version 7 (Kafka 2.5 or later)`);
+    return older({ version: Math.min(version, 4) });
+  };
   if (!definition.versions.includes(String(STABLE_OFFSET_FETCH_VERSION))) definition.versions.push(String(STABLE_OFFSET_FETCH_VERSION));
   installed = true;
 }
@@ -129,21 +151,29 @@ export function useStableOffsetFetch(): void {
 /** How often a read refused as unstable is tried again. */
 export const UNSTABLE_RETRY_MS = 100;
 
-export const isUnstableOffsetCommit = (error: unknown): boolean => (error as { type?: unknown } | null)?.type === 'UNSTABLE_OFFSET_COMMIT';
+/** The offset a stable read gives a partition whose committed offset is not stable yet. */
+const UNSTABLE = 'unstable';
+const UNSTABLE_OFFSET_COMMIT_CODE = 88;
+const stableReads = new AsyncLocalStorage<boolean>();
 
 /**
- * The group's committed offsets of `topic`, stable: a read refused with UNSTABLE_OFFSET_COMMIT (a transaction
- * committing offsets of one of its partitions has not had its markers written yet) is tried again every
- * UNSTABLE_RETRY_MS until `giveUpAt` (Date.now() time), after which that error is thrown.
+ * The group's committed offset of one partition of `topic` (-1 when none), stable: while a transaction that
+ * commits offsets of that partition has not had its markers written, the read is tried again every
+ * UNSTABLE_RETRY_MS, until `giveUpAt` (Date.now() time) or `stop()`, after which it throws. So is a read that
+ * failed with an error kafkajs counts as retriable (a coordinator loading or moving).
  */
-export async function stableCommittedOffsets(admin: Admin, groupId: string, topic: string, giveUpAt: number, stopping: () => boolean = () => false): Promise<{ partition: number; offset: string }[]> {
+export async function stableCommittedOffset(admin: Admin, groupId: string, topic: string, partition: number, giveUpAt: number, stop: () => boolean = () => false): Promise<string> {
   for (;;) {
+    let offset: string;
     try {
-      const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
-      return committed?.partitions ?? [];
+      const [committed] = await stableReads.run(true, () => admin.fetchOffsets({ groupId, topics: [topic] }));
+      offset = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
     } catch (error) {
-      if (!isUnstableOffsetCommit(error) || Date.now() >= giveUpAt || stopping()) throw error;
-      await new Promise((resolve) => setTimeout(resolve, UNSTABLE_RETRY_MS));
+      if (!(error as { retriable?: unknown } | null)?.retriable || Date.now() >= giveUpAt || stop()) throw error;
+      offset = UNSTABLE;
     }
+    if (offset !== UNSTABLE) return offset;
+    if (Date.now() >= giveUpAt || stop()) throw new Error(`the committed offset of ${topic} partition ${partition} for group ${groupId} was not stable when the read gave up (a transaction's markers not written yet)`);
+    await new Promise((resolve) => setTimeout(resolve, UNSTABLE_RETRY_MS));
   }
 }

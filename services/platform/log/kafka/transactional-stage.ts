@@ -7,7 +7,7 @@ import { describeKafkaError, sleep, unavailable } from './kafka-client';
 import { nextOffset, toLogRecord } from './records';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
-import { stableCommittedOffsets } from './stable-offset-fetch';
+import { stableCommittedOffset } from './stable-offset-fetch';
 
 /**
  * EventLog.runStage on Kafka: consume-transform-produce, exactly once per input record, however members
@@ -75,6 +75,13 @@ const MAX_RECORDS_PER_TRANSACTION = 2000;
  * handled one at a time, the stages process waited on the broker a third of the time while draining.
  */
 const PARTITIONS_AT_ONCE = 8;
+
+/**
+ * How long a take-over waits for the partition's committed offset to be stable: a completed transaction's markers
+ * are written within seconds even after a broker restart (the member's own InitProducerId has completed or aborted
+ * the predecessor's transaction before it reads).
+ */
+const STABLE_READ_MAX_MS = 15_000;
 
 /** The transactional id of one input partition of one stage: its owner, whoever that is, fences the previous one. */
 export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
@@ -234,9 +241,9 @@ class TransactionalStage {
   private acquire(partition: number): Owned {
     const { group, topic } = this.options;
     const output = new TransactionalOutput(this.ctx.kafka, partitionTransactionalId(group, topic, partition), this.ctx.transactionTimeout);
-    const committed = output.ready().then(() => this.stableCommittedOffset(partition));
-    committed.catch(() => undefined); // awaited by own(); a partition never fetched again must not leave it unhandled
-    const owned: Owned = { join: this.joins, output, committed, checked: false };
+    const owned: Owned = { join: this.joins, output, committed: Promise.resolve(''), checked: false };
+    owned.committed = output.ready().then(() => this.stableCommittedOffset(partition, () => this.owned.get(partition) === owned));
+    owned.committed.catch(() => undefined); // awaited by own(); a partition never fetched again must not leave it unhandled
     this.owned.set(partition, owned);
     return owned;
   }
@@ -355,14 +362,15 @@ class TransactionalStage {
   /**
    * The group's committed offset of the partition, read stable (stable-offset-fetch.ts): while a transaction that
    * commits offsets of it has not had its markers written (seconds, after a broker restart), the read waits, for
-   * at most a transaction timeout and a margin (the coordinator has aborted an open transaction by then).
+   * at most STABLE_READ_MAX_MS, and gives up sooner when the member stops, loses the partition or the group
+   * rebalances (a join must not wait for it). Given up, the partition is retried with back-off (own()).
    */
-  private async stableCommittedOffset(partition: number): Promise<string> {
+  private async stableCommittedOffset(partition: number, owned: () => boolean): Promise<string> {
     const { group, topic } = this.options;
     const admin = await this.ctx.admin();
-    const committed = await stableCommittedOffsets(admin, group, topic, Date.now() + this.ctx.transactionTimeout + 15_000, () => this.stopping);
-    const mine = committed.find((p) => p.partition === partition);
-    if (mine && BigInt(mine.offset) >= 0n) return mine.offset;
+    const stop = () => this.stopping || !owned() || this.membership !== null;
+    const offset = await stableCommittedOffset(admin, group, topic, partition, Date.now() + STABLE_READ_MAX_MS, stop);
+    if (BigInt(offset) >= 0n) return offset;
     const bounds = await admin.fetchTopicOffsets(topic);
     const low = bounds.find((b) => b.partition === partition)?.low;
     return low ?? '0';

@@ -4,6 +4,9 @@ import type { SignatureAdmission } from './body-signature';
 import { anyMatches, createMacSet, decodeSignature, secretKeys } from './mac-set';
 import { checkTimestamp } from './timestamp';
 
+/** The v1a (Ed25519) signatures of one request that are tried; more are ignored. */
+const MAX_V1A_SIGNATURES = 4;
+
 /**
  * Standard Webhooks (https://www.standardwebhooks.com, spec/standard-webhooks.md): the signed content is
  * `webhook-id.webhook-timestamp.body`; `webhook-signature` holds space-separated `v1,<base64 HMAC-SHA256>`
@@ -47,7 +50,9 @@ export function standardWebhooksAdmission(headers: Record<string, string>, data:
     const signature = decodeSignature(part.slice(comma + 1), 'base64');
     if (!signature) continue;
     if (version === 'v1') v1.push(signature);
-    else if (version === 'v1a') v1a.push(signature);
+    // Each v1a signature costs a verification over the whole body: a sender's few (one per key it signs with)
+    // are tried, not as many as a 16 KiB header can carry.
+    else if (version === 'v1a' && v1a.length < MAX_V1A_SIGNATURES) v1a.push(signature);
   }
   const { keys, publicKeys } = keysOf(data);
   // `credentials put` refuses a credential with no usable key; one stored before fails closed.
@@ -68,9 +73,8 @@ export function standardWebhooksAdmission(headers: Record<string, string>, data:
         ? {
             prefix: Buffer.from(before, 'utf8'),
             verify(message) {
-              let ok = false;
-              for (const key of publicKeys) for (const signature of v1a) if (verify(null, message, key, signature)) ok = true;
-              return ok;
+              for (const key of publicKeys) for (const signature of v1a) if (verify(null, message, key, signature)) return true;
+              return false;
             },
           }
         : undefined,
