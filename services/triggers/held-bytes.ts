@@ -4,7 +4,8 @@
  * (whole-body.ts: logistics, warehouse, AS2), and the webhook trigger while it verifies a Standard Webhooks
  * `v1a` signature on a staged body read back whole (webhook/auth/signed-bodies.ts). Without it, a
  * thousand stalled uploads would hold a thousand bodies, and a hundred slow 16 MiB ones (before any
- * authentication, for triggers whose credentials are inside the body) 1.6 GB. A request that finds the budget spent is answered busy, which senders retry.
+ * authentication, for triggers whose credentials are inside the body) 1.6 GB. A request that finds the
+ * budget spent is answered busy, which senders retry.
  */
 
 /** The budget, unless configured (MAX_HELD_BODY_BYTES). */

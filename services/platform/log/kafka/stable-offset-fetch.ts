@@ -64,7 +64,7 @@ interface RequestDefinition {
   protocol(options: { version: number }): (args: { groupId: string; topics: RequestTopic[] | null }) => ProtocolVersion;
 }
 
-export const STABLE_OFFSET_FETCH_VERSION = 7;
+const STABLE_OFFSET_FETCH_VERSION = 7;
 const OFFSET_FETCH_API_KEY = 9;
 
 let installed = false;
@@ -149,7 +149,7 @@ export function useStableOffsetFetch(): void {
 }
 
 /** How often a read refused as unstable is tried again. */
-export const UNSTABLE_RETRY_MS = 100;
+const UNSTABLE_RETRY_MS = 100;
 
 /** The offset a stable read gives a partition whose committed offset is not stable yet. */
 const UNSTABLE = 'unstable';
