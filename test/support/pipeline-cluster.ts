@@ -501,6 +501,15 @@ export function exactlyOnce(load: LoadResult, executions: ExecutionWatch): Exact
  * everything received, and no new execution came for `quietMs` (so doubles still on their way are counted).
  */
 export async function drain(cluster: PipelineCluster, load: LoadResult, executions: ExecutionWatch, { quietMs = 5_000, patienceMs = 120_000 } = {}): Promise<void> {
+  try {
+    await drained(cluster, load, executions, quietMs, patienceMs);
+  } catch (error) {
+    // A stage that stopped making progress says why in its own lines (fencing, retries, offset reads).
+    throw new Error(`${(error as Error).message}; every process's output: ${cluster.saveOutputs('pipeline-drain-gave-up')}`, { cause: error });
+  }
+}
+
+async function drained(cluster: PipelineCluster, load: LoadResult, executions: ExecutionWatch, quietMs: number, patienceMs: number): Promise<void> {
   await until('the pipeline to drain (every 200 executed, decoder lag 0, execution queue quiet)', async () => {
     const missing = load.accepted.filter((id) => !executions.perRequest.has(id)).length;
     const decoderLag = await cluster.lag('decoder').catch(() => -1);
