@@ -160,9 +160,18 @@ const stableReads = new AsyncLocalStorage<boolean>();
  * The group's committed offset of one partition of `topic` (-1 when none), stable: while a transaction that
  * commits offsets of that partition has not had its markers written, the read is tried again every
  * UNSTABLE_RETRY_MS, until `giveUpAt` (Date.now() time) or `stop()`, after which it throws. So is a read that
- * failed with an error kafkajs counts as retriable (a coordinator loading or moving).
+ * failed with an error kafkajs counts as retriable (a coordinator loading or moving). `waited` hears of a read
+ * that had to wait and then got a stable offset, and for how long.
+ *
+ * It never falls back to the unstable offset: that is the offset from before the pending transaction, and a
+ * stage that started there would handle the transaction's records a second time (seen after broker restarts:
+ * a commit's offset marker took longer than the wait). A commit whose marker never comes (Kafka skips the
+ * markers of a partition that has no leader, which a single-replica broker's crash can cause) keeps the
+ * partition waiting until an operator aborts the hanging transaction; the error says how (docs/kafka.md).
  */
-export async function stableCommittedOffset(admin: Admin, groupId: string, topic: string, partition: number, giveUpAt: number, stop: () => boolean = () => false): Promise<string> {
+export async function stableCommittedOffset(admin: Admin, groupId: string, topic: string, partition: number, giveUpAt: number, stop: () => boolean = () => false, waited: (w: { offset: string; ms: number }) => void = () => undefined): Promise<string> {
+  const started = Date.now();
+  let unstable = false;
   for (;;) {
     let offset: string;
     try {
@@ -172,14 +181,16 @@ export async function stableCommittedOffset(admin: Admin, groupId: string, topic
       if (!(error as { retriable?: unknown } | null)?.retriable || Date.now() >= giveUpAt || stop()) throw error;
       offset = UNSTABLE;
     }
-    if (offset !== UNSTABLE) return offset;
-    // Past the wait, the offset as it stands: a pending offset commit whose markers never come (a transaction
-    // left hanging by a broker restart, KIP-890's case) would otherwise stop the partition for good.
-    if (Date.now() >= giveUpAt && !stop()) {
-      const [plain] = await admin.fetchOffsets({ groupId, topics: [topic] });
-      return plain?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
+    if (offset !== UNSTABLE) {
+      if (unstable) waited({ offset, ms: Date.now() - started });
+      return offset;
     }
-    if (stop()) throw new Error(`the committed offset of ${topic} partition ${partition} for group ${groupId} was not stable when the read gave up (a transaction's markers not written yet)`);
+    unstable = true;
+    if (stop() || Date.now() >= giveUpAt) {
+      throw new Error(`the committed offset of ${topic} partition ${partition} for group ${groupId} was not stable after ${Date.now() - started} ms: `
+        + 'a transaction that commits it has not had its markers written. It is read again; if it stays so, the transaction hangs: '
+        + `find it with kafka-transactions.sh find-hanging and abort it on every partition listed (docs/kafka.md, "A partition that waits for a pending offset commit")`);
+    }
     await new Promise((resolve) => setTimeout(resolve, UNSTABLE_RETRY_MS));
   }
 }

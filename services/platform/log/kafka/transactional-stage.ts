@@ -77,9 +77,10 @@ const MAX_RECORDS_PER_TRANSACTION = 2000;
 const PARTITIONS_AT_ONCE = 8;
 
 /**
- * How long a take-over waits for the partition's committed offset to be stable: a completed transaction's markers
- * are written within seconds even after a broker restart (the member's own InitProducerId has completed or aborted
- * the predecessor's transaction before it reads).
+ * How long one stable read of a partition's committed offset waits before it fails and the partition is retried
+ * with back-off (a failure is logged, so a wait that lasts is seen). A completed transaction's markers are usually
+ * written within seconds, even after a broker restart. The member never takes the unstable offset instead: that
+ * would handle the pending transaction's records twice (docs/kafka.md).
  */
 const STABLE_READ_MAX_MS = 15_000;
 
@@ -270,6 +271,7 @@ class TransactionalStage {
     }
     if (this.stopping || this.owned.get(partition) !== owned) return null;
     owned.checked = true;
+    this.logger.info('kafka stage took the partition over', { partition, committed, fetched: firstOffset });
     // Ahead: a predecessor committed after kafkajs looked the offset up. Behind (only transaction markers or
     // aborted records lie between): read again from there, which costs one fetch and skips nothing.
     if (committed !== firstOffset) {
@@ -363,13 +365,16 @@ class TransactionalStage {
    * The group's committed offset of the partition, read stable (stable-offset-fetch.ts): while a transaction that
    * commits offsets of it has not had its markers written (seconds, after a broker restart), the read waits, for
    * at most STABLE_READ_MAX_MS, and gives up sooner when the member stops, loses the partition or the group
-   * rebalances (a join must not wait for it). Given up, the partition is retried with back-off (own()).
+   * rebalances (a join must not wait for it). Given up, it throws, and the partition is retried with back-off
+   * (own()): the unstable offset is never used.
    */
   private async stableCommittedOffset(partition: number, owned: () => boolean): Promise<string> {
     const { group, topic } = this.options;
     const admin = await this.ctx.admin();
     const stop = () => this.stopping || !owned() || this.membership !== null;
-    const offset = await stableCommittedOffset(admin, group, topic, partition, Date.now() + STABLE_READ_MAX_MS, stop);
+    const offset = await stableCommittedOffset(admin, group, topic, partition, Date.now() + STABLE_READ_MAX_MS, stop, ({ offset: read, ms }) => {
+      this.logger.info('kafka stage waited for a pending offset commit', { partition, offset: read, waitedMs: ms });
+    });
     if (BigInt(offset) >= 0n) return offset;
     const bounds = await admin.fetchTopicOffsets(topic);
     const low = bounds.find((b) => b.partition === partition)?.low;
