@@ -1,7 +1,7 @@
 import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
 import { backendEnv } from '../support/app';
 import {
-  drain, exactlyOnce, PipelineCluster, startLoad, until, workflowIdsCovering,
+  doublesTraced, drain, exactlyOnce, PipelineCluster, startLoad, until, workflowIdsCovering,
   type ExactlyOnceReport, type ExecutionWatch, type Load, type LoadResult, type OffsetWatch, type Role,
 } from '../support/pipeline-cluster';
 import { startKafkaForTests, type KafkaHandle } from '../support/servers';
@@ -72,6 +72,7 @@ async function scenario(name: string, env: Record<string, string>, workflows: st
     await drain(c, answered, executions, { patienceMs: 150_000 });
     const v = verdict(exactlyOnce(answered, executions), offsets);
     note(name, { outputs: c.saveOutputs(`kafka-exactly-once-${name.replace(/\W+/g, '-')}`), ...v, refused: answered.refused.length, failed: answered.failed, ...facts });
+    if (v.doubles > 0) note(`${name}, doubles traced through the topics`, await doublesTraced(c, executions));
     expectExactlyOnce(v);
   } finally {
     await load?.stop();
@@ -157,7 +158,10 @@ describe('on a broker of its own', () => {
     try {
       await scenario('broker restarts', env, workflowIdsCovering('wf-restart-', partitions), ['receiver', 'decoder', 'decoder', 'dispatcher'], async ({ c, load, executions }) => {
         const rounds: Record<string, number>[] = [];
-        for (const [round, restart] of [{ downMs: 3_000 }, { hard: true }].entries()) {
+        // Clean restarts only: after `kill -9` of this single-replica broker, Kafka can skip a transaction's
+        // markers while the partitions have no leader yet, and the transaction hangs until an operator aborts it
+        // (docs/kafka.md, "A partition that waits for a pending offset commit"). The stages then wait, as they must.
+        for (const [round, restart] of [{ downMs: 3_000 }, { downMs: 0 }].entries()) {
           const t0 = Date.now();
           const since = () => Date.now() - t0;
           const steps: Record<string, number> = {};

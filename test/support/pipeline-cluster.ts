@@ -6,8 +6,10 @@ import { openRegistry } from '../../services/cli/backends';
 import type { WorkflowNode } from '../../services/platform/registry/documents';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { loadConfig } from '../../services/platform/config/config';
+import type { LogRecord } from '../../services/platform/log/event-log';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
 import { pipelineTopics, type PipelineTopics } from '../../services/platform/log/topics';
+import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
 import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from './cli-process';
 import { getFreePort } from './servers';
 
@@ -357,11 +359,38 @@ export class AssignmentWatch {
   }
 }
 
+const placed = (record: LogRecord) => `${record.partition}:${record.offset}@${new Date(record.timestamp).toISOString()}`;
+
+/**
+ * Where each doubled request is in every topic of the pipeline (read_committed, from the beginning): a request
+ * received twice points at the receiver, decoded twice at the decoder, decoded once but executed twice at the
+ * dispatcher. Read after the drain, for the note of a failing scenario.
+ */
+export async function doublesTraced(cluster: PipelineCluster, executions: ExecutionWatch, max = 10): Promise<Record<string, unknown>[]> {
+  const doubled = [...executions.perRequest].filter(([, n]) => n > 1).slice(0, max).map(([id]) => id);
+  if (doubled.length === 0) return [];
+  const log = await cluster.log();
+  const codec = defaultAvroCodec();
+  const find = async (topic: string, schema: 'Received' | 'Decoded') => {
+    const found = new Map<string, string[]>();
+    for (const record of await collectUntilQuiet(log, topic, 2_000)) {
+      const { requestId } = codec.decode(schema, record.value) as { requestId: string };
+      if (doubled.includes(requestId)) found.set(requestId, [...found.get(requestId) ?? [], placed(record)]);
+    }
+    return found;
+  };
+  const received = await find(cluster.topics.received, 'Received');
+  const decoded = await find(cluster.topics.decoded, 'Decoded');
+  return doubled.map((id) => ({ requestId: id, received: received.get(id) ?? [], decoded: decoded.get(id) ?? [], executions: executions.where.get(id) ?? [] }));
+}
+
 /** The execution queue read from the beginning in the background; records deduplicated by position (a re-read after a reader error counts nothing twice). */
 export class ExecutionWatch {
   /** requestId → executions seen for it. */
   readonly perRequest = new Map<string, number>();
   readonly executionIds = new Map<string, number>();
+  /** requestId → where each of its executions is ("partition:offset@ISO time"), for telling a double's cause. */
+  readonly where = new Map<string, string[]>();
   /** When the latest new record was seen (epoch ms). */
   lastRecordAt = Date.now();
   readErrors = 0;
@@ -381,6 +410,7 @@ export class ExecutionWatch {
             const execution = this.codec.decode('ExecutionRequested', record.value);
             this.perRequest.set(execution.requestId, (this.perRequest.get(execution.requestId) ?? 0) + 1);
             this.executionIds.set(execution.executionId, (this.executionIds.get(execution.executionId) ?? 0) + 1);
+            this.where.set(execution.requestId, [...this.where.get(execution.requestId) ?? [], placed(record)]);
             this.lastRecordAt = Date.now();
           }
         } catch {
