@@ -60,3 +60,24 @@ test('a heartbeat answered NOT_COORDINATOR, then a rejoin answered COORDINATOR_L
     await stage.stop();
   }
 }, 120_000);
+
+test('a read whose consumer stops for good (its join refused with an error kafkajs does not retry) fails with the reason, instead of waiting as if nothing came', async () => {
+  const topic = `faults.read.${randomUUID().slice(0, 8)}`;
+  await log.ensureTopics([topic]);
+  await log.append([rec(topic, 0, 'there')]);
+  // The reader's first join: kafkajs crashes without a restart on a non-retriable error, as after a broker restart
+  // when finding the coordinator ran out of retries ("Failed to find group coordinator").
+  proxy.inject([{ api: API.JoinGroup, errorCode: ERROR.GROUP_AUTHORIZATION_FAILED, unseen: true }]);
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), 30_000);
+  const read: string[] = [];
+  try {
+    await expect((async () => {
+      for await (const r of log.read(topic, { start: { from: 'beginning' }, signal: abort.signal })) read.push(r.value.toString());
+    })()).rejects.toThrow(new RegExp(`kafka read of ${topic.replace(/\./g, '\\.')} stopped`));
+  } finally {
+    clearTimeout(timer);
+  }
+  expect(proxy.injected().map((f) => f.errorCode)).toContain(ERROR.GROUP_AUTHORIZATION_FAILED);
+  expect(read).toEqual([]);
+}, 60_000);

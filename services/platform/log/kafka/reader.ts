@@ -53,6 +53,11 @@ export async function* readTopic(ctx: ReaderContext, topic: string, { start, sig
           if (others.length > 0) c.pause([{ topic, partitions: others }]);
         }
       });
+      // kafkajs restarts a consumer after a retriable crash by itself (GROUP_JOIN then seeks to `positions`);
+      // after any other it stops for good, and a reader left waiting would look like a topic with nothing new.
+      c.on(c.events.CRASH, ({ payload }) => {
+        if (!payload.restart) channel.fail(unavailable(`kafka read of ${topic} stopped`, payload.error));
+      });
       await c.connect();
       await c.subscribe({ topics: [topic], fromBeginning: true });
       if (channel.closed) return;
@@ -137,6 +142,8 @@ class Channel {
   private records: LogRecord[] = [];
   private index = 0;
   private taker: ((record: LogRecord | undefined) => void) | null = null;
+  private refuse: ((error: Error) => void) | null = null;
+  private failure: Error | null = null;
   private drained: (() => void) | null = null;
 
   private readonly onAbort = () => this.close();
@@ -161,13 +168,25 @@ class Channel {
   }
 
   next(): Promise<LogRecord | undefined> {
+    if (this.failure) return Promise.reject(this.failure);
     if (this.closed) return Promise.resolve(undefined);
     if (this.index < this.records.length) {
       const record = this.records[this.index++];
       if (this.index >= this.records.length) this.finish();
       return Promise.resolve(record);
     }
-    return new Promise((resolve) => { this.taker = resolve; });
+    return new Promise((resolve, reject) => { this.taker = resolve; this.refuse = reject; });
+  }
+
+  /** The reader cannot go on: the caller's pending and next next() reject with `error`. */
+  fail(error: Error): void {
+    if (this.closed) return;
+    this.failure = error;
+    const refuse = this.refuse;
+    this.taker = null;
+    this.refuse = null;
+    refuse?.(error);
+    this.close();
   }
 
   close(): void {
@@ -178,6 +197,7 @@ class Channel {
     this.index = 0;
     const taker = this.taker;
     this.taker = null;
+    this.refuse = null;
     taker?.(undefined);
     this.finish();
   }
@@ -186,6 +206,7 @@ class Channel {
     if (!this.taker || this.index >= this.records.length) return;
     const taker = this.taker;
     this.taker = null;
+    this.refuse = null;
     taker(this.records[this.index++]);
   }
 
