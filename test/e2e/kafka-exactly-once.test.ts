@@ -67,7 +67,9 @@ async function scenario(name: string, env: Record<string, string>, workflows: st
     const executions = await c.watchExecutions();
     load = loadOf(c, workflows, maxLoad);
     await accepts(load, 300);
-    const facts = await act({ c, load, executions });
+    const facts = await act({ c, load, executions }).catch((error: unknown) => {
+      throw new Error(`${(error as Error).message}; every process's output: ${c.saveOutputs(`kafka-exactly-once-${name.replace(/\W+/g, '-')}-failed`)}`, { cause: error });
+    });
     const answered = await load.stop();
     await drain(c, answered, executions, { patienceMs: 150_000 });
     const v = verdict(exactlyOnce(answered, executions), offsets);

@@ -156,6 +156,17 @@ const UNSTABLE = 'unstable';
 const UNSTABLE_OFFSET_COMMIT_CODE = 88;
 const stableReads = new AsyncLocalStorage<boolean>();
 
+/** The group's committed offset of one partition as it stands (-1 when none): a pending commit is not counted. */
+export async function plainCommittedOffset(admin: Admin, groupId: string, topic: string, partition: number): Promise<string> {
+  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
+  return committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
+}
+
+/** A stable read that gave up while the partition's committed offset was still unstable. */
+export class UnstableOffsetError extends Error {
+  override readonly name = 'UnstableOffsetError';
+}
+
 /**
  * The group's committed offset of one partition of `topic` (-1 when none), stable: while a transaction that
  * commits offsets of that partition has not had its markers written, the read is tried again every
@@ -187,7 +198,7 @@ export async function stableCommittedOffset(admin: Admin, groupId: string, topic
     }
     unstable = true;
     if (stop() || Date.now() >= giveUpAt) {
-      throw new Error(`the committed offset of ${topic} partition ${partition} for group ${groupId} was not stable after ${Date.now() - started} ms: `
+      throw new UnstableOffsetError(`the committed offset of ${topic} partition ${partition} for group ${groupId} was not stable after ${Date.now() - started} ms: `
         + 'a transaction that commits it has not had its markers written. It is read again; if it stays so, the transaction hangs: '
         + `find it with kafka-transactions.sh find-hanging and abort it on every partition listed (docs/kafka.md, "A partition that waits for a pending offset commit")`);
     }
