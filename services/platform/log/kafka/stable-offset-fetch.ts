@@ -156,17 +156,6 @@ const UNSTABLE = 'unstable';
 const UNSTABLE_OFFSET_COMMIT_CODE = 88;
 const stableReads = new AsyncLocalStorage<boolean>();
 
-/** The group's committed offset of one partition as it stands (-1 when none): a pending commit is not counted. */
-export async function plainCommittedOffset(admin: Admin, groupId: string, topic: string, partition: number): Promise<string> {
-  const [committed] = await admin.fetchOffsets({ groupId, topics: [topic] });
-  return committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
-}
-
-/** A stable read that gave up while the partition's committed offset was still unstable. */
-export class UnstableOffsetError extends Error {
-  override readonly name = 'UnstableOffsetError';
-}
-
 /**
  * The group's committed offset of one partition of `topic` (-1 when none), stable: while a transaction that
  * commits offsets of that partition has not had its markers written, the read is tried again every
@@ -176,9 +165,9 @@ export class UnstableOffsetError extends Error {
  *
  * It never falls back to the unstable offset: that is the offset from before the pending transaction, and a
  * stage that started there would handle the transaction's records a second time (seen after broker restarts:
- * a commit's offset marker took longer than the wait). A commit whose marker never comes (Kafka skips the
- * markers of a partition that has no leader, which a single-replica broker's crash can cause) keeps the
- * partition waiting until an operator aborts the hanging transaction; the error says how (docs/kafka.md).
+ * a commit's offset marker took longer than the wait). Nor does anything here abort a pending commit: one
+ * whose marker never came belonged, in the tests, to a transaction that had committed its outputs. Such a
+ * commit keeps the partition waiting until an operator acts (docs/kafka.md).
  */
 export async function stableCommittedOffset(admin: Admin, groupId: string, topic: string, partition: number, giveUpAt: number, stop: () => boolean = () => false, waited: (w: { offset: string; ms: number }) => void = () => undefined): Promise<string> {
   const started = Date.now();
@@ -198,9 +187,9 @@ export async function stableCommittedOffset(admin: Admin, groupId: string, topic
     }
     unstable = true;
     if (stop() || Date.now() >= giveUpAt) {
-      throw new UnstableOffsetError(`the committed offset of ${topic} partition ${partition} for group ${groupId} was not stable after ${Date.now() - started} ms: `
-        + 'a transaction that commits it has not had its markers written. It is read again; if it stays so, the transaction hangs: '
-        + `find it with kafka-transactions.sh find-hanging and abort it on every partition listed (docs/kafka.md, "A partition that waits for a pending offset commit")`);
+      throw new Error(`the committed offset of ${topic} partition ${partition} for group ${groupId} was not stable after ${Date.now() - started} ms: `
+        + 'a transaction that commits it has not had its markers written. It is read again. If it stays so, a marker was lost: '
+        + 'read docs/kafka.md, "A partition that waits for a pending offset commit", before aborting anything (an abort can execute records twice)');
     }
     await new Promise((resolve) => setTimeout(resolve, UNSTABLE_RETRY_MS));
   }

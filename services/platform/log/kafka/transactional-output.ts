@@ -51,7 +51,6 @@ export function isFenced(error: unknown): boolean {
 }
 
 const MAX_REQUEST_BYTES = 900_000;
-const CONCURRENT_RETRIES = 10;
 const PRODUCER_RETRY = { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 };
 
 export class TransactionalOutput {
@@ -113,39 +112,6 @@ export class TransactionalOutput {
       // and after a failed EndTxn its state machine is stuck. The next InitProducerId settles the old transaction.
       await this.discard();
       throw new TransactionFailure(aborted, { cause: error });
-    }
-  }
-
-  /**
-   * Abort a transaction of this producer that commits `offsets`: its ABORT marker on the group's
-   * `__consumer_offsets` partition drops every pending offset commit of this producer id, including one that
-   * no transaction of the coordinator's covers (an orphan; see TransactionalStage.stableCommittedOffset).
-   * Nothing can be committed here: the transaction is only ever aborted.
-   */
-  async abortPendingOffsetCommits(offsets: OffsetCommit): Promise<void> {
-    let tx: Awaited<ReturnType<Producer['transaction']>> | null = null;
-    try {
-      const producer = await this.ready();
-      tx = await producer.transaction();
-      // kafkajs does not retry AddOffsetsToTxn refused while this producer's last transaction still completes.
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await tx.sendOffsets({
-            consumerGroupId: offsets.group,
-            topics: [{ topic: offsets.topic, partitions: [{ partition: offsets.partition, offset: offsets.offset }] }],
-          });
-          break;
-        } catch (error) {
-          if ((error as { type?: unknown }).type !== 'CONCURRENT_TRANSACTIONS' || attempt >= CONCURRENT_RETRIES) throw error;
-          await new Promise((resolve) => setTimeout(resolve, 100 * attempt));
-        }
-      }
-      await tx.abort();
-    } catch (error) {
-      // As after a failed commit: the producer is replaced; the next InitProducerId settles what is open.
-      if (tx?.isActive()) await tx.abort().catch(() => undefined);
-      await this.discard();
-      throw new TransactionFailure(false, { cause: error });
     }
   }
 

@@ -7,7 +7,7 @@ import { describeKafkaError, sleep, unavailable } from './kafka-client';
 import { nextOffset, toLogRecord } from './records';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
-import { plainCommittedOffset, stableCommittedOffset, UnstableOffsetError } from './stable-offset-fetch';
+import { stableCommittedOffset } from './stable-offset-fetch';
 
 /**
  * EventLog.runStage on Kafka: consume-transform-produce, exactly once per input record, however members
@@ -83,13 +83,6 @@ const PARTITIONS_AT_ONCE = 8;
  * would handle the pending transaction's records twice (docs/kafka.md).
  */
 const STABLE_READ_MAX_MS = 15_000;
-
-/**
- * How long a stable read waits, after the member's own InitProducerId, before it takes a pending offset commit for
- * an orphan and aborts it (stableCommittedOffset). Nothing legitimate is pending by then; the wait only covers the
- * group coordinator applying a marker the transaction coordinator has just written.
- */
-const ORPHAN_AFTER_MS = 5_000;
 
 /** The transactional id of one input partition of one stage: its owner, whoever that is, fences the previous one. */
 export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
@@ -250,7 +243,7 @@ class TransactionalStage {
     const { group, topic } = this.options;
     const output = new TransactionalOutput(this.ctx.kafka, partitionTransactionalId(group, topic, partition), this.ctx.transactionTimeout);
     const owned: Owned = { join: this.joins, output, committed: Promise.resolve(''), checked: false };
-    owned.committed = output.ready().then(() => this.stableCommittedOffset(partition, output, () => this.owned.get(partition) === owned));
+    owned.committed = output.ready().then(() => this.stableCommittedOffset(partition, () => this.owned.get(partition) === owned));
     owned.committed.catch(() => undefined); // awaited by own(); a partition never fetched again must not leave it unhandled
     this.owned.set(partition, owned);
     return owned;
@@ -369,44 +362,23 @@ class TransactionalStage {
   }
 
   /**
-   * The group's committed offset of the partition, read stable (stable-offset-fetch.ts), after `output` was
-   * initialised. That InitProducerId returned only once the coordinator had completed or aborted every earlier
-   * transaction of the partition's transactional id, markers written. So an offset commit still pending after
-   * ORPHAN_AFTER_MS is one no transaction of the coordinator's covers: an orphan, seen after a broker's
-   * controlled shutdown (a TxnOffsetCommit written while the coordinator's own record of the transaction was
-   * not), which would keep the partition waiting for good. It can carry no committed output, so this member
-   * aborts it: a transaction of the same producer id that commits the offset as it stands and is aborted, whose
-   * marker drops every pending commit of that producer id. Then it reads again, for at most STABLE_READ_MAX_MS.
-   *
-   * A read gives up sooner when the member stops, loses the partition or the group rebalances (a join must not
-   * wait for it). Given up, it throws, and the partition is retried with back-off (own()): the unstable offset is
-   * never used.
+   * The group's committed offset of the partition, read stable (stable-offset-fetch.ts): while a transaction that
+   * commits offsets of it has not had its markers written (seconds, after a broker restart), the read waits, for
+   * at most STABLE_READ_MAX_MS, and gives up sooner when the member stops, loses the partition or the group
+   * rebalances (a join must not wait for it). Given up, it throws, and the partition is retried with back-off
+   * (own()): the unstable offset is never used.
    */
-  private async stableCommittedOffset(partition: number, output: TransactionalOutput, owned: () => boolean): Promise<string> {
+  private async stableCommittedOffset(partition: number, owned: () => boolean): Promise<string> {
     const { group, topic } = this.options;
     const admin = await this.ctx.admin();
     const stop = () => this.stopping || !owned() || this.membership !== null;
-    const waited = ({ offset: read, ms }: { offset: string; ms: number }) => {
+    const offset = await stableCommittedOffset(admin, group, topic, partition, Date.now() + STABLE_READ_MAX_MS, stop, ({ offset: read, ms }) => {
       this.logger.info('kafka stage waited for a pending offset commit', { partition, offset: read, waitedMs: ms });
-    };
-    let offset: string;
-    try {
-      offset = await stableCommittedOffset(admin, group, topic, partition, Date.now() + ORPHAN_AFTER_MS, stop, waited);
-    } catch (error) {
-      if (!(error instanceof UnstableOffsetError) || stop()) throw error;
-      const asItStands = await this.offsetOrStart(admin, partition, await plainCommittedOffset(admin, group, topic, partition));
-      this.logger.warn('kafka stage aborts an offset commit that no transaction covers', { partition, pendingFor: `${ORPHAN_AFTER_MS} ms`, committed: asItStands });
-      await output.abortPendingOffsetCommits({ group, topic, partition, offset: asItStands });
-      offset = await stableCommittedOffset(admin, group, topic, partition, Date.now() + STABLE_READ_MAX_MS, stop, waited);
-    }
-    return this.offsetOrStart(admin, partition, offset);
-  }
-
-  /** A committed offset, or the partition's first offset when the group has none (-1). */
-  private async offsetOrStart(admin: Admin, partition: number, offset: string): Promise<string> {
+    });
     if (BigInt(offset) >= 0n) return offset;
-    const bounds = await admin.fetchTopicOffsets(this.options.topic);
-    return bounds.find((b) => b.partition === partition)?.low ?? '0';
+    const bounds = await admin.fetchTopicOffsets(topic);
+    const low = bounds.find((b) => b.partition === partition)?.low;
+    return low ?? '0';
   }
 
   /** A consumer that crashed for good (kafkajs does not restart it) is started again after a back-off. */
