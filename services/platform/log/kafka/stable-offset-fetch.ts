@@ -179,7 +179,9 @@ export async function stableCommittedOffset(admin: Admin, groupId: string, topic
       offset = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
     } catch (error) {
       if (!(error as { retriable?: unknown } | null)?.retriable || Date.now() >= giveUpAt || stop()) throw error;
-      offset = UNSTABLE;
+      // A coordinator loading or moving: asked again, and not counted as a pending offset commit.
+      await new Promise((resolve) => setTimeout(resolve, UNSTABLE_RETRY_MS));
+      continue;
     }
     if (offset !== UNSTABLE) {
       if (unstable) waited({ offset, ms: Date.now() - started });
