@@ -2,6 +2,8 @@
 FROM node:24-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json tsconfig.json tsconfig.build.json ./
+# npm ci's postinstall applies patches/ (patch-package): kafkajs's retry per partition (docs/kafka.md).
+COPY patches ./patches
 COPY services ./services
 COPY schemas ./schemas
 RUN npm ci --no-audit --no-fund && npm prune --omit=dev

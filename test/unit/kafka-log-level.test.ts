@@ -1,5 +1,6 @@
 import { logLevel } from 'kafkajs';
-import { kafkaLogLevel } from '../../services/platform/log/kafka/kafka-client';
+import { createKafkaClient, kafkaLogLevel } from '../../services/platform/log/kafka/kafka-client';
+import { createLogger } from '../../services/platform/logger/logger';
 
 /** kafkajs logs a healthy cluster's coordination at `error`; what it retries by itself must not page anyone. */
 describe('kafkajs log levels', () => {
@@ -20,4 +21,9 @@ describe('kafkajs log levels', () => {
     expect(at(logLevel.ERROR, 'Offset out of range, resetting to default offset')).toBe('error');
     expect(at(logLevel.WARN, 'KafkaJS v2.0.0 switched default partitioner')).toBeNull();
   });
+});
+
+test('the installed kafkajs carries the per-partition retry of patches/kafkajs+2.2.4.patch (docs/kafka.md)', () => {
+  // createKafkaClient refuses an unpatched kafkajs; npm install's postinstall (patch-package) applies the patch.
+  expect(() => createKafkaClient({ brokers: ['127.0.0.1:9'], clientId: 'patch-check', logger: createLogger({ level: 'error', write: () => undefined }) })).not.toThrow();
 });

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { Kafka, logLevel, type LogEntry, type RetryOptions } from 'kafkajs';
 import { EventLogError } from '../event-log';
 import type { Fields, Logger } from '../../logger/logger';
@@ -22,6 +23,7 @@ export interface KafkaClientOptions {
 export const DEFAULT_CLIENT_RETRY: RetryOptions = { initialRetryTime: 200, maxRetryTime: 5_000, retries: 8 };
 
 export function createKafkaClient(options: KafkaClientOptions): Kafka {
+  requirePatchedKafkajs();
   // Every committed offset this process reads is a stable one (stable-offset-fetch.ts).
   useStableOffsetFetch();
   return new Kafka({
@@ -33,6 +35,23 @@ export function createKafkaClient(options: KafkaClientOptions): Kafka {
     logLevel: logLevel.WARN,
     logCreator: () => (entry) => forwardLogEntry(options.logger, entry),
   });
+}
+
+let patchChecked = false;
+
+/**
+ * kafkajs 2.2.4 loses a send's records when a partition's leader moves to a broker that answered an earlier
+ * attempt of the same send (tulios/kafkajs#1303): patches/kafkajs+2.2.4.patch, applied by `npm install`'s
+ * postinstall (patch-package), retries per partition instead. An install without it (`--ignore-scripts`) would
+ * answer 200 for records a broker failover dropped, so no Kafka client starts without it.
+ */
+function requirePatchedKafkajs(): void {
+  if (patchChecked) return;
+  const file = require.resolve('kafkajs/src/producer/sendMessages.js');
+  if (!readFileSync(file, 'utf8').includes('ingress-patch: retry per partition')) {
+    throw new Error(`kafkajs is not patched (${file}): run npm install or npm ci, whose postinstall applies patches/kafkajs+2.2.4.patch; without it a broker failover can drop records that were answered 200`);
+  }
+  patchChecked = true;
 }
 
 /**
