@@ -4,13 +4,13 @@ import {
   doublesTraced, drain, exactlyOnce, PipelineCluster, startLoad, until, workflowIdsCovering,
   type ExactlyOnceReport, type ExecutionWatch, type Load, type LoadResult, type OffsetWatch, type Role,
 } from '../support/pipeline-cluster';
-import { startKafkaForTests, type KafkaHandle } from '../support/servers';
+import { startKafkaClusterForTests, type KafkaClusterHandle } from '../support/servers';
 
 /**
  * Exactly once on Kafka when stage processes misbehave, with every stage in processes of its own as in
  * production: a stage process frozen (SIGSTOP) past its session and thawed under load (the zombie that
- * still holds a transaction), `kill -9` and an immediate restart, replicas joining a busy group, and broker
- * restarts. Each test asserts, over everything its load was answered:
+ * still holds a transaction), `kill -9` and an immediate restart, replicas joining a busy group, and a broker
+ * restart and a broker crash in a cluster of three. Each test asserts, over everything its load was answered:
  * - every request answered 200 has exactly one ExecutionRequested; no request id twice; none the test
  *   never got an answer with;
  * - the stage groups' committed offsets never go backwards in any partition (polled every 100 ms).
@@ -148,28 +148,29 @@ test('RECORD_KEY=request: one busy workflow spread over the partitions while a 2
   }
 }, 240_000);
 
-describe('on a broker of its own', () => {
-  let kafka: KafkaHandle;
-  beforeAll(async () => { kafka = await startKafkaForTests(); }, 120_000);
+describe('on a cluster of three brokers of its own', () => {
+  let kafka: KafkaClusterHandle;
+  beforeAll(async () => { kafka = await startKafkaClusterForTests({ nodes: 3 }); }, 120_000);
   afterAll(async () => { await kafka?.stop(); });
 
-  // Two restarts, an orderly one and a crash (SIGKILL of the JVM): a third adds ~30 s on 2 cores and has not found more.
+  // Replication factor 3 and min.insync.replicas 2, as production runs: one broker restarted in order, then, once
+  // it caught up, another one crashed (SIGKILL of its JVM) and started again. Leaders, group and transaction
+  // coordinators move to the brokers left, and back. A single broker restarted under load is not what this tests:
+  // Kafka then skips or loses a transaction's markers now and then (docs/kafka.md, "A partition that waits for a
+  // pending offset commit"), and the stages wait, as they must.
   test('broker restarts under load: every process is ready again while the stages process, and exactly once holds', async () => {
     const { env, cleanup } = backendEnv('real', {
-      KAFKA_BROKERS: kafka.brokers, KAFKA_TOPIC_PARTITIONS: String(partitions), KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1', ...SHORT_SESSION,
+      KAFKA_BROKERS: kafka.brokers, KAFKA_TOPIC_PARTITIONS: String(partitions), KAFKA_REPLICATION_FACTOR: '3', KAFKA_MIN_INSYNC_REPLICAS: '2', ...SHORT_SESSION,
     });
     try {
       await scenario('broker restarts', env, workflowIdsCovering('wf-restart-', partitions), ['receiver', 'decoder', 'decoder', 'dispatcher'], async ({ c, load, executions }) => {
-        const rounds: Record<string, number>[] = [];
-        // One clean restart: after `kill -9` of this single-replica broker Kafka can skip a transaction's markers
-        // while its partitions have no leader yet, and after any restart under load it has left a committed
-        // transaction's offset commit pending for good, in about one restart in ten (docs/kafka.md, "A partition
-        // that waits for a pending offset commit"). The stages then wait, as they must, and this test fails.
-        for (const [round, restart] of [{ downMs: 3_000 }].entries()) {
+        const rounds: Record<string, number | string>[] = [];
+        const restarts = [{ node: kafka.nodes[0], how: { downMs: 3_000 } }, { node: kafka.nodes[1], how: { hard: true, downMs: 3_000 } }];
+        for (const [round, { node, how }] of restarts.entries()) {
           const t0 = Date.now();
           const since = () => Date.now() - t0;
-          const steps: Record<string, number> = {};
-          await kafka.restart(restart);
+          const steps: Record<string, number | string> = { broker: node.nodeId, crash: String(Boolean(how.hard)) };
+          await node.restart(how);
           steps.brokerBackMs = since();
           // Ready again while the load goes on, and the stages process what comes after the restart.
           await c.waitReady(90_000);
@@ -179,7 +180,9 @@ describe('on a broker of its own', () => {
           steps.acceptedMs = since();
           await until(`executions after broker restart ${round + 1}`, () => executions.records, (n) => n >= executedBefore + 200, 90_000);
           steps.executedMs = since();
-          await c.waitReady(90_000);
+          // The next broker goes down only once this one has caught up: two down at once is below min.insync.replicas.
+          await kafka.inSync(90_000);
+          steps.inSyncMs = since();
           rounds.push(steps);
         }
         return { rounds, readerErrors: executions.readErrors };
@@ -187,5 +190,5 @@ describe('on a broker of its own', () => {
     } finally {
       cleanup();
     }
-  }, 300_000);
+  }, 360_000);
 });

@@ -3,12 +3,20 @@ import { writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { backendEnv } from '../support/app';
 import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { startFaultProxy, type FaultProxy } from '../support/kafka-fault-proxy';
 import { getFreePort, startKafkaForTests, type KafkaHandle } from '../support/servers';
 
 /**
  * The service as an orchestrator sees it: liveness and readiness on the admin port, a graceful stop on SIGTERM
- * that finishes the requests in flight, and, on a broker of its own that is restarted under load, every 200
- * backed by an execution and every refusal a 503 with Retry-After (back-pressure instead of an unbounded queue).
+ * that finishes the requests in flight, and, on a broker of its own that the service loses for 4 s under load,
+ * every 200 backed by an execution and every refusal a 503 with Retry-After (back-pressure instead of an
+ * unbounded queue).
+ *
+ * The outage is a proxy in front of the broker dropping every connection, not a restart of this single broker:
+ * a single Kafka broker restarted under load now and then leaves a committed transaction's offset commit pending
+ * for good (docs/kafka.md, "A partition that waits for a pending offset commit"), and the stage then waits, as it
+ * must. Broker restarts and crashes are tested where production has them, on a three-broker cluster
+ * (kafka-exactly-once.test.ts).
  */
 const lines = (text: string) => text.trim().split('\n').filter(Boolean).map((l) => JSON.parse(l));
 const get = async (port: number, path: string) => {
@@ -77,13 +85,22 @@ test('SIGTERM: readiness turns 503, new connections are refused, the request in 
 
 describe('on a broker of its own', () => {
   let kafka: KafkaHandle;
-  beforeAll(async () => { kafka = await startKafkaForTests(); }, 120_000);
-  afterAll(async () => { await kafka?.stop(); });
+  let proxy: FaultProxy;
+  beforeAll(async () => {
+    const [port, proxyPort] = [await getFreePort(), await getFreePort()];
+    proxy = await startFaultProxy({ host: '127.0.0.1', port }, proxyPort);
+    // The broker advertises the proxy, so that every client of the service (and the test's CLI) goes through it.
+    kafka = await startKafkaForTests({ port, advertisedPort: proxyPort });
+  }, 120_000);
+  afterAll(async () => {
+    await kafka?.stop();
+    await proxy?.close();
+  });
 
-  test('a broker restart under load: every 200 has its execution, every refusal is a 503 with Retry-After, /readyz says so meanwhile', async () => {
+  test('a broker outage under load: every 200 has its execution, every refusal is a 503 with Retry-After, /readyz says so meanwhile', async () => {
     const adminPort = await getFreePort();
     const { env, cleanup } = backendEnv('embedded', {
-      KAFKA_BROKERS: kafka.brokers, KAFKA_TOPIC_PARTITIONS: '3', KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1',
+      KAFKA_BROKERS: `127.0.0.1:${proxy.port}`, KAFKA_TOPIC_PARTITIONS: '3', KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1',
       ADMIN_PORT: String(adminPort), MAX_PENDING_ACCEPTS: '4',
     });
     let service: ServiceProcess | null = null;
@@ -106,10 +123,10 @@ describe('on a broker of its own', () => {
       }));
       await until(async () => accepted.length, (n) => n >= 50);
       const readiness: number[] = [];
-      let restarting = true;
-      const watch = (async () => { while (restarting) { readiness.push((await get(adminPort, '/readyz').catch(() => ({ status: 0 }))).status); } })();
-      await kafka.restart({ downMs: 4_000 });
-      restarting = false;
+      let outage = true;
+      const watch = (async () => { while (outage) { readiness.push((await get(adminPort, '/readyz').catch(() => ({ status: 0 }))).status); } })();
+      await proxy.cut(4_000);
+      outage = false;
       await watch;
       const after = accepted.length;
       await until(async () => accepted.length, (n) => n >= after + 50);
@@ -122,7 +139,7 @@ describe('on a broker of its own', () => {
       expect((await until(() => get(adminPort, '/readyz'), (r) => r.status === 200)).body).toEqual({ status: 'ready' });
 
       // Refused accepts may still have reached the log (at-least-once): executions ⊇ 200s, each execution id once.
-      // Every 200 executed: read until none is missing (a partition retried with back-off after the restart may
+      // Every 200 executed: read until none is missing (a partition retried with back-off after the outage may
       // come last), for at most 120 s; then whatever is missing fails the test below.
       const read = async () => lines((await runCli(['tail', 'executions.requested.v1', '--from-beginning', '--timeout', '5'], env)).stdout);
       let executions = await read();
@@ -138,7 +155,7 @@ describe('on a broker of its own', () => {
       for (const e of executions) seen.set(e.executionId, (seen.get(e.executionId) ?? 0) + 1);
       const doubled = executions.filter((e) => seen.get(e.executionId)! > 1);
       if (doubled.length > 0) {
-        // What a double is made of: the same request received twice (an append retried after the restart), or one record handled twice.
+        // What a double is made of: the same request received twice (an append retried after the outage), or one record handled twice.
         const received = lines((await runCli(['tail', 'ingress.received.v1', '--from-beginning', '--timeout', '10'], env)).stdout);
         const receivedTimes = (id: string) => received.filter((r) => r.requestId === id).map((r) => r._log);
         // The decoded records tell a batch appended twice (one timestamp) from records decoded twice (two).

@@ -56,6 +56,11 @@ export interface FaultProxy {
   inject(faults: Fault[]): void;
   /** The faults answered so far. */
   injected(): Fault[];
+  /**
+   * An outage of `ms`: every open connection is dropped, and every new one closed as soon as it is accepted, so
+   * clients see the broker gone (requests in flight unanswered, reconnects refused) while it runs on untouched.
+   */
+  cut(ms: number): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -76,7 +81,9 @@ export async function startFaultProxy(target: { host: string; port: number }, po
   const queue: Fault[] = [];
   const done: Fault[] = [];
   const sockets = new Set<net.Socket>();
+  let cutUntil = 0;
   const server = net.createServer((client) => {
+    if (Date.now() < cutUntil) { client.destroy(); return; }
     const upstream = net.connect(target.port, target.host);
     sockets.add(client).add(upstream);
     const requests = new Map<number, { api: number; version: number }>();
@@ -117,6 +124,11 @@ export async function startFaultProxy(target: { host: string; port: number }, po
     port: (server.address() as net.AddressInfo).port,
     inject: (faults) => { queue.push(...faults); },
     injected: () => [...done],
+    cut: async (ms) => {
+      cutUntil = Date.now() + ms;
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => setTimeout(resolve, ms));
+    },
     close: () => new Promise<void>((resolve) => {
       for (const s of sockets) s.destroy();
       server.close(() => resolve());

@@ -362,26 +362,31 @@ export class AssignmentWatch {
 const placed = (record: LogRecord) => `${record.partition}:${record.offset}@${new Date(record.timestamp).toISOString()}`;
 
 /**
- * Where each doubled request is in every topic of the pipeline (read_committed, from the beginning): a request
- * received twice points at the receiver, decoded twice at the decoder, decoded once but executed twice at the
- * dispatcher. Read after the drain, for the note of a failing scenario.
+ * Where each of `requestIds` is in every topic of the pipeline (read_committed, from the beginning), the execution
+ * queue read again too: a request received twice points at the receiver, decoded twice at the decoder, decoded once
+ * but executed twice at the dispatcher; a missing one shows the last topic it reached, or that the watch missed it.
  */
-export async function doublesTraced(cluster: PipelineCluster, executions: ExecutionWatch, max = 10): Promise<Record<string, unknown>[]> {
-  const doubled = [...executions.perRequest].filter(([, n]) => n > 1).slice(0, max).map(([id]) => id);
-  if (doubled.length === 0) return [];
+export async function requestsTraced(cluster: PipelineCluster, executions: ExecutionWatch, requestIds: string[]): Promise<Record<string, unknown>[]> {
+  if (requestIds.length === 0) return [];
   const log = await cluster.log();
   const codec = defaultAvroCodec();
-  const find = async (topic: string, schema: 'Received' | 'Decoded') => {
+  const find = async (topic: string, schema: 'Received' | 'Decoded' | 'ExecutionRequested') => {
     const found = new Map<string, string[]>();
     for (const record of await collectUntilQuiet(log, topic, 2_000)) {
       const { requestId } = codec.decode(schema, record.value) as { requestId: string };
-      if (doubled.includes(requestId)) found.set(requestId, [...found.get(requestId) ?? [], placed(record)]);
+      if (requestIds.includes(requestId)) found.set(requestId, [...found.get(requestId) ?? [], placed(record)]);
     }
     return found;
   };
   const received = await find(cluster.topics.received, 'Received');
   const decoded = await find(cluster.topics.decoded, 'Decoded');
-  return doubled.map((id) => ({ requestId: id, received: received.get(id) ?? [], decoded: decoded.get(id) ?? [], executions: executions.where.get(id) ?? [] }));
+  const executed = await find(cluster.topics.executions, 'ExecutionRequested');
+  return requestIds.map((id) => ({ requestId: id, received: received.get(id) ?? [], decoded: decoded.get(id) ?? [], executions: executions.where.get(id) ?? [], executionsReadAgain: executed.get(id) ?? [] }));
+}
+
+/** requestsTraced for the first `max` doubled requests, for the note of a failing scenario. */
+export function doublesTraced(cluster: PipelineCluster, executions: ExecutionWatch, max = 10): Promise<Record<string, unknown>[]> {
+  return requestsTraced(cluster, executions, [...executions.perRequest].filter(([, n]) => n > 1).slice(0, max).map(([id]) => id));
 }
 
 /** The execution queue read from the beginning in the background; records deduplicated by position (a re-read after a reader error counts nothing twice). */
@@ -534,8 +539,11 @@ export async function drain(cluster: PipelineCluster, load: LoadResult, executio
   try {
     await drained(cluster, load, executions, quietMs, patienceMs);
   } catch (error) {
-    // A stage that stopped making progress says why in its own lines (fencing, retries, offset reads).
-    throw new Error(`${(error as Error).message}; every process's output: ${cluster.saveOutputs('pipeline-drain-gave-up')}`, { cause: error });
+    // A stage that stopped making progress says why in its own lines (fencing, retries, offset reads); a request
+    // that is missing, by the last topic it reached.
+    const missing = load.accepted.filter((id) => !executions.perRequest.has(id)).slice(0, 10);
+    const traced = await requestsTraced(cluster, executions, missing).then((t) => JSON.stringify(t), (e: unknown) => `not read: ${String(e)}`);
+    throw new Error(`${(error as Error).message}; missing requests traced through the topics: ${traced}; every process's output: ${cluster.saveOutputs('pipeline-drain-gave-up')}`, { cause: error });
   }
 }
 

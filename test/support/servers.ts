@@ -21,6 +21,7 @@ import * as os from 'os';
 import * as path from 'path';
 import forge from 'node-forge';
 import type { CosmosClientOptions } from '@azure/cosmos';
+import { Kafka, logLevel } from 'kafkajs';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const HOST = '127.0.0.1';
@@ -83,6 +84,27 @@ export interface KafkaHandle {
   stop(): Promise<void>;
   /** Stops the JVM (SIGKILL when hard) keeping its data, starts it again on the same ports. */
   restart(opts?: { hard?: boolean; downMs?: number }): Promise<void>;
+}
+
+/** One broker of a KafkaClusterHandle. */
+export interface KafkaNodeHandle {
+  nodeId: number;
+  port: number;
+  readonly pid: number | undefined;
+  logFile: string;
+  /** Stops this broker (SIGKILL when hard) keeping its data, starts it again; resolves once all brokers are live. */
+  restart(opts?: { hard?: boolean; downMs?: number }): Promise<void>;
+}
+
+export interface KafkaClusterHandle {
+  /** host:port of every broker, comma-separated (KAFKA_BROKERS) */
+  brokers: string;
+  version: string;
+  clusterId: string;
+  nodes: KafkaNodeHandle[];
+  /** Resolves once every replica of every partition (the internal topics' too) is in sync; throws after `patienceMs`. */
+  inSync(patienceMs?: number): Promise<void>;
+  stop(): Promise<void>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -466,6 +488,7 @@ export function requireTestEnv(name: (typeof TEST_ENV)[keyof typeof TEST_ENV]): 
 
 interface StartKafkaModule {
   startKafka(opts?: { dir?: string; port?: number; controllerPort?: number; version?: string; advertisedPort?: number }): Promise<KafkaHandle>;
+  startKafkaCluster(opts?: { nodes?: number; version?: string }): Promise<Omit<KafkaClusterHandle, 'inSync'>>;
 }
 interface FetchModule {
   hasKafkaJars(): boolean;
@@ -493,11 +516,43 @@ function fetchKafkaJars(): Promise<void> {
   });
 }
 
-export async function startKafkaForTests(opts: { dir?: string; port?: number; advertisedPort?: number } = {}): Promise<KafkaHandle> {
+async function startKafkaModule(): Promise<StartKafkaModule> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const fetchMod = require(path.join(KAFKA_DIR, 'fetch.js')) as FetchModule;
   if (!fetchMod.hasKafkaJars()) await fetchKafkaJars();
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { startKafka } = require(path.join(KAFKA_DIR, 'start-kafka.js')) as StartKafkaModule;
-  return startKafka(opts);
+  return require(path.join(KAFKA_DIR, 'start-kafka.js')) as StartKafkaModule;
+}
+
+export async function startKafkaForTests(opts: { dir?: string; port?: number; advertisedPort?: number } = {}): Promise<KafkaHandle> {
+  return (await startKafkaModule()).startKafka(opts);
+}
+
+/** A KRaft cluster of `nodes` brokers (default 3), replication factor 3 and min.insync.replicas 2. */
+export async function startKafkaClusterForTests(opts: { nodes?: number } = {}): Promise<KafkaClusterHandle> {
+  const cluster = await (await startKafkaModule()).startKafkaCluster(opts);
+  return { ...cluster, inSync: (patienceMs = 60_000) => replicasInSync(cluster.brokers, patienceMs) };
+}
+
+/** Every partition's in-sync replicas are all its replicas: a broker that was down has caught up. */
+async function replicasInSync(brokers: string, patienceMs: number): Promise<void> {
+  const admin = new Kafka({ clientId: 'kafka-in-sync', brokers: brokers.split(','), logLevel: logLevel.NOTHING, retry: { retries: 3 } }).admin();
+  let behind: string[] = ['(not read yet)'];
+  try {
+    await admin.connect();
+    for (const deadline = Date.now() + patienceMs; Date.now() < deadline;) {
+      try {
+        const topics = await admin.listTopics();
+        const { topics: described } = await admin.fetchTopicMetadata({ topics });
+        behind = described.flatMap((t) => t.partitions.filter((p) => p.isr.length < p.replicas.length).map((p) => `${t.name}-${p.partitionId} isr ${p.isr.join(',')} of ${p.replicas.join(',')}`));
+        if (behind.length === 0) return;
+      } catch (error) {
+        behind = [`metadata not read: ${(error as Error).message}`];
+      }
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  } finally {
+    await admin.disconnect().catch(() => undefined);
+  }
+  throw new Error(`replicas not in sync after ${patienceMs} ms: ${behind.slice(0, 10).join('; ')}${behind.length > 10 ? ` (and ${behind.length - 10} more)` : ''}`);
 }
