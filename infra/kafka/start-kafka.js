@@ -22,8 +22,8 @@
  * A given `dir` that already holds data is reused (new ports are fine).
  *
  * As a script:
- *   node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH] [--version X.Y.Z]
- *   prints KAFKA_BROKERS=127.0.0.1:<port> and runs until SIGINT/SIGTERM.
+ *   node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH] [--version X.Y.Z] [--nodes N]
+ *   prints KAFKA_BROKERS=127.0.0.1:<port>[,…] and runs until SIGINT/SIGTERM.
  *
  * The Kafka version is `version`, else KAFKA_VERSION, else the default of infra/kafka/pom.xml (4.4.0);
  * 3.9.x and 4.x are supported. Jars come from infra/kafka/lib/<version>/ (fetched with ./fetch.js on
@@ -271,6 +271,8 @@ function run(cmd, args, { timeoutMs, what }) {
 // process-exit safety net
 
 const live = new Set();
+/** Cluster directories (each node's directory is inside, removed with its node): removed at exit too. */
+const liveRoots = new Set();
 let exitHookInstalled = false;
 function installExitHook() {
   if (exitHookInstalled) return;
@@ -283,6 +285,11 @@ function installExitHook() {
           fs.rmSync(b.dir, { recursive: true, force: true });
         } catch {}
       }
+    }
+    for (const root of liveRoots) {
+      try {
+        fs.rmSync(root, { recursive: true, force: true });
+      } catch {}
     }
   });
 }
@@ -590,6 +597,8 @@ async function startKafkaCluster(opts = {}) {
   let lastErr;
   for (let attempt = 0; attempt < 3; attempt++) { // a picked port can be stolen before the JVM binds it: retry
     const root = fs.mkdtempSync(path.join(os.tmpdir(), 'kafka-test-cluster-'));
+    liveRoots.add(root);
+    installExitHook();
     const brokers = [];
     try {
       const ports = [];
@@ -623,7 +632,10 @@ async function startKafkaCluster(opts = {}) {
           restart: (o) => b.restart(o),
         })),
         stop: () => {
-          stopping ??= Promise.all(brokers.map((b) => b.stop())).finally(() => fs.rmSync(root, { recursive: true, force: true }));
+          stopping ??= Promise.all(brokers.map((b) => b.stop())).finally(() => {
+            fs.rmSync(root, { recursive: true, force: true });
+            liveRoots.delete(root);
+          });
           return stopping;
         },
       };
@@ -631,6 +643,7 @@ async function startKafkaCluster(opts = {}) {
       lastErr = e;
       await Promise.all(brokers.map((b) => b.stop().catch(() => {})));
       fs.rmSync(root, { recursive: true, force: true });
+      liveRoots.delete(root);
       if (!/Address already in use|BindException/.test(String(e && e.message))) break;
     }
   }
@@ -689,15 +702,20 @@ async function main(argv) {
     else if (a === '--controller-port') opts.controllerPort = Number(argv[++i]);
     else if (a === '--dir') opts.dir = argv[++i];
     else if (a === '--version') opts.version = argv[++i];
+    else if (a === '--nodes') opts.nodes = Number(argv[++i]);
     else if (a === '-h' || a === '--help') {
-      process.stdout.write('usage: node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH] [--version X.Y.Z]\n' +
-        '  --version (or KAFKA_VERSION): 3.9.x or 4.x; default: the <kafka.version> of infra/kafka/pom.xml\n');
+      process.stdout.write('usage: node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH] [--version X.Y.Z] [--nodes N]\n' +
+        '  --version (or KAFKA_VERSION): 3.9.x or 4.x; default: the <kafka.version> of infra/kafka/pom.xml\n' +
+        '  --nodes N: a cluster of N brokers on free ports (replication factor min(3, N)); not with --port, --controller-port or --dir\n');
       return;
     } else throw new Error(`unknown argument: ${a}`);
   }
+  if (opts.nodes !== undefined && (!Number.isInteger(opts.nodes) || opts.nodes < 1)) throw new Error(`--nodes must be a whole number of at least 1, not ${opts.nodes}`);
+  if (opts.nodes > 1 && (opts.port || opts.controllerPort || opts.dir)) throw new Error('--nodes takes free ports and a temporary directory: leave out --port, --controller-port and --dir');
   const t0 = Date.now();
-  const kafka = await startKafka(opts);
-  process.stderr.write(`[start-kafka] Kafka ${kafka.version} ready in ${((Date.now() - t0) / 1000).toFixed(1)}s (pid ${kafka.pid}, dir ${kafka.dir}, log ${kafka.logFile})\n`);
+  const kafka = opts.nodes > 1 ? await startKafkaCluster({ nodes: opts.nodes, version: opts.version }) : await startKafka(opts);
+  const where = opts.nodes > 1 ? `${opts.nodes} nodes, dir ${kafka.dir}, logs ${kafka.dir}/node-*/kafka.log` : `pid ${kafka.pid}, dir ${kafka.dir}, log ${kafka.logFile}`;
+  process.stderr.write(`[start-kafka] Kafka ${kafka.version} ready in ${((Date.now() - t0) / 1000).toFixed(1)}s (${where})\n`);
   process.stdout.write(`KAFKA_BROKERS=${kafka.brokers}\n`);
   let stopping = false;
   const shutdown = (sig) => {
