@@ -8,7 +8,7 @@ import { backendEnv } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, readEvents } from '../support/admin-api';
 import { startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 import { freePort } from '../support/free-port';
-import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 
 /**
  * A range replay asked of the running service's management API on the embedded log, while partners keep

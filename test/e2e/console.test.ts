@@ -8,7 +8,7 @@ import { CONSOLE_CSP } from '../../services/admin/console';
 import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { datedCertificate, rsaKey } from '../support/dated-certificates';
-import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 
 /**
  * The operator console (docs/management-api.md#console) in a real headless Chromium (Debian's, driven by

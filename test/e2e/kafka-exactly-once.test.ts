@@ -1,4 +1,4 @@
-import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { backendEnv } from '../support/app';
 import {
   doublesTraced, drain, exactlyOnce, PipelineCluster, startLoad, until, workflowIdsCovering,

@@ -7,7 +7,7 @@ import { loadConfig } from '../../services/platform/config/config';
 import type { EventLog, LogRecord } from '../../services/platform/log/event-log';
 import { silentLogger } from '../../services/platform/logger/logger';
 import { pipelineTopics } from '../../services/platform/log/topics';
-import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { backendEnv } from '../support/app';
 import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 

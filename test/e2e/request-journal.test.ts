@@ -13,7 +13,7 @@ import { silentLogger } from '../../services/platform/logger/logger';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import type { JournalEntry } from '../../services/platform/registry/journal';
-import { collect } from '../integration/contracts/event-log.contract';
+import { collect } from '../support/log-reads';
 import { backendEnv, type TestApp } from '../support/app';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { as2Headers, postAs2 } from '../support/as2-client';

@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import { TOPIC_NAMES } from '../../services/platform/log/topics';
-import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { backendEnv } from '../support/app';
 import { CLI, runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 import { getFreePort } from '../support/servers';

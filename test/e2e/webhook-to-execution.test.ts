@@ -1,7 +1,7 @@
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { ExecutionRequested, Received } from '../../services/platform/avro/records';
 import { executionId } from '../../services/dispatcher/execution-id';
-import { collect, collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collect, collectUntilQuiet } from '../support/log-reads';
 import { readAll } from '../integration/contracts/object-store.contract';
 import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
 

@@ -6,7 +6,7 @@ import { createAdminApi, expressRoutes } from '../../services/admin/api';
 import { openApiDocument } from '../../services/admin/openapi';
 import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
-import { collect, collectUntilQuiet } from './contracts/event-log.contract';
+import { collect, collectUntilQuiet } from '../support/log-reads';
 import { datedCertificate } from '../support/dated-certificates';
 
 /**

@@ -3,7 +3,7 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { startTestApp, type TestApp } from '../support/app';
 import { as2Headers } from '../support/as2-client';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { mdnOutcomes, startMdnReceiver, type MdnReceiver } from '../support/mdn-receiver';
 
 /**

@@ -5,7 +5,7 @@ import { parseCredentialDocument } from '../../services/platform/registry/docume
 import { deliveryEvidencePath } from '../../services/mdn/mdn-stage';
 import { evidenceFolder, splitEntity } from '../../services/triggers/as2/evidence';
 import { readAll } from './contracts/object-store.contract';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { as2Headers, executionsOf } from '../support/as2-client';

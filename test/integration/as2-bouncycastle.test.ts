@@ -7,7 +7,7 @@ import { as2Headers, executionsOf, postAs2 } from '../support/as2-client';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { bouncyCastlePeer, type BcCipher, type BouncyCastlePeer } from '../support/bouncycastle-peer';
 import { bcParts, contentOffsetFromEnd, flipped } from '../support/bouncycastle-tamper';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { readAll } from './contracts/object-store.contract';
 
 /**

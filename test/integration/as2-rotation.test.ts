@@ -5,7 +5,7 @@ import { promisify } from 'node:util';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { parseCredentialDocument, type As2CredentialData } from '../../services/platform/registry/documents';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { as2Headers, executionsOf, postAs2, type MdnSeen } from '../support/as2-client';

@@ -3,7 +3,7 @@ import { rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { deflateSync } from 'node:zlib';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type TestApp } from '../support/app';

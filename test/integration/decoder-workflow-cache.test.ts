@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 import { deadLetterOf, executionsOf } from '../support/executions';
 

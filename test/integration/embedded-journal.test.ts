@@ -3,7 +3,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
-import { collect } from './contracts/event-log.contract';
+import { collect } from '../support/log-reads';
 
 /** Recovery and ownership of the embedded log: what the contract suite cannot see. */
 let dir: string;

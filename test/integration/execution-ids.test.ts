@@ -1,7 +1,7 @@
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { ExecutionRequested } from '../../services/platform/avro/records';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 import { allExecutions } from '../support/executions';
 import { eventDocument, SEND_STREAM_ACTION, sendStreamRequest, shipmentDocument } from '../fixtures/cargowise';

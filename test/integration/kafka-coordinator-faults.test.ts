@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OutRecord } from '../../services/platform/log/event-log';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
-import { collect, collectUntilQuiet } from './contracts/event-log.contract';
+import { collect, collectUntilQuiet } from '../support/log-reads';
 import { API, ERROR, startFaultProxy, type FaultProxy } from '../support/kafka-fault-proxy';
 import { until } from '../support/pipeline-cluster';
 import { getFreePort, startKafkaForTests, type KafkaHandle } from '../support/servers';

@@ -9,7 +9,8 @@ import { partitionTransactionalId } from '../../services/platform/log/kafka/tran
 import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
 import { stableCommittedOffset } from '../../services/platform/log/kafka/stable-offset-fetch';
 import { silentLogger } from '../../services/platform/logger/logger';
-import { collect, collectUntilQuiet, describeEventLogContract } from './contracts/event-log.contract';
+import { describeEventLogContract } from './contracts/event-log.contract';
+import { collect, collectUntilQuiet } from '../support/log-reads';
 
 /**
  * The Kafka adapter against a real Apache Kafka broker, 4.x or (KAFKA_VERSION=3.9.2) 3.9: jest globalSetup

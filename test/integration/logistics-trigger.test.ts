@@ -1,6 +1,6 @@
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
 import { allExecutions, executionsOf } from '../support/executions';

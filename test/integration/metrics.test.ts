@@ -1,4 +1,4 @@
-import { collect } from './contracts/event-log.contract';
+import { collect } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 import { readGlobalMetrics, type Point } from '../support/metric-points';
 import { X509Certificate } from 'node:crypto';

@@ -3,7 +3,7 @@ import * as net from 'node:net';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { Received } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 
 /** The receiver's HTTP contract (DESIGN.md §5), on the embedded backends. */

@@ -5,7 +5,7 @@ import { checkpointFile, refeed, type RefeedOptions } from '../../services/admin
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 
 /** The replay loop on the embedded log: bounded by the end as of the start, resumable from its checkpoint after a stop. */
 let dir: string;

@@ -8,7 +8,7 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import { replayOf } from '../../services/platform/log/replay-marking';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { silentLogger } from '../../services/platform/logger/logger';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 
 /**
  * Replay jobs keep track across a restart: a job the process stopped under (or died under) is found again

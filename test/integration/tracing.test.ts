@@ -1,7 +1,7 @@
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { InMemorySpanExporter, SimpleSpanProcessor, TracerProvider, type ReadableSpan } from '@opentelemetry/sdk-trace';
-import { collect } from './contracts/event-log.contract';
+import { collect } from '../support/log-reads';
 import { startTestApp, type BackendChoice } from '../support/app';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { createPeer } from '../support/as2-peer';

@@ -6,7 +6,7 @@ import { Webhook } from 'standardwebhooks';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { Received } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 import { executionsOf } from '../support/executions';
 

@@ -4,7 +4,7 @@ import { gzipSync, deflateSync } from 'node:zlib';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { ExecutionRequested } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
-import { collectUntilQuiet } from './contracts/event-log.contract';
+import { collectUntilQuiet } from '../support/log-reads';
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
 import { deadLetterOf } from '../support/executions';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { ExecutionRequested } from '../../services/platform/avro/records';
-import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collectUntilQuiet } from './log-reads';
 import type { Built, Party, Peer } from './as2-peer';
 import type { TestApp } from './app';
 

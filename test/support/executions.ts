@@ -1,6 +1,6 @@
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { ExecutionRequested } from '../../services/platform/avro/records';
-import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collectUntilQuiet } from './log-reads';
 import type { TestApp } from './app';
 
 const codec = defaultAvroCodec();

@@ -9,7 +9,7 @@ import { loadConfig } from '../../services/platform/config/config';
 import type { LogRecord } from '../../services/platform/log/event-log';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
 import { pipelineTopics, type PipelineTopics } from '../../services/platform/log/topics';
-import { collectUntilQuiet } from '../integration/contracts/event-log.contract';
+import { collectUntilQuiet } from './log-reads';
 import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from './cli-process';
 import { getFreePort } from './servers';
 

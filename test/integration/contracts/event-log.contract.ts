@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { EventLog, LogRecord, OutRecord } from '../../../services/platform/log/event-log';
 import { MAX_STAGE_BATCH_BYTES } from '../../../services/platform/log/topics';
 import { STAGE_BATCH_MAX_MS } from '../../../services/platform/log/stage-batch';
+import { collect, collectUntilQuiet } from '../../support/log-reads';
 
 /**
  * The EventLog contract: every adapter (embedded journal, Kafka) must pass it unchanged.
@@ -11,39 +12,6 @@ export interface EventLogFixture {
   open(): Promise<EventLog>;
   /** Close and forget everything the fixture opened. */
   cleanup(): Promise<void>;
-}
-
-export async function collect(log: EventLog, topic: string, count: number, timeoutMs = 30_000): Promise<LogRecord[]> {
-  const abort = new AbortController();
-  const timer = setTimeout(() => abort.abort(), timeoutMs);
-  const out: LogRecord[] = [];
-  try {
-    for await (const record of log.read(topic, { start: { from: 'beginning' }, signal: abort.signal })) {
-      out.push(record);
-      if (out.length >= count) break;
-    }
-  } finally {
-    clearTimeout(timer);
-  }
-  if (out.length < count) throw new Error(`expected ${count} record(s) on ${topic} within ${timeoutMs} ms, got ${out.length}`);
-  return out;
-}
-
-/**
- * Keep reading until no new record arrives for `quietMs`; for "nothing more came" checks. The first
- * window also allows for the reader's own start (a Kafka reader joins a group first).
- */
-export async function collectUntilQuiet(log: EventLog, topic: string, quietMs: number, startupMs = 3_000): Promise<LogRecord[]> {
-  const abort = new AbortController();
-  let timer = setTimeout(() => abort.abort(), quietMs + startupMs);
-  const out: LogRecord[] = [];
-  for await (const record of log.read(topic, { start: { from: 'beginning' }, signal: abort.signal })) {
-    out.push(record);
-    clearTimeout(timer);
-    timer = setTimeout(() => abort.abort(), quietMs);
-  }
-  clearTimeout(timer);
-  return out;
 }
 
 const topicName = (what: string) => `contract.${what}.${randomUUID().slice(0, 8)}`;
