@@ -25,6 +25,9 @@
  *   node infra/kafka/start-kafka.js [--port N] [--controller-port N] [--dir PATH] [--version X.Y.Z] [--nodes N]
  *   prints KAFKA_BROKERS=127.0.0.1:<port>[,…] and runs until SIGINT/SIGTERM.
  *
+ * For finding out what a broker did: KAFKA_TEST_LOGGERS=`logger=LEVEL,…` adds loggers to kafka.log, and
+ * KAFKA_TEST_KEEP=1 keeps a broker's temporary directory when it stops (docs/testing.md).
+ *
  * The Kafka version is `version`, else KAFKA_VERSION, else the default of infra/kafka/pom.xml (4.4.0);
  * 3.9.x and 4.x are supported. Jars come from infra/kafka/lib/<version>/ (fetched with ./fetch.js on
  * first use). The two lines differ in logging: Kafka 4 logs through log4j2 (log4j2.properties, passed
@@ -142,6 +145,35 @@ function ensureJars(version) {
 /** Kafka 4 dropped log4j 1 (and so reload4j): it logs through log4j2. */
 const usesLog4j2 = (version) => !version.startsWith('3.');
 
+const LOG_LEVELS = ['TRACE', 'DEBUG', 'INFO', 'WARN', 'ERROR'];
+
+/**
+ * KAFKA_TEST_LOGGERS=`logger=LEVEL,…` (e.g. `kafka.coordinator=DEBUG,org.apache.kafka.coordinator=DEBUG`): more of
+ * the broker's own log in kafka.log, for finding out what a broker did (a marker it never wrote). Refused when
+ * malformed, so a typo does not quietly log nothing.
+ */
+function extraLoggers(value = process.env.KAFKA_TEST_LOGGERS) {
+  if (!value) return [];
+  return value.split(',').map((pair) => {
+    const m = /^\s*([A-Za-z_$][\w.$]*)\s*=\s*([A-Za-z]+)\s*$/.exec(pair);
+    if (!m || !LOG_LEVELS.includes(m[2].toUpperCase())) {
+      throw new Error(`KAFKA_TEST_LOGGERS: "${pair}" is not logger=LEVEL with LEVEL one of ${LOG_LEVELS.join(', ')}`);
+    }
+    return { name: m[1], level: m[2].toUpperCase() };
+  });
+}
+
+/** KAFKA_TEST_KEEP=1: a broker's temporary directory (data and kafka.log) is kept when it stops, and its path said. */
+const keepDirs = () => process.env.KAFKA_TEST_KEEP === '1';
+
+function removeDir(dir) {
+  if (keepDirs()) {
+    process.stderr.write(`[start-kafka] KAFKA_TEST_KEEP=1: kept ${dir}\n`);
+    return;
+  }
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
 /**
  * server.properties and the log configuration of one node. `nodeId` and `voters` (`id@host:port,…`) default to a
  * single node that is its own quorum; `replicas` is the replication factor of every topic, the internal ones too
@@ -197,7 +229,8 @@ function writeConfig({ dir, port, controllerPort, advertisedPort, version, libDi
     ].join('\n'),
   );
   // Either way: WARN and above, plus the one INFO line we wait for,
-  // "[KafkaRaftServer nodeId=1] Kafka Server started", to kafka.log.
+  // "[KafkaRaftServer nodeId=1] Kafka Server started", to kafka.log; and the loggers KAFKA_TEST_LOGGERS names.
+  const extra = extraLoggers();
   const log4jLines = log4j2
     ? [
       'status=warn',
@@ -211,6 +244,7 @@ function writeConfig({ dir, port, controllerPort, advertisedPort, version, libDi
       'rootLogger.appenderRef.file.ref=file',
       'logger.started.name=kafka.server.KafkaRaftServer',
       'logger.started.level=INFO',
+      ...extra.flatMap(({ name, level }, i) => [`logger.extra${i}.name=${name}`, `logger.extra${i}.level=${level}`]),
       '',
     ]
     : [
@@ -221,6 +255,7 @@ function writeConfig({ dir, port, controllerPort, advertisedPort, version, libDi
       'log4j.appender.file.layout=org.apache.log4j.PatternLayout',
       'log4j.appender.file.layout.ConversionPattern=[%d] %p %m (%c)%n',
       'log4j.logger.kafka.server.KafkaRaftServer=INFO',
+      ...extra.map(({ name, level }) => `log4j.logger.${name}=${level}`),
       '',
     ];
   fs.writeFileSync(log4jProps, log4jLines.join('\n'));
@@ -282,13 +317,13 @@ function installExitHook() {
       b._killNowSync();
       if (b.ownsDir) {
         try {
-          fs.rmSync(b.dir, { recursive: true, force: true });
+          removeDir(b.dir);
         } catch {}
       }
     }
     for (const root of liveRoots) {
       try {
-        fs.rmSync(root, { recursive: true, force: true });
+        removeDir(root);
       } catch {}
     }
   });
@@ -480,7 +515,7 @@ class KafkaBroker {
           await this._terminate();
         } finally {
           live.delete(this);
-          if (this.ownsDir) fs.rmSync(this.dir, { recursive: true, force: true });
+          if (this.ownsDir) removeDir(this.dir);
         }
       })();
     }
@@ -574,7 +609,7 @@ async function startKafka(opts = {}) {
       };
     } catch (e) {
       lastErr = e;
-      if (ownsDir) fs.rmSync(dir, { recursive: true, force: true });
+      if (ownsDir) removeDir(dir);
       if (!/Address already in use|BindException/.test(String(e && e.message))) break;
     }
   }
@@ -633,7 +668,7 @@ async function startKafkaCluster(opts = {}) {
         })),
         stop: () => {
           stopping ??= Promise.all(brokers.map((b) => b.stop())).finally(() => {
-            fs.rmSync(root, { recursive: true, force: true });
+            removeDir(root);
             liveRoots.delete(root);
           });
           return stopping;
@@ -642,7 +677,7 @@ async function startKafkaCluster(opts = {}) {
     } catch (e) {
       lastErr = e;
       await Promise.all(brokers.map((b) => b.stop().catch(() => {})));
-      fs.rmSync(root, { recursive: true, force: true });
+      removeDir(root);
       liveRoots.delete(root);
       if (!/Address already in use|BindException/.test(String(e && e.message))) break;
     }
@@ -684,7 +719,7 @@ function supervise(pidFile, orphanCleanupDir, cmd, args) {
     // Nobody is left to remove the parent's temp dir: do it here (never on an ordinary stop/restart).
     if (orphaned && orphanCleanupDir && orphanCleanupDir !== '-') {
       try {
-        fs.rmSync(orphanCleanupDir, { recursive: true, force: true });
+        removeDir(orphanCleanupDir);
       } catch {}
     }
     process.exit(code !== null ? code : 128 + (os.constants.signals[signal] || 0));
