@@ -13,8 +13,8 @@ import { startKafkaClusterForTests, type KafkaClusterHandle } from '../support/s
  * restart and a broker crash in a cluster of three. Each test asserts, over everything its load was answered:
  * - every request answered 200 has exactly one ExecutionRequested; no request id twice; none the test
  *   never got an answer with;
- * - the stage groups' committed offsets never go backwards in any partition (polled every 100 ms), except in
- *   a read served while a broker failover moves the group coordinator (noted, not asserted: OffsetWatch.excuseFrom).
+ * - the stage groups' committed offsets, read stable as the stages read them, never go backwards in any partition
+ *   (polled every 100 ms), through the broker restart and crash too.
  * Waits are bounded and say what they waited for; nothing is asserted about durations.
  */
 const partitions = 6;
@@ -24,8 +24,8 @@ const note = (what: string, facts: unknown) => process.stderr.write(`[kafka-exac
 
 interface Verdict extends ExactlyOnceReport {
   offsetRegressions: Record<string, OffsetWatch['regressions']>;
-  /** Drops read while a broker failover was under way (OffsetWatch.excuseFrom): in the note, not asserted. */
-  offsetDropsInFailover: Record<string, OffsetWatch['excused']>;
+  /** Stable reads of each group's offsets that answered: the regression check is only as good as their number. */
+  offsetReads: Record<string, number>;
 }
 
 /** The report with the offset regressions of each watched group; compared as a whole so a failure shows every figure. */
@@ -33,7 +33,7 @@ function verdict(report: ExactlyOnceReport, watches: OffsetWatch[]): Verdict {
   return {
     ...report,
     offsetRegressions: Object.fromEntries(watches.map((w) => [w.group, w.regressions.slice(0, 20)])),
-    offsetDropsInFailover: Object.fromEntries(watches.map((w) => [w.group, w.excused.slice(0, 20)])),
+    offsetReads: Object.fromEntries(watches.map((w) => [w.group, w.polls])),
   };
 }
 
@@ -44,6 +44,7 @@ function expectExactlyOnce(v: Verdict): void {
     offsetRegressions: Object.fromEntries(Object.keys(v.offsetRegressions).map((g) => [g, []])),
   });
   expect(v.accepted).toBeGreaterThan(0);
+  for (const reads of Object.values(v.offsetReads)) expect(reads).toBeGreaterThan(10);
 }
 
 const loadOf = (cluster: PipelineCluster, workflowIds: string[], max = 8_000): Load =>
@@ -171,15 +172,13 @@ describe('on a cluster of three brokers of its own', () => {
       KAFKA_BROKERS: kafka.brokers, KAFKA_TOPIC_PARTITIONS: String(partitions), KAFKA_REPLICATION_FACTOR: '3', KAFKA_MIN_INSYNC_REPLICAS: '2', ...SHORT_SESSION,
     });
     try {
-      await scenario('broker restarts', env, workflowIdsCovering('wf-restart-', partitions), ['receiver', 'decoder', 'decoder', 'dispatcher'], async ({ c, load, executions, offsets }) => {
+      await scenario('broker restarts', env, workflowIdsCovering('wf-restart-', partitions), ['receiver', 'decoder', 'decoder', 'dispatcher'], async ({ c, load, executions }) => {
         const rounds: Record<string, number | boolean>[] = [];
         const restarts = [{ node: kafka.nodes[0], how: { downMs: 3_000 } }, { node: kafka.nodes[1], how: { hard: true, downMs: 3_000 } }];
         for (const [round, { node, how }] of restarts.entries()) {
           const t0 = Date.now();
           const since = () => Date.now() - t0;
           const steps: Record<string, number | boolean> = { broker: node.nodeId, crash: Boolean(how.hard) };
-          // From the broker going down until every replica caught up again (OffsetWatch.excuseFrom).
-          const failoverEnds = offsets.map((w) => w.excuseFrom());
           await node.restart(how);
           steps.brokerBackMs = since();
           // Ready again while the load goes on, and the stages process what comes after the restart.
@@ -193,7 +192,6 @@ describe('on a cluster of three brokers of its own', () => {
           // The next broker goes down only once this one has caught up: two down at once is below min.insync.replicas.
           await kafka.inSync(90_000);
           steps.inSyncMs = since();
-          for (const end of failoverEnds) end();
           rounds.push(steps);
         }
         return { rounds, readerErrors: executions.readErrors };

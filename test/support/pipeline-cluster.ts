@@ -8,6 +8,7 @@ import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { loadConfig } from '../../services/platform/config/config';
 import type { LogRecord } from '../../services/platform/log/event-log';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
+import { stableCommittedOffsets, useStableOffsetFetch } from '../../services/platform/log/kafka/stable-offset-fetch';
 import { pipelineTopics, type PipelineTopics } from '../../services/platform/log/topics';
 import { collectUntilQuiet } from './log-reads';
 import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from './cli-process';
@@ -274,20 +275,28 @@ export function isRunning(member: Member): boolean {
 
 export interface OffsetRegression { partition: number; from: string; to: string; at: string }
 
+/**
+ * A stage group's committed offsets, read **stable** as the stages read them (stable-offset-fetch.ts), every
+ * `everyMs`: any partition whose offset goes down is recorded. A partition whose offset is not stable yet (a
+ * transaction that commits it has no markers yet) is skipped that round.
+ *
+ * Plain reads are not used: they answer from what the coordinator holds as committed, and can be behind an
+ * acknowledged transactional commit (its markers are written after EndTxn is answered, and a coordinator that
+ * just took over serves them from its high watermark). One read 46 and then 38 while a broker restarted, with no
+ * record executed twice (docs/kafka.md, "Reading committed offsets").
+ */
 export class OffsetWatch {
   /** Highest committed offset seen per partition. */
   readonly highest = new Map<number, bigint>();
   /** The latest observation per partition: a regression is recorded once, when the offset drops, not at every poll it stays low. */
   private readonly latest = new Map<number, bigint>();
   readonly regressions: OffsetRegression[] = [];
-  /** Drops seen while a broker failover was declared (excuseFrom): noted, not counted as regressions. */
-  readonly excused: OffsetRegression[] = [];
-  private failovers = 0;
   polls = 0;
   private running = true;
   private readonly loop: Promise<void>;
 
   constructor(private readonly admin: () => Promise<Admin>, readonly group: string, readonly topic: string, everyMs: number) {
+    useStableOffsetFetch();
     this.loop = (async () => {
       while (this.running) {
         await this.poll().catch(() => undefined); // a broker restart or a rebalance: try again next round
@@ -296,10 +305,10 @@ export class OffsetWatch {
     })();
   }
 
-  /** The group's committed offsets now (-1 where none). */
+  /** The group's committed offsets now, stable (-1 where none; partitions not stable yet left out). */
   async current(): Promise<Map<number, bigint>> {
-    const [committed] = await (await this.admin()).fetchOffsets({ groupId: this.group, topics: [this.topic] });
-    return new Map((committed?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
+    const read = await stableCommittedOffsets(await this.admin(), this.group, this.topic);
+    return new Map([...read].flatMap(([partition, offset]) => (offset === null ? [] : [[partition, BigInt(offset)] as const])));
   }
 
   private async poll(): Promise<void> {
@@ -309,27 +318,12 @@ export class OffsetWatch {
       if (offset < 0n) continue;
       const before = this.latest.get(partition);
       if (before !== undefined && offset < before) {
-        (this.failovers > 0 ? this.excused : this.regressions).push({ partition, from: before.toString(), to: offset.toString(), at: new Date().toISOString() });
+        this.regressions.push({ partition, from: before.toString(), to: offset.toString(), at: new Date().toISOString() });
       }
       this.latest.set(partition, offset);
       const highest = this.highest.get(partition);
       if (highest === undefined || offset > highest) this.highest.set(partition, offset);
     }
-  }
-
-  /**
-   * From now until the returned function is called, a broker is stopping, down or catching up, and the group
-   * coordinator moves. A plain committed-offset read served meanwhile was seen lower than an earlier one (46, then
-   * 38) while the stage's own stable read a few seconds later gave 53 and nothing was executed twice: such a drop is
-   * kept in `excused` for the note, and exactly once is judged by the executions.
-   */
-  excuseFrom(): () => void {
-    this.failovers++;
-    let ended = false;
-    return () => {
-      if (!ended) this.failovers--;
-      ended = true;
-    };
   }
 
   async stop(): Promise<void> {

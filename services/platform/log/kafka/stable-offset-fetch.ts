@@ -157,6 +157,16 @@ const UNSTABLE_OFFSET_COMMIT_CODE = 88;
 const stableReads = new AsyncLocalStorage<boolean>();
 
 /**
+ * One stable read of the group's committed offsets of `topic`: each partition's offset (-1 when none), or `null`
+ * for a partition whose offset is not stable yet (a transaction that commits it has not had its markers written).
+ * Errors are kafkajs's, retriable ones included (a coordinator loading or moving).
+ */
+export async function stableCommittedOffsets(admin: Admin, groupId: string, topic: string): Promise<Map<number, string | null>> {
+  const [committed] = await stableReads.run(true, () => admin.fetchOffsets({ groupId, topics: [topic] }));
+  return new Map((committed?.partitions ?? []).map((p) => [p.partition, p.offset === UNSTABLE ? null : p.offset]));
+}
+
+/**
  * The group's committed offset of one partition of `topic` (-1 when none), stable: while a transaction that
  * commits offsets of that partition has not had its markers written, the read is tried again every
  * UNSTABLE_RETRY_MS, until `giveUpAt` (Date.now() time) or `stop()`, after which it throws. So is a read that
@@ -173,17 +183,17 @@ export async function stableCommittedOffset(admin: Admin, groupId: string, topic
   const started = Date.now();
   let unstable = false;
   for (;;) {
-    let offset: string;
+    let offset: string | null;
     try {
-      const [committed] = await stableReads.run(true, () => admin.fetchOffsets({ groupId, topics: [topic] }));
-      offset = committed?.partitions.find((p) => p.partition === partition)?.offset ?? '-1';
+      const read = await stableCommittedOffsets(admin, groupId, topic);
+      offset = read.has(partition) ? read.get(partition)! : '-1';
     } catch (error) {
       if (!(error as { retriable?: unknown } | null)?.retriable || Date.now() >= giveUpAt || stop()) throw error;
       // A coordinator loading or moving: asked again, and not counted as a pending offset commit.
       await new Promise((resolve) => setTimeout(resolve, UNSTABLE_RETRY_MS));
       continue;
     }
-    if (offset !== UNSTABLE) {
+    if (offset !== null) {
       if (unstable) waited({ offset, ms: Date.now() - started });
       return offset;
     }
