@@ -11,6 +11,7 @@ import { stableCommittedOffset } from '../../services/platform/log/kafka/stable-
 import { silentLogger } from '../../services/platform/logger/logger';
 import { describeEventLogContract } from './contracts/event-log.contract';
 import { collect, collectUntilQuiet } from '../support/log-reads';
+import { until } from '../support/pipeline-cluster';
 
 /**
  * The Kafka adapter against a real Apache Kafka broker, 4.x or (KAFKA_VERSION=3.9.2) 3.9: jest globalSetup
@@ -270,6 +271,33 @@ describe('Kafka EventLog', () => {
     } finally {
       await Promise.all([admin.disconnect(), producer.disconnect()]);
     }
+  });
+
+  test('a stage without outputs commits back-to-back transactions without a retry: CONCURRENT_TRANSACTIONS is waited out, not failed', async () => {
+    // Each transaction is only AddOffsetsToTxn, TxnOffsetCommit and EndTxn; the next one is asked for before the
+    // previous one's markers are written, so Kafka answers CONCURRENT_TRANSACTIONS (transactional-output.ts).
+    const log = await open();
+    const topic = unique('no-outputs');
+    const group = `no-outputs-${randomUUID().slice(0, 8)}`;
+    await log.ensureTopics([topic]);
+    const records = 30_000;
+    for (let i = 0; i < records; i += 2_000) {
+      await log.append(Array.from({ length: 2_000 }, (_, j) => ({ topic, key: `k-${(i + j) % 101}`, value: Buffer.alloc(100) })));
+    }
+    const retries: string[] = [];
+    let handled = 0;
+    const stage = await log.runStage({
+      group, topic,
+      handleBatch: async (batch) => { handled += batch.length; return { outputs: batch.map(() => []) }; },
+      onRetry: (error) => retries.push((error as Error).message),
+    });
+    try {
+      await until('every record committed', () => log.consumerLag(group, topic), (lag) => lag === 0, 120_000, 200);
+    } finally {
+      await stage.stop();
+    }
+    expect({ retries: retries.slice(0, 5) }).toEqual({ retries: [] });
+    expect(handled).toBeGreaterThanOrEqual(records);
   });
 
   test('reading from the end sees only later records; an offset without a partition applies to every partition', async () => {

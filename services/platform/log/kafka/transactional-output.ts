@@ -41,14 +41,58 @@ export class TransactionFailure extends Error {
  * to the older request versions kafkajs sends, INVALID_PRODUCER_EPOCH (47). kafkajs names only the latter.
  */
 export function isFenced(error: unknown): boolean {
+  return kafkaErrorIn(error, ['INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED'], [47, 90]);
+}
+
+/** Whether Kafka answered CONCURRENT_TRANSACTIONS (51): this transactional id's previous transaction is still completing. */
+function isConcurrentTransactions(error: unknown): boolean {
+  return kafkaErrorIn(error, ['CONCURRENT_TRANSACTIONS'], [51]);
+}
+
+/** Whether `error`, or an error it wraps (kafkajs nests them in `cause` or `originalError`), is one of these Kafka errors. */
+function kafkaErrorIn(error: unknown, types: readonly string[], codes: readonly number[]): boolean {
   for (let e = error, depth = 0; e && typeof e === 'object' && depth < 4; depth++) {
     const { type, code } = e as { type?: unknown; code?: unknown };
-    if (type === 'INVALID_PRODUCER_EPOCH' || type === 'PRODUCER_FENCED' || code === 47 || code === 90) return true;
+    if (types.includes(type as string) || codes.includes(code as number)) return true;
     const next = (e as { cause?: unknown; originalError?: unknown }).cause ?? (e as { originalError?: unknown }).originalError;
     e = next === e ? undefined : next;
   }
   return false;
 }
+
+/** How long a transaction's offsets wait, in all, for the previous transaction of its producer to complete. */
+const PREVIOUS_TRANSACTION_WAIT_MS = 5_000;
+
+/**
+ * The offsets of the transaction, asked again while Kafka answers CONCURRENT_TRANSACTIONS.
+ *
+ * Why: EndTxn is answered once the commit is decided, and the coordinator writes the markers after that; until
+ * they are written, the transactional id's next transaction is refused with CONCURRENT_TRANSACTIONS. kafkajs asks
+ * again for AddPartitionsToTxn, the first request of a transaction with outputs, but not for AddOffsetsToTxn, the
+ * first request of one without (the journal's and the sampler's batches, a batch whose records were all skipped).
+ * Such a transaction failed, its producer was replaced and its partition backed off: over a third of a draining
+ * stage's transactions did, and it drained at a quarter of the rate it has since (docs/kafka.md, "Back-to-back
+ * transactions"). A refused AddOffsetsToTxn added nothing to the transaction, so it is safe to send again, as
+ * Kafka's own client does.
+ */
+async function sendOffsetsAfterPrevious(tx: Transaction, offsets: OffsetCommit): Promise<void> {
+  const args = {
+    consumerGroupId: offsets.group,
+    topics: [{ topic: offsets.topic, partitions: [{ partition: offsets.partition, offset: offsets.offset }] }],
+  };
+  const giveUpAt = Date.now() + PREVIOUS_TRANSACTION_WAIT_MS;
+  for (let waitMs = 10; ; waitMs = Math.min(waitMs * 2, 200)) {
+    try {
+      await tx.sendOffsets(args);
+      return;
+    } catch (error) {
+      if (!isConcurrentTransactions(error) || Date.now() + waitMs > giveUpAt) throw error;
+    }
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+  }
+}
+
+type Transaction = Awaited<ReturnType<Producer['transaction']>>;
 
 const MAX_REQUEST_BYTES = 900_000;
 const PRODUCER_RETRY = { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 };
@@ -86,7 +130,7 @@ export class TransactionalOutput {
 
   async commit(outputs: readonly OutRecord[], offsets: OffsetCommit): Promise<void> {
     let producer: Producer;
-    let tx: Awaited<ReturnType<Producer['transaction']>>;
+    let tx: Transaction;
     try {
       producer = await this.ready();
       tx = await producer.transaction();
@@ -98,10 +142,7 @@ export class TransactionalOutput {
       // Several requests if need be: the broker refuses a record batch over max.message.bytes (Kafka's
       // default 1 MiB on a topic not made by `topics apply`); a record larger than a slice goes alone.
       for (const slice of sliceByBytes(outputs, MAX_REQUEST_BYTES)) await tx.sendBatch({ topicMessages: toTopicMessages(slice), acks: -1 });
-      await tx.sendOffsets({
-        consumerGroupId: offsets.group,
-        topics: [{ topic: offsets.topic, partitions: [{ partition: offsets.partition, offset: offsets.offset }] }],
-      });
+      await sendOffsetsAfterPrevious(tx, offsets);
       await tx.commit();
     } catch (error) {
       let aborted = false;
