@@ -70,10 +70,10 @@ const PREVIOUS_TRANSACTION_WAIT_MS = 5_000;
  * they are written, the transactional id's next transaction is refused with CONCURRENT_TRANSACTIONS. kafkajs asks
  * again for AddPartitionsToTxn, the first request of a transaction with outputs, but not for AddOffsetsToTxn, the
  * first request of one without (the journal's and the sampler's batches, a batch whose records were all skipped).
- * Such a transaction failed, its producer was replaced and its partition backed off: over a third of a draining
- * stage's transactions did, and it drained at a quarter of the rate it has since (docs/kafka.md, "Back-to-back
- * transactions"). A refused AddOffsetsToTxn added nothing to the transaction, so it is safe to send again, as
- * Kafka's own client does.
+ * Such a transaction failed, its producer was replaced and its partition backed off, and the stage handled the
+ * batch again: a draining stage without outputs ran at a tenth of the rate it has since (docs/kafka.md,
+ * "Back-to-back transactions"). A refused AddOffsetsToTxn added nothing to the transaction, so it is safe to send
+ * again, as Kafka's own client does.
  */
 async function sendOffsetsAfterPrevious(tx: Transaction, offsets: OffsetCommit): Promise<void> {
   const args = {
