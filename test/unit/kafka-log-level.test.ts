@@ -1,5 +1,5 @@
 import { logLevel } from 'kafkajs';
-import { createKafkaClient, kafkaLogLevel } from '../../services/platform/log/kafka/kafka-client';
+import { createKafkaClient, kafkaLogFields, kafkaLogLevel } from '../../services/platform/log/kafka/kafka-client';
 import { createLogger } from '../../services/platform/logger/logger';
 
 /** kafkajs logs a healthy cluster's coordination at `error`; what it retries by itself must not page anyone. */
@@ -21,6 +21,15 @@ describe('kafkajs log levels', () => {
     expect(at(logLevel.ERROR, 'Offset out of range, resetting to default offset')).toBe('error');
     expect(at(logLevel.WARN, 'KafkaJS v2.0.0 switched default partitioner')).toBeNull();
   });
+});
+
+test("a failed response's line names Kafka's error, and never carries a message that is not one of Kafka's", () => {
+  const fields = (log: Record<string, unknown>) => kafkaLogFields({ namespace: 'Connection', log: { message: 'Response ListOffsets(key: 2, version: 3)', ...log } });
+  expect(fields({ error: 'There is no leader for this topic-partition as we are in the middle of a leadership election', broker: '127.0.0.1:9092', correlationId: 7 }))
+    .toEqual({ component: 'kafkajs', namespace: 'Connection', broker: '127.0.0.1:9092', kafkaError: 'LEADER_NOT_AVAILABLE' });
+  // kafkajs's own messages can hold what failed (a record's validation error): neither the text nor a name.
+  expect(fields({ error: 'Invalid message: {"card":"4111 1111 1111 1111"}' })).toEqual({ component: 'kafkajs', namespace: 'Connection' });
+  expect(fields({ error: { message: 'not a string' } })).toEqual({ component: 'kafkajs', namespace: 'Connection' });
 });
 
 test('the installed kafkajs carries the per-partition retry of patches/kafkajs+2.2.4.patch (docs/kafka.md)', () => {

@@ -85,16 +85,38 @@ export function kafkaLogLevel(entry: Pick<LogEntry, 'level'> & { log: { message:
   return COORDINATION.test(text) ? 'debug' : 'warn';
 }
 
-function forwardLogEntry(logger: Logger, entry: LogEntry): void {
-  const { message, ...extra } = entry.log as { message: string } & Record<string, unknown>;
-  const level = kafkaLogLevel(entry);
-  if (level === null) return;
+/**
+ * Kafka's protocol errors by the message kafkajs gives each. A failed response is logged as "Response
+ * ListOffsets(key: 2, version: 3)" with the error's message beside it, which is not forwarded (a few kafkajs
+ * messages embed what failed); when it is exactly one of Kafka's error messages, its name (LEADER_NOT_AVAILABLE)
+ * is forwarded instead, so that the line says why.
+ */
+let protocolErrors: Map<string, string> | null = null;
+function protocolErrorNamed(message: unknown): string | undefined {
+  if (typeof message !== 'string') return undefined;
+  protocolErrors ??= new Map(
+    // eslint-disable-next-line @typescript-eslint/no-require-imports
+    (require('kafkajs/src/protocol/error') as { errorCodes: { type: string; message: string }[] }).errorCodes.map((e) => [e.message, e.type]),
+  );
+  return protocolErrors.get(message);
+}
+
+/** The fields of a kafkajs line that travel to our logs. */
+export function kafkaLogFields(entry: Pick<LogEntry, 'namespace'> & { log: Record<string, unknown> }): Fields {
   const fields: Fields = { component: 'kafkajs', namespace: entry.namespace };
   for (const name of FORWARDED_FIELDS) {
-    const value = extra[name];
+    const value = entry.log[name];
     if (typeof value === 'string' || typeof value === 'number' || typeof value === 'boolean') fields[name] = value;
   }
-  logger[level](message, fields);
+  const kafkaError = protocolErrorNamed(entry.log.error);
+  if (kafkaError) fields.kafkaError = kafkaError;
+  return fields;
+}
+
+function forwardLogEntry(logger: Logger, entry: LogEntry): void {
+  const level = kafkaLogLevel(entry);
+  if (level === null) return;
+  logger[level](entry.log.message, kafkaLogFields(entry));
 }
 
 interface KafkaLikeError {
