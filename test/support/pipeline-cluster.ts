@@ -90,8 +90,8 @@ export class PipelineCluster {
   readonly members: Member[] = [];
   readonly topics: PipelineTopics;
   private readonly kafka: Kafka;
-  private adminClient: Admin | null = null;
-  private logClient: KafkaEventLog | null = null;
+  private adminClient: Promise<Admin> | null = null;
+  private logClient: Promise<KafkaEventLog> | null = null;
   private readonly closers: (() => Promise<void> | void)[] = [];
 
   private constructor(readonly env: Record<string, string>) {
@@ -118,18 +118,33 @@ export class PipelineCluster {
     return this.topics.group(stage);
   }
 
-  async admin(): Promise<Admin> {
-    if (!this.adminClient) {
+  /**
+   * One admin client, however many callers ask at once (the two offset watches start together): the promise is
+   * kept, not the client, so that a second caller does not connect a second admin that close() never sees.
+   */
+  admin(): Promise<Admin> {
+    this.adminClient ??= (async () => {
       const admin = this.kafka.admin();
-      await admin.connect();
-      this.adminClient = admin;
-    }
+      try {
+        await admin.connect();
+      } catch (error) {
+        await admin.disconnect().catch(() => undefined);
+        throw error;
+      }
+      return admin;
+    })().catch((error: unknown) => {
+      this.adminClient = null; // a broker down for a moment: the next caller connects again
+      throw error;
+    });
     return this.adminClient;
   }
 
-  /** An EventLog client in this process, for reading topics (read_committed) and consumer lag. */
-  async log(): Promise<KafkaEventLog> {
-    this.logClient ??= await openKafkaLog({ brokers: this.env.KAFKA_BROKERS.split(','), clientId: 'pipeline-cluster-reader' });
+  /** An EventLog client in this process, for reading topics (read_committed) and consumer lag; one, as admin(). */
+  log(): Promise<KafkaEventLog> {
+    this.logClient ??= openKafkaLog({ brokers: this.env.KAFKA_BROKERS.split(','), clientId: 'pipeline-cluster-reader' }).catch((error: unknown) => {
+      this.logClient = null;
+      throw error;
+    });
     return this.logClient;
   }
 
@@ -250,9 +265,9 @@ export class PipelineCluster {
         await exited;
       }
     }));
-    await this.logClient?.close().catch(() => undefined);
+    await this.logClient?.then((log) => log.close()).catch(() => undefined);
     this.logClient = null;
-    await this.adminClient?.disconnect().catch(() => undefined);
+    await this.adminClient?.then((admin) => admin.disconnect()).catch(() => undefined);
     this.adminClient = null;
   }
 
