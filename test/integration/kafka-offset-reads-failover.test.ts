@@ -37,6 +37,7 @@ async function groupsCoordinatedBy(admin: Admin, node: KafkaNodeHandle, count: n
   const leaders = new Map(offsets!.partitions.map((p) => [p.partitionId, p.leader]));
   const groups: string[] = [];
   for (let i = 0; groups.length < count; i++) {
+    if (i === 10_000) throw new Error(`broker ${node.nodeId} leads none of __consumer_offsets' ${leaders.size} partitions: ${JSON.stringify([...leaders])}`);
     const group = `${prefix}-${node.nodeId}-${i}`;
     if (leaders.get(offsetsPartitionOf(group, leaders.size)) === node.nodeId) groups.push(group);
   }
