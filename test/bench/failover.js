@@ -13,7 +13,7 @@ const { mkdtempSync, rmSync } = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
 const { Kafka, logLevel, Partitioners } = require('kafkajs');
-const { ROOT, CLI, arg } = require('./support');
+const { ROOT, CLI, arg, median } = require('./support');
 require(path.join(ROOT, 'dist/services/cli/process-warnings')).quietKafkajsNegativeTimeouts();
 
 const { defaultAvroCodec } = require(path.join(ROOT, 'dist/services/platform/avro/codec'));
@@ -193,7 +193,6 @@ async function main() {
     abort.abort();
     await reading.catch(() => undefined);
 
-    const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = Math.floor(s.length / 2); return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
     const fmt = (x) => x.toFixed(1);
     const lines = [
       `\`npm run bench:failover -- --rounds ${rounds} --rate ${rate} --partitions ${partitions}\` — ${os.cpus().length} cores, Node ${process.version}; one Kafka ${kafka.version} broker (KRaft) on the same machine; 1 receiver, 2 decoders, 2 dispatchers as separate processes; ${rate} POSTs/s over ${workflows.length} workflows; stage session timeout ${env.KAFKA_SESSION_TIMEOUT_MS ?? '6000 (default)'} ms, transaction timeout 30 s. Seconds from the signal; the process is started again at once.`,

@@ -12,9 +12,8 @@ const os = require('node:os');
 const path = require('node:path');
 const { rmSync } = require('node:fs');
 const { execFileSync } = require('node:child_process');
-const { ROOT, CLI, arg, start, stop, benchDataDir, webhookBody, loadTest } = require('./support');
+const { ROOT, CLI, arg, median, start, stop, benchDataDir, webhookBody, loadTest } = require('./support');
 
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const percent = (x) => `${(x * 100).toFixed(0)}%`;
 
 async function main() {

@@ -11,9 +11,8 @@ const path = require('node:path');
 const { createHmac, randomBytes } = require('node:crypto');
 const { mkdtempSync, rmSync, writeFileSync } = require('node:fs');
 const { execFileSync } = require('node:child_process');
-const { CLI, arg, start, stop, loadTest } = require('./support');
+const { CLI, arg, median, start, stop, loadTest } = require('./support');
 
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
 const percent = (x) => `${(x * 100).toFixed(0)}%`;
 
 function cli(args, env) {

@@ -12,12 +12,10 @@
 const { randomUUID } = require('node:crypto');
 const os = require('node:os');
 const path = require('node:path');
-const { ROOT, arg } = require('./support');
+const { ROOT, arg, median } = require('./support');
 require(path.join(ROOT, 'dist/services/cli/process-warnings')).quietKafkajsNegativeTimeouts();
 const { openKafkaLog } = require(path.join(ROOT, 'dist/services/platform/log/kafka/kafka-log'));
 const { startKafka } = require(path.join(ROOT, 'infra/kafka/start-kafka.js'));
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 
 /** Seconds until `group` has committed every record of `topic`. */
 async function until0(log, group, topic) {
@@ -70,15 +68,11 @@ async function main() {
   const partitions = arg('partitions', 3);
   const rounds = arg('rounds', 2);
   const kafka = await startKafka();
-  const log = await openKafkaLog({ brokers: [kafka.brokers], clientId: 'bench-stage-tx' });
+  const log = await openKafkaLog({ brokers: [kafka.brokers], clientId: 'bench-stage-tx', topicDefaults: { partitions, replicationFactor: 1 } });
   try {
     const topic = `bench.stage-tx.in.${randomUUID().slice(0, 8)}`;
     const output = `bench.stage-tx.out.${randomUUID().slice(0, 8)}`;
-    const { Kafka, logLevel } = require(path.join(ROOT, 'node_modules/kafkajs'));
-    const admin = new Kafka({ clientId: 'bench-admin', brokers: [kafka.brokers], logLevel: logLevel.NOTHING }).admin();
-    await admin.connect();
-    await admin.createTopics({ waitForLeaders: true, topics: [topic, output].map((t) => ({ topic: t, numPartitions: partitions, replicationFactor: 1 })) });
-    await admin.disconnect();
+    await log.ensureTopics([topic, output]);
     for (let i = 0; i < records; i += 2_000) {
       await log.append(Array.from({ length: Math.min(2_000, records - i) }, (_, j) => ({ topic, key: `k-${(i + j) % 101}`, value: Buffer.alloc(200, 'x') })));
     }

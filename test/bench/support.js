@@ -7,6 +7,13 @@ const path = require('node:path');
 const ROOT = path.resolve(__dirname, '../..');
 const CLI = path.join(ROOT, 'dist/services/cli/main.js');
 
+/** The middle value (the mean of the two middle ones for an even count). */
+function median(xs) {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
+}
+
 function arg(name, fallback) {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? Number(process.argv[i + 1]) : fallback;
@@ -122,4 +129,4 @@ async function loadTest(name, url, { seconds, connections, body, headers, unit =
   return r;
 }
 
-module.exports = { ROOT, CLI, arg, start, stop, mustStayUp, benchDataDir, rssMiB, cpuMicros, webhookBody, fire, loadTest };
+module.exports = { ROOT, CLI, arg, median, start, stop, mustStayUp, benchDataDir, rssMiB, cpuMicros, webhookBody, fire, loadTest };

@@ -56,7 +56,6 @@ interface Scenario {
   c: PipelineCluster;
   load: Load;
   executions: ExecutionWatch;
-  offsets: OffsetWatch[];
 }
 
 /**
@@ -76,7 +75,7 @@ async function scenario(name: string, env: Record<string, string>, workflows: st
     const executions = await c.watchExecutions();
     load = loadOf(c, workflows, maxLoad);
     await accepts(load, 300);
-    const facts = await act({ c, load, executions, offsets }).catch((error: unknown) => {
+    const facts = await act({ c, load, executions }).catch((error: unknown) => {
       throw new Error(`${(error as Error).message}; every process's output: ${c.saveOutputs(`kafka-exactly-once-${name.replace(/\W+/g, '-')}-failed`)}`, { cause: error });
     });
     const answered = await load.stop();
