@@ -10,6 +10,7 @@ require(path.join(ROOT, 'dist/services/cli/process-warnings')).quietKafkajsNegat
 
 const { defaultAvroCodec } = require(path.join(ROOT, 'dist/services/platform/avro/codec'));
 const { openKafkaLog } = require(path.join(ROOT, 'dist/services/platform/log/kafka/kafka-log'));
+const { createTopicsAndWait } = require(path.join(ROOT, 'dist/services/platform/log/kafka/topic-admin'));
 const { pipelineTopics } = require(path.join(ROOT, 'dist/services/platform/log/topics'));
 
 /** Records are keyed by workflow: several workflows spread them over the partitions. */
@@ -76,7 +77,7 @@ async function plainLoop(brokers, input, prefix, partitions, records) {
   const admin = kafka.admin();
   await admin.connect();
   const hops = [`${prefix}loop.1`, `${prefix}loop.2`];
-  await admin.createTopics({ waitForLeaders: true, topics: hops.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })) });
+  await createTopicsAndWait(admin, hops.map((topic) => ({ topic, numPartitions: partitions, replicationFactor: 1 })));
   await admin.disconnect();
   const producer = kafka.producer({ idempotent: true, maxInFlightRequests: 1, createPartitioner: Partitioners.DefaultPartitioner });
   await producer.connect();

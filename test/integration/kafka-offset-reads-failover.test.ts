@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Admin, Kafka } from 'kafkajs';
 import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
 import { stableCommittedOffset } from '../../services/platform/log/kafka/stable-offset-fetch';
+import { createTopicsAndWait } from '../../services/platform/log/kafka/topic-admin';
 import { TransactionalOutput } from '../../services/platform/log/kafka/transactional-output';
 import { silentLogger } from '../../services/platform/logger/logger';
 import { until } from '../support/pipeline-cluster';
@@ -57,7 +58,8 @@ test('stable committed-offset reads are never older than an acknowledged transac
   const running = { on: true };
   const work: Promise<void>[] = [];
   try {
-    await admin.createTopics({ topics: [{ topic: TOPIC, numPartitions: 1, replicationFactor: 3 }], waitForLeaders: true });
+    // Not kafkajs's waitForLeaders: a KRaft broker can answer UNKNOWN_TOPIC_OR_PARTITION just after creation (failed a CI run).
+    await createTopicsAndWait(admin, [{ topic: TOPIC, numPartitions: 1, replicationFactor: 3 }]);
     // The first FindCoordinator creates __consumer_offsets; a stable read waits out its loading.
     await stableCommittedOffset(admin, `warm-up-${randomUUID().slice(0, 8)}`, TOPIC, 0, Date.now() + 60_000);
     const failing = [kafka.nodes[0]!, kafka.nodes[1]!];
