@@ -301,8 +301,6 @@ export interface OffsetRegression { partition: number; from: string; to: string;
  * record executed twice (docs/kafka.md, "Reading committed offsets").
  */
 export class OffsetWatch {
-  /** Highest committed offset seen per partition. */
-  readonly highest = new Map<number, bigint>();
   /** The latest observation per partition: a regression is recorded once, when the offset drops, not at every poll it stays low. */
   private readonly latest = new Map<number, bigint>();
   readonly regressions: OffsetRegression[] = [];
@@ -336,8 +334,6 @@ export class OffsetWatch {
         this.regressions.push({ partition, from: before.toString(), to: offset.toString(), at: new Date().toISOString() });
       }
       this.latest.set(partition, offset);
-      const highest = this.highest.get(partition);
-      if (highest === undefined || offset > highest) this.highest.set(partition, offset);
     }
   }
 
