@@ -4,7 +4,8 @@ import { backendEnv } from '../support/app';
 import { spawn } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
 import { CLI, runCli, startServiceProcess, waitForExit } from '../support/cli-process';
-import { X509Certificate } from 'node:crypto';
+import { X509Certificate, generateKeyPairSync } from 'node:crypto';
+import { SignJWT } from 'jose';
 import { datedCertificate } from '../support/dated-certificates';
 
 /** The `ingress` command as a user runs it, on the embedded backends. */
@@ -175,6 +176,34 @@ test('tail prints decoded records as JSON lines while the service runs; blob get
     await waitForExit(service.child);
   }
   expect(service.child.exitCode).toBe(0);
+}, 60_000);
+
+test('a JWT bearer token is verified by the built service (jose, ES modules only, loaded with require)', async () => {
+  // The suite compiles jose to CommonJS for Jest (jest.config.js); the service loads it as Node does, which only
+  // this kind of test sees.
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const cred = file('cred-jwt.json', { id: 'cred-jwt-cli', type: 'jwt', data: { keys: [rsa.publicKey.export({ type: 'spki', format: 'pem' })], algorithms: ['RS256'], issuer: 'https://idp.example', audience: 'ingress' } });
+  expect((await runCli(['credentials', 'put', cred], env)).code).toBe(0);
+  const wf = file('wf-jwt.json', { id: 'wf-jwt-cli', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'jwt' }, credentials: { jwt: 'cred-jwt-cli' } }] });
+  expect((await runCli(['workflows', 'put', wf], env)).code).toBe(0);
+  const token = (expiresIn: string) => new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject('partner-7').setIssuer('https://idp.example')
+    .setAudience('ingress').setIssuedAt().setExpirationTime(expiresIn).sign(rsa.privateKey);
+  const service = await startServiceProcess(env);
+  try {
+    const post = async (authorization: string) => {
+      const res = await fetch(`${service.baseUrl}/hook/wf-jwt-cli`, { method: 'POST', headers: { 'content-type': 'application/json', authorization }, body: '{"jwt":true}' });
+      return { status: res.status, body: await res.text() };
+    };
+    expect((await post(`Bearer ${await token('5m')}`)).status).toBe(200);
+    const expired = await post(`Bearer ${await token('-10m')}`);
+    expect([expired.status, JSON.parse(expired.body).error]).toEqual([403, 'token-expired']);
+    const forged = await post(`Bearer ${(await token('5m')).slice(0, -4)}AAAA`);
+    expect([forged.status, JSON.parse(forged.body).error]).toEqual([403, 'authorization-wrong']);
+  } finally {
+    service.child.kill('SIGTERM');
+    await waitForExit(service.child);
+  }
+  expect(service.output()).not.toMatch(/ExperimentalWarning|require\(\) of ES Module/);
 }, 60_000);
 
 test('topics on the embedded log: apply has nothing to do, list shows what apply would create on Kafka', async () => {
