@@ -24,6 +24,7 @@ async function main() {
   const withEmbedded = arg('embedded', 1) === 1;
   // The receiver's group-commit linger on Kafka (KAFKA_LINGER_MS), measured beside the default of 0.
   const lingerMs = arg('linger-ms', 2);
+  const cores = os.cpus().length;
   const body = webhookBody();
   const base = { PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', LOG_LEVEL: 'warn' };
   const dataDirs = [];
@@ -60,7 +61,7 @@ async function main() {
         { ...bare, name: 'bare `node:http`, measured again while the Kafka broker runs' },
         { name: 'receiver alone, durable accept on Kafka (acks=all, idempotent)', short: 'receiver (kafka)', launch: async () => start(CLI, ['start', '--services', 'receiver'], await kafkaEnv()) },
         ...(lingerMs > 0 ? [{ name: `the same with \`KAFKA_LINGER_MS=${lingerMs}\``, short: `receiver (kafka, linger ${lingerMs} ms)`, launch: async () => start(CLI, ['start', '--services', 'receiver'], { ...(await kafkaEnv()), KAFKA_LINGER_MS: String(lingerMs) }) }] : []),
-      ], 'kafka');
+      ], 'kafka', { broker: kafka.pid });
       rows.push(bareBesideKafka, ...onKafka);
     }
   } finally {
@@ -69,13 +70,13 @@ async function main() {
   }
 
   /** Rounds over `servers` (the first is the baseline); each row gets its results and per-round ratios to the baseline. */
-  async function measureRounds(servers, phase) {
+  async function measureRounds(servers, phase, alsoPids = {}) {
     for (const server of servers) server.results = [];
     for (let round = 1; round <= rounds; round++) {
       for (const row of servers) {
         const server = await row.launch();
         try {
-          row.results.push(await loadTest(`${phase} round ${round}, ${row.short}`, `${server.url}/hook/wf-bench`, { seconds, connections, body, headers: { 'content-type': 'application/json' }, pid: server.child.pid }));
+          row.results.push(await loadTest(`${phase} round ${round}, ${row.short}`, `${server.url}/hook/wf-bench`, { seconds, connections, body, headers: { 'content-type': 'application/json' }, pid: server.child.pid, alsoPids }));
         } finally {
           await stop(server);
           // Only one server runs at a time: its folder can go now (a measured run writes a few hundred MB).
@@ -88,15 +89,30 @@ async function main() {
       ...row,
       rpsRatios: row.results.map((r, i) => r.rps / baseline[i].rps),
       cpuRatios: row.results.map((r, i) => baseline[i].cpuPerRequest / r.cpuPerRequest),
+      // What this server could spend a request for half of the baseline's rate: on every core of the machine,
+      // with the load generator and the broker costing what they did beside it; and on one event loop (one core).
+      budgetsAtHalf: row.results.map((r, i) => (cores * 1e6) / (baseline[i].rps / 2) - r.generatorCpuPerRequest - (r.otherCpuPerRequest.broker ?? 0)),
+      loopBudgetsAtHalf: row.results.map((_, i) => 1e6 / (baseline[i].rps / 2)),
     }));
   }
 
+  const med = (row, f) => median(row.results.map(f));
   const lines = [
     `\`npm run bench -- --seconds ${seconds} --connections ${connections} --rounds ${rounds}${withKafka ? '' : ' --kafka 0'}${withEmbedded ? '' : ' --embedded 0'}${withKafka ? ` --linger-ms ${lingerMs}` : ''}\` — ${os.cpus().length} cores, Node ${process.version}; autocannon in the benchmark process, each server in its own; each round starts, loads (2 s warm-up, ${seconds} s measured) and stops them in turn, each service on a fresh data folder, logging at \`LOG_LEVEL=warn\` unless its row says otherwise; 1 KiB JSON body. Medians over the rounds; a ratio is the median of the rounds' ratios to the bare server measured in the same round.`,
     '',
     '| server | req/s | vs bare node:http | each round | server CPU µs/request | bare CPU ÷ this CPU | p50 ms | p99 ms (worst round) |',
     '|---|---|---|---|---|---|---|---|',
     ...rows.map((row) => `| ${row.name} | ${Math.round(median(row.results.map((r) => r.rps)))} | ${percent(median(row.rpsRatios))} | ${row.rpsRatios.map(percent).join(', ')} | ${median(row.results.map((r) => r.cpuPerRequest)).toFixed(0)} | ${percent(median(row.cpuRatios))} | ${median(row.results.map((r) => r.p50))} | ${Math.max(...row.results.map((r) => r.p99))} |`),
+    '',
+    `Where the ${cores} cores went (medians over the rounds). The load generator is this process (autocannon); the broker, where there is one, is the Kafka broker's JVM. "Everything" is their sum; at every core busy it allows \`${cores} × 10⁶ ÷ everything\` requests a second. The last column is what the server itself could spend a request for half of the baseline's rate: with every core, beside what the others spent; and on one event loop, which is all the receiver has (one core: \`10⁶ ÷ (baseline's rate ÷ 2)\`).`,
+    '',
+    '| server | load generator µs/request | server µs/request | broker µs/request | everything µs/request | machine busy | everything allows, req/s | measured req/s | server µs/request allowed at half of bare: every core / one event loop |',
+    '|---|---|---|---|---|---|---|---|---|',
+    ...rows.map((row) => {
+      const everything = row.results.map((r) => r.generatorCpuPerRequest + r.cpuPerRequest + (r.otherCpuPerRequest.broker ?? 0));
+      const broker = row.results[0].otherCpuPerRequest.broker === undefined ? '–' : med(row, (r) => r.otherCpuPerRequest.broker).toFixed(0);
+      return `| ${row.name} | ${med(row, (r) => r.generatorCpuPerRequest).toFixed(0)} | ${med(row, (r) => r.cpuPerRequest).toFixed(0)} | ${broker} | ${median(everything).toFixed(0)} | ${percent(med(row, (r) => r.machineBusy))} | ${Math.round((cores * 1e6) / median(everything))} | ${Math.round(med(row, (r) => r.rps))} | ${median(row.budgetsAtHalf).toFixed(0)} / ${median(row.loopBudgetsAtHalf).toFixed(0)} |`;
+    }),
   ];
   process.stdout.write(lines.join('\n') + '\n');
 }

@@ -113,17 +113,36 @@ function fire(url, { seconds, connections, body, headers, overallRate, amount })
   });
 }
 
+/** Busy and total CPU time of the whole machine so far, in clock ticks (Linux /proc/stat, every core). */
+function machineTicks() {
+  const [, ...fields] = require('node:fs').readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/);
+  const n = fields.map(Number);
+  const idle = n[3] + n[4]; // idle, iowait
+  const total = n.slice(0, 8).reduce((a, b) => a + b, 0); // user … steal (guest time is counted in user)
+  return { busy: total - idle, total };
+}
+
 /**
  * autocannon POSTs for `seconds` after a 2 s warm-up; any non-2xx answer or error voids the measurement.
  * With `pid`, also the server's CPU time per request, which holds steadier than req/s when other work
- * shares the machine.
+ * shares the machine. Always `generatorCpuPerRequest` (this process, which runs autocannon) and `machineBusy`
+ * (the share of all cores busy while it ran); with `alsoPids` ({ name: pid }, e.g. the broker),
+ * `otherCpuPerRequest` of each: together they say where the cores went.
  */
-async function loadTest(name, url, { seconds, connections, body, headers, unit = 'req/s', pid }) {
+async function loadTest(name, url, { seconds, connections, body, headers, unit = 'req/s', pid, alsoPids = {} }) {
   const once = (duration) => fire(url, { seconds: duration, connections, body, headers });
   await once(2); // warm-up
   const cpuBefore = pid ? cpuMicros(pid) : 0;
+  const othersBefore = Object.fromEntries(Object.entries(alsoPids).map(([k, p]) => [k, cpuMicros(p)]));
+  const generatorBefore = process.cpuUsage();
+  const machineBefore = machineTicks();
   const r = await once(seconds);
+  const generator = process.cpuUsage(generatorBefore);
+  const machine = machineTicks();
   r.cpuPerRequest = pid ? (cpuMicros(pid) - cpuBefore) / r.total : NaN;
+  r.generatorCpuPerRequest = (generator.user + generator.system) / r.total;
+  r.otherCpuPerRequest = Object.fromEntries(Object.entries(alsoPids).map(([k, p]) => [k, (cpuMicros(p) - othersBefore[k]) / r.total]));
+  r.machineBusy = (machine.busy - machineBefore.busy) / (machine.total - machineBefore.total);
   if (r.non2xx > 0 || r.errors > 0) throw new Error(`${name}: ${r.non2xx} answers were not 2xx and ${r.errors} failed; the measurement is void`);
   process.stderr.write(`${name}: ${Math.round(r.rps)} ${unit}${pid ? `, ${r.cpuPerRequest.toFixed(0)} µs CPU/request` : ''}, p50 ${r.p50} ms, p99 ${r.p99} ms\n`);
   return r;
