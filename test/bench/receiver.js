@@ -98,7 +98,7 @@ async function main() {
 
   const med = (row, f) => median(row.results.map(f));
   const lines = [
-    `\`npm run bench -- --seconds ${seconds} --connections ${connections} --rounds ${rounds}${withKafka ? '' : ' --kafka 0'}${withEmbedded ? '' : ' --embedded 0'}${withKafka ? ` --linger-ms ${lingerMs}` : ''}\` — ${os.cpus().length} cores, Node ${process.version}; autocannon in the benchmark process, each server in its own; each round starts, loads (2 s warm-up, ${seconds} s measured) and stops them in turn, each service on a fresh data folder, logging at \`LOG_LEVEL=warn\` unless its row says otherwise; 1 KiB JSON body. Medians over the rounds; a ratio is the median of the rounds' ratios to the bare server measured in the same round.`,
+    `\`npm run bench -- --seconds ${seconds} --connections ${connections} --rounds ${rounds}${withKafka ? '' : ' --kafka 0'}${withEmbedded ? '' : ' --embedded 0'}${withKafka ? ` --linger-ms ${lingerMs}` : ''}\` — ${cores} cores, Node ${process.version}; autocannon in the benchmark process, each server in its own; each round starts, loads (2 s warm-up, ${seconds} s measured) and stops them in turn, each service on a fresh data folder, logging at \`LOG_LEVEL=warn\` unless its row says otherwise; 1 KiB JSON body. Medians over the rounds; a ratio is the median of the rounds' ratios to the bare server measured in the same round.`,
     '',
     '| server | req/s | vs bare node:http | each round | server CPU µs/request | bare CPU ÷ this CPU | p50 ms | p99 ms (worst round) |',
     '|---|---|---|---|---|---|---|---|',
