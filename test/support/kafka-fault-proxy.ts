@@ -10,16 +10,18 @@ import * as net from 'node:net';
  * Kafka framing: every request and response is a 4-byte size and that many bytes. A request header starts with
  * api key (int16), api version (int16), correlation id (int32); a response header with the correlation id.
  */
-export const API = { JoinGroup: 11, Heartbeat: 12 } as const;
-export const ERROR = { COORDINATOR_LOAD_IN_PROGRESS: 14, NOT_COORDINATOR: 16, GROUP_AUTHORIZATION_FAILED: 30 } as const;
+export const API = { JoinGroup: 11, Heartbeat: 12, EndTxn: 26 } as const;
+export const ERROR = { COORDINATOR_LOAD_IN_PROGRESS: 14, NOT_COORDINATOR: 16, GROUP_AUTHORIZATION_FAILED: 30, INVALID_TXN_STATE: 48 } as const;
 
 /**
  * Where the error code sits in a response, after the size: the correlation id, then (from the version that added
- * it) throttle_time_ms. Only the non-flexible versions that kafkajs 2.2.4 sends (Heartbeat ≤ v3, JoinGroup ≤ v5).
+ * it) throttle_time_ms. Only the non-flexible versions that kafkajs 2.2.4 sends (Heartbeat ≤ v3, JoinGroup ≤ v5,
+ * EndTxn ≤ v1, which has throttle_time_ms from v0).
  */
 const ERROR_OFFSET: Record<number, (version: number) => number> = {
   [API.Heartbeat]: (v) => (v >= 1 ? 8 : 4),
   [API.JoinGroup]: (v) => (v >= 2 ? 8 : 4),
+  [API.EndTxn]: () => 8,
 };
 
 /**
