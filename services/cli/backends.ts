@@ -30,7 +30,7 @@ export async function openLog(config: Config, logger: Logger, options: OpenBacke
     const { openKafkaLog } = await import('../platform/log/kafka/kafka-log');
     const { brokers, clientId, sessionTimeoutMs, heartbeatIntervalMs, lingerMs } = config.kafka;
     return openKafkaLog({
-      brokers, clientId, logger, stage: { sessionTimeout: sessionTimeoutMs, heartbeatInterval: heartbeatIntervalMs },
+      brokers, clientId, groupPrefix: config.topicPrefix, logger, stage: { sessionTimeout: sessionTimeoutMs, heartbeatInterval: heartbeatIntervalMs },
       linger: { maxMs: lingerMs },
     });
   }

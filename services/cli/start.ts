@@ -103,7 +103,9 @@ export async function startServices(config: Config, backends: Backends, services
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
   await checkTopics(config, backends.log);
-  if (services.includes('receiver')) await checkCredentialsReadable(backends);
+  // The decoder opens AS2 credentials again (as2.md, "Where the work happens"): a decoder-only process that
+  // could not would dead-letter messages its receivers already answered processed.
+  if (services.includes('receiver') || services.includes('decoder')) await checkCredentialsReadable(backends);
 
   const stages: { name: ServiceName; handle: StageHandle }[] = [];
   let receiver: Receiver | null = null;

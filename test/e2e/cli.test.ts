@@ -72,6 +72,10 @@ test('credentials: need the key, are sealed at rest, list without secrets', asyn
   expect(start.stderr).toMatch(/INGRESS_ENCRYPTION_KEY is not set, but 1 credential\(s\) exist/);
   const wrongKey = await runCli(['start'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' });
   expect(wrongKey.stderr).toMatch(/does not open credential\(s\) cred-cli/);
+  // A decoder alone opens AS2 credentials again, so it refuses too (else it would dead-letter what receivers accepted).
+  const decoderOnly = await runCli(['start', '--services', 'decoder'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' }, undefined, 'ingress started');
+  expect(decoderOnly.code).toBe(1);
+  expect(decoderOnly.stderr).toMatch(/does not open credential\(s\) cred-cli/);
 });
 
 test('credentials list shows each certificate of an AS2 credential: role, subject, fingerprint, notAfter, days to expiry; never a key', async () => {

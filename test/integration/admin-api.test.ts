@@ -231,6 +231,25 @@ describe('dead letters and replays', () => {
     expect((await api.call('GET', '/api/v1/replays')).body.replays.map((r: any) => r.id)).toContain(job.id);
   });
 
+  test("the mdn stage's dead letters replay into the topic they came from, where the mdn stage meets them again", async () => {
+    // A delivery record that does not decode: the mdn stage dead-letters it at once (a permanent failure).
+    await app.backends.log.append([{ topic: app.topics.mdnDeliveries, key: 'wf-mdn-dl', value: Buffer.from('not an MdnDelivery') }]);
+    const lettersOf = async () => (await api.call('GET', '/api/v1/dead-letters?stage=mdn&withSource=true')).body.deadLetters as any[];
+    let letters = await lettersOf();
+    while (letters.length === 0) letters = await lettersOf();
+    expect(letters).toEqual([expect.objectContaining({ stage: 'mdn', source: expect.stringMatching(new RegExp(`^${app.topics.mdnDeliveries}/`)) })]);
+
+    const started = await api.call('POST', '/api/v1/dead-letters/replay', { body: { stage: 'mdn' } });
+    expect(started.status).toBe(202);
+    let job = started.body;
+    while (job.state === 'running') job = (await api.call('GET', `/api/v1/replays/${job.id}`)).body;
+    expect(job).toMatchObject({ state: 'complete', replayed: 1, error: null });
+    // Still undecodable, so the mdn stage dead-letters the copy: a second letter whose source is marked a replay of the first's.
+    while (letters.length < 2) letters = await lettersOf();
+    expect(letters).toHaveLength(2);
+    expect(letters[0].sourceRecord.headers['ingress-replay-of']).toBe(letters[1].source);
+  });
+
   test('a range replay runs in the service, is found again by its request, and a finished one is not repeated', async () => {
     const request = { topic: app.topics.received, from: 0, workflow: 'wf-api' };
     const started = await api.call('POST', '/api/v1/replays', { body: request });

@@ -320,6 +320,31 @@ describe('Kafka EventLog', () => {
     expect(fromOne.filter((v) => v !== 'late').sort()).toEqual(expected.sort());
   });
 
+  test('a read joins a throwaway group whose name starts with the group prefix (INGRESS_TOPIC_PREFIX), so prefixed group ACLs cover it', async () => {
+    const prefix = `acl-${randomUUID().slice(0, 8)}.`;
+    const log = await openKafkaLog({ brokers: brokers(), clientId: `kafka-test-${randomUUID().slice(0, 8)}`, groupPrefix: prefix });
+    logs.push(log);
+    const topic = unique('reader-group');
+    await log.ensureTopics([topic]);
+    await log.append([rec(topic, 'k', 'one')]);
+    const abort = new AbortController();
+    const reading = log.read(topic, { start: { from: 'beginning' }, signal: abort.signal })[Symbol.asyncIterator]();
+    expect((await reading.next()).value?.value.toString()).toBe('one');
+
+    const admin = new Kafka({ brokers: brokers(), logLevel: logLevel.NOTHING }).admin();
+    await admin.connect();
+    try {
+      const { groups } = await admin.listGroups();
+      const readers = groups.map((g) => g.groupId).filter((g) => /ingress-reader-[0-9a-f-]{36}$/.test(g) && g.includes(prefix));
+      expect(readers).toHaveLength(1);
+      expect(readers[0]).toMatch(new RegExp(`^${prefix.replace(/\./g, '\\.')}ingress-reader-`));
+    } finally {
+      await admin.disconnect();
+      abort.abort();
+      await reading.return?.();
+    }
+  });
+
   test('an unreachable broker: appends reject with log-unavailable in bounded time, overflow is refused at once', async () => {
     const log = await openKafkaLog({
       brokers: ['127.0.0.1:1'],

@@ -119,12 +119,15 @@ export function deadLetterSelector(filter: Omit<DeadLetterReplayRequest, 'since'
 
 /**
  * Append each selected dead letter's source record to the topic it came from (its stage's input), marked as a
- * replay of the source's original position, so the stage runs on it again after a fix.
+ * replay of the source's original position, so the stage runs on it again after a fix: the decoder's, the
+ * dispatcher's and the mdn stage's dead letters.
  */
 export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: ReplayContext): RefeedPlan {
   const since = request.since === null ? null : parsePosition(request.since, 'since', 'time');
   if (request.letters && request.letters.some((l) => !/^\d{1,9}\/\d{1,19}$/.test(l))) throw new ReplayRequestError('letters takes dead-letter positions as "<partition>/<offset>", e.g. "0/42"');
-  const stageInputs = new Set([ctx.topics.received, ctx.topics.decoded]);
+  // The sampler's source, an execution queue, is left out: re-feeding it would request those executions again.
+  // The mdn stage's are in: a delivery replayed is sent at least once more, as any MDN retry can be (as2-async-mdn.md).
+  const stageInputs = new Set([ctx.topics.received, ctx.topics.decoded, ctx.topics.mdnDeliveries, ...ctx.topics.mdnRetries]);
   const selected = deadLetterSelector(request, ctx);
   return {
     source: ctx.topics.deadLetter,

@@ -18,6 +18,8 @@ import { TOPIC_MAX_MESSAGE_BYTES } from '../topics';
 export interface KafkaLogOptions {
   brokers: string[];
   clientId: string;
+  /** INGRESS_TOPIC_PREFIX, which starts the name of the throwaway groups read() joins (the stages' groups carry it already). */
+  groupPrefix?: string;
   logger?: Logger;
   /** For topics ensureTopics() creates in tests and development (default 3 partitions, replication factor 1); production topics come from `ingress topics apply`. */
   topicDefaults?: { partitions: number; replicationFactor: number };
@@ -138,6 +140,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       if (closed) return (async function* () { throw new EventLogError('kafka log is closed', 'log-closed'); })();
       return readTopic({
         kafka,
+        groupPrefix: options.groupPrefix ?? '',
         admin,
         register(stop) { readers.add(stop); return () => readers.delete(stop); },
       }, topic, readOptions);

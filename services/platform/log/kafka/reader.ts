@@ -5,7 +5,7 @@ import { unavailable } from './kafka-client';
 import { nextOffset, toLogRecord } from './records';
 
 /**
- * EventLog.read on Kafka: a consumer in a throwaway group (`ingress-reader-<uuid>`) that never commits, reading
+ * EventLog.read on Kafka: a consumer in a throwaway group (`<prefix>ingress-reader-<uuid>`) that never commits, reading
  * committed records only. kafkajs has no assign(), so the start position is applied with seek() each time the
  * group hands the reader its partitions (GROUP_JOIN, emitted before the first fetch). The reader remembers the
  * next offset of every partition it has yielded from, so a rejoin (e.g. after a missed heartbeat) resumes where
@@ -18,6 +18,8 @@ import { nextOffset, toLogRecord } from './records';
  */
 export interface ReaderContext {
   kafka: Kafka;
+  /** INGRESS_TOPIC_PREFIX: group ACLs granted by prefix then cover the readers as they cover the stages. */
+  groupPrefix: string;
   admin(): Promise<Admin>;
   register(stop: () => Promise<void>): () => void;
 }
@@ -36,7 +38,7 @@ export async function* readTopic(ctx: ReaderContext, topic: string, { start, sig
     try {
       only = await startPositions(ctx, topic, start, positions);
       consumer = ctx.kafka.consumer({
-        groupId: `ingress-reader-${randomUUID()}`,
+        groupId: `${ctx.groupPrefix}ingress-reader-${randomUUID()}`,
         readUncommitted: false,
         maxWaitTimeInMs: 250,
         allowAutoTopicCreation: false,
