@@ -88,7 +88,7 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
 
   async function keepEvidence(delivery: MdnDelivery, outcome: MdnOutcomeKind, attempts: (MdnAttempt & { outcome: MdnOutcomeKind })[], nextAttemptAt: number | null): Promise<void> {
     const document = {
-      url: delivery.url, mdnMessageId: delivery.mdnMessageId, outcome, nextAttemptAt: nextAttemptAt === null ? null : new Date(nextAttemptAt).toISOString(),
+      url: loggableUrl(delivery.url), mdnMessageId: delivery.mdnMessageId, outcome, nextAttemptAt: nextAttemptAt === null ? null : new Date(nextAttemptAt).toISOString(),
       attempts: attempts.map((a) => ({ at: new Date(a.at).toISOString(), outcome: a.outcome, status: a.status, reason: a.reason || null })),
     };
     // After the POST: a store that fails must not make us send the MDN again. The outcome record has it all.
@@ -105,7 +105,8 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
     const nextAttemptAt = result.ok ? null : at + deps.retry.delaysMs[retryIndex];
     const kind: MdnOutcomeKind = result.ok ? 'delivered' : result.final || nextAttemptAt! > delivery.receivedAt + deps.retry.windowMs ? 'given_up' : 'retrying';
     const outcome: MdnOutcome = {
-      requestId: delivery.requestId, workflowId: delivery.workflowId, messageId: delivery.messageId, mdnMessageId: delivery.mdnMessageId, url: delivery.url,
+      // The query, which may hold the partner's token, stays in the delivery record alone (security.md).
+      requestId: delivery.requestId, workflowId: delivery.workflowId, messageId: delivery.messageId, mdnMessageId: delivery.mdnMessageId, url: loggableUrl(delivery.url),
       outcome: kind, attempts: history.length, at, status: result.status, reason: result.ok ? null : result.reason, nextAttemptAt: kind === 'retrying' ? nextAttemptAt : null,
     };
     const fields = {

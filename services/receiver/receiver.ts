@@ -346,6 +346,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         }
       } catch (error) {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error });
+        // The raw bytes are still there, secret and all, and nothing will reference them.
+        if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
         return refuseAccepted();
       }
     }
@@ -381,8 +383,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const pending = plugin.accepted(request, node, body, inspected.inspection, services);
     const answer = pending instanceof Promise ? await pending : pending;
     // Only an answer with the missing workflow's bytes (a hook with No Response Body) needs its time
-    // imitated; slower kinds (an AS2 accept signs its MDN) would otherwise stretch every imitated wait.
-    if (looksEmpty(answer)) deps.acceptTiming.record(performance.now() - outcome.lastByteAt, outcome.stagedPath !== null);
+    // imitated; slower kinds would otherwise stretch every imitated wait. An AS2 message that asks for an
+    // asynchronous MDN is answered empty too, after its decryption and signatures: not a webhook's, not timed.
+    if (looksEmpty(answer) && facts.triggerKind === 'webhook') deps.acceptTiming.record(performance.now() - outcome.lastByteAt, outcome.stagedPath !== null);
     send(res, requestId, answer);
     return answer.status;
   }

@@ -26,23 +26,35 @@ const stampOf = (() => {
 
 const MAX_NAME_BYTES = 200;
 
+/** Control, format (zero-width, bidi marks and overrides, byte order mark) and line/paragraph separator characters. */
+const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+/** Characters Windows refuses in a name, for whoever saves a staged file on Windows or an SMB share. */
+const WINDOWS_RESERVED_CHARS = /[:*?"<>|]/g;
+/** Device names Windows reserves, with any extension (`con.txt` opens the console). */
+const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)/i;
+
 /**
- * A partner-supplied file name made safe for a path segment: no directories (either slash), no
- * control or bidi-override characters, no leading dots, at most 200 UTF-8 bytes (the extension kept),
- * `file` when nothing is left. Non-ASCII letters stay.
+ * A partner-supplied file name made safe for a path segment: no directories (either slash), no control,
+ * invisible or bidi characters, no leading or trailing dots or spaces, Windows' reserved characters as `_`
+ * and its device names prefixed with `_`, at most 200 UTF-8 bytes (the extension kept), `file` when nothing
+ * is left. Non-ASCII letters stay.
  */
 export function sanitizeFilename(name: string | undefined | null): string {
   let base = (name ?? '').split(/[/\\]/).pop() ?? '';
   // A name longer than any file system takes is cut before the work below, which is then bounded too.
   base = base.slice(0, 4 * MAX_NAME_BYTES).normalize('NFC');
-  base = base.replace(/[\u0000-\u001f\u007f-\u009f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g, '');
-  base = base.replace(/^[.\s]+/, '').replace(/[\s.]+$/, '');
+  base = base.replace(INVISIBLE, '').replace(WINDOWS_RESERVED_CHARS, '_');
+  base = trimmed(base);
   if (base === '') return 'file';
+  if (WINDOWS_DEVICE.test(base)) base = `_${base}`;
   if (Buffer.byteLength(base, 'utf8') <= MAX_NAME_BYTES) return base;
   const dot = base.lastIndexOf('.');
   const ext = dot > 0 && base.length - dot <= 16 ? base.slice(dot) : '';
-  return fitted(base.slice(0, base.length - ext.length), ext);
+  // The cut can end the stem at a dot or a space again (with no extension kept, that is the name's end).
+  return trimmed(fitted(base.slice(0, base.length - ext.length), ext)) || 'file';
 }
+
+const trimmed = (name: string) => name.replace(/^[.\s]+/, '').replace(/[\s.]+$/, '');
 
 /** `stem + tail`, the stem cut so that the whole takes at most MAX_NAME_BYTES UTF-8 bytes. */
 function fitted(stem: string, tail: string): string {
@@ -50,6 +62,18 @@ function fitted(stem: string, tail: string): string {
   if (Buffer.byteLength(stem, 'utf8') <= room) return stem + tail;
   // One cut at the byte budget; a character split by the cut decodes as U+FFFD, which is dropped.
   return Buffer.from(stem, 'utf8').subarray(0, room).toString('utf8').replace(/\uFFFD+$/, '') + tail;
+}
+
+const TYPE_SUBTYPE = /^[a-z0-9!#$%&'*+.^_`|~-]+\/[a-z0-9!#$%&'*+.^_`|~-]+$/;
+
+/**
+ * A partner-supplied type/subtype (lower-cased) as a staged file's content type, and as its workflow output
+ * says it: two tokens (RFC 9110 §5.6.2), else application/octet-stream. A MIME part inside an AS2 message can
+ * carry any byte in its header; Azure drops some (a bare CR), the filesystem store keeps them, and the workflow
+ * would be told a type that is stored as neither.
+ */
+export function stagedMediaType(type: string): string {
+  return TYPE_SUBTYPE.test(type) ? type : 'application/octet-stream';
 }
 
 /** Keep names unique within one request: `a.pdf`, `a (2).pdf`, `a (3).pdf`, within the same byte cap. */

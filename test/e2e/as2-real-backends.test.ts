@@ -54,3 +54,17 @@ test('a signed, compressed, encrypted two-attachment message becomes two executi
   expect(keptMessage.subarray(keptMessage.indexOf('\r\n\r\n') + 4).equals(message.body)).toBe(true);
   expect(keptMessage.toString('latin1')).toContain('message-id: <e2e-1@partner>');
 }, 90_000);
+
+test('an attachment whose Content-Type is not a plain type/subtype (a control character in it) is staged and reported as application/octet-stream, not as each store would mend it', async () => {
+  // Before: the workflow was told "text/pl\rain" while Azure kept "text/plain" (and the filesystem store, the \r).
+  const odd = peer.entity({ 'Content-Type': 'text/pl\rain' }, 'ISA*odd~');
+  const signed = await peer.sign(odd, partner, 'sha256');
+  const message = await peer.encrypt(signed.entity, receiver, '-aes256');
+  const mdn = await postAs2(app, 'wf-as2', message, as2Headers({ 'Message-Id': '<e2e-odd-type@partner>' }), peer, receiver);
+  expect(mdn.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+  const [execution] = await executionsOf(app, mdn.requestId, 1, 60_000);
+  const out = JSON.parse(execution.input)['AS2 in'];
+  expect(out.as2.contentType).toBe('application/octet-stream');
+  expect((await readAll(await app.backends.store.get(out.file))).toString()).toBe('ISA*odd~');
+  expect((await app.backends.store.head(out.file))?.contentType).toBe('application/octet-stream');
+}, 90_000);

@@ -83,4 +83,12 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     const dispatcher = await until('the dispatcher\'s spans', () => spansOf(requestId, `${topics.decoded} process`), (s) => s.length === 2);
     expect([...decoder, ...dispatcher].map((s) => s.traceId)).toEqual([http.traceId, http.traceId, http.traceId, http.traceId]);
   }, 120_000);
+
+  if (choice === 'real') {
+    test("outgoing calls' client spans (Azure Blob, Cosmos DB) hide the query of url.full, as the logs do: an AS2 partner's MDN URL may carry a token", async () => {
+      const urls = () => collector.spans().map((s) => s.attributes['url.full']).filter((u): u is string => typeof u === 'string');
+      const queried = await until('client spans of calls with a query', () => urls().filter((u) => u.includes('?')), (u) => u.length > 0);
+      for (const url of queried) expect(url).toMatch(/^https?:\/\/[^?]+\?REDACTED$/);
+    });
+  }
 });

@@ -95,6 +95,17 @@ test('delivered: empty 200 at once, then the signed processed MDN POSTed with AS
   expect(app.logs.some((l) => l.event === 'as2.mdn-delivered' && l.requestId === sent.requestId)).toBe(true);
 });
 
+test("a token in the MDN URL's query reaches the partner, and nothing else: the outcome record, the evidence, the journal and the logs show the URL without its query", async () => {
+  const sent = await send(mdnUrl('/as2/mdn/inbox?access_token=SECRET-MDN-TOKEN'));
+  expect(sent.status).toBe(200);
+  const outcomes = await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, sent.requestId);
+  expect(outcomes.map((o) => [o.outcome, o.url])).toEqual([['delivered', `${mdnUrl('/as2/mdn/inbox')}?…`]]);
+  expect(postsFor(sent.messageId).map((p) => p.path)).toEqual(['/as2/mdn/inbox?access_token=SECRET-MDN-TOKEN']);
+  const delivery = await evidence(deliveryEvidencePath({ workflowId: 'wf-async', messageId: sent.messageId, requestId: sent.requestId }));
+  expect(delivery.url).toBe(`${mdnUrl('/as2/mdn/inbox')}?…`);
+  expect(JSON.stringify(app.logs)).not.toContain('SECRET-MDN-TOKEN');
+});
+
 test('a receiver down for a while gets the MDN once it is back: the same bytes, one delivery, attempts as the policy says', async () => {
   await mdns.down();
   try {

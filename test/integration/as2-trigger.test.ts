@@ -67,6 +67,20 @@ const wfWith = async (on: TestApp, id: string) => {
   await on.backends.registry.workflows.put({ id, active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred' } }] });
 };
 
+test("AS2-From is not a principal before the signature holds: a stranger's junk sent under a partner's name does not spend that partner's rate limit", async () => {
+  await app.backends.registry.workflows.put({ id: 'wf-as2-limited', active: true, nodes: [{ name: 'AS2 in', type: 'webhook',
+    parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth', options: { rateLimit: { perSecond: 0.01, burst: 5, perPrincipal: { perSecond: 0.01, burst: 1 } } } },
+    credentials: { as2ReceiverAuth: 'cred-pinned' } }] });
+  const junk = await fetch(`${app.baseUrl}/hook/wf-as2-limited`, { method: 'POST', headers: { ...as2Headers({ 'AS2-From': 'PARTNER' }), 'Content-Type': 'application/pkcs7-mime; smime-type=enveloped-data' }, body: 'not a message' });
+  expect(junk.status).toBe(200); // a failure MDN
+  await junk.arrayBuffer();
+  const mdn = await postAs2(app, 'wf-as2-limited', signedEncrypted(payload()), as2Headers({ 'AS2-From': 'PARTNER' }), peer, receiver);
+  expect(mdn.status).toBe(200);
+  expect(mdn.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+  const { received } = await receivedOf(app, mdn.requestId);
+  expect(received.principal).toBeNull();
+});
+
 describe('partners get a signed MDN with the right MIC, and one execution with the stored payload', () => {
   test.each([
     ['-aes128', []], ['-aes192', []], ['-aes256', []], ['-des3', []], ['-aes128', ['-keyopt', 'rsa_padding_mode:oaep']],

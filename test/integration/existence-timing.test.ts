@@ -15,6 +15,9 @@ import type { Registry } from '../../services/platform/registry/registry';
 import type { ObjectStore } from '../../services/platform/store/object-store';
 import type { TriggerCatalog } from '../../services/triggers/catalog';
 import { backendEnv } from '../support/app';
+import { eventDocument, SEND_STREAM_ACTION, sendStreamRequest } from '../fixtures/cargowise';
+import { createPeer, type Party, type Peer } from '../support/as2-peer';
+import { as2Headers } from '../support/as2-client';
 
 /**
  * A missing, inactive or trigger-less workflow must not answer sooner than an accepted event (SPEC §4:
@@ -76,11 +79,18 @@ function withFailingInspection(catalog: TriggerCatalog): TriggerCatalog {
   });
 }
 
-/** The object store, with every write taking `storeDelay` ms longer once its bytes are in. */
+/** The object store, with every write taking `storeDelay` ms longer once its bytes are in; under `failRewritesUnder`, a path's second write fails. */
 let storeDelay = 0;
+let failRewritesUnder: string | null = null;
+const written = new Set<string>();
 function slowStore(store: ObjectStore): ObjectStore {
   return Object.assign(Object.create(store) as ObjectStore, {
     put: async (...args: Parameters<ObjectStore['put']>) => {
+      const [path] = args;
+      if (failRewritesUnder !== null && path.startsWith(failRewritesUnder)) {
+        if (written.has(path)) throw new Error('the store failed (injected by the test)');
+        written.add(path);
+      }
       const stored = await store.put(...args);
       await new Promise((r) => setTimeout(r, storeDelay));
       return stored;
@@ -101,6 +111,7 @@ beforeAll(async () => {
   await backends.registry.workflows.put({ id: 'wf-gated', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-inactive', active: false, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-no-trigger', active: true, nodes: [{ name: 'Only', type: 'noop' }] });
+  await backends.registry.workflows.put({ id: 'wf-freight', active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'] } }] });
   receiver = createReceiver({
     log: backends.log, topics: pipelineTopics(config.topicPrefix), store: slowStore(backends.store), registry: gatedRegistry(backends.registry), sealer: backends.sealer,
     catalog: withFailingInspection(triggerCatalog(config)), codec: defaultAvroCodec(), logger, maxBodyBytes: config.maxBodyBytes, inlineBodyMax: config.inlineBodyMax,
@@ -110,6 +121,7 @@ beforeAll(async () => {
   baseUrl = `http://127.0.0.1:${await receiver.listen(0, '127.0.0.1')}`;
 });
 afterAll(async () => {
+  peer?.cleanup();
   await receiver?.close(100);
   await backends?.close();
   cleanup?.();
@@ -322,4 +334,42 @@ test('a trigger that fails while inspecting a staged body answers 500 and leaves
   // The deletion is not awaited by the answer: give it its moment.
   for (const deadline = Date.now() + 5000; (await staged()).length > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
   expect(await staged()).toEqual([]);
+});
+
+test('an envelope staged with a password whose redacted copy cannot be stored is refused, and its raw claim check does not stay behind', async () => {
+  const staged = async () => { const out: string[] = []; for await (const p of backends.store.list('raw/wf-freight/')) out.push(p); return out; };
+  failRewritesUnder = 'raw/wf-freight/';
+  try {
+    // Over INLINE_BODY_MAX (16 KiB here), so the raw envelope is staged before the trigger redacts its password.
+    const envelope = sendStreamRequest(Array.from({ length: 40 }, () => ({ xml: eventDocument() })), { token: { username: 'eadaptor', password: 'staged-s3cret' } });
+    expect(envelope.length).toBeGreaterThan(16 * 1024);
+    const res = await fetch(`${baseUrl}/hook/wf-freight`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION }, body: envelope });
+    expect(res.status).toBe(503);
+    expect(await res.text()).toContain('Fault');
+    expect(written.size).toBe(1);
+    for (const deadline = Date.now() + 5000; (await staged()).length > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
+    expect(await staged()).toEqual([]);
+  } finally {
+    failRewritesUnder = null;
+  }
+});
+
+let peer: Peer;
+test('an AS2 message that asks for an asynchronous MDN is answered an empty 200 too, but its accept (decryption, signature, MDN) is not what a missing workflow imitates', async () => {
+  peer = createPeer();
+  const [ours, partner]: Party[] = [await peer.party('receiver'), await peer.party('partner')];
+  const data = { certificate: ours.cert, privateKey: ours.key, partnerCertificate: partner.cert, asyncMdnUrls: ['https://partner.example/as2/mdn'] };
+  await backends.registry.credentials.put(backends.sealer!.seal({ id: 'cred-timing', type: 'as2ReceiverAuth', data }));
+  await backends.registry.workflows.put({ id: 'wf-as2-async', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-timing' } }] });
+  const part = peer.entity({ 'Content-Type': 'application/edi-x12' }, 'ISA*timing~');
+  const built = await peer.encrypt((await peer.sign(part, partner, 'sha256')).entity, ours, '-aes256');
+  const before = recorded.length;
+  const res = await fetch(`${baseUrl}/hook/wf-as2-async`, { method: 'POST', headers: { ...as2Headers({ 'Receipt-Delivery-Option': 'https://partner.example/as2/mdn' }), 'Content-Type': built.contentType }, body: built.body });
+  expect(res.status).toBe(200);
+  expect((await res.arrayBuffer()).byteLength).toBe(0);
+  expect(res.headers.get('x-request-id')).toBeTruthy();
+  expect(recorded.length).toBe(before);
+  // A webhook with No Response Body is still timed.
+  expect((await post('wf-open')).status).toBe(200);
+  expect(recorded.length).toBe(before + 1);
 });

@@ -116,10 +116,13 @@ describe('authentication', () => {
   });
 
   test('credential-bearing query parameters are redacted in the received record; others are kept', async () => {
-    const ok = await post('/hook/wf-basic?token=tok-123&api_key=k-456&tenant-pin=789&order=42&sig=s1&sig=s2', '{}', { authorization: basic('partner', 'p:ss:word') });
+    const ok = await post('/hook/wf-basic?token=tok-123&api_key=k-456&tenant-pin=789&order=42&sig=s1&sig=s2&jwt=j1&pwd=p1&pass=p2&hmac=h1&passenger=3', '{}', { authorization: basic('partner', 'p:ss:word') });
     expect(ok.status).toBe(200);
     const received = await receivedFor(ok.headers.get('x-request-id')!);
-    expect(received.query).toEqual({ token: ['[redacted]'], api_key: ['[redacted]'], 'tenant-pin': ['[redacted]'], order: ['42'], sig: ['[redacted]', '[redacted]'] });
+    expect(received.query).toEqual({
+      token: ['[redacted]'], api_key: ['[redacted]'], 'tenant-pin': ['[redacted]'], order: ['42'], sig: ['[redacted]', '[redacted]'],
+      jwt: ['[redacted]'], pwd: ['[redacted]'], pass: ['[redacted]'], hmac: ['[redacted]'], passenger: ['3'],
+    });
     expect(JSON.stringify(app.logs)).not.toMatch(/tok-123|k-456/);
   });
 

@@ -85,6 +85,10 @@ test('every problem is reported at once, and no secret is echoed', () => {
   const found = problems({ PORT: 'x', LOG_LEVEL: 'y', AZURE_STORAGE_CONNECTION_STRING: 'AccountKey=supersecret', INGRESS_ENCRYPTION_KEY: 'tiny-secret' });
   expect(found).toHaveLength(4);
   expect(found.join('\n')).not.toMatch(/supersecret|tiny-secret/);
+  // A Cosmos DB connection string where the endpoint belongs: refused, its key not repeated.
+  const cosmos = problems({ COSMOS_ENDPOINT: 'AccountEndpoint=https://a.documents.azure.com:443/;AccountKey=cosmossecret==;', COSMOS_KEY: 'x' });
+  expect(cosmos).toEqual([expect.stringMatching(/^COSMOS_ENDPOINT is not an http:\/\/ or https:\/\/ URL/)]);
+  expect(cosmos.join('\n')).not.toContain('cosmossecret');
 });
 
 test('operations settings: admin port, shutdown grace, back-pressure and topic settings', () => {

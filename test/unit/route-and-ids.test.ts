@@ -73,7 +73,7 @@ test('secret comparison', () => {
 test('credential-bearing headers are redacted, extra ones on request', () => {
   expect(redactHeaders({ Authorization: 'Basic x', 'X-Tenant-Key': 'k', 'content-type': 'a/b', 'x-my-token': 't' }, ['x-tenant-key']))
     .toEqual({ authorization: '[redacted]', 'x-tenant-key': '[redacted]', 'content-type': 'a/b', 'x-my-token': '[redacted]' });
-  const vendors = ['X-Authorization', 'X-Shopify-Hmac-Sha256', 'Ocp-Apim-Subscription-Key', 'X-Goog-Api-Key', 'apikey', 'X-Functions-Key', 'X-Session-Id', 'X-Amz-Security-Token'];
+  const vendors = ['X-Authorization', 'X-Shopify-Hmac-Sha256', 'Ocp-Apim-Subscription-Key', 'X-Goog-Api-Key', 'apikey', 'X-Functions-Key', 'X-Session-Id', 'X-Amz-Security-Token', 'X-Passphrase', 'X-Pwd', 'X-Jwt'];
   const plain = ['content-type', 'user-agent', 'keep-alive', 'x-request-id', 'idempotency-keys-used', 'idempotency-key', 'x-correlation-id', 'accept'];
   const out = redactHeaders(Object.fromEntries([...vendors, ...plain].map((name) => [name, 'v'])));
   expect(vendors.filter((name) => out[name.toLowerCase()] !== '[redacted]')).toEqual([]);

@@ -42,3 +42,25 @@ test('a repeated name at the byte cap stays within it, its stem cut to make room
   expect(third).toMatch(/^é+ \(3\)\.pdf$/);
   expect(Buffer.byteLength(third)).toBeLessThanOrEqual(200);
 });
+
+test('invisible characters (zero-width, bidi marks, byte order mark, line separators) are removed too', () => {
+  expect(sanitizeFilename('in\u200Bvo\u061Cice\uFEFF\u2028.pdf')).toBe('invoice.pdf');
+  expect(sanitizeFilename('a\u2066b\u2069c\u200Dd.txt')).toBe('abcd.txt');
+});
+
+test("Windows' reserved characters become _ and its device names are prefixed, so a staged file can be saved anywhere", () => {
+  expect(sanitizeFilename('report: Q3 <final>?.pdf')).toBe('report_ Q3 _final__.pdf');
+  expect(sanitizeFilename('a|b*"c".txt')).toBe('a_b__c_.txt');
+  expect(sanitizeFilename('CON')).toBe('_CON');
+  expect(sanitizeFilename('nul.txt')).toBe('_nul.txt');
+  expect(sanitizeFilename('com1.x12')).toBe('_com1.x12');
+  expect(sanitizeFilename('console.log')).toBe('console.log');
+  expect(sanitizeFilename('com10.txt')).toBe('com10.txt');
+});
+
+test('a name cut to 200 bytes never ends in a dot or a space, even where the extension is too long to keep', () => {
+  const cutAtDot = sanitizeFilename(`${'A'.repeat(199)}.${'B'.repeat(100)}`);
+  expect(cutAtDot).toBe('A'.repeat(199));
+  const cutAtSpace = sanitizeFilename(`${'A'.repeat(199)} ${'B'.repeat(100)}`);
+  expect(cutAtSpace).toBe('A'.repeat(199));
+});

@@ -28,6 +28,9 @@ test.each([
   'https://partner.example/as2',
   'http://10.1.2.3/',
   'https://[fd00::5]/mdnx',
+  'https://partner.example/as2/mdn/..;/..;/manager/html',
+  'https://partner.example/as2/mdn;jsessionid=1/../admin',
+  'https://partner.example/as2/mdn/inbox;x=1',
 ])('%s is allowed by none', (url) => expect(match(url)).toBeNull());
 
 test.each([
@@ -53,7 +56,7 @@ test('allow-list entries are checked at credentials put and workflows put', () =
 
 test.each([
   '127.0.0.1', '127.8.9.10', '0.0.0.0', '10.0.0.1', '172.16.5.4', '172.31.255.255', '192.168.1.1', '100.64.0.1', '100.127.255.255', '169.254.169.254',
-  '::1', '::', 'fe80::1', 'fc00::1', 'fd12:3456::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', 'not-an-address',
+  '::1', '::', 'fe80::1', 'fc00::1', 'fd12:3456::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', '168.63.129.16', '::ffff:168.63.129.16', 'not-an-address',
 ])('%s is special', (address) => expect(isSpecialAddress(address)).toBe(true));
 
 test.each(['8.8.8.8', '100.128.0.1', '172.32.0.1', '2606:4700::1111', '::ffff:8.8.8.8'])('%s is public', (address) => expect(isSpecialAddress(address)).toBe(false));

@@ -232,7 +232,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   } else if (endpoint !== undefined && key !== undefined) {
     let ok = true;
     try { const u = new URL(endpoint); ok = u.protocol === 'https:' || u.protocol === 'http:'; } catch { ok = false; }
-    if (!ok) problems.push(`COSMOS_ENDPOINT=${JSON.stringify(endpoint)}: the account URL, e.g. https://myaccount.documents.azure.com:443/`);
+    // Not echoed: a connection string pasted here by mistake carries the account key.
+    if (!ok) problems.push('COSMOS_ENDPOINT is not an http:// or https:// URL: set the account URL, e.g. https://myaccount.documents.azure.com:443/ (the key goes in COSMOS_KEY)');
     const database = get('COSMOS_DATABASE') ?? 'ingress';
     if (!/^[^/\\#?]{1,255}$/.test(database)) problems.push(`COSMOS_DATABASE=${JSON.stringify(database)}: 1-255 characters without / \\ # ?`);
     if (ok) cosmos = { endpoint, key, database, caFile: get('COSMOS_CA_FILE') ?? null };

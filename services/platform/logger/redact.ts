@@ -11,10 +11,10 @@ const ALWAYS_SECRET = new Set([
 
 /**
  * Names that say they carry one: X-Authorization, X-Shopify-Hmac-Sha256, X-Session-Id,
- * Ocp-Apim-Subscription-Key, X-Goog-Api-Key, apikey, X-Functions-Key. Redacting a harmless header costs the
+ * Ocp-Apim-Subscription-Key, X-Goog-Api-Key, apikey, X-Functions-Key, X-Passphrase, X-Pwd, X-Jwt. Redacting a harmless header costs the
  * record a value; missing a secret one puts a credential on a topic.
  */
-const SECRET_HEADER = /secret|token|passw|signature|auth|hmac|session|credential|api-?key|(?:^|[-_])key$/;
+const SECRET_HEADER = /secret|token|passw|passphrase|pwd|jwt|signature|auth|hmac|session|credential|api-?key|(?:^|[-_])key$/;
 
 /** Names the pattern above would catch that carry no credential: the standard header for an idempotency key (IETF draft). */
 const NEVER_SECRET = new Set(['idempotency-key']);
@@ -50,7 +50,7 @@ export function redactHeaders(headers: Record<string, string>, alsoSecret: reado
  * in the received record, so they reach no topic; `alsoSecret` adds names (REDACT_QUERY_PARAMS).
  * The answer's `$query` templates still see the request as sent.
  */
-const SECRET_QUERY = /secret|token|passw|signature|^sig$|^key$|api[-_]?key|access[-_]?key|^auth|^code$|credential|session/i;
+const SECRET_QUERY = /secret|token|passw|passphrase|^pass$|^pwd$|^pw$|jwt|hmac|signature|^sig$|^key$|api[-_]?key|access[-_]?key|^auth|^code$|credential|session/i;
 
 export function redactQuery(query: Record<string, string[]>, alsoSecret: ReadonlySet<string>): Record<string, string[]> {
   let out: Record<string, string[]> | null = null;

@@ -49,8 +49,9 @@ export function matchesPrefix(target: URL, prefix: URL): boolean {
   // An encoded separator would escape the prefix on a server that decodes before routing (/mdn/..%2fadmin).
   if (/%2f|%5c/i.test(target.pathname)) return false;
   const base = prefix.pathname;
-  if (base.endsWith('/')) return target.pathname.startsWith(base);
-  return target.pathname === base || target.pathname.startsWith(`${base}/`);
+  const within = base.endsWith('/') ? target.pathname.startsWith(base) : target.pathname === base || target.pathname.startsWith(`${base}/`);
+  // Path parameters would escape it too: to Tomcat and Spring `/mdn/..;/admin` is `/admin`, to the URL parser a segment.
+  return within && !target.pathname.slice(base.length).includes(';');
 }
 
 /** The first prefix the URL matches, or null. */
@@ -60,11 +61,13 @@ export function allowedBy(target: URL, prefixes: readonly UrlPrefix[]): UrlPrefi
 
 /**
  * Addresses an outbound call must not reach unless an allow-list entry names them by IP literal: loopback,
- * "this network", private (RFC 1918, ULA), shared (CGNAT 100.64/10), link-local, multicast and reserved
- * ranges. IPv4-mapped IPv6 forms are checked as the IPv4 address they carry.
+ * "this network", private (RFC 1918, ULA), shared (CGNAT 100.64/10), link-local (the metadata services),
+ * multicast and reserved ranges, and Azure's WireServer. IPv4-mapped IPv6 forms are checked as the IPv4 address they carry.
  */
 const SPECIAL = new BlockList();
 for (const [net, bits] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['224.0.0.0', 4], ['240.0.0.0', 4]] as const) SPECIAL.addSubnet(net, bits, 'ipv4');
+// Azure's WireServer: a public address, but one every Azure VM reaches for its platform (agent, health, DNS).
+SPECIAL.addAddress('168.63.129.16', 'ipv4');
 for (const [net, bits] of [['::', 96], ['::1', 128], ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8]] as const) SPECIAL.addSubnet(net, bits, 'ipv6');
 
 /** The IPv4 address an IPv4-mapped (::ffff:a.b.c.d, ::ffff:7f00:1) or compatible IPv6 address carries; else the address. */

@@ -1,4 +1,5 @@
 import type { Logger } from '../logger/logger';
+import { queryHiddenUrl } from './outgoing-url';
 
 /**
  * Start the OpenTelemetry Node SDK when the standard OTEL_* variables ask for an exporter (traces or metrics).
@@ -14,7 +15,8 @@ import type { Logger } from '../logger/logger';
  *   record's trace context with one of whatever was active at the send (a transaction, a coalesced append),
  *   so on Kafka each hop began a new trace. The stages' spans already carry the messaging.* attributes.
  * (The http module is patched only when something requires it after the SDK started, as the Azure Blob and
- * Cosmos DB clients do. On the embedded backends neither happened; on the real ones both did.)
+ * Cosmos DB clients do. On the embedded backends neither happened; on the real ones both did, and then an
+ * asynchronous MDN's POST is traced too: outgoing-url.ts keeps its query, which a partner chose, out of it.)
  */
 /** Whether the OTEL_* variables ask for an exporter of traces or metrics, i.e. whether the SDK starts. */
 export function telemetryWanted(env: NodeJS.ProcessEnv): boolean {
@@ -29,7 +31,14 @@ export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Pr
   const { HttpInstrumentation } = await import('@opentelemetry/instrumentation-http');
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME ?? 'inbound-event-ingress',
-    instrumentations: [new HttpInstrumentation({ disableIncomingRequestInstrumentation: true })],
+    instrumentations: [new HttpInstrumentation({
+      disableIncomingRequestInstrumentation: true,
+      // Attributes the hook returns replace the instrumentation's own.
+      startOutgoingSpanHook: (request) => {
+        const url = queryHiddenUrl(request);
+        return url === null ? {} : { 'url.full': url };
+      },
+    })],
   });
   sdk.start();
   logger.info('telemetry started', { exporter: env.OTEL_TRACES_EXPORTER ?? 'otlp' });

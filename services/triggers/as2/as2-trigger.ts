@@ -129,7 +129,9 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
         const target = identity ? asyncMdnTarget(request.headers, identity, as2Parameters(node)) : new As2Fault('credential-unavailable', 'the receiver cannot open messages right now');
         if (target instanceof As2Fault) return { ok: false, answer: await failureAnswer(request, services, target, identity, null, false) };
       }
-      return { ok: true, principal: `as2:${request.headers['as2-from']}`, secretHeaders: [] };
+      // No principal: AS2-From is only a claim until the signature is verified, after the body is read, and a
+      // stranger naming a partner must not spend that partner's rate limit (rateLimit.perPrincipal).
+      return { ok: true, principal: null, secretHeaders: [] };
     },
 
     validator: (request) => whole.validator(request),

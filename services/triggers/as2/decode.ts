@@ -1,7 +1,7 @@
 import type { DecodedItem, Received } from '../../platform/avro/records';
 import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
-import { sanitizeFilename, stagingFolder, uniqueNamer } from '../staged-files';
+import { sanitizeFilename, stagedMediaType, stagingFolder, uniqueNamer } from '../staged-files';
 import { isRepeat } from '../first-request';
 import { identityOf } from './certificates';
 import { keepRecordedEvidence, messageFolder } from './evidence';
@@ -71,7 +71,7 @@ async function openAndStage(received: Received, credentialId: string | null, lim
   const batch = attachments.length > 1;
   const items: DecodedItem[] = [];
   for (const [index, { entity, bytes }] of attachments.entries()) {
-    const contentType = parseMediaType(entity.headers['content-type']).type || 'application/octet-stream';
+    const contentType = stagedMediaType(parseMediaType(entity.headers['content-type']).type);
     const filename = unique(sanitizeFilename(filenameOf(entity) ?? `payload${batch ? `-${index + 1}` : ''}${extensionOf(contentType)}`));
     const path = `${folder}/${filename}`;
     await services.store.put(path, bytes, { contentType });
@@ -109,7 +109,7 @@ export function decodedBytesBound(workflowId: string, headers: Record<string, st
   const path = jsonBytes(stagingFolder(workflowId, 0, '')) + 16 + FILENAME_JSON_BYTES;
   let total = 0;
   for (const { entity } of attachments) {
-    total += ITEM_OVERHEAD_BYTES + envelope + 2 * path + FILENAME_JSON_BYTES + jsonBytes(parseMediaType(entity.headers['content-type']).type || 'application/octet-stream');
+    total += ITEM_OVERHEAD_BYTES + envelope + 2 * path + FILENAME_JSON_BYTES + jsonBytes(stagedMediaType(parseMediaType(entity.headers['content-type']).type));
   }
   return total;
 }
