@@ -20,6 +20,8 @@ import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS, type LogisticsLimits 
 import { createWarehouseTrigger, DEFAULT_WAREHOUSE_LIMITS } from '../triggers/warehouse/warehouse-trigger';
 import { webhookParameters } from '../triggers/webhook/parameters';
 import { createAs2Trigger, DEFAULT_AS2_LIMITS } from '../triggers/as2/as2-trigger';
+import { allowListEntryListed } from '../triggers/as2/async-mdn';
+import type { MdnDelivery } from '../platform/avro/records';
 import { byProtocol } from '../triggers/by-protocol';
 import { heldBytes, type HeldBytes } from '../triggers/held-bytes';
 import type { WorkflowDocument } from '../platform/registry/documents';
@@ -112,10 +114,11 @@ export async function startServices(config: Config, backends: Backends, services
   let refusals: RefusalJournal | null = null;
   let port: number | null = null;
   try {
+    // The registry as the stages read it now, cached for WORKFLOW_CACHE_MS (the receiver keeps caches of its own).
+    const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
+    const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
     if (services.includes('decoder')) {
-      const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
       // AS2 bodies are opened again by the decoder, with the credential as it is now (docs/as2.md, "Where the work happens").
-      const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
       stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000, mdnFirstAttemptDelayMs: config.as2MdnRetry.firstAttemptDelayMs }) });
     }
     if (services.includes('dispatcher')) {
@@ -125,7 +128,9 @@ export async function startServices(config: Config, backends: Backends, services
       stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey }) });
     }
     if (services.includes('mdn')) {
-      stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey }) });
+      // Each attempt checks that its allow-list entry is still listed: removing one stops the retries queued for it.
+      const stillAllowed = (d: MdnDelivery) => allowListEntryListed(d.workflowId, d.allowedBy, { workflow: (id) => workflows.get(id), credential: (id) => credentials.get(id) });
+      stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey, stillAllowed }) });
     }
     if (services.includes('journal')) {
       stages.push({ name: 'journal', handle: await startJournal({ log: backends.log, topics, codec, journal: backends.registry.journal, logger: logger.child({ service: 'journal' }), metrics, queues, retentionDays: config.journal.retentionDays }) });

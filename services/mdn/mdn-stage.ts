@@ -31,6 +31,11 @@ export interface MdnStageDeps {
   metrics?: IngressMetrics;
   retry: As2MdnRetrySettings;
   recordKey: RecordKeyMode;
+  /**
+   * Whether the delivery's allow-list entry is still listed now (allowListEntryListed); absent, the recorded
+   * entry is trusted as it was at the accept.
+   */
+  stillAllowed?: (delivery: MdnDelivery) => Promise<boolean>;
   /** Connection bounds and extra trust anchors of the POST (defaults: DEFAULT_POST). */
   post?: Partial<Pick<GuardedPostOptions, 'connectTimeoutMs' | 'responseTimeoutMs' | 'maxResponseBytes' | 'ca'>>;
   now?: () => number;
@@ -78,6 +83,18 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
     }
     if (failed) {
       return { ok: false, status: null, reason: 'not sent: the receiver answered this request with a failure MDN (its accept was reported failed), so its processed MDN must not go out', final: true };
+    }
+    if (deps.stillAllowed) {
+      let listed: boolean;
+      try {
+        listed = await deps.stillAllowed(delivery);
+      } catch (error) {
+        logger.warn('the asynchronous MDN allow-list could not be read before a delivery attempt', { requestId: delivery.requestId, workflowId: delivery.workflowId, error });
+        return { ok: false, status: null, reason: 'not attempted: the workflow or its credential could not be read to check the allow-list' };
+      }
+      if (!listed) {
+        return { ok: false, status: null, reason: `not sent: the allow-list entry ${delivery.allowedBy} is no longer on the workflow's or its credential's asyncMdnUrls`, final: true };
+      }
     }
     let target: URL;
     let entry: URL;

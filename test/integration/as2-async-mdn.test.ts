@@ -106,6 +106,26 @@ test("a token in the MDN URL's query reaches the partner, and nothing else: the 
   expect(JSON.stringify(app.logs)).not.toContain('SECRET-MDN-TOKEN');
 });
 
+test('an allow-list entry removed after the accept stops its delivery: the attempt gives up, nothing is POSTed', async () => {
+  const sealer = createCredentialSealer(app.config.encryptionKey!);
+  await app.backends.registry.credentials.put(sealer.seal({ id: 'cred-no-urls', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert } }));
+  const node = (asyncMdnUrls: string[]) => ({ id: 'wf-async', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth', asyncMdnUrls }, credentials: { as2ReceiverAuth: 'cred-no-urls' } }] });
+  const before = await app.backends.registry.workflows.get('wf-async');
+  await app.backends.registry.workflows.put(node([mdnUrl('/removed')]));
+  try {
+    const sent = await send(mdnUrl('/removed/inbox'));
+    expect([sent.status, sent.body.length]).toEqual([200, 0]);
+    // Before the first attempt (due FIRST_ATTEMPT_DELAY_MS after the accept), the operator takes the entry out.
+    await app.backends.registry.workflows.put(node([]));
+    const outcomes = await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, sent.requestId);
+    expect(outcomes.map((o) => [o.outcome, o.attempts, o.status])).toEqual([['given_up', 1, null]]);
+    expect(outcomes[0].reason).toBe(`not sent: the allow-list entry ${mdnUrl('/removed')} is no longer on the workflow's or its credential's asyncMdnUrls`);
+    expect(postsFor(sent.messageId)).toEqual([]);
+  } finally {
+    await app.backends.registry.workflows.put(before!);
+  }
+});
+
 test('a receiver down for a while gets the MDN once it is back: the same bytes, one delivery, attempts as the policy says', async () => {
   await mdns.down();
   try {

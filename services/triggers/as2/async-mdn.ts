@@ -3,7 +3,9 @@ import { allowedBy, loggableUrl, parseTarget } from '../../platform/net/url-allo
 import { splitEntity } from './evidence';
 import type { As2Identity } from './certificates';
 import { As2Fault } from './faults';
-import type { As2Parameters } from './parameters';
+import { as2Parameters, type As2Parameters } from './parameters';
+import type { CredentialDocument, WorkflowDocument } from '../../platform/registry/documents';
+import { webhookParameters } from '../webhook/parameters';
 
 /**
  * An asynchronous MDN request (RFC 4130 §7.3, Receipt-Delivery-Option): the URL, and the allow-list entry
@@ -45,4 +47,31 @@ export function mdnDeliveryOf(received: Received, appendedAt: number, firstAttem
     mdnMessageId: splitEntity(as2.mdn).headers['message-id'] ?? '', url: as2.asyncMdn.url, allowedBy: as2.asyncMdn.allowedBy,
     mdn: as2.mdn, receivedAt: received.receivedAt, dueAt: Math.max(received.receivedAt, appendedAt) + firstAttemptDelayMs, attempts: [],
   };
+}
+
+/** What the mdn stage reads of the registry, as it is now (cached for WORKFLOW_CACHE_MS). */
+export interface AllowListLookups {
+  workflow(id: string): Promise<WorkflowDocument | null>;
+  credential(id: string): Promise<CredentialDocument | null>;
+}
+
+/**
+ * Is the allow-list entry a delivery was recorded with still listed, on one of the workflow's AS2 nodes or on
+ * the credential such a node names? An operator who removes an entry (a partner's endpoint compromised, or
+ * moved) must stop the attempts already queued, not only refuse new requests. A workflow deactivated or
+ * deleted since is no such verdict: what it accepted was answered processed, and its MDN still goes out to the
+ * entry recorded at the accept (as the decoder's dead letters' MDNs do). A registry that cannot be read
+ * throws: the attempt is put off, never taken as a verdict either way.
+ */
+export async function allowListEntryListed(workflowId: string, entry: string, lookups: AllowListLookups): Promise<boolean> {
+  const workflow = await lookups.workflow(workflowId);
+  if (!workflow) return true;
+  for (const node of workflow.nodes) {
+    if (node.type !== 'webhook' || webhookParameters(node).protocol !== 'as2') continue;
+    const params = as2Parameters(node);
+    if (params.asyncMdnUrls.some((p) => p.text === entry)) return true;
+    const credential = params.credentialId ? await lookups.credential(params.credentialId) : null;
+    if (credential?.type === 'as2ReceiverAuth' && (credential.data.asyncMdnUrls ?? []).includes(entry)) return true;
+  }
+  return false;
 }
