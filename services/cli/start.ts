@@ -105,9 +105,9 @@ export async function startServices(config: Config, backends: Backends, services
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];
   await checkTopics(config, backends.log);
-  // The decoder opens AS2 credentials again (as2.md, "Where the work happens"): a decoder-only process that
-  // could not would dead-letter messages its receivers already answered processed.
-  if (services.includes('receiver') || services.includes('decoder')) await checkCredentialsReadable(backends);
+  // The decoder opens AS2 credentials again (as2.md, "Where the work happens"), and the mdn stage reads their
+  // allow-lists: a process of either that could not would dead-letter, or give up on, what receivers accepted.
+  if (services.some((s) => s === 'receiver' || s === 'decoder' || s === 'mdn')) await checkCredentialsReadable(backends);
 
   const stages: { name: ServiceName; handle: StageHandle }[] = [];
   let receiver: Receiver | null = null;

@@ -72,10 +72,13 @@ test('credentials: need the key, are sealed at rest, list without secrets', asyn
   expect(start.stderr).toMatch(/INGRESS_ENCRYPTION_KEY is not set, but 1 credential\(s\) exist/);
   const wrongKey = await runCli(['start'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' });
   expect(wrongKey.stderr).toMatch(/does not open credential\(s\) cred-cli/);
-  // A decoder alone opens AS2 credentials again, so it refuses too (else it would dead-letter what receivers accepted).
+  // A decoder alone opens AS2 credentials again, and an mdn stage reads their allow-lists: each refuses too.
   const decoderOnly = await runCli(['start', '--services', 'decoder'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' }, undefined, 'ingress started');
   expect(decoderOnly.code).toBe(1);
   expect(decoderOnly.stderr).toMatch(/does not open credential\(s\) cred-cli/);
+  const mdnOnly = await runCli(['start', '--services', 'mdn'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' }, undefined, 'ingress started');
+  expect(mdnOnly.code).toBe(1);
+  expect(mdnOnly.stderr).toMatch(/does not open credential\(s\) cred-cli/);
 });
 
 test('credentials list shows each certificate of an AS2 credential: role, subject, fingerprint, notAfter, days to expiry; never a key', async () => {

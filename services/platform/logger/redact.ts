@@ -11,8 +11,8 @@ const ALWAYS_SECRET = new Set([
 
 /**
  * Names that say they carry one: X-Authorization, X-Shopify-Hmac-Sha256, X-Session-Id,
- * Ocp-Apim-Subscription-Key, X-Goog-Api-Key, apikey, X-Functions-Key, X-Passphrase, X-Pwd, X-Jwt. Redacting a harmless header costs the
- * record a value; missing a secret one puts a credential on a topic.
+ * Ocp-Apim-Subscription-Key, X-Goog-Api-Key, apikey, X-Functions-Key, X-Passphrase, X-Pwd, X-Jwt. Redacting a
+ * harmless header costs the record a value; missing a secret one puts a credential on a topic.
  */
 const SECRET_HEADER = /secret|token|passw|passphrase|pwd|jwt|signature|auth|hmac|session|credential|api-?key|(?:^|[-_])key$/;
 
