@@ -20,6 +20,26 @@ test('the topic index keeps every location and timestamp as it grows past its fi
 
 const record = (value: string): JournalRecord => ({ topic: 't', key: null, value: Buffer.from(value), headers: {}, timestamp: 0 });
 
+test('recent records are bounded in bytes too: a record that does not fit is left to the disk, and what is held never passes the bound', () => {
+  const recent = new RecentRecords(8, 10);
+  const unfollow = recent.follow();
+  recent.remember(0, record('aaaa'));
+  recent.remember(1, record('bbbb'));
+  recent.remember(2, record('cccc')); // 12 bytes would pass 10: not kept
+  expect([0, 1, 2].map((o) => recent.get(o)?.value.toString())).toEqual(['aaaa', 'bbbb', undefined]);
+  expect(recent.heldBytes).toBe(8);
+  recent.remember(3, record('x'.repeat(11))); // larger than the whole bound
+  expect(recent.get(3)).toBeUndefined();
+  expect(recent.heldBytes).toBe(8);
+  // Overwriting a slot gives its bytes back first.
+  for (let offset = 8; offset <= 9; offset++) recent.remember(offset, record('dddddd'));
+  expect(recent.get(8)?.value.toString()).toBe('dddddd');
+  expect(recent.get(0)).toBeUndefined();
+  expect(recent.heldBytes).toBeLessThanOrEqual(10);
+  unfollow();
+  expect(recent.heldBytes).toBe(0);
+});
+
 test('recent records are kept only while a reader follows, and only the newest ones', () => {
   const recent = new RecentRecords(4);
   recent.remember(0, record('unfollowed'));
