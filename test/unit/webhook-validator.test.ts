@@ -1,6 +1,6 @@
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
-import { stageMultipart } from '../../services/triggers/webhook/multipart';
+import { scanMultipart, stageMultipart } from '../../services/triggers/webhook/multipart';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../../services/triggers/webhook/webhook-trigger';
 import type { InboundRequest } from '../../services/triggers/trigger';
 
@@ -50,6 +50,21 @@ test("the decoder's multipart reading refuses what the receiver's scan refuses: 
   const body = (part: string) => Readable.from([Buffer.from(`--b\r\nContent-Disposition: form-data; name="keep"\r\n\r\nkept\r\n${part}--b--\r\n`, 'latin1')]);
   const stage = (part: string) => stageMultipart(body(part), 'multipart/form-data; boundary=b', limits, null as never, 'trigger/wf/x');
   await expect(stage('--b\r\nContent-Disposition: form-data\r\n\r\nnameless\r\n')).rejects.toMatchObject({ kind: 'malformed', publicDetail: 'a part has no name' });
+  // Parts busboy skips without a word (no form-data disposition) are counted by their delimiters.
+  await expect(stage('--b\r\nContent-Type: text/plain\r\n\r\nno disposition\r\n')).rejects.toMatchObject({ kind: 'malformed', publicDetail: 'a part has no name' });
+  await expect(stage('--b\r\nContent-Disposition: attachment; filename="a.txt"\r\n\r\nattached\r\n')).rejects.toMatchObject({ kind: 'malformed', publicDetail: 'a part has no name' });
   await expect(stage('--b\r\nContent-Disposition: form-data; name="c"\r\nContent-Type: text/plain; charset=koi8-r\r\n\r\n\xc1\r\n')).rejects.toMatchObject({ kind: 'malformed', message: expect.stringContaining('charset') });
   expect((await stage('')).value).toEqual({ keep: 'kept' });
+});
+
+test("the receiver's scan counts delimiters split across chunks, one byte at a time: a skipped part is found, a body of named parts passes", async () => {
+  const scanOneByteAtATime = async (text: string) => {
+    const scan = scanMultipart('multipart/form-data; boundary=boundary-123', DEFAULT_WEBHOOK_LIMITS.multipart);
+    for (const byte of Buffer.from(text, 'latin1')) scan.write(Buffer.from([byte]));
+    return scan.end();
+  };
+  const named = '--boundary-123\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--boundary-123\r\nContent-Disposition: form-data; name="b"\r\n\r\n2\r\n--boundary-123--\r\n';
+  expect(await scanOneByteAtATime(named)).toBeNull();
+  const skipped = named.replace('Content-Disposition: form-data; name="b"', 'Content-Type: text/plain');
+  expect(await scanOneByteAtATime(skipped)).toMatchObject({ publicDetail: 'a part has no name' });
 });

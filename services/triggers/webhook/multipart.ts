@@ -3,6 +3,7 @@ import { PassThrough, type Readable } from 'node:stream';
 import type { ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, uniqueNamer } from '../staged-files';
 import { onceEither } from './once-either';
+import { parseMediaType } from './media-type';
 
 /**
  * multipart/form-data, with busboy, always streaming. The receiver runs `scanMultipart` over the body
@@ -70,6 +71,29 @@ function watch(bb: busboy.Busboy, limits: MultipartLimits, settle: Settle) {
   bb.on('error', (error: Error) => settle(new MultipartError(`malformed multipart body: ${error.message}`, 'malformed')));
 }
 
+/**
+ * The parts of a multipart body counted by their delimiter lines (`CRLF--boundary`, the body's start counting as
+ * a line start), as the chunks go by. busboy skips a part without a `form-data` Content-Disposition without a
+ * word; with this count such a part is refused as unnamed instead of being lost from the output. The closing
+ * delimiter counts too, so a well-formed body has one delimiter more than parts.
+ */
+function delimiterCounter(boundary: string) {
+  const delimiter = Buffer.from(`\r\n--${boundary}`, 'latin1');
+  let tail = Buffer.from('\r\n');
+  let count = 0;
+  return {
+    write(chunk: Buffer) {
+      // Delimiters that start in the last chunk's tail and end in this one.
+      const seam = Buffer.concat([tail, chunk.subarray(0, delimiter.length - 1)]);
+      for (let at = seam.indexOf(delimiter); at >= 0 && at < tail.length; at = seam.indexOf(delimiter, at + 1)) count++;
+      for (let at = chunk.indexOf(delimiter); at >= 0; at = chunk.indexOf(delimiter, at + delimiter.length)) count++;
+      const keep = delimiter.length - 1;
+      tail = chunk.length >= keep ? Buffer.from(chunk.subarray(chunk.length - keep)) : Buffer.concat([tail, chunk]).subarray(-keep);
+    },
+    get parts() { return Math.max(0, count - 1); },
+  };
+}
+
 export interface MultipartScan {
   write(chunk: Buffer): boolean;
   once(event: 'drain', listener: () => void): unknown;
@@ -83,11 +107,15 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
   let bb: busboy.Busboy | null = null;
   try { bb = open(contentType, limits); } catch (error) { failure = error as MultipartError; }
   let closed = false;
+  const boundary = parseMediaType(contentType).params.boundary;
+  const delimiters = boundary ? delimiterCounter(boundary) : null;
+  let seen = 0;
   const done = new Promise<void>((resolve) => {
     if (!bb) return resolve();
     bb.on('close', () => { closed = true; resolve(); });
     watch(bb, limits, (error) => { failure ??= error; resolve(); });
     bb.on('file', (name, stream) => {
+      seen++;
       if (name === undefined) failure ??= unnamedPart();
       stream.on('limit', () => { failure ??= new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large'); });
       // busboy fails a file part left open when it is ended or destroyed; the verdict is already known
@@ -96,12 +124,17 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
       stream.resume();
     });
     bb.on('field', (name, value, info) => {
+      seen++;
       if (info.valueTruncated) failure ??= new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large');
       else failure ??= fieldProblem(name, value);
     });
   });
   return {
-    write: (chunk) => (failure || !bb ? true : bb.write(chunk)),
+    write: (chunk) => {
+      if (failure || !bb) return true;
+      delimiters?.write(chunk);
+      return bb.write(chunk);
+    },
     // A busboy that failed while pushing back never drains: the verdict ends the wait as well.
     once: (event, listener) => (failure || !bb ? listener() : onceEither(bb, event, done, listener)),
     async end() {
@@ -110,6 +143,7 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
       if (bb) bb.end();
       await done;
       if (!failure && bb && !closed) failure = new MultipartError('malformed multipart body: it ended early', 'malformed');
+      if (!failure && delimiters && delimiters.parts > seen) failure = unnamedPart();
       return failure;
     },
     abort() { bb?.destroy(); },
@@ -131,6 +165,9 @@ export async function stageMultipart(
   const files: string[] = [];
   const uploads: Promise<void>[] = [];
   const nameFor = uniqueNamer();
+  const boundary = parseMediaType(contentType).params.boundary;
+  const delimiters = boundary ? delimiterCounter(boundary) : null;
+  let seen = 0;
   const add = (name: string, v: string) => {
     const existing = value[name];
     value[name] = existing === undefined ? v : Array.isArray(existing) ? [...existing, v] : [existing, v];
@@ -141,6 +178,7 @@ export async function stageMultipart(
     const fail = (error: Error | null) => { if (error && !failure) { failure = error; body.unpipe(bb); bb.destroy(); reject(error); } };
     watch(bb, limits, fail);
     bb.on('field', (name, v, info) => {
+      seen++;
       if (info.valueTruncated) return fail(new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large'));
       const problem = fieldProblem(name, v);
       if (problem) return fail(problem);
@@ -156,6 +194,7 @@ export async function stageMultipart(
       uploads.push(upload);
     };
     bb.on('file', (name, stream, info) => {
+      seen++;
       stream.on('limit', () => fail(new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large')));
       // busboy fails a part left open when the body is given up; the body's own failure is the one reported.
       stream.on('error', () => undefined);
@@ -173,8 +212,13 @@ export async function stageMultipart(
         stage(name, name, rest, info.mimeType);
       });
     });
-    bb.on('close', () => { if (!failure) resolve(); });
+    bb.on('close', () => {
+      if (failure) return;
+      if (delimiters && delimiters.parts > seen) return fail(unnamedPart());
+      resolve();
+    });
     body.on('error', (error) => fail(new MultipartError(`the body could not be read: ${error.message}`, 'malformed')));
+    if (delimiters) body.on('data', (chunk: Buffer) => delimiters.write(chunk));
     body.pipe(bb);
   });
   await Promise.all(uploads);
