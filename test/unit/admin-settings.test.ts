@@ -10,6 +10,8 @@ test('ADMIN_HOST is loopback unless configured', () => {
   expect(loadConfig({}).adminHost).toBe('127.0.0.1');
   expect(loadConfig({ ADMIN_HOST: '0.0.0.0' }).adminHost).toBe('0.0.0.0');
   expect(problems({ ADMIN_HOST: 'a b' })).toEqual(['ADMIN_HOST="a b": an address or host name to listen on, e.g. 127.0.0.1 (the default) or 0.0.0.0']);
+  // HOST, the public port's, is held to the same rule (before: a failed listen, exit 1, not 78).
+  expect(problems({ HOST: 'x y' })).toEqual(['HOST="x y": an address or host name to listen on, e.g. 0.0.0.0 (the default) or 127.0.0.1']);
 });
 
 test('ADMIN_TOKENS: name:scope:token entries', () => {

@@ -34,7 +34,8 @@ const TOKEN = /^[A-Za-z0-9._~+/=-]+$/;
 
 export function adminSettings(get: (name: string) => string | undefined, problems: string[]): AdminSettings {
   const adminHost = get('ADMIN_HOST') ?? '127.0.0.1';
-  if (!/^[A-Za-z0-9.:-]{1,253}$/.test(adminHost)) problems.push(`ADMIN_HOST=${JSON.stringify(adminHost)}: an address or host name to listen on, e.g. 127.0.0.1 (the default) or 0.0.0.0`);
+  const hostProblem = listenHostProblem('ADMIN_HOST', adminHost, '127.0.0.1 (the default) or 0.0.0.0');
+  if (hostProblem) problems.push(hostProblem);
 
   const adminTokens = parseAdminTokens(get('ADMIN_TOKENS'), problems);
 
@@ -81,4 +82,9 @@ export function parseAdminTokens(raw: string | undefined, problems: string[]): A
     if (NAME.test(name) && (scope === 'read' || scope === 'full')) tokens.push({ name, scope, token });
   });
   return tokens;
+}
+
+/** HOST and ADMIN_HOST: a value no address or host name can have is a startup problem, not a failed listen. */
+export function listenHostProblem(variable: string, value: string, example: string): string | null {
+  return /^[A-Za-z0-9.:-]{1,253}$/.test(value) ? null : `${variable}=${JSON.stringify(value)}: an address or host name to listen on, e.g. ${example}`;
 }

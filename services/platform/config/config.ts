@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { APPEND_TIMEOUT_MS } from '../log/event-log';
 import { TOPIC_NAMES } from '../log/topics';
 import type { RecordKeyMode } from '../log/record-keys';
-import { adminSettings, type AdminSettings } from './admin-settings';
+import { adminSettings, listenHostProblem, type AdminSettings } from './admin-settings';
 
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
@@ -175,6 +175,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
 
   const port = integer('PORT', 8080, 0, 65535, 'the HTTP port');
   const host = get('HOST') ?? '0.0.0.0';
+  const hostProblem = listenHostProblem('HOST', host, '0.0.0.0 (the default) or 127.0.0.1');
+  if (hostProblem) problems.push(hostProblem);
   const dataDir = path.resolve(get('DATA_DIR') ?? './data');
 
   let publicBaseUrl = `http://localhost:${port}`;
