@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Span } from '@opentelemetry/api';
 import { avroBytesLength, type AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
@@ -428,11 +428,29 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     span.end();
   }
 
+  /** The request each connection is answering, so that a parse error after it (clientError) can let it answer. */
+  const inHand = new WeakMap<Socket, { req: http.IncomingMessage; res: http.ServerResponse }>();
   const server = http.createServer((req, res) => {
+    inHand.set(req.socket, { req, res });
+    res.once('close', () => { if (inHand.get(req.socket)?.res === res) inHand.delete(req.socket); });
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
     if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);
     else void serve(req, res, span);
+  });
+  // Bytes that are no request right after a whole one (a body longer than its Content-Length) fail the parser
+  // while that request is in flight. Node's default answers 400 and closes at once: the sender would read a
+  // refusal of a request we may accept. The request in hand answers instead, and the connection closes after it.
+  // A parse error inside a request's own body, or with none in hand, gets what Node gives it (400, 431, 408).
+  server.on('clientError', (error: NodeJS.ErrnoException, duplex) => {
+    const socket = duplex as Socket;
+    const current = inHand.get(socket);
+    if (current && current.req.complete && !current.res.headersSent) {
+      current.res.shouldKeepAlive = false;
+      return;
+    }
+    if (socket.writable && socket.bytesWritten === 0 && error.code !== 'ECONNRESET') socket.write(parserAnswer(error.code));
+    socket.destroy();
   });
   server.keepAliveTimeout = 65_000;
   server.headersTimeout = 66_000;
@@ -461,4 +479,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       });
     },
   };
+}
+
+/** Node's own answers to a request it cannot parse (lib/_http_server.js), for the clientError handler above. */
+function parserAnswer(code: string | undefined): string {
+  const status = code === 'HPE_HEADER_OVERFLOW' ? 431 : code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? 413 : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
+  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\n\r\n`;
 }

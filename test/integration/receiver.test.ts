@@ -45,6 +45,33 @@ test.each(['GET', 'PUT', 'DELETE', 'PATCH'])('%s is refused with 405, Allow: POS
   expect(await res.json()).toEqual({ error: 'method-not-allowed', message: 'Only POST is accepted' });
 });
 
+/** Raw bytes over one connection, written in turn a moment apart; resolves with everything the server sent once it closes. */
+function rawExchange(...writes: string[]): Promise<string> {
+  const { hostname, port } = new URL(app.baseUrl);
+  return new Promise((resolve, reject) => {
+    let answer = '';
+    const socket = net.connect({ host: hostname, port: Number(port) }, async () => {
+      for (const w of writes) { socket.write(w); await new Promise((r) => setTimeout(r, 20)); }
+    });
+    socket.on('data', (d) => { answer += d.toString('latin1'); });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(answer));
+  });
+}
+
+test('bytes that are no request after a whole one (a body longer than its Content-Length): the request in hand is answered as it was handled, then the connection closes', async () => {
+  const request = 'POST /hook/wf-open?marker=trailing HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}';
+  // One write: the parser meets the stray bytes at once, while the request it just handed over is still in flight.
+  const answer = await rawExchange(`${request}XX\r\n\r\n`);
+  expect(answer).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+  expect(answer.toLowerCase()).toContain('connection: close');
+  const requestId = /x-request-id: ([^\r]+)/i.exec(answer)![1];
+  expect((await receivedFor(requestId)).query).toEqual({ marker: ['trailing'] });
+  // A parse error inside a request's own body still gets the parser's 400 at once: nothing was accepted.
+  const broken = await rawExchange('POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n3\r\n{"a\r\nZZ\r\n');
+  expect(broken).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+});
+
 test('paths outside /hook/ are 404 with a request id', async () => {
   const res = await fetch(`${app.baseUrl}/admin`, { method: 'POST', body: '{}' });
   expect(res.status).toBe(404);
