@@ -428,11 +428,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     span.end();
   }
 
-  /** The request each connection is answering, so that a parse error after it (clientError) can let it answer. */
+  /**
+   * Each connection's latest request, so that a parse error after it (clientError) can let it answer. One that
+   * was answered already (its headers sent) is no longer in hand; the next request on the connection replaces it.
+   */
   const inHand = new WeakMap<Socket, { req: http.IncomingMessage; res: http.ServerResponse }>();
   const server = http.createServer((req, res) => {
     inHand.set(req.socket, { req, res });
-    res.once('close', () => { if (inHand.get(req.socket)?.res === res) inHand.delete(req.socket); });
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
     if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);

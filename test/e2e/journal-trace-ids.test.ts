@@ -88,7 +88,7 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     test("outgoing calls' client spans (Azure Blob, Cosmos DB) hide the query of url.full, as the logs do: an AS2 partner's MDN URL may carry a token", async () => {
       const urls = () => collector.spans().map((s) => s.attributes['url.full']).filter((u): u is string => typeof u === 'string');
       const queried = await until('client spans of calls with a query', () => urls().filter((u) => u.includes('?')), (u) => u.length > 0);
-      for (const url of queried) expect(url).toMatch(/^https?:\/\/[^?]+\?REDACTED$/);
+      for (const url of queried) expect(url).toMatch(/^https?:\/\/[^?]+\?…$/);
     });
   }
 });
