@@ -107,6 +107,7 @@ function inboundRequest(req: http.IncomingMessage, route: HookRoute, requestId: 
 
 const NO_BYTES = Buffer.alloc(0);
 const NOT_ASCII = /[^\x00-\x7f]/;
+const CHUNKED_ONLY = /^[ \t]*chunked[ \t]*$/i;
 
 /** Where a body goes when it outgrows INLINE_BODY_MAX (most never do). */
 const stagingPathOf = (request: InboundRequest) =>
@@ -211,6 +212,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
     if (req.method !== 'POST') { refuse(req, res, requestId, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
+    // Node's parser undoes `chunked` only; under `gzip, chunked` the body it hands over is still compressed and
+    // would be accepted as if it were the content (RFC 9112 §6.1: a coding the server does not know is a 501).
+    // Decided before the workflow is looked up, so the answer is the same whether it exists or not.
+    const transferCoding = req.headers['transfer-encoding'];
+    if (transferCoding !== undefined && !CHUNKED_ONLY.test(transferCoding)) { refuse(req, res, requestId, errorAnswer('transfer-coding-unsupported')); return 501; }
     trace.getActiveSpan()?.setAttribute('workflow.id', route.workflowId);
 
     let workflow: WorkflowDocument | null;
@@ -443,7 +449,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   // Bytes that are no request right after a whole one (a body longer than its Content-Length) fail the parser
   // while that request is in flight. Node's default answers 400 and closes at once: the sender would read a
   // refusal of a request we may accept. The request in hand answers instead, and the connection closes after it.
-  // A parse error inside a request's own body, or with none in hand, gets what Node gives it (400, 431, 408).
+  // A parse error inside a request's own body, or with none in hand, gets the status Node would give it, as a
+  // JSON error with a request id (parserAnswer).
   server.on('clientError', (error: NodeJS.ErrnoException, duplex) => {
     const socket = duplex as Socket;
     const current = inHand.get(socket);
@@ -451,7 +458,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       current.res.shouldKeepAlive = false;
       return;
     }
-    if (socket.writable && socket.bytesWritten === 0 && error.code !== 'ECONNRESET') socket.write(parserAnswer(error.code));
+    // An answer half written would be corrupted by another; one written whole (an earlier request on a kept-alive
+    // connection) leaves room for this one, as Node's default handler also judges.
+    const midAnswer = current !== undefined && current.res.headersSent && !current.res.writableFinished;
+    if (socket.writable && !midAnswer && error.code !== 'ECONNRESET') socket.write(parserAnswer(error.code, randomUUID()));
     socket.destroy();
   });
   server.keepAliveTimeout = 65_000;
@@ -483,8 +493,20 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   };
 }
 
-/** Node's own answers to a request it cannot parse (lib/_http_server.js), for the clientError handler above. */
-function parserAnswer(code: string | undefined): string {
-  const status = code === 'HPE_HEADER_OVERFLOW' ? 431 : code === 'HPE_CHUNK_EXTENSIONS_OVERFLOW' ? 413 : code === 'ERR_HTTP_REQUEST_TIMEOUT' ? 408 : 400;
-  return `HTTP/1.1 ${status} ${http.STATUS_CODES[status]}\r\nConnection: close\r\n\r\n`;
+/**
+ * What a request the parser cannot read (lib/_http_server.js would answer these itself, bare) is answered, for the
+ * clientError handler above: the statuses Node gives, as JSON errors with a request id like every other answer,
+ * so a partner's report of one can be found in the logs.
+ */
+const PARSER_ERRORS: Record<string, Answer> = {
+  HPE_HEADER_OVERFLOW: errorAnswer('headers-too-large'),
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: errorAnswer('payload-too-large', 'The chunk extensions are larger than 16 KiB'),
+  ERR_HTTP_REQUEST_TIMEOUT: errorAnswer('request-timeout', 'The request did not arrive in time'),
+};
+const MALFORMED = errorAnswer('request-malformed');
+function parserAnswer(code: string | undefined, requestId: string): string {
+  const answer = (code !== undefined && PARSER_ERRORS[code]) || MALFORMED;
+  const body = answer.body as string;
+  return `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status]}\r\nContent-Type: ${answer.headers['content-type']}\r\n`
+    + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
 }

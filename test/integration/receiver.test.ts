@@ -72,6 +72,47 @@ test('bytes that are no request after a whole one (a body longer than its Conten
   expect(broken).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
 });
 
+/** The status line, headers (lower-cased names) and body of one raw HTTP answer. */
+function parsedAnswer(raw: string) {
+  const [head, body] = [raw.slice(0, raw.indexOf('\r\n\r\n')), raw.slice(raw.indexOf('\r\n\r\n') + 4)];
+  const [statusLine, ...lines] = head.split('\r\n');
+  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
+  return { statusLine, headers, body };
+}
+
+test.each([
+  ['a bad chunk size', 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n', 'HTTP/1.1 400 Bad Request', 'request-malformed'],
+  ['both Content-Length and Transfer-Encoding', 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n', 'HTTP/1.1 400 Bad Request', 'request-malformed'],
+  ['headers over 16 KiB', `POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\n\r\n`, 'HTTP/1.1 431 Request Header Fields Too Large', 'headers-too-large'],
+])('what the HTTP parser refuses (%s) is a JSON error with a request id, and the connection closes', async (_, request, statusLine, code) => {
+  const answer = parsedAnswer(await rawExchange(request));
+  expect(answer.statusLine).toBe(statusLine);
+  expect(answer.headers['content-type']).toBe('application/json; charset=utf-8');
+  expect(answer.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  expect(answer.headers.connection).toBe('close');
+  expect(Number(answer.headers['content-length'])).toBe(Buffer.byteLength(answer.body));
+  expect(JSON.parse(answer.body).error).toBe(code);
+});
+
+test('a parse error on a kept-alive connection after a whole answer is answered too', async () => {
+  const first = 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}';
+  const raw = await rawExchange(first, 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n');
+  const answers = raw.split(/(?=HTTP\/1\.1 )/);
+  expect(answers.map((a) => a.slice(0, 12))).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+  expect(JSON.parse(parsedAnswer(answers[1]).body).error).toBe('request-malformed');
+});
+
+test.each(['gzip, chunked', 'deflate,chunked', 'identity, chunked'])('Transfer-Encoding %s is a 501 before the workflow is looked up, and nothing is accepted', async (coding) => {
+  const before = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length;
+  const body = '7\r\n{"a":1}\r\n0\r\n\r\n';
+  for (const workflow of ['wf-open', 'wf-missing']) {
+    const answer = parsedAnswer(await rawExchange(`POST /hook/${workflow} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Type: application/json\r\nTransfer-Encoding: ${coding}\r\n\r\n${body}`));
+    expect(answer.statusLine).toBe('HTTP/1.1 501 Not Implemented');
+    expect(JSON.parse(answer.body).error).toBe('transfer-coding-unsupported');
+  }
+  expect((await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length).toBe(before);
+});
+
 test('paths outside /hook/ are 404 with a request id', async () => {
   const res = await fetch(`${app.baseUrl}/admin`, { method: 'POST', body: '{}' });
   expect(res.status).toBe(404);
