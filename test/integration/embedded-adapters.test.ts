@@ -1,6 +1,6 @@
 import { pbkdf2 } from 'node:crypto';
 import { once } from 'node:events';
-import { appendFileSync, closeSync, fstatSync, mkdtempSync, openSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -8,6 +8,7 @@ import type { EventLog } from '../../services/platform/log/event-log';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { openFileRegistry } from '../../services/platform/registry/file-registry';
 import { openFileSamples } from '../../services/platform/registry/file-samples';
+import { openFileJournal } from '../../services/platform/registry/file-journal';
 import { describeEventLogContract } from './contracts/event-log.contract';
 import { describeObjectStoreContract } from './contracts/object-store.contract';
 import { describeRegistryContract } from './contracts/registry.contract';
@@ -142,6 +143,51 @@ test('file journal: upserts from several stages at once each find their entries;
   expect(byTime.slice(0, 3).map((e) => e.requestId)).toEqual(['r0', 'r1', 'r2']);
   await first.close();
   await second.close();
+});
+
+test('file journal: index lines an OS crash lost past a writer\'s checkpoint are written again by the next writer before its first append; checkpoints follow what was flushed', async () => {
+  const root = path.join(tempDir(), 'journal');
+  const now = Date.now();
+  const entry = (n: number) => ({ id: `t.0.${n}.0`, requestId: `r${n}`, workflowId: 'wf-lost', kind: 'received', at: now - n, traceId: null, source: `t/0/${n}`, replayOf: null, keys: [`postId:p${n}`], detail: { n } });
+  const dayDir = path.join(root, new Date(now).toISOString().slice(0, 10));
+  const fileOf = (prefix: string) => readdirSync(dayDir).filter((n) => n.startsWith(prefix));
+  // A writer whose index is never flushed (its tick far off), and then a power loss: every unflushed index line is gone.
+  const lost = await openFileJournal(root, 30, { indexSyncMs: 3_600_000 });
+  await lost.upsert(Array.from({ length: 20 }, (_, n) => entry(n)));
+  const [lostEntries] = fileOf('entries-');
+  const lostCheckpoint = path.join(dayDir, lostEntries.replace(/^entries-(.*)\.jsonl$/, 'indexed-$1.txt'));
+  expect(readFileSync(lostCheckpoint, 'utf8')).toBe('0');
+  for (const bucket of fileOf('index-')) rmSync(path.join(dayDir, bucket));
+  appendFileSync(path.join(dayDir, lostEntries), '{"id":"t.0.999.0","requestId":"r999"'); // a line torn by the crash
+  // A reader repairs nothing: the entries are found by time only.
+  const reader = await openFileJournal(root, 30);
+  expect(await reader.request('r3')).toEqual([]);
+  expect(await reader.search({ limit: 50 })).toHaveLength(20);
+
+  const next = await openFileJournal(root, 30, { indexSyncMs: 20 });
+  await next.upsert([entry(100)]);
+  for (const n of [0, 3, 19, 100]) {
+    expect((await reader.request(`r${n}`)).map((e) => e.detail)).toEqual([{ n }]);
+    expect((await reader.search({ key: `postId:p${n}`, limit: 5 })).map((e) => e.requestId)).toEqual([`r${n}`]);
+  }
+  expect(await reader.search({ workflowId: 'wf-lost', limit: 50 })).toHaveLength(21);
+  // The lost writer's checkpoint now ends before its torn line; the next writer's follows its file within a tick.
+  const tornAt = statSync(path.join(dayDir, lostEntries)).size - '{"id":"t.0.999.0","requestId":"r999"'.length;
+  expect(readFileSync(lostCheckpoint, 'utf8')).toBe(String(tornAt));
+  const nextEntries = fileOf('entries-').find((n) => n !== lostEntries)!;
+  const nextCheckpoint = path.join(dayDir, nextEntries.replace(/^entries-(.*)\.jsonl$/, 'indexed-$1.txt'));
+  for (let i = 0; i < 100 && readFileSync(nextCheckpoint, 'utf8') !== String(statSync(path.join(dayDir, nextEntries)).size); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(readFileSync(nextCheckpoint, 'utf8')).toBe(String(statSync(path.join(dayDir, nextEntries)).size));
+  // Repaired once: a third writer finds nothing past the checkpoints (the next one closed flushed), so each
+  // entry has one line per index key: its request, its workflow, its partner key.
+  await next.close?.();
+  const third = await openFileJournal(root, 30);
+  await third.upsert([entry(101)]);
+  const writerOf = (entries: string) => entries.slice('entries-'.length, -'.jsonl'.length);
+  const indexLinesOf = (writer: string) => fileOf('index-').flatMap((b) => readFileSync(path.join(dayDir, b), 'latin1').split('\n')).filter((l) => l.split(' ')[1] === writer).length;
+  expect(indexLinesOf(writerOf(lostEntries))).toBe(20 * 3);
+  expect(indexLinesOf(writerOf(nextEntries))).toBe(3);
+  for (const store of [lost, reader, third]) await store.close?.();
 });
 
 test('file journal: a time range past any date a day can name finds nothing, and says nothing is wrong', async () => {

@@ -11,6 +11,7 @@ import { RegistryError } from './registry';
  *   <day>/entries-<writer>.jsonl   the entries, one JSON line each, appended by one open store (a writer)
  *   <day>/index-<bucket>.txt       `<key hash> <writer> <offset> <length>` per index key of an entry: its request,
  *                                  its workflow, each partner key; the bucket is the hash's first hex digit
+ *   <day>/indexed-<writer>.txt     how many bytes of that writer's entries file the index holds durably
  *
  * Why this shape: the journal stage writes about three entries per request, at the pipeline's rate. A file per
  * entry (and a marker per key) cost ~2 ms of CPU and an fsync per request, which no receiver can keep up with;
@@ -23,9 +24,12 @@ import { RegistryError } from './registry';
  *   one per id. Each open store appends to files of its own, so two processes sharing DATA_DIR never mix
  *   offsets; index lines are single O_APPEND writes.
  * - Crashes: entries are fdatasync'd before their index lines are written, and the stage commits its input
- *   only after upsert returns; a process killed in between meets the batch again and writes both again. The
- *   index is not fsync'd: after an OS crash or power loss the last index lines may be gone, and those entries
- *   are then found by a time-range search only (docs/request-journal.md, Storage).
+ *   only after upsert returns; a process killed in between meets the batch again and writes both again.
+ * - Power loss: fsyncing the index buckets with every batch would cost up to 16 more flushes a batch. They are
+ *   fsync'd once a second instead (INDEX_SYNC_MS), and then the writer's checkpoint records how much of its
+ *   entries file they cover. After an OS crash the index lines past a checkpoint may be gone: the next store
+ *   that writes re-indexes every entries file from its checkpoint to its end before its first append. (A
+ *   process crash loses no page cache: those entries are indexed twice, which readers collapse by id.)
  */
 const DAY = /^\d{4}-\d{2}-\d{2}$/;
 const DAY_MS = 86_400_000;
@@ -33,6 +37,9 @@ const DAY_MS = 86_400_000;
 const MAX_AT = 253_402_300_799_999;
 const ENTRY_ID = /^[A-Za-z0-9._-]{1,200}$/;
 const ENTRIES = /^entries-([A-Za-z0-9]+)\.jsonl$/;
+const BUCKET = /^index-[0-9a-f]\.txt$/;
+/** How often the index buckets written since the last time are fsync'd and the writer's checkpoint moved. */
+const INDEX_SYNC_MS = 1000;
 /**
  * A search takes, from each day (from each file of a day, when it reads without a key), this many times its limit of the last written matches,
  * then orders them by time: the pipeline writes a request's entries within moments, so an entry written later
@@ -68,15 +75,46 @@ const workflowHashOf = (key: string) => {
 };
 const entriesFile = (writer: string) => `entries-${writer}.jsonl`;
 const bucketFile = (hash: string) => `index-${hash[0]}.txt`;
+const checkpointFile = (writer: string) => `indexed-${writer}.txt`;
 
 interface DayFiles {
   handle: fsp.FileHandle;
   length: number;
   buckets: Map<string, fsp.FileHandle>;
+  /** The length of the entries file that this writer's checkpoint says the index holds durably. */
+  checkpointed: number;
+  /** The buckets written since the checkpoint; null when not known (every bucket of the day, then). */
+  dirty: Set<string> | null;
 }
 
 function indexKeys(entry: JournalEntry): string[] {
   return [`request:${entry.requestId}`, ...(entry.workflowId !== null ? [`workflow:${entry.workflowId}`] : []), ...entry.keys.map((k) => `key:${k}`)];
+}
+
+/** Adds an entry's index lines (the entry at `offset`, `length` bytes, of `writer`'s file) to the text for each bucket. */
+function addIndexLines(buckets: Map<string, string>, entry: JournalEntry, writer: string, offset: number, length: number): void {
+  for (const key of indexKeys(entry)) {
+    const hash = key.startsWith('workflow:') ? workflowHashOf(key) : hashOf(key);
+    const bucket = bucketFile(hash);
+    buckets.set(bucket, (buckets.get(bucket) ?? '') + `${hash} ${writer} ${offset} ${length}\n`);
+  }
+}
+
+/** Replaces a small file's content and flushes it; a file this size is written in one sector. */
+async function writeDurably(file: string, text: string): Promise<void> {
+  const handle = await fsp.open(file, 'w', 0o600);
+  try {
+    await handle.writeFile(text, 'utf8');
+    await handle.datasync();
+  } finally {
+    await handle.close();
+  }
+}
+
+/** Makes the names just created in `dir` survive a power loss. */
+async function syncDirectory(dir: string): Promise<void> {
+  const handle = await fsp.open(dir, 'r');
+  try { await handle.sync(); } finally { await handle.close(); }
 }
 
 /** The most selective index a query names, or null (a search by time only). */
@@ -87,7 +125,7 @@ function indexOfQuery(query: JournalQuery): string | null {
   return null;
 }
 
-export async function openFileJournal(root: string, retentionDays: number): Promise<JournalStore> {
+export async function openFileJournal(root: string, retentionDays: number, options: { indexSyncMs?: number } = {}): Promise<JournalStore> {
   await fsp.mkdir(root, { recursive: true });
   const writer = randomBytes(6).toString('hex');
   /**
@@ -100,6 +138,22 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
     if (!file) return;
     await file.handle.close().catch(() => undefined);
     for (const bucket of file.buckets.values()) await bucket.close().catch(() => undefined);
+  };
+  /** Flushes the day's open index buckets, then moves this writer's checkpoint to what they cover. */
+  const syncDay = async (day: string, file: DayFiles) => {
+    if (file.checkpointed === file.length) return;
+    const length = file.length;
+    const dirty = file.dirty ?? (await listDir(path.join(root, day))).filter((name) => BUCKET.test(name));
+    // fdatasync flushes a file whatever descriptor asks: a bucket closed since it was written is opened to ask.
+    await Promise.all([...dirty].map(async (bucket) => {
+      const kept = file.buckets.get(bucket);
+      if (kept) return kept.datasync();
+      const handle = await fsp.open(path.join(root, day, bucket), 'r');
+      try { await handle.datasync(); } finally { await handle.close(); }
+    }));
+    await writeDurably(path.join(root, day, checkpointFile(writer)), String(length));
+    file.dirty = new Set();
+    file.checkpointed = length;
   };
   // Appends one after another: an entry's offset is the file's length before its write (the stages of every
   // topic share this store, and two writes in flight on one file could land in either order).
@@ -144,8 +198,16 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
     if (!file) {
       const dir = path.join(root, day);
       await fsp.mkdir(dir, { recursive: true });
+      // The checkpoint exists before the entries file it covers (an entries file without one is a journal older
+      // than checkpoints, which repairIndex leaves alone), and both names are flushed to the directory.
+      const checkpoint = path.join(dir, checkpointFile(writer));
+      const fresh = !fs.existsSync(checkpoint);
+      if (fresh) await writeDurably(checkpoint, '0');
       const handle = await fsp.open(path.join(dir, entriesFile(writer)), 'a', 0o600);
-      file = { handle, length: (await handle.stat()).size, buckets: new Map() };
+      if (fresh) await syncDirectory(dir);
+      const length = (await handle.stat()).size;
+      // A reopen after a failed write keeps the checkpoint it had; the next sync flushes every bucket of the day.
+      file = { handle, length, buckets: new Map(), checkpointed: fresh ? 0 : -1, dirty: fresh ? new Set() : null };
       // Only the newest day keeps its index buckets open: a late entry for an older day opens them again.
       for (const other of open.values()) {
         for (const bucket of other.buckets.values()) await bucket.close().catch(() => undefined);
@@ -173,11 +235,7 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
     let offset = file.length;
     for (let i = 0; i < entries.length; i++) {
       const length = ascii ? lines[i].length : Buffer.byteLength(lines[i], 'utf8');
-      for (const key of indexKeys(entries[i])) {
-        const hash = key.startsWith('workflow:') ? workflowHashOf(key) : hashOf(key);
-        const bucket = bucketFile(hash);
-        buckets.set(bucket, (buckets.get(bucket) ?? '') + `${hash} ${writer} ${offset} ${length}\n`);
-      }
+      addIndexLines(buckets, entries[i], writer, offset, length);
       offset += length + 1;
     }
     // A regular file may take fewer bytes than asked (a full disk): the rest goes after, or the write throws.
@@ -187,13 +245,103 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
     await Promise.all([...buckets].map(async ([bucket, lines]) => {
       let handle = file.buckets.get(bucket);
       if (!handle) file.buckets.set(bucket, (handle = await fsp.open(path.join(root, day, bucket), 'a', 0o600)));
+      file.dirty?.add(bucket);
       // One write of the file's handle opened for appending: O_APPEND, as appendFile was. Synchronous: a small
-      // write to the page cache (the index is not fsync'd) takes a microsecond or two of CPU, where a write
+      // write to the page cache (flushed once a second, by syncDay) takes a microsecond or two of CPU, where a write
       // through the thread pool costs ten.
       const bytes = Buffer.from(lines, 'utf8');
       for (let written = 0; written < bytes.length;) written += wrote(fs.writeSync(handle.fd, bytes, written, bytes.length - written));
     }));
   }
+
+  /** What a writer's checkpoint says; null when it has none (its file predates checkpoints), 0 when it is unreadable. */
+  async function checkpointOf(dir: string, of: string): Promise<number | null> {
+    const text = (await readFileOrEmpty(path.join(dir, checkpointFile(of)))).toString('latin1');
+    if (text === '' && !fs.existsSync(path.join(dir, checkpointFile(of)))) return null;
+    return /^\d{1,15}$/.test(text) ? Number(text) : 0;
+  }
+
+  /**
+   * Indexes again the entries of `of`'s file in `day` from `from` (a line's start) to its last whole line, and
+   * flushes the buckets; returns where that last line ends. Lines that are no entry (torn) are skipped.
+   */
+  async function reindexTail(day: string, of: string, from: number): Promise<number> {
+    const file = path.join(root, day, entriesFile(of));
+    const handle = await fsp.open(file, 'r');
+    const buckets = new Map<string, string>();
+    let pending = 0;
+    const flush = async () => {
+      for (const [bucket, lines] of buckets) {
+        const out = await fsp.open(path.join(root, day, bucket), 'a', 0o600);
+        try {
+          await out.writeFile(lines, 'utf8');
+          await out.datasync();
+        } finally {
+          await out.close();
+        }
+      }
+      buckets.clear();
+      pending = 0;
+    };
+    let indexedTo = from;
+    try {
+      const size = (await handle.stat()).size;
+      let carry = Buffer.alloc(0);
+      for (let position = from; position < size;) {
+        const chunk = Buffer.alloc(Math.min(CHUNK, size - position));
+        const { bytesRead } = await handle.read(chunk, 0, chunk.length, position);
+        if (bytesRead === 0) break;
+        position += bytesRead;
+        const text = carry.length > 0 ? Buffer.concat([carry, chunk.subarray(0, bytesRead)]) : chunk.subarray(0, bytesRead);
+        let start = 0;
+        for (let end = text.indexOf(10); end >= 0; start = end + 1, end = text.indexOf(10, start)) {
+          const entry = parseOrTorn(text.toString('utf8', start, end));
+          if (entry !== null && typeof entry.requestId === 'string' && Array.isArray(entry.keys)) {
+            addIndexLines(buckets, entry, of, indexedTo + start, end - start);
+            pending += end - start;
+          }
+        }
+        indexedTo += start;
+        carry = Buffer.from(text.subarray(start));
+        if (pending > CHUNK) await flush();
+      }
+      await flush();
+    } finally {
+      await handle.close();
+    }
+    return indexedTo;
+  }
+
+  /**
+   * Before this store's first append: every other writer's entries past its checkpoint are indexed again, as an
+   * OS crash may have lost their index lines, and its checkpoint is moved past them.
+   */
+  async function repairIndex(): Promise<void> {
+    for (const day of await days()) {
+      const dir = path.join(root, day);
+      for (const name of await listDir(dir)) {
+        const match = ENTRIES.exec(name);
+        if (!match || match[1] === writer) continue;
+        const from = await checkpointOf(dir, match[1]);
+        if (from === null) continue;
+        const indexedTo = await reindexTail(day, match[1], from);
+        if (indexedTo > from) await writeDurably(path.join(dir, checkpointFile(match[1])), String(indexedTo));
+      }
+    }
+  }
+  let repaired = false;
+
+  /** Runs `work` between appends: no write is in flight on the files it touches. */
+  const betweenAppends = <T>(work: () => Promise<T>): Promise<T> => {
+    const done = appending.then(work, work);
+    appending = done.catch(() => undefined);
+    return done;
+  };
+  // A failed flush is tried again on the next tick; an append that fails says so to its caller.
+  const syncTimer = setInterval(() => void betweenAppends(async () => {
+    for (const [day, file] of open) await syncDay(day, file);
+  }).catch(() => undefined), options.indexSyncMs ?? INDEX_SYNC_MS);
+  syncTimer.unref();
 
   /**
    * The entries one day's index names for `key` that `keep` accepts, the last written first, at most `cap` of
@@ -286,6 +434,10 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
       }
       const append = async () => {
         try {
+          if (!repaired) {
+            await repairIndex();
+            repaired = true;
+          }
           for (const [day, list] of byDay) await appendDay(day, list);
         } catch (error) {
           // A day pruned under us (or a failed write) starts that day's file again on the next attempt, whose
@@ -298,9 +450,7 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
           throw unavailable(`write ${entries.length} entries`, error);
         }
       };
-      const done = appending.then(append, append);
-      appending = done.catch(() => undefined);
-      await done;
+      await betweenAppends(append);
     },
 
     async request(requestId) {
@@ -340,15 +490,19 @@ export async function openFileJournal(root: string, retentionDays: number): Prom
         }
         return dropped;
       };
-      const done = appending.then(drop, drop);
-      appending = done.catch(() => undefined);
-      return done;
+      return betweenAppends(drop);
     },
 
     async close() {
-      const files = [...open.values()];
-      open.clear();
-      for (const file of files) await closeDay(file);
+      clearInterval(syncTimer);
+      await betweenAppends(async () => {
+        const files = [...open];
+        open.clear();
+        for (const [day, file] of files) {
+          await syncDay(day, file).catch(() => undefined); // not flushed: the next writer indexes them again
+          await closeDay(file);
+        }
+      });
     },
   };
 }
