@@ -72,6 +72,28 @@ test('bytes that are no request after a whole one (a body longer than its Conten
   expect(broken).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
 });
 
+/** Raw bytes over one connection whose sending side is then shut (FIN); resolves with all the server sent once it closes. */
+function halfClosedExchange(request: string): Promise<string> {
+  const { hostname, port } = new URL(app.baseUrl);
+  return new Promise((resolve, reject) => {
+    let answer = '';
+    const socket = net.connect({ host: hostname, port: Number(port), allowHalfOpen: true }, () => socket.end(request));
+    socket.on('data', (d) => { answer += d.toString('latin1'); });
+    socket.on('error', reject);
+    socket.on('close', () => resolve(answer));
+  });
+}
+
+test('a client that shuts its sending side after the body still gets its answer; one that shuts it mid-body gets a 400 and nothing is accepted', async () => {
+  const whole = await halfClosedExchange('POST /hook/wf-open?marker=half-closed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}');
+  expect(whole).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+  expect((await receivedFor(/x-request-id: ([^\r]+)/i.exec(whole)![1])).query).toEqual({ marker: ['half-closed'] });
+  const before = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length;
+  const cut = await halfClosedExchange('POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 70\r\n\r\n{"a":1}');
+  expect(cut).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+  expect((await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length).toBe(before);
+});
+
 /** The status line, headers (lower-cased names) and body of one raw HTTP answer. */
 function parsedAnswer(raw: string) {
   const [head, body] = [raw.slice(0, raw.indexOf('\r\n\r\n')), raw.slice(raw.indexOf('\r\n\r\n') + 4)];
