@@ -7,8 +7,11 @@ import { XMLValidator } from 'fast-xml-parser';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
 import { MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
 import { requestBudget } from '../../services/triggers/logistics/send-stream';
-import { DEFAULT_LOGISTICS_LIMITS } from '../../services/triggers/logistics/logistics-trigger';
-import { encodeMessage, eventDocument, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
+import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../../services/triggers/logistics/logistics-trigger';
+import type { Received } from '../../services/platform/avro/records';
+import type { WorkflowNode } from '../../services/platform/registry/documents';
+import type { InboundRequest, TriggerServices } from '../../services/triggers/trigger';
+import { encodeMessage, eventDocument, SEND_STREAM_ACTION, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
 
 /** The logistics trigger's pure parts: envelope reading, unwrapping rules, UsernameToken. */
 const LIMITS = { maxInflatedBytes: 1024 * 1024, maxMessages: 10, maxParseUnits: 1_000_000 };
@@ -307,6 +310,50 @@ describe('what fast-xml-parser 5.12 changed, pinned', () => {
     }
     expect(parse('<r><!-- &#0; --><![CDATA[&#0;]]></r>')).toEqual({ r: '&#0;' });
   });
+
+  test('entities: only XML\'s five; an undeclared one (kept as text by 5.12) or an HTML one (decoded under htmlEntities) is refused', () => {
+    expect(parse('<r a="&amp;&lt;">&gt;&quot;&apos;</r>')).toEqual({ r: { '@a': '&<', '#text': '>"\'' } });
+    for (const bad of ['&foo;', '&nbsp;', '&copy;', '&AMP;', '&amp', '& ']) {
+      expect(() => parse(`<r>${bad}</r>`)).toThrow('the document refers to an entity XML does not declare');
+      expect(() => parse(`<r a="${bad}"/>`)).toThrow('the document refers to an entity XML does not declare');
+    }
+    expect(parse('<r><!-- &foo; --><![CDATA[&nbsp;]]></r>')).toEqual({ r: '&nbsp;' });
+  });
+
+  test('a character XML does not allow, written as it is (a control character, U+FFFE, a lone surrogate), is refused as its reference is', () => {
+    for (const [bad, code] of [['\u0000', '0000'], ['\u0001', '0001'], ['\u001F', '001F'], ['\uFFFE', 'FFFE'], ['\uD800', 'D800'], ['\uDC00x', 'DC00']]) {
+      expect(() => parse(`<r>a${bad}b</r>`)).toThrow(`the document holds a character XML does not allow (U+${code})`);
+      expect(() => parse(`<r a="${bad}"/>`)).toThrow(`(U+${code})`);
+    }
+    expect(parse('<r>\t\n\u{1F600}\uFFFD</r>')).toEqual({ r: '\u{1F600}\uFFFD' });
+    expect(faultOf(sendStreamRequest([{ xml: '<UniversalEvent><Event>a\u0000b</Event></UniversalEvent>' }])).message).toMatch(/U\+0000/);
+  });
+});
+
+describe('a Message\'s encoding (XML 1.0 §4.3.3, Appendix F)', () => {
+  const event = (text: string) => `<UniversalEvent><Event><EventType>${text}</EventType></Event></UniversalEvent>`;
+  const eventTypeOf = (raw: Buffer) => {
+    const [message] = readSendStream(sendStreamRequest([{ raw: gzipSync(raw) }]), LIMITS, true).messages;
+    return (unwrapUniversal(message.xml, true, budget()) as unknown as { data: { EventType: string } }).data.EventType;
+  };
+  test('the encoding a declaration names is the one read; UTF-8 when it names none, or with a byte order mark', () => {
+    expect(eventTypeOf(Buffer.from(`<?xml version="1.0" encoding="ISO-8859-1"?>${event('café')}`, 'latin1'))).toBe('café');
+    expect(eventTypeOf(Buffer.from(`<?xml version='1.0' encoding='windows-1252'?>${event('€5')}`.replace('€', '\x80'), 'latin1'))).toBe('€5');
+    expect(eventTypeOf(Buffer.from(`<?xml version="1.0" encoding="UTF-8"?>${event('café')}`))).toBe('café');
+    expect(eventTypeOf(Buffer.from(event('café')))).toBe('café');
+    expect(eventTypeOf(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(event('café'))]))).toBe('café');
+    expect(eventTypeOf(Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from(`<?xml version="1.0" encoding="UTF-16"?>${event('café')}`, 'utf16le')]))).toBe('café');
+  });
+  test.each([
+    ['bytes that are not UTF-8, with no declaration', Buffer.from(event('café'), 'latin1'), /not valid UTF-8 text/],
+    ['bytes that are not UTF-8, declared UTF-8', Buffer.from(`<?xml version="1.0" encoding="utf-8"?>${event('café')}`, 'latin1'), /not valid UTF-8 text/],
+    ['an encoding nothing here reads', Buffer.from(`<?xml version="1.0" encoding="x-klingon"?>${event('a')}`), /declares an encoding this service cannot read \(x-klingon\)/],
+    // Its ASCII is UTF-8 with a NUL after each character: no declaration is read, and the NULs are refused.
+    ['UTF-16 without a byte order mark', Buffer.from(`<?xml version="1.0" encoding="UTF-16"?>${event('a')}`, 'utf16le'), /U\+0000/],
+    ['a UTF-8 byte order mark on a document declaring Latin-1', Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(`<?xml version="1.0" encoding="ISO-8859-1"?>${event('a')}`)]), /byte order mark but declares iso-8859-1/],
+  ])('%s is a fault, not U+FFFD in the output', (_name, raw, message) => {
+    expect(faultOf(sendStreamRequest([{ raw: gzipSync(raw), trackingId: 'T-ENC' }])).message).toMatch(message);
+  });
 });
 
 describe('passwords kept out of the received log', () => {
@@ -327,6 +374,33 @@ describe('passwords kept out of the received log', () => {
     expect(kept).not.toContain('secret');
     expect(kept).toContain('[redacted]');
     expect(XMLValidator.validate(kept)).toBe(true);
+  });
+
+  test('whatever the receiver accepts, the decoder reads within the same budget, though the kept copy is longer (a password shorter than [redacted])', async () => {
+    const plugin = createLogisticsTrigger({ ...DEFAULT_LOGISTICS_LIMITS, maxParseUnits: 3000 });
+    const node = { name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'] } } as unknown as WorkflowNode;
+    const quiet = { enabled: () => false, debug() {}, info() {}, warn() {}, error() {}, child() { return quiet; } } as unknown as TriggerServices['logger'];
+    const services = { credential: async () => null, store: null as never, logger: quiet };
+    const envelopeOf = (passwords: number, elements: number) => sendStreamRequest([{ xml: `<UniversalEvent><Event>${'<b/>'.repeat(elements)}</Event></UniversalEvent>` }])
+      .replace('</s:Header>', `${'<Password></Password>'.repeat(passwords)}</s:Header>`);
+    const inspected = async (text: string) => {
+      const bytes = Buffer.from(text);
+      const request = { requestId: 'r-1', workflowId: 'wf', pathSuffix: null, query: {}, headers: { soapaction: SEND_STREAM_ACTION }, remoteAddress: null, receivedAt: Date.now() } as unknown as InboundRequest;
+      const outcome = await plugin.inspect(request, node, { size: bytes.length, sha256: () => '', inline: bytes, readStaged: null }, services);
+      return outcome.ok ? (outcome.inspection.persistBody ?? bytes) : null;
+    };
+    for (const passwords of [0, 100, 400]) {
+      // The most elements the receiver accepts beside these passwords, found by bisection.
+      let [accepted, refused] = [0, 4000];
+      while (refused - accepted > 1) {
+        const middle = (accepted + refused) >> 1;
+        if (await inspected(envelopeOf(passwords, middle))) accepted = middle; else refused = middle;
+      }
+      const kept = (await inspected(envelopeOf(passwords, accepted)))!;
+      if (passwords > 0) expect(kept.toString()).toContain('<Password>[redacted]</Password>');
+      const items = await plugin.decode!({ requestId: 'r-1', workflowId: 'wf', receivedAt: Date.now() } as Received, node, { ...services, openBody: null as never, readBody: async () => kept });
+      expect(items).toHaveLength(1);
+    }
   });
 
   test('an envelope without a Password element is returned as it is', () => {

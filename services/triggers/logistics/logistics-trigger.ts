@@ -13,7 +13,7 @@ import { unwrapUniversal, type Unwrapped } from './universal';
 import { checkUsernameToken, tokenReplayKey } from './username-token';
 import { withoutPasswords } from './password-redaction';
 import { createNonceLedger } from './nonce-ledger';
-import { XmlError, type XmlValue } from './xml';
+import { spendOnLonger, XmlError, type XmlValue } from './xml';
 import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 
 /**
@@ -202,6 +202,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         }
         // WS-Security passwords never reach a topic, whether or not the token was one this node checks.
         const kept = withoutPasswords(text);
+        try { spendOnLonger(budget, text.length, kept.length); } catch (error) { throw new SendStreamError(`the envelope with its passwords redacted is ${(error as Error).message}`); }
         return { ok: true, inspection: kept !== text ? { persistBody: Buffer.from(kept, 'utf8') } : {} };
       } catch (error) {
         releaseToken(request);

@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import { gunzipSync } from 'node:zlib';
 import { isObject, localName, parseXml, rootOf, type ParseBudget, type XmlObject, type XmlValue } from './xml';
 
@@ -145,19 +146,37 @@ function decodeMessage(value: XmlValue, index: number, budget: RequestBudget): S
     throw new SendStreamError(tooLarge ? `Message ${index + 1} inflates beyond the limit of this service` : `Message ${index + 1} is not valid gzip data`, trackingId);
   }
   budget.inflatedBytes -= inflated.length;
-  const xml = documentText(inflated);
-  if (xml === null) throw new SendStreamError(`Message ${index + 1} is not valid UTF-16 text`, trackingId);
+  let xml: string;
+  try { xml = documentText(inflated); } catch (error) { throw new SendStreamError(`Message ${index + 1} ${(error as Error).message}`, trackingId); }
   return { index, attributes: attrs, trackingId, xml };
 }
 
-/** UTF-8 unless a UTF-16 byte order mark says otherwise; a UTF-8 mark is dropped. Null: odd-length UTF-16. */
-function documentText(bytes: Buffer): string | null {
-  const utf16 = (bytes[0] === 0xff && bytes[1] === 0xfe) || (bytes[0] === 0xfe && bytes[1] === 0xff);
-  if (utf16 && bytes.length % 2 !== 0) return null;
-  if (bytes[0] === 0xff && bytes[1] === 0xfe) return bytes.subarray(2).toString('utf16le');
-  if (bytes[0] === 0xfe && bytes[1] === 0xff) return Buffer.from(bytes.subarray(2)).swap16().toString('utf16le');
-  if (bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf) return bytes.subarray(3).toString('utf8');
-  return bytes.toString('utf8');
+/** The encoding an XML declaration names (it stands first, in ASCII, when the document is not UTF-16). */
+const DECLARED_ENCODING = /^<\?xml\s[^>]*?\bencoding\s*=\s*["']([A-Za-z][A-Za-z0-9._-]*)["']/;
+
+/**
+ * A document's text as XML 1.0 §4.3.3 and Appendix F read it: UTF-16 when a byte order mark says so; else the
+ * encoding its declaration names, UTF-8 when it names none. Bytes that are not valid in that encoding are a
+ * fatal error there, not characters to replace: they would reach the workflow as U+FFFD, silently.
+ */
+function documentText(bytes: Buffer): string {
+  const le = bytes[0] === 0xff && bytes[1] === 0xfe;
+  if (le || (bytes[0] === 0xfe && bytes[1] === 0xff)) {
+    if (bytes.length % 2 !== 0) throw new Error('is not valid UTF-16 text');
+    return le ? bytes.subarray(2).toString('utf16le') : Buffer.from(bytes.subarray(2)).swap16().toString('utf16le');
+  }
+  const utf8Mark = bytes[0] === 0xef && bytes[1] === 0xbb && bytes[2] === 0xbf;
+  const body = utf8Mark ? bytes.subarray(3) : bytes;
+  const declared = DECLARED_ENCODING.exec(body.toString('latin1', 0, Math.min(body.length, 256)))?.[1].toLowerCase();
+  if (declared === undefined || declared === 'utf-8' || declared === 'utf8') {
+    if (!isUtf8(body)) throw new Error('is not valid UTF-8 text');
+    return body.toString('utf8');
+  }
+  if (utf8Mark) throw new Error(`starts with a UTF-8 byte order mark but declares ${declared}`);
+  if (declared.startsWith('utf-16') || declared.startsWith('utf16')) throw new Error(`declares ${declared} but has no byte order mark`);
+  let decoder: InstanceType<typeof TextDecoder>;
+  try { decoder = new TextDecoder(declared, { fatal: true }); } catch { throw new Error(`declares an encoding this service cannot read (${declared})`); }
+  try { return decoder.decode(body); } catch { throw new Error(`is not valid ${declared} text`); }
 }
 
 export interface Envelope {

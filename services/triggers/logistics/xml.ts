@@ -71,6 +71,16 @@ function spend(budget: ParseBudget, units: number): void {
 }
 
 /**
+ * Spend what a document's text costs more once it is `after` characters long instead of `before`: the decoder
+ * parses the copy the received log keeps (passwords redacted, which can lengthen it) within the same budget,
+ * and must not refuse what the receiver accepted.
+ */
+export function spendOnLonger(budget: ParseBudget, before: number, after: number): void {
+  const more = Math.ceil(after / TEXT_CHARS_PER_UNIT) - Math.ceil(before / TEXT_CHARS_PER_UNIT);
+  if (more > 0) spend(budget, more);
+}
+
+/**
  * Where `c` occurs in a text, asked for ranges that move forward only: each occurrence is found once, so a
  * walk over the whole document stays linear however many ranges it asks about.
  */
@@ -89,6 +99,10 @@ function occurrences(text: string, c: string) {
 const isXmlChar = (c: number) => c === 0x9 || c === 0xa || c === 0xd || (c >= 0x20 && c <= 0xd7ff) || (c >= 0xe000 && c <= 0xfffd) || (c >= 0x10000 && c <= 0x10ffff);
 
 const CHARACTER_REFERENCE = /#(?:x([0-9a-fA-F]+)|([0-9]+));/y;
+/** The only entities a document without a DTD has (XML 1.0 §4.6); htmlEntities would decode `&nbsp;` and more. */
+const PREDEFINED_ENTITY = /(?:amp|lt|gt|quot|apos);/y;
+/** A character XML 1.0 §2.2 does not allow, as it stands in the text: a control character, U+FFFE/U+FFFF, a lone surrogate. */
+const NOT_XML_CHAR = /[\x00-\x08\x0B\x0C\x0E-\x1F\uFFFE\uFFFF]|[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/;
 
 /**
  * Check the markup before the validator and the parser run, and spend the budget on what they will do:
@@ -101,16 +115,23 @@ const CHARACTER_REFERENCE = /#(?:x([0-9a-fA-F]+)|([0-9]+));/y;
  * counting it would let a document nest deeper than the bound or refuse a fine one.
  * A character reference to a character XML does not allow (`&#0;`, a surrogate, `&#x110000;`) makes the
  * document not well-formed; fast-xml-parser 5.5+ would decode the first two to nothing and keep the last as
- * text, so it is refused here.
+ * text, so it is refused here, as is such a character written as it is, and a reference to an entity that is
+ * not one of XML's five (`&foo;`, which the parser keeps as text, or `&nbsp;`, which it would decode).
  */
 function checkMarkup(xml: string, budget: ParseBudget): void {
   spend(budget, Math.ceil(xml.length / TEXT_CHARS_PER_UNIT));
+  const notAllowed = NOT_XML_CHAR.exec(xml);
+  if (notAllowed) throw new XmlError(`the document holds a character XML does not allow (U+${notAllowed[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')})`);
   const ampersands = occurrences(xml, '&');
   const equalSigns = occurrences(xml, '=');
   const references = (from: number, to: number) => {
     for (const at of ampersands(from, to)) {
       spend(budget, 1);
-      if (xml.charCodeAt(at + 1) !== 0x23) continue; // '#'
+      if (xml.charCodeAt(at + 1) !== 0x23) { // '#'
+        PREDEFINED_ENTITY.lastIndex = at + 1;
+        if (!PREDEFINED_ENTITY.test(xml)) throw new XmlError(`the document refers to an entity XML does not declare (${xml.slice(at, at + 12).replace(/;.*$/s, ';')})`);
+        continue;
+      }
       CHARACTER_REFERENCE.lastIndex = at + 1;
       const match = CHARACTER_REFERENCE.exec(xml);
       const code = match ? (match[1] !== undefined ? parseInt(match[1], 16) : Number(match[2])) : -1;
