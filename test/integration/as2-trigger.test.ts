@@ -194,6 +194,16 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     expect(outs[1].duplicate).toBe(true);
   });
 
+  test('message ids that differ only where a folder name cannot follow them (a character outside A-Za-z0-9._@+=-, past 200 characters) are different messages: none is marked a duplicate', async () => {
+    const message = await signedEncrypted(payload());
+    const long = 'x'.repeat(200);
+    for (const id of ['<po!1@partner>', '<po?1@partner>', '<po_1@partner>', `<${long}a@partner>`, `<${long}b@partner>`]) {
+      const m = await postAs2(app, 'wf-as2', message, as2Headers({ 'Message-Id': id }), peer, receiver);
+      expect(m.disposition).toMatch(/processed$/);
+      expect(JSON.parse((await executionsOf(app, m.requestId))[0].input)['AS2 in'].as2.duplicate).toBeUndefined();
+    }
+  });
+
   test('a message larger than INLINE_BODY_MAX (claim check) is opened the same way', async () => {
     const big = EDI.repeat(400); // ~50 KiB
     const message = await signedEncrypted(payload('big.x12', big));

@@ -5,6 +5,7 @@ import * as path from 'node:path';
 import { credentialPutProblems, DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
 import { datedCertificate, rsaKey } from '../support/dated-certificates';
 import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
+import { evidenceFolder, messageFolder } from '../../services/triggers/as2/evidence';
 import { createPeer, type Peer } from '../support/as2-peer';
 
 /** `credentials put` and `workflows put` checks for AS2. */
@@ -139,4 +140,14 @@ test('credentials put refuses a role whose every certificate has expired; one no
   expect(put({ certificate: future, privateKey: key })).toEqual([]);
   // Other credential types have no certificates to lapse.
   expect(credentialPutProblems(parseCredentialDocument({ id: 'h', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }), at)).toEqual([]);
+});
+
+test('a message id names one folder: kept as it is when it is safe, else made safe and followed by a hash of the whole id', () => {
+  expect(messageFolder('wf', '<1a2b-3c.4d_5@partner.example>')).toBe('as2/wf/1a2b-3c.4d_5@partner.example');
+  expect(messageFolder('wf', ' <same@x> ')).toBe(messageFolder('wf', 'same@x'));
+  const ids = ['<po!1@x>', '<po?1@x>', '<po_1@x>', '<po 1@x>', '<.hidden@x>', '<_hidden@x>', `<${'y'.repeat(200)}1@x>`, `<${'y'.repeat(200)}2@x>`, '<pó@x>', '<po@x>'];
+  const folders = ids.map((id) => messageFolder('wf', id));
+  expect(new Set(folders).size).toBe(ids.length);
+  for (const folder of folders) expect(folder).toMatch(/^as2\/wf\/[A-Za-z0-9_@+=-][A-Za-z0-9._@+=-]{0,199}(~[0-9a-f]{32})?$/);
+  expect(evidenceFolder('wf', '<po!1@x>', 'req/../1')).toBe(`${messageFolder('wf', '<po!1@x>')}/req_.._1`);
 });

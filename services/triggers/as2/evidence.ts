@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { Received } from '../../platform/avro/records';
 import { ObjectStoreError, type ObjectStore } from '../../platform/store/object-store';
@@ -18,11 +19,23 @@ import type { Mdn } from './mdn';
  * - a message refused after the sender was authenticated, or because the durable accept failed: the
  *   receiver writes them before it answers (keepEvidence).
  */
-const safe = (value: string) => value.replace(/^\s*<|>\s*$/g, '').replace(/[^A-Za-z0-9._@+=-]/g, '_').replace(/^\.+/, '_').slice(0, 200);
+const safe = (value: string) => value.replace(/[^A-Za-z0-9._@+=-]/g, '_').replace(/^\.+/, '_').slice(0, 200);
+
+/**
+ * A message id as a folder name: readable, and one folder per id. Where making it safe changed it (a character
+ * outside `A-Za-z0-9._@+=-`, a leading dot, past 200 characters), a hash of the whole id follows, or `<po!1@x>`
+ * and `<po?1@x>` would share a folder, its evidence and its `first-request` marker, and the second would be
+ * flagged a duplicate of the first. The angle brackets around an id are not part of it (RFC 5322 msg-id).
+ */
+function messageIdName(messageId: string): string {
+  const id = messageId.replace(/^\s*<|>\s*$/g, '');
+  const name = safe(id);
+  return name === id ? name : `${name}~${createHash('sha256').update(id, 'utf8').digest('hex').slice(0, 32)}`;
+}
 
 /** `as2/<workflowId>/<message id>`: every attempt of a message id, and its `first-request` marker (decode.ts). */
 export function messageFolder(workflowId: string, messageId: string): string {
-  return `as2/${workflowId}/${safe(messageId) || 'no-message-id'}`;
+  return `as2/${workflowId}/${messageIdName(messageId) || 'no-message-id'}`;
 }
 
 /** `as2/<workflowId>/<message id>/<requestId>`: the evidence of one request. */
