@@ -33,6 +33,32 @@ test('credential documents are checked per type without quoting secrets', () => 
   expect(problemsOf(() => parseCredentialDocument({ id: 'c1', type: 'oauth', data: {} }))).toEqual([expect.stringMatching(/^"type" must be one of/)]);
 });
 
+test('credentials no request could ever match are refused when stored, not at every request', () => {
+  // headerAuth: the HTTP parser strips spaces around a value; other characters arrive in the client's encoding.
+  for (const value of ['  padded  ', 'café', 'snow☃', 'abc\r\nX-Other: 1', 'nul\u0000', '\ttab']) {
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c1', type: 'headerAuth', data: { name: 'X-Key', value } })))
+      .toEqual([expect.stringMatching(/^data\.value must be printable ASCII/)]);
+  }
+  expect(parseCredentialDocument({ id: 'c1', type: 'headerAuth', data: { name: 'X-Key', value: 'Token a b\tc!~' } }).type).toBe('headerAuth');
+  // rsaSignature: RSA-SHA256 PKCS#1 v1.5 verifies with an RSA public key and nothing else.
+  const spki = (type: 'ec' | 'ed25519' | 'rsa-pss') => (type === 'ec' ? generateKeyPairSync('ec', { namedCurve: 'prime256v1' }) : type === 'rsa-pss' ? generateKeyPairSync('rsa-pss', { modulusLength: 2048 }) : generateKeyPairSync('ed25519'))
+    .publicKey.export({ type: 'spki', format: 'pem' }) as string;
+  for (const type of ['ec', 'ed25519', 'rsa-pss'] as const) {
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c1', type: 'rsaSignature', data: { publicKey: spki(type) } })))
+      .toEqual([`data.publicKey is a ${type} key; an RSA signature needs an RSA public key (rsaEncryption, not RSA-PSS)`]);
+  }
+  const rsa = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const privateThenPublic = `${rsa.privateKey.export({ type: 'pkcs8', format: 'pem' })}${rsa.publicKey.export({ type: 'spki', format: 'pem' })}`;
+  const problems = problemsOf(() => parseCredentialDocument({ id: 'c1', type: 'rsaSignature', data: { publicKey: privateThenPublic } }));
+  expect(problems).toEqual(['data.publicKey must hold the public key only, not a private key']);
+  expect(problems.join()).not.toContain('MII');
+  // hmac: a prefix no header value carries, and one header asked to carry both the signature and the timestamp.
+  expect(problemsOf(() => parseCredentialDocument({ id: 'c1', type: 'hmac', data: { secrets: ['s3cret'], header: 'X-Sig', prefix: 'v1=\r\n' } })))
+    .toEqual([expect.stringMatching(/^data\.prefix must be printable ASCII/)]);
+  expect(problemsOf(() => parseCredentialDocument({ id: 'c1', type: 'hmac', data: { secrets: ['s3cret'], header: 'X-Sig', timestampHeader: 'x-sig', signedContent: '{timestamp}.{body}' } })))
+    .toEqual(['data.timestampHeader must be another header than data.header: one header cannot carry both']);
+});
+
 test('sealed credentials open with the same key only, and not under another id', () => {
   const sealer = createCredentialSealer('a-long-enough-encryption-key');
   const stored = sealer.seal({ id: 'c1', type: 'headerAuth', data: { name: 'X-Key', value: 'topsecret' } });

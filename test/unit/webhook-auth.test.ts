@@ -342,7 +342,23 @@ describe('JWT bearer', () => {
     expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [rsaPem], algorithms: ['HS256', 'ES256'] } }))).toEqual([
       expect.stringMatching(/^data\.algorithms lists HS256 but no key/), expect.stringMatching(/^data\.algorithms lists ES256 but no key/),
     ]);
-    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: ['short'], algorithms: ['HS256'] } }))).toEqual([expect.stringMatching(/^data\.algorithms lists HS256 but no key in data.keys fits it \(a secret or oct JWK of at least 32 bytes\)/)]);
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: ['short'], algorithms: ['HS256'] } }))).toEqual([expect.stringMatching(/^data\.algorithms lists HS256 but no key in data.keys fits it \(a secret or oct JWK of at least 32 bytes, /)]);
+  });
+
+  test('credentials put refuses keys the verifier would never use: RSA under 2048 bits, RSA-PSS keys, a JWK whose alg is another or none', async () => {
+    const small = generateKeyPairSync('rsa', { modulusLength: 1024 }).publicKey;
+    const pss = generateKeyPairSync('rsa-pss', { modulusLength: 2048 }).publicKey;
+    const pem = (key: typeof small) => key.export({ type: 'spki', format: 'pem' }) as string;
+    // What jose itself says of them, so the refusal follows the verifier rather than a guess.
+    await expect(new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).sign(generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey)).rejects.toThrow(/2048/);
+    for (const [keys, algorithms] of [[[pem(small)], ['RS256']], [[await exportJWK(small)], ['PS256']], [[pem(pss)], ['PS256']], [[{ kty: 'oct', k: randomBytes(64).toString('base64url'), alg: 'HS512' }], ['HS256']]] as const) {
+      expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys, algorithms } }))).toEqual([expect.stringMatching(new RegExp(`^data\\.algorithms lists ${algorithms[0]} but no key in data\\.keys fits it`))]);
+    }
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [{ kty: 'oct', k: randomBytes(64).toString('base64url'), alg: 'none' }], algorithms: ['HS256'] } })))
+      .toEqual([expect.stringMatching(/^data\.keys\[0\]\.alg must be one of HS256.*\(never none\), or left out$/)]);
+    // Fitting keys stay accepted: 2048-bit RSA for PS256, a JWK whose alg is the one listed.
+    expect(parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [rsaPem], algorithms: ['PS256', 'RS512'] } }).type).toBe('jwt');
+    expect(parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [{ kty: 'oct', k: randomBytes(32).toString('base64url'), alg: 'HS256' }], algorithms: ['HS256'] } }).type).toBe('jwt');
   });
 });
 

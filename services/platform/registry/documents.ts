@@ -3,7 +3,7 @@ import { as2CredentialProblems, as2LapsedProblems, type As2CredentialData } from
 import { DOCUMENT_ID } from './registry';
 export type { As2CredentialData, As2ReceiverKeyData } from './as2-credential';
 import { hmacProblems, jwtProblems, standardWebhooksProblems, type HmacData, type JwtData, type StandardWebhooksData } from './signature-credentials';
-import { HEADER_NAME, isObject } from './document-checks';
+import { HEADER_NAME, isObject, SENDABLE_HEADER_VALUE } from './document-checks';
 
 /** The workflow document of DESIGN.md §5, as stored. Trigger parameters are read by the trigger plugins. */
 export interface WorkflowNode {
@@ -116,6 +116,11 @@ export function parseCredentialDocument(input: unknown): CredentialDocument {
       str('name');
       str('value');
       if (isObject(data) && typeof data.name === 'string' && !HEADER_NAME.test(data.name)) problems.push('data.name must be a valid HTTP header name');
+      // A value no request can carry as it is would refuse every request: the HTTP parser strips the spaces
+      // around a header value, and a client sends other characters in an encoding of its own.
+      if (isObject(data) && typeof data.value === 'string' && data.value !== '' && !SENDABLE_HEADER_VALUE.test(data.value)) {
+        problems.push('data.value must be printable ASCII (spaces and tabs inside it only): a request cannot carry other characters, or spaces around it, as they are');
+      }
       break;
     case 'as2ReceiverAuth':
       if (isObject(data)) problems.push(...as2CredentialProblems(data));
@@ -125,7 +130,15 @@ export function parseCredentialDocument(input: unknown): CredentialDocument {
       str('header', true);
       if (isObject(data) && typeof data.header === 'string' && data.header !== '' && !HEADER_NAME.test(data.header)) problems.push('data.header must be a valid HTTP header name');
       if (isObject(data) && typeof data.publicKey === 'string') {
-        try { createPublicKey(data.publicKey); } catch { problems.push('data.publicKey is not a readable SPKI public key'); }
+        // RSA-SHA256 PKCS#1 v1.5 verifies with an RSA key only; any other would refuse every request. A private
+        // key beside the public one has no business in the registry.
+        if (/-----BEGIN [A-Z ]*PRIVATE KEY-----/.test(data.publicKey)) problems.push('data.publicKey must hold the public key only, not a private key');
+        else {
+          try {
+            const key = createPublicKey(data.publicKey);
+            if (key.asymmetricKeyType !== 'rsa') problems.push(`data.publicKey is a ${key.asymmetricKeyType} key; an RSA signature needs an RSA public key (rsaEncryption, not RSA-PSS)`);
+          } catch { problems.push('data.publicKey is not a readable SPKI public key'); }
+        }
       }
       break;
     case 'standardWebhooks':

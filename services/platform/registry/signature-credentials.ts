@@ -127,6 +127,11 @@ export function hmacProblems(data: Record<string, unknown>): string[] {
   if (data.encoding !== undefined && !HMAC_ENCODINGS.includes(data.encoding as HmacEncoding)) problems.push(`data.encoding must be one of ${HMAC_ENCODINGS.join(', ')}`);
   if (data.format !== undefined && data.format !== 'single' && data.format !== 'keyValue') problems.push('data.format must be single or keyValue');
   if (data.prefix !== undefined && typeof data.prefix !== 'string') problems.push('data.prefix must be a string');
+  // The prefix stands in a header value before the signature: a character no value carries makes it unmatchable.
+  else if (typeof data.prefix === 'string' && !/^[\x20-\x7e]*$/.test(data.prefix)) problems.push('data.prefix must be printable ASCII: a header value cannot carry other characters as they are');
+  if (typeof data.header === 'string' && typeof data.timestampHeader === 'string' && data.header.toLowerCase() === data.timestampHeader.toLowerCase()) {
+    problems.push('data.timestampHeader must be another header than data.header: one header cannot carry both');
+  }
   problems.push(...toleranceProblems(data, 'toleranceSeconds'));
   if (data.signedContent !== undefined && typeof data.signedContent !== 'string') problems.push('data.signedContent must be a string');
   if (problems.length) return problems;
@@ -158,11 +163,18 @@ export function jwtKeyObject(key: JwtKey): KeyObject {
   return createPublicKey({ key: key as never, format: 'jwk' });
 }
 
-/** The kinds of key each algorithm family verifies with; anything else is refused (no algorithm confusion). */
+/** jose verifies RS* and PS* only with RSA keys of this many bits or more (it throws on smaller ones). */
+const JWT_MIN_RSA_BITS = 2048;
+
+/**
+ * The kinds of key each algorithm family verifies with; anything else is refused (no algorithm confusion), and
+ * so is what jose would refuse to verify with: RSA keys under 2048 bits, and RSA-PSS (id-RSASSA-PSS) keys,
+ * which it does not take (PS* tokens verify with plain RSA keys).
+ */
 export function jwtKeyFits(alg: string, key: KeyObject): boolean {
   if (alg.startsWith('HS')) return key.type === 'secret' && key.symmetricKeySize! >= Number(alg.slice(2)) / 8;
   if (key.type !== 'public') return false;
-  if (alg.startsWith('RS') || alg.startsWith('PS')) return key.asymmetricKeyType === 'rsa' || (alg.startsWith('PS') && key.asymmetricKeyType === 'rsa-pss');
+  if (alg.startsWith('RS') || alg.startsWith('PS')) return key.asymmetricKeyType === 'rsa' && (key.asymmetricKeyDetails?.modulusLength ?? 0) >= JWT_MIN_RSA_BITS;
   const curve = { ES256: 'prime256v1', ES384: 'secp384r1', ES512: 'secp521r1' }[alg];
   return key.asymmetricKeyType === 'ec' && key.asymmetricKeyDetails?.namedCurve === curve;
 }
@@ -177,12 +189,15 @@ export function jwtProblems(data: Record<string, unknown>): string[] {
   const algorithms = Array.isArray(data.algorithms) ? data.algorithms : null;
   if (!algorithms || algorithms.length === 0) problems.push(`data.algorithms must be a non-empty array of ${JWT_ALGORITHMS.join(', ')}`);
   else algorithms.forEach((a, i) => { if (!JWT_ALGORITHMS.includes(a)) problems.push(`data.algorithms[${i}] must be one of ${JWT_ALGORITHMS.join(', ')} (never none)`); });
-  const keys: KeyObject[] = [];
+  /** Each key, with the one algorithm a JWK's `alg` restricts it to (the verifier tries it for no other). */
+  const keys: { key: KeyObject; alg: string | null }[] = [];
   if (!Array.isArray(data.keys) || data.keys.length === 0) problems.push('data.keys must be a non-empty array of PEM blocks, JWKs, JWKS documents or HS* secrets');
   else {
     jwtKeyEntries(data.keys as JwtKey[]).forEach((k, i) => {
       if (!(typeof k === 'string' && k !== '') && !isObject(k)) return void problems.push(`data.keys[${i}] must be a PEM block, a JWK or a secret`);
-      try { keys.push(jwtKeyObject(k)); } catch { problems.push(`data.keys[${i}] is not a readable ${typeof k === 'string' ? 'PEM public key or certificate' : 'JWK'}`); }
+      const alg = isObject(k) && k.alg !== undefined ? k.alg : null;
+      if (alg !== null && !(typeof alg === 'string' && (JWT_ALGORITHMS as readonly string[]).includes(alg))) return void problems.push(`data.keys[${i}].alg must be one of ${JWT_ALGORITHMS.join(', ')} (never none), or left out`);
+      try { keys.push({ key: jwtKeyObject(k), alg }); } catch { problems.push(`data.keys[${i}] is not a readable ${typeof k === 'string' ? 'PEM public key or certificate' : 'JWK'}`); }
     });
   }
   for (const field of ['issuer', 'audience']) {
@@ -194,7 +209,7 @@ export function jwtProblems(data: Record<string, unknown>): string[] {
   if (data.requireExpiration !== undefined && typeof data.requireExpiration !== 'boolean') problems.push('data.requireExpiration must be true or false');
   if (problems.length) return problems;
   for (const alg of algorithms as string[]) {
-    if (!keys.some((k) => jwtKeyFits(alg, k))) problems.push(`data.algorithms lists ${alg} but no key in data.keys fits it (${alg.startsWith('HS') ? `a secret or oct JWK of at least ${Number(alg.slice(2)) / 8} bytes` : alg.startsWith('ES') ? 'an EC public key on its curve' : 'an RSA public key'})`);
+    if (!keys.some((k) => (k.alg === null || k.alg === alg) && jwtKeyFits(alg, k.key))) problems.push(`data.algorithms lists ${alg} but no key in data.keys fits it (${alg.startsWith('HS') ? `a secret or oct JWK of at least ${Number(alg.slice(2)) / 8} bytes` : alg.startsWith('ES') ? 'an EC public key on its curve' : `an RSA public key of ${JWT_MIN_RSA_BITS} bits or more`}, with no JWK alg other than ${alg})`);
   }
   return problems;
 }
