@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import * as tls from 'node:tls';
@@ -7,6 +6,7 @@ import { DOCUMENT_ID, RegistryError, withSamples, type Document, type DocumentCo
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { firstLine, sanitizedCause } from '../logger/error-text';
 import { openCosmosJournal } from './cosmos-journal';
+import { sampleDocumentId } from './sample-ids';
 import { DEFAULT_JOURNAL_RETENTION_DAYS, type JournalStore } from './journal';
 
 export interface CosmosRegistryOptions {
@@ -227,19 +227,8 @@ function collection<T extends Document>(container: Container, name: string, unav
   };
 }
 
-/**
- * One samples document per (workflow, node): `${workflowId}.${base64url(node)}`, as the file registry
- * names its files; base64url keeps any node name clear of the characters Cosmos ids forbid. A node name
- * too long for a 255-character id is named by its SHA-256 instead, after `.~` (a character neither
- * base64url nor a workflow id uses, so the two forms never meet); the document also records the
- * workflow id and node, which reads check.
- */
-export function sampleId(workflowId: string, node: string): string {
-  if (!DOCUMENT_ID.test(workflowId)) throw new RegistryError(`invalid workflow id ${JSON.stringify(workflowId.slice(0, 140))}`, 'invalid-document');
-  const plain = `${workflowId}.${Buffer.from(node, 'utf8').toString('base64url')}`;
-  if (plain.length <= MAX_COSMOS_ID) return plain;
-  return `${workflowId}.~${createHash('sha256').update(node, 'utf8').digest('base64url')}`;
-}
+/** One samples document per (workflow, node), named as sample-ids.ts says within a Cosmos id's 255 characters. */
+export const sampleId = (workflowId: string, node: string): string => sampleDocumentId(workflowId, node, MAX_COSMOS_ID);
 
 function stripSystemProperties<T>(resource: T): T {
   const copy = { ...resource } as Record<string, unknown>;

@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { RegistryError, withSamples, type Sample, type SampleStore } from './registry';
+import { sampleDocumentId } from './sample-ids';
 
 /**
  * Sample data on files: one JSON document per trigger node under DATA_DIR/registry/samples/.
@@ -33,13 +34,15 @@ const WRITE_BEHIND_MS = 100;
 const RETRY_MS = 1_000;
 /** Nodes whose samples stay in memory; the least recently written beyond that are read again when next needed. */
 const MAX_CACHED_NODES = 1024;
-const SAMPLE_FILE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.[A-Za-z0-9_-]*$/;
+const SAMPLE_FILE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.~?[A-Za-z0-9_-]*$/;
+/** The longest file name Linux, macOS and Windows file systems take (bytes; these names are ASCII). */
+const MAX_FILE_NAME = 255;
 
 export async function openFileSamples(dir: string, options: FileSamplesOptions): Promise<FileSampleStore> {
   await fsp.mkdir(dir, { recursive: true });
   const delay = options.writeBehindMs ?? WRITE_BEHIND_MS;
   const fileOf = (workflowId: string, node: string) => {
-    const id = `${workflowId}.${Buffer.from(node, 'utf8').toString('base64url')}`;
+    const id = sampleDocumentId(workflowId, node, MAX_FILE_NAME - '.json'.length);
     if (!SAMPLE_FILE_ID.test(id)) throw new RegistryError(`invalid document id ${JSON.stringify(id.slice(0, 140))}`, 'invalid-document');
     return path.join(dir, `${id}.json`);
   };

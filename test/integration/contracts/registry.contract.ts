@@ -47,6 +47,13 @@ export function describeRegistryContract(name: string, open: () => Promise<Regis
       expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
     });
 
+    test('samples of a node whose name is long (the longest workflow id beside it, or 300 characters of any script) are kept and read back apart', async () => {
+      const longId = `wf-${randomUUID()}`.padEnd(128, 'x');
+      const names = ['N'.repeat(96), 'N'.repeat(95) + 'M', 'é☃'.repeat(150)];
+      for (const [i, node] of names.entries()) await registry.samples.append(longId, node, { executionId: `e${i}`, receivedAt: i, data: { i } }, 3);
+      for (const [i, node] of names.entries()) expect((await registry.samples.list(longId, node)).map((s) => s.executionId)).toEqual([`e${i}`]);
+    });
+
     test('appendMany leaves the samples as appending each in order would: repeats skipped, the newest N kept', async () => {
       const wf = `wf-${randomUUID().slice(0, 8)}`;
       const sample = (id: string) => ({ executionId: id, receivedAt: 0, data: { id } });
