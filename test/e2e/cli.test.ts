@@ -193,6 +193,10 @@ test('a JWT bearer token is verified by the built service (jose, ES modules only
   expect((await runCli(['credentials', 'put', cred], env)).code).toBe(0);
   const wf = file('wf-jwt.json', { id: 'wf-jwt-cli', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'jwt' }, credentials: { jwt: 'cred-jwt-cli' } }] });
   expect((await runCli(['workflows', 'put', wf], env)).code).toBe(0);
+  // With no service running, the CLI stores the credential itself, and refuses the same retype the API does.
+  const retyped = await runCli(['credentials', 'put', file('cred-jwt-retyped.json', { id: 'cred-jwt-cli', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } })], env);
+  expect(retyped.code).not.toBe(0);
+  expect(retyped.stderr).toContain('Credential cred-jwt-cli is a jwt credential used by workflow(s) wf-jwt-cli; it cannot become headerAuth until they no longer use it');
   const token = (expiresIn: string) => new SignJWT({}).setProtectedHeader({ alg: 'RS256' }).setSubject('partner-7').setIssuer('https://idp.example')
     .setAudience('ingress').setIssuedAt().setExpirationTime(expiresIn).sign(rsa.privateKey);
   const service = await startServiceProcess(env);

@@ -191,6 +191,12 @@ describe('credentials', () => {
     const inUse = await api.call('DELETE', '/api/v1/credentials/cred-h');
     expect(inUse.status).toBe(409);
     expect(inUse.body.message).toBe('Credential cred-h is used by workflow(s) wf-cred; change them first');
+    // Nor can it become another type while a workflow uses it as a headerAuth: each request would fail as after a delete.
+    const retyped = await api.call('PUT', '/api/v1/credentials/cred-h', { body: { type: 'basicAuth', data: { user: 'u', password: 'pw-in-retype' } } });
+    expect(retyped.status).toBe(409);
+    expect(retyped.body.message).toBe('Credential cred-h is a headerAuth credential used by workflow(s) wf-cred; it cannot become basicAuth until they no longer use it');
+    expect((await app.backends.registry.credentials.get('cred-h'))!.type).toBe('headerAuth');
+    expect((await api.call('PUT', '/api/v1/credentials/cred-h', { body: { type: 'headerAuth', data: { name: 'X-Key', value: 'rotated-value' } } })).status).toBe(200);
     expect((await api.call('DELETE', '/api/v1/credentials/cred-as2')).status).toBe(204);
     expect((await api.call('DELETE', '/api/v1/credentials/cred-as2')).status).toBe(404);
     expect(JSON.stringify(app.logs)).not.toContain('never-answer-me');

@@ -54,3 +54,14 @@ export function credentialMetadata(stored: StoredCredential, sealer: CredentialS
 export function workflowsUsingCredential(workflows: WorkflowDocument[], credentialId: string): string[] {
   return workflows.filter((w) => w.nodes.some((n) => n.credentials && Object.values(n.credentials).includes(credentialId))).map((w) => w.id);
 }
+
+/**
+ * The problem with storing credential `id` as `type` over a stored one of another type, while workflows name
+ * it in a slot of the old type (a node's `credentials` are keyed by type): each of their requests would then
+ * fail with credential-unavailable, as after a delete, which is refused the same way. Null when none does.
+ */
+export function retypeProblem(workflows: WorkflowDocument[], id: string, storedType: string | null, type: string): string | null {
+  if (storedType === null || storedType === type) return null;
+  const users = workflows.filter((w) => w.nodes.some((n) => n.credentials && Object.entries(n.credentials).some(([slot, ref]) => ref === id && slot !== type))).map((w) => w.id);
+  return users.length ? `Credential ${id} is a ${storedType} credential used by workflow(s) ${users.join(', ')}; it cannot become ${type} until they no longer use it` : null;
+}

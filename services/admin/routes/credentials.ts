@@ -4,7 +4,7 @@ import { credentialPutProblems, DocumentError, parseCredentialDocument, type Cre
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
-import { credentialMetadata, workflowsUsingCredential } from '../operations/documents';
+import { credentialMetadata, retypeProblem, workflowsUsingCredential } from '../operations/documents';
 
 /**
  * Credentials: metadata only (id, type, and the certificates' public facts, as `ingress credentials list`);
@@ -42,7 +42,10 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
     const lapsed = credentialPutProblems(doc, now());
     if (lapsed.length) throw new AdminError('invalid-document', 'The credential document is not valid', lapsed);
     const stored = sealer().seal(doc);
-    const existed = (await deps.registry.credentials.get(doc.id)) !== null;
+    const before = await deps.registry.credentials.get(doc.id);
+    const retyped = before && retypeProblem(await deps.registry.workflows.list(), doc.id, before.type, doc.type);
+    if (retyped) throw new AdminError('conflict', retyped);
+    const existed = before !== null;
     await deps.registry.credentials.put(stored);
     res.status(existed ? 200 : 201).json(credentialMetadata(stored, deps.sealer, now()));
   });

@@ -2,7 +2,7 @@ import { promises as fsp } from 'node:fs';
 import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
-import { checkWorkflowDocument, credentialMetadata, hookUrl } from '../../admin/operations/documents';
+import { checkWorkflowDocument, credentialMetadata, hookUrl, retypeProblem } from '../../admin/operations/documents';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { triggerCatalog } from '../start';
 import type { CommandContext } from '../context';
@@ -106,6 +106,9 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
       const doc = parseCredentialDocument(input);
       const lapsed = credentialPutProblems(doc, Date.now());
       if (lapsed.length) throw new DocumentError(lapsed);
+      const before = await registry.credentials.get(doc.id);
+      const retyped = before && retypeProblem(await registry.workflows.list(), doc.id, before.type, doc.type);
+      if (retyped) throw new DocumentError([retyped]);
       await registry.credentials.put(ctx.sealer().seal(doc));
       ctx.out(JSON.stringify({ id: doc.id, type: doc.type }));
       return 0;
