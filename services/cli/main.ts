@@ -90,6 +90,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     return await command.run(parseArgs(rest, command.valued), ctx);
   } catch (error) {
     if (error instanceof UsageError) { process.stderr.write(`ingress ${name}: ${error.message}\n`); return 2; }
+    // A value found bad only once used (a HOST that does not resolve) ends the command as one found at load does.
+    if (error instanceof ConfigError) { process.stderr.write(`ingress: ${error.message}\n`); return 78; }
     process.stderr.write(`ingress ${name}: ${(error as Error).message}\n`);
     return 1;
   }

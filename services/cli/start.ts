@@ -31,7 +31,7 @@ import { checkTopics } from './pipeline-topics';
 import { createIngressMetrics, type IngressMetrics } from '../platform/telemetry/metrics';
 import { createAdmissionGuards, standaloneAdmissionGuards, withAdmissionGuards, type AdmissionGuards } from '../triggers/webhook/admission-guards';
 import { createRateLimiter } from '../triggers/rate-limiter';
-import { portInUse, type ReadinessCheck } from '../platform/health/admin-server';
+import { listenFailure, type ReadinessCheck } from '../platform/health/admin-server';
 import { watchCertificateExpiry, type CertificateExpiryWatch } from '../platform/registry/certificate-expiry';
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler', 'journal', 'mdn'] as const;
@@ -144,7 +144,7 @@ export async function startServices(config: Config, backends: Backends, services
         acceptTiming: createAcceptTiming(), heldBodies, idleBodies: idleBodies(config.bodyIdleMs, config.bodyMinBytesPerSecond), metrics, recordKey: config.recordKey, refusals,
       });
       port = await receiver.listen(config.port, config.host).catch((error: NodeJS.ErrnoException) => {
-        throw error.code === 'EADDRINUSE' ? portInUse('PORT', config.port, config.host) : error;
+        throw listenFailure(error, { portVariable: 'PORT', hostVariable: 'HOST', port: config.port, host: config.host });
       });
     }
   } catch (error) {

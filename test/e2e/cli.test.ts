@@ -141,6 +141,14 @@ test('a second process given a port already in use says which variable to change
   }
 });
 
+test('a host that is no address of this machine stops the start with status 78 naming the variable, as a bad value does', async () => {
+  // 192.0.2.1 is TEST-NET-1 (RFC 5737): an address no machine here has, refused at once (no name lookup to wait for).
+  const admin = await runCli(['start'], { ...env, ADMIN_HOST: '192.0.2.1', ADMIN_PORT: '48123' }); // the tests' ADMIN_PORT=0 starts no admin server
+  expect([admin.code, admin.stderr]).toEqual([78, expect.stringContaining('ADMIN_HOST=192.0.2.1: not an address of this machine')]);
+  const http = await runCli(['start'], { ...env, HOST: '192.0.2.1' });
+  expect([http.code, http.stderr]).toEqual([78, expect.stringContaining('HOST=192.0.2.1: not an address of this machine')]);
+});
+
 test('usage errors name the command', async () => {
   expect((await runCli(['frobnicate'], env)).code).toBe(2);
   const res = await runCli(['tail'], env);

@@ -1,6 +1,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../logger/logger';
+import { ConfigError } from '../config/config';
 
 /**
  * The admin port: `/healthz` answers 200 while the process is up (a liveness probe: restart me if this
@@ -56,7 +57,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     });
   });
   await new Promise<void>((resolve, reject) => {
-    const failed = (error: NodeJS.ErrnoException) => reject(error.code === 'EADDRINUSE' ? portInUse('ADMIN_PORT', options.port, options.host) : error);
+    const failed = (error: NodeJS.ErrnoException) => reject(listenFailure(error, { portVariable: 'ADMIN_PORT', hostVariable: 'ADMIN_HOST', port: options.port, host: options.host }));
     server.once('error', failed);
     server.listen(options.port, options.host, () => { server.off('error', failed); resolve(); });
   });
@@ -87,4 +88,19 @@ async function readiness(checks: ReadinessCheck[], timeoutMs: number): Promise<R
 /** Two processes on one host given the same port: say which variable to change, not only EADDRINUSE. */
 export function portInUse(variable: string, port: number, host: string): Error {
   return new Error(`${variable}=${port}: the port is already in use on ${host} (another ingress process on this host? give each process its own ${variable})`);
+}
+
+/**
+ * What a failed listen says, naming the variable to change: a host that does not resolve, or is no address of
+ * this machine, is a bad value (ConfigError, exit 78) like any other caught at start; a port taken is not.
+ */
+export function listenFailure(error: NodeJS.ErrnoException, at: { portVariable: string; hostVariable: string; port: number; host: string }): Error {
+  switch (error.code) {
+    case 'EADDRINUSE': return portInUse(at.portVariable, at.port, at.host);
+    case 'ENOTFOUND': case 'EAI_AGAIN': case 'EAI_FAIL': case 'EAI_NONAME':
+      return new ConfigError([`${at.hostVariable}=${at.host}: no address is known for this name (give an address of this machine, such as 0.0.0.0 or 127.0.0.1, or a name that resolves to one)`]);
+    case 'EADDRNOTAVAIL': return new ConfigError([`${at.hostVariable}=${at.host}: not an address of this machine`]);
+    case 'EACCES': return new Error(`${at.portVariable}=${at.port}: this process may not listen on that port (ports below 1024 need privileges)`);
+    default: return error;
+  }
 }
