@@ -339,6 +339,12 @@ describe('JWT bearer', () => {
       'data.keys[0] is not a readable PEM public key or certificate',
       'data.keys[1] is not a readable JWK',
     ]);
+    // A key inside a JWKS document is named by its place in that document.
+    const oct = { kty: 'oct', k: Buffer.alloc(32, 1).toString('base64url') };
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [oct, { keys: [oct, { kty: 'RSA' }, 7] }], algorithms: ['HS256'] } }))).toEqual([
+      'data.keys[1].keys[1] is not a readable JWK',
+      'data.keys[1].keys[2] must be a PEM block, a JWK or a secret',
+    ]);
     expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [rsaPem], algorithms: ['HS256', 'ES256'] } }))).toEqual([
       expect.stringMatching(/^data\.algorithms lists HS256 but no key/), expect.stringMatching(/^data\.algorithms lists ES256 but no key/),
     ]);

@@ -193,12 +193,14 @@ export function jwtProblems(data: Record<string, unknown>): string[] {
   const keys: { key: KeyObject; alg: string | null }[] = [];
   if (!Array.isArray(data.keys) || data.keys.length === 0) problems.push('data.keys must be a non-empty array of PEM blocks, JWKs, JWKS documents or HS* secrets');
   else {
-    jwtKeyEntries(data.keys as JwtKey[]).forEach((k, i) => {
-      if (!(typeof k === 'string' && k !== '') && !isObject(k)) return void problems.push(`data.keys[${i}] must be a PEM block, a JWK or a secret`);
+    // A JWKS entry's keys are named inside it (data.keys[0].keys[2]), not by their place once flattened.
+    (data.keys as JwtKey[]).forEach((entry, i) => jwtKeyEntries([entry]).forEach((k, j) => {
+      const at = isObject(entry) && Array.isArray(entry.keys) ? `data.keys[${i}].keys[${j}]` : `data.keys[${i}]`;
+      if (!(typeof k === 'string' && k !== '') && !isObject(k)) return void problems.push(`${at} must be a PEM block, a JWK or a secret`);
       const alg = isObject(k) && k.alg !== undefined ? k.alg : null;
-      if (alg !== null && !(typeof alg === 'string' && (JWT_ALGORITHMS as readonly string[]).includes(alg))) return void problems.push(`data.keys[${i}].alg must be one of ${JWT_ALGORITHMS.join(', ')} (never none), or left out`);
-      try { keys.push({ key: jwtKeyObject(k), alg }); } catch { problems.push(`data.keys[${i}] is not a readable ${typeof k === 'string' ? 'PEM public key or certificate' : 'JWK'}`); }
-    });
+      if (alg !== null && !(typeof alg === 'string' && (JWT_ALGORITHMS as readonly string[]).includes(alg))) return void problems.push(`${at}.alg must be one of ${JWT_ALGORITHMS.join(', ')} (never none), or left out`);
+      try { keys.push({ key: jwtKeyObject(k), alg }); } catch { problems.push(`${at} is not a readable ${typeof k === 'string' ? 'PEM public key or certificate' : 'JWK'}`); }
+    }));
   }
   for (const field of ['issuer', 'audience']) {
     const v = data[field];
