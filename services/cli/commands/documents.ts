@@ -4,6 +4,7 @@ import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
 import { checkWorkflowDocument, credentialMetadata, hookUrl, retypeProblem } from '../../admin/operations/documents';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
+import { parseJsonText } from '../json-text';
 import { triggerCatalog } from '../start';
 import type { CommandContext } from '../context';
 import { putThroughApi } from './through-api';
@@ -16,9 +17,7 @@ async function readJsonFile(file: string): Promise<unknown> {
   try { text = file === '-' ? await readStdin() : await fsp.readFile(file, 'utf8'); } catch (error) {
     throw new UsageError(`cannot read ${file}: ${(error as Error).message}`);
   }
-  try { return JSON.parse(text); } catch (error) {
-    throw new UsageError(`${file} is not valid JSON: ${(error as Error).message}`);
-  }
+  return parseJsonText(text, file);
 }
 
 async function readStdin(): Promise<string> {

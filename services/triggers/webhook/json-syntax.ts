@@ -7,6 +7,10 @@
  * characters (U+FFFD for invalid ones) that a JSON string may hold and that nothing outside a string may
  * be, which is what `JSON.parse` then sees. A byte-order mark is not whitespace, as for `JSON.parse`.
  * Nesting deeper than MAX_JSON_DEPTH is its own verdict (json-depth.ts); the stack is an array, not recursion.
+ *
+ * `fault`, when given, receives the byte offset where a text that is not JSON goes wrong (the start of the
+ * value, key or punctuation found there; the length for a text that ends early) or where it nests too deep:
+ * what a message can point at without quoting the text, which may hold a secret (`ingress credentials put`).
  */
 import { MAX_JSON_DEPTH } from '../json-depth';
 
@@ -100,21 +104,30 @@ function afterKey(b: Uint8Array, i: number): number {
 
 export type JsonVerdict = 'json' | 'not-json' | 'too-deep';
 
-export function checkJsonText(b: Uint8Array): JsonVerdict {
+function faulted(fault: { at: number } | undefined, at: number, verdict: JsonVerdict): JsonVerdict {
+  if (fault) fault.at = at;
+  return verdict;
+}
+
+export function checkJsonText(b: Uint8Array, fault?: { at: number }): JsonVerdict {
   const open: number[] = [];
+  // Where the token being read starts: what a fault points at.
+  let at = 0;
   let i = skipWhitespace(b, 0);
   for (;;) {
     // A value starts at i.
+    at = i;
     const c = b[i];
     if (c === C.OpenBrace || c === C.OpenBracket) {
       i = skipWhitespace(b, i + 1);
       const empty = b[i] === (c === C.OpenBrace ? C.CloseBrace : C.CloseBracket);
-      if (open.length >= MAX_JSON_DEPTH) return 'too-deep';
+      if (open.length >= MAX_JSON_DEPTH) return faulted(fault, at, 'too-deep');
       if (empty) {
         i++;
       } else {
         open.push(c === C.OpenBrace ? OBJECT : ARRAY);
-        if (c === C.OpenBrace && (i = afterKey(b, i)) < 0) return 'not-json';
+        at = i;
+        if (c === C.OpenBrace && (i = afterKey(b, i)) < 0) return faulted(fault, at, 'not-json');
         continue;
       }
     } else if (c === C.Quote) {
@@ -124,19 +137,21 @@ export function checkJsonText(b: Uint8Array): JsonVerdict {
     } else {
       i = endOfLiteral(b, i);
     }
-    if (i < 0) return 'not-json';
+    if (i < 0) return faulted(fault, at, 'not-json');
     // After a value: close containers, or a comma and the next value.
     for (;;) {
       i = skipWhitespace(b, i);
-      if (open.length === 0) return i === b.length ? 'json' : 'not-json';
+      at = i;
+      if (open.length === 0) return i === b.length ? 'json' : faulted(fault, at, 'not-json');
       const inside = open[open.length - 1];
       const d = b[i];
       if (d === C.Comma) {
         i = skipWhitespace(b, i + 1);
-        if (inside === OBJECT && (i = afterKey(b, i)) < 0) return 'not-json';
+        at = i;
+        if (inside === OBJECT && (i = afterKey(b, i)) < 0) return faulted(fault, at, 'not-json');
         break;
       }
-      if (d !== (inside === OBJECT ? C.CloseBrace : C.CloseBracket)) return 'not-json';
+      if (d !== (inside === OBJECT ? C.CloseBrace : C.CloseBracket)) return faulted(fault, at, 'not-json');
       open.pop();
       i++;
     }
