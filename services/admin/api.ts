@@ -1,6 +1,8 @@
 import express, { type ErrorRequestHandler, type Express, type NextFunction, type Request, type Response, type Router } from 'express';
 import { EventLogError } from '../platform/log/event-log';
 import { RegistryError } from '../platform/registry/registry';
+import { TOO_DEEP } from '../triggers/json-depth';
+import { checkJsonText } from '../triggers/webhook/json-syntax';
 import { requireAdminToken, type AdminCaller } from './auth';
 import { consoleRoutes } from './console';
 import type { AdminApiDeps } from './deps';
@@ -57,12 +59,23 @@ export function createAdminApi(deps: AdminApiDeps): Express {
 
 /** Bodies are JSON only, and bounded; a write without a body is fine (activate, cancel). */
 function jsonBodies(limit: number) {
-  const parse = express.json({ limit, type: ['application/json', 'application/*+json'], strict: false });
+  const parse = express.json({ limit, type: ['application/json', 'application/*+json'], strict: false, verify: refuseDeepJson });
   return (req: Request, res: Response, next: NextFunction) => {
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
     if (hasBody && !req.is(['application/json', 'application/*+json'])) throw new AdminError('unsupported-media');
     parse(req, res, next);
   };
+}
+
+/**
+ * JSON nested deeper than a webhook body may be (json-depth.ts) is refused before it is parsed: JSON.parse
+ * copes, but validating, sealing and storing a document recurse, and a small body of a few thousand levels
+ * ran them out of stack (answered 500 or 503, as if a backend had failed). A PUT carries a document.
+ */
+function refuseDeepJson(req: Request, _res: Response, body: Buffer): void {
+  if (checkJsonText(body) !== 'too-deep') return;
+  if (req.method === 'PUT') throw new AdminError('invalid-document', undefined, [`the document is ${TOO_DEEP}`]);
+  throw new AdminError('invalid-request', `The request body is ${TOO_DEEP}`);
 }
 
 /** One line per write and per refusal, and per read at debug: who (the token's name, never the token), what, how it ended. */

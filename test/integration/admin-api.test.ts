@@ -96,6 +96,21 @@ describe('bad input answers the JSON error shape', () => {
     }
   });
 
+  test('JSON nested more than 512 levels deep, however small, is 400 naming the depth, not a failed backend', async () => {
+    const text = (levels: number) => `${'{"a":'.repeat(levels)}null${'}'.repeat(levels)}`;
+    const deep = (levels: number) => JSON.parse(text(levels)) as unknown;
+    const workflow = await api.call('PUT', '/api/v1/workflows/wf-deep', { body: `{"active":true,"nodes":[{"name":"a","type":"webhook","parameters":{"authentication":"none","deep":${text(5000)}}}]}` });
+    expect({ status: workflow.status, body: workflow.body }).toEqual({ status: 400, body: { error: 'invalid-document', message: 'The document is not valid', problems: ['the document is JSON nested more than 512 levels deep'] } });
+    const credential = await api.call('PUT', '/api/v1/credentials/cred-deep', { body: `{"type":"headerAuth","data":{"name":"X-Key","value":"v","deep":${text(20_000)}}}` });
+    expect({ status: credential.status, error: credential.body.error }).toEqual({ status: 400, error: 'invalid-document' });
+    const replay = await api.call('POST', '/api/v1/replays', { body: `{"topic":${text(600)}}` });
+    expect({ status: replay.status, body: replay.body }).toEqual({ status: 400, body: { error: 'invalid-request', message: 'The request body is JSON nested more than 512 levels deep' } });
+    // As deep as a webhook body may be is fine.
+    expect((await api.call('PUT', '/api/v1/workflows/wf-deep', { body: { ...hook, id: 'wf-deep', nodes: [{ ...hook.nodes[0], parameters: { authentication: 'none', deep: deep(500) } }] } })).status).toBe(201);
+    expect((await api.call('GET', '/api/v1/workflows/wf-deep')).status).toBe(200);
+    await app.backends.registry.workflows.delete('wf-deep'); // the workflow list below is of its own
+  });
+
   test('an invalid workflow lists every problem, as `ingress workflows put` does', async () => {
     const res = await api.call('PUT', '/api/v1/workflows/wf-bad', { body: { id: 'wf-bad', nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'basicauth', options: { responseHeaders: [{ name: 'Bad Header', value: 'v' }] } } }] } });
     expect(res.status).toBe(400);
