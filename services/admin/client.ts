@@ -1,4 +1,5 @@
 import type { Config } from '../platform/config/config';
+import { shownUrl } from '../platform/config/url-values';
 import { isAlive } from '../platform/log/embedded/directory-lock';
 import { readLocalAccess } from './local-access';
 
@@ -55,7 +56,7 @@ export async function findRunningService(config: Pick<Config, 'adminClient' | 'd
  */
 export function cleartextProblem(url: string): string | null {
   let parsed: URL;
-  try { parsed = new URL(url); } catch { return `ADMIN_URL=${JSON.stringify(url)} is not a URL`; }
+  try { parsed = new URL(url); } catch { return `ADMIN_URL=${shownUrl(url)} is not a URL`; }
   if (parsed.protocol !== 'http:' || isLoopbackHost(parsed.hostname)) return null;
   return `ADMIN_URL=${parsed.origin} is plain http to ${parsed.hostname}, which is not this machine: the admin token (and a credential's secrets, for \`credentials put\`) would cross the network in clear. `
     + 'Use https:// (e.g. behind a TLS-terminating proxy), or reach the admin port over a loopback address (e.g. an SSH tunnel to 127.0.0.1).';

@@ -43,5 +43,15 @@ test('ADMIN_TOKENS problems are precise and never quote a token', () => {
 test('ADMIN_URL and ADMIN_TOKEN go together', () => {
   expect(loadConfig({ ADMIN_URL: 'http://127.0.0.1:8081/', ADMIN_TOKEN: TOKEN_A }).adminClient).toEqual({ url: 'http://127.0.0.1:8081', token: TOKEN_A });
   expect(problems({ ADMIN_URL: 'http://127.0.0.1:8081' })).toEqual(['ADMIN_URL is set without ADMIN_TOKEN: set both for the CLI to use a running service\'s management API, or neither']);
-  expect(problems({ ADMIN_URL: 'ftp://x', ADMIN_TOKEN: TOKEN_A })).toEqual(['ADMIN_URL="ftp://x": the admin port\'s base URL, e.g. http://127.0.0.1:8081']);
+  expect(problems({ ADMIN_URL: 'ftp://x', ADMIN_TOKEN: TOKEN_A })).toEqual(['ADMIN_URL="ftp://x": the admin port\'s base URL, e.g. http://127.0.0.1:8081 (the token goes in ADMIN_TOKEN)']);
+});
+
+test('an ADMIN_URL is never quoted with its userinfo or query, and may not carry them', () => {
+  const shown = (url: string) => problems({ ADMIN_URL: url, ADMIN_TOKEN: TOKEN_A });
+  // It does not parse: shown without what came before the @.
+  expect(shown('http://user:TOPSECRETPW@[bad')).toEqual(['ADMIN_URL="http://…@[bad": the admin port\'s base URL, e.g. http://127.0.0.1:8081 (the token goes in ADMIN_TOKEN)']);
+  expect(shown('http://user:TOP/SECRET@[bad?token=TOPSECRET2')).toEqual([expect.stringMatching(/^ADMIN_URL="http:\/\/…@\[bad…": /)]);
+  expect(shown('http://user:TOPSECRETPW@127.0.0.1:8081')).toEqual(['ADMIN_URL="http://…@127.0.0.1:8081": no user or password in it; the admin port\'s base URL, e.g. http://127.0.0.1:8081 (the token goes in ADMIN_TOKEN)']);
+  expect(shown('http://127.0.0.1:8081/?token=TOPSECRET')).toEqual([expect.stringMatching(/^ADMIN_URL="http:\/\/127\.0\.0\.1:8081\/…": no query or fragment in it/)]);
+  expect(JSON.stringify([shown('http://user:TOPSECRETPW@[bad'), shown('http://u:TOPSECRET@h/?TOPSECRET')])).not.toContain('TOPSECRET');
 });

@@ -68,6 +68,12 @@ test.each([
   [{ INLINE_BODY_MAX: '2MiB' }, /^INLINE_BODY_MAX="2MiB"/],
   [{ INGRESS_ENCRYPTION_KEY: 'short' }, /^INGRESS_ENCRYPTION_KEY: at least 16 characters/],
   [{ PUBLIC_BASE_URL: 'hooks.example.com' }, /^PUBLIC_BASE_URL="hooks.example.com": an absolute/],
+  // Hook URLs are PUBLIC_BASE_URL/hook/{id}: userinfo would be printed in each, a query or fragment would come before /hook.
+  [{ PUBLIC_BASE_URL: 'https://user:pw@hooks.example/base' }, /^PUBLIC_BASE_URL="https:\/\/…@hooks.example\/base": no user or password in it; an absolute/],
+  [{ PUBLIC_BASE_URL: 'https://hooks.example/base?x=1#frag' }, /^PUBLIC_BASE_URL="https:\/\/hooks.example\/base…": no query or fragment in it/],
+  [{ PUBLIC_BASE_URL: 'https://hooks.example/#' }, /^PUBLIC_BASE_URL="https:\/\/hooks.example\/…": no query or fragment in it/],
+  [{ PUBLIC_BASE_URL: 'https://user:pw@[bad' }, /^PUBLIC_BASE_URL="https:\/\/…@\[bad": an absolute/],
+  [{ JOURNAL_TRACE_URL: 'https://user:pw@jaeger/trace?t=1' }, /^JOURNAL_TRACE_URL="https:\/\/…@jaeger\/trace…": an http/],
   [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL="loud": one of/],
   [{ EXECUTION_QUEUE_FAX: 'x' }, /^EXECUTION_QUEUE_FAX: unknown trigger kind/],
   [{ EXECUTION_QUEUE_AS2: 'bad topic!' }, /^EXECUTION_QUEUE_AS2="bad topic!": a Kafka topic name/],

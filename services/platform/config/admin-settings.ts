@@ -1,3 +1,5 @@
+import { baseUrlProblem } from './url-values';
+
 /**
  * The admin port's settings beyond ADMIN_PORT (docs/management-api.md):
  *
@@ -45,9 +47,8 @@ export function adminSettings(get: (name: string) => string | undefined, problem
   if ((url === undefined) !== (token === undefined)) {
     problems.push(`${url === undefined ? 'ADMIN_TOKEN' : 'ADMIN_URL'} is set without ${url === undefined ? 'ADMIN_URL' : 'ADMIN_TOKEN'}: set both for the CLI to use a running service's management API, or neither`);
   } else if (url !== undefined && token !== undefined) {
-    let ok = false;
-    try { const u = new URL(url); ok = u.protocol === 'http:' || u.protocol === 'https:'; } catch { ok = false; }
-    if (!ok) problems.push(`ADMIN_URL=${JSON.stringify(url)}: the admin port's base URL, e.g. http://127.0.0.1:8081`);
+    const problem = baseUrlProblem('ADMIN_URL', url, 'the admin port\'s base URL, e.g. http://127.0.0.1:8081 (the token goes in ADMIN_TOKEN)');
+    if (problem) problems.push(problem);
     else adminClient = { url: url.replace(/\/+$/, ''), token };
   }
   return { adminHost, adminTokens, adminClient };

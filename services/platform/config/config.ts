@@ -4,6 +4,7 @@ import { APPEND_TIMEOUT_MS } from '../log/event-log';
 import { TOPIC_NAMES } from '../log/topics';
 import type { RecordKeyMode } from '../log/record-keys';
 import { adminSettings, listenHostProblem, type AdminSettings } from './admin-settings';
+import { baseUrlProblem, shownUrl } from './url-values';
 
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
@@ -182,11 +183,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   let publicBaseUrl = `http://localhost:${port}`;
   const base = get('PUBLIC_BASE_URL');
   if (base !== undefined) {
-    try {
-      const u = new URL(base);
-      if (u.protocol !== 'http:' && u.protocol !== 'https:') throw new Error();
-      publicBaseUrl = base.replace(/\/+$/, '');
-    } catch { problems.push(`PUBLIC_BASE_URL=${JSON.stringify(base)}: an absolute http:// or https:// URL, e.g. https://hooks.example.com`); }
+    const problem = baseUrlProblem('PUBLIC_BASE_URL', base, 'an absolute http:// or https:// URL, e.g. https://hooks.example.com');
+    if (problem) problems.push(problem);
+    else publicBaseUrl = base.replace(/\/+$/, '');
   }
 
   const level = (get('LOG_LEVEL') ?? 'info').toLowerCase();
@@ -353,7 +352,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     traceUrl: get('JOURNAL_TRACE_URL') ?? null,
   };
   if (journal.traceUrl !== null && (!/^https?:\/\//.test(journal.traceUrl) || !journal.traceUrl.includes('{traceId}'))) {
-    problems.push(`JOURNAL_TRACE_URL=${JSON.stringify(journal.traceUrl)}: an http:// or https:// URL with {traceId} where the trace id goes, e.g. http://localhost:16686/trace/{traceId}`);
+    problems.push(`JOURNAL_TRACE_URL=${shownUrl(journal.traceUrl)}: an http:// or https:// URL with {traceId} where the trace id goes, e.g. http://localhost:16686/trace/{traceId}`);
   }
 
   if (problems.length) throw new ConfigError(problems);
