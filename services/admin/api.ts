@@ -51,11 +51,16 @@ export function createAdminApi(deps: AdminApiDeps): Express {
   app.use('/api', accessLog(deps));
   app.use('/api', requireAdminToken(deps.tokens, () => deps.tokens().some((t) => t.name !== LOCAL_CLI_TOKEN_NAME)));
   app.use('/api', jsonBodies(deps.maxBodyBytes ?? 1024 * 1024));
+  // Express would answer OPTIONS itself (200, `GET, HEAD` as text); no route has it, so it is an unknown method.
+  app.use((req, _res, next) => { if (req.method === 'OPTIONS') throw new AdminError('not-found', `No route ${req.method} ${req.path}`); next(); });
   for (const resource of RESOURCES) app.use(API_PREFIX, resource(deps));
   app.use((req: Request) => { throw new AdminError('not-found', `No route ${req.method} ${req.path}`); });
   app.use(errorHandler(deps));
   return app;
 }
+
+/** What a body may be compressed with: the receiver's codings (webhook.md); br and zstd are refused there too. */
+const CONTENT_CODINGS = ['identity', 'gzip', 'deflate'];
 
 /** Bodies are JSON only, and bounded; a write without a body is fine (activate, cancel). */
 function jsonBodies(limit: number) {
@@ -63,6 +68,9 @@ function jsonBodies(limit: number) {
   return (req: Request, res: Response, next: NextFunction) => {
     const hasBody = req.headers['transfer-encoding'] !== undefined || Number(req.headers['content-length'] ?? 0) > 0;
     if (hasBody && !req.is(['application/json', 'application/*+json'])) throw new AdminError('unsupported-media');
+    if (hasBody && !CONTENT_CODINGS.includes((req.headers['content-encoding'] ?? 'identity').trim().toLowerCase())) {
+      throw new AdminError('unsupported-media', 'Request bodies are JSON, uncompressed or with Content-Encoding gzip or deflate');
+    }
     parse(req, res, next);
   };
 }
@@ -108,6 +116,9 @@ function errorHandler(deps: AdminApiDeps): ErrorRequestHandler {
     if (error instanceof AdminError) answer = error;
     else if (typeof (error as { type?: unknown }).type === 'string' && BODY_ERRORS[(error as { type: string }).type]) {
       answer = new AdminError(BODY_ERRORS[(error as { type: string }).type]);
+    } else if (typeof (error as { code?: unknown }).code === 'string' && (error as { code: string }).code.startsWith('Z_')) {
+      // zlib could not inflate what Content-Encoding said was gzip or deflate.
+      answer = new AdminError('payload-parse-error', 'The request body is not valid for its Content-Encoding');
     } else if ((error as { status?: unknown }).status === 400) {
       // express's own 400s (a path parameter that is not valid percent-encoding): said in our shape, not its text.
       answer = new AdminError('invalid-request', 'The request path or query is not valid');

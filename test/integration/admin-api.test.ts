@@ -1,6 +1,7 @@
 import { statSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { X509Certificate } from 'node:crypto';
+import { gzipSync } from 'node:zlib';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { createAdminApi, expressRoutes } from '../../services/admin/api';
 import { openApiDocument } from '../../services/admin/openapi';
@@ -109,6 +110,48 @@ describe('bad input answers the JSON error shape', () => {
     expect((await api.call('PUT', '/api/v1/workflows/wf-deep', { body: { ...hook, id: 'wf-deep', nodes: [{ ...hook.nodes[0], parameters: { authentication: 'none', deep: deep(500) } }] } })).status).toBe(201);
     expect((await api.call('GET', '/api/v1/workflows/wf-deep')).status).toBe(200);
     await app.backends.registry.workflows.delete('wf-deep'); // the workflow list below is of its own
+  });
+
+  test('queries and bodies are held to what management-api.md says, each refusal naming what is accepted', async () => {
+    const refusal = async (method: string, route: string, body?: unknown, headers?: Record<string, string>) => {
+      const res = await api.call(method, route, { body, headers });
+      return { status: res.status, ...res.body };
+    };
+    // Decimal digits only: Number() took 0x10 as 16, 1e3 as 1000, and an empty value as 0.
+    for (const value of ['0x10', '1e3', '16.0', '-1', '3651']) {
+      expect(await refusal('GET', `/api/v1/certificates?withinDays=${value}`)).toEqual({ status: 400, error: 'invalid-request', message: 'withinDays takes a whole number from 0 to 3650' });
+    }
+    expect((await api.call('GET', '/api/v1/certificates?withinDays=')).body.withinDays).toBe(30);
+    expect((await api.call('GET', '/api/v1/certificates?withinDays=0016')).body.withinDays).toBe(16);
+    expect(await refusal('GET', '/api/v1/dead-letters?limit=0x10')).toEqual({ status: 400, error: 'invalid-request', message: 'limit takes a whole number from 1 to 1000' });
+    // A stage no dead letter names selected nothing, silently.
+    const stages = { status: 400, error: 'invalid-request', message: 'stage takes one of decoder, dispatcher, sampler, mdn' };
+    expect(await refusal('GET', '/api/v1/dead-letters?stage=bogus')).toEqual(stages);
+    expect(await refusal('POST', '/api/v1/dead-letters/replay', { stage: 'bogus' })).toEqual(stages);
+    expect(await refusal('POST', '/api/v1/dead-letters/replay', { letters: Array.from({ length: 10_001 }, (_, i) => `0/${i}`) })).toEqual({
+      status: 400, error: 'invalid-request', message: 'The dead-letter replay request is not valid',
+      problems: ['"letters" holds at most 10000 positions (10001 given): replay them in several requests, or select by stage, workflow and since'],
+    });
+    // A range that ends before it starts replayed nothing and completed.
+    expect(await refusal('POST', '/api/v1/replays', { topic: app.topics.received, from: '10', to: '2' })).toEqual({ status: 400, error: 'invalid-request', message: 'from (10) is not before to (2): nothing would be replayed' });
+    expect((await refusal('POST', '/api/v1/replays', { topic: app.topics.received, from: '2026-11-22T06:00:00Z', to: '2026-11-22T05:00:00Z' })).message).toMatch(/^from \(2026-11-22T06:00:00Z\) is not before to/);
+    expect(await refusal('POST', '/api/v1/replays', { topic: app.topics.received, from: -1 })).toEqual({
+      status: 400, error: 'invalid-request', message: 'The replay request is not valid', problems: ['"from" must be an offset (a whole number from 0) or an ISO time'],
+    });
+    // Compression: gzip and deflate, as the receiver; br or zstd is 415, a body that does not inflate is 400.
+    const doc = JSON.stringify({ ...hook, id: 'wf-gz' });
+    for (const coding of ['br', 'zstd', 'compress']) {
+      const res = await api.call('PUT', '/api/v1/workflows/wf-gz', { body: doc, headers: { 'content-encoding': coding } });
+      expect({ coding, status: res.status, error: res.body.error }).toEqual({ coding, status: 415, error: 'unsupported-media' });
+    }
+    expect(await refusal('PUT', '/api/v1/workflows/wf-gz', doc, { 'content-encoding': 'gzip' })).toEqual({ status: 400, error: 'payload-parse-error', message: 'The request body is not valid for its Content-Encoding' });
+    const gzipped = await fetch(`${api.url}/api/v1/workflows/wf-gz`, { method: 'PUT', body: gzipSync(doc), headers: { authorization: `Bearer ${FULL_TOKEN}`, 'content-type': 'application/json', 'content-encoding': 'gzip' } });
+    expect(gzipped.status).toBe(201);
+    await app.backends.registry.workflows.delete('wf-gz');
+    // OPTIONS is a method no route has: 404 in the JSON shape, not express's `GET, HEAD`.
+    const options = await api.call('OPTIONS', '/api/v1/workflows');
+    expect({ status: options.status, body: options.body }).toEqual({ status: 404, body: { error: 'not-found', message: 'No route OPTIONS /api/v1/workflows' } });
+    expect(await refusal('GET', `/api/v1/events/${'r'.repeat(5000)}`)).toEqual({ status: 400, error: 'invalid-request', message: 'a request id is a non-empty string of at most 1024 characters' });
   });
 
   test('an invalid workflow lists every problem, as `ingress workflows put` does', async () => {

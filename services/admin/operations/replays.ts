@@ -50,6 +50,9 @@ export interface ReplayContext {
   skipped?(message: string): void;
 }
 
+/** The stages that dead-letter, each under its own name (the DeadLetter's `stage`): what a stage filter may name. */
+export const DEAD_LETTER_STAGES: readonly string[] = ['decoder', 'dispatcher', 'sampler', 'mdn'];
+
 /** `42` (an offset) or an ISO time; what `--from`, `--to`, `--since` and the API's fields accept. */
 export type Position = { offset: bigint } | { time: number };
 
@@ -88,6 +91,10 @@ export function rangeReplayPlan(request: RangeReplayRequest, ctx: ReplayContext)
   }
   const from = parsePosition(request.from, 'from', 'offset-or-time');
   const to = request.to === null ? null : parsePosition(request.to, 'to', 'offset-or-time');
+  // `to` is inclusive as an offset, exclusive as a time (refeed.ts); an offset and a time cannot be compared.
+  if (from && to && ('offset' in from && 'offset' in to ? from.offset > to.offset : 'time' in from && 'time' in to && from.time >= to.time)) {
+    throw new ReplayRequestError(`from (${request.from}) is not before to (${request.to}): nothing would be replayed`);
+  }
   return {
     source: topic,
     start: readStart(from),
@@ -103,6 +110,8 @@ export function rangeReplayPlan(request: RangeReplayRequest, ctx: ReplayContext)
 
 /** The dead letters a filter selects (stage, workflow, and the list of positions when given), decoded. */
 export function deadLetterSelector(filter: Omit<DeadLetterReplayRequest, 'since'>, ctx: ReplayContext): (record: LogRecord) => DeadLetter | null {
+  // A stage no dead letter can name would select nothing, and say nothing about the typo.
+  if (filter.stage !== null && !DEAD_LETTER_STAGES.includes(filter.stage)) throw new ReplayRequestError(`stage takes one of ${DEAD_LETTER_STAGES.join(', ')}`);
   const letters = filter.letters ? new Set(filter.letters) : null;
   return (record) => {
     if (letters && !letters.has(`${record.partition}/${record.offset}`)) return null;

@@ -5,6 +5,7 @@ import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { credentialMetadata, retypeProblem, workflowsUsingCredential } from '../operations/documents';
+import { queryWholeNumber } from './request-fields';
 
 /**
  * Credentials: metadata only (id, type, and the certificates' public facts, as `ingress credentials list`);
@@ -61,8 +62,7 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
 
   // Certificates that expire within `days` (default 30), soonest first, with their credential: the console's warning list.
   router.get('/certificates', async (req, res) => {
-    const days = req.query.withinDays === undefined ? 30 : Number(req.query.withinDays);
-    if (!Number.isInteger(days) || days < 0 || days > 3650) throw new AdminError('invalid-request', 'withinDays takes a whole number of days from 0 to 3650');
+    const days = queryWholeNumber(req.query, 'withinDays', 30, 0, 3650);
     const at = now();
     const certificates = (await deps.registry.credentials.list()).flatMap((c) => {
       const meta = credentialMetadata(c, deps.sealer, at);

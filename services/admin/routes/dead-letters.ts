@@ -4,12 +4,15 @@ import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { refeed } from '../operations/refeed';
 import { deadLetterSelector, deadLetterSummary, parsePosition, readStart, ReplayRequestError, type DeadLetterReplayRequest } from '../operations/replays';
-import { optionalString, queryString, replayAnswer } from './request-fields';
+import { optionalString, queryString, queryWholeNumber, replayAnswer } from './request-fields';
 
 /**
  * Dead letters: the newest first, filtered as `ingress dead-letters list` filters them (stage, workflow,
  * since), and their replay (a replay job: routes/replays.ts reads its progress).
  */
+/** Positions one dead-letter replay may name: each is looked up in a set while the whole topic is read. */
+const MAX_LETTERS = 10_000;
+
 export function deadLetterRoutes(deps: AdminApiDeps): Router {
   const router = Router();
 
@@ -17,16 +20,17 @@ export function deadLetterRoutes(deps: AdminApiDeps): Router {
     const stage = queryString(req.query, 'stage');
     const workflow = queryString(req.query, 'workflow');
     const sinceText = queryString(req.query, 'since');
-    const limitText = queryString(req.query, 'limit');
-    const limit = limitText === null ? 100 : Number(limitText);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new AdminError('invalid-request', 'limit takes a whole number from 1 to 1000');
+    const limit = queryWholeNumber(req.query, 'limit', 100, 1, 1000);
     const withSource = queryString(req.query, 'withSource');
     if (withSource !== null && withSource !== 'true' && withSource !== 'false') throw new AdminError('invalid-request', 'withSource takes true or false');
     let since;
     try { since = sinceText === null ? null : parsePosition(sinceText, 'since', 'time'); } catch (error) {
       throw new AdminError('invalid-request', (error as Error).message);
     }
-    const selected = deadLetterSelector({ stage, workflow, letters: null }, { topics: deps.topics, codec: deps.codec, recordKey: deps.recordKey });
+    let selected;
+    try { selected = deadLetterSelector({ stage, workflow, letters: null }, { topics: deps.topics, codec: deps.codec, recordKey: deps.recordKey }); } catch (error) {
+      throw new AdminError('invalid-request', (error as Error).message);
+    }
     // The newest `limit`, read up to the topic's end as of now.
     const kept: Record<string, unknown>[] = [];
     let total = 0;
@@ -59,7 +63,8 @@ export function deadLetterRoutes(deps: AdminApiDeps): Router {
       letters: null,
     };
     if (body.letters !== undefined && body.letters !== null) {
-      if (!Array.isArray(body.letters) || body.letters.length === 0 || body.letters.length > 10_000 || !body.letters.every((l) => typeof l === 'string')) problems.push('"letters" must be a non-empty array of dead-letter positions "<partition>/<offset>"');
+      if (!Array.isArray(body.letters) || body.letters.length === 0 || !body.letters.every((l) => typeof l === 'string')) problems.push('"letters" must be a non-empty array of dead-letter positions "<partition>/<offset>"');
+      else if (body.letters.length > MAX_LETTERS) problems.push(`"letters" holds at most ${MAX_LETTERS} positions (${body.letters.length} given): replay them in several requests, or select by stage, workflow and since`);
       else request.letters = body.letters as string[];
     }
     for (const key of Object.keys(body)) if (!['stage', 'workflow', 'since', 'letters'].includes(key)) problems.push(`"${key}" is not a field of a dead-letter replay (stage, workflow, since, letters)`);

@@ -22,11 +22,17 @@ export function replayRoutes(deps: AdminApiDeps): Router {
     const body = (req.body ?? {}) as Record<string, unknown>;
     if (typeof body !== 'object' || Array.isArray(body)) throw new AdminError('invalid-request', 'The body must be a JSON object');
     const problems: string[] = [];
-    const position = (name: string) => (typeof body[name] === 'number' && Number.isSafeInteger(body[name]) && (body[name] as number) >= 0 ? String(body[name]) : optionalString(body, name, problems));
+    const position = (name: string) => {
+      const v = body[name];
+      if (typeof v !== 'number') return optionalString(body, name, problems);
+      if (Number.isSafeInteger(v) && v >= 0) return String(v);
+      problems.push(`"${name}" must be an offset (a whole number from 0) or an ISO time`);
+      return null;
+    };
     // The field order is the checkpoint's (and so the replay id's): the CLI builds the same object.
     const request: RangeReplayRequest = { topic: optionalString(body, 'topic', problems) ?? '', from: position('from') ?? '', to: position('to'), workflow: optionalString(body, 'workflow', problems) };
     if (!request.topic) problems.push('"topic" is required: the stage input topic to replay');
-    if (!request.from) problems.push('"from" is required: an offset or an ISO time');
+    if (body.from === undefined || body.from === null) problems.push('"from" is required: an offset or an ISO time');
     for (const key of Object.keys(body)) if (!['topic', 'from', 'to', 'workflow'].includes(key)) problems.push(`"${key}" is not a field of a replay (topic, from, to, workflow)`);
     if (problems.length) throw new AdminError('invalid-request', 'The replay request is not valid', problems);
     try {

@@ -10,6 +10,18 @@ export function queryString(query: unknown, name: string): string | null {
   return v;
 }
 
+/**
+ * A whole number in a query, decimal digits only (Number() would take 0x10, 1e3 and an empty value as 0);
+ * absent or empty: the default.
+ */
+export function queryWholeNumber(query: unknown, name: string, fallback: number, min: number, max: number): number {
+  const text = queryString(query, name);
+  if (text === null) return fallback;
+  const n = /^\d{1,10}$/.test(text) ? Number(text) : NaN;
+  if (!(n >= min && n <= max)) throw new AdminError('invalid-request', `${name} takes a whole number from ${min} to ${max}`);
+  return n;
+}
+
 export function optionalString(body: Record<string, unknown>, name: string, problems: string[]): string | null {
   const v = body[name];
   if (v === undefined || v === null) return null;

@@ -170,7 +170,7 @@ export function journalView(entry: JournalEntry, options: JournalViewOptions = {
 
 /** `events get`: the journey of one request, oldest first. */
 export async function requestJourney(store: JournalStore, requestId: string, options: JournalViewOptions = {}): Promise<JournalView[]> {
-  if (typeof requestId !== 'string' || requestId.length === 0 || requestId.length > MAX_QUERY_VALUE) throw new RegistryError('journal query: a request id is a non-empty string', 'invalid-document');
+  if (typeof requestId !== 'string' || requestId.length === 0 || requestId.length > MAX_QUERY_VALUE) throw new RegistryError(`journal query: a request id is a non-empty string of at most ${MAX_QUERY_VALUE} characters`, 'invalid-document');
   return (await store.request(requestId)).sort(oldestFirst).map((e) => journalView(e, options));
 }
 
