@@ -2,6 +2,7 @@ import { defaultAvroCodec } from '../../platform/avro/codec';
 import type { ReadStart } from '../../platform/log/event-log';
 import { allowOnly, numberFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
+import { topicSpecs } from '../pipeline-topics';
 import { recordToJson } from '../../admin/operations/records-json';
 
 export const TAIL_USAGE = 'ingress tail TOPIC [--from-beginning] [--max N] [--timeout SECONDS]';
@@ -11,6 +12,9 @@ export async function tailCommand(args: ParsedArgs, ctx: CommandContext): Promis
   allowOnly(args, ['from-beginning', 'max', 'timeout']);
   const [topic] = args.positionals;
   if (!topic || args.positionals.length > 1) throw new UsageError(`usage: ${TAIL_USAGE}`);
+  // Another name would be read as an empty topic until --timeout (or for ever), and say nothing of the typo.
+  const known = topicSpecs(ctx.config).map((s) => s.topic);
+  if (!known.includes(topic)) throw new UsageError(`no pipeline topic ${JSON.stringify(topic)}; tail reads ${known.join(', ')}`);
   const max = numberFlag(args, 'max', 1);
   const idleSeconds = numberFlag(args, 'timeout', 0);
   const start: ReadStart = args.flags.has('from-beginning') ? { from: 'beginning' } : { from: 'end' };
