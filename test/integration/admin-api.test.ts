@@ -244,6 +244,11 @@ describe('credentials', () => {
     expect(bad.status).toBe(400);
     expect(bad.body.problems).toEqual(['data.name must be a valid HTTP header name']);
     expect(bad.text).not.toContain('secret-in-bad-doc');
+    // A name is a string, as a workflow's (an object was stored and echoed).
+    const named = await api.call('PUT', '/api/v1/credentials/cred-named', { body: { type: 'basicAuth', name: { a: 1 }, data: { user: 'u', password: 'p' } } });
+    expect({ status: named.status, problems: named.body.problems }).toEqual({ status: 400, problems: ['"name" must be a string'] });
+    expect((await api.call('PUT', '/api/v1/credentials/cred-named', { body: { type: 'basicAuth', name: 7, data: { user: 'u' } } })).body.problems).toEqual(['data.password must be a non-empty string', '"name" must be a string']);
+    expect(await app.backends.registry.credentials.get('cred-named')).toBeNull();
 
     await api.call('PUT', '/api/v1/workflows/wf-cred', { body: { id: 'wf-cred', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'headerAuth' }, credentials: { headerAuth: 'cred-h' } }] } });
     const inUse = await api.call('DELETE', '/api/v1/credentials/cred-h');

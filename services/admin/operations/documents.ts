@@ -1,7 +1,7 @@
 import type { CertificateFact } from '../../platform/registry/certificate-facts';
 import { credentialCertificates, holdsCertificates } from '../../platform/registry/certificate-facts';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
-import { DocumentError, parseWorkflowDocument, type StoredCredential, type WorkflowDocument } from '../../platform/registry/documents';
+import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument, type CredentialDocument, type StoredCredential, type WorkflowDocument } from '../../platform/registry/documents';
 import type { TriggerCatalog } from '../../triggers/catalog';
 
 /**
@@ -13,6 +13,14 @@ import type { TriggerCatalog } from '../../triggers/catalog';
 export function checkWorkflowDocument(input: unknown, catalog: Pick<TriggerCatalog, 'validate'>): WorkflowDocument {
   const doc = parseWorkflowDocument(input);
   const problems = catalog.validate(doc);
+  if (problems.length) throw new DocumentError(problems);
+  return doc;
+}
+
+/** A credential document as `credentials put` accepts it at time `at`: its shape, then what would make it useless from the start. */
+export function checkCredentialDocument(input: unknown, at: number): CredentialDocument {
+  const doc = parseCredentialDocument(input);
+  const problems = credentialPutProblems(doc, at);
   if (problems.length) throw new DocumentError(problems);
   return doc;
 }

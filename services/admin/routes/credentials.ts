@@ -1,10 +1,10 @@
 import { Router } from 'express';
 import { DAY_MS, isReadable } from '../../platform/registry/certificate-facts';
-import { credentialPutProblems, DocumentError, parseCredentialDocument, type CredentialDocument } from '../../platform/registry/documents';
+import { DocumentError, type CredentialDocument } from '../../platform/registry/documents';
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
-import { credentialMetadata, retypeProblem, workflowsUsingCredential } from '../operations/documents';
+import { checkCredentialDocument, credentialMetadata, retypeProblem, workflowsUsingCredential } from '../operations/documents';
 import { queryWholeNumber } from './request-fields';
 
 /**
@@ -35,13 +35,11 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
     const body = req.body as unknown;
     if (body && typeof body === 'object' && !Array.isArray(body) && (body as { id?: unknown }).id === undefined) (body as { id: string }).id = req.params.id;
     let doc: CredentialDocument;
-    try { doc = parseCredentialDocument(body); } catch (error) {
+    try { doc = checkCredentialDocument(body, now()); } catch (error) {
       if (error instanceof DocumentError) throw new AdminError('invalid-document', 'The credential document is not valid', error.problems);
       throw error;
     }
     if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The credential document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
-    const lapsed = credentialPutProblems(doc, now());
-    if (lapsed.length) throw new AdminError('invalid-document', 'The credential document is not valid', lapsed);
     const stored = sealer().seal(doc);
     const before = await deps.registry.credentials.get(doc.id);
     const retyped = before && retypeProblem(await deps.registry.workflows.list(), doc.id, before.type, doc.type);

@@ -1,8 +1,8 @@
 import { promises as fsp } from 'node:fs';
-import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
+import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
-import { checkWorkflowDocument, credentialMetadata, hookUrl, retypeProblem } from '../../admin/operations/documents';
+import { checkCredentialDocument, checkWorkflowDocument, credentialMetadata, hookUrl, retypeProblem } from '../../admin/operations/documents';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { parseJsonText } from '../json-text';
 import { triggerCatalog } from '../start';
@@ -102,9 +102,7 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
       });
     }
     return withRegistry(ctx, 'credential', async (registry) => {
-      const doc = parseCredentialDocument(input);
-      const lapsed = credentialPutProblems(doc, Date.now());
-      if (lapsed.length) throw new DocumentError(lapsed);
+      const doc = checkCredentialDocument(input, Date.now());
       const before = await registry.credentials.get(doc.id);
       const retyped = before && retypeProblem(await registry.workflows.list(), doc.id, before.type, doc.type);
       if (retyped) throw new DocumentError([retyped]);

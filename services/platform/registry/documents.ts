@@ -94,6 +94,7 @@ export function parseCredentialDocument(input: unknown): CredentialDocument {
   if (!isObject(input)) throw new DocumentError(['a credential document must be a JSON object']);
   const problems: string[] = [];
   if (typeof input.id !== 'string' || !DOCUMENT_ID.test(input.id)) problems.push('"id" must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit');
+  if (input.name !== undefined && typeof input.name !== 'string') problems.push('"name" must be a string');
   const data = input.data;
   if (!isObject(data)) problems.push('"data" must be an object');
   const str = (field: string, optional = false) => {
