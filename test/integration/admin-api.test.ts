@@ -247,7 +247,7 @@ describe('credentials', () => {
     // A name is a string, as a workflow's (an object was stored and echoed).
     const named = await api.call('PUT', '/api/v1/credentials/cred-named', { body: { type: 'basicAuth', name: { a: 1 }, data: { user: 'u', password: 'p' } } });
     expect({ status: named.status, problems: named.body.problems }).toEqual({ status: 400, problems: ['"name" must be a string'] });
-    expect((await api.call('PUT', '/api/v1/credentials/cred-named', { body: { type: 'basicAuth', name: 7, data: { user: 'u' } } })).body.problems).toEqual(['data.password must be a non-empty string', '"name" must be a string']);
+    expect((await api.call('PUT', '/api/v1/credentials/cred-named', { body: { type: 'basicAuth', name: 7, data: { user: 'u' } } })).body.problems).toEqual(['"name" must be a string', 'data.password must be a non-empty string']);
     expect(await app.backends.registry.credentials.get('cred-named')).toBeNull();
 
     await api.call('PUT', '/api/v1/workflows/wf-cred', { body: { id: 'wf-cred', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'headerAuth' }, credentials: { headerAuth: 'cred-h' } }] } });
