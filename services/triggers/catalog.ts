@@ -24,6 +24,21 @@ export function createTriggerCatalog(plugins: TriggerPlugin[]): TriggerCatalog {
       return null;
     },
     pluginFor: (type) => byType.get(type) ?? null,
-    validate: (workflow) => workflow.nodes.flatMap((node) => byType.get(node.type)?.validateNode?.(node) ?? []),
+    validate: (workflow) => workflow.nodes.flatMap((node) => {
+      const plugin = byType.get(node.type);
+      if (plugin) return plugin.validateNode?.(node) ?? [];
+      const meant = nearMiss(node.type, byType);
+      return meant === null ? [] : [`node ${JSON.stringify(node.name)}.type ${JSON.stringify(node.type)} is no trigger here, so no request would start this workflow: node types are case-sensitive and unprefixed (did you mean ${JSON.stringify(meant)}?)`];
+    }),
   };
+}
+
+/**
+ * The trigger type a node type was surely meant to be: the same once case, spaces and n8n's package prefix
+ * (`n8n-nodes-base.webhook`, as n8n exports it) are set aside. Any other type is a node that triggers nothing.
+ */
+function nearMiss(type: string, byType: ReadonlyMap<string, TriggerPlugin>): string | null {
+  const bare = type.trim().replace(/^n8n-nodes-base\./i, '').toLowerCase();
+  for (const known of byType.keys()) if (known.toLowerCase() === bare) return known;
+  return null;
 }

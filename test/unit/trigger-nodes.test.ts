@@ -44,3 +44,11 @@ test('the logistics bounds of the running service: its own (16 MiB held, 8 MiB i
   expect(logisticsLimits(loadConfig({}))).toMatchObject({ maxInflatedBytes: 8 * 1024 * 1024, maxEnvelopeBytes: 16 * 1024 * 1024, maxParseUnits: 500_000 });
   expect(logisticsLimits(loadConfig({ MAX_INFLATED_BYTES: '4MiB', MAX_BODY_BYTES: '2MiB' }))).toMatchObject({ maxInflatedBytes: 4 * 1024 * 1024, maxEnvelopeBytes: 2 * 1024 * 1024 });
 });
+
+test('a node type that is a trigger type but for its case, spaces or n8n package prefix is refused with the type meant; any other type triggers nothing, silently', () => {
+  for (const [type, meant] of [['Webhook', 'webhook'], ['webhook ', 'webhook'], ['n8n-nodes-base.webhook', 'webhook'], ['LogisticsTrigger', 'logisticsTrigger']]) {
+    expect(catalog.validate(workflow({ type, parameters: {} }))).toEqual([`node "T".type ${JSON.stringify(type)} is no trigger here, so no request would start this workflow: node types are case-sensitive and unprefixed (did you mean ${JSON.stringify(meant)}?)`]);
+  }
+  expect(catalog.validate(workflow({ type: 'httpRequest', parameters: {} }))).toEqual([]);
+  expect(catalog.validate(workflow({ type: 'noop', parameters: {} }))).toEqual([]);
+});
