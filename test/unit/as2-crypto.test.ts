@@ -89,6 +89,13 @@ describe('content ciphers and key transports from openssl cms', () => {
     }
   });
 
+  test('RSA-OAEP with a label (pSourceFunc) is refused as unsupported, not taken for a wrong key', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const labelled = await peer.encrypt(payload(), receiver, '-aes128', ['-keyopt', 'rsa_padding_mode:oaep', '-keyopt', 'rsa_oaep_label:6c6162656c']);
+    expect(() => decryptEntity(labelled.body, identity)).toThrow(expect.objectContaining({ code: 'unsupported-algorithm', message: expect.stringMatching(/RSA-OAEP with a label/) }));
+  });
+
   test('AES-GCM (AuthEnvelopedData)', async () => {
     const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });

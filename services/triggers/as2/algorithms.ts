@@ -67,6 +67,8 @@ export const OID = {
   rsaOaep: '1.2.840.113549.1.1.7',
   rsaPss: '1.2.840.113549.1.1.10',
   mgf1: '1.2.840.113549.1.1.8',
+  /** RFC 4055 id-pSpecified: RSA-OAEP's label source (an empty label unless its OCTET STRING holds one). */
+  pSpecified: '1.2.840.113549.1.1.9',
   contentTypeAttr: '1.2.840.113549.1.9.3',
   messageDigestAttr: '1.2.840.113549.1.9.4',
   signingTimeAttr: '1.2.840.113549.1.9.5',

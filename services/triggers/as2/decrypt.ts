@@ -124,7 +124,11 @@ function contentKey(recipients: Node, identity: As2Identity, length: number, rec
   throw new As2Fault('unsupported-algorithm', `key transport algorithm ${oid} is not supported`);
 }
 
-/** RSAES-OAEP-params: [0] hashAlgorithm (default SHA-1), [1] maskGenAlgorithm (default MGF1 with SHA-1). */
+/**
+ * RSAES-OAEP-params: [0] hashAlgorithm (default SHA-1), [1] maskGenAlgorithm (default MGF1 with SHA-1), [2]
+ * pSourceFunc (default: an empty label). A label, which no AS2 product sets, is refused as unsupported rather
+ * than failing the unwrap as if the key or the message were wrong.
+ */
 function oaepParameters(params: Node | undefined): { hash: string; mgfHash: string } {
   let hash = 'sha1';
   let mgfHash = 'sha1';
@@ -134,6 +138,11 @@ function oaepParameters(params: Node | undefined): { hash: string; mgfHash: stri
       const mgf = child(field, 0, 'mgf');
       if (oidOf(mgf.children[0]) !== OID.mgf1) throw new As2Fault('unsupported-algorithm', 'only MGF1 is supported for RSA-OAEP');
       mgfHash = digestFromOid(oidOf(child(child(mgf, 1, 'mgf hash'), 0, 'mgf hash oid')));
+    }
+    if (isContext(field, 2)) {
+      const source = child(field, 0, 'pSourceFunc');
+      const emptyLabel = oidOf(source.children[0]) === OID.pSpecified && (source.children[1] === undefined || octets(source.children[1]).length === 0);
+      if (!emptyLabel) throw new As2Fault('unsupported-algorithm', 'RSA-OAEP with a label (pSourceFunc) is not supported');
     }
   }
   return { hash, mgfHash };
