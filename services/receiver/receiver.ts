@@ -461,7 +461,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // An answer half written would be corrupted by another; one written whole (an earlier request on a kept-alive
     // connection) leaves room for this one, as Node's default handler also judges.
     const midAnswer = current !== undefined && current.res.headersSent && !current.res.writableFinished;
-    if (socket.writable && !midAnswer && error.code !== 'ECONNRESET') socket.write(parserAnswer(error.code, randomUUID()));
+    if (socket.writable && !midAnswer && error.code !== 'ECONNRESET') {
+      const requestId = randomUUID();
+      if (logger.enabled('info')) logger.info('request refused by the HTTP parser', { requestId, code: error.code ?? null, remoteAddress: socket.remoteAddress ?? null });
+      socket.write(parserAnswer(error.code, requestId));
+    }
     socket.destroy();
   });
   // A client that shuts its side once the request is sent (FIN after the body) still reads the answer: Node's

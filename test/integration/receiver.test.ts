@@ -114,6 +114,7 @@ test.each([
   expect(answer.headers.connection).toBe('close');
   expect(Number(answer.headers['content-length'])).toBe(Buffer.byteLength(answer.body));
   expect(JSON.parse(answer.body).error).toBe(code);
+  expect(app.logs.some((l) => l.msg === 'request refused by the HTTP parser' && l.requestId === answer.headers['x-request-id'])).toBe(true);
 });
 
 test('a parse error on a kept-alive connection after a whole answer is answered too', async () => {
