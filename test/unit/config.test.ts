@@ -64,6 +64,11 @@ test.each([
   [{ COSMOS_KEY: 'k' }, /^COSMOS_KEY is set without COSMOS_ENDPOINT/],
   [{ BLOB_CONTAINER: 'x', AZURE_STORAGE_CONNECTION_STRING: 'AccountName=a;AccountKey=k' }, /^BLOB_CONTAINER="x": 3-63 lower-case/],
   [{ BLOB_CONTAINER: 'files' }, /^BLOB_CONTAINER is set but AZURE_STORAGE_CONNECTION_STRING is not/],
+  [{ COSMOS_CA_FILE: '/etc/ssl/emulator.pem' }, /^COSMOS_CA_FILE is set but COSMOS_ENDPOINT and COSMOS_KEY are not/],
+  [{ OTEL_TRACES_EXPORTER: 'bogus' }, /^OTEL_TRACES_EXPORTER="bogus": "bogus" is no exporter the SDK has \(otlp, zipkin, console, none/],
+  [{ OTEL_TRACES_EXPORTER: 'otlp,prometheus' }, /^OTEL_TRACES_EXPORTER="otlp,prometheus": "prometheus" is no exporter/],
+  [{ OTEL_METRICS_EXPORTER: 'none, console' }, /^OTEL_METRICS_EXPORTER="none, console": none means no exporter/],
+  [{ OTEL_SDK_DISABLED: 'maybe' }, /^OTEL_SDK_DISABLED="maybe": true or false$/],
   [{ MAX_BODY_BYTES: 'lots' }, /^MAX_BODY_BYTES="lots": a size in bytes/],
   [{ INLINE_BODY_MAX: '2MiB' }, /^INLINE_BODY_MAX="2MiB"/],
   [{ INGRESS_ENCRYPTION_KEY: 'short' }, /^INGRESS_ENCRYPTION_KEY: at least 16 characters/],
@@ -152,4 +157,11 @@ test('the request journal: retention, refusal budget and trace link, each checke
   expect(problems({ JOURNAL_RETENTION_DAYS: '0' })).toEqual([expect.stringMatching(/^JOURNAL_RETENTION_DAYS="0": days the request journal keeps an entry/)]);
   expect(problems({ JOURNAL_TRACE_URL: 'http://jaeger:16686/trace/' })).toEqual([expect.stringMatching(/^JOURNAL_TRACE_URL=.*with \{traceId\}/)]);
   expect(problems({ JOURNAL_TRACE_URL: 'javascript:{traceId}' })).toHaveLength(1);
+});
+
+test('the OpenTelemetry exporters the SDK knows are accepted, alone or together; OTEL_SDK_DISABLED in any case', () => {
+  for (const env of <Record<string, string>[]>[{ OTEL_TRACES_EXPORTER: 'otlp, console' }, { OTEL_TRACES_EXPORTER: 'zipkin' }, { OTEL_TRACES_EXPORTER: 'none' },
+    { OTEL_METRICS_EXPORTER: 'prometheus,otlp' }, { OTEL_METRICS_EXPORTER: 'none' }, { OTEL_SDK_DISABLED: 'TRUE' }, { OTEL_SDK_DISABLED: 'false' }]) {
+    expect(problems(env)).toEqual([]);
+  }
 });

@@ -152,6 +152,30 @@ const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
 const SIZE = /^(\d+)\s*(B|KiB|MiB|GiB)?$/i;
 const UNITS: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
 
+/**
+ * The OpenTelemetry variables the SDK (telemetry/sdk.ts) reads to choose its exporters: it takes a value it does not
+ * know with a diagnostic warning nobody sees, and runs without that exporter, or, for `none` beside another, with
+ * the default; a value other than true/false for OTEL_SDK_DISABLED it takes as false. Refused here like any other.
+ */
+const OTEL_EXPORTERS: Record<string, readonly string[]> = {
+  OTEL_TRACES_EXPORTER: ['otlp', 'zipkin', 'console', 'none'],
+  OTEL_METRICS_EXPORTER: ['otlp', 'prometheus', 'console', 'none'],
+};
+function telemetryProblems(get: (name: string) => string | undefined): string[] {
+  const problems: string[] = [];
+  for (const [name, known] of Object.entries(OTEL_EXPORTERS)) {
+    const raw = get(name);
+    if (raw === undefined) continue;
+    const values = raw.split(',').map((v) => v.trim()).filter((v) => v !== '');
+    const unknown = values.filter((v) => !known.includes(v));
+    if (unknown.length) problems.push(`${name}=${JSON.stringify(raw)}: ${unknown.map((v) => JSON.stringify(v)).join(', ')} is no exporter the SDK has (${known.join(', ')}, comma-separated)`);
+    else if (values.includes('none') && values.length > 1) problems.push(`${name}=${JSON.stringify(raw)}: none means no exporter, and cannot stand beside another`);
+  }
+  const disabled = get('OTEL_SDK_DISABLED');
+  if (disabled !== undefined && !/^(true|false)$/i.test(disabled)) problems.push(`OTEL_SDK_DISABLED=${JSON.stringify(disabled)}: true or false`);
+  return problems;
+}
+
 export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const problems: string[] = [];
   const get = (name: string) => {
@@ -239,6 +263,11 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     if (!/^[^/\\#?]{1,255}$/.test(database)) problems.push(`COSMOS_DATABASE=${JSON.stringify(database)}: 1-255 characters without / \\ # ?`);
     if (ok) cosmos = { endpoint, key, database, caFile: get('COSMOS_CA_FILE') ?? null };
   }
+
+  if (cosmos === null && endpoint === undefined && key === undefined && get('COSMOS_CA_FILE') !== undefined) {
+    problems.push('COSMOS_CA_FILE is set but COSMOS_ENDPOINT and COSMOS_KEY are not: it is for a Cosmos DB registry; set them too, or unset it for the file registry');
+  }
+  problems.push(...telemetryProblems(get));
 
   const encryptionKey = get('INGRESS_ENCRYPTION_KEY') ?? null;
   if (encryptionKey !== null && encryptionKey.length < 16) problems.push('INGRESS_ENCRYPTION_KEY: at least 16 characters (a random string; keep it secret and stable)');

@@ -21,7 +21,7 @@ import { queryHiddenUrl } from './outgoing-url';
 /** Whether the OTEL_* variables ask for an exporter of traces or metrics, i.e. whether the SDK starts. */
 export function telemetryWanted(env: NodeJS.ProcessEnv): boolean {
   const asked = (name: string) => Boolean(env[name] && env[name] !== 'none');
-  return env.OTEL_SDK_DISABLED !== 'true'
+  return env.OTEL_SDK_DISABLED?.trim().toLowerCase() !== 'true' // as the SDK reads it
     && (asked('OTEL_EXPORTER_OTLP_ENDPOINT') || asked('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') || asked('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') || asked('OTEL_TRACES_EXPORTER') || asked('OTEL_METRICS_EXPORTER'));
 }
 
