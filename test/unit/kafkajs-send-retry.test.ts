@@ -99,3 +99,46 @@ test('a partition the metadata does not place fails the attempt instead of being
   // The first attempt placed nothing (partition 1 had no leader), the second sent both.
   expect(produced).toEqual([{ broker: 1, partitions: [0], values: ['to-partition-0'] }, { broker: 2, partitions: [1], values: ['to-partition-1'] }]);
 });
+
+test('a leader that cannot be reached fails the attempt only after the requests already sent to other leaders have settled', async () => {
+  // The interleaving of a CI failure (Kafka 3.9, a broker crash in a cluster of three): partition 0's leader was
+  // slow to answer (acks=all, waiting for the crashed follower to leave the ISR), and connecting to partition 1's
+  // crashed leader failed at once. The attempt failed without waiting for partition 0's request; the retry sent
+  // partition 0 again behind the broker lock, with the sequence the first request had already advanced, and the
+  // broker wrote the same records twice.
+  const { cluster, produced } = fakeCluster({ 0: 1, 1: 2 }, new Set());
+  let refusals = 2;
+  const findBroker = cluster.findBroker;
+  cluster.findBroker = async ({ nodeId }) => {
+    if (Number(nodeId) === 2 && refusals-- > 0) throw Object.assign(new Error('Connection error: connect ECONNREFUSED'), { name: 'KafkaJSConnectionError', retriable: true });
+    return findBroker({ nodeId });
+  };
+  const slowBroker = await findBroker({ nodeId: '1' });
+  const produce = slowBroker!.produce.bind(slowBroker);
+  slowBroker!.produce = async (args) => { await new Promise((resolve) => setTimeout(resolve, 50)); return produce(args); };
+  // kafkajs's idempotent producer: one request per broker at a time, sequences advanced under the lock.
+  const locks = new Map<unknown, Promise<void>>();
+  const releases = new Map<unknown, () => void>();
+  const sequences = new Map<number, number>();
+  const sequenced: { partition: number; firstSequence: number }[] = [];
+  const lockingEos = {
+    ...eosManager,
+    acquireBrokerLock: async (broker: unknown) => {
+      while (locks.has(broker)) await locks.get(broker);
+      locks.set(broker, new Promise<void>((resolve) => releases.set(broker, () => { locks.delete(broker); resolve(); })));
+    },
+    releaseBrokerLock: async (broker: unknown) => releases.get(broker)!(),
+    getSequence: (_topic: string, partition: number) => sequences.get(partition) ?? 0,
+    updateSequence: (_topic: string, partition: number, by: number) => {
+      if (by > 0) sequenced.push({ partition, firstSequence: sequences.get(partition) ?? 0 });
+      sequences.set(partition, (sequences.get(partition) ?? 0) + by);
+    },
+  };
+  const retrier = createRetry({ retries: 5, initialRetryTime: 1, maxRetryTime: 5 });
+  const send = createSendMessages({ logger, cluster, partitioner: byKey, eosManager: lockingEos, retrier });
+  const answers = await send({ acks: -1, timeout: 1000, topicMessages: [{ topic: TOPIC, messages }] });
+  expect(answers.map((a) => a.partition).sort()).toEqual([0, 1]);
+  await new Promise((resolve) => setTimeout(resolve, 200)); // a request left behind by a failed attempt would produce meanwhile
+  expect(produced.filter((p) => p.partitions.includes(0))).toEqual([{ broker: 1, partitions: [0], values: ['to-partition-0'] }]);
+  expect(sequenced.filter((s) => s.partition === 0)).toEqual([{ partition: 0, firstSequence: 0 }]);
+});

@@ -43,13 +43,15 @@ let patchChecked = false;
  * kafkajs 2.2.4 loses a send's records when a partition's leader moves to a broker that answered an earlier
  * attempt of the same send (tulios/kafkajs#1303): patches/kafkajs+2.2.4.patch, applied by `npm install`'s
  * postinstall (patch-package), retries per partition instead. An install without it (`--ignore-scripts`) would
- * answer 200 for records a broker failover dropped, so no Kafka client starts without it.
+ * answer 200 for records a broker failover dropped, so no Kafka client starts without it. The marker names the
+ * patch's revision: an install that kept an earlier revision (node_modules not reinstalled after a pull) is
+ * refused too, since revision 1 could write a record twice when a leader could not be reached.
  */
 function requirePatchedKafkajs(): void {
   if (patchChecked) return;
   const file = require.resolve('kafkajs/src/producer/sendMessages.js');
-  if (!readFileSync(file, 'utf8').includes('ingress-patch: retry per partition')) {
-    throw new Error(`kafkajs is not patched (${file}): run npm install or npm ci, whose postinstall applies patches/kafkajs+2.2.4.patch; without it a broker failover can drop records that were answered 200`);
+  if (!readFileSync(file, 'utf8').includes('ingress-patch 2: retry per partition')) {
+    throw new Error(`kafkajs is not patched, or not with this revision of the patch (${file}): run npm install or npm ci, whose postinstall applies patches/kafkajs+2.2.4.patch; without it a broker failover can drop records that were answered 200, or write them twice`);
   }
   patchChecked = true;
 }
