@@ -4,6 +4,7 @@ import { Readable } from 'node:stream';
 import { BlobServiceClient } from '@azure/storage-blob';
 import { openAzureBlobStore } from '../../services/platform/store/azure-blob-store';
 import { ObjectStoreError, type ObjectStore } from '../../services/platform/store/object-store';
+import { ConfigError } from '../../services/platform/config/config';
 import { describeObjectStoreContract, readAll } from './contracts/object-store.contract';
 
 /** Set by the jest globalSetup, which starts Azurite. Without it this suite must fail, not skip. */
@@ -64,6 +65,16 @@ describe('azure blob store: adapter specifics', () => {
     expect(err).toBeInstanceOf(ObjectStoreError);
     expect(err.code).toBe('store-unavailable');
     expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(accountKey);
+  });
+
+  test('a connection string the SDK refuses is a configuration error naming the variable, without the string', async () => {
+    // The config's load-time check passes it (AccountName= is there); the SDK needs AccountKey or a SAS as well.
+    for (const refused of ['AccountName=x', `AccountName=devstoreaccount1;BlobEndpoint=${/BlobEndpoint=([^;]+)/i.exec(conn)?.[1]}`]) {
+      const err = await openAzureBlobStore({ connectionString: refused, container }).catch((e) => e);
+      expect(err).toBeInstanceOf(ConfigError);
+      expect(err.message).toMatch(/AZURE_STORAGE_CONNECTION_STRING: the Azure SDK did not accept it/);
+      expect(err.message).not.toContain(refused);
+    }
   });
 
   test('an invalid container name is refused before any request', async () => {

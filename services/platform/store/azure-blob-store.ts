@@ -3,6 +3,7 @@ import { pipeline, Readable } from 'node:stream';
 import { BlobServiceClient, type BlobHTTPHeaders, type BlockBlobClient, type ContainerClient } from '@azure/storage-blob';
 import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { firstLine, sanitizedCause } from '../logger/error-text';
+import { ConfigError } from '../config/config';
 
 export interface AzureBlobStoreOptions {
   /** An Azure Storage connection string. It holds the account key: it never appears in an error. */
@@ -49,8 +50,10 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
     });
     container = service.getContainerClient(options.container);
   } catch (error) {
-    // Never echo the connection string itself: it holds the account key.
-    throw new ObjectStoreError(redact(`azure blob store: the connection string was not accepted (${firstLine(error)})`), 'store-unavailable', { cause: sanitizedCause(error, redact, ['statusCode', 'code']) });
+    // The value of a variable, so the exit is a configuration error's (78), as for a value refused at load: the
+    // config's check (a key the SDK needs is there) cannot tell every string the SDK refuses. Never echo the
+    // connection string itself: it holds the account key.
+    throw new ConfigError([redact(`AZURE_STORAGE_CONNECTION_STRING: the Azure SDK did not accept it (${firstLine(error)})`)]);
   }
 
   try {
