@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { Worker } from 'node:worker_threads';
-import type { Config } from '../platform/config/config';
+import { ConfigError, type Config } from '../platform/config/config';
 import type { ReadinessCheck } from '../platform/health/admin-server';
 import { serveLog } from '../platform/log/remote/log-host';
 import type { Logger } from '../platform/logger/logger';
@@ -99,7 +99,8 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     stopping = true;
     await worker.terminate();
     await exited;
-    throw error;
+    // A configuration error found in the worker (a key that opens no credential) ends the start with 78, as on one thread.
+    throw error instanceof Error && error.name === 'ConfigError' ? ConfigError.revived(error.message) : error;
   }
   return {
     readiness: checks.map((name) => ({ name, check: () => channel().call<string | null>('worker.readiness', [name]) })),

@@ -1,5 +1,5 @@
 import { defaultAvroCodec } from '../platform/avro/codec';
-import type { Config } from '../platform/config/config';
+import { ConfigError, type Config } from '../platform/config/config';
 import type { StageHandle } from '../platform/log/event-log';
 import { pipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
@@ -84,13 +84,20 @@ export function logisticsLimits(config: Config): LogisticsLimits {
   };
 }
 
-/** Refuse to start when credentials exist that this process could not open (SPEC: fail closed, say why). */
+/**
+ * Refuse to start when credentials exist that this process could not open (SPEC: fail closed, say why). A key
+ * that is missing, or opens none of them, is the variable's fault (status 78, as configuration.md says); a key
+ * that opens some but not others is not, and the message says what else it can be.
+ */
 export async function checkCredentialsReadable(backends: Backends): Promise<void> {
   const stored = await backends.registry.credentials.list();
   if (stored.length === 0) return;
-  if (!backends.sealer) throw new Error(`INGRESS_ENCRYPTION_KEY is not set, but ${stored.length} credential(s) exist; set the key they were stored with`);
+  if (!backends.sealer) throw new ConfigError([`INGRESS_ENCRYPTION_KEY is not set, but ${stored.length} credential(s) exist; set the key they were stored with`]);
   const unreadable = stored.filter((c) => { try { backends.sealer!.open(c); return false; } catch { return true; } }).map((c) => c.id);
-  if (unreadable.length) throw new Error(`INGRESS_ENCRYPTION_KEY does not open credential(s) ${unreadable.join(', ')}; set the key they were stored with`);
+  if (unreadable.length === 0) return;
+  const named = unreadable.slice(0, 10).join(', ') + (unreadable.length > 10 ? ` and ${unreadable.length - 10} more` : '');
+  if (unreadable.length === stored.length) throw new ConfigError([`INGRESS_ENCRYPTION_KEY does not open credential(s) ${named} (none of the ${stored.length} stored); set the key they were stored with`]);
+  throw new Error(`INGRESS_ENCRYPTION_KEY does not open credential(s) ${named}, though it opens the other ${stored.length - unreadable.length}: they were stored under another key, or changed on disk; put each again with this key (ingress credentials put FILE)`);
 }
 
 export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger, options: StartOptions = {}): Promise<RunningServices> {

@@ -67,18 +67,32 @@ test('credentials: need the key, are sealed at rest, list without secrets', asyn
   for (const f of readdirSync(dir)) expect(readFileSync(path.join(dir, f), 'utf8')).not.toContain('never-print-me');
 
   // The service refuses to start when it could not open the credentials it has.
+  // A key missing or opening none of them is a configuration error (78).
   const start = await runCli(['start'], { ...noKey, PORT: '0' });
-  expect(start.code).toBe(1);
+  expect(start.code).toBe(78);
   expect(start.stderr).toMatch(/INGRESS_ENCRYPTION_KEY is not set, but 1 credential\(s\) exist/);
   const wrongKey = await runCli(['start'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' });
-  expect(wrongKey.stderr).toMatch(/does not open credential\(s\) cred-cli/);
+  expect(wrongKey.code).toBe(78);
+  expect(wrongKey.stderr).toMatch(/does not open credential\(s\) cred-cli \(none of the 1 stored\)/);
   // A decoder alone opens AS2 credentials again, and an mdn stage reads their allow-lists: each refuses too.
   const decoderOnly = await runCli(['start', '--services', 'decoder'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' }, undefined, 'ingress started');
-  expect(decoderOnly.code).toBe(1);
+  expect(decoderOnly.code).toBe(78);
   expect(decoderOnly.stderr).toMatch(/does not open credential\(s\) cred-cli/);
   const mdnOnly = await runCli(['start', '--services', 'mdn'], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' }, undefined, 'ingress started');
-  expect(mdnOnly.code).toBe(1);
+  expect(mdnOnly.code).toBe(78);
   expect(mdnOnly.stderr).toMatch(/does not open credential\(s\) cred-cli/);
+
+  // A key that opens some but not others is not told to be the wrong key: the others were sealed under another one.
+  const other = file('cred-other.json', { id: 'cred-other-key', type: 'headerAuth', data: { name: 'X-Api-Key', value: 'sealed-elsewhere' } });
+  expect((await runCli(['credentials', 'put', other], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' })).code).toBe(0);
+  const partly = await runCli(['start'], { ...env, PORT: '0' });
+  expect(partly.code).toBe(1);
+  expect(partly.stderr).toMatch(/does not open credential\(s\) cred-other-key, though it opens the other 1: they were stored under another key, or changed on disk/);
+  // Put again with the service's key, it opens.
+  expect((await runCli(['credentials', 'put', other], env)).code).toBe(0);
+  const again = await runCli(['start'], { ...env, PORT: '0' }, undefined, 'ingress started');
+  expect(again.stdout).toMatch(/ingress started/);
+  expect(again.stderr).not.toMatch(/does not open/);
 });
 
 test('credentials list shows each certificate of an AS2 credential: role, subject, fingerprint, notAfter, days to expiry; never a key', async () => {

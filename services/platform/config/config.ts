@@ -146,6 +146,11 @@ export class ConfigError extends Error {
     super(`invalid configuration:\n${problems.map((p) => `  ${p}`).join('\n')}`);
     this.name = 'ConfigError';
   }
+
+  /** One that crossed from a worker thread as its name and message only (threads/rpc.ts), given its class back. */
+  static revived(message: string): ConfigError {
+    return new ConfigError(message.split('\n').slice(1).map((line) => line.replace(/^ {2}/, '')));
+  }
 }
 
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
