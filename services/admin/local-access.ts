@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
+import { prepareDataDir } from '../platform/config/data-dir';
 import { LOCAL_CLI_TOKEN_NAME, type AdminToken } from '../platform/config/admin-settings';
 import { isAlive } from '../platform/log/embedded/directory-lock';
 
@@ -50,7 +51,7 @@ export async function writeLocalAccess(dataDir: string, host: string, port: numb
   const token = randomBytes(32).toString('base64url');
   const access: LocalAccess = { pid: process.pid, url, token };
   const file = path.join(dataDir, LOCAL_ACCESS_FILE);
-  await fsp.mkdir(dataDir, { recursive: true });
+  await prepareDataDir(dataDir);
   const tmp = `${file}.${process.pid}.tmp`;
   // Created 0600 from the first byte (not chmod'ed after), then moved into place.
   await fsp.rm(tmp, { force: true });

@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomically } from '../platform/registry/atomic-file';
+import { makeDirectories } from '../platform/config/data-dir';
 import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { checkpointFile, refeed } from './operations/refeed';
@@ -98,7 +99,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
 
   const save = async (job: ReplayJob) => {
     const file = path.join(jobsDir, `${job.id}.json`);
-    await fsp.mkdir(jobsDir, { recursive: true });
+    await makeDirectories(jobsDir);
     await writeFileAtomically(file, JSON.stringify(job));
   };
   const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: { ...job.request } });

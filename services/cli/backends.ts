@@ -1,4 +1,5 @@
 import type { Config } from '../platform/config/config';
+import { prepareDataDir } from '../platform/config/data-dir';
 import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { createCredentialSealer, type CredentialSealer } from '../platform/registry/credential-crypto';
@@ -35,6 +36,7 @@ export async function openLog(config: Config, logger: Logger, options: OpenBacke
     });
   }
   const { openEmbeddedLog } = await import('../platform/log/embedded/embedded-log');
+  if (!options.readOnlyLog) await prepareDataDir(config.dataDir);
   return openEmbeddedLog({ dataDir: config.dataDir, readOnly: options.readOnlyLog, onWarning: (m) => logger.warn(m) });
 }
 
@@ -44,6 +46,7 @@ export async function openStore(config: Config): Promise<ObjectStore> {
     return openAzureBlobStore(config.blob);
   }
   const { openFilesystemStore } = await import('../platform/store/filesystem-store');
+  await prepareDataDir(config.dataDir);
   return openFilesystemStore(config.dataDir);
 }
 
@@ -53,6 +56,7 @@ export async function openRegistry(config: Config, logger?: Logger): Promise<Reg
     return openCosmosRegistry({ ...config.cosmos, journalRetentionDays: config.journal.retentionDays });
   }
   const { openFileRegistry } = await import('../platform/registry/file-registry');
+  await prepareDataDir(config.dataDir);
   return openFileRegistry(config.dataDir, {
     journalRetentionDays: config.journal.retentionDays,
     // The embedded log's directory lock leaves one process per DATA_DIR that can run the sampler.

@@ -139,6 +139,14 @@ test('bad configuration stops the command with one line per problem', async () =
   expect(res.stderr).toContain('KAFKA_BROKERS="nohost"');
 });
 
+test('a DATA_DIR that cannot be a directory stops the start with status 78 naming it (under /proc, Node\'s recursive mkdir looped forever)', async () => {
+  for (const [dataDir, why] of [['/proc/ingress-data', '/proc/ingress-data cannot be created (ENOENT)'], ['/dev/null/data', '/dev/null/data cannot be read (ENOTDIR)']]) {
+    const res = await runCli(['start'], { ...env, DATA_DIR: dataDir, PORT: '0' });
+    expect(res.code).toBe(78);
+    expect(res.stderr).toContain(`DATA_DIR="${dataDir}": ${why}`);
+  }
+});
+
 test('a second process given a port already in use says which variable to change', async () => {
   const taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));

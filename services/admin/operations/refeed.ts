@@ -2,6 +2,7 @@ import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 import { writeFileAtomically } from '../../platform/registry/atomic-file';
+import { makeDirectories } from '../../platform/config/data-dir';
 
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
@@ -77,7 +78,7 @@ export function checkpointFile(file: string): CheckpointFile {
       }
     },
     async save(state) {
-      await fsp.mkdir(path.dirname(file), { recursive: true });
+      await makeDirectories(path.dirname(file));
       // Durable before the next batch is appended: a checkpoint lost to a crash would replay what it covered.
       await writeFileAtomically(file, JSON.stringify(state));
     },

@@ -1,0 +1,40 @@
+import { promises as fsp } from 'node:fs';
+import * as path from 'node:path';
+import { ConfigError } from './config';
+
+/**
+ * `mkdir -p` one level at a time, failing with the level that could not be made. Not `fs.mkdir(dir, { recursive:
+ * true })`: where a directory refuses new entries with ENOENT although it exists (`DATA_DIR=/proc/x`), Node's
+ * recursive mkdir retries the parent forever, and the start hung with no message. Used where a directory is made
+ * once (DATA_DIR at open, a replay job's folder), not per request: once DATA_DIR exists, the recursive mkdirs of
+ * the embedded backends under it are safe, since their first level is in a directory that took one.
+ */
+export async function makeDirectories(target: string): Promise<void> {
+  const missing: string[] = [];
+  for (let dir = path.resolve(target); ; dir = path.dirname(dir)) {
+    const found = await fsp.stat(dir).catch((error: NodeJS.ErrnoException) => {
+      if (error.code === 'ENOENT') return null;
+      throw new Error(`${dir} cannot be read (${error.code ?? error.message})`);
+    });
+    if (found) {
+      if (!found.isDirectory()) throw new Error(`${dir} is not a directory`);
+      break;
+    }
+    missing.unshift(dir);
+    if (path.dirname(dir) === dir) break;
+  }
+  for (const dir of missing) {
+    await fsp.mkdir(dir).catch((error: NodeJS.ErrnoException) => {
+      if (error.code !== 'EEXIST') throw new Error(`${dir} cannot be created (${error.code ?? error.message})`);
+    });
+  }
+}
+
+/** DATA_DIR made before anything is created under it; when it cannot be, the variable is named (status 78). */
+export async function prepareDataDir(dataDir: string): Promise<void> {
+  try {
+    await makeDirectories(dataDir);
+  } catch (error) {
+    throw new ConfigError([`DATA_DIR=${JSON.stringify(dataDir)}: ${(error as Error).message}; it must be a directory this process can create and write (the embedded backends, admin-api.json and replay jobs are kept there)`]);
+  }
+}
