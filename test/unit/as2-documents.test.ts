@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -140,6 +141,23 @@ test('credentials put refuses a role whose every certificate has expired; one no
   expect(put({ certificate: future, privateKey: key })).toEqual([]);
   // Other credential types have no certificates to lapse.
   expect(credentialPutProblems(parseCredentialDocument({ id: 'h', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }), at)).toEqual([]);
+});
+
+test('credentials put refuses RSA keys under 2048 bits and a PEM field holding more than one certificate; a stored one is still read', () => {
+  const at = Date.parse('2026-06-01T00:00:00Z');
+  const valid = (key: string, serial: string) => datedCertificate(`c${serial}`, new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), key, serial).cert;
+  const key = rsaKey();
+  const weakKey = generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem' }) as string;
+  const [good, other, weak] = [valid(key, '01'), valid(key, '02'), valid(weakKey, '03')];
+  const put = (data: Record<string, unknown>) => credentialPutProblems(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data }), at);
+  expect(put({ certificate: good, privateKey: key, partnerCertificate: good })).toEqual([]);
+  expect(put({ certificate: weak, privateKey: weakKey, receiverKeys: [{ certificate: good, privateKey: key }], partnerCertificate: good + other, partnerCertificates: [weak] })).toEqual([
+    'data.certificate has a 1024-bit RSA key: at least 2048 bits',
+    'data.partnerCertificate holds 2 certificates: give one certificate per field (only the first would be used; a partner\'s chain is not needed, its own certificate is what is pinned)',
+    'data.partnerCertificates[0] has a 1024-bit RSA key: at least 2048 bits',
+  ]);
+  // Put-time only: a credential stored before these checks parses as it did.
+  expect(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: weak, privateKey: weakKey, partnerCertificate: good + other } }).type).toBe('as2ReceiverAuth');
 });
 
 test('a message id names one folder: kept as it is when it is safe, else made safe and followed by a hash of the whole id', () => {

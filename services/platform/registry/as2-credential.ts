@@ -73,6 +73,37 @@ export function as2LapsedProblems(data: As2CredentialData, at: number): string[]
   return problems;
 }
 
+/** RSA below this is refused when stored: factorable (512, 768) or deprecated since 2013 (1024, NIST SP 800-131A). */
+const AS2_MIN_RSA_BITS = 2048;
+
+/**
+ * What `credentials put` refuses besides the shape, for keys rather than dates: a PEM field holding more than one
+ * certificate (only the first is ever used, so a chain, or a pasted bundle with the partner's certificate
+ * second, would quietly pin the wrong one), and RSA keys under 2048 bits on either side. Put-time only, like
+ * as2LapsedProblems: a credential stored before this check is still read as it was.
+ */
+export function as2KeyProblems(data: As2CredentialData): string[] {
+  const problems: string[] = [];
+  const certificates: [string, string | undefined][] = [
+    ['data.certificate', data.certificate],
+    ...(data.receiverKeys ?? []).map((pair, i): [string, string] => [`data.receiverKeys[${i}].certificate`, pair.certificate]),
+    ['data.partnerCertificate', data.partnerCertificate],
+    ...(data.partnerCertificates ?? []).map((pem, i): [string, string] => [`data.partnerCertificates[${i}]`, pem]),
+  ];
+  for (const [field, pem] of certificates) {
+    if (typeof pem !== 'string') continue;
+    const blocks = pem.match(/-----BEGIN CERTIFICATE-----/g)?.length ?? 0;
+    if (blocks > 1) problems.push(`${field} holds ${blocks} certificates: give one certificate per field (only the first would be used; a partner's chain is not needed, its own certificate is what is pinned)`);
+    let bits: number | undefined;
+    try {
+      const key = new X509Certificate(pem).publicKey;
+      bits = key.asymmetricKeyType === 'rsa' ? key.asymmetricKeyDetails?.modulusLength : undefined;
+    } catch { continue; }
+    if (bits !== undefined && bits < AS2_MIN_RSA_BITS) problems.push(`${field} has a ${bits}-bit RSA key: at least ${AS2_MIN_RSA_BITS} bits`);
+  }
+  return problems;
+}
+
 /** The latest notAfter when every readable certificate among `pems` expired before `at`; null otherwise (or when none is given). */
 function lapsedSince(pems: (string | undefined)[], at: number): string | null {
   let latest = -Infinity;

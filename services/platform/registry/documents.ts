@@ -1,5 +1,5 @@
 import { createPublicKey } from 'node:crypto';
-import { as2CredentialProblems, as2LapsedProblems, type As2CredentialData } from './as2-credential';
+import { as2CredentialProblems, as2KeyProblems, as2LapsedProblems, type As2CredentialData } from './as2-credential';
 import { DOCUMENT_ID } from './registry';
 export type { As2CredentialData, As2ReceiverKeyData } from './as2-credential';
 import { hmacProblems, jwtProblems, standardWebhooksProblems, type HmacData, type JwtData, type StandardWebhooksData } from './signature-credentials';
@@ -82,11 +82,13 @@ export function parseWorkflowDocument(input: unknown): WorkflowDocument {
 
 /**
  * What `credentials put` refuses in a well-formed credential at time `at` (CLI and management API alike):
- * certificates that make it useless from the start. Kept apart from parseCredentialDocument, which must
+ * certificates that make it useless or unsafe from the start. Kept apart from parseCredentialDocument, which must
  * read a stored credential the same way whenever it is read.
  */
 export function credentialPutProblems(doc: CredentialDocument, at: number): string[] {
-  return doc.type === 'as2ReceiverAuth' ? as2LapsedProblems(doc.data as As2CredentialData, at) : [];
+  if (doc.type !== 'as2ReceiverAuth') return [];
+  const data = doc.data as As2CredentialData;
+  return [...as2KeyProblems(data), ...as2LapsedProblems(data, at)];
 }
 
 /** Check a credential document; the messages never quote a secret. */
