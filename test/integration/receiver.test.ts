@@ -155,6 +155,26 @@ describe('body size limit', () => {
     expect((await errorOf(res))).toBe('payload-too-large');
   });
 
+  test.each([['Content-Length', false], ['chunked', true]])('a body of exactly MAX_BODY_BYTES is accepted, one byte more is a 413 (%s)', async (_framing, chunked) => {
+    const limit = 64 * 1024;
+    const sized = (bytes: number) => `{"pad":"${'x'.repeat(bytes - '{"pad":""}'.length)}"}`;
+    const send = (body: string) => new Promise<{ status: number; requestId: string }>((resolve, reject) => {
+      const url = new URL(`${app.baseUrl}/hook/wf-open`);
+      const headers: http.OutgoingHttpHeaders = { 'content-type': 'application/json', ...(chunked ? { 'transfer-encoding': 'chunked' } : { 'content-length': Buffer.byteLength(body) }) };
+      const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers }, (res) => {
+        res.resume();
+        resolve({ status: res.statusCode!, requestId: String(res.headers['x-request-id']) });
+      });
+      req.on('error', (e) => (String(e).includes('EPIPE') || String(e).includes('ECONNRESET') ? undefined : reject(e)));
+      // Chunked: in pieces, so the limit is met while streaming, not in one read.
+      if (chunked) { for (let i = 0; i < body.length; i += 10_000) req.write(body.slice(i, i + 10_000)); req.end(); } else req.end(body);
+    });
+    const atLimit = await send(sized(limit));
+    expect(atLimit.status).toBe(200);
+    expect((await receivedFor(atLimit.requestId)).requestId).toBe(atLimit.requestId);
+    expect((await send(sized(limit + 1))).status).toBe(413);
+  });
+
   test('a chunked body is cut off at the limit while streaming, and nothing is accepted', async () => {
     const before = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length;
     const url = new URL(`${app.baseUrl}/hook/wf-open`);
