@@ -18,6 +18,7 @@ export const INGRESS_ERRORS = {
   'unsupported-media': { status: 415, message: 'The request body has an unsupported media type' },
   'method-not-allowed': { status: 405, message: 'Only POST is accepted' },
   'not-found': { status: 404, message: 'Not found' },
+  'as2-mdn-not-accepted': { status: 400, message: 'This endpoint receives AS2 messages, not MDNs: an MDN goes back to the system that sent the message it acknowledges' },
   'transfer-coding-unsupported': { status: 501, message: 'Only the chunked transfer coding is accepted; compress the body with Content-Encoding instead' },
   'request-malformed': { status: 400, message: 'The request is not valid HTTP/1.1' },
   'headers-too-large': { status: 431, message: 'The request headers are larger than 16 KiB' },

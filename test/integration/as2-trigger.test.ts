@@ -327,6 +327,32 @@ describe('failure dispositions (SPEC §7)', () => {
     }
   });
 
+  test('an MDN posted to the hook (a partner\'s async MDN URL pointed here) is refused with a 400 and no MDN, signed or not; nothing is accepted', async () => {
+    const report = (type: string) => peer.entity({ 'Content-Type': `${type}; boundary="r"` }, [
+      '--r', 'Content-Type: text/plain', '', 'The message was received.', '',
+      '--r', 'Content-Type: message/disposition-notification', '',
+      'Reporting-UA: partner', 'Original-Recipient: rfc822; PARTNER', 'Final-Recipient: rfc822; PARTNER', 'Original-Message-ID: <po-1@ingress>',
+      'Disposition: automatic-action/MDN-sent-automatically; processed', '', '--r--', '',
+    ].join('\r\n'));
+    // As a partner sends an MDN: no Disposition-Notification-To, since an MDN is never asked for an MDN.
+    const headers = () => as2Headers({ 'Disposition-Notification-To': null, 'Disposition-Notification-Options': null, Subject: 'Your Requested MDN Response' });
+    const before = (await receivedRecords(app)).length;
+    const posts: [string, { contentType: string; body: Buffer }][] = [
+      ['wf-as2', await peer.sign(report('multipart/report; report-type=disposition-notification'), partner)],
+      ['wf-as2-open', { contentType: 'multipart/report; report-type="Disposition-Notification"; boundary="r"', body: splitEntity(report('multipart/report')).body }],
+    ];
+    for (const [workflowId, mdn] of posts) {
+      const res = await fetch(`${app.baseUrl}/hook/${workflowId}`, { method: 'POST', headers: { ...headers(), 'Content-Type': mdn.contentType }, body: mdn.body });
+      expect(res.status).toBe(400);
+      expect(res.headers.get('content-type')).toMatch(/^application\/json/);
+      expect(((await res.json()) as { error: string }).error).toBe('as2-mdn-not-accepted');
+    }
+    expect((await receivedRecords(app)).length).toBe(before);
+    // A business document whose report-type is something else is still a message.
+    const other = await postAs2(app, 'wf-as2-open', { contentType: 'multipart/report; report-type=delivery-status; boundary="r"', body: splitEntity(report('multipart/report')).body }, as2Headers(), peer, receiver);
+    expect(other.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+  });
+
   test('Protocol AS2 without AS2 Receiver Auth is 401', async () => {
     await app.backends.registry.workflows.put({ id: 'wf-as2-noauth', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2' } }] });
     const res = await fetch(`${app.baseUrl}/hook/wf-as2-noauth`, { method: 'POST', headers: as2Headers(), body: 'x' });

@@ -15,7 +15,7 @@ import { asyncMdnTarget, type AsyncMdnTarget } from './async-mdn';
 import { loggableUrl } from '../../platform/net/url-allow-list';
 import { asEntity, evidenceFolder, keepEvidence, mdnEntity } from './evidence';
 import { As2Fault, asFault } from './faults';
-import { buildMdn, chooseMicalg, computeMic, micAlgorithm, parseMdnOptions, type Mdn, type MdnInput } from './mdn';
+import { buildMdn, chooseMicalg, computeMic, isMdn, micAlgorithm, parseMdnOptions, type Mdn, type MdnInput } from './mdn';
 import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
 import { hasMultipleAttachments, unwrapMessage } from './unwrap';
@@ -161,6 +161,13 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
       } catch (error) {
         if (!(error instanceof As2Fault)) services.logger.error('AS2 message failed unexpectedly', { workflowId: request.workflowId, requestId: request.requestId, error });
         return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message, authenticated) };
+      }
+      if (isMdn(unwrapped.payload)) {
+        // An MDN sent here (a partner's async MDN URL pointed at this hook) is no business document: it would
+        // start a workflow with a receipt as its payload. Refused, and never answered with an MDN (RFC 3798
+        // §2.1: MDNs are not generated in response to MDNs); nothing is accepted.
+        log(services, request, 'as2.mdn-refused', { detail: 'the message is an MDN' }, 'warn');
+        return { ok: false, answer: errorAnswer('as2-mdn-not-accepted') };
       }
       if (decodedBytesBound(request.workflowId, request.headers, unwrapped.attachments) > MAX_RECORD_BYTES) {
         // Every attachment's item repeats the envelope's headers: so many of them could not be decoded.

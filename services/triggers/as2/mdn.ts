@@ -3,6 +3,7 @@ import { digestFromName, MICALG_NAME, type Digest } from './algorithms';
 import type { As2Identity } from './certificates';
 import { signingKey } from './rotation';
 import { signDetached } from './sign';
+import { parseMediaType, type MimeEntity } from './mime';
 
 /**
  * The Message Disposition Notification (RFC 4130 §7, RFC 3798; SPEC §4.3): a multipart/report with a
@@ -168,4 +169,14 @@ export async function buildMdn(input: MdnInput): Promise<Mdn> {
 /** Header-safe text: the partner's values came from HTTP headers, but stay 7-bit and on one line. */
 function ascii(text: string): string {
   return text.replace(/[^\x20-\x7e]/g, '?');
+}
+
+/**
+ * Whether an opened payload is itself an MDN: a multipart/report whose report-type is disposition-notification
+ * (RFC 3798 §3), or a bare message/disposition-notification.
+ */
+export function isMdn(payload: MimeEntity): boolean {
+  const media = parseMediaType(payload.headers['content-type']);
+  if (media.type === 'message/disposition-notification') return true;
+  return media.type === 'multipart/report' && (media.params['report-type'] ?? '').trim().toLowerCase() === 'disposition-notification';
 }
