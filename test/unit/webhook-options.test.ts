@@ -31,3 +31,11 @@ test('what works is accepted: the options in place, the older places some are re
   expect(problems({ binaryData: true, binaryPropertyName: 'file', rateLimit: { perSecond: 1, burst: 1 } })).toEqual([]);
   expect(problems({ httpMethod: 'POST', path: 'orders', options: { allowedOrigins: '*' } })).toEqual([]);
 });
+
+test('a response header value written with characters beyond Latin-1 is refused, naming the character; one a placeholder brings is not', () => {
+  expect(problems({ options: { responseHeaders: [{ name: 'X-Greeting', value: 'Grüße {{ $json.name }} 👋' }] } })).toEqual([
+    'node "Hook".parameters.options.responseHeaders[0].value holds "👋" (U+1F44B): a header value carries Latin-1 characters only, and it would be sent as "?"; percent-encode it, or put the text in Response Data',
+  ]);
+  // Latin-1 is fine, and so is a path to a key beyond it: the value it brings becomes '?' at render (webhook.md).
+  expect(problems({ options: { responseHeaders: [{ name: 'X-Greeting', value: "Grüße {{ $json['名前'] }}" }] } })).toEqual([]);
+});

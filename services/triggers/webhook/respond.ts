@@ -2,7 +2,7 @@ import type { Logger } from '../../platform/logger/logger';
 import type { Answer } from '../answers';
 import type { InboundRequest, Inspection } from '../trigger';
 import type { WebhookParameters } from './parameters';
-import { compileTemplateCached, type TemplateScope } from './response-template';
+import { beyondLatin1, compileTemplateCached, type TemplateScope } from './response-template';
 import { HEADER_NAME } from '../../platform/registry/document-checks';
 
 /**
@@ -88,7 +88,11 @@ export function responseProblems(params: WebhookParameters, at: string): string[
   params.options.responseHeaders.forEach(({ name, value }, i) => {
     if (!HEADER_NAME.test(name)) problems.push(`${at}.parameters.options.responseHeaders[${i}].name ${JSON.stringify(name)} is not a valid header name`);
     else if (RESERVED.has(name.toLowerCase())) problems.push(`${at}.parameters.options.responseHeaders[${i}].name ${name} cannot be set: the ingress sets it, or the answer cannot carry it`);
-    try { compileTemplateCached(value); } catch (error) { problems.push(`${at}.parameters.options.responseHeaders[${i}].value: ${(error as Error).message}`); }
+    let compiled;
+    try { compiled = compileTemplateCached(value); } catch (error) { problems.push(`${at}.parameters.options.responseHeaders[${i}].value: ${(error as Error).message}`); return; }
+    // Written text beyond Latin-1 would be sent as '?' on every answer; a value a placeholder brings is, as documented.
+    const odd = compiled.literals.map(beyondLatin1).find((c) => c !== null);
+    if (odd) problems.push(`${at}.parameters.options.responseHeaders[${i}].value holds ${JSON.stringify(odd)} (U+${odd.codePointAt(0)!.toString(16).toUpperCase().padStart(4, '0')}): a header value carries Latin-1 characters only, and it would be sent as "?"; percent-encode it, or put the text in Response Data`);
   });
   return problems;
 }

@@ -51,6 +51,8 @@ export interface TemplateExpression {
 export interface CompiledTemplate {
   readonly source: string;
   readonly expressions: readonly TemplateExpression[];
+  /** The text around the placeholders, in order (one more than the placeholders). */
+  readonly literals: readonly string[];
   render(scope: TemplateScope, mode: RenderMode): string;
 }
 
@@ -220,6 +222,7 @@ export function compileTemplate(source: string): CompiledTemplate {
   return Object.freeze({
     source,
     expressions,
+    literals: Object.freeze([...literals]),
     render: (scope: TemplateScope, mode: RenderMode) => render(literals, placeholders, scope, mode),
   });
 }
@@ -262,6 +265,11 @@ function toText(value: unknown): string {
 const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/g;
 // Node's setHeader refuses anything beyond Latin-1 (ERR_INVALID_CHAR); such characters become '?'.
 const BEYOND_LATIN1 = /[^\u0000-\u00ff]/gu;
+
+/** The first character of `text` that a header value cannot carry (beyond Latin-1), or null. */
+export function beyondLatin1(text: string): string | null {
+  return /[^\u0000-\u00ff]/u.exec(text)?.[0] ?? null;
+}
 
 function render(literals: readonly string[], placeholders: readonly Placeholder[], scope: TemplateScope, mode: RenderMode): string {
   const json = mode === 'json';
