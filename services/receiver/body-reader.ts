@@ -80,6 +80,8 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
     let waiting = 0;
     let spill: { stream: PassThrough; done: Promise<unknown>; path: string } | null = null;
     const room = inlineRoom(options.held ?? null, options.inlineMax);
+    const holdsWhole = validator?.holdsWhole === true;
+    if (holdsWhole) hash = createHash('sha256');
 
     // One watch over the whole body. Silence and the rate count only while the body is ours to read, not
     // while we hold it back for a slow writer (pause and resume).
@@ -111,6 +113,8 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
       watch?.touch(chunk.length);
       size += chunk.length;
       if (size > options.maxBytes) return finish({ ok: false, reason: 'too-large' });
+      // A validator that holds the body whole gets it alone: nothing is held here, nothing staged (only hashed).
+      if (holdsWhole) { hash!.update(chunk); return feed(validator!, chunk); }
       if (validator) feed(validator, chunk);
       if (spill) { hash!.update(chunk); return feed(spill.stream, chunk); }
       // Past inlineMax the chunks are the claim check's stream's, which pauses the request when full.
@@ -136,8 +140,8 @@ export function readBody(req: IncomingMessage, options: BodyReaderOptions): Prom
 
     /** The body as read: held in memory, or staged as a claim check (hashed while it streamed). */
     const accepted = (s: typeof spill): BodyOutcome => {
-      const inline = s ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
-      let digest = s ? hash!.digest('hex') : null;
+      const inline = s || holdsWhole ? null : chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size);
+      let digest = s || holdsWhole ? hash!.digest('hex') : null;
       const sha256 = () => (digest ??= createHash('sha256').update(inline!).digest('hex'));
       return { ok: true, body: { size, sha256, inline, readStaged: s ? () => options.store.get(s.path) : null }, stagedPath: s ? s.path : null, lastByteAt };
     };

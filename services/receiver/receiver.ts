@@ -335,9 +335,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return failed.status;
     };
 
-    let recordBody: Received['body'] = body.inline
+    // Null when the trigger's validator held the body whole (BodyValidator.holdsWhole): its persistBody is the body.
+    let recordBody: Received['body'] | null = body.inline
       ? { kind: 'inline', data: body.inline }
-      : { kind: 'ref', path: outcome.stagedPath!, size: body.size, sha256: body.sha256() };
+      : outcome.stagedPath ? { kind: 'ref', path: outcome.stagedPath, size: body.size, sha256: body.sha256() } : null;
     const replacement = inspected.inspection.persistBody;
     if (replacement) {
       // The plugin keeps a copy without the secret its raw bytes carry, in place of the raw bytes.
@@ -358,6 +359,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       }
     }
 
+    if (!recordBody) throw new Error(`the ${plugin.kindOf(node)} trigger held the body whole but gave no persistBody`);
     const received = receivedRecord(request, node.name, plugin.kindOf(node), recordBody, admission, inspected.inspection.as2 ?? null);
     const trail = traceHeaders();
     received.traceparent = trail.traceparent ?? null;

@@ -82,6 +82,14 @@ export interface BodyValidator {
   end(): Answer | null | Promise<Answer | null>;
   /** The request is over without a verdict (client gone, too large): release everything. */
   abort(): void;
+  /**
+   * The validator keeps every byte of an acceptable body for its trigger (wholeBody), and the trigger's
+   * inspection always gives `persistBody`: the receiver then neither holds nor stages a copy of its own. So no
+   * raw copy reaches the object store, where a secret in it (a WS-Security password) would outlive its
+   * redaction in a store that keeps versions or soft-deleted blobs. The body reaches inspect with `inline`
+   * and `readStaged` null.
+   */
+  readonly holdsWhole?: boolean;
 }
 
 /** What inspect learnt that the answer may use (e.g. the parsed JSON for `$json` in templates). */

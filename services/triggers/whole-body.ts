@@ -21,7 +21,9 @@ export interface WholeBody {
   take(request: InboundRequest, body: ReceivedBody): Buffer | 'busy' | null;
 }
 
-export function wholeBody(maxBytes: number, tooLarge: () => Answer, budget: HeldBytes): WholeBody {
+/** `holdsWhole`: the trigger persists what it keeps (BodyValidator.holdsWhole); the receiver keeps no copy. */
+export function wholeBody(maxBytes: number, tooLarge: () => Answer, budget: HeldBytes, options: { holdsWhole?: boolean } = {}): WholeBody {
+  const holdsWhole = options.holdsWhole ?? false;
   const kept = new WeakMap<InboundRequest, Buffer | 'busy'>();
   /** What each request holds in the budget, until take or abort gives it back. */
   const shares = new WeakMap<InboundRequest, HeldShare>();
@@ -37,6 +39,7 @@ export function wholeBody(maxBytes: number, tooLarge: () => Answer, budget: Held
       const share = heldShare(budget);
       shares.set(request, share);
       return {
+        holdsWhole,
         write(chunk) {
           size += chunk.length;
           if (chunks === null) return true;

@@ -6,6 +6,7 @@ import { startTestApp, type BackendChoice, type TestApp } from '../support/app';
 import { allExecutions, executionsOf } from '../support/executions';
 import { eventDocument, PING_ACTION, pingRequest, SEND_STREAM_ACTION, sendStreamRequest, shipmentDocument, transactionDocument } from '../fixtures/cargowise';
 import { gzipSync } from 'node:zlib';
+import { PassThrough, pipeline } from 'node:stream';
 
 /** The logistics-platform trigger (SPEC §2.3, §6): real SOAP over loopback, through the whole pipeline. */
 const codec = defaultAvroCodec();
@@ -178,6 +179,42 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       const text = record.body.kind === 'inline' ? record.body.data.toString('utf8') : (await readAll(await app.backends.store.get(record.body.path))).toString('utf8');
       expect(text).not.toMatch(/pw-(2002|cdata)-secret/);
       expect(text.match(/\[redacted\]/g)).toHaveLength(2);
+    });
+
+    maybe('auth')('an envelope past INLINE_BODY_MAX never reaches the object store with its password, accepted or refused', async () => {
+      // What the store is given, watched on the service's own store: a raw copy would outlive its redaction
+      // in a store that keeps versions or deleted blobs (Azure Blob versioning, soft delete).
+      const store = app.backends.store;
+      const put = store.put.bind(store);
+      const secretPuts: string[] = [];
+      const secret = Buffer.from('tok-s3cret');
+      store.put = (path, source, options) => {
+        if (Buffer.isBuffer(source)) { if (source.includes(secret)) secretPuts.push(path); return put(path, source, options); }
+        let tail = Buffer.alloc(0);
+        const watched = new PassThrough();
+        watched.on('data', (chunk: Buffer) => { const seen = Buffer.concat([tail, chunk]); if (seen.includes(secret)) secretPuts.push(path); tail = seen.subarray(-secret.length); });
+        pipeline(source, watched, () => undefined);
+        return put(path, watched, options);
+      };
+      try {
+        const padded = (password: string) => sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password } })
+          .replace('</s:Header>', `<!-- ${'padding '.repeat(12_000)} --></s:Header>`);
+        expect(padded('tok-s3cret').length).toBeGreaterThan(64 * 1024);
+        const accepted = await soap('wf-token', padded('tok-s3cret'));
+        expect(accepted.status).toBe(200);
+        const requestId = accepted.headers.get('x-request-id');
+        await executionsOf(app, requestId, 1);
+        await expectFault(await soap('wf-token', padded('not-the-password tok-s3cret')), 403, 'Authorization data is wrong');
+        expect(secretPuts).toEqual([]);
+        // The redacted envelope is the claim check.
+        const record = (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === requestId)!;
+        expect(record.body.kind).toBe('ref');
+        const text = record.body.kind === 'ref' ? (await readAll(await app.backends.store.get(record.body.path))).toString('utf8') : '';
+        expect(text).toMatch(/<o:Password Type="[^"]+">\[redacted\]<\/o:Password>/);
+        expect(text.length).toBeGreaterThan(64 * 1024);
+      } finally {
+        store.put = put;
+      }
     });
 
     maybe('auth')('a digest UsernameToken used again while fresh is refused as a replay; a new token passes', async () => {

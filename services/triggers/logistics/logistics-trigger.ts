@@ -124,7 +124,9 @@ function soapAction(request: InboundRequest): 'sendStream' | 'ping' | 'unknown' 
 }
 
 export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTICS_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
-  const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, code: 'Client', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }), held);
+  // Held whole, and persisted from here only: a raw envelope never reaches the object store, so its passwords
+  // cannot outlive their redaction there (a store that keeps versions or deleted blobs).
+  const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, code: 'Client', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }), held, { holdsWhole: true });
 
   const nonces = createNonceLedger();
   /** The digest token a request used, claimed in the ledger until the request is accepted or refused. */
@@ -203,7 +205,8 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         // WS-Security passwords never reach a topic, whether or not the token was one this node checks.
         const kept = withoutPasswords(text);
         try { spendOnLonger(budget, text.length, kept.length); } catch (error) { throw new SendStreamError(`the envelope with its passwords redacted is ${(error as Error).message}`); }
-        return { ok: true, inspection: kept !== text ? { persistBody: Buffer.from(kept, 'utf8') } : {} };
+        // Always given (the receiver holds no copy of its own): the bytes as they came when nothing was redacted.
+        return { ok: true, inspection: { persistBody: kept !== text ? Buffer.from(kept, 'utf8') : bytes } };
       } catch (error) {
         releaseToken(request);
         return { ok: false, answer: faultForInput(error) };
