@@ -11,7 +11,9 @@ import type { IdleBodies, IdleWatch } from './idle-bodies';
  * Read a request body under a size limit that holds for chunked bodies too. Up to `inlineMax` bytes
  * stay in memory (they travel inside the received record); past that the body streams into the object
  * store as a claim check and only its reference travels. Never more than `inlineMax` is held in memory.
- * A trigger's validator sees every chunk as it arrives; the slower of it and the store sets the pace.
+ * A trigger's validator sees every chunk as it arrives; the slower of it and the store sets the pace. A
+ * validator that holds the body whole (BodyValidator.holdsWhole) is its only keeper: nothing is held here or
+ * staged, and the body's bytes reach the store only as its trigger's persistBody.
  *
  * What all requests hold in memory while their bodies arrive is bounded too (`held`, MAX_HELD_BODY_BYTES):
  * a thousand uploads stalled just under `inlineMax` would otherwise hold a thousand times it. A request

@@ -164,8 +164,8 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
       }
       if (isMdn(unwrapped.payload)) {
         // An MDN sent here (a partner's async MDN URL pointed at this hook) is no business document: it would
-        // start a workflow with a receipt as its payload. Refused, and never answered with an MDN (RFC 3798
-        // §2.1: MDNs are not generated in response to MDNs); nothing is accepted.
+        // start a workflow with a receipt as its payload. Refused, and never answered with an MDN (MDNs are not
+        // generated in response to MDNs, RFC 3798); nothing is accepted.
         log(services, request, 'as2.mdn-refused', { detail: 'the message is an MDN' }, 'warn');
         return { ok: false, answer: errorAnswer('as2-mdn-not-accepted') };
       }
