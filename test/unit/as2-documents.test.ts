@@ -143,7 +143,7 @@ test('credentials put refuses a role whose every certificate has expired; one no
   expect(credentialPutProblems(parseCredentialDocument({ id: 'h', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }), at)).toEqual([]);
 });
 
-test('credentials put refuses RSA keys under 2048 bits and a PEM field holding more than one certificate; a stored one is still read', () => {
+test('credentials put refuses RSA keys under 2048 bits, EC keys on small curves, and a PEM field holding more than one certificate; a stored one is still read', () => {
   const at = Date.parse('2026-06-01T00:00:00Z');
   const valid = (key: string, serial: string) => datedCertificate(`c${serial}`, new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), key, serial).cert;
   const key = rsaKey();
@@ -156,6 +156,20 @@ test('credentials put refuses RSA keys under 2048 bits and a PEM field holding m
     'data.partnerCertificate holds 2 certificates: give one certificate per field (only the first would be used; a partner\'s chain is not needed, its own certificate is what is pinned)',
     'data.partnerCertificates[0] has a 1024-bit RSA key: at least 2048 bits',
   ]);
+  // EC: P-256 (and the other curves peers use) is fine; a smaller curve is refused like a short RSA key.
+  const dir = mkdtempSync(path.join(tmpdir(), 'as2-ec-'));
+  try {
+    const ecCert = (curve: string) => {
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', `ec_paramgen_curve:${curve}`, '-nodes', '-subj', '/CN=partner', '-days', '1', '-keyout', path.join(dir, `${curve}.key`), '-out', path.join(dir, `${curve}.pem`)], { stdio: 'ignore' });
+      return readFileSync(path.join(dir, `${curve}.pem`), 'utf8');
+    };
+    expect(put({ certificate: good, privateKey: key, partnerCertificate: ecCert('prime256v1') })).toEqual([]);
+    expect(put({ certificate: good, privateKey: key, partnerCertificate: ecCert('secp224r1') })).toEqual([
+      'data.partnerCertificate has an EC key on secp224r1: one of prime256v1, secp384r1, secp521r1, brainpoolP256r1, brainpoolP384r1, brainpoolP512r1',
+    ]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
   // Put-time only: a credential stored before these checks parses as it did.
   expect(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: weak, privateKey: weakKey, partnerCertificate: good + other } }).type).toBe('as2ReceiverAuth');
 });

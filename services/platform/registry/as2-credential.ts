@@ -75,12 +75,15 @@ export function as2LapsedProblems(data: As2CredentialData, at: number): string[]
 
 /** RSA below this is refused when stored: factorable (512, 768) or deprecated since 2013 (1024, NIST SP 800-131A). */
 const AS2_MIN_RSA_BITS = 2048;
+/** EC keys on curves of at least 256 bits that CMS peers use: NIST's, and Brainpool's (some European partners). */
+const AS2_EC_CURVES = new Set(['prime256v1', 'secp384r1', 'secp521r1', 'brainpoolP256r1', 'brainpoolP384r1', 'brainpoolP512r1']);
 
 /**
  * What `credentials put` refuses besides the shape, for keys rather than dates: a PEM field holding more than one
  * certificate (only the first is ever used, so a chain, or a pasted bundle with the partner's certificate
- * second, would quietly pin the wrong one), and RSA keys under 2048 bits on either side. Put-time only, like
- * as2LapsedProblems: a credential stored before this check is still read as it was.
+ * second, would quietly pin the wrong one), RSA keys under 2048 bits and EC keys on other or smaller curves,
+ * on either side. Put-time only, like as2LapsedProblems: a credential stored before this check is still read as
+ * it was.
  */
 export function as2KeyProblems(data: As2CredentialData): string[] {
   const problems: string[] = [];
@@ -94,12 +97,15 @@ export function as2KeyProblems(data: As2CredentialData): string[] {
     if (typeof pem !== 'string') continue;
     const blocks = pem.match(/-----BEGIN CERTIFICATE-----/g)?.length ?? 0;
     if (blocks > 1) problems.push(`${field} holds ${blocks} certificates: give one certificate per field (only the first would be used; a partner's chain is not needed, its own certificate is what is pinned)`);
-    let bits: number | undefined;
-    try {
-      const key = new X509Certificate(pem).publicKey;
-      bits = key.asymmetricKeyType === 'rsa' ? key.asymmetricKeyDetails?.modulusLength : undefined;
-    } catch { continue; }
-    if (bits !== undefined && bits < AS2_MIN_RSA_BITS) problems.push(`${field} has a ${bits}-bit RSA key: at least ${AS2_MIN_RSA_BITS} bits`);
+    let key;
+    try { key = new X509Certificate(pem).publicKey; } catch { continue; }
+    const details = key.asymmetricKeyDetails;
+    if (key.asymmetricKeyType === 'rsa' && (details?.modulusLength ?? 0) < AS2_MIN_RSA_BITS) {
+      problems.push(`${field} has a ${details?.modulusLength}-bit RSA key: at least ${AS2_MIN_RSA_BITS} bits`);
+    }
+    if (key.asymmetricKeyType === 'ec' && !AS2_EC_CURVES.has(details?.namedCurve ?? '')) {
+      problems.push(`${field} has an EC key on ${details?.namedCurve ?? 'an unnamed curve'}: one of ${[...AS2_EC_CURVES].join(', ')}`);
+    }
   }
   return problems;
 }
