@@ -264,11 +264,12 @@ function toText(value: unknown): string {
 // C0 controls (CR, LF, TAB, NUL...), DEL and C1 controls are removed from header values.
 const CONTROL_CHARS = /[\u0000-\u001f\u007f-\u009f]/g;
 // Node's setHeader refuses anything beyond Latin-1 (ERR_INVALID_CHAR); such characters become '?'.
-const BEYOND_LATIN1 = /[^\u0000-\u00ff]/gu;
+const BEYOND_LATIN1_CHAR = /[^\u0000-\u00ff]/u;
+const BEYOND_LATIN1 = new RegExp(BEYOND_LATIN1_CHAR.source, 'gu');
 
 /** The first character of `text` that a header value cannot carry (beyond Latin-1), or null. */
 export function beyondLatin1(text: string): string | null {
-  return /[^\u0000-\u00ff]/u.exec(text)?.[0] ?? null;
+  return BEYOND_LATIN1_CHAR.exec(text)?.[0] ?? null;
 }
 
 function render(literals: readonly string[], placeholders: readonly Placeholder[], scope: TemplateScope, mode: RenderMode): string {
