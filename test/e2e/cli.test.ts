@@ -132,6 +132,29 @@ test('credentials list shows each certificate of an AS2 credential: role, subjec
   expect(blind.certificates).toBeUndefined();
 });
 
+test('credentials put keeps the AS2 certificates it removes, retired, and lists them apart; --forget-retired drops them', async () => {
+  const ours = datedCertificate('retiring-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'));
+  const old = datedCertificate('retiring-partner-old', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), ours.key, '02');
+  const next = datedCertificate('retiring-partner-new', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), ours.key, '03');
+  const data = (partnerCertificate: string) => ({ certificate: ours.cert, privateKey: ours.key, partnerCertificate });
+  const put = (name: string, id: string, partner: string, extra: string[] = [], putEnv = env) => runCli(['credentials', 'put', file(name, { id, type: 'as2ReceiverAuth', data: data(partner) }), ...extra], putEnv);
+  const lineOf = async (id: string) => (await runCli(['credentials', 'list'], env)).stdout.trim().split('\n').map((l) => JSON.parse(l)).find((l) => l.id === id);
+  expect((await put('retire-1.json', 'cred-retiring', old.cert)).code).toBe(0);
+  expect((await put('retire-2.json', 'cred-retiring', next.cert)).code).toBe(0);
+  const retired = (await lineOf('cred-retiring')).retiredCertificates;
+  expect(retired).toEqual([expect.objectContaining({ role: 'partner', field: 'retiredPartnerCertificates[0].certificate', fingerprint: new X509Certificate(old.cert).fingerprint256, retiredAt: expect.any(String) })]);
+  expect((await put('retire-3.json', 'cred-retiring', next.cert, ['--forget-retired=yes'])).code).toBe(2);
+  expect((await put('retire-3.json', 'cred-retiring', next.cert, ['--forget-retired'])).code).toBe(0);
+  expect((await lineOf('cred-retiring')).retiredCertificates).toBeUndefined();
+  // Over an AS2 credential sealed under another key, its keys cannot be kept: refused, unless told to forget them.
+  expect((await put('retire-4.json', 'cred-retiring-elsewhere', old.cert, [], { ...env, INGRESS_ENCRYPTION_KEY: 'some-other-key-123456' })).code).toBe(0);
+  const refused = await put('retire-5.json', 'cred-retiring-elsewhere', next.cert);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toMatch(/cannot be opened with this INGRESS_ENCRYPTION_KEY, so the AS2 keys it holds cannot be kept/);
+  expect((await put('retire-5.json', 'cred-retiring-elsewhere', next.cert, ['--forget-retired'])).code).toBe(0);
+  expect((await lineOf('cred-retiring-elsewhere')).certificates).toHaveLength(2);
+});
+
 test('bad configuration stops the command with one line per problem', async () => {
   const res = await runCli(['workflows', 'list'], { ...env, PORT: 'x', KAFKA_BROKERS: 'nohost' });
   expect(res.code).toBe(78);

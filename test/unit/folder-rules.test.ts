@@ -30,6 +30,7 @@ const PLATFORM_FOR_TRIGGERS: Record<string, string> = {
   'platform/registry/document-checks': 'pure checks of documents',
   'platform/registry/certificate-facts': 'pure: what a certificate says',
   'platform/registry/as2-credential': 'pure: the AS2 credential document',
+  'platform/registry/as2-retired-keys': 'pure: the AS2 keys a put retired, and which keys are current',
   'platform/registry/signature-credentials': 'pure: the signature credentials\' shapes and checks',
   'platform/registry/hmac-presets': 'a table of data: each vendor\'s HMAC signature',
   'platform/net/url-allow-list': 'pure URL parsing and matching (the guarded POST, an adapter, is not here)',

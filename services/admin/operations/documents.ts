@@ -1,6 +1,8 @@
 import type { CertificateFact } from '../../platform/registry/certificate-facts';
-import { credentialCertificates, holdsCertificates } from '../../platform/registry/certificate-facts';
+import { credentialCertificates, holdsCertificates, retiredCertificates } from '../../platform/registry/certificate-facts';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
+import { keepRemovedAsRetired } from '../../platform/registry/as2-retired-keys';
+import type { As2CredentialData } from '../../platform/registry/as2-credential';
 import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument, type CredentialDocument, type StoredCredential, type WorkflowDocument } from '../../platform/registry/documents';
 import type { TriggerCatalog } from '../../triggers/catalog';
 
@@ -25,6 +27,21 @@ export function checkCredentialDocument(input: unknown, at: number): CredentialD
   return doc;
 }
 
+/**
+ * The credential a put stores over `before` (the stored one, or null): an AS2 credential keeps the receiver key
+ * pairs and partner certificates the put removes, retired, so that records accepted with them still open in the
+ * decoder and on replay (platform/registry/as2-retired-keys.ts); `forgetRetired` drops them. A `problem` when
+ * the stored credential cannot be opened to keep them: replacing it would lose them silently.
+ */
+export function credentialToStore(doc: CredentialDocument, before: StoredCredential | null, sealer: CredentialSealer, forgetRetired: boolean, at: number): { doc: CredentialDocument } | { problem: string } {
+  if (forgetRetired || doc.type !== 'as2ReceiverAuth' || before?.type !== 'as2ReceiverAuth') return { doc };
+  let stored: CredentialDocument;
+  try { stored = sealer.open(before); } catch {
+    return { problem: `Credential ${doc.id} as stored cannot be opened with this INGRESS_ENCRYPTION_KEY, so the AS2 keys it holds cannot be kept for the records still to be decoded or replayed; put it with --forget-retired (API: ?forgetRetired=true) to replace it and drop them` };
+  }
+  return { doc: { ...doc, data: keepRemovedAsRetired(stored.data as As2CredentialData, doc.data as As2CredentialData, new Date(at)) } };
+}
+
 export function hookUrl(publicBaseUrl: string, workflowId: string): string {
   return `${publicBaseUrl}/hook/${encodeURIComponent(workflowId)}`;
 }
@@ -40,6 +57,8 @@ export interface CredentialMetadata {
   type: string;
   updatedAt: string;
   certificates?: CertificateFact[] | null;
+  /** AS2: what earlier puts removed, kept to open records accepted with it (omitted when none). */
+  retiredCertificates?: (CertificateFact & { retiredAt: unknown })[];
   certificatesError?: string;
 }
 
@@ -52,7 +71,12 @@ export function credentialMetadata(stored: StoredCredential, sealer: CredentialS
   if (holdsCertificates(stored.type)) {
     if (!sealer) line.certificatesError = 'INGRESS_ENCRYPTION_KEY is not set, so the certificates cannot be read';
     else {
-      try { line.certificates = credentialCertificates(sealer.open(stored), now); } catch (error) { line.certificatesError = (error as Error).message; }
+      try {
+        const opened = sealer.open(stored);
+        line.certificates = credentialCertificates(opened, now);
+        const retired = retiredCertificates(opened, now);
+        if (retired.length) line.retiredCertificates = retired;
+      } catch (error) { line.certificatesError = (error as Error).message; }
     }
   }
   return line;

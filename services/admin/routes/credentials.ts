@@ -4,8 +4,8 @@ import { DocumentError, type CredentialDocument } from '../../platform/registry/
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
-import { checkCredentialDocument, credentialMetadata, retypeProblem, workflowsUsingCredential } from '../operations/documents';
-import { queryWholeNumber } from './request-fields';
+import { checkCredentialDocument, credentialMetadata, credentialToStore, retypeProblem, workflowsUsingCredential } from '../operations/documents';
+import { queryString, queryWholeNumber } from './request-fields';
 
 /**
  * Credentials: metadata only (id, type, and the certificates' public facts, as `ingress credentials list`);
@@ -40,10 +40,15 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
       throw error;
     }
     if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The credential document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
-    const stored = sealer().seal(doc);
+    const forgetRetired = queryString(req.query, 'forgetRetired');
+    if (forgetRetired !== null && forgetRetired !== 'true' && forgetRetired !== 'false') throw new AdminError('invalid-request', 'forgetRetired takes true or false');
+    const seal = sealer();
     const before = await deps.registry.credentials.get(doc.id);
     const retyped = before && retypeProblem(await deps.registry.workflows.list(), doc.id, before.type, doc.type);
     if (retyped) throw new AdminError('conflict', retyped);
+    const kept = credentialToStore(doc, before, seal, forgetRetired === 'true', now());
+    if ('problem' in kept) throw new AdminError('conflict', kept.problem);
+    const stored = seal.seal(kept.doc);
     const existed = before !== null;
     await deps.registry.credentials.put(stored);
     res.status(existed ? 200 : 201).json(credentialMetadata(stored, deps.sealer, now()));

@@ -2,7 +2,7 @@ import { promises as fsp } from 'node:fs';
 import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
-import { checkCredentialDocument, checkWorkflowDocument, credentialMetadata, hookUrl, retypeProblem } from '../../admin/operations/documents';
+import { checkCredentialDocument, checkWorkflowDocument, credentialMetadata, credentialToStore, hookUrl, retypeProblem } from '../../admin/operations/documents';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { parseJsonText } from '../json-text';
 import { triggerCatalog } from '../start';
@@ -10,7 +10,7 @@ import type { CommandContext } from '../context';
 import { putThroughApi } from './through-api';
 
 export const WORKFLOWS_USAGE = 'ingress workflows put FILE | get ID | list';
-export const CREDENTIALS_USAGE = 'ingress credentials put FILE | list';
+export const CREDENTIALS_USAGE = 'ingress credentials put FILE [--forget-retired] | list';
 
 async function readJsonFile(file: string): Promise<unknown> {
   let text: string;
@@ -88,25 +88,31 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
 }
 
 export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
-  allowOnly(args, []);
   const [verb, arg] = args.positionals;
+  allowOnly(args, verb === 'put' ? ['forget-retired'] : []);
   if (verb === 'put') {
     if (!arg) throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
+    if (args.flags.get('forget-retired') !== undefined && args.flags.get('forget-retired') !== true) throw new UsageError('--forget-retired takes no value');
+    const forgetRetired = args.flags.get('forget-retired') === true;
     const input = await readJsonFile(arg);
     // While a service runs, it seals and stores the credential with its own INGRESS_ENCRYPTION_KEY.
     const api = await ctx.runningService();
     if (api) {
       return reportingProblems(ctx, 'credential', async () => {
         const doc = parseCredentialDocument(input);
-        return putThroughApi(ctx, api, 'credential', `/api/v1/credentials/${encodeURIComponent(doc.id)}`, doc, (c) => ({ id: c.id, type: c.type }));
+        return putThroughApi(ctx, api, 'credential', `/api/v1/credentials/${encodeURIComponent(doc.id)}${forgetRetired ? '?forgetRetired=true' : ''}`, doc, (c) => ({ id: c.id, type: c.type }));
       });
     }
     return withRegistry(ctx, 'credential', async (registry) => {
-      const doc = checkCredentialDocument(input, Date.now());
+      const now = Date.now();
+      const doc = checkCredentialDocument(input, now);
+      const sealer = ctx.sealer();
       const before = await registry.credentials.get(doc.id);
       const retyped = before && retypeProblem(await registry.workflows.list(), doc.id, before.type, doc.type);
       if (retyped) throw new DocumentError([retyped]);
-      await registry.credentials.put(ctx.sealer().seal(doc));
+      const kept = credentialToStore(doc, before, sealer, forgetRetired, now);
+      if ('problem' in kept) throw new DocumentError([kept.problem]);
+      await registry.credentials.put(sealer.seal(kept.doc));
       ctx.out(JSON.stringify({ id: doc.id, type: doc.type }));
       return 0;
     });

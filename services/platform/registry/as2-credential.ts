@@ -1,6 +1,7 @@
 import { createPrivateKey, X509Certificate } from 'node:crypto';
 import { isObject } from './document-checks';
 import { prefixProblem } from '../net/url-allow-list';
+import type { As2RetiredCertificateData, As2RetiredKeyData } from './as2-retired-keys';
 
 /**
  * The AS2 receiver credential (`as2ReceiverAuth`) and the checks `credentials put` runs on it, so a
@@ -23,6 +24,13 @@ export interface As2CredentialData {
    * absolute http(s) URLs without credentials. Absent or empty: only the node's own list, if any.
    */
   asyncMdnUrls?: string[];
+  /**
+   * Receiver key pairs and partner certificates that an earlier `credentials put` removed, kept by the service
+   * (never given in a put) so that records accepted with them still open in the decoder and on replay
+   * (as2-retired-keys.ts). The receiver never uses them.
+   */
+  retiredReceiverKeys?: As2RetiredKeyData[];
+  retiredPartnerCertificates?: As2RetiredCertificateData[];
 }
 
 const CERTIFICATE_PEM = /-----BEGIN CERTIFICATE-----/;

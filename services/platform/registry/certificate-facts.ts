@@ -101,6 +101,21 @@ export function credentialCertificates(credential: { type: string; data: unknown
   return holder(data).map(({ role, field, pem }) => summarizeCertificate(pem, role, field, now));
 }
 
+/**
+ * The certificates an AS2 credential keeps retired (what earlier puts removed, as2-retired-keys.ts), each with
+ * the time it was retired. Apart from credentialCertificates: they are kept for opening old records only, so
+ * they are neither watched for expiry nor listed among the certificates that expire soon.
+ */
+export function retiredCertificates(credential: { type: string; data: unknown }, now: number): (CertificateFact & { retiredAt: unknown })[] {
+  if (credential.type !== 'as2ReceiverAuth' || !credential.data || typeof credential.data !== 'object') return [];
+  const data = credential.data as Record<string, unknown>;
+  const listed = (field: string, role: CertificateRole) => (Array.isArray(data[field]) ? (data[field] as unknown[]) : []).map((entry, i) => {
+    const { certificate, retiredAt } = (entry ?? {}) as { certificate?: unknown; retiredAt?: unknown };
+    return { ...summarizeCertificate(certificate, role, `${field}[${i}].certificate`, now), retiredAt };
+  });
+  return [...listed('retiredReceiverKeys', 'receiver'), ...listed('retiredPartnerCertificates', 'partner')];
+}
+
 export const isReadable = (fact: CertificateFact): fact is CertificateSummary => !('error' in fact);
 
 /** Node prints a DN one attribute per line; one line reads better in JSON and logs. */

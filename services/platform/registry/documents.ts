@@ -1,5 +1,6 @@
 import { createPublicKey } from 'node:crypto';
 import { as2CredentialProblems, as2KeyProblems, as2LapsedProblems, type As2CredentialData } from './as2-credential';
+import { retiredFieldsGiven } from './as2-retired-keys';
 import { DOCUMENT_ID } from './registry';
 export type { As2CredentialData, As2ReceiverKeyData } from './as2-credential';
 import { hmacProblems, jwtProblems, standardWebhooksProblems, type HmacData, type JwtData, type StandardWebhooksData } from './signature-credentials';
@@ -82,13 +83,13 @@ export function parseWorkflowDocument(input: unknown): WorkflowDocument {
 
 /**
  * What `credentials put` refuses in a well-formed credential at time `at` (CLI and management API alike):
- * certificates that make it useless or unsafe from the start. Kept apart from parseCredentialDocument, which must
+ * certificates that make it useless or unsafe from the start, and fields only the service writes. Kept apart from parseCredentialDocument, which must
  * read a stored credential the same way whenever it is read.
  */
 export function credentialPutProblems(doc: CredentialDocument, at: number): string[] {
   if (doc.type !== 'as2ReceiverAuth') return [];
   const data = doc.data as As2CredentialData;
-  return [...as2KeyProblems(data), ...as2LapsedProblems(data, at)];
+  return [...retiredFieldsGiven(data), ...as2KeyProblems(data), ...as2LapsedProblems(data, at)];
 }
 
 /** Check a credential document; the messages never quote a secret. */

@@ -1,6 +1,7 @@
 import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { child, contentOf, octets, oidOf, parseDer, rawOf, type Node } from './der';
-import type { As2CredentialData } from '../../platform/registry/documents';
+import type { As2CredentialData, As2ReceiverKeyData } from '../../platform/registry/documents';
+import { currentPartnerCertificates, currentReceiverKeys } from '../../platform/registry/as2-retired-keys';
 import { parsePrefix, type UrlPrefix } from '../../platform/net/url-allow-list';
 
 /**
@@ -24,9 +25,9 @@ export interface ReceiverKey {
 }
 
 export interface As2Identity extends ReceiverKey {
-  /** Every receiver key pair: the single fields first (when given), then `receiverKeys` in order. Never empty. */
+  /** Every receiver key pair: the single fields first (when given), then `receiverKeys` in order (then the retired ones, for the decoder). Never empty. */
   receivers: ReceiverKey[];
-  /** Every pinned partner certificate: `partnerCertificate` first, then `partnerCertificates`. Empty: nothing pinned. */
+  /** Every pinned partner certificate: `partnerCertificate` first, then `partnerCertificates` (then the retired ones, for the decoder). Empty: nothing pinned. */
   partners: CertificateFacts[];
   /** Where asynchronous MDNs may go (the credential's `asyncMdnUrls`, checked at `credentials put`). */
   asyncMdnUrls: UrlPrefix[];
@@ -54,20 +55,42 @@ export function identifies(id: Node, facts: CertificateFacts): boolean {
 }
 
 const identities = new WeakMap<object, As2Identity>();
+const openingIdentities = new WeakMap<object, As2Identity>();
 
 /**
  * Throws (with a message that quotes no secret) when the PEMs cannot be read. `receiver` and `key` are
  * the first receiver key pair, for tools that know a single key; the receiver itself uses `receivers`.
+ * Current keys only: what the receiver answers new messages with, and signs MDNs with.
  */
 export function identityOf(data: As2CredentialData): As2Identity {
   let identity = identities.get(data);
   if (!identity) {
-    const pairs = [...(data.certificate !== undefined ? [{ certificate: data.certificate, privateKey: data.privateKey }] : []), ...(data.receiverKeys ?? [])];
-    const receivers = pairs.map((pair) => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') }));
-    if (receivers.length === 0) throw new Error('the AS2 credential holds no receiver key');
-    const partnerPems = [...(data.partnerCertificate ? [data.partnerCertificate] : []), ...(data.partnerCertificates ?? [])];
-    identity = { ...receivers[0], receivers, partners: partnerPems.map((pem) => certificateFacts(new X509Certificate(pem))), asyncMdnUrls: (data.asyncMdnUrls ?? []).map(parsePrefix) };
+    identity = identityFrom(currentReceiverKeys(data), currentPartnerCertificates(data), data);
     identities.set(data, identity);
   }
   return identity;
+}
+
+/**
+ * The decoder's: the current keys, then those earlier puts retired (platform/registry/as2-retired-keys.ts), so
+ * that a message accepted before a rotation still opens when it is decoded, or replayed, after it. The choice
+ * among them is still made from what the message names (rotation.ts), never by trying keys.
+ */
+export function openingIdentityOf(data: As2CredentialData): As2Identity {
+  let identity = openingIdentities.get(data);
+  if (!identity) {
+    identity = identityFrom(
+      [...currentReceiverKeys(data), ...(data.retiredReceiverKeys ?? [])],
+      [...currentPartnerCertificates(data), ...(data.retiredPartnerCertificates ?? []).map((p) => p.certificate)],
+      data,
+    );
+    openingIdentities.set(data, identity);
+  }
+  return identity;
+}
+
+function identityFrom(pairs: As2ReceiverKeyData[], partnerPems: string[], data: As2CredentialData): As2Identity {
+  const receivers = pairs.map((pair) => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') }));
+  if (receivers.length === 0) throw new Error('the AS2 credential holds no receiver key');
+  return { ...receivers[0], receivers, partners: partnerPems.map((pem) => certificateFacts(new X509Certificate(pem))), asyncMdnUrls: (data.asyncMdnUrls ?? []).map(parsePrefix) };
 }

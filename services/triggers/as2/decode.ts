@@ -3,7 +3,7 @@ import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
 import { sanitizeFilename, stagedMediaType, stagingFolder, uniqueNamer } from '../staged-files';
 import { isRepeat } from '../first-request';
-import { identityOf } from './certificates';
+import { openingIdentityOf } from './certificates';
 import { keepRecordedEvidence, messageFolder } from './evidence';
 import { As2Fault } from './faults';
 import { filenameOf, parseMediaType } from './mime';
@@ -14,7 +14,8 @@ import { hasMultipleAttachments, unwrapMessage } from './unwrap';
  * replayable). The non-repudiation evidence is written from it (evidence.ts, idempotently) while the
  * payload is decrypted again here with the credential as it is now and staged under
  * `trigger/<workflowId>/<timestamp>/<filename>`, and given one item per attachment (RFC 6362).
- * A message that no longer opens (the receiver key was replaced without keeping the old one) is a
+ * It is opened with the credential's current keys and those earlier puts retired, so a rotation does not strand
+ * records already accepted. A message that no longer opens (its key was dropped with `--forget-retired`) is a
  * permanent fault: it is dead-lettered and can be replayed once the old key is put back.
  */
 export interface As2DecodeLimits {
@@ -47,7 +48,7 @@ async function openAndStage(received: Received, credentialId: string | null, lim
   try {
     // The same opening as the receiver's inspect (unwrap.ts), attachments and transfer encodings included.
     const opened = await unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
-      identity: identityOf(credential.data), maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
+      identity: openingIdentityOf(credential.data), maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
       multipleAttachments: hasMultipleAttachments(received.headers),
       // Certificates are judged at the time of receipt, as the receiver judged them: a replay after a partner certificate expired still opens.
       receivedAt: received.receivedAt,

@@ -1,0 +1,97 @@
+import { X509Certificate } from 'node:crypto';
+import { credentialToStore } from '../../services/admin/operations/documents';
+import { keepRemovedAsRetired } from '../../services/platform/registry/as2-retired-keys';
+import { retiredCertificates } from '../../services/platform/registry/certificate-facts';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { credentialPutProblems, parseCredentialDocument, type As2CredentialData } from '../../services/platform/registry/documents';
+import { identityOf, openingIdentityOf } from '../../services/triggers/as2/certificates';
+import { datedCertificate } from '../support/dated-certificates';
+
+/** A `credentials put` that removes AS2 keys keeps them retired, for the decoder and replays only. */
+const year = (name: string, serial: string) => {
+  const made = datedCertificate(name, new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), undefined, serial);
+  return { certificate: made.cert, privateKey: made.key };
+};
+const keyA = year('receiver-a', '01');
+const keyB = year('receiver-b', '02');
+const partnerA = year('partner-a', '03').certificate;
+const partnerB = year('partner-b', '04').certificate;
+const T1 = new Date('2026-11-01T00:00:00Z');
+const T2 = new Date('2026-11-20T00:00:00Z');
+const fingerprint = (pem: string) => new X509Certificate(pem).fingerprint256;
+
+test('removed receiver keys and partner certificates are retired once each, with the time they were first retired', () => {
+  const v1: As2CredentialData = { certificate: keyA.certificate, privateKey: keyA.privateKey, partnerCertificate: partnerA };
+  const v2 = keepRemovedAsRetired(v1, { receiverKeys: [keyB], partnerCertificates: [partnerB] }, T1);
+  expect(v2).toEqual({
+    receiverKeys: [keyB], partnerCertificates: [partnerB],
+    retiredReceiverKeys: [{ ...keyA, retiredAt: T1.toISOString() }],
+    retiredPartnerCertificates: [{ certificate: partnerA, retiredAt: T1.toISOString() }],
+  });
+  // A later put that changes nothing keeps them, retired at T1 still.
+  const v3 = keepRemovedAsRetired(v2, { receiverKeys: [keyB], partnerCertificates: [partnerB] }, T2);
+  expect(v3).toEqual(v2);
+  // The same certificate in another PEM layout (CRLF line ends) is the same certificate, not a removal.
+  const crlf = keyB.certificate.replace(/\n/g, '\r\n');
+  expect(keepRemovedAsRetired(v2, { receiverKeys: [{ ...keyB, certificate: crlf }], partnerCertificates: [partnerB] }, T2).retiredReceiverKeys).toEqual([{ ...keyA, retiredAt: T1.toISOString() }]);
+});
+
+test('a retired key put back is current again, not retired; nothing removed leaves no retired field', () => {
+  const v2 = keepRemovedAsRetired({ receiverKeys: [keyA, keyB] }, { receiverKeys: [keyB] }, T1);
+  expect(v2.retiredReceiverKeys?.map((k) => fingerprint(k.certificate))).toEqual([fingerprint(keyA.certificate)]);
+  const back = keepRemovedAsRetired(v2, { receiverKeys: [keyA, keyB] }, T2);
+  expect(back).toEqual({ receiverKeys: [keyA, keyB] });
+  expect(keepRemovedAsRetired({ receiverKeys: [keyA] }, { receiverKeys: [keyA, keyB] }, T1)).toEqual({ receiverKeys: [keyA, keyB] });
+});
+
+test('credentials put refuses the retired fields when given: only the service writes them', () => {
+  const doc = parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { ...keyB, retiredReceiverKeys: [{ ...keyA, retiredAt: T1.toISOString() }], retiredPartnerCertificates: [] } });
+  expect(credentialPutProblems(doc, T2.getTime())).toEqual([
+    'data.retiredReceiverKeys is kept by the service (what earlier puts removed) and cannot be given; to drop it, put the credential with --forget-retired (API: ?forgetRetired=true)',
+    'data.retiredPartnerCertificates is kept by the service (what earlier puts removed) and cannot be given; to drop it, put the credential with --forget-retired (API: ?forgetRetired=true)',
+  ]);
+});
+
+test('the receiver answers with the current keys only; the decoder opens with the retired ones too', () => {
+  const data = keepRemovedAsRetired({ certificate: keyA.certificate, privateKey: keyA.privateKey, partnerCertificate: partnerA }, { receiverKeys: [keyB], partnerCertificates: [partnerB] }, T1);
+  const receiving = identityOf(data);
+  expect(receiving.receivers.map((r) => r.receiver.fingerprint)).toEqual([fingerprint(keyB.certificate)]);
+  expect(receiving.partners.map((p) => p.fingerprint)).toEqual([fingerprint(partnerB)]);
+  const opening = openingIdentityOf(data);
+  expect(opening.receivers.map((r) => r.receiver.fingerprint)).toEqual([keyB, keyA].map((k) => fingerprint(k.certificate)));
+  expect(opening.partners.map((p) => p.fingerprint)).toEqual([partnerB, partnerA].map(fingerprint));
+  // The first receiver key (what tools that know one key use) is a current one either way.
+  expect(opening.receiver.fingerprint).toBe(fingerprint(keyB.certificate));
+});
+
+test('retired certificates are listed apart, with when they were retired, and never with a key', () => {
+  const data = keepRemovedAsRetired({ receiverKeys: [keyA], partnerCertificates: [partnerA] }, { receiverKeys: [keyB], partnerCertificates: [partnerB] }, T1);
+  const listed = retiredCertificates({ type: 'as2ReceiverAuth', data }, T2.getTime());
+  expect(listed).toMatchObject([
+    { role: 'receiver', field: 'retiredReceiverKeys[0].certificate', subject: 'CN=receiver-a, O=AS2 test', retiredAt: T1.toISOString() },
+    { role: 'partner', field: 'retiredPartnerCertificates[0].certificate', subject: 'CN=partner-a, O=AS2 test', retiredAt: T1.toISOString() },
+  ]);
+  expect(JSON.stringify(listed)).not.toMatch(/PRIVATE KEY|BEGIN CERTIFICATE/);
+  expect(retiredCertificates({ type: 'headerAuth', data: { name: 'x', value: 'y' } }, 0)).toEqual([]);
+});
+
+describe('credentialToStore: what a put stores over the stored credential', () => {
+  const sealer = createCredentialSealer('k'.repeat(43));
+  const stored = sealer.seal(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { receiverKeys: [keyA] } }));
+  const next = parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { receiverKeys: [keyB] } });
+
+  test('keeps the removed key, or drops everything retired when told to forget', () => {
+    expect(credentialToStore(next, stored, sealer, false, T1.getTime())).toEqual({ doc: { ...next, data: { receiverKeys: [keyB], retiredReceiverKeys: [{ ...keyA, retiredAt: T1.toISOString() }] } } });
+    expect(credentialToStore(next, stored, sealer, true, T1.getTime())).toEqual({ doc: next });
+    expect(credentialToStore(next, null, sealer, false, T1.getTime())).toEqual({ doc: next });
+  });
+
+  test('a stored credential this key cannot open is a problem, not a silent loss; other types are stored as given', () => {
+    const other = createCredentialSealer('o'.repeat(43));
+    const outcome = credentialToStore(next, stored, other, false, T1.getTime());
+    expect(outcome).toEqual({ problem: expect.stringMatching(/^Credential cred-as2 as stored cannot be opened with this INGRESS_ENCRYPTION_KEY, .* put it with --forget-retired/) });
+    expect(credentialToStore(next, stored, other, true, T1.getTime())).toEqual({ doc: next });
+    const basic = parseCredentialDocument({ id: 'cred-as2', type: 'basicAuth', data: { user: 'u', password: 'p' } });
+    expect(credentialToStore(basic, stored, sealer, false, T1.getTime())).toEqual({ doc: basic });
+  });
+});
