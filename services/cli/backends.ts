@@ -66,7 +66,7 @@ export async function openRegistry(config: Config, logger?: Logger): Promise<Reg
 }
 
 export function sealerFor(config: Config): CredentialSealer | null {
-  return config.encryptionKey ? createCredentialSealer(config.encryptionKey) : null;
+  return config.encryptionKey ? createCredentialSealer(config.encryptionKey, config.previousEncryptionKey) : null;
 }
 
 export async function openBackends(config: Config, logger: Logger, options: OpenBackendsOptions = {}): Promise<Backends> {

@@ -89,16 +89,24 @@ export function logisticsLimits(config: Config): LogisticsLimits {
  * that is missing, or opens none of them, is the variable's fault (status 78, as configuration.md says); a key
  * that opens some but not others is not, and the message says what else it can be.
  */
-export async function checkCredentialsReadable(backends: Backends): Promise<void> {
+export async function checkCredentialsReadable(backends: Backends, logger: Logger): Promise<void> {
   const stored = await backends.registry.credentials.list();
   if (stored.length === 0) return;
   if (!backends.sealer) throw new ConfigError([`INGRESS_ENCRYPTION_KEY is not set, but ${stored.length} credential(s) exist; set the key they were stored with`]);
-  const unreadable = stored.filter((c) => { try { backends.sealer!.open(c); return false; } catch { return true; } }).map((c) => c.id);
+  const unreadable: string[] = [];
+  const previous: string[] = [];
+  for (const c of stored) {
+    try { if (backends.sealer.sealedWithPrevious(c)) previous.push(c.id); } catch { unreadable.push(c.id); }
+  }
+  // Opened with the previous key: readable, so no reason to stop, but the rotation is not finished.
+  if (previous.length) logger.warn('credentials sealed under the previous key', { event: 'credentials.previous-key', count: previous.length, credentialIds: previous.slice(0, 10), action: 'run ingress credentials reseal, then unset INGRESS_ENCRYPTION_KEY_PREVIOUS' });
   if (unreadable.length === 0) return;
-  const named = unreadable.slice(0, 10).join(', ') + (unreadable.length > 10 ? ` and ${unreadable.length - 10} more` : '');
-  if (unreadable.length === stored.length) throw new ConfigError([`INGRESS_ENCRYPTION_KEY does not open credential(s) ${named} (none of the ${stored.length} stored); set the key they were stored with`]);
-  throw new Error(`INGRESS_ENCRYPTION_KEY does not open credential(s) ${named}, though it opens the other ${stored.length - unreadable.length}: they were stored under another key, or changed on disk; put each again with this key (ingress credentials put FILE)`);
+  const named = idList(unreadable);
+  if (unreadable.length === stored.length) throw new ConfigError([`INGRESS_ENCRYPTION_KEY does not open credential(s) ${named} (none of the ${stored.length} stored); set the key they were stored with (after a rotation, the old one as INGRESS_ENCRYPTION_KEY_PREVIOUS)`]);
+  throw new Error(`INGRESS_ENCRYPTION_KEY does not open credential(s) ${named}, though it opens the other ${stored.length - unreadable.length}: they were stored under another key, or changed on disk; set that key as INGRESS_ENCRYPTION_KEY_PREVIOUS and run ingress credentials reseal, or put each again with this key (ingress credentials put FILE)`);
 }
+
+const idList = (ids: string[]) => ids.slice(0, 10).join(', ') + (ids.length > 10 ? ` and ${ids.length - 10} more` : '');
 
 export async function startServices(config: Config, backends: Backends, services: readonly ServiceName[], logger: Logger, options: StartOptions = {}): Promise<RunningServices> {
   const codec = defaultAvroCodec();
@@ -114,7 +122,7 @@ export async function startServices(config: Config, backends: Backends, services
   await checkTopics(config, backends.log);
   // The decoder opens AS2 credentials again (as2.md, "Where the work happens"), and the mdn stage reads their
   // allow-lists: a process of either that could not would dead-letter, or give up on, what receivers accepted.
-  if (services.some((s) => s === 'receiver' || s === 'decoder' || s === 'mdn')) await checkCredentialsReadable(backends);
+  if (services.some((s) => s === 'receiver' || s === 'decoder' || s === 'mdn')) await checkCredentialsReadable(backends, logger);
 
   const stages: { name: ServiceName; handle: StageHandle }[] = [];
   let receiver: Receiver | null = null;

@@ -67,3 +67,20 @@ test('sealed credentials open with the same key only, and not under another id',
   expect(() => createCredentialSealer('another-long-encryption-key').open(stored)).toThrow(CredentialCryptoError);
   expect(() => sealer.open({ ...stored, id: 'c2' })).toThrow(/cannot be decrypted/);
 });
+
+test('after a key rotation, the previous key opens what it sealed; sealing always uses the key', () => {
+  const old = createCredentialSealer('the-old-encryption-key');
+  const rotating = createCredentialSealer('the-new-encryption-key', 'the-old-encryption-key');
+  const underOld = old.seal({ id: 'c1', type: 'headerAuth', data: { name: 'X-Key', value: 'topsecret' } });
+  expect(rotating.open(underOld).data).toEqual({ name: 'X-Key', value: 'topsecret' });
+  expect(rotating.sealedWithPrevious(underOld)).toBe(true);
+  const resealed = rotating.seal(rotating.open(underOld));
+  expect(rotating.sealedWithPrevious(resealed)).toBe(false);
+  expect(createCredentialSealer('the-new-encryption-key').open(resealed).data).toEqual({ name: 'X-Key', value: 'topsecret' });
+  expect(() => old.open(resealed)).toThrow(CredentialCryptoError);
+  // Neither key: the error names both variables, and never a key.
+  const elsewhere = createCredentialSealer('a-third-encryption-key').seal({ id: 'c3', type: 'headerAuth', data: { name: 'X-Key', value: 'x' } });
+  for (const call of [() => rotating.open(elsewhere), () => rotating.sealedWithPrevious(elsewhere)]) {
+    expect(call).toThrow('credential c3 cannot be decrypted with INGRESS_ENCRYPTION_KEY or INGRESS_ENCRYPTION_KEY_PREVIOUS (wrong key or damaged document)');
+  }
+});

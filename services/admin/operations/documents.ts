@@ -4,6 +4,7 @@ import type { CredentialSealer } from '../../platform/registry/credential-crypto
 import { keepRemovedAsRetired } from '../../platform/registry/as2-retired-keys';
 import type { As2CredentialData } from '../../platform/registry/as2-credential';
 import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument, type CredentialDocument, type StoredCredential, type WorkflowDocument } from '../../platform/registry/documents';
+import type { Registry } from '../../platform/registry/registry';
 import type { TriggerCatalog } from '../../triggers/catalog';
 
 /**
@@ -40,6 +41,35 @@ export function credentialToStore(doc: CredentialDocument, before: StoredCredent
     return { problem: `Credential ${doc.id} as stored cannot be opened with this INGRESS_ENCRYPTION_KEY, so the AS2 keys it holds cannot be kept for the records still to be decoded or replayed; put it with --forget-retired (API: ?forgetRetired=true) to replace it and drop them` };
   }
   return { doc: { ...doc, data: keepRemovedAsRetired(stored.data as As2CredentialData, doc.data as As2CredentialData, new Date(at)) } };
+}
+
+/** What `credentials reseal` did: ids sealed again under the key, how many were under it already, ids neither key opens. */
+export interface ResealOutcome {
+  resealed: string[];
+  current: number;
+  unreadable: string[];
+}
+
+/**
+ * Seal again under INGRESS_ENCRYPTION_KEY every credential that only INGRESS_ENCRYPTION_KEY_PREVIOUS opens (the
+ * key's rotation, docs/security.md). The data is not changed. A credential put while this runs is not
+ * overwritten: each is read again just before it is written and skipped if it changed (a put seals with the
+ * key anyway). The registry has no compare-and-set, so a put landing between that read and the write is the
+ * one race left; run it when nobody puts credentials.
+ */
+export async function resealCredentials(registry: Registry, sealer: CredentialSealer): Promise<ResealOutcome> {
+  const outcome: ResealOutcome = { resealed: [], current: 0, unreadable: [] };
+  for (const stored of await registry.credentials.list()) {
+    let previous: boolean;
+    try { previous = sealer.sealedWithPrevious(stored); } catch { outcome.unreadable.push(stored.id); continue; }
+    if (!previous) { outcome.current++; continue; }
+    const resealed = sealer.seal(sealer.open(stored));
+    const now = await registry.credentials.get(stored.id);
+    if (!now || now.sealed.data !== stored.sealed.data || now.sealed.iv !== stored.sealed.iv) continue;
+    await registry.credentials.put(resealed);
+    outcome.resealed.push(stored.id);
+  }
+  return outcome;
 }
 
 export function hookUrl(publicBaseUrl: string, workflowId: string): string {

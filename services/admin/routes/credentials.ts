@@ -4,7 +4,7 @@ import { DocumentError, type CredentialDocument } from '../../platform/registry/
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
-import { checkCredentialDocument, credentialMetadata, credentialToStore, retypeProblem, workflowsUsingCredential } from '../operations/documents';
+import { checkCredentialDocument, credentialMetadata, credentialToStore, resealCredentials, retypeProblem, workflowsUsingCredential } from '../operations/documents';
 import { queryString, queryWholeNumber } from './request-fields';
 
 /**
@@ -29,6 +29,11 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
     const stored = DOCUMENT_ID.test(req.params.id) ? await deps.registry.credentials.get(req.params.id) : null;
     if (!stored) throw new AdminError('not-found', `No credential ${JSON.stringify(req.params.id)}`);
     res.json(credentialMetadata(stored, deps.sealer, now()));
+  });
+
+  // After INGRESS_ENCRYPTION_KEY was rotated: seal again under it what only INGRESS_ENCRYPTION_KEY_PREVIOUS opens.
+  router.post('/credentials/reseal', async (_req, res) => {
+    res.json(await resealCredentials(deps.registry, sealer()));
   });
 
   router.put('/credentials/:id', async (req, res) => {

@@ -2,7 +2,8 @@ import { promises as fsp } from 'node:fs';
 import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
-import { checkCredentialDocument, checkWorkflowDocument, credentialMetadata, credentialToStore, hookUrl, retypeProblem } from '../../admin/operations/documents';
+import { checkCredentialDocument, checkWorkflowDocument, credentialMetadata, credentialToStore, hookUrl, resealCredentials, retypeProblem, type ResealOutcome } from '../../admin/operations/documents';
+import { describeErrorAnswer } from '../../admin/client';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import { parseJsonText } from '../json-text';
 import { triggerCatalog } from '../start';
@@ -10,7 +11,7 @@ import type { CommandContext } from '../context';
 import { putThroughApi } from './through-api';
 
 export const WORKFLOWS_USAGE = 'ingress workflows put FILE | get ID | list';
-export const CREDENTIALS_USAGE = 'ingress credentials put FILE [--forget-retired] | list';
+export const CREDENTIALS_USAGE = 'ingress credentials put FILE [--forget-retired] | list | reseal';
 
 async function readJsonFile(file: string): Promise<unknown> {
   let text: string;
@@ -117,6 +118,17 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
       return 0;
     });
   }
+  if (verb === 'reseal') {
+    if (arg) throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
+    // While a service runs, it reseals with its own keys: the ones it opens credentials with.
+    const api = await ctx.runningService();
+    if (api) {
+      const answer = await api.request('POST', '/api/v1/credentials/reseal');
+      if (answer.status !== 200) throw new Error(`${api.url} refused it: ${describeErrorAnswer(answer)}`);
+      return reportReseal(ctx, answer.body as ResealOutcome);
+    }
+    return withRegistry(ctx, 'credential', async (registry) => reportReseal(ctx, await resealCredentials(registry, ctx.sealer())));
+  }
   return withRegistry(ctx, 'credential', async (registry) => {
     switch (verb) {
       case 'list': {
@@ -134,4 +146,12 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
         throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
     }
   });
+}
+
+/** One JSON line; exit 1, naming them, when some credential opens with neither key. */
+function reportReseal(ctx: CommandContext, outcome: ResealOutcome): number {
+  ctx.out(JSON.stringify(outcome));
+  if (outcome.unreadable.length === 0) return 0;
+  ctx.err(`credential(s) ${outcome.unreadable.join(', ')} open with neither INGRESS_ENCRYPTION_KEY nor INGRESS_ENCRYPTION_KEY_PREVIOUS: set the key they were sealed with as INGRESS_ENCRYPTION_KEY_PREVIOUS and run this again, or put each again`);
+  return 1;
 }

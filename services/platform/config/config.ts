@@ -30,6 +30,8 @@ export interface Config extends AdminSettings {
   blob: { connectionString: string; container: string } | null;
   cosmos: { endpoint: string; key: string; database: string; caFile: string | null } | null;
   encryptionKey: string | null;
+  /** INGRESS_ENCRYPTION_KEY_PREVIOUS: the key a rotation replaced, for opening only (credential-crypto.ts). */
+  previousEncryptionKey: string | null;
   maxBodyBytes: number;
   inlineBodyMax: number;
   workflowCacheMs: number;
@@ -276,6 +278,13 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
 
   const encryptionKey = get('INGRESS_ENCRYPTION_KEY') ?? null;
   if (encryptionKey !== null && encryptionKey.length < 16) problems.push('INGRESS_ENCRYPTION_KEY: at least 16 characters (a random string; keep it secret and stable)');
+  // The key a rotation replaced, to open what it sealed until `ingress credentials reseal` has run. Its value is never quoted.
+  const previousEncryptionKey = get('INGRESS_ENCRYPTION_KEY_PREVIOUS') ?? null;
+  if (previousEncryptionKey !== null) {
+    if (encryptionKey === null) problems.push('INGRESS_ENCRYPTION_KEY_PREVIOUS is set but INGRESS_ENCRYPTION_KEY is not: the previous key only opens credentials while a new key seals them; set INGRESS_ENCRYPTION_KEY to the new key');
+    else if (previousEncryptionKey === encryptionKey) problems.push('INGRESS_ENCRYPTION_KEY_PREVIOUS is the same as INGRESS_ENCRYPTION_KEY: set it to the key being replaced, or unset it');
+    if (previousEncryptionKey.length < 16) problems.push('INGRESS_ENCRYPTION_KEY_PREVIOUS: at least 16 characters, as INGRESS_ENCRYPTION_KEY');
+  }
 
   const maxBodyBytes = size('MAX_BODY_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
   // A received record must also fit a topic created outside `ingress topics apply` (Kafka's default
@@ -391,7 +400,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
 
   if (problems.length) throw new ConfigError(problems);
   return {
-    port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey,
+    port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey, previousEncryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
     adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads,
   };
