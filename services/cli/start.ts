@@ -70,7 +70,8 @@ export function triggerCatalog(config: Config, held: HeldBytes = heldBytes(confi
   const as2 = withAdmissionGuards(createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held), guards);
   return createTriggerCatalog([
     byProtocol('webhook', (node) => (webhookParameters(node).protocol === 'as2' ? as2 : http)),
-    createLogisticsTrigger(logisticsLimits(config), held),
+    // On Kafka receivers may be replicas: they share the digest tokens they have seen through the object store.
+    createLogisticsTrigger(logisticsLimits(config), held, { sharedNonces: config.kafka !== null }),
     createWarehouseTrigger({ maxPostBytes: Math.min(config.maxBodyBytes, DEFAULT_WAREHOUSE_LIMITS.maxPostBytes) }, held),
   ]);
 }

@@ -13,6 +13,7 @@ import { unwrapUniversal, type Unwrapped } from './universal';
 import { checkUsernameToken, tokenReplayKey } from './username-token';
 import { withoutPasswords } from './password-redaction';
 import { createNonceLedger } from './nonce-ledger';
+import { sharedNonces, type SharedNonces } from './shared-nonces';
 import { spendOnLonger, XmlError, type XmlValue } from './xml';
 import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 
@@ -123,14 +124,22 @@ function soapAction(request: InboundRequest): 'sendStream' | 'ping' | 'unknown' 
   return 'unknown';
 }
 
-export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTICS_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
+export interface LogisticsOptions {
+  /**
+   * Claim digest tokens in the object store too (shared-nonces.ts), so that receiver replicas refuse each
+   * other's replays: where several receivers may run (on Kafka).
+   */
+  sharedNonces: boolean;
+}
+
+export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTICS_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES), options: LogisticsOptions = { sharedNonces: false }): TriggerPlugin {
   // Held whole, and persisted from here only: a raw envelope never reaches the object store, so its passwords
   // cannot outlive their redaction there (a store that keeps versions or deleted blobs).
   const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, code: 'Client', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }), held, { holdsWhole: true });
 
   const nonces = createNonceLedger();
-  /** The digest token a request used, claimed in the ledger until the request is accepted or refused. */
-  const claims = new WeakMap<InboundRequest, string>();
+  /** The digest token a request used, claimed in the ledger (and the shared one) until the request is accepted or refused. */
+  const claims = new WeakMap<InboundRequest, { key: string; expiresAt: number; shared: SharedNonces | null; services: TriggerServices }>();
 
   async function tokenVerdict(request: InboundRequest, node: WorkflowNode, token: Parameters<typeof checkUsernameToken>[0], services: TriggerServices): Promise<Answer | null> {
     if (logisticsParameters(node).authentication !== 'wsUsernameToken') return null;
@@ -142,20 +151,40 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
     if (token?.passwordType === 'digest') {
       // Only a token that verified is remembered: nobody without the password can fill the ledger.
       const key = tokenReplayKey(node.credentials?.wsUsernameToken ?? '', token);
-      if (!nonces.claim(key, Date.parse(token.created ?? '') + limits.maxTokenSkewMs, now)) {
+      const expiresAt = Date.parse(token.created ?? '') + limits.maxTokenSkewMs;
+      const replayed = () => {
         services.logger.warn('a WS-Security UsernameToken was used again; refused as a replay', { workflowId: request.workflowId, requestId: request.requestId });
         return faultFor('authorization-wrong');
+      };
+      if (!nonces.claim(key, expiresAt, now)) return replayed();
+      const shared = options.sharedNonces ? sharedNonces(services.store) : null;
+      let claimed = true;
+      try { if (shared) claimed = await shared.claim(request.workflowId, key, expiresAt); } catch (error) {
+        // Unknown whether another replica saw it: refused for now (nothing accepted; the platform sends it again).
+        nonces.release(key);
+        services.logger.warn('the shared ledger of WS-Security tokens could not be written; the request is refused for now', { workflowId: request.workflowId, requestId: request.requestId, error: (error as Error).message });
+        return busyFault();
       }
-      claims.set(request, key);
+      if (!claimed) {
+        // Another replica holds it. Not held here: if that replica releases it (its request not accepted), a resend here passes.
+        nonces.release(key);
+        return replayed();
+      }
+      claims.set(request, { key, expiresAt, shared, services });
     }
     return null;
   }
 
   /** The request was not accepted: its token may come again (the partner resends the same bytes). */
-  function releaseToken(request: InboundRequest) {
-    const key = claims.get(request);
-    if (key !== undefined) nonces.release(key);
+  async function releaseToken(request: InboundRequest): Promise<void> {
+    const claim = claims.get(request);
     claims.delete(request);
+    if (claim === undefined) return;
+    nonces.release(claim.key);
+    await claim.shared?.release(request.workflowId, claim.key, claim.expiresAt).catch((error: Error) => {
+      // The claim stays until its token expires: a resend of the same bytes within that time is taken for a replay.
+      claim.services.logger.warn('a WS-Security token claim could not be released from the shared ledger', { workflowId: request.workflowId, requestId: request.requestId, error: error.message });
+    });
   }
 
   return {
@@ -199,7 +228,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
           }
         }
         if (measure && !fitsOneRecord(opened, logisticsParameters(node))) {
-          releaseToken(request);
+          await releaseToken(request);
           return { ok: false, answer: soapFault({ status: 413, code: 'Client', message: `The request's Messages decode to more than one record holds (${MAX_RECORD_BYTES} bytes): send fewer per request, or set Raw Body` }) };
         }
         // WS-Security passwords never reach a topic, whether or not the token was one this node checks.
@@ -208,7 +237,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         // Always given (the receiver holds no copy of its own): the bytes as they came when nothing was redacted.
         return { ok: true, inspection: { persistBody: kept !== text ? Buffer.from(kept, 'utf8') : bytes } };
       } catch (error) {
-        releaseToken(request);
+        await releaseToken(request);
         return { ok: false, answer: faultForInput(error) };
       }
     },
@@ -217,7 +246,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
 
     // The platform retries a SendStream that failed; a Fault (not the receiver's JSON) is what it reads.
     async notAccepted(request) {
-      releaseToken(request);
+      await releaseToken(request);
       return busyFault();
     },
 

@@ -3,8 +3,9 @@
  * (OASIS UsernameToken Profile 1.1 §4.1: a receiver should remember nonces for as long as it accepts
  * their Created). A token is remembered until it would fail the freshness check anyway.
  *
- * Per process: receiver replicas do not share it, so a replay to another replica within the freshness
- * window still passes (docs/logistics.md, "Authentication"). Bounded: when full, expired tokens go
+ * Per process, and checked first: on Kafka, where receivers may be replicas, a token is claimed in the
+ * object store too (shared-nonces.ts), so a replay to another replica is refused as well (docs/logistics.md,
+ * "Authentication"). Bounded: when full, expired tokens go
  * first, then the oldest remembered one (a flood of valid tokens can only shorten what is remembered,
  * never refuse a new token).
  */
