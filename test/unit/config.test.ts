@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { ConfigError, loadConfig } from '../../services/platform/config/config';
 
 const problems = (env: Record<string, string>) => {
@@ -163,5 +165,23 @@ test('the OpenTelemetry exporters the SDK knows are accepted, alone or together;
   for (const env of <Record<string, string>[]>[{ OTEL_TRACES_EXPORTER: 'otlp, console' }, { OTEL_TRACES_EXPORTER: 'zipkin' }, { OTEL_TRACES_EXPORTER: 'none' },
     { OTEL_METRICS_EXPORTER: 'prometheus,otlp' }, { OTEL_METRICS_EXPORTER: 'none' }, { OTEL_SDK_DISABLED: 'TRUE' }, { OTEL_SDK_DISABLED: 'false' }]) {
     expect(problems(env)).toEqual([]);
+  }
+});
+
+test('every variable configuration.md names, given garbage, is read or refused as a ConfigError naming a variable; nothing else is thrown', () => {
+  const documented = [...readFileSync(path.join(__dirname, '../../docs/configuration.md'), 'utf8').matchAll(/^\| `([A-Z][A-Z0-9_]*)` \|/gm)].map((m) => m[1]);
+  expect(documented.length).toBeGreaterThan(50);
+  const garbage = ['', ' ', 'x', '-1', '0', '1e309', '99999999999999999999', 'NaN', '\u0000', 'ü'.repeat(300), '../../etc', 'http://', ',,,', '{}'];
+  const names = new RegExp(documented.join('|'));
+  for (const name of documented) {
+    for (const value of garbage) {
+      let outcome: unknown;
+      try { outcome = loadConfig({ [name]: value }); } catch (error) { outcome = error; }
+      if (outcome instanceof Error) {
+        if (!(outcome instanceof ConfigError)) throw new Error(`${name}=${JSON.stringify(value)} threw ${outcome.name}: ${outcome.message}`);
+        expect(outcome.problems.length).toBeGreaterThan(0);
+        for (const problem of outcome.problems) expect(problem).toMatch(names);
+      } else expect(outcome).toEqual(expect.objectContaining({ dataDir: expect.any(String) }));
+    }
   }
 });
