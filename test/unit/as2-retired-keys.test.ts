@@ -5,6 +5,9 @@ import { retiredCertificates } from '../../services/platform/registry/certificat
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { credentialPutProblems, parseCredentialDocument, type As2CredentialData } from '../../services/platform/registry/documents';
 import { identityOf, openingIdentityOf } from '../../services/triggers/as2/certificates';
+import { As2Fault } from '../../services/triggers/as2/faults';
+import { unwrapMessage } from '../../services/triggers/as2/unwrap';
+import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { datedCertificate } from '../support/dated-certificates';
 
 /** A `credentials put` that removes AS2 keys keeps them retired, for the decoder and replays only. */
@@ -15,7 +18,8 @@ const year = (name: string, serial: string) => {
 const keyA = year('receiver-a', '01');
 const keyB = year('receiver-b', '02');
 const partnerA = year('partner-a', '03').certificate;
-const partnerB = year('partner-b', '04').certificate;
+const partnerBPair = year('partner-b', '04');
+const partnerB = partnerBPair.certificate;
 const T1 = new Date('2026-11-01T00:00:00Z');
 const T2 = new Date('2026-11-20T00:00:00Z');
 const fingerprint = (pem: string) => new X509Certificate(pem).fingerprint256;
@@ -93,5 +97,67 @@ describe('credentialToStore: what a put stores over the stored credential', () =
     expect(credentialToStore(next, stored, other, true, T1.getTime())).toEqual({ doc: next });
     const basic = parseCredentialDocument({ id: 'cred-as2', type: 'basicAuth', data: { user: 'u', password: 'p' } });
     expect(credentialToStore(basic, stored, sealer, false, T1.getTime())).toEqual({ doc: basic });
+  });
+});
+
+describe('what the receiver accepted, the decoder opens after the rotation (real openssl cms messages)', () => {
+  let peer: Peer;
+  beforeAll(() => { peer = createPeer(); });
+  afterAll(() => peer.cleanup());
+  const party = (name: string, made: { certificate: string; privateKey: string }): Party => ({ name, cert: made.certificate, key: made.privateKey, certPath: peer.file(made.certificate), keyPath: peer.file(made.privateKey) });
+  const entity = () => peer.entity({ 'Content-Type': 'application/edi-x12' }, 'ISA*00*~');
+  const opens = async (data: As2CredentialData, message: { body: Buffer; contentType: string }, opening = true) => {
+    try {
+      return await unwrapMessage(message.body, message.contentType, null, { identity: opening ? openingIdentityOf(data) : identityOf(data), maxInflatedBytes: 1 << 20 });
+    } catch (error) {
+      if (error instanceof As2Fault) return error.modifier;
+      throw error;
+    }
+  };
+
+  test('a pin removed by the put: unsigned messages, carried signers and the retired partner\'s own signature all open, in the receiver and the decoder alike', async () => {
+    const receiver = party('receiver-a', keyA);
+    const retiredPartner = party('partner-b', partnerBPair);
+    const stranger = await peer.party('stranger');
+    const data = keepRemovedAsRetired({ ...keyA, partnerCertificate: partnerB }, { ...keyA }, T1);
+    expect(data.retiredPartnerCertificates).toHaveLength(1);
+    expect(openingIdentityOf(data).pinned).toBe(false);
+    const messages = [
+      await peer.encrypt(entity(), receiver),
+      await peer.encrypt((await peer.sign(entity(), stranger)).entity, receiver),
+      await peer.encrypt((await peer.sign(entity(), retiredPartner)).entity, receiver),
+    ];
+    for (const message of messages) {
+      expect(await opens(data, message, false)).toMatchObject({ encrypted: true });
+      expect(await opens(data, message)).toMatchObject({ encrypted: true });
+    }
+    // Signed without its certificate (as partners often do once pinned): only the retired certificate can verify it.
+    const bare = await peer.encrypt((await peer.sign(entity(), retiredPartner, 'sha256', ['-nocerts'])).entity, receiver);
+    expect(await opens(data, bare)).toMatchObject({ signed: true });
+  });
+
+  test('while a pin stays, a retired partner certificate still verifies the messages it signed; a stranger is refused', async () => {
+    const receiver = party('receiver-a', keyA);
+    const oldPartner = party('partner-old', year('partner-old', '06'));
+    const newPartner = party('partner-new', year('partner-new', '07'));
+    const stranger = await peer.party('stranger');
+    const data = keepRemovedAsRetired({ ...keyA, partnerCertificate: oldPartner.cert }, { ...keyA, partnerCertificate: newPartner.cert }, T1);
+    const byOld = await peer.encrypt((await peer.sign(entity(), oldPartner, 'sha256', ['-nocerts'])).entity, receiver);
+    // The receiver refuses it now (as2.md, Dispositions); the decoder, opening what was accepted before the put, verifies it.
+    expect(await opens(data, byOld, false)).toBe('decryption-failed');
+    expect(await opens(data, byOld)).toMatchObject({ signed: true });
+    expect(await opens(data, await peer.encrypt((await peer.sign(entity(), stranger)).entity, receiver))).toBe('authentication-failed');
+    expect(await opens(data, await peer.encrypt(entity(), receiver))).toBe('decryption-failed');
+  });
+
+  test('a recipient id naming none of our certificates: the one current key is tried, by the receiver and by the decoder alike', async () => {
+    const old = party('receiver-old', year('receiver-old', '08'));
+    const current = party('receiver-new', year('receiver-new', '09'));
+    // The same key in a certificate of another serial number: the recipient id names a certificate we do not hold.
+    const renamed = party('receiver-new', (() => { const made = datedCertificate('receiver-new', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), current.key, '0a'); return { certificate: made.cert, privateKey: made.key }; })());
+    const data = keepRemovedAsRetired({ receiverKeys: [{ certificate: old.cert, privateKey: old.key }] }, { receiverKeys: [{ certificate: current.cert, privateKey: current.key }] }, T1);
+    const message = await peer.encrypt(entity(), renamed);
+    expect(await opens(data, message, false)).toMatchObject({ encrypted: true });
+    expect(await opens(data, message)).toMatchObject({ encrypted: true });
   });
 });

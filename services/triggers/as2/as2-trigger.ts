@@ -154,7 +154,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
         unwrapped = await unwrapMessage(message, request.headers['content-type'] ?? null, request.headers['content-transfer-encoding'] ?? null, {
           identity, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5, multipleAttachments: hasMultipleAttachments(request.headers), held, receivedAt: request.receivedAt,
           onStep: (step, detail) => {
-            if (step === 'verify-success' && identity.partners.length > 0) authenticated = true;
+            if (step === 'verify-success' && identity.pinned) authenticated = true;
             log(services, request, `as2.${step}`, detail ? { detail } : {}, step.endsWith('failure') ? 'warn' : 'info');
           },
         });

@@ -27,8 +27,16 @@ export interface ReceiverKey {
 export interface As2Identity extends ReceiverKey {
   /** Every receiver key pair: the single fields first (when given), then `receiverKeys` in order (then the retired ones, for the decoder). Never empty. */
   receivers: ReceiverKey[];
-  /** Every pinned partner certificate: `partnerCertificate` first, then `partnerCertificates` (then the retired ones, for the decoder). Empty: nothing pinned. */
+  /** How many of `receivers`, from the first, are current (not retired): all of them for the receiver. */
+  currentReceivers: number;
+  /** Every pinned partner certificate: `partnerCertificate` first, then `partnerCertificates` (then the retired ones, for the decoder). */
   partners: CertificateFacts[];
+  /**
+   * Whether a partner certificate is pinned now (the credential's current ones): then a signature is required
+   * and only a certificate in `partners` verifies. Retired ones alone pin nothing: a credential whose pin was
+   * removed accepts what an unpinned one does, and a retired certificate only verifies a signer it names.
+   */
+  pinned: boolean;
   /** Where asynchronous MDNs may go (the credential's `asyncMdnUrls`, checked at `credentials put`). */
   asyncMdnUrls: UrlPrefix[];
 }
@@ -65,7 +73,7 @@ const openingIdentities = new WeakMap<object, As2Identity>();
 export function identityOf(data: As2CredentialData): As2Identity {
   let identity = identities.get(data);
   if (!identity) {
-    identity = identityFrom(currentReceiverKeys(data), currentPartnerCertificates(data), data);
+    identity = identityFrom(currentReceiverKeys(data), [], currentPartnerCertificates(data), [], data);
     identities.set(data, identity);
   }
   return identity;
@@ -80,8 +88,8 @@ export function openingIdentityOf(data: As2CredentialData): As2Identity {
   let identity = openingIdentities.get(data);
   if (!identity) {
     identity = identityFrom(
-      [...currentReceiverKeys(data), ...(data.retiredReceiverKeys ?? [])],
-      [...currentPartnerCertificates(data), ...(data.retiredPartnerCertificates ?? []).map((p) => p.certificate)],
+      currentReceiverKeys(data), data.retiredReceiverKeys ?? [],
+      currentPartnerCertificates(data), (data.retiredPartnerCertificates ?? []).map((p) => p.certificate),
       data,
     );
     openingIdentities.set(data, identity);
@@ -89,8 +97,12 @@ export function openingIdentityOf(data: As2CredentialData): As2Identity {
   return identity;
 }
 
-function identityFrom(pairs: As2ReceiverKeyData[], partnerPems: string[], data: As2CredentialData): As2Identity {
-  const receivers = pairs.map((pair) => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') }));
-  if (receivers.length === 0) throw new Error('the AS2 credential holds no receiver key');
-  return { ...receivers[0], receivers, partners: partnerPems.map((pem) => certificateFacts(new X509Certificate(pem))), asyncMdnUrls: (data.asyncMdnUrls ?? []).map(parsePrefix) };
+function identityFrom(current: As2ReceiverKeyData[], retired: As2ReceiverKeyData[], currentPartners: string[], retiredPartners: string[], data: As2CredentialData): As2Identity {
+  const receivers = [...current, ...retired].map((pair) => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') }));
+  if (current.length === 0) throw new Error('the AS2 credential holds no receiver key');
+  return {
+    ...receivers[0], receivers, currentReceivers: current.length,
+    partners: [...currentPartners, ...retiredPartners].map((pem) => certificateFacts(new X509Certificate(pem))), pinned: currentPartners.length > 0,
+    asyncMdnUrls: (data.asyncMdnUrls ?? []).map(parsePrefix),
+  };
 }

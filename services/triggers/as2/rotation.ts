@@ -47,8 +47,9 @@ export function namedReceiverKey(transports: Node[], identity: As2Identity, rece
   }
   // With one receiver key there is nothing to choose, and nothing for a choice to give away: a recipient id in a
   // form we do not recognise (a re-encoded issuer name, a key id our certificate lacks) is tried with that key,
-  // as before rotation existed. With several, a message naming none of them is refused.
-  if (named.length === 0 && identity.receivers.length === 1 && transports.length > 0) return { key: identity.receivers[0], transport: transports[0] };
+  // as before rotation existed. With several, a message naming none of them is refused. Retired keys (the
+  // decoder's) do not count: the receiver, which has none, made the same choice with the one current key.
+  if (named.length === 0 && identity.currentReceivers === 1 && transports.length > 0) return { key: identity.receivers[0], transport: transports[0] };
   if (named.length === 0) throw new As2Fault('decryption-failed', 'the message is encrypted to a certificate that is not one of the receiver certificates');
   named.sort(newestFirst((n) => n.key.receiver));
   const valid = named.find((n) => validityAt(n.key.receiver.cert, receivedAt) === 'valid');

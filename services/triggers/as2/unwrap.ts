@@ -90,7 +90,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   let entity: MimeEntity = { headers, body, raw: body };
   const result = { encrypted: false, signed: false, compressed: false, micContent: body, signerDigest: null as Digest | null, signerFingerprint: null as string | null };
   const partners = options.identity.partners;
-  const pinned = partners.length > 0;
+  const pinned = options.identity.pinned;
   const receivedAt = options.receivedAt ?? Date.now();
 
   for (let layer = 0; ; layer++) {
@@ -125,7 +125,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
       const signature = parseEntity(parts[1]);
       let check;
       try {
-        check = verifyDetached(decodedBody(signature), parts[0], partners, options.allowMd5, receivedAt);
+        check = verifyDetached(decodedBody(signature), parts[0], partners, options.allowMd5, receivedAt, pinned);
       } catch (error) {
         options.onStep?.('verify-failure', (error as Error).message);
         throw error;

@@ -24,7 +24,7 @@ export interface SignatureCheck {
   signerFingerprint: string;
 }
 
-export function verifyDetached(signature: Buffer, signed: Buffer, partners: readonly CertificateFacts[], allowMd5 = false, receivedAt: number = Date.now()): SignatureCheck {
+export function verifyDetached(signature: Buffer, signed: Buffer, partners: readonly CertificateFacts[], allowMd5 = false, receivedAt: number = Date.now(), pinned = partners.length > 0): SignatureCheck {
   const root = parseDer(signature);
   if (oidOf(root.children[0]) !== OID.signedData) throw new As2Fault('malformed-message', 'the signature is not CMS signed data');
   const sd = child(child(root, 1, 'content'), 0, 'SignedData');
@@ -35,10 +35,12 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partners: read
   const sid = child(info, 1, 'signer id');
 
   let signer: CertificateFacts;
-  if (partners.length > 0) {
+  // Without a pin, `partners` holds only certificates a rotation retired (the decoder's): one the signer id names
+  // verifies, as the pin did when the message came; else the carried certificate, as without a pin.
+  const named = partners.length > 0 ? namedPartner(sid, partners, receivedAt) : null;
+  if (pinned) {
     // The pin first: the signer must be named as a pinned partner certificate, and only its key verifies.
-    const pinned = namedPartner(sid, partners, receivedAt);
-    if (!pinned) {
+    if (!named) {
       // Told apart only when the signature really holds with the certificate the message carries (a
       // partner that rotated its certificate): tampered content can never produce that, so this answer
       // leaks nothing about encrypted content (unwrap.ts). The carried set is looked at within its bounds.
@@ -48,9 +50,9 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partners: read
       }
       throw new As2Fault('authentication-failed', 'the message was not signed with the partner certificate configured for this trigger');
     }
-    signer = pinned;
+    signer = named;
   } else {
-    const inMessage = carriedSigner(sd.children.find((n) => isContext(n, 0)), sid);
+    const inMessage = named ?? carriedSigner(sd.children.find((n) => isContext(n, 0)), sid);
     if (!inMessage) throw new As2Fault('authentication-failed', 'the signer certificate is not in the message and no partner certificate is configured');
     signer = inMessage;
   }
