@@ -359,19 +359,32 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       }
     }
 
-    if (!recordBody) throw new Error(`the ${plugin.kindOf(node)} trigger held the body whole but gave no persistBody`);
-    const received = receivedRecord(request, node.name, plugin.kindOf(node), recordBody, admission, inspected.inspection.as2 ?? null);
-    const trail = traceHeaders();
-    received.traceparent = trail.traceparent ?? null;
-    const idempotency = plugin.idempotency?.(node) ?? null;
-    const idempotencyKey = idempotency ? idempotency.keyOf(request, body, inspected.inspection) : null;
-    const identity = idempotencyKey === null ? null : idempotencyIdentity(workflow.id, idempotencyKey);
-    if (identity !== null) {
-      received.idempotencyKey = idempotencyKey;
-      received.duplicateOf = recentKeys.earlier(identity, request.receivedAt, idempotency!.windowMs);
-      trail[IDEMPOTENCY_HEADER] = String(idempotency!.windowMs); // the window travels with the record: replays decide alike
+    let received: Received;
+    let trail: Record<string, string>;
+    let idempotency: ReturnType<NonNullable<typeof plugin.idempotency>> | null;
+    let identity: string | null;
+    let value: Buffer;
+    try {
+      if (!recordBody) throw new Error(`the ${plugin.kindOf(node)} trigger held the body whole but gave no persistBody`);
+      received = receivedRecord(request, node.name, plugin.kindOf(node), recordBody, admission, inspected.inspection.as2 ?? null);
+      trail = traceHeaders();
+      received.traceparent = trail.traceparent ?? null;
+      idempotency = plugin.idempotency?.(node) ?? null;
+      const idempotencyKey = idempotency ? idempotency.keyOf(request, body, inspected.inspection) : null;
+      identity = idempotencyKey === null ? null : idempotencyIdentity(workflow.id, idempotencyKey);
+      if (identity !== null) {
+        received.idempotencyKey = idempotencyKey;
+        received.duplicateOf = recentKeys.earlier(identity, request.receivedAt, idempotency!.windowMs);
+        trail[IDEMPOTENCY_HEADER] = String(idempotency!.windowMs); // the window travels with the record: replays decide alike
+      }
+      value = codec.encode('Received', received);
+    } catch (error) {
+      // A fault of ours, not of the request: it is refused as the trigger refuses what it cannot accept (its
+      // notAccepted gives back what inspect claimed, such as a WS-Security token), never answered with a bare 500.
+      logger.error('the received record could not be built', { requestId, workflowId: workflow.id, error });
+      if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
+      return refuseAccepted();
     }
-    const value = codec.encode('Received', received);
     if (!deps.acceptGate.tryEnter(value.length)) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       logger.warn('log saturated, request refused', { requestId, workflowId: workflow.id, pending: deps.acceptGate.pending().count });

@@ -15,6 +15,7 @@ import type { Registry } from '../../services/platform/registry/registry';
 import type { ObjectStore } from '../../services/platform/store/object-store';
 import type { TriggerCatalog } from '../../services/triggers/catalog';
 import { backendEnv } from '../support/app';
+import { collectUntilQuiet } from '../support/log-reads';
 import { eventDocument, SEND_STREAM_ACTION, sendStreamRequest } from '../fixtures/cargowise';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { as2Headers } from '../support/as2-client';
@@ -28,6 +29,7 @@ import { as2Headers } from '../support/as2-client';
 let backends: Backends;
 let receiver: Receiver;
 let baseUrl: string;
+let receivedTopic: string;
 let cleanup: () => void;
 
 /** Held by the test, to fill them as a flood of slow uploads or a slow log would. */
@@ -68,13 +70,28 @@ const timing: AcceptTiming = {
   imitate: (since, staged) => new Promise<void>((resolve) => { imitated.push({ since, staged }); imitations.push(resolve); }),
 };
 
-/** The catalog, except that the hook `wf-inspect-throws` fails while inspecting (a trigger's bug). */
+/** Requests the trigger was told it did not get (its notAccepted), by workflow. */
+const notAcceptedFor: string[] = [];
+/**
+ * The catalog, except that the hook `wf-inspect-throws` fails while inspecting (a trigger's bug), and the hook
+ * `wf-record-throws` once inspected, while its received record is built (its idempotency key cannot be read).
+ */
 function withFailingInspection(catalog: TriggerCatalog): TriggerCatalog {
   return Object.assign(Object.create(catalog) as TriggerCatalog, {
     select(workflow: Parameters<TriggerCatalog['select']>[0]) {
       const selected = catalog.select(workflow);
-      if (!selected || workflow.id !== 'wf-inspect-throws') return selected;
-      return { ...selected, plugin: { ...selected.plugin, inspect: () => { throw new Error('inspection broke'); } } };
+      if (!selected) return selected;
+      if (workflow.id === 'wf-inspect-throws') return { ...selected, plugin: { ...selected.plugin, inspect: () => { throw new Error('inspection broke'); } } };
+      if (workflow.id !== 'wf-record-throws') return selected;
+      const { plugin } = selected;
+      return {
+        ...selected,
+        plugin: {
+          ...plugin,
+          idempotency: () => ({ windowMs: 60_000, keyOf: () => { throw new Error('the key broke'); } }),
+          notAccepted: async (...args: Parameters<NonNullable<typeof plugin.notAccepted>>) => { notAcceptedFor.push(args[0].workflowId); return (await plugin.notAccepted?.(...args)) ?? null; },
+        },
+      };
     },
   });
 }
@@ -108,9 +125,11 @@ beforeAll(async () => {
   const config = loadConfig(made.env);
   const logger = createLogger({ level: 'error', write: () => undefined });
   backends = await openBackends(config, logger);
+  receivedTopic = pipelineTopics(config.topicPrefix).received;
   await backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { noResponseBody: true } } }] });
   await backends.registry.workflows.put({ id: 'wf-answers-json', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-inspect-throws', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  await backends.registry.workflows.put({ id: 'wf-record-throws', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-gated', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-inactive', active: false, nodes: [{ name: 'Hook', type: 'webhook' }] });
   await backends.registry.workflows.put({ id: 'wf-no-trigger', active: true, nodes: [{ name: 'Only', type: 'noop' }] });
@@ -337,6 +356,15 @@ test('a trigger that fails while inspecting a staged body answers 500 and leaves
   // The deletion is not awaited by the answer: give it its moment.
   for (const deadline = Date.now() + 5000; (await staged()).length > 0 && Date.now() < deadline;) await new Promise((r) => setTimeout(r, 10));
   expect(await staged()).toEqual([]);
+});
+
+test('a record that cannot be built after inspection is refused as the trigger refuses (its notAccepted: 503, Retry-After), nothing accepted', async () => {
+  const before = (await collectUntilQuiet(backends.log, receivedTopic, 300)).length;
+  const res = await post('wf-record-throws');
+  expect(res.status).toBe(503);
+  expect(res.headers.get('retry-after')).toBe('5');
+  expect(notAcceptedFor).toEqual(['wf-record-throws']);
+  expect((await collectUntilQuiet(backends.log, receivedTopic, 300)).length).toBe(before);
 });
 
 test('an envelope with a password past INLINE_BODY_MAX whose redacted copy cannot be stored is refused; the store was only ever given that copy', async () => {

@@ -20,28 +20,31 @@ beforeAll(async () => {
   second = await startTestApp('real', shared, ['receiver']);
   const sealer = createCredentialSealer(first.config.encryptionKey!);
   await first.backends.registry.credentials.put(sealer.seal({ id: 'cred-token', type: 'basicAuth', data: { user: 'eadaptor', password: 'tok-s3cret' } }));
-  await first.backends.registry.workflows.put({ id: 'wf-token', active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'], authentication: 'wsUsernameToken' }, credentials: { wsUsernameToken: 'cred-token' } }] });
+  for (const id of ['wf-token', 'wf-token-too']) {
+    await first.backends.registry.workflows.put({ id, active: true, nodes: [{ name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'], authentication: 'wsUsernameToken' }, credentials: { wsUsernameToken: 'cred-token' } }] });
+  }
 }, 120_000);
 afterAll(async () => { await second?.stop(); await first?.stop(); });
 
 const token = () => sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password: 'tok-s3cret', digest: true } });
-const post = (app: TestApp, body: string) => fetch(`${app.baseUrl}/hook/wf-token`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION }, body });
+const post = (app: TestApp, body: string, workflow = 'wf-token') => fetch(`${app.baseUrl}/hook/${workflow}`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION }, body });
 const replayRefused = async (res: Response) => {
   expect(res.status).toBe(403);
   expect(await res.text()).toContain('Authorization data is wrong');
 };
 
-test('a token accepted by one replica is a replay at the other, and its claim is in the shared store', async () => {
+test('a token accepted by one replica is a replay at the other, on any workflow of its credential, and its claim is in the shared store', async () => {
   const sent = token();
   const accepted = await post(first, sent);
   expect(accepted.status).toBe(200);
   await replayRefused(await post(second, sent));
+  await replayRefused(await post(second, sent, 'wf-token-too'));
   expect(second.logs.map((l) => l.msg)).toContain('a WS-Security UsernameToken was used again; refused as a replay');
   await executionsOf(first, accepted.headers.get('x-request-id'), 1);
   const claims: string[] = [];
-  for await (const path of first.backends.store.list('logistics/wf-token/nonces/')) claims.push(path);
+  for await (const path of first.backends.store.list('logistics/nonces/')) claims.push(path);
   expect(claims).toHaveLength(1);
-  expect(claims[0]).toMatch(/^logistics\/wf-token\/nonces\/\d{4}-\d\d-\d\d\/[0-9a-f]{64}$/);
+  expect(claims[0]).toMatch(/^logistics\/nonces\/\d{4}-\d\d-\d\d\/[0-9a-f]{64}$/);
 });
 
 test('one token sent to both replicas at once is accepted once', async () => {

@@ -159,7 +159,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
       if (!nonces.claim(key, expiresAt, now)) return replayed();
       const shared = options.sharedNonces ? sharedNonces(services.store) : null;
       let claimed = true;
-      try { if (shared) claimed = await shared.claim(request.workflowId, key, expiresAt); } catch (error) {
+      try { if (shared) claimed = await shared.claim(request.requestId, key, expiresAt); } catch (error) {
         // Unknown whether another replica saw it: refused for now (nothing accepted; the platform sends it again).
         nonces.release(key);
         services.logger.warn('the shared ledger of WS-Security tokens could not be written; the request is refused for now', { workflowId: request.workflowId, requestId: request.requestId, error: (error as Error).message });
@@ -181,7 +181,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
     claims.delete(request);
     if (claim === undefined) return;
     nonces.release(claim.key);
-    await claim.shared?.release(request.workflowId, claim.key, claim.expiresAt).catch((error: Error) => {
+    await claim.shared?.release(claim.key, claim.expiresAt).catch((error: Error) => {
       // The claim stays until its token expires: a resend of the same bytes within that time is taken for a replay.
       claim.services.logger.warn('a WS-Security token claim could not be released from the shared ledger', { workflowId: request.workflowId, requestId: request.requestId, error: error.message });
     });
