@@ -358,7 +358,7 @@ test('a trigger that fails while inspecting a staged body answers 500 and leaves
   expect(await staged()).toEqual([]);
 });
 
-test('a record that cannot be built after inspection is refused as the trigger refuses (its notAccepted: 503, Retry-After), nothing accepted', async () => {
+test('a record that cannot be built after inspection goes through the trigger\'s notAccepted (the webhook has none: the receiver\'s 503 with Retry-After), nothing accepted', async () => {
   const before = (await collectUntilQuiet(backends.log, receivedTopic, 300)).length;
   const res = await post('wf-record-throws');
   expect(res.status).toBe(503);

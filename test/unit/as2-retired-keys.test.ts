@@ -136,6 +136,18 @@ describe('what the receiver accepted, the decoder opens after the rotation (real
     expect(await opens(data, bare)).toMatchObject({ signed: true });
   });
 
+  test('a retired certificate that had expired does not override the valid one the message carries (a renewal with the same key, named by key id)', async () => {
+    const receiver = party('receiver-a', keyA);
+    const sameKey = year('partner-renewed', '0b').privateKey;
+    const expired = datedCertificate('partner-renewed', new Date('2024-01-01T00:00:00Z'), new Date('2025-06-01T00:00:00Z'), sameKey, '0c');
+    const renewed = party('partner-renewed', (() => { const made = datedCertificate('partner-renewed', new Date('2025-05-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), sameKey, '0d'); return { certificate: made.cert, privateKey: made.key }; })());
+    // Pinned to the old certificate until its renewal; the put that removed the pin retired it.
+    const data = keepRemovedAsRetired({ ...keyA, partnerCertificate: expired.cert }, { ...keyA }, T1);
+    const message = await peer.encrypt((await peer.sign(entity(), renewed, 'sha256', ['-keyid'])).entity, receiver);
+    expect(await opens(data, message, false)).toMatchObject({ signed: true, signerFingerprint: new X509Certificate(renewed.cert).fingerprint256 });
+    expect(await opens(data, message)).toMatchObject({ signed: true, signerFingerprint: new X509Certificate(renewed.cert).fingerprint256 });
+  });
+
   test('while a pin stays, a retired partner certificate still verifies the messages it signed; a stranger is refused', async () => {
     const receiver = party('receiver-a', keyA);
     const oldPartner = party('partner-old', year('partner-old', '06'));

@@ -36,7 +36,9 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partners: read
 
   let signer: CertificateFacts;
   // Without a pin, `partners` holds only certificates a rotation retired (the decoder's): one the signer id names
-  // verifies, as the pin did when the message came; else the carried certificate, as without a pin.
+  // and that was valid at receipt verifies, as the pin did when the message came; else the carried certificate,
+  // as the receiver chose without a pin (a renewal with the same key keeps the subject key id, so an expired
+  // retired certificate may be named by a message signed under its valid successor).
   const named = partners.length > 0 ? namedPartner(sid, partners, receivedAt) : null;
   if (pinned) {
     // The pin first: the signer must be named as a pinned partner certificate, and only its key verifies.
@@ -52,7 +54,8 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partners: read
     }
     signer = named;
   } else {
-    const inMessage = named ?? carriedSigner(sd.children.find((n) => isContext(n, 0)), sid);
+    const carried = carriedSigner(sd.children.find((n) => isContext(n, 0)), sid);
+    const inMessage = named && validityAt(named.cert, receivedAt) === 'valid' ? named : carried ?? named;
     if (!inMessage) throw new As2Fault('authentication-failed', 'the signer certificate is not in the message and no partner certificate is configured');
     signer = inMessage;
   }
