@@ -1,8 +1,7 @@
-import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { readAll } from '../integration/contracts/object-store.contract';
 import { startTestApp, type TestApp } from '../support/app';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
-import { answeredEntity, as2Headers, executionsOf, postAs2 } from '../support/as2-client';
+import { answeredEntity, as2Headers, executionsOf, postAs2, putAs2Workflow } from '../support/as2-client';
 
 /**
  * AS2 end to end on the production adapters: Kafka (received → decoded → executions), Azurite (claim
@@ -18,11 +17,7 @@ beforeAll(async () => {
   peer = createPeer();
   [receiver, partner] = [await peer.party('receiver'), await peer.party('partner')];
   app = await startTestApp('real', { INLINE_BODY_MAX: '4KiB', WORKFLOW_CACHE_MS: '0' });
-  const sealer = createCredentialSealer(app.config.encryptionKey!);
-  await app.backends.registry.credentials.put(sealer.seal({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert } }));
-  await app.backends.registry.workflows.put({ id: 'wf-as2', active: true, nodes: [
-    { name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth', expectedAs2From: 'PARTNER' }, credentials: { as2ReceiverAuth: 'cred-as2' } },
-  ] });
+  await putAs2Workflow(app, { workflow: 'wf-as2', credential: 'cred-as2' }, { receiver, partner }, { expectedAs2From: 'PARTNER' });
 }, 120_000);
 afterAll(async () => { await app?.stop(); peer?.cleanup(); });
 

@@ -1,10 +1,9 @@
 import { request } from 'node:http';
-import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { collectUntilQuiet } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
-import { as2Headers, executionsOf } from '../support/as2-client';
+import { as2Headers, executionsOf, putAs2Workflow } from '../support/as2-client';
 
 /**
  * AS2 under the conditions a busy receiver meets: many partners at once, some trickling their bodies, some
@@ -20,12 +19,9 @@ let partner: Party;
 
 beforeAll(async () => {
   peer = createPeer();
-  receiver = await peer.party('receiver');
-  partner = await peer.party('partner');
+  [receiver, partner] = [await peer.party('receiver'), await peer.party('partner')];
   app = await startTestApp('embedded', { INLINE_BODY_MAX: '16KiB', WORKFLOW_CACHE_MS: '0' });
-  const sealer = createCredentialSealer(app.config.encryptionKey!);
-  await app.backends.registry.credentials.put(sealer.seal({ id: 'cred', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert } }));
-  await app.backends.registry.workflows.put({ id: 'wf-as2', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred' } }] });
+  await putAs2Workflow(app, { workflow: 'wf-as2', credential: 'cred' }, { receiver, partner });
 }, 60_000);
 afterAll(async () => { await app?.stop(); peer?.cleanup(); });
 

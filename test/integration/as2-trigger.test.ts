@@ -8,7 +8,7 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { readAll } from './contracts/object-store.contract';
 import { startTestApp, type TestApp } from '../support/app';
 import { compressedData, createPeer, type Built, type Party, type Peer } from '../support/as2-peer';
-import { answeredEntity, as2Headers, executionsOf, postAs2, type MdnSeen } from '../support/as2-client';
+import { answeredEntity, as2Headers, executionsOf, postAs2, type MdnSeen, putAs2Workflow } from '../support/as2-client';
 import { startServices } from '../../services/cli/start';
 import { createLogger } from '../../services/platform/logger/logger';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
@@ -61,11 +61,7 @@ const receivedRecords = async (on: TestApp): Promise<{ record: LogRecord; receiv
 const receivedOf = async (on: TestApp, requestId: string) => (await receivedRecords(on)).find((r) => r.received.requestId === requestId)!;
 /** The MIME entity split at its blank line: header lines and body. */
 const splitEntity = (entity: Buffer) => { const at = entity.indexOf('\r\n\r\n'); return { head: entity.subarray(0, at).toString('latin1'), body: entity.subarray(at + 4) }; };
-const wfWith = async (on: TestApp, id: string) => {
-  const sealer = createCredentialSealer(on.config.encryptionKey!);
-  await on.backends.registry.credentials.put(sealer.seal({ id: 'cred', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert } }));
-  await on.backends.registry.workflows.put({ id, active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred' } }] });
-};
+const wfWith = (on: TestApp, id: string) => putAs2Workflow(on, { workflow: id, credential: 'cred' }, { receiver, partner });
 
 test("AS2-From is not a principal before the signature holds: a stranger's junk sent under a partner's name does not spend that partner's rate limit", async () => {
   await app.backends.registry.workflows.put({ id: 'wf-as2-limited', active: true, nodes: [{ name: 'AS2 in', type: 'webhook',

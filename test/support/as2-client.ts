@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import type { ExecutionRequested } from '../../services/platform/avro/records';
 import { collectUntilQuiet } from './log-reads';
 import type { Built, Party, Peer } from './as2-peer';
@@ -7,6 +8,18 @@ import type { TestApp } from './app';
 
 /** Posting AS2 messages the way a partner's AS2 server does, and reading what the ingress made of them. */
 const codec = defaultAvroCodec();
+
+/**
+ * An active workflow whose one node receives AS2 with credential `credential`: `receiver`'s key pair, pinned to
+ * `partner`'s certificate. Stored straight in the app's registry, sealed with its key.
+ */
+export async function putAs2Workflow(app: TestApp, ids: { workflow: string; credential: string }, keys: { receiver: Party; partner: Party }, parameters: Record<string, unknown> = {}): Promise<void> {
+  const sealer = createCredentialSealer(app.config.encryptionKey!);
+  await app.backends.registry.credentials.put(sealer.seal({ id: ids.credential, type: 'as2ReceiverAuth', data: { certificate: keys.receiver.cert, privateKey: keys.receiver.key, partnerCertificate: keys.partner.cert } }));
+  await app.backends.registry.workflows.put({ id: ids.workflow, active: true, nodes: [
+    { name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth', ...parameters }, credentials: { as2ReceiverAuth: ids.credential } },
+  ] });
+}
 
 export interface MdnSeen {
   status: number;
