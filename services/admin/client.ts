@@ -1,6 +1,6 @@
 import type { Config } from '../platform/config/config';
 import { shownUrl } from '../platform/config/url-values';
-import { isAlive } from '../platform/log/embedded/directory-lock';
+import { isAlive } from '../platform/files/pid-lock';
 import { readLocalAccess } from './local-access';
 
 /**

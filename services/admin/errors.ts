@@ -16,6 +16,7 @@ export const ADMIN_ERRORS = {
   'unsupported-media': { status: 415, message: 'Request bodies are JSON: Content-Type: application/json' },
   'not-found': { status: 404, message: INGRESS_ERRORS['not-found'].message },
   'conflict': { status: 409, message: 'The request conflicts with the current state' },
+  'precondition-failed': { status: 412, message: 'The document is not in the state If-Match or If-None-Match names' },
   'encryption-key-missing': { status: 503, message: 'INGRESS_ENCRYPTION_KEY is not set on the service, so credentials cannot be stored or read' },
   'service-starting': { status: 503, message: 'The service is starting or stopping; retry shortly' },
   'backend-unavailable': { status: 503, message: 'A backend (log, registry) did not answer; retry later' },

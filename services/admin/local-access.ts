@@ -3,7 +3,7 @@ import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { prepareDataDir } from '../platform/config/data-dir';
 import { LOCAL_CLI_TOKEN_NAME, type AdminToken } from '../platform/config/admin-settings';
-import { isAlive } from '../platform/log/embedded/directory-lock';
+import { isAlive } from '../platform/files/pid-lock';
 
 /**
  * How the CLI on this machine finds the running service: while it runs, the service keeps

@@ -15,6 +15,13 @@ const body = (schema: unknown, description: string) => ({ required: true, descri
 const READ = ['authorization-required', 'authorization-wrong', 'backend-unavailable'] as const;
 const WRITE = [...READ, 'scope-insufficient', 'payload-too-large', 'payload-parse-error', 'unsupported-media'] as const;
 const id = pathParam('id', 'The document id');
+const headerParam = (name: string, description: string) => ({ name, in: 'header', required: false, description, schema: { type: 'string' } });
+/** Optimistic concurrency on a document (docs/management-api.md): its reads carry an ETag, its writes take these. */
+const ifMatch = headerParam('If-Match', 'Write only over this version: an ETag from a read of the document, or * (it must exist)');
+const ifNoneMatch = headerParam('If-None-Match', '*: create only, refused when the document exists');
+const CONDITIONAL = ['invalid-request', 'precondition-failed'] as const;
+const etag = { ETag: { description: 'The version of the document, for If-Match', schema: { type: 'string' } } };
+const tagged = <T extends object>(response: T) => ({ ...response, headers: etag });
 
 export function openApiDocument(): Record<string, unknown> {
   return {
@@ -34,14 +41,14 @@ export function openApiDocument(): Record<string, unknown> {
         get: { summary: 'List workflows with their hook URLs and trigger nodes', responses: { 200: json({ type: 'object', properties: { workflows: { type: 'array', items: ref('WorkflowSummary') } } }, 'The workflows, by id'), ...errors(...READ) } },
       },
       '/api/v1/workflows/{id}': {
-        get: { summary: 'A workflow document as stored', parameters: [id], responses: { 200: json(ref('Workflow'), 'The document'), ...errors(...READ, 'not-found') } },
-        put: { summary: 'Store a workflow (validated as `ingress workflows put` validates it)', parameters: [id], requestBody: body(ref('Workflow'), 'The workflow document; its id may be left out'), responses: { 200: json(ref('WorkflowSummary'), 'Replaced'), 201: json(ref('WorkflowSummary'), 'Created'), ...errors(...WRITE, 'invalid-document') } },
+        get: { summary: 'A workflow document as stored (If-None-Match with its ETag: 304 while it is unchanged)', parameters: [id], responses: { 200: tagged(json(ref('Workflow'), 'The document')), 304: { description: 'Unchanged since the ETag in If-None-Match' }, ...errors(...READ, 'not-found') } },
+        put: { summary: 'Store a workflow (validated as `ingress workflows put` validates it)', parameters: [id, ifMatch, ifNoneMatch], requestBody: body(ref('Workflow'), 'The workflow document; its id may be left out'), responses: { 200: tagged(json(ref('WorkflowSummary'), 'Replaced')), 201: tagged(json(ref('WorkflowSummary'), 'Created')), ...errors(...WRITE, 'invalid-document', ...CONDITIONAL, 'conflict') } },
       },
       '/api/v1/workflows/{id}/activate': {
-        post: { summary: 'Set active: true', parameters: [id], responses: { 200: json(ref('WorkflowSummary'), 'The workflow'), ...errors(...WRITE, 'not-found') } },
+        post: { summary: 'Set active: true', parameters: [id, ifMatch], responses: { 200: tagged(json(ref('WorkflowSummary'), 'The workflow')), ...errors(...WRITE, 'not-found', ...CONDITIONAL, 'conflict') } },
       },
       '/api/v1/workflows/{id}/deactivate': {
-        post: { summary: 'Set active: false (its hook then answers like a missing workflow)', parameters: [id], responses: { 200: json(ref('WorkflowSummary'), 'The workflow'), ...errors(...WRITE, 'not-found') } },
+        post: { summary: 'Set active: false (its hook then answers like a missing workflow)', parameters: [id, ifMatch], responses: { 200: tagged(json(ref('WorkflowSummary'), 'The workflow')), ...errors(...WRITE, 'not-found', ...CONDITIONAL, 'conflict') } },
       },
       '/api/v1/workflows/{id}/samples': {
         get: { summary: 'The latest sample data of each trigger node (newest first)', parameters: [id], responses: { 200: json({ type: 'object', properties: { workflowId: { type: 'string' }, nodes: { type: 'array', items: { type: 'object', properties: { node: { type: 'string' }, type: { type: 'string' }, samples: { type: 'array', items: ref('Sample') } } } } } }, 'Samples per node'), ...errors(...READ, 'not-found') } },
@@ -56,9 +63,9 @@ export function openApiDocument(): Record<string, unknown> {
         post: { summary: 'After INGRESS_ENCRYPTION_KEY was rotated: seal again under it every credential only INGRESS_ENCRYPTION_KEY_PREVIOUS opens (as `ingress credentials reseal`)', responses: { 200: json({ type: 'object', properties: { resealed: { type: 'array', items: { type: 'string' } }, current: { type: 'integer' }, unreadable: { type: 'array', items: { type: 'string' } } } }, 'Resealed ids, how many were current already, ids neither key opens'), ...errors(...WRITE, 'encryption-key-missing') } },
       },
       '/api/v1/credentials/{id}': {
-        get: { summary: "One credential's metadata", parameters: [id], responses: { 200: json(ref('CredentialMetadata'), 'Metadata'), ...errors(...READ, 'not-found') } },
-        put: { summary: 'Store a credential, its secrets sealed with INGRESS_ENCRYPTION_KEY. AS2: receiver keys and partner certificates the put removes are kept retired, for the decoder and replays only (conflict when the stored credential cannot be opened to keep them)', parameters: [id, queryParam('forgetRetired', 'true: keep nothing this put removes, and drop what earlier puts retired', { type: 'boolean' })], requestBody: body({ type: 'object', required: ['type', 'data'], properties: { id: { type: 'string' }, name: { type: 'string' }, type: { type: 'string', enum: ['basicAuth', 'headerAuth', 'as2ReceiverAuth', 'rsaSignature', 'standardWebhooks', 'hmac', 'jwt'] }, data: { type: 'object' } } }, 'A credential document (DESIGN §5)'), responses: { 200: json(ref('CredentialMetadata'), 'Replaced'), 201: json(ref('CredentialMetadata'), 'Created'), ...errors(...WRITE, 'invalid-document', 'invalid-request', 'conflict', 'encryption-key-missing') } },
-        delete: { summary: 'Delete a credential no workflow names', parameters: [id], responses: { 204: { description: 'Deleted' }, ...errors(...WRITE, 'not-found', 'conflict') } },
+        get: { summary: "One credential's metadata, with the ETag of its stored version", parameters: [id], responses: { 200: tagged(json(ref('CredentialMetadata'), 'Metadata')), 304: { description: 'Unchanged since the ETag in If-None-Match' }, ...errors(...READ, 'not-found') } },
+        put: { summary: 'Store a credential, its secrets sealed with INGRESS_ENCRYPTION_KEY. AS2: receiver keys and partner certificates the put removes are kept retired, for the decoder and replays only (conflict when the stored credential cannot be opened to keep them)', parameters: [id, queryParam('forgetRetired', 'true: keep nothing this put removes, and drop what earlier puts retired', { type: 'boolean' }), ifMatch, ifNoneMatch], requestBody: body({ type: 'object', required: ['type', 'data'], properties: { id: { type: 'string' }, name: { type: 'string' }, type: { type: 'string', enum: ['basicAuth', 'headerAuth', 'as2ReceiverAuth', 'rsaSignature', 'standardWebhooks', 'hmac', 'jwt'] }, data: { type: 'object' } } }, 'A credential document (DESIGN §5)'), responses: { 200: tagged(json(ref('CredentialMetadata'), 'Replaced')), 201: tagged(json(ref('CredentialMetadata'), 'Created')), ...errors(...WRITE, 'invalid-document', ...CONDITIONAL, 'conflict', 'encryption-key-missing') } },
+        delete: { summary: 'Delete a credential no workflow names', parameters: [id, ifMatch], responses: { 204: { description: 'Deleted' }, ...errors(...WRITE, 'not-found', ...CONDITIONAL, 'conflict') } },
       },
       '/api/v1/certificates': {
         get: { summary: 'Certificates of every credential that expire within withinDays (expired ones included), soonest first', parameters: [queryParam('withinDays', 'Days ahead, default 30', { type: 'integer', minimum: 0, maximum: 3650 })], responses: { 200: json({ type: 'object', properties: { withinDays: { type: 'integer' }, certificates: { type: 'array', items: ref('Certificate') } } }, 'Certificates'), ...errors(...READ, 'invalid-request') } },

@@ -1,4 +1,5 @@
 import { statSync, readFileSync } from 'node:fs';
+import * as http from 'node:http';
 import * as path from 'node:path';
 import { X509Certificate } from 'node:crypto';
 import { gzipSync } from 'node:zlib';
@@ -193,6 +194,45 @@ describe('workflows and samples', () => {
     expect(await (await fetch(`${app.baseUrl}/hook/wf-api`, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } })).text()).toBe('');
     expect((await api.call('POST', '/api/v1/workflows/wf-api/activate')).body.active).toBe(true);
     expect((await api.call('POST', '/api/v1/workflows/wf-none/activate')).status).toBe(404);
+  });
+
+  test('a read carries an ETag; writes with If-Match land only over that version, If-None-Match: * only where none is; activate undoes no put', async () => {
+    const doc = { id: 'wf-etag', active: true, nodes: hook.nodes };
+    const created = await api.call('PUT', '/api/v1/workflows/wf-etag', { body: doc, headers: { 'if-none-match': '*' } });
+    expect(created.status).toBe(201);
+    const read = await api.call('GET', '/api/v1/workflows/wf-etag');
+    expect(read.headers.get('etag')).toBe(created.headers.get('etag'));
+    const etag = read.headers.get('etag')!;
+    // Over node:http: fetch adds Cache-Control: no-cache to a conditional request, which asks for the full answer.
+    const conditional = (tag: string) => new Promise<number>((resolve, reject) => {
+      http.get(`${api.url}/api/v1/workflows/wf-etag`, { headers: { authorization: `Bearer ${FULL_TOKEN}`, 'if-none-match': tag } }, (res) => { res.resume(); resolve(res.statusCode!); }).on('error', reject);
+    });
+    expect([await conditional(etag), await conditional('"other"')]).toEqual([304, 200]);
+    expect((await api.call('PUT', '/api/v1/workflows/wf-etag', { body: doc, headers: { 'if-none-match': '*' } })).status).toBe(412);
+
+    const renamed = await api.call('PUT', '/api/v1/workflows/wf-etag', { body: { ...doc, name: 'first' }, headers: { 'if-match': etag } });
+    expect(renamed.status).toBe(200);
+    const stale = await api.call('PUT', '/api/v1/workflows/wf-etag', { body: { ...doc, name: 'second' }, headers: { 'if-match': etag } });
+    expect({ status: stale.status, error: stale.body.error, message: stale.body.message, etag: stale.headers.get('etag') })
+      .toEqual({ status: 412, error: 'precondition-failed', message: 'Workflow wf-etag has changed since the version If-Match names; read it again', etag: renamed.headers.get('etag') });
+    expect((await api.call('POST', '/api/v1/workflows/wf-etag/deactivate', { headers: { 'if-match': etag } })).status).toBe(412);
+    expect((await app.backends.registry.workflows.get('wf-etag'))).toEqual({ ...doc, name: 'first' });
+    // Weak tags never match If-Match (strong comparison); several tags may be given.
+    expect((await api.call('PUT', '/api/v1/workflows/wf-etag', { body: doc, headers: { 'if-match': `W/${renamed.headers.get('etag')}` } })).status).toBe(412);
+    const off = await api.call('POST', '/api/v1/workflows/wf-etag/deactivate', { headers: { 'if-match': `"other", ${renamed.headers.get('etag')}` } });
+    expect(off.status).toBe(200);
+    expect((await api.call('GET', '/api/v1/workflows/wf-etag')).headers.get('etag')).toBe(off.headers.get('etag'));
+    expect((await api.call('PUT', '/api/v1/workflows/wf-none', { body: { ...doc, id: 'wf-none' }, headers: { 'if-match': '*' } })).status).toBe(412);
+    expect(await app.backends.registry.workflows.get('wf-none')).toBeNull();
+    expect((await api.call('PUT', '/api/v1/workflows/wf-etag', { body: doc, headers: { 'if-none-match': 'nope' } })).status).toBe(400);
+
+    // Deactivations racing puts that rename: every rename lands, and none is undone by a deactivation's write.
+    await Promise.all([
+      ...['a', 'b', 'c', 'd'].map((name) => api.call('PUT', '/api/v1/workflows/wf-etag', { body: { ...doc, active: false, name } })),
+      ...[1, 2, 3, 4].map(() => api.call('POST', '/api/v1/workflows/wf-etag/activate')),
+    ]).then((answers) => expect(answers.map((a) => a.status)).toEqual([200, 200, 200, 200, 200, 200, 200, 200]));
+    expect(['a', 'b', 'c', 'd']).toContain((await app.backends.registry.workflows.get('wf-etag'))!.name);
+    await api.call('PUT', '/api/v1/workflows/wf-etag', { body: { ...doc, active: false } });
   });
 
   test('sample data per trigger node, newest first', async () => {

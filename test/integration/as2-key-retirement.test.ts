@@ -93,3 +93,40 @@ test('after the old key and certificate are removed, a message accepted with the
   expect(JSON.stringify(letters[0])).toMatch(/payload-parse-error/);
   expect(JSON.stringify(letters[0])).toMatch(/cannot be opened/);
 }, 120_000);
+
+test('two puts of one credential at once each keep what the other removed (a compare-and-set), and a put over a version it did not read is refused', async () => {
+  const fingerprint = (p: Party) => new X509Certificate(p.cert).fingerprint256;
+  const put = (id: string, certs: Party[], headers: Record<string, string> = {}) => api.call('PUT', `/api/v1/credentials/${id}`, { headers, body: { type: 'as2ReceiverAuth', data: { receiverKeys: [pair(receiverNew)], partnerCertificates: certs.map((c) => c.cert) } } });
+  // Five rounds: without the compare-and-set the two puts read the same version in most of them.
+  for (let round = 0; round < 5; round++) {
+    const id = `cred-race-${round}`;
+    expect((await put(id, [partnerOld])).status).toBe(201);
+    const answers = await Promise.all([put(id, [partnerNew]), put(id, [receiverOld])]);
+    expect(answers.map((a) => a.status)).toEqual([200, 200]);
+    const meta = (await api.call('GET', `/api/v1/credentials/${id}`)).body;
+    const current = meta.certificates.find((c: any) => c.role === 'partner').fingerprint;
+    const other = current === fingerprint(partnerNew) ? receiverOld : partnerNew;
+    expect(meta.retiredCertificates.filter((c: any) => c.role === 'partner').map((c: any) => c.fingerprint).sort()).toEqual([fingerprint(partnerOld), fingerprint(other)].sort());
+  }
+
+  // If-Match: only over the version read. A put in between makes the reader's put a 412 that changes nothing.
+  const read = await api.call('GET', '/api/v1/credentials/cred-race-0');
+  const etag = read.headers.get('etag')!;
+  expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+  const between = await put('cred-race-0', [partnerNew]);
+  expect(between.status).toBe(200);
+  expect(between.headers.get('etag')).not.toBe(etag);
+  const stale = await put('cred-race-0', [partnerOld], { 'if-match': etag });
+  expect({ status: stale.status, error: stale.body.error, etag: stale.headers.get('etag') }).toEqual({ status: 412, error: 'precondition-failed', etag: between.headers.get('etag') });
+  expect((await api.call('GET', '/api/v1/credentials/cred-race-0')).body.certificates.find((c: any) => c.role === 'partner').fingerprint).toBe(fingerprint(partnerNew));
+  expect((await put('cred-race-0', [partnerOld], { 'if-match': between.headers.get('etag')! })).status).toBe(200);
+  expect((await put('cred-race-0', [partnerOld], { 'if-none-match': '*' })).status).toBe(412);
+  expect((await put('cred-race-new', [partnerOld], { 'if-none-match': '*' })).status).toBe(201);
+  expect((await put('cred-race-none', [partnerOld], { 'if-match': '*' })).status).toBe(412);
+  expect(await app.backends.registry.credentials.get('cred-race-none')).toBeNull();
+  const malformed = await put('cred-race-0', [partnerOld], { 'if-match': 'not-a-tag' });
+  expect({ status: malformed.status, message: malformed.body.message }).toEqual({ status: 400, message: 'If-Match takes * or a list of entity tags ("…")' });
+  // A delete over a version it did not read is refused too.
+  expect((await api.call('DELETE', '/api/v1/credentials/cred-race-new', { headers: { 'if-match': etag } })).status).toBe(412);
+  expect((await api.call('DELETE', '/api/v1/credentials/cred-race-new', { headers: { 'if-match': (await api.call('GET', '/api/v1/credentials/cred-race-new')).headers.get('etag')! } })).status).toBe(204);
+}, 60_000);

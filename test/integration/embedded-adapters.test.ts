@@ -1,6 +1,7 @@
 import { pbkdf2 } from 'node:crypto';
+import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, closeSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -194,4 +195,30 @@ test('file journal: a time range past any date a day can name finds nothing, and
   const registry = await openFileRegistry(tempDir());
   expect(await registry.journal.search({ since: 9_000_000_000_000_000, limit: 5 })).toEqual([]);
   expect(await registry.journal.search({ until: -5, limit: 5 })).toEqual([]);
+});
+
+test('file registry: a write waits for a document lock a running process holds, and takes over one whose process is gone', async () => {
+  const dir = tempDir();
+  const registry = await openFileRegistry(dir);
+  const doc = { id: 'wf-locked', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: {} }] };
+  const lockFile = path.join(dir, 'registry', 'workflows', 'wf-locked.json.lock');
+  const sleeper = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+  try {
+    writeFileSync(lockFile, String(sleeper.pid));
+    let landed = false;
+    const put = registry.workflows.putIf(doc, null).then((ok) => { landed = ok; });
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    expect(landed).toBe(false);
+    expect(await registry.workflows.get('wf-locked')).toBeNull();
+    rmSync(lockFile);
+    await put;
+    expect(landed).toBe(true);
+  } finally {
+    sleeper.kill('SIGKILL');
+  }
+  const gone = spawnSync(process.execPath, ['-e', 'process.stdout.write(String(process.pid))'], { encoding: 'utf8' });
+  writeFileSync(lockFile, gone.stdout);
+  expect(await registry.workflows.putIf({ ...doc, active: false }, doc)).toBe(true);
+  expect(existsSync(lockFile)).toBe(false);
+  await registry.close();
 });

@@ -43,6 +43,33 @@ export function credentialToStore(doc: CredentialDocument, before: StoredCredent
   return { doc: { ...doc, data: keepRemovedAsRetired(stored.data as As2CredentialData, doc.data as As2CredentialData, new Date(at)) } };
 }
 
+/** What a credential put came to: stored (over an earlier one or not), or a conflict that refused it. */
+export type CredentialPut = { stored: StoredCredential; existed: boolean } | { conflict: string };
+
+/** How many times a put reads, merges and writes again when another write came between its read and its write. */
+const PUT_ATTEMPTS = 5;
+
+/**
+ * Store a checked credential as `credentials put` does, through the CLI or the API: refused while workflows name
+ * it under another type (retypeProblem); an AS2 credential keeps what the put removes (credentialToStore). The
+ * read, the merge and the write are one compare-and-set (`putIf`), done again when another write came between,
+ * so that two puts of one credential at once each keep what the other retired. `precondition` may refuse the
+ * stored version each time (the API's If-Match) by throwing.
+ */
+export async function putCredential(registry: Registry, doc: CredentialDocument, sealer: CredentialSealer, forgetRetired: boolean, at: number, precondition: (before: StoredCredential | null) => void = () => {}): Promise<CredentialPut> {
+  for (let attempt = 0; attempt < PUT_ATTEMPTS; attempt++) {
+    const before = await registry.credentials.get(doc.id);
+    precondition(before);
+    const retyped = before && retypeProblem(await registry.workflows.list(), doc.id, before.type, doc.type);
+    if (retyped) return { conflict: retyped };
+    const kept = credentialToStore(doc, before, sealer, forgetRetired, at);
+    if ('problem' in kept) return { conflict: kept.problem };
+    const stored = sealer.seal(kept.doc);
+    if (await registry.credentials.putIf(stored, before)) return { stored, existed: before !== null };
+  }
+  return { conflict: `Credential ${doc.id} was changed by another write during each of ${PUT_ATTEMPTS} attempts to store it; try again` };
+}
+
 /** What `credentials reseal` did: ids sealed again under the key, how many were under it already, ids neither key opens. */
 export interface ResealOutcome {
   resealed: string[];
@@ -53,9 +80,8 @@ export interface ResealOutcome {
 /**
  * Seal again under INGRESS_ENCRYPTION_KEY every credential that only INGRESS_ENCRYPTION_KEY_PREVIOUS opens (the
  * key's rotation, docs/security.md). The data is not changed. A credential put while this runs is not
- * overwritten: each is read again just before it is written and skipped if it changed (a put seals with the
- * key anyway). The registry has no compare-and-set, so a put landing between that read and the write is the
- * one race left; run it when nobody puts credentials.
+ * overwritten: each is written only over what was read (`putIf`), and skipped if it changed (a put seals with
+ * the key anyway).
  */
 export async function resealCredentials(registry: Registry, sealer: CredentialSealer): Promise<ResealOutcome> {
   const outcome: ResealOutcome = { resealed: [], current: 0, unreadable: [] };
@@ -63,11 +89,7 @@ export async function resealCredentials(registry: Registry, sealer: CredentialSe
     let previous: boolean;
     try { previous = sealer.sealedWithPrevious(stored); } catch { outcome.unreadable.push(stored.id); continue; }
     if (!previous) { outcome.current++; continue; }
-    const resealed = sealer.seal(sealer.open(stored));
-    const now = await registry.credentials.get(stored.id);
-    if (!now || now.sealed.data !== stored.sealed.data || now.sealed.iv !== stored.sealed.iv) continue;
-    await registry.credentials.put(resealed);
-    outcome.resealed.push(stored.id);
+    if (await registry.credentials.putIf(sealer.seal(sealer.open(stored)), stored)) outcome.resealed.push(stored.id);
   }
   return outcome;
 }

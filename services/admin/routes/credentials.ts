@@ -4,13 +4,15 @@ import { DocumentError, type CredentialDocument } from '../../platform/registry/
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
-import { checkCredentialDocument, credentialMetadata, credentialToStore, resealCredentials, retypeProblem, workflowsUsingCredential } from '../operations/documents';
+import { checkCredentialDocument, credentialMetadata, putCredential, resealCredentials, workflowsUsingCredential } from '../operations/documents';
 import { queryString, queryWholeNumber } from './request-fields';
+import { checkPreconditions, etagOf } from './preconditions';
 
 /**
  * Credentials: metadata only (id, type, and the certificates' public facts, as `ingress credentials list`);
  * put seals the secrets with INGRESS_ENCRYPTION_KEY as the CLI does; delete refuses while a workflow names
- * the credential. No answer carries a secret or a private key, and no error quotes one.
+ * the credential. No answer carries a secret or a private key, and no error quotes one. A credential read carries
+ * an ETag (of its sealed form); put and delete honour If-Match and If-None-Match (preconditions.ts).
  */
 export function credentialRoutes(deps: AdminApiDeps): Router {
   const router = Router();
@@ -28,7 +30,7 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
   router.get('/credentials/:id', async (req, res) => {
     const stored = DOCUMENT_ID.test(req.params.id) ? await deps.registry.credentials.get(req.params.id) : null;
     if (!stored) throw new AdminError('not-found', `No credential ${JSON.stringify(req.params.id)}`);
-    res.json(credentialMetadata(stored, deps.sealer, now()));
+    res.set('ETag', etagOf(stored)).json(credentialMetadata(stored, deps.sealer, now()));
   });
 
   // After INGRESS_ENCRYPTION_KEY was rotated: seal again under it what only INGRESS_ENCRYPTION_KEY_PREVIOUS opens.
@@ -47,24 +49,20 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
     if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The credential document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
     const forgetRetired = queryString(req.query, 'forgetRetired');
     if (forgetRetired !== null && forgetRetired !== 'true' && forgetRetired !== 'false') throw new AdminError('invalid-request', 'forgetRetired takes true or false');
-    const seal = sealer();
-    const before = await deps.registry.credentials.get(doc.id);
-    const retyped = before && retypeProblem(await deps.registry.workflows.list(), doc.id, before.type, doc.type);
-    if (retyped) throw new AdminError('conflict', retyped);
-    const kept = credentialToStore(doc, before, seal, forgetRetired === 'true', now());
-    if ('problem' in kept) throw new AdminError('conflict', kept.problem);
-    const stored = seal.seal(kept.doc);
-    const existed = before !== null;
-    await deps.registry.credentials.put(stored);
-    res.status(existed ? 200 : 201).json(credentialMetadata(stored, deps.sealer, now()));
+    const put = await putCredential(deps.registry, doc, sealer(), forgetRetired === 'true', now(), (before) => checkPreconditions(req, before, `Credential ${doc.id}`));
+    if ('conflict' in put) throw new AdminError('conflict', put.conflict);
+    res.status(put.existed ? 200 : 201).set('ETag', etagOf(put.stored)).json(credentialMetadata(put.stored, deps.sealer, now()));
   });
 
   router.delete('/credentials/:id', async (req, res) => {
     const id = req.params.id;
-    if (!DOCUMENT_ID.test(id) || !(await deps.registry.credentials.get(id))) throw new AdminError('not-found', `No credential ${JSON.stringify(id)}`);
+    const stored = DOCUMENT_ID.test(id) ? await deps.registry.credentials.get(id) : null;
+    if (!stored) throw new AdminError('not-found', `No credential ${JSON.stringify(id)}`);
+    checkPreconditions(req, stored, `Credential ${id}`);
     const users = workflowsUsingCredential(await deps.registry.workflows.list(), id);
     if (users.length) throw new AdminError('conflict', `Credential ${id} is used by workflow(s) ${users.join(', ')}; change them first`);
-    await deps.registry.credentials.delete(id);
+    // Only the credential read above: one put since then is not deleted unseen.
+    if (!(await deps.registry.credentials.deleteIf(stored))) throw new AdminError('conflict', `Credential ${id} was changed by another write while it was being deleted; look at it again`);
     res.status(204).end();
   });
 

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import * as tls from 'node:tls';
 import { CosmosClient, type Container, type CosmosClientOptions } from '@azure/cosmos';
-import { DOCUMENT_ID, RegistryError, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
+import { DOCUMENT_ID, RegistryError, sameDocument, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { firstLine, sanitizedCause } from '../logger/error-text';
 import { openCosmosJournal } from './cosmos-journal';
@@ -145,8 +145,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
         else await samples.items.create(next);
         return;
       } catch (error) {
-        const status = statusOf(error);
-        if (status === 412 || status === 409 || status === 404) {
+        if (isConflict(error)) {
           // Someone else appended in between: read again, after a short jittered pause.
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * (attempt + 1)));
           continue;
@@ -203,6 +202,37 @@ function collection<T extends Document>(container: Container, name: string, unav
         throw unavailable(`write ${name}/${document.id}`, error);
       }
     },
+    async putIf(document, expected) {
+      checkId(document.id);
+      const id = document.id;
+      try {
+        if (expected === null) {
+          await container.items.create({ ...document });
+          return true;
+        }
+        // The version we compare is the one we replace: the etag makes the replace fail if another write came after this read.
+        const { resource, etag } = await container.item(id, id).read<T & { _etag?: string }>();
+        if (!resource || !sameDocument(stripSystemProperties(resource), expected)) return false;
+        await container.item(id, id).replace({ ...document }, { accessCondition: { type: 'IfMatch', condition: etag ?? resource._etag ?? '' } });
+        return true;
+      } catch (error) {
+        if (isConflict(error)) return false;
+        throw unavailable(`write ${name}/${id}`, error);
+      }
+    },
+    async deleteIf(expected) {
+      checkId(expected.id);
+      const id = expected.id;
+      try {
+        const { resource, etag } = await container.item(id, id).read<T & { _etag?: string }>();
+        if (!resource || !sameDocument(stripSystemProperties(resource), expected)) return false;
+        await container.item(id, id).delete({ accessCondition: { type: 'IfMatch', condition: etag ?? resource._etag ?? '' } });
+        return true;
+      } catch (error) {
+        if (isConflict(error)) return false;
+        throw unavailable(`delete ${name}/${id}`, error);
+      }
+    },
     async list() {
       let resources: T[];
       try {
@@ -234,6 +264,12 @@ function stripSystemProperties<T>(resource: T): T {
   const copy = { ...resource } as Record<string, unknown>;
   for (const property of SYSTEM_PROPERTIES) delete copy[property];
   return copy as T;
+}
+
+/** Another write came first: the document exists (409), changed (412) or is gone (404). */
+function isConflict(error: unknown): boolean {
+  const status = statusOf(error);
+  return status === 409 || status === 412 || status === 404;
 }
 
 /** The HTTP status of a Cosmos error (ErrorResponse.code is the status for HTTP failures). */

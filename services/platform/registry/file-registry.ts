@@ -1,6 +1,7 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { DOCUMENT_ID, RegistryError, type Document, type DocumentCollection, type Registry } from './registry';
+import { DOCUMENT_ID, RegistryError, sameDocument, type Document, type DocumentCollection, type Registry } from './registry';
+import { tryLockFile } from '../files/pid-lock';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { writeFileAtomically } from './atomic-file';
 import { openFileJournal } from './file-journal';
@@ -10,7 +11,9 @@ import { DEFAULT_JOURNAL_RETENTION_DAYS } from './journal';
 /**
  * The Registry of `npm start`: one JSON file per document under DATA_DIR/registry/<collection>/,
  * replaced atomically (temp file, fsync, rename), so the CLI in another process can write while the
- * service reads. Sample data is written without fsync (file-samples.ts).
+ * service reads. Every write of a document holds its lock file (`<id>.json.lock`, files/pid-lock.ts), so that
+ * `putIf` compares and writes as one step for every process on the machine. Sample data is written without
+ * fsync (file-samples.ts).
  */
 export interface FileRegistryOptions {
   /** Days the request journal keeps an entry (JOURNAL_RETENTION_DAYS); the journal stage prunes older days. */
@@ -59,26 +62,71 @@ async function fileCollection<T extends Document>(dir: string): Promise<Document
       throw new RegistryError(`registry file ${file} is not valid JSON`, 'corrupt-document', { cause: error });
     }
   };
+  const write = async (file: string, document: T) => {
+    try {
+      await writeFileAtomically(file, JSON.stringify(document, null, 2));
+    } catch (error) {
+      throw new RegistryError(`registry could not write ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
+    }
+  };
+  const remove = async (file: string, id: string) => {
+    try { await fsp.unlink(file); return true; } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
+      throw new RegistryError(`registry could not delete ${id}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
+    }
+  };
   return {
     get: (id) => read(fileOf(id)),
-    async put(document) {
+    put(document) {
       const file = fileOf(document.id);
-      try {
-        await writeFileAtomically(file, JSON.stringify(document, null, 2));
-      } catch (error) {
-        throw new RegistryError(`registry could not write ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
-      }
+      return whileLocked(file, () => write(file, document));
+    },
+    putIf(document, expected) {
+      const file = fileOf(document.id);
+      return whileLocked(file, async () => {
+        const stored = await read(file);
+        if (stored === null ? expected !== null : expected === null || !sameDocument(stored, expected)) return false;
+        await write(file, document);
+        return true;
+      });
     },
     async list() {
       const names = (await fsp.readdir(dir)).filter((n) => n.endsWith('.json') && !n.startsWith('.')).sort();
       const docs = await Promise.all(names.map((n) => read(path.join(dir, n))));
       return docs.filter((d): d is Awaited<T> => d !== null).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     },
-    async delete(id) {
-      try { await fsp.unlink(fileOf(id)); return true; } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
-        throw new RegistryError(`registry could not delete ${id}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
-      }
+    delete(id) {
+      const file = fileOf(id);
+      return whileLocked(file, () => remove(file, id));
+    },
+    deleteIf(expected) {
+      const file = fileOf(expected.id);
+      return whileLocked(file, async () => {
+        const stored = await read(file);
+        return stored !== null && sameDocument(stored, expected) && remove(file, expected.id);
+      });
     },
   };
+}
+
+/** How long a write waits for another process's lock on the same document before it gives up. */
+const LOCK_WAIT_MS = 10_000;
+
+/** Run `write` holding the document's lock file; a lock held by a running process is waited for. */
+async function whileLocked<R>(file: string, write: () => Promise<R>): Promise<R> {
+  const lockFile = `${file}.lock`;
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
+    let taken;
+    try { taken = await tryLockFile(lockFile); } catch (error) {
+      throw new RegistryError(`registry could not lock ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
+    }
+    if (!('holder' in taken)) {
+      try { return await write(); } finally { await taken.release(); }
+    }
+    if (Date.now() > deadline) {
+      throw new RegistryError(`registry could not write ${file}: ${taken.holder ? `process ${taken.holder}` : 'another process'} has held its lock for ${LOCK_WAIT_MS / 1000} s`, 'registry-unavailable');
+    }
+    await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
+  }
 }

@@ -1,3 +1,5 @@
+import { isDeepStrictEqual } from 'node:util';
+
 /**
  * Registry port: workflows, credentials, trigger sample data and the request journal (journal.ts).
  * Adapters: Cosmos DB and JSON files under DATA_DIR. Documents are plain JSON; the registry does not
@@ -12,10 +14,18 @@ export interface DocumentCollection<T extends Document> {
   get(id: string): Promise<T | null>;
   /** Insert or replace. */
   put(document: T): Promise<void>;
+  /**
+   * Store `document` only while the stored one is still `expected` (equal as JSON; null: none is stored), as one
+   * step: a read-modify-write then loses no put or delete that came between its read and its write. False, and
+   * nothing stored, when one did.
+   */
+  putIf(document: T, expected: T | null): Promise<boolean>;
   /** Every document, ordered by id. */
   list(): Promise<T[]>;
   /** True when something was deleted. */
   delete(id: string): Promise<boolean>;
+  /** `delete` only while the stored document is still `expected`; false, and nothing deleted, otherwise. */
+  deleteIf(expected: T): Promise<boolean>;
 }
 
 export interface Sample {
@@ -64,6 +74,11 @@ export class RegistryError extends Error {
     super(message, options);
     this.name = 'RegistryError';
   }
+}
+
+/** Whether two documents are the same as JSON (what `putIf` compares), whatever the order of their properties. */
+export function sameDocument(a: unknown, b: unknown): boolean {
+  return isDeepStrictEqual(JSON.parse(JSON.stringify(a)), JSON.parse(JSON.stringify(b)));
 }
 
 /** The id shape we accept for workflows and credentials: safe as a file name, a URL segment and a Cosmos id. */

@@ -30,6 +30,37 @@ export function describeRegistryContract(name: string, open: () => Promise<Regis
       expect(await registry.workflows.get(id)).toBeNull();
     });
 
+    test('putIf and deleteIf write only over the document expected: none, or one equal as JSON in any property order', async () => {
+      const id = `wf-${randomUUID().slice(0, 8)}`;
+      const first = workflow(id);
+      expect(await registry.workflows.putIf(first, null)).toBe(true);
+      expect(await registry.workflows.putIf(workflow(id, false), null)).toBe(false);
+      const reordered = { nodes: first.nodes, active: first.active, id } as WorkflowDocument;
+      expect(await registry.workflows.putIf(workflow(id, false), reordered)).toBe(true);
+      expect((await registry.workflows.get(id))?.active).toBe(false);
+      expect(await registry.workflows.putIf({ ...first, name: 'stale' }, first)).toBe(false);
+      expect((await registry.workflows.get(id))?.name).toBeUndefined();
+      expect(await registry.workflows.deleteIf(first)).toBe(false);
+      expect(await registry.workflows.get(id)).not.toBeNull();
+      expect(await registry.workflows.deleteIf(workflow(id, false))).toBe(true);
+      expect(await registry.workflows.get(id)).toBeNull();
+      expect(await registry.workflows.putIf(first, workflow(id, false))).toBe(false);
+      expect(await registry.workflows.get(id)).toBeNull();
+    });
+
+    test('putIf: twelve read-modify-writes of one document at once, each retried until it lands, lose none', async () => {
+      const id = `wf-${randomUUID().slice(0, 8)}`;
+      await registry.workflows.put({ ...workflow(id), name: '' });
+      await Promise.all(Array.from({ length: 12 }, async (_, i) => {
+        for (;;) {
+          const before = (await registry.workflows.get(id))!;
+          if (await registry.workflows.putIf({ ...before, name: `${before.name}${String.fromCharCode(97 + i)}` }, before)) return;
+        }
+      }));
+      const name = (await registry.workflows.get(id))!.name!;
+      expect([...name].sort().join('')).toBe('abcdefghijkl');
+    });
+
     test('credentials keep the sealed form as given', async () => {
       const cred: StoredCredential = { id: `cred-${randomUUID().slice(0, 8)}`, type: 'headerAuth', sealed: { v: 1, iv: 'aXY=', tag: 'dGFn', data: 'ZGF0YQ==' }, updatedAt: '2026-11-22T00:00:00.000Z' };
       await registry.credentials.put(cred);
