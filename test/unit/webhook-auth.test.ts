@@ -243,6 +243,17 @@ describe('HMAC presets, each against its vendor\'s documented recipe', () => {
     expect(judge(hmacAdmission({ 'x-sig': sha1.toUpperCase() }, { secrets: ['k1'], header: 'x-sig', algorithm: 'sha1' }, now), body)).toBe('verified');
   });
 
+  test('keyValue without a preset or a stated window: the default 5 minutes, and t= only whole seconds, so the signed text cannot shift between timestamp and body', () => {
+    const data = { secrets: ['kv-secret'], header: 'X-Sig', format: 'keyValue' as const, signedContent: '{timestamp}.{body}' };
+    const form = 'amount=1.5&to=alice';
+    const sign = (t: string, b: string) => createHmac('sha256', 'kv-secret').update(`${t}.${b}`).digest('hex');
+    expect(judge(hmacAdmission({ 'x-sig': `t=${ts},v1=${sign(ts, form)}` }, data, now), form)).toBe('verified');
+    expect(judge(hmacAdmission({ 'x-sig': `t=1,v1=${sign('1', form)}` }, data, now), form)).toBe('timestamp-out-of-tolerance');
+    // The captured signature over "T.amount=1.5&to=alice", presented as t=T.amount=1 with the body 5&to=alice.
+    expect(judge(hmacAdmission({ 'x-sig': `t=${ts}.amount=1,v1=${sign(ts, form)}` }, data, now), '5&to=alice')).toBe('authorization-wrong');
+    expect(judge(hmacAdmission({ 'x-sig': `t=${ts},v1=${sign(ts, form)}` }, { ...data, toleranceSeconds: 3600 }, now + 3_000_000), form)).toBe('verified');
+  });
+
   test('a credential stored before its checks existed, with no secret or a bad template, fails closed', () => {
     expect(judge(hmacAdmission({ 'x-sig': 'ab' }, { header: 'x-sig', secrets: [] }, now), body)).toBe('credential-unavailable');
     expect(judge(hmacAdmission({ 'x-sig': 'ab' }, { header: 'x-sig', secrets: ['s'], signedContent: '{nope}' }, now), body)).toBe('credential-unavailable');

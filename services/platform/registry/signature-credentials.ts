@@ -73,16 +73,19 @@ export function parseSignedContent(template: string): SignedContent | string {
 export function resolveHmacSettings(data: HmacData): HmacSettings {
   const base: HmacSettings = data.preset ? HMAC_PRESETS[data.preset] : { header: '', algorithm: 'sha256', encoding: 'hex', prefix: '', signedContent: '{body}', format: 'single', timestampHeader: null, toleranceSeconds: null };
   const timestampHeader = data.timestampHeader !== undefined ? data.timestampHeader.toLowerCase() : base.timestampHeader;
+  const signedContent = data.signedContent ?? base.signedContent;
   return {
     header: (data.header ?? base.header).toLowerCase(),
     algorithm: data.algorithm ?? base.algorithm,
     encoding: data.encoding ?? base.encoding,
     prefix: data.prefix ?? base.prefix,
-    signedContent: data.signedContent ?? base.signedContent,
+    signedContent,
     format: data.format ?? base.format,
     timestampHeader,
-    // A timestamp with no stated window gets the default one: a timestamp nobody checks protects nothing.
-    toleranceSeconds: data.toleranceSeconds ?? base.toleranceSeconds ?? (timestampHeader ? DEFAULT_TOLERANCE_SECONDS : null),
+    // A signed timestamp with no stated window gets the default one, wherever it comes from (a header, or `t=`
+    // of keyValue): a timestamp nobody checks protects nothing, and one nobody holds to digits lets the signed
+    // text's boundary between timestamp and body move (`t=T.amount=1` with body `5`).
+    toleranceSeconds: data.toleranceSeconds ?? base.toleranceSeconds ?? (timestampHeader || signedContent.includes('{timestamp}') ? DEFAULT_TOLERANCE_SECONDS : null),
   };
 }
 
