@@ -1,8 +1,16 @@
+import { gzipSync } from 'node:zlib';
 import { MAX_RECORD_BYTES } from '../../services/platform/log/event-log';
+import { MAX_DECODED_VALUE_BYTES } from '../../services/triggers/webhook/decoded-size';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { startTestApp, type TestApp } from '../support/app';
-import { deadLetterOf, executionsOf } from '../support/executions';
+import { collectUntilQuiet } from '../support/log-reads';
+import { executionsOf } from '../support/executions';
 
-/** A decoded output past the record limit is dead-lettered whole; Raw Body is the way to take such a body. */
+/**
+ * What a webhook body decodes to travels in one record. A body that cannot fit is refused at the door (413),
+ * never answered 200 and then dead-lettered as output-too-large; one that fits runs; Raw Body takes any size.
+ */
+const codec = defaultAvroCodec();
 
 describe('the record limit', () => {
   let app: TestApp;
@@ -13,14 +21,51 @@ describe('the record limit', () => {
   }, 60_000);
   afterAll(async () => { await app?.stop(); });
 
-  test('a JSON body whose output exceeds it is accepted, then dead-lettered as output-too-large; with Raw Body it runs', async () => {
-    const body = JSON.stringify({ rows: 'x'.repeat(MAX_RECORD_BYTES + 1024) });
-    const post = (wf: string) => fetch(`${app.baseUrl}/hook/${wf}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-    const big = await post('wf-json');
-    expect(big.status).toBe(200);
-    const letter = await deadLetterOf(app, big.headers.get('x-request-id'));
-    expect(letter).toMatchObject({ stage: 'decoder', errorCode: 'output-too-large', workflowId: 'wf-json' });
-    const [{ input }] = await executionsOf(app, (await post('wf-raw')).headers.get('x-request-id'), 1);
-    expect(input.Hook.file).toMatch(/^trigger\/wf-raw\//);
+  const post = (wf: string, type: string, body: string | Buffer, headers: Record<string, string> = {}) =>
+    fetch(`${app.baseUrl}/hook/${wf}`, { method: 'POST', headers: { 'content-type': type, ...headers }, body });
+  const receivedIds = async () => (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).map((r) => codec.decode('Received', r.value).requestId);
+
+  test('bodies that cannot decode into one record are 413 at the door, whether too large or growing as they decode; nothing is accepted', async () => {
+    const refused: { name: string; status: number; message: string; id: string | null }[] = [];
+    const cases: [string, string, string | Buffer, Record<string, string>?][] = [
+      ['JSON past the bound', 'application/json', JSON.stringify({ rows: 'x'.repeat(MAX_RECORD_BYTES + 1024) })],
+      // 5 MiB of quotes: each becomes \" in the decoded JSON string.
+      ['text that grows as JSON', 'text/plain', '"'.repeat(5 * 1024 * 1024)],
+      // 2 MiB of 1e20: each number becomes 21 digits.
+      ['JSON numbers that grow', 'application/json', `[${Array(400_000).fill('1e20').join(',')}]`],
+      ['XML of control characters', 'application/xml', `<a>${'\u0001'.repeat(1_500_000)}</a>`],
+      ['compressed, past the bound once inflated', 'application/json', gzipSync(JSON.stringify({ rows: 'y'.repeat(MAX_RECORD_BYTES) })), { 'content-encoding': 'gzip' }],
+    ];
+    for (const [name, type, body, headers] of cases) {
+      const res = await post('wf-json', type, body, headers);
+      refused.push({ name, status: res.status, message: (await res.json()).message, id: res.headers.get('x-request-id') });
+    }
+    expect(refused.map((r) => [r.name, r.status])).toEqual(cases.map(([name]) => [name, 413]));
+    expect(refused[1].message).toMatch(new RegExp(`^The request body decodes to \\d+ bytes of JSON, more than the ${MAX_DECODED_VALUE_BYTES} a workflow's input holds`));
+    // A multipart body: each field within its 1 MiB, nine of them not within a record.
+    const form = new FormData();
+    for (let i = 0; i < 9; i++) form.append(`f${i}`, 'z'.repeat(1024 * 1024));
+    const multipart = await fetch(`${app.baseUrl}/hook/wf-json`, { method: 'POST', body: form });
+    expect({ status: multipart.status, message: (await multipart.json()).message }).toEqual({ status: 413, message: expect.stringMatching(/^The multipart body has fields and file paths that decode to more than \d+ bytes/) });
+    const ids = await receivedIds();
+    for (const r of refused) expect(ids).not.toContain(r.id);
+  });
+
+  test('large bodies that fit run; one that cannot be read as its type is 400 now, not a dead letter later; Raw Body takes any size', async () => {
+    const text = 'plain words '.repeat(200_000); // 2.4 MiB, measured and found to fit
+    const accepted = await post('wf-json', 'text/plain', text);
+    expect(accepted.status).toBe(200);
+    const [{ input }] = await executionsOf(app, accepted.headers.get('x-request-id'), 1);
+    expect(input.Hook.text).toBe(text);
+    // Inflated past a sixth of the bound, but mostly spaces: what it decodes to is small.
+    const padded = await post('wf-json', 'application/json', gzipSync(`{"a":1${' '.repeat(3 * 1024 * 1024)}}`), { 'content-encoding': 'gzip' });
+    expect(padded.status).toBe(200);
+    expect((await executionsOf(app, padded.headers.get('x-request-id'), 1))[0].input.Hook).toEqual({ a: 1 });
+    const broken = await post('wf-json', 'application/json', `[${'1,'.repeat(1_500_000)}`);
+    expect({ status: broken.status, message: (await broken.json()).message }).toEqual({ status: 400, message: expect.stringMatching(/^The JSON body could not be read/) });
+    expect(await receivedIds()).not.toContain(broken.headers.get('x-request-id'));
+    const raw = await post('wf-raw', 'application/json', JSON.stringify({ rows: 'x'.repeat(MAX_RECORD_BYTES + 1024) }));
+    const [{ input: rawInput }] = await executionsOf(app, raw.headers.get('x-request-id'), 1);
+    expect(rawInput.Hook.file).toMatch(/^trigger\/wf-raw\//);
   });
 });

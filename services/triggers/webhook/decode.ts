@@ -4,7 +4,7 @@ import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
 import { createInflater, EncodingError, inflateSync, parseEncoding } from './content-encoding';
 import { parseForm } from './form';
-import { bodyKind, decodeText, parseMediaType } from './media-type';
+import { bodyKind, decodeText, parseMediaType, type BodyKind } from './media-type';
 import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
 import type { WebhookParameters } from './parameters';
 import { stagingFolder } from '../staged-files';
@@ -79,13 +79,21 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
   } catch (error) {
     throw asInputError(error);
   }
-  let value: unknown;
+  return { value: JSON.stringify(decodeInMemory(bytes, kind, media.params.charset)), files: [] };
+}
+
+/**
+ * The value of a body the decoder reads whole (JSON and any unrecognised type, form, XML, text), from its
+ * inflated bytes; the receiver runs it too, to measure what a large body decodes to (decoded-size.ts). A body
+ * that cannot be read as its type is an IngressError.
+ */
+export function decodeInMemory(bytes: Buffer, kind: BodyKind, charset: string | undefined): unknown {
   try {
     switch (kind) {
-      case 'form': value = parseForm(bytes, media.params.charset); break;
-      case 'xml': value = decodeText(bytes, media.params.charset); break;
-      case 'text': value = { text: decodeText(bytes, media.params.charset) }; break;
-      default: value = bytes.length === 0 ? {} : parseJson(decodeText(bytes, media.params.charset));
+      case 'form': return parseForm(bytes, charset);
+      case 'xml': return decodeText(bytes, charset);
+      case 'text': return { text: decodeText(bytes, charset) };
+      default: return bytes.length === 0 ? {} : parseJson(decodeText(bytes, charset));
     }
   } catch (error) {
     if (error instanceof IngressError) throw error;
@@ -93,7 +101,6 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
     const position = /at position (\d+)/.exec((error as Error).message)?.[1];
     throw new IngressError('payload-parse-error', `the ${kind === 'json' ? 'JSON' : kind} body could not be read${position ? ` (at byte ${position})` : ''}`);
   }
-  return { value: JSON.stringify(value), files: [] };
 }
 
 /** A body too large for the receiver's check may nest deeper than anything after this can take. */

@@ -17,7 +17,16 @@ export interface MultipartLimits {
   maxFiles: number;
   maxFields: number;
   maxFieldBytes: number;
+  /**
+   * The most the decoded value (fields and file paths as JSON) may take: it travels in one record
+   * (decoded-size.ts). Each field is within maxFieldBytes, but a thousand of them are not within a record.
+   */
+  maxValueBytes?: number;
 }
+
+/** Room for one file's entry in the decoded value: its path (folder, file name of at most 200 bytes, escaped). */
+const FILE_ENTRY_BYTES = 1024;
+const jsonBytes = (text: string) => Buffer.byteLength(JSON.stringify(text));
 
 export class MultipartError extends Error {
   /** `publicDetail`: why, in words of our own (no partner text), for the answer. */
@@ -110,6 +119,13 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
   const boundary = parseMediaType(contentType).params.boundary;
   const delimiters = boundary ? delimiterCounter(boundary) : null;
   let seen = 0;
+  let valueBytes = 2;
+  const counted = (bytes: number) => {
+    valueBytes += bytes;
+    if (limits.maxValueBytes !== undefined && valueBytes > limits.maxValueBytes) {
+      failure ??= new MultipartError(`fields and file paths that decode to more than ${limits.maxValueBytes} bytes, more than a workflow's input holds`, 'too-large');
+    }
+  };
   const done = new Promise<void>((resolve) => {
     if (!bb) return resolve();
     bb.on('close', () => { closed = true; resolve(); });
@@ -117,6 +133,7 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
     bb.on('file', (name, stream) => {
       seen++;
       if (name === undefined) failure ??= unnamedPart();
+      else counted(jsonBytes(name) + FILE_ENTRY_BYTES);
       stream.on('limit', () => { failure ??= new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large'); });
       // busboy fails a file part left open when it is ended or destroyed; the verdict is already known
       // (too large, or ended early), and an unheard 'error' would take the process down.
@@ -127,6 +144,8 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
       seen++;
       if (info.valueTruncated) failure ??= new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large');
       else failure ??= fieldProblem(name, value);
+      // The name, the value and their punctuation (a repeated name's array costs no more than its name again).
+      if (!failure) counted(jsonBytes(name) + jsonBytes(value) + 2);
     });
   });
   return {

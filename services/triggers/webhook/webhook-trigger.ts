@@ -6,6 +6,7 @@ import { authenticate, signatureCredential } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
+import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
 import { bodyKind, decodeText, isKnownCharset, parseMediaType } from './media-type';
 import { MultipartError, scanMultipart } from './multipart';
 import { onceEither } from './once-either';
@@ -35,9 +36,10 @@ export interface WebhookLimits extends WebhookDecodeLimits {
 
 export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
   maxInflatedBytes: 64 * 1024 * 1024,
-  maxInMemoryBytes: 64 * 1024 * 1024,
+  // What the decoder reads whole becomes one record's value: no larger body could be decoded (decoded-size.ts).
+  maxInMemoryBytes: MAX_DECODED_VALUE_BYTES,
   maxJsonCheckBytes: 1024 * 1024,
-  multipart: { maxFileBytes: 64 * 1024 * 1024, maxFiles: 100, maxFields: 1000, maxFieldBytes: 1024 * 1024 },
+  multipart: { maxFileBytes: 64 * 1024 * 1024, maxFiles: 100, maxFields: 1000, maxFieldBytes: 1024 * 1024, maxValueBytes: MAX_DECODED_VALUE_BYTES },
 };
 
 const notJson = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') });
@@ -160,6 +162,15 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     }
   }
 
+  /** The syntax check, then what the body decodes to must fit a record (decoded-size.ts). */
+  function checkedBody(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, body: ReceivedBody, services: TriggerServices): InspectOutcome | Promise<InspectOutcome> {
+    const syntax = syntaxCheck(request, node, params, body);
+    if (!syntax.ok) return syntax;
+    const refusal = decodedSizeRefusal(request, params, body, held, services);
+    if (refusal instanceof Promise) return refusal.then((r) => r ?? syntax);
+    return refusal ?? syntax;
+  }
+
   /** Inflation and multipart framing, checked while the body streams in; null when there is nothing to check. */
   /** Whether bodyValidator would make a validator: the body is compressed (or names a coding) or multipart. */
   function hasStreamingChecks(request: InboundRequest, node: WorkflowNode): boolean {
@@ -229,19 +240,19 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     inspect(request, node, body, services) {
       const params = webhookParameters(node);
       if (params.authentication === 'rsaSignature') {
-        return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? syntaxCheck(request, node, params, body));
+        return verifiedSignature(request, node, body, services).then(async (refusal) => refusal ?? (await checkedAfterSignature(request, node, body, services)) ?? checkedBody(request, node, params, body, services));
       }
       if (SIGNED_SCHEMES.has(params.authentication)) {
         const verdict = signed.verified(request, body, services);
         const after = (refusal: InspectOutcome | null): InspectOutcome | Promise<InspectOutcome> => {
           if (refusal) return refusal;
           // A body sent as it is and not multipart has nothing to check while streaming: no promise.
-          if (!hasStreamingChecks(request, node)) return syntaxCheck(request, node, params, body);
-          return checkedAfterSignature(request, node, body, services).then((failed) => failed ?? syntaxCheck(request, node, params, body));
+          if (!hasStreamingChecks(request, node)) return checkedBody(request, node, params, body, services);
+          return checkedAfterSignature(request, node, body, services).then((failed) => failed ?? checkedBody(request, node, params, body, services));
         };
         return verdict instanceof Promise ? verdict.then(after) : after(verdict);
       }
-      return syntaxCheck(request, node, params, body);
+      return checkedBody(request, node, params, body, services);
     },
 
     idempotency: webhookIdempotency,
