@@ -38,7 +38,7 @@ describe('the record limit', () => {
     ];
     for (const [name, type, body, headers] of cases) {
       const res = await post('wf-json', type, body, headers);
-      refused.push({ name, status: res.status, message: (await res.json()).message, id: res.headers.get('x-request-id') });
+      refused.push({ name, status: res.status, message: ((await res.json()) as any).message, id: res.headers.get('x-request-id') });
     }
     expect(refused.map((r) => [r.name, r.status])).toEqual(cases.map(([name]) => [name, 413]));
     expect(refused[1].message).toMatch(new RegExp(`^The request body decodes to \\d+ bytes of JSON, more than the ${MAX_DECODED_VALUE_BYTES} a workflow's input holds`));
@@ -46,7 +46,7 @@ describe('the record limit', () => {
     const form = new FormData();
     for (let i = 0; i < 9; i++) form.append(`f${i}`, 'z'.repeat(1024 * 1024));
     const multipart = await fetch(`${app.baseUrl}/hook/wf-json`, { method: 'POST', body: form });
-    expect({ status: multipart.status, message: (await multipart.json()).message }).toEqual({ status: 413, message: expect.stringMatching(/^The multipart body has fields and file paths that decode to more than \d+ bytes/) });
+    expect({ status: multipart.status, message: ((await multipart.json()) as any).message }).toEqual({ status: 413, message: expect.stringMatching(/^The multipart body has fields and file paths that decode to more than \d+ bytes/) });
     const ids = await receivedIds();
     for (const r of refused) expect(ids).not.toContain(r.id);
   });
@@ -62,7 +62,7 @@ describe('the record limit', () => {
     expect(padded.status).toBe(200);
     expect((await executionsOf(app, padded.headers.get('x-request-id'), 1))[0].input.Hook).toEqual({ a: 1 });
     const broken = await post('wf-json', 'application/json', `[${'1,'.repeat(1_500_000)}`);
-    expect({ status: broken.status, message: (await broken.json()).message }).toEqual({ status: 400, message: expect.stringMatching(/^The JSON body could not be read/) });
+    expect({ status: broken.status, message: ((await broken.json()) as any).message }).toEqual({ status: 400, message: expect.stringMatching(/^The JSON body could not be read/) });
     expect(await receivedIds()).not.toContain(broken.headers.get('x-request-id'));
     const raw = await post('wf-raw', 'application/json', JSON.stringify({ rows: 'x'.repeat(MAX_RECORD_BYTES + 1024) }));
     const [{ input: rawInput }] = await executionsOf(app, raw.headers.get('x-request-id'), 1);

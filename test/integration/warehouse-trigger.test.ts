@@ -61,6 +61,10 @@ function describeWarehouse(choice: BackendChoice, only?: string[]) {
       expect(one.input.Warehouse.duplicate).toBe(false);
       expect(two.input.Warehouse.duplicate).toBe(true);
       expect(two.input.Warehouse.PostId).toBe(id);
+      // A post that carries a duplicate of its own could say false on a re-post: refused, nothing accepted.
+      const claimed = await post('wf-both', { ...dcPost(id), duplicate: false });
+      expect({ status: claimed.status, body: await claimed.json() }).toEqual({ status: 400, body: { error: 'payload-parse-error', message: 'The post has a top-level "duplicate" member: this service sets it, to say whether the post repeats an earlier PostId' } });
+      expect((await allExecutions(app)).filter((e) => e.requestId === claimed.headers.get('x-request-id'))).toEqual([]);
     });
 
     maybe('core')('invalid JSON, or JSON that is not an object, is 400 payload-parse-error and nothing is accepted', async () => {

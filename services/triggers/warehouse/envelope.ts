@@ -23,6 +23,11 @@ export interface WarehousePost {
   type: string | null;
   /** PostId as text (a number is read as its digits), null when absent or empty. */
   postId: string | null;
+  /**
+   * The post has a top-level `duplicate` of its own. The receiver refuses it: the flag this service adds would
+   * sit beside it in the text, and a JSON reader keeps the last of two, the post's.
+   */
+  claimsDuplicate: boolean;
 }
 
 const TYPES: Record<string, WarehouseAction> = { DC: 'dc', RC: 'rc' };
@@ -46,7 +51,7 @@ export function readWarehousePost(bytes: Buffer): WarehousePost {
   const type = typeof envelope.Type === 'string' ? envelope.Type : null;
   const rawId = envelope.PostId;
   const postId = (typeof rawId === 'string' && rawId.trim() !== '') ? rawId : typeof rawId === 'number' ? numericPostId(text, rawId) : null;
-  return { text, action: type ? TYPES[type.trim().toUpperCase()] ?? null : null, type, postId };
+  return { text, action: type ? TYPES[type.trim().toUpperCase()] ?? null : null, type, postId, claimsDuplicate: Object.hasOwn(envelope, 'duplicate') };
 }
 
 /**

@@ -54,7 +54,9 @@ export function createWarehouseTrigger(limits: WarehouseLimits = DEFAULT_WAREHOU
       if (bytes === 'busy') return { ok: false, answer: BUSY };
       if (!bytes) return { ok: false, answer: errorAnswer('internal-error') };
       try {
-        readWarehousePost(bytes);
+        if (readWarehousePost(bytes).claimsDuplicate) {
+          return { ok: false, answer: errorAnswer('payload-parse-error', 'The post has a top-level "duplicate" member: this service sets it, to say whether the post repeats an earlier PostId') };
+        }
         return { ok: true, inspection: {} };
       } catch (error) {
         if (error instanceof EnvelopeError) return { ok: false, answer: errorAnswer('payload-parse-error', error.message) };
