@@ -10,7 +10,8 @@ import { DEFAULT_CLOCK_SKEW_SECONDS, jwtKeyEntries, jwtKeyFits, jwtKeyObject, ty
  * Algorithm confusion is closed twice: `jose` is told the credential's algorithms (never `none`), and for
  * each algorithm only keys of its kind are tried (jwtKeyFits: HS* secret keys, RS/PS RSA public keys,
  * ES* EC keys on the curve), so an HS256 token "signed" with an RSA public key's PEM finds no key at all.
- * A key whose JWK names a `kid` is tried only for tokens naming that `kid`.
+ * A key whose JWK names a `kid` is not tried for a token naming another `kid`; a token naming none is tried
+ * against every key of its kind, as `jose` searches a JWKS (the signature decides).
  */
 export type JwtOutcome = { ok: true; principal: string } | { ok: false; code: IngressErrorCode };
 
