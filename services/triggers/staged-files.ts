@@ -26,8 +26,17 @@ const stampOf = (() => {
 
 const MAX_NAME_BYTES = 200;
 
-/** Control, format (zero-width, bidi marks and overrides, byte order mark) and line/paragraph separator characters. */
-const INVISIBLE = /[\u0000-\u001f\u007f-\u009f\u061c\u200b-\u200f\u2028-\u202e\u2060-\u2069\ufeff]/g;
+/**
+ * Control, format (soft hyphen, zero-width, bidi marks and overrides, byte order mark, tag characters) and
+ * line/paragraph separator characters, the fillers that render as nothing (Hangul, Mongolian, Khmer), and a
+ * surrogate without its pair (which no file system or UTF-8 name can hold).
+ */
+const INVISIBLE = /[\p{Cc}\p{Cf}\p{Zl}\p{Zp}\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u3164\uffa0]|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/gu;
+/** The extension kept when a name is cut: a dot and at most 15 characters after it. */
+const extensionOf = (name: string) => {
+  const dot = name.lastIndexOf('.');
+  return dot > 0 && name.length - dot <= 16 ? name.slice(dot) : '';
+};
 /** Characters Windows refuses in a name, for whoever saves a staged file on Windows or an SMB share. */
 const WINDOWS_RESERVED_CHARS = /[:*?"<>|]/g;
 /** Device names Windows reserves, with any extension (`con.txt` opens the console). */
@@ -41,15 +50,19 @@ const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)/i
  */
 export function sanitizeFilename(name: string | undefined | null): string {
   let base = (name ?? '').split(/[/\\]/).pop() ?? '';
-  // A name longer than any file system takes is cut before the work below, which is then bounded too.
-  base = base.slice(0, 4 * MAX_NAME_BYTES).normalize('NFC');
+  // A name longer than any file system takes is cut before the work below, which is then bounded too: its
+  // extension kept, and never between the two halves of a character outside the BMP.
+  if (base.length > 4 * MAX_NAME_BYTES) {
+    const ext = extensionOf(base);
+    base = base.slice(0, 4 * MAX_NAME_BYTES - ext.length).replace(/[\ud800-\udbff]$/, '') + ext;
+  }
+  base = base.normalize('NFC');
   base = base.replace(INVISIBLE, '').replace(WINDOWS_RESERVED_CHARS, '_');
   base = trimmed(base);
   if (base === '') return 'file';
   if (WINDOWS_DEVICE.test(base)) base = `_${base}`;
   if (Buffer.byteLength(base, 'utf8') <= MAX_NAME_BYTES) return base;
-  const dot = base.lastIndexOf('.');
-  const ext = dot > 0 && base.length - dot <= 16 ? base.slice(dot) : '';
+  const ext = extensionOf(base);
   // The cut can end the stem at a dot or a space again (with no extension kept, that is the name's end).
   return trimmed(fitted(base.slice(0, base.length - ext.length), ext)) || 'file';
 }

@@ -18,6 +18,20 @@ test('long names are cut to 200 UTF-8 bytes at a character boundary, the extensi
   expect(sanitizeFilename(`${'x'.repeat(300)}.csv`)).toBe(`${'x'.repeat(196)}.csv`);
 });
 
+test('a name past the first cut keeps its extension, and no cut leaves half of a character outside the BMP', () => {
+  expect(sanitizeFilename(`${'A'.repeat(5000)}.pdf`)).toBe(`${'A'.repeat(196)}.pdf`);
+  expect(sanitizeFilename(`${'A'.repeat(797)}.pdf`)).toBe(`${'A'.repeat(196)}.pdf`);
+  const emoji = sanitizeFilename(`${'a'.repeat(790)}.${'😀'.repeat(5)}`);
+  expect(emoji).toBe(`${'a'.repeat(179)}.${'😀'.repeat(5)}`);
+  expect(emoji.isWellFormed()).toBe(true);
+  expect(sanitizeFilename(`${'😀'.repeat(500)}`).isWellFormed()).toBe(true);
+  expect(sanitizeFilename('half\ud83d.txt')).toBe('half.txt');
+});
+
+test('characters that render as nothing are removed: soft hyphen, tag characters, fillers', () => {
+  expect(sanitizeFilename('in\u00advoice\u{e0041}\u3164\u115f\u180e.pdf')).toBe('invoice.pdf');
+});
+
 test('a huge name is cut in one step', () => {
   // 1 MiB of multi-byte characters: the old character-by-character cut ran for hours on this (past any
   // test timeout); the cut is now one slice.
