@@ -483,6 +483,20 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     socket.destroy();
   });
+  // Requests Node would otherwise answer bare (an unknown Expect: 417 without a request id) or not at all
+  // (CONNECT: the socket is handed over and left open): each gets the JSON error and a request id.
+  server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    const requestId = randomUUID();
+    if (logger.enabled('info')) logger.info('request refused: an expectation other than 100-continue', { requestId, remoteAddress: req.socket.remoteAddress ?? null });
+    res.shouldKeepAlive = false; // its body, if any, is not read
+    send(res, requestId, errorAnswer('expectation-failed'));
+  });
+  server.on('connect', (req: http.IncomingMessage, socket: Socket) => {
+    const requestId = randomUUID();
+    if (logger.enabled('info')) logger.info('request refused: CONNECT', { requestId, remoteAddress: req.socket.remoteAddress ?? null });
+    socket.on('error', () => undefined);
+    socket.end(rawAnswer(errorAnswer('method-not-allowed', undefined, { allow: 'POST' }), requestId));
+  });
   // A client that shuts its side once the request is sent (FIN after the body) still reads the answer: Node's
   // default aborts the request on that FIN and closes without one. With this, the request is handled, answered,
   // and the connection then ends. (Node's own property, set as its tests do; it is not in @types/node.)
@@ -528,8 +542,13 @@ const PARSER_ERRORS: Record<string, Answer> = {
 };
 const MALFORMED = errorAnswer('request-malformed');
 function parserAnswer(code: string | undefined, requestId: string): string {
-  const answer = (code !== undefined && PARSER_ERRORS[code]) || MALFORMED;
+  return rawAnswer((code !== undefined && PARSER_ERRORS[code]) || MALFORMED, requestId);
+}
+
+/** An answer written straight to a socket that no ServerResponse has: its headers, a request id, and the close. */
+function rawAnswer(answer: Answer, requestId: string): string {
   const body = answer.body as string;
-  return `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status]}\r\nContent-Type: ${answer.headers['content-type']}\r\n`
+  const headers = Object.entries(answer.headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
+  return `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status]}\r\n${headers}`
     + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
 }

@@ -17,6 +17,7 @@ export const INGRESS_ERRORS = {
   'request-timeout': { status: 408, message: 'The request body stopped arriving, or arrived too slowly' },
   'unsupported-media': { status: 415, message: 'The request body has an unsupported media type' },
   'method-not-allowed': { status: 405, message: 'Only POST is accepted' },
+  'expectation-failed': { status: 417, message: 'The only expectation understood is Expect: 100-continue' },
   'not-found': { status: 404, message: 'Not found' },
   'as2-mdn-not-accepted': { status: 400, message: 'This endpoint receives AS2 messages, not MDNs: an MDN goes back to the system that sent the message it acknowledges' },
   'transfer-coding-unsupported': { status: 501, message: 'Only the chunked transfer coding is accepted; compress the body with Content-Encoding instead' },

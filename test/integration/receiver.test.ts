@@ -117,6 +117,20 @@ test.each([
   expect(app.logs.some((l) => l.msg === 'request refused by the HTTP parser' && l.requestId === answer.headers['x-request-id'])).toBe(true);
 });
 
+test.each([
+  ['an expectation other than 100-continue', 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}', 'HTTP/1.1 417 Expectation Failed', 'expectation-failed', 'request refused: an expectation other than 100-continue'],
+  ['CONNECT', 'CONNECT /hook/wf-open HTTP/1.1\r\nHost: x\r\n\r\n', 'HTTP/1.1 405 Method Not Allowed', 'method-not-allowed', 'request refused: CONNECT'],
+])('what Node answers itself, or not at all (%s), is a JSON error with a request id, and the connection closes', async (_, request, statusLine, code, logged) => {
+  const before = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length;
+  const answer = parsedAnswer(await rawExchange(request));
+  expect(answer.statusLine).toBe(statusLine);
+  expect(answer.headers['x-request-id']).toMatch(/^[0-9a-f-]{36}$/);
+  expect(answer.headers.connection).toBe('close');
+  expect(JSON.parse(answer.body).error).toBe(code);
+  expect(app.logs.some((l) => l.msg === logged && l.requestId === answer.headers['x-request-id'])).toBe(true);
+  expect((await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length).toBe(before);
+});
+
 test('a parse error on a kept-alive connection after a whole answer is answered too', async () => {
   const first = 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}';
   const raw = await rawExchange(first, 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n');
