@@ -1,10 +1,12 @@
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
-import { StageInputError, withDeadLetteringBatch } from '../../services/platform/log/dead-lettering';
+import { isBackendOutage, OUTAGE_RETRY_MS, StageInputError, withDeadLetteringBatch } from '../../services/platform/log/dead-lettering';
+import { EventLogError } from '../../services/platform/log/event-log';
+import { ObjectStoreError } from '../../services/platform/store/object-store';
 import type { LogRecord, OutRecord } from '../../services/platform/log/event-log';
 import { packLogRecords, packOutputs, unpackLogRecords, unpackOutputs } from '../../services/platform/log/remote/record-transfer';
 import { checkedBatchResult, eachRecord } from '../../services/platform/log/stage-batch';
 import { silentLogger } from '../../services/platform/logger/logger';
-import { withSamples, type Sample } from '../../services/platform/registry/registry';
+import { RegistryError, withSamples, type Sample } from '../../services/platform/registry/registry';
 
 const record = (offset: number, value: string): LogRecord => ({ topic: 'in', partition: 0, offset: String(offset), key: 'k', value: Buffer.from(value), headers: { h: value }, timestamp: 1 });
 const out = (value: string, bytes = value.length): OutRecord => ({ topic: 'out', key: 'k', value: Buffer.alloc(bytes, value) });
@@ -92,6 +94,26 @@ describe('withDeadLetteringBatch', () => {
     const second = await handle(records.slice(1), { maxOutputBytes: 1e9, deadline: Infinity });
     expect(second.failure).toBeUndefined();
     expect(second.outputs.map((o) => o[0].topic)).toEqual(['dead', 'out']);
+  });
+
+  test('a backend outage is retried past the attempts, until it has lasted OUTAGE_RETRY_MS; then the record is dead-lettered', async () => {
+    let clock = 1_000_000;
+    const outage = new RegistryError('cosmos did not answer', 'registry-unavailable');
+    const handle = withDeadLetteringBatch(inner((v) => (v === 'during' ? outage : null)), { ...options, now: () => clock });
+    const records = [record(0, 'during')];
+    for (let i = 0; i < 20; i++) {
+      expect((await handle(records, { maxOutputBytes: 1e9, deadline: Infinity })).failure?.error).toBe(outage);
+      clock += 20_000;
+    }
+    clock = 1_000_000 + OUTAGE_RETRY_MS;
+    const last = await handle(records, { maxOutputBytes: 1e9, deadline: Infinity });
+    expect(last.failure).toBeUndefined();
+    expect(codec.decode('DeadLetter', last.outputs[0][0].value)).toMatchObject({ errorCode: 'registry-unavailable', attempts: 21 });
+    // Not an outage: a store that says the body is not there is the record's own failure, out of attempts as before.
+    expect(isBackendOutage(new ObjectStoreError('gone', 'not-found'))).toBe(false);
+    expect(isBackendOutage(new ObjectStoreError('down', 'store-unavailable'))).toBe(true);
+    expect(isBackendOutage(new EventLogError('down', 'log-unavailable'))).toBe(true);
+    expect(isBackendOutage(new RegistryError('bad', 'corrupt-document'))).toBe(false);
   });
 });
 

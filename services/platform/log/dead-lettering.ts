@@ -6,9 +6,9 @@ import { budgetSpent } from './stage-batch';
 import { workflowOfRecord, type RecordKeyMode } from './record-keys';
 
 /**
- * Turn a stage handler into one that never blocks its partition: a failure the input itself causes
- * (`permanent`) goes to the dead-letter topic at once; any other failure is retried by the log's
- * back-off up to `maxAttempts` times, then dead-lettered. The dead letter keeps the whole source record,
+ * Turn a stage handler into one that never blocks its partition for long: a failure the input itself causes
+ * (`permanent`) goes to the dead-letter topic at once; any other failure is retried by the log's back-off up
+ * to `maxAttempts` times (a backend outage for up to OUTAGE_RETRY_MS), then dead-lettered. The dead letter keeps the whole source record,
  * so `ingress dead-letters replay` can feed it again after a fix, and is keyed like it (the same partition
  * as the source's other records when keys are workflow ids).
  */
@@ -25,6 +25,8 @@ export interface DeadLetteringOptions {
   metrics?: Pick<IngressMetrics, 'stageRecord'>;
   /** What the stage's input is keyed by: the dead letter's workflowId is the key only when keys are workflow ids. */
   recordKey: RecordKeyMode;
+  /** The clock for how long an outage has lasted (tests). */
+  now?: () => number;
 }
 
 const PERMANENT_NAMES = new Set(['IngressError', 'AvroDecodeError', 'SyntaxError', 'DocumentError', 'StageInputError']);
@@ -42,7 +44,7 @@ export function defaultIsPermanent(error: unknown): boolean {
 }
 
 export function withDeadLettering(handle: StageHandler, options: DeadLetteringOptions): StageHandler {
-  const verdict = failureVerdict(options);
+  const verdict = failureVerdict(options, options.now);
   return async (record: LogRecord): Promise<OutRecord[]> => {
     try {
       const out = await handle(record);
@@ -61,7 +63,7 @@ export function withDeadLettering(handle: StageHandler, options: DeadLetteringOp
  * retried by the log from that record.
  */
 export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadLetteringOptions): StageBatchHandler {
-  const verdict = failureVerdict(options);
+  const verdict = failureVerdict(options, options.now);
   return async (records, budget) => {
     const outputs: OutRecord[][] = [];
     let rest = records;
@@ -90,11 +92,28 @@ export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadL
   };
 }
 
+/**
+ * How long a record whose failure is a backend outage (the registry, the object store or the log not
+ * answering) keeps being retried, however many attempts that takes. An outage fails every record alike: dead-
+ * lettering each after five quick attempts (about two seconds) would turn a brief outage into a pile of dead
+ * letters for someone to replay, none of them the records' fault. A record that meets "unavailable" for longer
+ * is dead-lettered then, so one that always does cannot hold its partition for ever.
+ */
+export const OUTAGE_RETRY_MS = 10 * 60_000;
+
+const OUTAGE_CODES: Record<string, string> = { RegistryError: 'registry-unavailable', ObjectStoreError: 'store-unavailable', EventLogError: 'log-unavailable' };
+
+/** A failure that says a backend did not answer, rather than anything about the record. */
+export function isBackendOutage(error: unknown): boolean {
+  const e = error as { name?: unknown; code?: unknown } | null;
+  return typeof e?.name === 'string' && OUTAGE_CODES[e.name] !== undefined && OUTAGE_CODES[e.name] === e.code;
+}
+
 /** Attempts per record, and the dead letter of a record whose failure is permanent or out of attempts. */
-function failureVerdict(options: DeadLetteringOptions) {
+function failureVerdict(options: DeadLetteringOptions, now: () => number = Date.now) {
   const maxAttempts = options.maxAttempts ?? 5;
   const isPermanent = options.isPermanent ?? defaultIsPermanent;
-  const attempts = new Map<string, number>();
+  const attempts = new Map<string, { count: number; since: number }>();
   const idOf = (record: LogRecord) => `${record.topic}/${record.partition}/${record.offset}`;
   return {
     // Most records never fail: no id is built for them.
@@ -104,9 +123,11 @@ function failureVerdict(options: DeadLetteringOptions) {
     /** Throws `error` again while it may still be retried; else the dead letter to produce instead. */
     failed(record: LogRecord, error: unknown): OutRecord[] {
       const id = idOf(record);
-      const attempt = (attempts.get(id) ?? 0) + 1;
-      if (!isPermanent(error) && attempt < maxAttempts) {
-        attempts.set(id, attempt);
+      const earlier = attempts.get(id);
+      const attempt = (earlier?.count ?? 0) + 1;
+      const since = earlier?.since ?? now();
+      if (!isPermanent(error) && (attempt < maxAttempts || (isBackendOutage(error) && now() - since < OUTAGE_RETRY_MS))) {
+        attempts.set(id, { count: attempt, since });
         throw error;
       }
       attempts.delete(id);
