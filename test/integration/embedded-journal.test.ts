@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
+import { MAX_READ_BATCH_BYTES } from '../../services/platform/log/topics';
 import { collect } from '../support/log-reads';
 
 /** Recovery and ownership of the embedded log: what the contract suite cannot see. */
@@ -185,4 +186,30 @@ test('a record the journal cannot frame is refused as a rejection and leaves not
   expect((await collect(reopened, 't', 2)).map((r) => r.value.toString())).toEqual(['before', 'after']);
   expect((await reopened.endOffsets('t'))[0].offset).toBe('2');
   await reopened.close();
+});
+
+test('a stage batch stops at MAX_READ_BATCH_BYTES of records, not only at its record count; a larger record makes a batch alone', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  const kib = (n: number) => Buffer.alloc(n * 1024, 0x61);
+  await log.append(Array.from({ length: 10 }, () => ({ topic: 't', key: 'k', value: kib(300) })));
+  await log.append([{ topic: 't', key: 'k', value: kib(2048) }]);
+  await log.append([rec('a'), rec('b'), rec('c')]);
+  const batches: number[][] = [];
+  let handled = 0;
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => { done = resolve; });
+  const stage = await log.runStage({
+    group: 'g', topic: 't',
+    async handleBatch(records) {
+      batches.push(records.map((r) => r.value.length));
+      if ((handled += records.length) === 14) done();
+      return { outputs: records.map(() => []) };
+    },
+  });
+  await finished;
+  await stage.stop();
+  await log.close();
+  // Three records of 300 KiB fit 1 MiB, a fourth would not; the 2 MiB record is read alone; the small ones together.
+  expect(batches.map((b) => b.length)).toEqual([3, 3, 3, 1, 1, 3]);
+  for (const b of batches) if (b.length > 1) expect(b.reduce((x, y) => x + y, 0)).toBeLessThanOrEqual(MAX_READ_BATCH_BYTES);
 });
