@@ -1,8 +1,10 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
+import { FRAME_HEADER_BYTES, frameSize, writeFrame } from '../../services/platform/log/embedded/frame';
+import { MAX_READ_BATCH_BYTES } from '../../services/platform/log/topics';
 import { collect } from '../support/log-reads';
 
 /** Recovery and ownership of the embedded log: what the contract suite cannot see. */
@@ -185,4 +187,103 @@ test('a record the journal cannot frame is refused as a rejection and leaves not
   expect((await collect(reopened, 't', 2)).map((r) => r.value.toString())).toEqual(['before', 'after']);
   expect((await reopened.endOffsets('t'))[0].offset).toBe('2');
   await reopened.close();
+});
+
+test('a stage batch stops at MAX_READ_BATCH_BYTES of records, not only at its record count; a larger record makes a batch alone', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  const kib = (n: number) => Buffer.alloc(n * 1024, 0x61);
+  await log.append(Array.from({ length: 10 }, () => ({ topic: 't', key: 'k', value: kib(300) })));
+  await log.append([{ topic: 't', key: 'k', value: kib(2048) }]);
+  await log.append([rec('a'), rec('b'), rec('c')]);
+  const batches: number[][] = [];
+  let handled = 0;
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => { done = resolve; });
+  const stage = await log.runStage({
+    group: 'g', topic: 't',
+    async handleBatch(records) {
+      batches.push(records.map((r) => r.value.length));
+      if ((handled += records.length) === 14) done();
+      return { outputs: records.map(() => []) };
+    },
+  });
+  await finished;
+  await stage.stop();
+  await log.close();
+  // Three records of 300 KiB fit 1 MiB, a fourth would not; the 2 MiB record is read alone; the small ones together.
+  expect(batches.map((b) => b.length)).toEqual([3, 3, 3, 1, 1, 3]);
+  for (const b of batches) if (b.length > 1) expect(b.reduce((x, y) => x + y, 0)).toBeLessThanOrEqual(MAX_READ_BATCH_BYTES);
+});
+
+test('a torn write whose record holds the bytes of an empty frame (E7 and eight zeros) is cut, not taken for acknowledged frames', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  await log.append([rec('acknowledged')]);
+  const [file] = segmentFiles();
+  const goodSize = statSync(file).size;
+  // A partner's body (an inline binary upload) holding what checks as a valid frame with an empty payload.
+  const body = Buffer.concat([Buffer.alloc(1000, 0x41), Buffer.from([0xe7, 0, 0, 0, 0, 0, 0, 0, 0]), Buffer.alloc(8000, 0x42)]);
+  await log.append([{ topic: 't', key: 'k', value: body }]);
+  await log.close();
+  truncateSync(file, statSync(file).size - 4000); // the crash kept the write up to past those bytes
+  const warnings: string[] = [];
+  const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
+  expect(statSync(file).size).toBe(goodSize);
+  expect(warnings).toEqual([expect.stringMatching(/cut \d+ bytes of an unfinished write \(incomplete\)/)]);
+  await reopened.append([rec('next')]);
+  expect((await collect(reopened, 't', 2)).map((r) => r.value.toString())).toEqual(['acknowledged', 'next']);
+  await reopened.close();
+});
+
+test('a torn write whose record holds a whole valid frame, cut where that frame ends, is cut: the frame is the record\'s bytes', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  await log.append([rec('acknowledged')]);
+  const [file] = segmentFiles();
+  const goodSize = statSync(file).size;
+  // A frame as the journal writes it (a record and a commit of group g), inside a partner's body.
+  const entry = { records: [{ topic: 't', key: 'k', value: Buffer.from('planted'), headers: {}, timestamp: 1 }], commits: [{ group: 'g', topic: 't', next: 99 }] };
+  const planted = Buffer.alloc(frameSize(entry));
+  writeFrame(entry, planted, 0, planted.length);
+  await log.append([{ topic: 't', key: 'k', value: Buffer.concat([Buffer.alloc(1000, 0x41), planted, Buffer.alloc(8000, 0x42)]) }]);
+  await log.close();
+  // Cut where the planted frame ends: the segment then ends in a whole frame, as if it had been appended later.
+  truncateSync(file, readFileSync(file).indexOf(planted, goodSize) + planted.length);
+  const warnings: string[] = [];
+  const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
+  expect(statSync(file).size).toBe(goodSize);
+  expect(warnings).toEqual([expect.stringMatching(/unfinished write/)]);
+  expect((await reopened.endOffsets('t'))[0].offset).toBe('1');
+  expect(await reopened.consumerLag('g', 't')).toBe(1); // the planted commit was not applied
+  await reopened.close();
+});
+
+test('damage is still refused with a torn write after it: a flipped bit, a length (the last whole frame\'s too), a block of zeros', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  for (let i = 0; i < 20; i++) await log.append([rec(`record-${String(i).padStart(2, '0')}-${'p'.repeat(200)}`)]);
+  await log.append([rec('c'.repeat(20_000))]);
+  await log.close();
+  const [file] = segmentFiles();
+  truncateSync(file, statSync(file).size - 10_000); // the last write torn
+  const bytes = readFileSync(file);
+  const frame = FRAME_HEADER_BYTES + bytes.readUInt32BE(1); // the twenty frames are the same size
+  expect(bytes.readUInt32BE(19 * frame + 1)).toBe(frame - FRAME_HEADER_BYTES);
+  const damages: Array<[string, (b: Buffer) => void]> = [
+    ['a payload bit', (b) => { b[5 * frame + 100] ^= 0x10; }],
+    ['the low byte of a length', (b) => { b[3 * frame + 4] ^= 0x10; }],
+    ['a length pointing past the end of the file', (b) => { b[3 * frame + 1] ^= 0x40; }],
+    // Nothing whole follows it (the torn write is not): its payload, whole under its checksum, says it was written.
+    ['the length of the last whole frame', (b) => { b[19 * frame + 4] ^= 0x10; }],
+    ['a block of zeros over a header', (b) => { b.fill(0, 3 * frame - 20, 3 * frame + 300); }],
+  ];
+  const outcomes: unknown[] = [];
+  for (const [what, damage] of damages) {
+    const damaged = Buffer.from(bytes);
+    damage(damaged);
+    writeFileSync(file, damaged);
+    const opened = await openEmbeddedLog({ dataDir: dir }).then(
+      async (l) => { await l.close(); return 'opened'; },
+      (error: { code?: string; message: string }) => (/damaged.*nothing was cut/.test(error.message) ? error.code : error.message),
+    );
+    outcomes.push([what, opened, statSync(file).size === bytes.length ? 'nothing cut' : 'cut']);
+  }
+  expect(outcomes).toEqual(damages.map(([what]) => [what, 'log-corrupt', 'nothing cut']));
 });

@@ -58,3 +58,14 @@ test('recent records are kept only while a reader follows, and only the newest o
   second();
   expect(recent.get(6)).toBeUndefined(); // the last reader left: nothing is held
 });
+
+test('a batch ends where its records would pass the byte budget, by the lengths the index holds; it always takes one', () => {
+  const index = new TopicIndex();
+  for (const length of [400, 400, 300, 2000, 100, 100]) index.push(0, 0, length, 0);
+  expect(index.endWithin(0, 6, 1000)).toBe(2); // 400 + 400; a third would make 1100
+  expect(index.endWithin(1, 6, 1000)).toBe(3); // 400 + 300 = 700; 2000 more would pass
+  expect(index.endWithin(3, 6, 1000)).toBe(4); // larger than the budget: alone
+  expect(index.endWithin(4, 6, 1000)).toBe(6); // up to the end asked for
+  expect(index.endWithin(0, 1, 1000)).toBe(1); // the record count bounds it too
+  expect(index.endWithin(0, 6, 1100)).toBe(3); // exactly the budget fits
+});

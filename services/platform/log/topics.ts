@@ -32,6 +32,17 @@ export interface PipelineTopics {
  * stage that runs out of memory mid-batch commits nothing and meets the same batch after a restart.
  */
 export const MAX_STAGE_BATCH_BYTES = 32 * 1024 * 1024;
+
+/**
+ * What the embedded log reads for one batch at most, in records' bytes: a stage's batch, or one chunk of a read
+ * handed to the stage worker. A batch stops before the record that would pass it, though it always takes one, so
+ * a record larger than this (up to MAX_RECORD_BYTES) is read alone. Without it a stage read its 256 records
+ * whatever their size: after a backlog of large bodies, 2 GiB per batch and as much again to copy it to the
+ * worker, and the process was killed for memory on every restart. 1 MiB is what a Kafka stage's batch holds
+ * (one partition's fetch: kafkajs's maxBytesPerPartition, which the adapter keeps at its default); a batch of
+ * small records (about 1 KiB each in the benchmarks) still ends at its record count first.
+ */
+export const MAX_READ_BATCH_BYTES = 1024 * 1024;
 export const TOPIC_MAX_MESSAGE_BYTES = MAX_RECORD_BYTES + 64 * 1024;
 
 export const TOPIC_NAMES = {

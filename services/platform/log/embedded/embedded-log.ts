@@ -7,7 +7,7 @@ import {
 import { batchHandlerOf, checkedBatchResult, stageBatchBudget } from '../stage-batch';
 import { decodeRecord, type JournalEntry, type JournalRecord, type RecordSpan } from './frame';
 import { Journal } from './journal';
-import { MAX_STAGE_BATCH_BYTES } from '../topics';
+import { MAX_READ_BATCH_BYTES, MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TopicIndex } from './topic-index';
 import { RecentRecords } from './recent-records';
 import { acquireDirectoryLock, type DirectoryLock } from './directory-lock';
@@ -21,7 +21,7 @@ export interface EmbeddedLogOptions {
   dataDir: string;
   readOnly?: boolean;
   segmentBytes?: number;
-  /** How many records a stage handles before committing them together. */
+  /** How many records a stage handles before committing them together (fewer when they pass MAX_READ_BATCH_BYTES). */
   stageBatch?: number;
   onWarning?: (message: string) => void;
 }
@@ -184,7 +184,8 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           let records: LogRecord[] = [];
           let result: StageBatchResult = { outputs: [] };
           try {
-            records = await recordsAt(topic, next, Math.min(length, next + stageBatch));
+            const end = topicState(topic).index.endWithin(next, Math.min(length, next + stageBatch), MAX_READ_BATCH_BYTES);
+            records = await recordsAt(topic, next, end);
             result = checkedBatchResult(await handleBatch(records, stageBatchBudget(MAX_STAGE_BATCH_BYTES)), records.length);
             if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
           } catch (error) {

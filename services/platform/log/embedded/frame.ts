@@ -8,7 +8,8 @@ import type { Headers } from '../event-log';
  *   magic u8 (0xE7) | payload length u32 BE | crc32(payload) u32 BE | payload
  *
  * A torn tail (kill -9 mid-write) fails the length or CRC check and is cut off on recovery, so an
- * entry is either wholly there or not at all.
+ * entry is either wholly there or not at all. A payload of no bytes checks too, but none is ever written (a
+ * payload has at least its version and counts): recovery never takes one for a frame (torn-tail.ts).
  */
 export const FRAME_MAGIC = 0xe7;
 export const FRAME_HEADER_BYTES = 9;
@@ -136,6 +137,53 @@ export function checkFrame(buf: Buffer, pos: number): FrameCheck {
   const payload = buf.subarray(pos + FRAME_HEADER_BYTES, pos + FRAME_HEADER_BYTES + length);
   if (crc32(payload) !== buf.readUInt32BE(pos + 5)) return { ok: false, reason: 'bad-crc' };
   return { ok: true, length: FRAME_HEADER_BYTES + length };
+}
+
+/**
+ * How the bytes from `start` (a payload's first byte) fit the payload's layout, read from its own fields:
+ * `complete` where they end; `truncated` when they run past the end of `buf` first (a write cut short);
+ * `malformed` when they contradict the layout (an unknown version, a key flag other than 0 or 1, a field that
+ * passes `limit`, or a payload that ends before `limit`). `limit` is where a frame's header says its payload
+ * ends; without it, the payload's own end is found. Keys, values and strings are skipped by their lengths, never
+ * read, so what a partner sent cannot change the answer. Journal recovery (torn-tail.ts) tells by it whether a
+ * header that failed its check still says where its frame ends.
+ */
+export type PayloadShape = { kind: 'complete'; end: number } | { kind: 'truncated' } | { kind: 'malformed' };
+
+class ShapeStop {
+  constructor(readonly kind: 'truncated' | 'malformed') {}
+}
+
+export function payloadShape(buf: Buffer, start: number, limit = Infinity): PayloadShape {
+  let pos = start;
+  const skip = (n: number) => {
+    if (pos + n > limit) throw new ShapeStop('malformed');
+    if (pos + n > buf.length) throw new ShapeStop('truncated');
+    pos += n;
+  };
+  const u8 = () => { skip(1); return buf.readUInt8(pos - 1); };
+  const u16 = () => { skip(2); return buf.readUInt16BE(pos - 2); };
+  const u32 = () => { skip(4); return buf.readUInt32BE(pos - 4); };
+  const str16 = () => skip(u16());
+  try {
+    if (u8() !== PAYLOAD_VERSION) return { kind: 'malformed' };
+    // Each record takes at least 17 bytes, so a count read from damaged bytes ends with them.
+    for (let count = u32(), i = 0; i < count; i++) {
+      str16(); // topic
+      const keyFlag = u8();
+      if (keyFlag > 1) return { kind: 'malformed' };
+      if (keyFlag === 1) str16();
+      skip(8); // timestamp
+      for (let headers = u16(), h = 0; h < headers; h++) { str16(); str16(); }
+      skip(u32()); // value
+    }
+    for (let commits = u16(), c = 0; c < commits; c++) { str16(); str16(); skip(8); }
+  } catch (error) {
+    if (error instanceof ShapeStop) return { kind: error.kind };
+    throw error;
+  }
+  if (limit !== Infinity && pos !== limit) return { kind: 'malformed' };
+  return { kind: 'complete', end: pos };
 }
 
 /** Decode a frame already validated by checkFrame; spans are relative to the frame start. */

@@ -1,7 +1,8 @@
 import { promises as fsp, constants as fsc, write as fsWrite } from 'node:fs';
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
-import { checkFrame, decodeFrame, FRAME_HEADER_BYTES, FRAME_MAGIC, frameSize, writeFrame, type JournalEntry, type RecordSpan } from './frame';
+import { checkFrame, decodeFrame, frameSize, writeFrame, type JournalEntry, type RecordSpan } from './frame';
+import { acknowledgedAfter } from './torn-tail';
 import { FrameAssembly } from './frame-assembly';
 import type { SpanLocation } from './topic-index';
 
@@ -138,11 +139,12 @@ export class Journal {
         if (!isLast) throw new EventLogError(`embedded log is corrupt: ${check.reason} frame in ${where}`, 'log-corrupt');
         // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged.
         // A complete frame after the bad one means damage in the middle (a bad block, a flipped bit), with
-        // acknowledged records behind it: cutting there would drop them all, so nothing is cut.
-        const intact = completeFrameAfter(buf, pos);
-        if (intact >= 0) {
+        // acknowledged records behind it: cutting there would drop them all, so nothing is cut. What counts as
+        // one, and why bytes inside the torn frame never do: torn-tail.ts.
+        const intact = acknowledgedAfter(buf, pos);
+        if (intact) {
           throw new EventLogError(
-            `embedded log is damaged: a ${check.reason} frame in ${where}, followed by complete frames from byte ${segment.size + intact}; ` +
+            `embedded log is damaged: a ${check.reason} frame in ${where}, followed by ${intact.what} from byte ${segment.size + intact.at}; ` +
             'records after the damage were acknowledged, so nothing was cut. Keep a copy of the data folder; to give up everything from the damage on, truncate the file at that first byte',
             'log-corrupt',
           );
@@ -333,25 +335,6 @@ export class Journal {
     for (const s of this.segments) await s.handle.close().catch(() => undefined);
     this.segments = [];
   }
-}
-
-/**
- * Where a complete frame starts after the bad one at `pos`, or -1. First where the bad frame's own length
- * says the next one starts (damage in a payload, its checksum or its magic byte), then at every frame
- * marker up to the end of the segment (damage in a length: the frame it hid may be as long as a record
- * or a stage's commit, far more than 64 KiB, and everything after it would otherwise be cut as an
- * unfinished write). An unfinished write leaves neither: its frames end the file, cut short. This runs
- * only when a segment is opened with a bad frame in it.
- */
-function completeFrameAfter(buf: Buffer, pos: number): number {
-  if (buf.length - pos >= FRAME_HEADER_BYTES) {
-    const next = pos + FRAME_HEADER_BYTES + buf.readUInt32BE(pos + 1);
-    if (next < buf.length && checkFrame(buf, next).ok) return next;
-  }
-  for (let at = buf.indexOf(FRAME_MAGIC, pos + 1); at >= 0; at = buf.indexOf(FRAME_MAGIC, at + 1)) {
-    if (checkFrame(buf, at).ok) return at;
-  }
-  return -1;
 }
 
 /** The most one read of `readMany` spans: other topics' records between a topic's are read too, and skipped. */

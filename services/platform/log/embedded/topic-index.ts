@@ -40,6 +40,17 @@ export class TopicIndex {
     return { segment: this.segments[offset], position: this.positions[offset], length: this.lengths[offset] };
   }
 
+  /**
+   * Where a batch from `from` (and before `to`) ends when its records may take `maxBytes` together, by the lengths
+   * known before reading any of them. Never before `from + 1`: a record larger than `maxBytes` makes a batch alone.
+   */
+  endWithin(from: number, to: number, maxBytes: number): number {
+    let end = from;
+    let bytes = 0;
+    while (end < to && (end === from || bytes + this.lengths[end] <= maxBytes)) bytes += this.lengths[end++];
+    return end;
+  }
+
   /** The first offset whose timestamp is at or after `timestamp` (they only grow within a topic), else the length. */
   firstAtOrAfter(timestamp: number): number {
     let lo = 0, hi = this.count;

@@ -1,6 +1,7 @@
 import type { EventLog, LogRecord, ReadStart, StageHandle } from '../event-log';
 import { fromWireError, toWireError, transferable, type Handler, type Rpc, type WireError } from '../../threads/rpc';
 import { packLogRecords, unpackLogRecords, unpackOutputs, type PackedOutputs, type PackedRecords } from './record-transfer';
+import { MAX_READ_BATCH_BYTES } from '../topics';
 
 /**
  * The thread that owns the log (the embedded journal's single writer) serves it to another thread
@@ -16,7 +17,11 @@ export interface LogHost {
 
 export interface BatchAnswer { outputs: PackedOutputs; failure?: { index: number; error: WireError } }
 
-/** The records a read hands over per call at most: enough to cross the thread boundary rarely. */
+/**
+ * The records a read hands over per call at most: enough to cross the thread boundary rarely. A call also ends
+ * once its records hold MAX_READ_BATCH_BYTES, as a stage's batch does: the chunk is held here and copied once
+ * more to cross, and 256 records of up to 8 MiB each would be 2 GiB.
+ */
 const READ_CHUNK = 256;
 
 export function serveLog(log: EventLog, rpc: () => Rpc): LogHost {
@@ -56,12 +61,15 @@ export function serveLog(log: EventLog, rpc: () => Rpc): LogHost {
       const first = await read.records.next();
       if (first.done) return { done: true };
       const records: LogRecord[] = [first.value];
+      let bytes = first.value.value.length;
       const ends = await log.endOffsets(first.value.topic);
       let available = Number(ends.find((p) => p.partition === first.value.partition)?.offset ?? 0) - Number(first.value.offset) - 1;
-      while (available-- > 0 && records.length < READ_CHUNK && !read.abort.signal.aborted) {
+      // The next record's size is known only once it is read, so a chunk passes the bound by one record at most.
+      while (available-- > 0 && records.length < READ_CHUNK && bytes < MAX_READ_BATCH_BYTES && !read.abort.signal.aborted) {
         const next = await read.records.next();
         if (next.done) break;
         records.push(next.value);
+        bytes += next.value.value.length;
       }
       const packed = packLogRecords(records);
       return transferable({ done: false, records: packed }, [packed.bytes]);
