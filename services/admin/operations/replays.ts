@@ -6,6 +6,7 @@ import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import type { PipelineTopics } from '../../platform/log/topics';
 import type { Until } from './refeed';
+import { parseTime, quoted, TIME_FORMS } from './times';
 
 /**
  * The two replays an operator runs, as plans the refeed loop (refeed.ts) carries out, shared by the CLI
@@ -53,14 +54,16 @@ export interface ReplayContext {
 /** The stages that dead-letter, each under its own name (the DeadLetter's `stage`): what a stage filter may name. */
 export const DEAD_LETTER_STAGES: readonly string[] = ['decoder', 'dispatcher', 'sampler', 'mdn'];
 
-/** `42` (an offset) or an ISO time; what `--from`, `--to`, `--since` and the API's fields accept. */
+/** `42` (an offset) or an ISO time (times.ts); what `--from`, `--to`, `--since`, `--until` and the API's fields accept. */
 export type Position = { offset: bigint } | { time: number };
 
 export function parsePosition(value: string, name: string, what: 'offset-or-time' | 'time'): Position {
   if (what === 'offset-or-time' && /^\d+$/.test(value)) return { offset: BigInt(value) };
-  const time = /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : NaN;
-  if (Number.isNaN(time)) throw new ReplayRequestError(`${name} takes ${what === 'time' ? 'an ISO time' : 'an offset or an ISO time'} (e.g. 2026-11-22T05:00:00Z)`);
-  return { time };
+  const parsed = parseTime(value);
+  if ('problem' in parsed) {
+    throw new ReplayRequestError(`${name} takes ${what === 'time' ? 'an ISO time' : 'an offset or an ISO time'}, ${TIME_FORMS}; ${quoted(value)} ${parsed.problem}`);
+  }
+  return parsed;
 }
 
 export function readStart(from: Position | null): ReadStart {
