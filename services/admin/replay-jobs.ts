@@ -7,7 +7,7 @@ import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { checkpointFile, refeed } from './operations/refeed';
 import {
-  deadLetterReplayPlan, rangeReplayId, rangeReplayPlan,
+  deadLetterReplayPlan, normalRangeRequest, rangeReplayId, rangeReplayPlan,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
 
@@ -20,8 +20,8 @@ import {
  * record `jobs/<id>.json` (kind, request, state). A job running when the process stops is found again
  * `interrupted` after a restart, with its progress; resuming it goes on from its checkpoint.
  *
- * A range replay's id is the hash of its request: asking again for a finished one does nothing, asking again
- * for an interrupted or cancelled one resumes it. Dead-letter replays get a fresh id each time, since
+ * A range replay's id is the hash of its normalised request (the range, not its spelling): asking again for a
+ * finished one does nothing, asking again for an interrupted or cancelled one resumes it. Dead-letter replays get a fresh id each time, since
  * replaying the same dead letters again after another fix is a new replay.
  */
 export type ReplayKind = 'range' | 'dead-letters';
@@ -168,8 +168,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   };
 
   return {
-    startRange: (request) => oneAtATime(async () => {
-      const refeedPlan = rangeReplayPlan(request, options.context); // refuses a bad request before anything is kept
+    startRange: (asked) => oneAtATime(async () => {
+      const refeedPlan = rangeReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
+      // One spelling of the range, kept in the job and its checkpoint: another spelling of it finds this job.
+      const request = normalRangeRequest(asked);
       const id = rangeReplayId(request);
       const known = jobs.get(id);
       if (known) return startOrResume(known);

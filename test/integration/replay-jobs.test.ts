@@ -85,3 +85,29 @@ test('the same range asked twice at once starts one job', async () => {
   expect(jobs.get(a.job.id)).toMatchObject({ state: 'complete', replayed: 100 });
   expect(jobs.list().map((j) => j.id)).toEqual([a.job.id]);
 });
+
+test('one range in other spellings is one replay: one job, and each record of the range appended again once', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-spellings-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  try {
+    await ownLog.append(Array.from({ length: 100 }, (_, i) => ({ topic: topics.received, key: 'wf', value: Buffer.from(`r${i}`) })));
+    const jobs = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 10 });
+    const ask = (from: string, to: string | null) => jobs.startRange({ topic: topics.received, from, to, workflow: null });
+    const byOffset = await Promise.all([ask('0', '49'), ask('00', '049')]);
+    // One instant written four ways: with and without milliseconds, at another offset (and lower case), as a bare date.
+    const byTime = await Promise.all(['2020-01-01T00:00:00Z', '2020-01-01T00:00:00.000Z', '2020-01-01t01:00:00+01:00', '2020-01-01'].map((from) => ask(from, null)));
+    for (const asked of [byOffset, byTime]) {
+      expect(new Set(asked.map((a) => a.job.id)).size).toBe(1);
+      expect(asked.filter((a) => a.started)).toHaveLength(1);
+      await jobs.settled(asked[0].job.id);
+    }
+    expect(jobs.get(byOffset[0].job.id)).toMatchObject({ state: 'complete', replayed: 50, request: { from: '0', to: '49' } });
+    expect(jobs.get(byTime[0].job.id)).toMatchObject({ state: 'complete', replayed: 100, request: { from: '2020-01-01T00:00:00.000Z', to: null } });
+    expect(jobs.list()).toHaveLength(2);
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies).toHaveLength(150);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});

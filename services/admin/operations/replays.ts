@@ -20,7 +20,7 @@ export class ReplayRequestError extends Error {
   }
 }
 
-/** What a range replay was asked: positions as given (an offset or an ISO time), so that a checkpoint names its request. */
+/** What a range replay was asked: positions as text (an offset or an ISO time); normalRangeRequest gives the one spelling a checkpoint and an id are made of. */
 export interface RangeReplayRequest {
   topic: string;
   from: string;
@@ -76,9 +76,28 @@ export function untilOf(to: Position | null): Until {
   return 'offset' in to ? { offset: to.offset } : { time: to.time };
 }
 
-/** A range replay's identity: the name of its checkpoint, so the same request resumes, and once complete does nothing. */
+/** A position in one spelling: an offset in decimal without leading zeros, a time as its instant in UTC to the millisecond. */
+export function positionText(position: Position): string {
+  return 'offset' in position ? String(position.offset) : new Date(position.time).toISOString();
+}
+
+/**
+ * The request as the range it names: `0` and `00`, or `…05:00:00Z`, `…05:00:00.000Z` and `…06:00:00+01:00`, are one
+ * range, so they must be one replay (one id, one checkpoint) rather than two that each append the range again.
+ * Refuses a position that does not parse, naming the field.
+ */
+export function normalRangeRequest(request: RangeReplayRequest): RangeReplayRequest {
+  const from = parsePosition(request.from, 'from', 'offset-or-time');
+  const to = request.to === null ? null : parsePosition(request.to, 'to', 'offset-or-time');
+  return { topic: request.topic, from: positionText(from), to: to === null ? null : positionText(to), workflow: request.workflow };
+}
+
+/**
+ * A range replay's identity: the name of its checkpoint, so the same range asked again (in any spelling) resumes,
+ * and once complete does nothing. The hash is of the normalised request, never of the text as typed.
+ */
 export function rangeReplayId(request: RangeReplayRequest): string {
-  return createHash('sha256').update(JSON.stringify(request)).digest('hex').slice(0, 16);
+  return createHash('sha256').update(JSON.stringify(normalRangeRequest(request))).digest('hex').slice(0, 16);
 }
 
 /**
