@@ -136,6 +136,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         job.skipped = saved?.skipped ?? before.skipped + result.skipped;
         job.read = job.replayed + job.skipped;
         job.state = !result.interrupted ? 'complete' : entry.cancelled ? 'cancelled' : 'interrupted';
+        // Stopped short by a log that went quiet: said, so that nobody takes it for done; the checkpoint is incomplete.
+        if (result.stalled) job.error = `${result.stalled}; stopped short: resume it (POST /api/v1/replays/${job.id}/resume)`;
       } catch (error) {
         job.state = 'failed';
         job.error = (error as Error).message;

@@ -105,6 +105,14 @@ export interface ReadOptions {
   start: ReadStart;
   /** Stop when this aborts; reading otherwise follows the log as it grows. */
   signal: AbortSignal;
+  /**
+   * Told a partition's next offset when the reader has moved past offsets that hold no record to yield: on Kafka,
+   * transaction markers and the records of aborted transactions (a topic written in transactions ends with a
+   * commit marker no reader is given). Called between records, in order: never ahead of a record not yet
+   * yielded. The embedded log has no such offsets and never calls it. A bounded read (refeed.ts) knows by it
+   * that a partition whose last offsets gave nothing is done, rather than stalled.
+   */
+  onPassed?(partition: number, next: string): void;
 }
 
 export interface PartitionOffset {

@@ -60,6 +60,7 @@ export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
       };
       return handle;
     },
+    // `onPassed` is not carried over: the log a thread is lent is the embedded one, which passes no offsets.
     async *read(topic, { start, signal }) {
       const id = nextRead++;
       await rpc().call('log.readOpen', [id, topic, start]);
