@@ -11,6 +11,9 @@ import { makeDirectories } from '../../platform/config/data-dir';
  * run), so records appended meanwhile (the replays themselves, when a topic is replayed into itself, or new
  * requests between two runs) are not read again.
  *
+ * Each partition is read from the first offset it still holds (EventLog.firstOffsets: Kafka's retention deletes
+ * from the front), so a partition retention emptied is done before it starts and what is left is counted from there.
+ *
  * A partition is done only once its next offset reaches its end (or `until`). On Kafka a topic written in
  * transactions has offsets no reader is given (commit markers, aborted records); the reader says when it passed
  * them (ReadOptions.onPassed), so those count as read, and the embedded log has none. Waiting on the log for
@@ -113,7 +116,14 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
     : (await log.endOffsets(source)).map((p) => [p.partition, BigInt(p.offset)] as const));
   state.ends ??= Object.fromEntries([...ends].map(([p, offset]) => [String(p), String(offset)]));
   const starts = await startOffsets(log, source, options.start);
-  const next = (partition: number) => BigInt(state.positions[partition] ?? starts.get(partition) ?? 0n);
+  // Where each partition begins now: retention deletes from the front (on Kafka), and a partition it emptied has
+  // nothing left to read. Nothing below it can be read, whatever the start or an earlier run's position said.
+  const firsts = new Map((await log.firstOffsets(source)).map((p) => [p.partition, BigInt(p.offset)] as const));
+  const next = (partition: number) => {
+    const at = BigInt(state.positions[partition] ?? starts.get(partition) ?? 0n);
+    const first = firsts.get(partition) ?? 0n;
+    return at > first ? at : first;
+  };
   // Where a partition is done: its end, or just past `until` when that is an offset.
   const limit = (partition: number) => {
     const end = ends.get(partition)!;

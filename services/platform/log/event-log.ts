@@ -140,6 +140,12 @@ export interface EventLog {
   missingTopics(topics: string[]): Promise<string[]>;
   /** The next offset of each partition of the topic (its end as of now), for bounded reads. */
   endOffsets(topic: string): Promise<PartitionOffset[]>;
+  /**
+   * The first offset each partition still holds, where a read from the beginning starts: on Kafka the low
+   * watermark, which retention moves up (a partition it emptied has first = end); the embedded log keeps
+   * everything, so 0.
+   */
+  firstOffsets(topic: string): Promise<PartitionOffset[]>;
   /** Records of the topic the group has not committed yet, over all partitions (for the lag metric). */
   consumerLag(group: string, topic: string): Promise<number>;
   /** Per partition, the offset of the first record at or after the time (the end where there is none). */
