@@ -7,7 +7,7 @@ import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { checkpointFile, refeed } from './operations/refeed';
 import {
-  deadLetterReplayPlan, normalRangeRequest, rangeReplayId, rangeReplayPlan,
+  deadLetterReplayPlan, deadLetterRequestFields, normalDeadLetterRequest, normalRangeRequest, rangeReplayId, rangeReplayPlan,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
 
@@ -21,8 +21,9 @@ import {
  * `interrupted` after a restart, with its progress; resuming it goes on from its checkpoint.
  *
  * A range replay's id is the hash of its normalised request (the range, not its spelling): asking again for a
- * finished one does nothing, asking again for an interrupted or cancelled one resumes it. Dead-letter replays get a fresh id each time, since
- * replaying the same dead letters again after another fix is a new replay.
+ * finished one does nothing, asking again for an interrupted or cancelled one resumes it. A dead-letter replay
+ * asked with the same (normalised) filters as one that is not complete goes on with that one; once complete,
+ * asking again is a new replay with a fresh id, since replaying the same dead letters after another fix is one.
  */
 export type ReplayKind = 'range' | 'dead-letters';
 export type ReplayState = 'running' | 'complete' | 'cancelled' | 'interrupted' | 'failed';
@@ -111,7 +112,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   /** The checkpoint's request: what the CLI would write for the same range replay, so each resumes the other. */
   const checkpointRequest = (job: ReplayJob): Record<string, string | null> => (job.kind === 'range'
     ? { ...(job.request as RangeReplayRequest) }
-    : { verb: 'replay', id: job.id, ...flatten(job.request as DeadLetterReplayRequest) });
+    : { verb: 'replay', id: job.id, ...deadLetterRequestFields(job.request as DeadLetterReplayRequest) });
 
   async function run(job: ReplayJob, refeedPlan: RefeedPlan): Promise<{ job: ReplayJob; started: boolean }> {
     const abort = new AbortController();
@@ -185,9 +186,18 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (job.state === 'complete') { await save(job); return { job: snapshot(job), started: false }; }
       return run(job, refeedPlan);
     }),
-    startDeadLetters: (request) => oneAtATime(async () => {
+    startDeadLetters: (asked) => oneAtATime(async () => {
+      deadLetterReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
+      const request = normalDeadLetterRequest(asked);
+      const refeedPlan = deadLetterReplayPlan(request, options.context); // the letters as every later run reads them
+      // Asked again while a replay of the same dead letters is unfinished (cancelled, interrupted, stopped short,
+      // failed; or still running): go on with it. A new job would start from the first letter again and append
+      // every one the first had replayed a second time.
+      const unfinished = [...jobs.values()]
+        .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
+        .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
+      if (unfinished) return startOrResume(unfinished);
       const job = fresh(`dl-${randomBytes(8).toString('hex')}`, 'dead-letters', request);
-      const refeedPlan = plan(job);
       jobs.set(job.id, job);
       return run(job, refeedPlan);
     }),
@@ -213,6 +223,11 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   };
 }
 
-function flatten(request: DeadLetterReplayRequest): Record<string, string | null> {
-  return { stage: request.stage, workflow: request.workflow, since: request.since, letters: request.letters ? request.letters.join(',') : null };
+/** Whether a job's request (kept as it was asked, by older versions) names the same dead letters. */
+function sameDeadLetters(kept: DeadLetterReplayRequest, request: DeadLetterReplayRequest): boolean {
+  try {
+    return JSON.stringify(normalDeadLetterRequest(kept)) === JSON.stringify(request);
+  } catch {
+    return false; // a time an older version took that is no longer accepted: not this request
+  }
 }

@@ -22,8 +22,9 @@ import { makeDirectories } from '../../platform/config/data-dir';
  * The wait is timed only while the log is asked for a record, never while a batch is appended.
  *
  * With a checkpoint file the run is resumable: after each batch is appended, the next offset of every partition
- * is saved; a rerun skips what was appended already. A crash between an append and its checkpoint replays that
- * batch again, which the deterministic execution ids downstream absorb.
+ * is saved; a rerun skips what was appended already. A crash between an append and its checkpoint appends that
+ * batch again on the rerun: its executions keep their ids, so an engine that de-duplicates by executionId absorbs
+ * it, and one that does not runs them twice (operations.md, "A batch may be appended twice").
  */
 /** Where a refeed reports how far it got: a terminal line for the CLI, a job's counters for the API. */
 export interface RefeedProgress {

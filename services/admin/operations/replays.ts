@@ -130,6 +130,30 @@ export function rangeReplayPlan(request: RangeReplayRequest, ctx: ReplayContext)
   };
 }
 
+/**
+ * A dead-letter replay's filters in one spelling (since as its UTC instant; letters in decimal, once each, in
+ * order): what finds an unfinished replay of the same dead letters again, so that asking again goes on with it.
+ * Call it on a request deadLetterReplayPlan accepted.
+ */
+export function normalDeadLetterRequest(request: DeadLetterReplayRequest): DeadLetterReplayRequest {
+  const since = request.since === null ? null : positionText(parsePosition(request.since, 'since', 'time'));
+  const letters = request.letters === null ? null : [...new Map(request.letters.map((l) => {
+    const [partition, offset] = l.split('/');
+    return [`${Number(partition)}/${BigInt(offset)}`, [Number(partition), BigInt(offset)] as const] as const;
+  })).entries()].sort(([, a], [, b]) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0)).map(([text]) => text);
+  return { stage: request.stage, workflow: request.workflow, since, letters };
+}
+
+/** The request as a checkpoint names it (string fields only). */
+export function deadLetterRequestFields(request: DeadLetterReplayRequest): Record<string, string | null> {
+  return { stage: request.stage, workflow: request.workflow, since: request.since, letters: request.letters ? request.letters.join(',') : null };
+}
+
+/** The name of the direct command's checkpoint for these filters (normalised first). */
+export function deadLetterReplayId(request: DeadLetterReplayRequest): string {
+  return createHash('sha256').update(JSON.stringify(normalDeadLetterRequest(request))).digest('hex').slice(0, 16);
+}
+
 /** The dead letters a filter selects (stage, workflow, and the list of positions when given), decoded. */
 export function deadLetterSelector(filter: Omit<DeadLetterReplayRequest, 'since'>, ctx: ReplayContext): (record: LogRecord) => DeadLetter | null {
   // A stage no dead letter can name would select nothing, and say nothing about the typo.

@@ -21,7 +21,8 @@ export async function putThroughApi(ctx: CommandContext, api: AdminClient, what:
 
 /**
  * Start a replay job and follow it to its end, with progress on a terminal. Ctrl-C cancels the job after its
- * current batch (exit 130; the same command again resumes a range replay). The summary line counts what this
+ * current batch (exit 130; the same command again resumes it: replay-jobs.ts finds a range replay by its range,
+ * a dead-letter replay as the unfinished job of the same filters). The summary line counts what this
  * run replayed, as the direct command does.
  */
 export async function replayThroughApi(ctx: CommandContext, api: AdminClient, label: string, path: string, body: unknown): Promise<number> {
