@@ -35,8 +35,11 @@ beforeEach(async () => {
 });
 afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
 
-/** One run of the command; `interruptAfterAppends`: Ctrl-C once that many batches were appended. */
-async function replay(interruptAfterAppends: number | null) {
+/**
+ * One run of the command; `interruptAfterAppends`: Ctrl-C once that many batches were appended; `pauseAfter`: the
+ * log delivers that many dead letters, then nothing more until the run stops reading.
+ */
+async function replay(interruptAfterAppends: number | null, pauseAfter: number | null = null) {
   const out: string[] = [];
   const err: string[] = [];
   const ctx = {
@@ -51,6 +54,16 @@ async function replay(interruptAfterAppends: number | null) {
         async append(records) {
           await log.append(records);
           if (++appends === interruptAfterAppends) process.emit('SIGINT', 'SIGINT');
+        },
+        async *read(topic, options) {
+          let n = 0;
+          for await (const record of log.read(topic, options)) {
+            if (n++ === pauseAfter) {
+              await new Promise<void>((resolve) => { if (options.signal.aborted) resolve(); else options.signal.addEventListener('abort', () => resolve(), { once: true }); });
+              return;
+            }
+            yield record;
+          }
         },
       };
     },
@@ -84,3 +97,12 @@ test('Ctrl-C, then the same command: each dead letter replayed once in all; fini
   expect((await replay(null)).summary).toMatchObject({ replayed: LETTERS, interrupted: false });
   expect(await copies()).toHaveLength(2 * LETTERS);
 });
+
+test('a log that stops delivering mid-way is no end: the command says where it stopped and exits 1, and the same command goes on', async () => {
+  const stalled = await replay(null, 250); // the command's own 5 s wait on a quiet log
+  expect(stalled.code).toBe(1);
+  expect(stalled.summary).toMatchObject({ replayed: 250, interrupted: true });
+  expect(stalled.err.join('\n')).toMatch(/^ingress\.dead-letter\.v1 delivered nothing for 5000 ms with records of the range left \(partition 0 from offset 250 to 499\); stopped short: run the same command again to go on from .*dead-letters-[0-9a-f]{16}\.json$/m);
+  expect((await replay(null)).summary).toMatchObject({ replayed: 250, interrupted: false });
+  expect(await copies()).toHaveLength(LETTERS);
+}, 30_000);
