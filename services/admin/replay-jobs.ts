@@ -7,7 +7,7 @@ import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { checkpointFile, refeed } from './operations/refeed';
 import {
-  deadLetterReplayPlan, rangeReplayId, rangeReplayPlan,
+  deadLetterReplayPlan, deadLetterRequestFields, normalDeadLetterRequest, normalRangeRequest, rangeReplayId, rangeReplayPlan,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
 
@@ -20,9 +20,10 @@ import {
  * record `jobs/<id>.json` (kind, request, state). A job running when the process stops is found again
  * `interrupted` after a restart, with its progress; resuming it goes on from its checkpoint.
  *
- * A range replay's id is the hash of its request: asking again for a finished one does nothing, asking again
- * for an interrupted or cancelled one resumes it. Dead-letter replays get a fresh id each time, since
- * replaying the same dead letters again after another fix is a new replay.
+ * A range replay's id is the hash of its normalised request (the range, not its spelling): asking again for a
+ * finished one does nothing, asking again for an interrupted or cancelled one resumes it. A dead-letter replay
+ * asked with the same (normalised) filters as one that is not complete goes on with that one; once complete,
+ * asking again is a new replay with a fresh id, since replaying the same dead letters after another fix is one.
  */
 export type ReplayKind = 'range' | 'dead-letters';
 export type ReplayState = 'running' | 'complete' | 'cancelled' | 'interrupted' | 'failed';
@@ -111,7 +112,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   /** The checkpoint's request: what the CLI would write for the same range replay, so each resumes the other. */
   const checkpointRequest = (job: ReplayJob): Record<string, string | null> => (job.kind === 'range'
     ? { ...(job.request as RangeReplayRequest) }
-    : { verb: 'replay', id: job.id, ...flatten(job.request as DeadLetterReplayRequest) });
+    : { verb: 'replay', id: job.id, ...deadLetterRequestFields(job.request as DeadLetterReplayRequest) });
 
   async function run(job: ReplayJob, refeedPlan: RefeedPlan): Promise<{ job: ReplayJob; started: boolean }> {
     const abort = new AbortController();
@@ -136,6 +137,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         job.skipped = saved?.skipped ?? before.skipped + result.skipped;
         job.read = job.replayed + job.skipped;
         job.state = !result.interrupted ? 'complete' : entry.cancelled ? 'cancelled' : 'interrupted';
+        // Stopped short by a log that went quiet: said, so that nobody takes it for done; the checkpoint is incomplete.
+        if (result.stalled) job.error = `${result.stalled}; stopped short: resume it (POST /api/v1/replays/${job.id}/resume)`;
       } catch (error) {
         job.state = 'failed';
         job.error = (error as Error).message;
@@ -168,8 +171,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   };
 
   return {
-    startRange: (request) => oneAtATime(async () => {
-      const refeedPlan = rangeReplayPlan(request, options.context); // refuses a bad request before anything is kept
+    startRange: (asked) => oneAtATime(async () => {
+      const refeedPlan = rangeReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
+      // One spelling of the range, kept in the job and its checkpoint: another spelling of it finds this job.
+      const request = normalRangeRequest(asked);
       const id = rangeReplayId(request);
       const known = jobs.get(id);
       if (known) return startOrResume(known);
@@ -181,9 +186,18 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (job.state === 'complete') { await save(job); return { job: snapshot(job), started: false }; }
       return run(job, refeedPlan);
     }),
-    startDeadLetters: (request) => oneAtATime(async () => {
+    startDeadLetters: (asked) => oneAtATime(async () => {
+      deadLetterReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
+      const request = normalDeadLetterRequest(asked);
+      const refeedPlan = deadLetterReplayPlan(request, options.context); // the letters as every later run reads them
+      // Asked again while a replay of the same dead letters is unfinished (cancelled, interrupted, stopped short,
+      // failed; or still running): go on with it. A new job would start from the first letter again and append
+      // every one the first had replayed a second time.
+      const unfinished = [...jobs.values()]
+        .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
+        .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
+      if (unfinished) return startOrResume(unfinished);
       const job = fresh(`dl-${randomBytes(8).toString('hex')}`, 'dead-letters', request);
-      const refeedPlan = plan(job);
       jobs.set(job.id, job);
       return run(job, refeedPlan);
     }),
@@ -209,6 +223,11 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   };
 }
 
-function flatten(request: DeadLetterReplayRequest): Record<string, string | null> {
-  return { stage: request.stage, workflow: request.workflow, since: request.since, letters: request.letters ? request.letters.join(',') : null };
+/** Whether a job's request (kept as it was asked, by older versions) names the same dead letters. */
+function sameDeadLetters(kept: DeadLetterReplayRequest, request: DeadLetterReplayRequest): boolean {
+  try {
+    return JSON.stringify(normalDeadLetterRequest(kept)) === JSON.stringify(request);
+  } catch {
+    return false; // a time an older version took that is no longer accepted: not this request
+  }
 }

@@ -173,8 +173,16 @@ describe('bad input answers the JSON error shape', () => {
     const topic = await api.call('POST', '/api/v1/replays', { body: { topic: 'executions.requested.v1', from: 0 } });
     expect(topic.body).toMatchObject({ error: 'invalid-request', message: expect.stringContaining("replay re-feeds a stage's input topic") });
     const time = await api.call('POST', '/api/v1/replays', { body: { topic: app.topics.received, from: 'yesterday' } });
-    expect(time.body.message).toBe('from takes an offset or an ISO time (e.g. 2026-11-22T05:00:00Z)');
-    expect((await api.call('GET', '/api/v1/dead-letters?since=5')).body.message).toBe('since takes an ISO time (e.g. 2026-11-22T05:00:00Z)');
+    const forms = 'an RFC 3339 date-time with Z or ±hh:mm (e.g. 2026-11-22T05:00:00Z), or a date (2026-11-22, its midnight UTC)';
+    expect(time.body.message).toBe(`from takes an offset or an ISO time, ${forms}; "yesterday" is not one`);
+    expect((await api.call('GET', '/api/v1/dead-letters?since=5')).body.message).toBe(`since takes an ISO time, ${forms}; "5" is not one`);
+    // Date.parse read these as June 2026, the host's local time and March 3: each a 400 naming the field now.
+    const junk = await api.call('POST', '/api/v1/replays', { body: { topic: app.topics.received, from: '2026-11-20T00:00:00Z', to: '2026-11-22 junk' } });
+    expect({ status: junk.status, message: junk.body.message }).toEqual({ status: 400, message: `to takes an offset or an ISO time, ${forms}; "2026-11-22 junk" is not one` });
+    expect((await api.call('POST', '/api/v1/dead-letters/replay', { body: { since: '2026-11-22T05:00:00' } })).body.message).toMatch(/^since takes an ISO time, .*"2026-11-22T05:00:00" has no zone/);
+    expect((await api.call('GET', `/api/v1/dead-letters?since=${encodeURIComponent('2026-02-31T00:00:00Z')}`)).body.message).toMatch(/^since takes an ISO time, .*names no such date$/);
+    expect((await api.call('GET', `/api/v1/events?until=${encodeURIComponent('2026-11-22 junk')}`)).body).toEqual({ error: 'invalid-request', message: `until takes epoch milliseconds or an ISO time, ${forms}; "2026-11-22 junk" is not one` });
+    expect((await api.call('GET', '/api/v1/events?since=2026-11-22&until=2026-11-23T00:00:00%2B01:00')).status).toBe(200);
     expect((await api.call('GET', '/api/v1/dead-letters?limit=0')).status).toBe(400);
   });
 });

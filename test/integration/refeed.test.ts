@@ -1,6 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { checkpointFile, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
@@ -30,8 +31,8 @@ test('stopped half way, a rerun with the same checkpoint replays the rest once; 
   const first = await run(stop.signal, (r) => { if (++seen === 4) stop.abort(); return copy(r); });
   expect(first.interrupted).toBe(true);
   const second = await run(new AbortController().signal, copy);
-  expect(second).toEqual({ replayed: 8 - first.replayed, skipped: 0, interrupted: false });
-  expect(await run(new AbortController().signal, copy)).toEqual({ replayed: 0, skipped: 0, interrupted: false });
+  expect(second).toEqual({ replayed: 8 - first.replayed, skipped: 0, interrupted: false, stalled: null });
+  expect(await run(new AbortController().signal, copy)).toEqual({ replayed: 0, skipped: 0, interrupted: false, stalled: null });
 
   const out = await collectUntilQuiet(log, 'out', 300);
   expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
@@ -63,4 +64,57 @@ test('a resumed run stops where the topic ended when the first run began, not at
 test('a checkpoint of another request is refused rather than mixed up', async () => {
   await run(new AbortController().signal, copy);
   await expect(run(new AbortController().signal, copy, { topic: 'other' })).rejects.toThrow(/belongs to another replay/);
+});
+
+/** The embedded log, with a delay where a busy disk or a slow broker would put one. */
+const slowed = (inner: EventLog, delays: { appendMs?: number; pauseAfter?: number; pauseMs?: number }): EventLog => ({
+  ...inner,
+  async append(records) {
+    await new Promise((resolve) => setTimeout(resolve, delays.appendMs ?? 0));
+    return inner.append(records);
+  },
+  async *read(topic, options) {
+    let n = 0;
+    for await (const record of inner.read(topic, options)) {
+      if (n++ === delays.pauseAfter) {
+        await new Promise((resolve) => setTimeout(resolve, delays.pauseMs));
+        if (options.signal.aborted) return; // the fetch that paused is cut by the stop, as a reader's is
+      }
+      yield record;
+    }
+  },
+});
+const runOn = (on: EventLog, quietMs: number) => refeed({
+  log: on, source: 'in', start: { from: 'offset', offset: '2' }, until: null, select: copy,
+  checkpoint: checkpointFile(path.join(dir, 'cp', 'replay.json')), progress: quiet, signal: new AbortController().signal, batchSize: 3, quietMs,
+}, { topic: 'in' });
+const replayedValues = async () => (await collectUntilQuiet(log, 'out', 300)).map((r) => r.value.toString());
+
+test('an append slower than the quiet wait is no quiet log: the whole range is replayed', async () => {
+  // The quiet timer used to run on while a batch was appended: it fired during the first append, reading
+  // stopped, and the partition (having delivered) was taken as done with 5 of its 8 records never read.
+  const result = await runOn(slowed(log, { appendMs: 300 }), 100);
+  expect(result).toEqual({ replayed: 8, skipped: 0, interrupted: false, stalled: null });
+  expect(await replayedValues()).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
+test('a log that pauses mid-range stops the run short, resumable; it is never taken for the end', async () => {
+  const stalled = await runOn(slowed(log, { pauseAfter: 4, pauseMs: 600 }), 100);
+  expect(stalled).toEqual({
+    replayed: 4, skipped: 0, interrupted: true,
+    stalled: 'in delivered nothing for 100 ms with records of the range left (partition 0 from offset 6 to 9)',
+  });
+  expect(JSON.parse(readFileSync(path.join(dir, 'cp', 'replay.json'), 'utf8'))).toMatchObject({ complete: false, positions: { 0: '6' }, replayed: 4 });
+  // The same request again goes on from the checkpoint: each record of the range once in all.
+  expect(await runOn(log, 100)).toEqual({ replayed: 4, skipped: 0, interrupted: false, stalled: null });
+  expect(await replayedValues()).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
+test('a range bounded by an offset is done at that offset, whatever the log holds after it', async () => {
+  const bounded = () => refeed({
+    log: slowed(log, { pauseAfter: 5, pauseMs: 600 }), source: 'in', start: { from: 'beginning' }, until: { offset: 4n }, select: copy,
+    checkpoint: null, progress: quiet, signal: new AbortController().signal, quietMs: 100,
+  }, {});
+  // Offsets 0-4 delivered, then the log pauses before 5: the range is complete without waiting for it.
+  expect(await bounded()).toEqual({ replayed: 5, skipped: 0, interrupted: false, stalled: null });
 });

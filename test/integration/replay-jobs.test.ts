@@ -85,3 +85,76 @@ test('the same range asked twice at once starts one job', async () => {
   expect(jobs.get(a.job.id)).toMatchObject({ state: 'complete', replayed: 100 });
   expect(jobs.list().map((j) => j.id)).toEqual([a.job.id]);
 });
+
+test('one range in other spellings is one replay: one job, and each record of the range appended again once', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-spellings-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  try {
+    await ownLog.append(Array.from({ length: 100 }, (_, i) => ({ topic: topics.received, key: 'wf', value: Buffer.from(`r${i}`) })));
+    const jobs = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 10 });
+    const ask = (from: string, to: string | null) => jobs.startRange({ topic: topics.received, from, to, workflow: null });
+    const byOffset = await Promise.all([ask('0', '49'), ask('00', '049')]);
+    // One instant written four ways: with and without milliseconds, at another offset (and lower case), as a bare date.
+    const byTime = await Promise.all(['2020-01-01T00:00:00Z', '2020-01-01T00:00:00.000Z', '2020-01-01t01:00:00+01:00', '2020-01-01'].map((from) => ask(from, null)));
+    for (const asked of [byOffset, byTime]) {
+      expect(new Set(asked.map((a) => a.job.id)).size).toBe(1);
+      expect(asked.filter((a) => a.started)).toHaveLength(1);
+      await jobs.settled(asked[0].job.id);
+    }
+    expect(jobs.get(byOffset[0].job.id)).toMatchObject({ state: 'complete', replayed: 50, request: { from: '0', to: '49' } });
+    expect(jobs.get(byTime[0].job.id)).toMatchObject({ state: 'complete', replayed: 100, request: { from: '2020-01-01T00:00:00.000Z', to: null } });
+    expect(jobs.list()).toHaveLength(2);
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies).toHaveLength(150);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('a dead-letter replay asked again while unfinished goes on with that job (each letter once in all); once complete, asking again is a new replay', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-dead-letters-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const LETTERS = 300;
+  try {
+    await ownLog.append(Array.from({ length: LETTERS }, (_, i) => ({
+      topic: topics.deadLetter, key: 'wf', value: codec.encode('DeadLetter', {
+        stage: 'decoder', errorCode: 'trigger-missing', message: 'm', attempts: 1, failedAt: Date.UTC(2026, 10, 22, 5), workflowId: 'wf',
+        source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf'), value: Buffer.from(`source ${i}`), headers: {} },
+      }),
+    })));
+    // Appends slowed, so that the cancel lands mid-way.
+    const slow: EventLog = { ...ownLog, append: async (records) => { await new Promise((resolve) => setTimeout(resolve, 20)); return ownLog.append(records); } };
+    const jobs = await openReplayJobs({ log: slow, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 10 });
+    const first = await jobs.startDeadLetters({ stage: 'decoder', workflow: null, since: '2020-01-01T00:00:00Z', letters: null });
+    while ((jobs.get(first.job.id)?.read ?? 0) < 30) await new Promise((resolve) => setTimeout(resolve, 5));
+    const cancelled = await jobs.cancel(first.job.id);
+    expect(cancelled!.state).toBe('cancelled');
+    expect(cancelled!.replayed).toBeLessThan(LETTERS);
+
+    // "Run the same command again to go on": the same filters, in another spelling, resume the cancelled job.
+    const again = await jobs.startDeadLetters({ stage: 'decoder', workflow: null, since: '2020-01-01T01:00:00+01:00', letters: null });
+    expect(again).toMatchObject({ started: true, job: { id: first.job.id } });
+    await jobs.settled(first.job.id);
+    expect(jobs.get(first.job.id)).toMatchObject({ state: 'complete', replayed: LETTERS });
+    const copies = async () => (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(await copies()).toHaveLength(LETTERS);
+    expect(new Set((await copies()).map((r) => r.value.toString())).size).toBe(LETTERS);
+
+    // Finished: the same filters later (after another fix) are a new replay of every letter.
+    const later = await jobs.startDeadLetters({ stage: 'decoder', workflow: null, since: '2020-01-01', letters: null });
+    expect(later.started).toBe(true);
+    expect(later.job.id).not.toBe(first.job.id);
+    await jobs.settled(later.job.id);
+    expect(jobs.get(later.job.id)).toMatchObject({ state: 'complete', replayed: LETTERS });
+    // Other filters are another replay, even while one is unfinished.
+    const letters = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0042', '0/7', '0/42'] });
+    expect(letters.job).toMatchObject({ request: { letters: ['0/7', '0/42'] } });
+    await jobs.settled(letters.job.id);
+    expect(jobs.get(letters.job.id)).toMatchObject({ state: 'complete', replayed: 2 });
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});

@@ -9,13 +9,22 @@ import { makeDirectories } from '../../platform/config/data-dir';
  * of now (or `until`), turn each record into the copy to append (or skip it), and append the copies in batches.
  * The end is each partition's next offset when the first run starts (kept in the checkpoint for a resumed
  * run), so records appended meanwhile (the replays themselves, when a topic is replayed into itself, or new
- * requests between two runs) are not read again. On Kafka the last offset of a topic
- * written in transactions is a commit marker, never delivered: a partition is also done after `quietMs`
- * without a record.
+ * requests between two runs) are not read again.
+ *
+ * Each partition is read from the first offset it still holds (EventLog.firstOffsets: Kafka's retention deletes
+ * from the front), so a partition retention emptied is done before it starts and what is left is counted from there.
+ *
+ * A partition is done only once its next offset reaches its end (or `until`). On Kafka a topic written in
+ * transactions has offsets no reader is given (commit markers, aborted records); the reader says when it passed
+ * them (ReadOptions.onPassed), so those count as read, and the embedded log has none. Waiting on the log for
+ * `quietMs` (`firstRecordMs` before the first record) with a partition not done stops the run short: it is
+ * reported `interrupted`, with `stalled` saying where, and the checkpoint is left incomplete, so a rerun goes on.
+ * The wait is timed only while the log is asked for a record, never while a batch is appended.
  *
  * With a checkpoint file the run is resumable: after each batch is appended, the next offset of every partition
- * is saved; a rerun skips what was appended already. A crash between an append and its checkpoint replays that
- * batch again, which the deterministic execution ids downstream absorb.
+ * is saved; a rerun skips what was appended already. A crash between an append and its checkpoint appends that
+ * batch again on the rerun: its executions keep their ids, so an engine that de-duplicates by executionId absorbs
+ * it, and one that does not runs them twice (operations.md, "A batch may be appended twice").
  */
 /** Where a refeed reports how far it got: a terminal line for the CLI, a job's counters for the API. */
 export interface RefeedProgress {
@@ -46,8 +55,10 @@ export interface RefeedOptions {
 export interface RefeedResult {
   replayed: number;
   skipped: number;
-  /** Stopped by the signal before the end; rerun with the same checkpoint to go on. */
+  /** Stopped before the end (by the signal, or stalled); rerun with the same checkpoint to go on. */
   interrupted: boolean;
+  /** When the log stopped delivering with records of the range left: which partitions, from where; else null. */
+  stalled: string | null;
 }
 
 export interface CheckpointState {
@@ -88,6 +99,8 @@ export function checkpointFile(file: string): CheckpointFile {
 export async function refeed(options: RefeedOptions, request: Record<string, string | null>): Promise<RefeedResult> {
   const { log, source, until, select, checkpoint, progress } = options;
   const batchSize = options.batchSize ?? 200;
+  const quietMs = options.quietMs ?? 5_000;
+  const firstRecordMs = options.firstRecordMs ?? 30_000;
   const saved = await checkpoint?.load() ?? null;
   if (saved && JSON.stringify(saved.request) !== JSON.stringify(request)) {
     throw new Error(`checkpoint ${checkpoint!.path} belongs to another replay (${JSON.stringify(saved.request)}); pass another --checkpoint or delete it`);
@@ -95,7 +108,7 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
   const state: CheckpointState = saved ?? { request, positions: {}, replayed: 0, skipped: 0, complete: false };
   // What earlier runs counted: `state` is the loaded checkpoint itself, so read its totals once, before they change.
   const earlier = { replayed: state.replayed, skipped: state.skipped };
-  if (state.complete) return { replayed: 0, skipped: 0, interrupted: false };
+  if (state.complete) return { replayed: 0, skipped: 0, interrupted: false, stalled: null };
 
   // The range ends where the topic ended when the first run began, however long ago that was: records
   // appended since (new requests, or this replay's own copies) are not part of it.
@@ -104,13 +117,25 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
     : (await log.endOffsets(source)).map((p) => [p.partition, BigInt(p.offset)] as const));
   state.ends ??= Object.fromEntries([...ends].map(([p, offset]) => [String(p), String(offset)]));
   const starts = await startOffsets(log, source, options.start);
-  const next = (partition: number) => BigInt(state.positions[partition] ?? starts.get(partition) ?? 0n);
-  const open = new Set([...ends].filter(([p, end]) => next(p) < end).map(([p]) => p));
-  const remaining = () => Number([...open].reduce((sum, p) => sum + (ends.get(p)! - next(p)), 0n));
+  // Where each partition begins now: retention deletes from the front (on Kafka), and a partition it emptied has
+  // nothing left to read. Nothing below it can be read, whatever the start or an earlier run's position said.
+  const firsts = new Map((await log.firstOffsets(source)).map((p) => [p.partition, BigInt(p.offset)] as const));
+  const next = (partition: number) => {
+    const at = BigInt(state.positions[partition] ?? starts.get(partition) ?? 0n);
+    const first = firsts.get(partition) ?? 0n;
+    return at > first ? at : first;
+  };
+  // Where a partition is done: its end, or just past `until` when that is an offset.
+  const limit = (partition: number) => {
+    const end = ends.get(partition)!;
+    return until && 'offset' in until && until.offset + 1n < end ? until.offset + 1n : end;
+  };
+  const open = new Set([...ends.keys()].filter((p) => next(p) < limit(p)));
+  const remaining = () => Number([...open].reduce((sum, p) => sum + (limit(p) - next(p)), 0n));
 
   let replayed = 0;
   let skipped = 0;
-  const touched = new Set<number>();
+  let delivered = false;
   let batch: OutRecord[] = [];
   const flush = async () => {
     if (batch.length > 0) await log.append(batch);
@@ -124,41 +149,56 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
   const stopReading = () => reading.abort();
   options.signal.addEventListener('abort', stopReading, { once: true });
   if (options.signal.aborted) stopReading(); // stopped before it began: the listener will not fire
+  // Armed only while the log is asked for the next record: an append (a slow disk, a Kafka leader election) must
+  // not count as the log having gone quiet.
   let quiet: NodeJS.Timeout | undefined;
   const arm = (ms: number) => { clearTimeout(quiet); quiet = setTimeout(stopReading, ms); };
+
+  const take = async (record: LogRecord) => {
+    const p = record.partition;
+    if (!open.has(p)) return;
+    const offset = BigInt(record.offset);
+    if (offset < next(p)) return; // appended by an earlier run of this checkpoint
+    if (offset >= limit(p) || (until && 'time' in until && record.timestamp >= until.time)) {
+      open.delete(p);
+    } else {
+      const copy = select(record);
+      if (copy) { batch.push(copy); replayed++; } else skipped++;
+      state.positions[p] = String(offset + 1n);
+      if (offset + 1n >= limit(p)) open.delete(p);
+    }
+    if (batch.length >= batchSize) await flush();
+    progress.update(replayed + skipped, remaining());
+  };
+  // Between records, in order (event-log.ts): offsets past that held no record, so the partition stands there.
+  const passed = (p: number, offset: string) => {
+    arm(quietMs);
+    if (!open.has(p) || BigInt(offset) <= next(p)) return;
+    state.positions[p] = offset;
+    if (BigInt(offset) >= limit(p)) open.delete(p);
+    if (open.size === 0) stopReading();
+  };
+
   try {
     if (open.size > 0) {
-      arm(options.firstRecordMs ?? 30_000);
-      for await (const record of log.read(source, { start: options.start, signal: reading.signal })) {
-        arm(options.quietMs ?? 5_000);
-        const p = record.partition;
-        if (!open.has(p)) continue;
-        touched.add(p);
-        const offset = BigInt(record.offset);
-        if (offset < next(p)) continue; // appended by an earlier run of this checkpoint
-        if (offset >= ends.get(p)! || (until && ('offset' in until ? offset > until.offset : record.timestamp >= until.time))) {
-          open.delete(p);
-        } else {
-          const copy = select(record);
-          if (copy) { batch.push(copy); replayed++; } else skipped++;
-          state.positions[p] = String(offset + 1n);
-          if (offset + 1n >= ends.get(p)!) open.delete(p);
-        }
-        if (batch.length >= batchSize) await flush();
-        progress.update(replayed + skipped, remaining());
+      arm(firstRecordMs);
+      for await (const record of log.read(source, { start: options.start, signal: reading.signal, onPassed: passed })) {
+        clearTimeout(quiet);
+        delivered = true;
+        await take(record);
         if (open.size === 0) break;
+        arm(quietMs);
       }
     }
-    const interrupted = options.signal.aborted && open.size > 0;
-    // Stopped by quiet: a partition that gave nothing although more than its final commit marker was left was
-    // not read (the log did not deliver); say so rather than call the range done.
-    const unread = interrupted ? [] : [...open].filter((p) => !touched.has(p) && ends.get(p)! - next(p) > 1n);
-    state.complete = !interrupted && unread.length === 0;
+    // Every partition left open has records of the range that were not read: stopped by the signal, or the log
+    // went quiet. Either way the checkpoint stays incomplete and a rerun goes on from it.
+    const interrupted = open.size > 0;
+    const stalled = interrupted && !options.signal.aborted
+      ? `${source} delivered nothing for ${delivered ? quietMs : firstRecordMs} ms with records of the range left (${[...open].sort((a, b) => a - b).map((p) => `partition ${p} from offset ${next(p)} to ${limit(p) - 1n}`).join(', ')})`
+      : null;
+    state.complete = !interrupted;
     await flush();
-    if (unread.length > 0) {
-      throw new Error(`${source} delivered nothing from partition(s) ${unread.join(', ')} within ${options.firstRecordMs ?? 30_000} ms although records were left; run the command again to go on${checkpoint ? ` (checkpoint ${checkpoint.path})` : ''}`);
-    }
-    return { replayed, skipped, interrupted };
+    return { replayed, skipped, interrupted, stalled };
   } finally {
     clearTimeout(quiet);
     options.signal.removeEventListener('abort', stopReading);

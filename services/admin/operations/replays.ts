@@ -6,6 +6,7 @@ import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import type { PipelineTopics } from '../../platform/log/topics';
 import type { Until } from './refeed';
+import { parseTime, quoted, TIME_FORMS } from './times';
 
 /**
  * The two replays an operator runs, as plans the refeed loop (refeed.ts) carries out, shared by the CLI
@@ -19,7 +20,7 @@ export class ReplayRequestError extends Error {
   }
 }
 
-/** What a range replay was asked: positions as given (an offset or an ISO time), so that a checkpoint names its request. */
+/** What a range replay was asked: positions as text (an offset or an ISO time); normalRangeRequest gives the one spelling a checkpoint and an id are made of. */
 export interface RangeReplayRequest {
   topic: string;
   from: string;
@@ -53,14 +54,16 @@ export interface ReplayContext {
 /** The stages that dead-letter, each under its own name (the DeadLetter's `stage`): what a stage filter may name. */
 export const DEAD_LETTER_STAGES: readonly string[] = ['decoder', 'dispatcher', 'sampler', 'mdn'];
 
-/** `42` (an offset) or an ISO time; what `--from`, `--to`, `--since` and the API's fields accept. */
+/** `42` (an offset) or an ISO time (times.ts); what `--from`, `--to`, `--since`, `--until` and the API's fields accept. */
 export type Position = { offset: bigint } | { time: number };
 
 export function parsePosition(value: string, name: string, what: 'offset-or-time' | 'time'): Position {
   if (what === 'offset-or-time' && /^\d+$/.test(value)) return { offset: BigInt(value) };
-  const time = /^\d{4}-\d{2}-\d{2}/.test(value) ? Date.parse(value) : NaN;
-  if (Number.isNaN(time)) throw new ReplayRequestError(`${name} takes ${what === 'time' ? 'an ISO time' : 'an offset or an ISO time'} (e.g. 2026-11-22T05:00:00Z)`);
-  return { time };
+  const parsed = parseTime(value);
+  if ('problem' in parsed) {
+    throw new ReplayRequestError(`${name} takes ${what === 'time' ? 'an ISO time' : 'an offset or an ISO time'}, ${TIME_FORMS}; ${quoted(value)} ${parsed.problem}`);
+  }
+  return parsed;
 }
 
 export function readStart(from: Position | null): ReadStart {
@@ -73,9 +76,28 @@ export function untilOf(to: Position | null): Until {
   return 'offset' in to ? { offset: to.offset } : { time: to.time };
 }
 
-/** A range replay's identity: the name of its checkpoint, so the same request resumes, and once complete does nothing. */
+/** A position in one spelling: an offset in decimal without leading zeros, a time as its instant in UTC to the millisecond. */
+export function positionText(position: Position): string {
+  return 'offset' in position ? String(position.offset) : new Date(position.time).toISOString();
+}
+
+/**
+ * The request as the range it names: `0` and `00`, or `…05:00:00Z`, `…05:00:00.000Z` and `…06:00:00+01:00`, are one
+ * range, so they must be one replay (one id, one checkpoint) rather than two that each append the range again.
+ * Refuses a position that does not parse, naming the field.
+ */
+export function normalRangeRequest(request: RangeReplayRequest): RangeReplayRequest {
+  const from = parsePosition(request.from, 'from', 'offset-or-time');
+  const to = request.to === null ? null : parsePosition(request.to, 'to', 'offset-or-time');
+  return { topic: request.topic, from: positionText(from), to: to === null ? null : positionText(to), workflow: request.workflow };
+}
+
+/**
+ * A range replay's identity: the name of its checkpoint, so the same range asked again (in any spelling) resumes,
+ * and once complete does nothing. The hash is of the normalised request, never of the text as typed.
+ */
 export function rangeReplayId(request: RangeReplayRequest): string {
-  return createHash('sha256').update(JSON.stringify(request)).digest('hex').slice(0, 16);
+  return createHash('sha256').update(JSON.stringify(normalRangeRequest(request))).digest('hex').slice(0, 16);
 }
 
 /**
@@ -106,6 +128,30 @@ export function rangeReplayPlan(request: RangeReplayRequest, ctx: ReplayContext)
       return { topic, key: record.key, value: record.value, headers: replayHeaders(record) };
     },
   };
+}
+
+/**
+ * A dead-letter replay's filters in one spelling (since as its UTC instant; letters in decimal, once each, in
+ * order): what finds an unfinished replay of the same dead letters again, so that asking again goes on with it.
+ * Call it on a request deadLetterReplayPlan accepted.
+ */
+export function normalDeadLetterRequest(request: DeadLetterReplayRequest): DeadLetterReplayRequest {
+  const since = request.since === null ? null : positionText(parsePosition(request.since, 'since', 'time'));
+  const letters = request.letters === null ? null : [...new Map(request.letters.map((l) => {
+    const [partition, offset] = l.split('/');
+    return [`${Number(partition)}/${BigInt(offset)}`, [Number(partition), BigInt(offset)] as const] as const;
+  })).entries()].sort(([, a], [, b]) => a[0] - b[0] || (a[1] < b[1] ? -1 : a[1] > b[1] ? 1 : 0)).map(([text]) => text);
+  return { stage: request.stage, workflow: request.workflow, since, letters };
+}
+
+/** The request as a checkpoint names it (string fields only). */
+export function deadLetterRequestFields(request: DeadLetterReplayRequest): Record<string, string | null> {
+  return { stage: request.stage, workflow: request.workflow, since: request.since, letters: request.letters ? request.letters.join(',') : null };
+}
+
+/** The name of the direct command's checkpoint for these filters (normalised first). */
+export function deadLetterReplayId(request: DeadLetterReplayRequest): string {
+  return createHash('sha256').update(JSON.stringify(normalDeadLetterRequest(request))).digest('hex').slice(0, 16);
 }
 
 /** The dead letters a filter selects (stage, workflow, and the list of positions when given), decoded. */

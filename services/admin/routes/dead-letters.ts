@@ -36,7 +36,7 @@ export function deadLetterRoutes(deps: AdminApiDeps): Router {
     let total = 0;
     const abort = new AbortController();
     req.once('close', () => { if (!res.writableFinished) abort.abort(); });
-    await refeed({
+    const read = await refeed({
       log: deps.log, source: deps.topics.deadLetter, start: readStart(since), until: null, checkpoint: null, signal: abort.signal,
       quietMs: deps.listQuietMs, progress: { update() {}, finish() {} },
       select: (record: LogRecord) => {
@@ -49,6 +49,8 @@ export function deadLetterRoutes(deps: AdminApiDeps): Router {
         return null;
       },
     }, {});
+    // A list missing letters the log did not deliver in time would read as all of them.
+    if (read.stalled) throw new AdminError('backend-unavailable', `${read.stalled}: the list would be incomplete; ask again`);
     res.json({ deadLetters: kept.reverse(), total, truncated: total > kept.length });
   });
 

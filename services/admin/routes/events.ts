@@ -2,7 +2,7 @@ import { Router } from 'express';
 import { journalQueryProblem, requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
-import { parsePosition } from '../operations/replays';
+import { parseTime, quoted, TIME_FORMS } from '../operations/times';
 import { queryString } from './request-fields';
 
 /**
@@ -46,16 +46,13 @@ export function eventRoutes(deps: AdminApiDeps): Router {
   return router;
 }
 
-/** Epoch milliseconds, or an ISO time as `--since`/`--until` take it (parsePosition, the CLI's parser). */
+/** Epoch milliseconds, or an ISO time as `--since`/`--until` take it (times.ts, the CLI's parser). */
 function timeParam(text: string | null, name: string): number | null {
   if (text === null) return null;
   if (/^\d+$/.test(text)) return Number(text);
-  try {
-    const position = parsePosition(text, name, 'time');
-    return 'time' in position ? position.time : null;
-  } catch (error) {
-    throw new AdminError('invalid-request', `${(error as Error).message}, or epoch milliseconds`);
-  }
+  const parsed = parseTime(text);
+  if ('problem' in parsed) throw new AdminError('invalid-request', `${name} takes epoch milliseconds or an ISO time, ${TIME_FORMS}; ${quoted(text)} ${parsed.problem}`);
+  return parsed.time;
 }
 
 async function refusedAsInvalid<T>(pending: Promise<T>): Promise<T> {

@@ -29,7 +29,7 @@ export function replayRoutes(deps: AdminApiDeps): Router {
       problems.push(`"${name}" must be an offset (a whole number from 0) or an ISO time`);
       return null;
     };
-    // The field order is the checkpoint's (and so the replay id's): the CLI builds the same object.
+    // Kept as given here; the replay jobs normalise it (replays.ts normalRangeRequest) for its id and checkpoint.
     const request: RangeReplayRequest = { topic: optionalString(body, 'topic', problems) ?? '', from: position('from') ?? '', to: position('to'), workflow: optionalString(body, 'workflow', problems) };
     if (!request.topic) problems.push('"topic" is required: the stage input topic to replay');
     if (body.from === undefined || body.from === null) problems.push('"from" is required: an offset or an ISO time');

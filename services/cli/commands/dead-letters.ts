@@ -1,6 +1,9 @@
+import { promises as fsp } from 'node:fs';
+import * as path from 'node:path';
 import { defaultAvroCodec } from '../../platform/avro/codec';
+import { checkpointFile } from '../../admin/operations/refeed';
 import { pipelineTopics } from '../../platform/log/topics';
-import { deadLetterReplayPlan, deadLetterSelector, deadLetterSummary, readStart, type ReplayContext } from '../../admin/operations/replays';
+import { deadLetterReplayId, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, deadLetterSummary, normalDeadLetterRequest, readStart, type ReplayContext } from '../../admin/operations/replays';
 import { allowOnly, positionFlag, stringFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { runRefeed, withLog } from './refeed-run';
@@ -12,7 +15,9 @@ export const DEAD_LETTERS_USAGE = 'ingress dead-letters list|replay [--stage S] 
  * `list`: one JSON line per dead letter (where it sits, why it failed, which request), without the source
  * record's bytes unless `--with-source`. `replay`: append each selected dead letter's source record to the topic
  * it came from, marked as a replay (admin/operations/replays.ts); while a service runs, its management API does
- * it (POST /api/v1/dead-letters/replay). Both read the dead-letter topic up to its end as of the start.
+ * it (POST /api/v1/dead-letters/replay). Both read the dead-letter topic up to its end as of the start. A replay
+ * stopped short is resumed by the same command, directly (its checkpoint `$DATA_DIR/replay/dead-letters-<hash of
+ * the filters>.json`, removed once complete) or through the service (its unfinished job of the same filters).
  */
 export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, ['stage', 'since', 'workflow', 'with-source']);
@@ -30,9 +35,22 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
 
   if (verb === 'replay') {
     const api = await ctx.runningService();
+    // The service goes on with an unfinished replay of the same filters (replay-jobs.ts), so the same command resumes.
     if (api) return replayThroughApi(ctx, api, 'dead-letters replay', '/api/v1/dead-letters/replay', { stage, workflow, since: sinceText });
-    const plan = deadLetterReplayPlan({ stage, workflow, since: sinceText, letters: null }, context);
-    return withLog(ctx, true, (log) => runRefeed(ctx, { label: 'dead-letters replay', summary: true, request, log, ...plan, checkpoint: null }));
+    const asked = { stage, workflow, since: sinceText, letters: null };
+    deadLetterReplayPlan(asked, context); // refuses bad filters in their own words
+    const filters = normalDeadLetterRequest(asked);
+    const plan = deadLetterReplayPlan(filters, context);
+    // Resumable as a range replay is, while unfinished: Ctrl-C, then the same command goes on from here. A replay
+    // that finished is history: the checkpoint is removed, so that the same command later (after another fix) is
+    // a new replay rather than nothing.
+    const checkpoint = checkpointFile(path.join(ctx.config.dataDir, 'replay', `dead-letters-${deadLetterReplayId(filters)}.json`));
+    if ((await checkpoint.load())?.complete) await fsp.rm(checkpoint.path, { force: true }); // finished by a run killed before its removal
+    const code = await withLog(ctx, true, (log) => runRefeed(ctx, {
+      label: 'dead-letters replay', summary: true, request: { verb, ...deadLetterRequestFields(filters) }, log, ...plan, checkpoint,
+    }));
+    if (code === 0) await fsp.rm(checkpoint.path, { force: true });
+    return code;
   }
   const selected = deadLetterSelector({ stage, workflow, letters: null }, context);
   const withSource = args.flags.has('with-source');

@@ -42,7 +42,13 @@ export async function runRefeed(ctx: CommandContext, run: RefeedRun): Promise<nu
   process.once('SIGTERM', onSignal);
   try {
     const result = await refeed({ ...run, progress: createProgress(run.label), signal: abort.signal }, run.request);
-    if (run.summary) ctx.out(JSON.stringify({ ...result, checkpoint: run.checkpoint?.path ?? null }));
+    const { stalled, ...summary } = result;
+    if (run.summary) ctx.out(JSON.stringify({ ...summary, checkpoint: run.checkpoint?.path ?? null }));
+    if (stalled) {
+      // Not done, and not asked to stop: a failure (exit 1), which the same command again goes on from.
+      ctx.err(`${stalled}; stopped short: ${run.checkpoint ? `run the same command again to go on from ${run.checkpoint.path}` : 'run the same command again'}`);
+      return 1;
+    }
     if (result.interrupted) {
       ctx.err(run.checkpoint ? `interrupted; run the same command again to go on from ${run.checkpoint.path}` : 'interrupted');
       return 130;

@@ -2,7 +2,7 @@ import * as path from 'node:path';
 import { defaultAvroCodec } from '../../platform/avro/codec';
 import { pipelineTopics } from '../../platform/log/topics';
 import { checkpointFile } from '../../admin/operations/refeed';
-import { rangeReplayId, rangeReplayPlan, ReplayRequestError, type RangeReplayRequest } from '../../admin/operations/replays';
+import { normalRangeRequest, rangeReplayId, rangeReplayPlan, ReplayRequestError, type RangeReplayRequest } from '../../admin/operations/replays';
 import { allowOnly, positionFlag, stringFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { runRefeed, withLog } from './refeed-run';
@@ -15,7 +15,7 @@ export const REPLAY_USAGE = 'ingress replay TOPIC --from OFFSET|ISO-TIME [--to O
  * service runs, its management API runs the replay (POST /api/v1/replays), so on the embedded log it needs no
  * stop; otherwise the CLI appends itself.
  *
- * Resumable: the checkpoint (default `$DATA_DIR/replay/<hash of the request>.json`, the file the service uses
+ * Resumable: the checkpoint (default `$DATA_DIR/replay/<hash of the normalised request>.json`, the file the service uses
  * for the same request) records each partition's progress; the same command again goes on where Ctrl-C stopped
  * it, and once complete does nothing.
  */
@@ -27,10 +27,14 @@ export async function replayCommand(args: ParsedArgs, ctx: CommandContext): Prom
   positionFlag(args, 'to', 'offset-or-time');
   const topics = pipelineTopics(ctx.config.topicPrefix);
   const codec = defaultAvroCodec();
-  // The field order is the checkpoint's: the service builds the same object for the same request.
-  const request: RangeReplayRequest = { topic, from: args.flags.get('from') as string, to: (args.flags.get('to') as string | undefined) ?? null, workflow: stringFlag(args, 'workflow') };
+  const asked: RangeReplayRequest = { topic, from: args.flags.get('from') as string, to: (args.flags.get('to') as string | undefined) ?? null, workflow: stringFlag(args, 'workflow') };
+  let request: RangeReplayRequest;
   let plan;
-  try { plan = rangeReplayPlan(request, { topics, codec, recordKey: ctx.config.recordKey }); } catch (error) {
+  try {
+    plan = rangeReplayPlan(asked, { topics, codec, recordKey: ctx.config.recordKey });
+    // The range in one spelling, as the service keeps it: the checkpoint (its name and its request) is the same either way.
+    request = normalRangeRequest(asked);
+  } catch (error) {
     if (error instanceof ReplayRequestError) throw new UsageError(error.message.replace('for dead letters replay the dead letters', 'for dead letters use `ingress dead-letters replay`'));
     throw error;
   }

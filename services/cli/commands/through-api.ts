@@ -21,7 +21,8 @@ export async function putThroughApi(ctx: CommandContext, api: AdminClient, what:
 
 /**
  * Start a replay job and follow it to its end, with progress on a terminal. Ctrl-C cancels the job after its
- * current batch (exit 130; the same command again resumes a range replay). The summary line counts what this
+ * current batch (exit 130; the same command again resumes it: replay-jobs.ts finds a range replay by its range,
+ * a dead-letter replay as the unfinished job of the same filters). The summary line counts what this
  * run replayed, as the direct command does.
  */
 export async function replayThroughApi(ctx: CommandContext, api: AdminClient, label: string, path: string, body: unknown): Promise<number> {
@@ -56,6 +57,11 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
   if (job.state === 'failed') throw new Error(job.error ?? `replay ${job.id} failed`);
   const stopped = job.state !== 'complete';
   ctx.out(JSON.stringify({ replayed: started.status === 202 ? job.replayed - before.replayed : 0, skipped: started.status === 202 ? job.skipped - before.skipped : 0, interrupted: stopped, replay: job.id }));
+  if (stopped && job.error) {
+    // Stopped short by the service (its log went quiet), not by Ctrl-C: a failure, as the direct command's.
+    ctx.err(`replay ${job.id} ${job.state}: ${job.error}`);
+    return 1;
+  }
   if (stopped) {
     ctx.err(`interrupted (${job.state}); run the same command again to go on, or POST /api/v1/replays/${job.id}/resume`);
     return 130;

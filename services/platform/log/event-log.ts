@@ -105,6 +105,14 @@ export interface ReadOptions {
   start: ReadStart;
   /** Stop when this aborts; reading otherwise follows the log as it grows. */
   signal: AbortSignal;
+  /**
+   * Told a partition's next offset when the reader has moved past offsets that hold no record to yield: on Kafka,
+   * transaction markers and the records of aborted transactions (a topic written in transactions ends with a
+   * commit marker no reader is given). Called between records, in order: never ahead of a record not yet
+   * yielded. The embedded log has no such offsets and never calls it. A bounded read (refeed.ts) knows by it
+   * that a partition whose last offsets gave nothing is done, rather than stalled.
+   */
+  onPassed?(partition: number, next: string): void;
 }
 
 export interface PartitionOffset {
@@ -132,6 +140,12 @@ export interface EventLog {
   missingTopics(topics: string[]): Promise<string[]>;
   /** The next offset of each partition of the topic (its end as of now), for bounded reads. */
   endOffsets(topic: string): Promise<PartitionOffset[]>;
+  /**
+   * The first offset each partition still holds, where a read from the beginning starts: on Kafka the low
+   * watermark, which retention moves up (a partition it emptied has first = end); the embedded log keeps
+   * everything, so 0.
+   */
+  firstOffsets(topic: string): Promise<PartitionOffset[]>;
   /** Records of the topic the group has not committed yet, over all partitions (for the lag metric). */
   consumerLag(group: string, topic: string): Promise<number>;
   /** Per partition, the offset of the first record at or after the time (the end where there is none). */

@@ -152,6 +152,9 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       await log.append([rec(topic, 'k', 'c')]);
       const total = (await log.endOffsets(topic)).reduce((n, p) => n + Number(p.offset), 0);
       expect(total).toBe(3);
+      // Nothing deleted: every partition starts at 0, and the first offsets name the same partitions as the ends.
+      expect((await log.firstOffsets(topic)).map((p) => p.offset)).toEqual((await log.endOffsets(topic)).map(() => '0'));
+      expect((await log.firstOffsets(topic)).map((p) => p.partition)).toEqual((await log.endOffsets(topic)).map((p) => p.partition));
       const atTime = await log.offsetsForTime(topic, between);
       expect(atTime.reduce((n, p) => n + Number(p.offset), 0)).toBe(2);
       expect(await log.consumerLag(group, topic)).toBe(3);

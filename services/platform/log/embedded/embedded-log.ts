@@ -254,6 +254,10 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       return [{ partition: 0, offset: String(topicState(topic).index.length) }];
     },
 
+    async firstOffsets() {
+      return [{ partition: 0, offset: '0' }]; // nothing is ever deleted from the journal
+    },
+
     async consumerLag(group, topic) {
       return topicState(topic).index.length - (committed.get(groupKey(group, topic)) ?? 0);
     },

@@ -190,6 +190,15 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       }
     },
 
+    async firstOffsets(topic) {
+      ensureOpen();
+      try {
+        return (await (await admin()).fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, offset: p.low }));
+      } catch (error) {
+        throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
+      }
+    },
+
     async consumerLag(group, topic) {
       ensureOpen();
       try {

@@ -15,6 +15,10 @@ import { nextOffset, toLogRecord } from './records';
  * `time` the first record at or after the time (the end where there is none); `offset` that offset in the given
  * partition only (the other partitions are not read), or in every partition when no partition is given; offsets
  * are clamped to what the partition holds, so a partition never resets to its beginning on "offset out of range".
+ *
+ * Offsets that yield nothing (transaction markers, aborted records) are told to `onPassed` after the records before
+ * them: from the batch's last offset when a batch ends past its last record, and from kafkajs's batch event when a
+ * fetch held nothing else.
  */
 export interface ReaderContext {
   kafka: Kafka;
@@ -26,7 +30,7 @@ export interface ReaderContext {
 
 const HEARTBEAT_EVERY_MS = 1_000;
 
-export async function* readTopic(ctx: ReaderContext, topic: string, { start, signal }: ReadOptions): AsyncGenerator<LogRecord> {
+export async function* readTopic(ctx: ReaderContext, topic: string, { start, signal, onPassed }: ReadOptions): AsyncGenerator<LogRecord> {
   if (signal.aborted) return;
   const channel = new Channel(signal);
   const positions = new Map<number, string>();
@@ -60,6 +64,13 @@ export async function* readTopic(ctx: ReaderContext, topic: string, { start, sig
       c.on(c.events.CRASH, ({ payload }) => {
         if (!payload.restart) channel.fail(unavailable(`kafka read of ${topic} stopped`, payload.error));
       });
+      // A fetch that held only transaction markers or aborted records never reaches eachBatch: kafkajs moves past
+      // it and says so only in this event (batchSize 0). Passed on in order, so a bounded read knows the offsets
+      // it had left were no records rather than records not yet delivered.
+      c.on(c.events.START_BATCH_PROCESS, ({ payload }) => {
+        if (payload.topic !== topic || payload.batchSize !== 0 || (only !== null && payload.partition !== only)) return;
+        channel.pass(payload.partition, nextOffset(payload.lastOffset));
+      });
       await c.connect();
       await c.subscribe({ topics: [topic], fromBeginning: true });
       if (channel.closed) return;
@@ -81,16 +92,24 @@ export async function* readTopic(ctx: ReaderContext, topic: string, { start, sig
             }
           }
           if (records.length > 0 && !channel.closed) resolveOffset(records[records.length - 1].offset);
+          // The batch went on past its last record (a commit marker, aborted records): say where it ended.
+          const last = records.length > 0 ? BigInt(records[records.length - 1].offset) : -1n;
+          if (!channel.closed && BigInt(batch.lastOffset()) > last) channel.pass(batch.partition, nextOffset(batch.lastOffset()));
         },
       });
     } catch (error) {
       throw unavailable(`kafka read of ${topic} could not start`, error);
     }
     for (;;) {
-      const record = await channel.next();
-      if (!record) return;
-      positions.set(record.partition, nextOffset(record.offset));
-      yield record;
+      const item = await channel.next();
+      if (!item) return;
+      if ('passed' in item) {
+        positions.set(item.partition, item.next);
+        onPassed?.(item.partition, item.next);
+        continue;
+      }
+      positions.set(item.partition, nextOffset(item.offset));
+      yield item;
     }
   } finally {
     unregister();
@@ -138,12 +157,19 @@ interface Offer {
   withdraw(): void;
 }
 
-/** Hands one fetched batch at a time from the kafkajs callback to the async generator. */
+/** Where a partition's reading went on past offsets that hold no record (ReadOptions.onPassed). */
+interface Passed { passed: true; partition: number; next: string }
+
+/**
+ * Hands one fetched batch at a time from the kafkajs callback to the async generator, and after it the offsets
+ * passed without a record, so that those are told only once every record before them was taken.
+ */
 class Channel {
   closed = false;
   private records: LogRecord[] = [];
   private index = 0;
-  private taker: ((record: LogRecord | undefined) => void) | null = null;
+  private passes: Passed[] = [];
+  private taker: ((item: LogRecord | Passed | undefined) => void) | null = null;
   private refuse: ((error: Error) => void) | null = null;
   private failure: Error | null = null;
   private drained: (() => void) | null = null;
@@ -169,7 +195,14 @@ class Channel {
     };
   }
 
-  next(): Promise<LogRecord | undefined> {
+  /** After the records offered so far are taken: `next` is where the partition's reading stands. */
+  pass(partition: number, next: string): void {
+    if (this.closed) return;
+    this.passes.push({ passed: true, partition, next });
+    this.handOver();
+  }
+
+  next(): Promise<LogRecord | Passed | undefined> {
     if (this.failure) return Promise.reject(this.failure);
     if (this.closed) return Promise.resolve(undefined);
     if (this.index < this.records.length) {
@@ -177,6 +210,7 @@ class Channel {
       if (this.index >= this.records.length) this.finish();
       return Promise.resolve(record);
     }
+    if (this.passes.length > 0) return Promise.resolve(this.passes.shift());
     return new Promise((resolve, reject) => { this.taker = resolve; this.refuse = reject; });
   }
 
@@ -197,6 +231,7 @@ class Channel {
     this.signal.removeEventListener('abort', this.onAbort);
     this.records = [];
     this.index = 0;
+    this.passes = [];
     const taker = this.taker;
     this.taker = null;
     this.refuse = null;
@@ -205,11 +240,17 @@ class Channel {
   }
 
   private handOver(): void {
-    if (!this.taker || this.index >= this.records.length) return;
+    if (!this.taker) return;
+    let item: LogRecord | Passed | undefined;
+    if (this.index < this.records.length) {
+      item = this.records[this.index++];
+      if (this.index >= this.records.length) this.finish();
+    } else item = this.passes.shift();
+    if (!item) return;
     const taker = this.taker;
     this.taker = null;
     this.refuse = null;
-    taker(this.records[this.index++]);
+    taker(item);
   }
 
   private finish(): void {

@@ -82,6 +82,7 @@ export function serveLog(log: EventLog, rpc: () => Rpc): LogHost {
     'log.ensureTopics': (topics: string[]) => log.ensureTopics(topics),
     'log.missingTopics': (topics: string[]) => log.missingTopics(topics),
     'log.endOffsets': (topic: string) => log.endOffsets(topic),
+    'log.firstOffsets': (topic: string) => log.firstOffsets(topic),
     'log.consumerLag': (group: string, topic: string) => log.consumerLag(group, topic),
     'log.offsetsForTime': (topic: string, timestamp: number) => log.offsetsForTime(topic, timestamp),
   };

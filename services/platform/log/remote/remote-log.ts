@@ -60,6 +60,7 @@ export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
       };
       return handle;
     },
+    // `onPassed` is not carried over: the log a thread is lent is the embedded one, which passes no offsets.
     async *read(topic, { start, signal }) {
       const id = nextRead++;
       await rpc().call('log.readOpen', [id, topic, start]);
@@ -79,6 +80,7 @@ export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
     ensureTopics: (topics) => rpc().call('log.ensureTopics', [topics]),
     missingTopics: (topics) => rpc().call('log.missingTopics', [topics]),
     endOffsets: (topic) => rpc().call('log.endOffsets', [topic]),
+    firstOffsets: (topic) => rpc().call('log.firstOffsets', [topic]),
     consumerLag: (group, topic) => rpc().call('log.consumerLag', [group, topic]),
     offsetsForTime: (topic, timestamp) => rpc().call('log.offsetsForTime', [topic, timestamp]),
     // The owning thread opened the log and closes it.

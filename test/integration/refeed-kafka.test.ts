@@ -1,0 +1,107 @@
+import { randomUUID } from 'node:crypto';
+import type { Admin, Producer } from 'kafkajs';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { checkpointFile, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
+import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
+import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
+import { silentLogger } from '../../services/platform/logger/logger';
+
+/**
+ * The replay loop on a real Kafka broker (jest globalSetup starts one; TEST_KAFKA_BROKERS): where a topic written
+ * in transactions ends in offsets no reader is given, a partition is done because the reader passed them, not
+ * because the log went quiet.
+ */
+const BROKERS = process.env.TEST_KAFKA_BROKERS;
+const brokers = () => {
+  if (!BROKERS) throw new Error('TEST_KAFKA_BROKERS is not set: run through jest, whose globalSetup starts Kafka');
+  return BROKERS.split(',');
+};
+
+let log: KafkaEventLog;
+let admin: Admin;
+let producer: Producer;
+let plain: Producer;
+beforeAll(async () => {
+  log = await openKafkaLog({ brokers: brokers(), clientId: `refeed-${randomUUID().slice(0, 8)}` });
+  const kafka = createKafkaClient({ clientId: `refeed-tx-${randomUUID().slice(0, 8)}`, brokers: brokers(), logger: silentLogger });
+  admin = kafka.admin();
+  producer = kafka.producer({ transactionalId: `refeed-${randomUUID().slice(0, 8)}`, idempotent: true, maxInFlightRequests: 1 });
+  plain = kafka.producer();
+  await Promise.all([admin.connect(), producer.connect(), plain.connect()]);
+});
+afterAll(async () => { await Promise.all([admin?.disconnect(), producer?.disconnect(), plain?.disconnect(), log?.close()]); });
+
+const newTopic = async (partitions: number) => {
+  const topic = `refeed-test.${randomUUID().slice(0, 8)}`;
+  await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }], waitForLeaders: true });
+  return topic;
+};
+const inTransaction = async (topic: string, partition: number, values: string[], end: 'commit' | 'abort') => {
+  const tx = await producer.transaction();
+  await tx.send({ topic, messages: values.map((value) => ({ partition, value })) });
+  await (end === 'commit' ? tx.commit() : tx.abort());
+};
+const quiet = { update() {}, finish() {} };
+const seen: string[] = [];
+const read = (topic: string, more: Partial<RefeedOptions> = {}) => refeed({
+  log, source: topic, start: { from: 'beginning' }, until: null, checkpoint: null, progress: quiet, signal: new AbortController().signal,
+  select: (record) => { seen.push(`${record.partition}:${record.value.toString()}`); return null; },
+  quietMs: 30_000, firstRecordMs: 30_000, ...more,
+}, {});
+beforeEach(() => { seen.length = 0; });
+
+test('partitions ending in a commit marker, in aborted records, or holding aborted records only are read to their end without waiting for quiet', async () => {
+  const topic = await newTopic(3);
+  await inTransaction(topic, 0, ['a0', 'a1', 'a2'], 'commit');
+  await inTransaction(topic, 1, ['b0', 'b1'], 'commit');
+  await inTransaction(topic, 1, ['b-aborted-0', 'b-aborted-1'], 'abort');
+  await inTransaction(topic, 2, ['c-aborted-0', 'c-aborted-1'], 'abort');
+
+  const began = Date.now();
+  const result = await read(topic);
+  // Ended by what the reader passed (markers, aborted records), long before the 30 s quiet wait: before, the
+  // run waited that out and then took every partition that had delivered something for done.
+  expect(Date.now() - began).toBeLessThan(15_000);
+  expect(result).toEqual({ replayed: 0, skipped: 5, interrupted: false, stalled: null });
+  expect(seen.sort()).toEqual(['0:a0', '0:a1', '0:a2', '1:b0', '1:b1']);
+});
+
+test('partitions that retention emptied, or cut from the front, are read from their first offset: the range is what is left', async () => {
+  const topic = await newTopic(3);
+  const send = (partition: number, values: string[]) => plain.send({ topic, messages: values.map((value) => ({ partition, value })) });
+  await send(0, ['a0', 'a1', 'a2']);
+  await send(1, ['b0', 'b1', 'b2', 'b3']);
+  await send(2, ['c0']);
+  // What retention does: partition 0 emptied (low = high = 3), partition 1 cut to its last two records.
+  await admin.fetchTopicOffsets(topic); // kafkajs finds the partitions' leaders in metadata this loads
+  await admin.deleteTopicRecords({ topic, partitions: [{ partition: 0, offset: '3' }, { partition: 1, offset: '2' }] });
+  expect((await log.firstOffsets(topic)).sort((a, b) => a.partition - b.partition)).toEqual([
+    { partition: 0, offset: '3' }, { partition: 1, offset: '2' }, { partition: 2, offset: '0' },
+  ]);
+
+  const counted: (number | null)[] = [];
+  const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-'));
+  try {
+    for (const start of [{ from: 'beginning' } as const, { from: 'offset', offset: '0' } as const]) {
+      seen.length = 0;
+      const began = Date.now();
+      // A dead-letter listing or replay used to assume offset 0: partition 0 had "records left" it could never
+      // deliver, and the run failed (a 500 from the API) every time, however often it was asked again.
+      const result = await read(topic, { start, quietMs: 10_000, progress: { update: (done, remaining) => { counted.push(remaining === null ? null : done + remaining); }, finish() {} } });
+      expect(result).toEqual({ replayed: 0, skipped: 3, interrupted: false, stalled: null });
+      expect(Date.now() - began).toBeLessThan(8_000); // ended at the ends, not by the quiet wait
+      expect(seen.sort()).toEqual(['1:b2', '1:b3', '2:c0']);
+      expect(counted.every((total) => total === 3)).toBe(true); // what is left is counted from the first offsets
+    }
+    // A checkpoint from before the records were deleted resumes at the first offset left, and completes.
+    const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    await checkpoint.save({ request: {}, positions: { 0: '1', 1: '0' }, ends: { 0: '3', 1: '4', 2: '1' }, replayed: 0, skipped: 0, complete: false });
+    seen.length = 0;
+    expect(await read(topic, { checkpoint, quietMs: 10_000 })).toEqual({ replayed: 0, skipped: 3, interrupted: false, stalled: null });
+    expect(await checkpoint.load()).toMatchObject({ complete: true });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
