@@ -59,11 +59,10 @@ test('partitions ending in a commit marker, in aborted records, or holding abort
   await inTransaction(topic, 1, ['b-aborted-0', 'b-aborted-1'], 'abort');
   await inTransaction(topic, 2, ['c-aborted-0', 'c-aborted-1'], 'abort');
 
-  const began = Date.now();
+  // Ended by what the reader passed (markers, aborted records): a run the quiet wait ended would name the
+  // partitions short of their ends in `stalled` (before, it took every partition that had delivered something
+  // for done). No clock is asserted: `stalled: null` says it.
   const result = await read(topic);
-  // Ended by what the reader passed (markers, aborted records), long before the 30 s quiet wait: before, the
-  // run waited that out and then took every partition that had delivered something for done.
-  expect(Date.now() - began).toBeLessThan(15_000);
   expect(result).toEqual({ replayed: 0, skipped: 5, interrupted: false, stalled: null });
   expect(seen.sort()).toEqual(['0:a0', '0:a1', '0:a2', '1:b0', '1:b1']);
 });
@@ -86,12 +85,10 @@ test('partitions that retention emptied, or cut from the front, are read from th
   try {
     for (const start of [{ from: 'beginning' } as const, { from: 'offset', offset: '0' } as const]) {
       seen.length = 0;
-      const began = Date.now();
       // A dead-letter listing or replay used to assume offset 0: partition 0 had "records left" it could never
       // deliver, and the run failed (a 500 from the API) every time, however often it was asked again.
       const result = await read(topic, { start, quietMs: 10_000, progress: { update: (done, remaining) => { counted.push(remaining === null ? null : done + remaining); }, finish() {} } });
       expect(result).toEqual({ replayed: 0, skipped: 3, interrupted: false, stalled: null });
-      expect(Date.now() - began).toBeLessThan(8_000); // ended at the ends, not by the quiet wait
       expect(seen.sort()).toEqual(['1:b2', '1:b3', '2:c0']);
       expect(counted.every((total) => total === 3)).toBe(true); // what is left is counted from the first offsets
     }
