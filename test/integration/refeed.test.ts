@@ -118,3 +118,15 @@ test('a range bounded by an offset is done at that offset, whatever the log hold
   // Offsets 0-4 delivered, then the log pauses before 5: the range is complete without waiting for it.
   expect(await bounded()).toEqual({ replayed: 5, skipped: 0, interrupted: false, stalled: null });
 });
+
+test('a batch of copies ends at MAX_READ_BATCH_BYTES as well as at its count: large records are appended a few at a time', async () => {
+  await log.append(Array.from({ length: 6 }, (_, i) => ({ topic: 'big', key: 'k', value: Buffer.alloc(400 * 1024, 97 + i) })));
+  const appended: number[] = [];
+  const counting: EventLog = Object.assign(Object.create(log), { append: (records: Parameters<EventLog['append']>[0]) => { appended.push(records.length); return log.append(records); } });
+  const result = await refeed({
+    log: counting, source: 'big', start: { from: 'beginning' }, until: null, select: copy, checkpoint: null, progress: quiet, signal: new AbortController().signal,
+  }, {});
+  expect(result).toMatchObject({ replayed: 6, interrupted: false });
+  // 400 KiB each: the third reaches 1 MiB and the batch goes; 200 records would have been one append of 2.4 MiB.
+  expect(appended).toEqual([3, 3]);
+});

@@ -1,6 +1,7 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
+import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
 import { writeFileAtomically } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
 
@@ -137,9 +138,11 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
   let skipped = 0;
   let delivered = false;
   let batch: OutRecord[] = [];
+  let batchBytes = 0;
   const flush = async () => {
     if (batch.length > 0) await log.append(batch);
     batch = [];
+    batchBytes = 0;
     state.skipped = earlier.skipped + skipped;
     state.replayed = earlier.replayed + replayed;
     await checkpoint?.save(state);
@@ -163,11 +166,12 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
       open.delete(p);
     } else {
       const copy = select(record);
-      if (copy) { batch.push(copy); replayed++; } else skipped++;
+      if (copy) { batch.push(copy); batchBytes += copy.value.length; replayed++; } else skipped++;
       state.positions[p] = String(offset + 1n);
       if (offset + 1n >= limit(p)) open.delete(p);
     }
-    if (batch.length >= batchSize) await flush();
+    // Records may be 8 MiB each: a batch is bounded in bytes too, as a stage's batch is (topics.ts).
+    if (batch.length >= batchSize || batchBytes >= MAX_READ_BATCH_BYTES) await flush();
     progress.update(replayed + skipped, remaining());
   };
   // Between records, in order (event-log.ts): offsets past that held no record, so the partition stands there.
