@@ -125,6 +125,12 @@ describe('bad input answers the JSON error shape', () => {
     expect((await api.call('GET', '/api/v1/certificates?withinDays=')).body.withinDays).toBe(30);
     expect((await api.call('GET', '/api/v1/certificates?withinDays=0016')).body.withinDays).toBe(16);
     expect(await refusal('GET', '/api/v1/dead-letters?limit=0x10')).toEqual({ status: 400, error: 'invalid-request', message: 'limit takes a whole number from 1 to 1000' });
+    // A misspelt filter was ignored, and the answer held everything as if it matched.
+    expect(await refusal('GET', '/api/v1/dead-letters?stages=decoder&limt=0')).toEqual({ status: 400, error: 'invalid-request', message: 'Unknown query parameters "stages", "limt"; this route takes stage, workflow, since, limit, withSource' });
+    expect(await refusal('GET', '/api/v1/events?workflowId=wf-a')).toEqual({ status: 400, error: 'invalid-request', message: 'Unknown query parameter "workflowId"; this route takes workflow, messageId, postId, trackingId, since, until, limit' });
+    expect((await refusal('GET', '/api/v1/certificates?within=5')).message).toBe('Unknown query parameter "within"; this route takes withinDays');
+    expect((await refusal('PUT', '/api/v1/credentials/cred-q?forget=true', { type: 'basicAuth', data: { user: 'u', password: 'p' } })).message).toBe('Unknown query parameter "forget"; this route takes forgetRetired');
+    expect(await app.backends.registry.credentials.get('cred-q')).toBeNull();
     // A stage no dead letter names selected nothing, silently.
     const stages = { status: 400, error: 'invalid-request', message: 'stage takes one of decoder, dispatcher, sampler, mdn' };
     expect(await refusal('GET', '/api/v1/dead-letters?stage=bogus')).toEqual(stages);

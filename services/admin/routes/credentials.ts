@@ -5,7 +5,7 @@ import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { checkCredentialDocument, credentialMetadata, putCredential, resealCredentials, workflowsUsingCredential } from '../operations/documents';
-import { queryString, queryWholeNumber } from './request-fields';
+import { onlyQueries, queryString, queryWholeNumber } from './request-fields';
 import { checkPreconditions, etagOf } from './preconditions';
 
 /**
@@ -47,6 +47,7 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
       throw error;
     }
     if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The credential document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
+    onlyQueries(req.query, ['forgetRetired']);
     const forgetRetired = queryString(req.query, 'forgetRetired');
     if (forgetRetired !== null && forgetRetired !== 'true' && forgetRetired !== 'false') throw new AdminError('invalid-request', 'forgetRetired takes true or false');
     const put = await putCredential(deps.registry, doc, sealer(), forgetRetired === 'true', now(), (before) => checkPreconditions(req, before, `Credential ${doc.id}`));
@@ -68,6 +69,7 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
 
   // Certificates that expire within `days` (default 30), soonest first, with their credential: the console's warning list.
   router.get('/certificates', async (req, res) => {
+    onlyQueries(req.query, ['withinDays']);
     const days = queryWholeNumber(req.query, 'withinDays', 30, 0, 3650);
     const at = now();
     const certificates = (await deps.registry.credentials.list()).flatMap((c) => {

@@ -4,7 +4,7 @@ import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { refeed } from '../operations/refeed';
 import { deadLetterSelector, deadLetterSummary, parsePosition, readStart, ReplayRequestError, type DeadLetterReplayRequest } from '../operations/replays';
-import { optionalString, queryString, queryWholeNumber, replayAnswer } from './request-fields';
+import { onlyQueries, optionalString, queryString, queryWholeNumber, replayAnswer } from './request-fields';
 
 /**
  * Dead letters: the newest first, filtered as `ingress dead-letters list` filters them (stage, workflow,
@@ -17,6 +17,7 @@ export function deadLetterRoutes(deps: AdminApiDeps): Router {
   const router = Router();
 
   router.get('/dead-letters', async (req, res) => {
+    onlyQueries(req.query, ['stage', 'workflow', 'since', 'limit', 'withSource']);
     const stage = queryString(req.query, 'stage');
     const workflow = queryString(req.query, 'workflow');
     const sinceText = queryString(req.query, 'since');

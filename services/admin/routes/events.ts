@@ -3,7 +3,7 @@ import { journalQueryProblem, requestJourney, searchJournal, type JournalSearch 
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { parseTime, quoted, TIME_FORMS } from '../operations/times';
-import { queryString } from './request-fields';
+import { onlyQueries, queryString } from './request-fields';
 
 /**
  * The request journal (docs/request-journal.md): a request's journey, and the search `ingress events search`
@@ -22,6 +22,7 @@ export function eventRoutes(deps: AdminApiDeps): Router {
   });
 
   router.get('/events', async (req, res) => {
+    onlyQueries(req.query, ['workflow', 'messageId', 'postId', 'trackingId', 'since', 'until', 'limit']);
     const search: JournalSearch = {};
     const text = (name: string, field: 'workflowId' | 'messageId' | 'postId' | 'trackingId') => {
       const value = queryString(req.query, name);

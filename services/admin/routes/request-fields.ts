@@ -3,6 +3,17 @@ import { AdminError } from '../errors';
 import type { ReplayJob } from '../replay-jobs';
 
 /** Small readers of query strings and JSON bodies that name the field at fault. */
+
+/**
+ * Refuse a query parameter the route does not take (400, naming it and the ones it takes): a misspelt filter
+ * (`stages=`, `workflowId=`) would otherwise be ignored, and the answer hold everything as if it had matched.
+ */
+export function onlyQueries(query: unknown, names: readonly string[]): void {
+  const unknown = Object.keys(query as Record<string, unknown>).filter((name) => !names.includes(name));
+  if (unknown.length > 0) {
+    throw new AdminError('invalid-request', `Unknown query parameter${unknown.length > 1 ? 's' : ''} ${unknown.map((n) => JSON.stringify(n.slice(0, 64))).join(', ')}; this route takes ${names.length ? names.join(', ') : 'none'}`);
+  }
+}
 export function queryString(query: unknown, name: string): string | null {
   const v = (query as Record<string, unknown>)[name];
   if (v === undefined || v === '') return null;

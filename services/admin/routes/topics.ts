@@ -3,7 +3,7 @@ import type { ReadStart } from '../../platform/log/event-log';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { recordToJson } from '../operations/records-json';
-import { queryString } from './request-fields';
+import { onlyQueries, queryString } from './request-fields';
 
 /**
  * The pipeline's topics and a live tail of one as Server-Sent Events (`ingress tail`): each record is one
@@ -19,6 +19,7 @@ export function topicRoutes(deps: AdminApiDeps): Router {
   router.get('/topics/:topic/tail', async (req, res) => {
     const topic = req.params.topic;
     if (!known().includes(topic)) throw new AdminError('not-found', `No pipeline topic ${JSON.stringify(topic)}; GET /api/v1/topics lists them`);
+    onlyQueries(req.query, ['from']);
     const from = queryString(req.query, 'from') ?? 'end';
     if (from !== 'end' && from !== 'beginning') throw new AdminError('invalid-request', 'from takes end (new records only, the default) or beginning');
     const start: ReadStart = { from };
