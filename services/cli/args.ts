@@ -35,12 +35,23 @@ export function allowOnly(args: ParsedArgs, allowed: readonly string[]): void {
   for (const name of args.flags.keys()) if (!allowed.includes(name)) throw new UsageError(`unknown option --${name}`);
 }
 
-export function numberFlag(args: ParsedArgs, name: string, min: number): number | null {
+/**
+ * A whole number from `min` to `max`, in decimal digits only (Number() took `0x10` as 16 and `2.5`, and a
+ * `--timeout` past what a timer holds fired at once); null when absent.
+ */
+export function numberFlag(args: ParsedArgs, name: string, min: number, max: number): number | null {
   const v = args.flags.get(name);
   if (v === undefined) return null;
-  const n = Number(v);
-  if (v === true || !Number.isFinite(n) || n < min) throw new UsageError(`--${name} takes a number of at least ${min}`);
+  const n = v !== true && /^\d{1,10}$/.test(v) ? Number(v) : NaN;
+  if (!(n >= min && n <= max)) throw new UsageError(`--${name} takes a whole number from ${min} to ${max}`);
   return n;
+}
+
+/** A switch: present or not. A value (`--from-beginning=false`) is refused rather than read as on. */
+export function switchFlag(args: ParsedArgs, name: string): boolean {
+  const v = args.flags.get(name);
+  if (v !== undefined && v !== true) throw new UsageError(`--${name} takes no value`);
+  return v === true;
 }
 
 /** `--from 42` (an offset) or `--from 2026-11-22T05:00:00Z` (an ISO time); null when absent. */

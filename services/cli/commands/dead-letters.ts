@@ -4,7 +4,7 @@ import { defaultAvroCodec } from '../../platform/avro/codec';
 import { checkpointFile } from '../../admin/operations/refeed';
 import { pipelineTopics } from '../../platform/log/topics';
 import { deadLetterReplayId, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, deadLetterSummary, normalDeadLetterRequest, readStart, type ReplayContext } from '../../admin/operations/replays';
-import { allowOnly, positionFlag, stringFlag, UsageError, type ParsedArgs } from '../args';
+import { allowOnly, positionFlag, stringFlag, switchFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { runRefeed, withLog } from './refeed-run';
 import { replayThroughApi } from './through-api';
@@ -24,6 +24,7 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
   const [verb, ...extra] = args.positionals;
   if ((verb !== 'list' && verb !== 'replay') || extra.length > 0) throw new UsageError(`usage: ${DEAD_LETTERS_USAGE}`);
   if (verb === 'replay' && args.flags.has('with-source')) throw new UsageError('--with-source is for list');
+  switchFlag(args, 'with-source');
   const stage = stringFlag(args, 'stage');
   const workflow = stringFlag(args, 'workflow');
   const since = positionFlag(args, 'since', 'time');
@@ -53,7 +54,7 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
     return code;
   }
   const selected = deadLetterSelector({ stage, workflow, letters: null }, context);
-  const withSource = args.flags.has('with-source');
+  const withSource = switchFlag(args, 'with-source');
   return withLog(ctx, false, (log) => runRefeed(ctx, {
     label: 'dead-letters list',
     summary: false,

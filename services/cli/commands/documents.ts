@@ -4,7 +4,7 @@ import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
 import { checkCredentialDocument, checkWorkflowDocument, credentialMetadata, hookUrl, putCredential, resealCredentials, type ResealOutcome } from '../../admin/operations/documents';
 import { describeErrorAnswer } from '../../admin/client';
-import { allowOnly, UsageError, type ParsedArgs } from '../args';
+import { allowOnly, switchFlag, UsageError, type ParsedArgs } from '../args';
 import { parseJsonText } from '../json-text';
 import { triggerCatalog } from '../start';
 import type { CommandContext } from '../context';
@@ -93,8 +93,7 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
   allowOnly(args, verb === 'put' ? ['forget-retired'] : []);
   if (verb === 'put') {
     if (!arg) throw new UsageError(`usage: ${CREDENTIALS_USAGE}`);
-    if (args.flags.get('forget-retired') !== undefined && args.flags.get('forget-retired') !== true) throw new UsageError('--forget-retired takes no value');
-    const forgetRetired = args.flags.get('forget-retired') === true;
+    const forgetRetired = switchFlag(args, 'forget-retired');
     const input = await readJsonFile(arg);
     // While a service runs, it seals and stores the credential with its own INGRESS_ENCRYPTION_KEY.
     const api = await ctx.runningService();

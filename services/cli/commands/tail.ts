@@ -1,6 +1,6 @@
 import { defaultAvroCodec } from '../../platform/avro/codec';
 import type { ReadStart } from '../../platform/log/event-log';
-import { allowOnly, numberFlag, UsageError, type ParsedArgs } from '../args';
+import { allowOnly, numberFlag, switchFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { topicSpecs } from '../pipeline-topics';
 import { recordToJson } from '../../admin/operations/records-json';
@@ -15,9 +15,10 @@ export async function tailCommand(args: ParsedArgs, ctx: CommandContext): Promis
   // Another name would be read as an empty topic until --timeout (or for ever), and say nothing of the typo.
   const known = topicSpecs(ctx.config).map((s) => s.topic);
   if (!known.includes(topic)) throw new UsageError(`no pipeline topic ${JSON.stringify(topic)}; tail reads ${known.join(', ')}`);
-  const max = numberFlag(args, 'max', 1);
-  const idleSeconds = numberFlag(args, 'timeout', 0);
-  const start: ReadStart = args.flags.has('from-beginning') ? { from: 'beginning' } : { from: 'end' };
+  const max = numberFlag(args, 'max', 1, 1e9);
+  // Seconds a timer can hold (2^31 - 1 ms).
+  const idleSeconds = numberFlag(args, 'timeout', 0, 2_147_483);
+  const start: ReadStart = switchFlag(args, 'from-beginning') ? { from: 'beginning' } : { from: 'end' };
   const log = await ctx.openLog();
   const codec = defaultAvroCodec();
   const abort = new AbortController();
