@@ -12,3 +12,12 @@ test('tail refuses a topic that is not one of the pipeline\'s, naming it and tho
     expect(refused!.message).toMatch(new RegExp(`^no pipeline topic ${JSON.stringify(topic).replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}; tail reads dev\\.ingress\\.received\\.v1, .*dev\\.executions\\.requested\\.v1`));
   }
 });
+
+test('number flags are whole decimal numbers within their bounds, and switches take no value, before the log is opened', async () => {
+  const ctx = { config: loadConfig({}), openLog: () => { throw new Error('the log is not opened for a bad flag'); } } as unknown as CommandContext;
+  const refusal = (argv: string[]) => tailCommand(parseArgs(['ingress.received.v1', ...argv], ['timeout', 'max']), ctx).then(() => null, (error: Error) => error.message);
+  // 3000000 s is past what a timer holds: it fired at once and the command ended without a record.
+  expect(await refusal(['--timeout', '3000000'])).toBe('--timeout takes a whole number from 0 to 2147483');
+  for (const max of ['0x10', '2.5', '1e3', '0', '']) expect(await refusal(['--max', max])).toBe('--max takes a whole number from 1 to 1000000000');
+  expect(await refusal(['--from-beginning=false'])).toBe('--from-beginning takes no value');
+});
