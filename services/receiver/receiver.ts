@@ -495,7 +495,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const requestId = randomUUID();
     if (logger.enabled('info')) logger.info('request refused: CONNECT', { requestId, remoteAddress: req.socket.remoteAddress ?? null });
     socket.on('error', () => undefined);
-    socket.end(rawAnswer(errorAnswer('method-not-allowed', undefined, { allow: 'POST' }), requestId));
+    // The server allows half-open connections, so end() alone would leave the socket open for as long as the
+    // client keeps its side: closed once the answer is written (no HTTP timeout covers a handed-over socket).
+    socket.end(rawAnswer(errorAnswer('method-not-allowed', undefined, { allow: 'POST' }), requestId), () => socket.destroy());
   });
   // A client that shuts its side once the request is sent (FIN after the body) still reads the answer: Node's
   // default aborts the request on that FIN and closes without one. With this, the request is handled, answered,

@@ -131,6 +131,23 @@ test.each([
   expect((await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length).toBe(before);
 });
 
+test('a CONNECT from a client that keeps its side open is still closed once answered (no HTTP timeout covers it)', async () => {
+  const { hostname, port } = new URL(app.baseUrl);
+  const answer = await new Promise<string>((resolve, reject) => {
+    let text = '';
+    // allowHalfOpen: this client never ends its side by itself. Once the answer has ended the server's side, the
+    // client keeps writing: a server socket left half open takes the bytes for ever; a closed one answers them
+    // with a reset, and the next write fails, which closes the socket here.
+    const socket = net.connect({ host: hostname, port: Number(port), allowHalfOpen: true }, () => socket.write('CONNECT /hook/wf-open HTTP/1.1\r\nHost: x\r\n\r\n'));
+    let poke: NodeJS.Timeout | undefined;
+    socket.on('data', (d) => { text += d.toString('latin1'); });
+    socket.on('end', () => { poke = setInterval(() => socket.write('still here?'), 50); });
+    socket.on('error', (error: NodeJS.ErrnoException) => { if (error.code !== 'ECONNRESET' && error.code !== 'EPIPE') reject(error); });
+    socket.on('close', () => { clearInterval(poke); resolve(text); });
+  });
+  expect(answer).toMatch(/^HTTP\/1\.1 405 Method Not Allowed\r\n/);
+});
+
 test('a parse error on a kept-alive connection after a whole answer is answered too', async () => {
   const first = 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}';
   const raw = await rawExchange(first, 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n');
