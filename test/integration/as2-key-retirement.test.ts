@@ -1,6 +1,7 @@
 import { X509Certificate } from 'node:crypto';
+import * as http from 'node:http';
 import { startTestApp, type TestApp } from '../support/app';
-import { ADMIN_TOKENS, startAdminApi, type AdminApiHandle } from '../support/admin-api';
+import { ADMIN_TOKENS, FULL_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { as2Headers, executionsOf, postAs2 } from '../support/as2-client';
 
@@ -113,6 +114,12 @@ test('two puts of one credential at once each keep what the other removed (a com
   const read = await api.call('GET', '/api/v1/credentials/cred-race-0');
   const etag = read.headers.get('etag')!;
   expect(etag).toMatch(/^"[A-Za-z0-9_-]+"$/);
+  expect(read.headers.get('content-type')).toBe('application/json; charset=utf-8');
+  // Never 304: the answer's daysToExpiry moves on while the stored version stays (node:http: fetch would add no-cache).
+  const conditional = await new Promise<number>((resolve, reject) => {
+    http.get(`${api.url}/api/v1/credentials/cred-race-0`, { headers: { authorization: `Bearer ${FULL_TOKEN}`, 'if-none-match': etag } }, (res) => { res.resume(); resolve(res.statusCode!); }).on('error', reject);
+  });
+  expect(conditional).toBe(200);
   const between = await put('cred-race-0', [partnerNew]);
   expect(between.status).toBe(200);
   expect(between.headers.get('etag')).not.toBe(etag);

@@ -30,7 +30,9 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
   router.get('/credentials/:id', async (req, res) => {
     const stored = DOCUMENT_ID.test(req.params.id) ? await deps.registry.credentials.get(req.params.id) : null;
     if (!stored) throw new AdminError('not-found', `No credential ${JSON.stringify(req.params.id)}`);
-    res.set('ETag', etagOf(stored)).json(credentialMetadata(stored, deps.sealer, now()));
+    // The ETag is the stored version, for If-Match; the answer also says how many days each certificate has
+    // left, which changes while the version does not: sent with end(), which answers no If-None-Match with 304.
+    res.set('ETag', etagOf(stored)).type('json').end(JSON.stringify(credentialMetadata(stored, deps.sealer, now())));
   });
 
   // After INGRESS_ENCRYPTION_KEY was rotated: seal again under it what only INGRESS_ENCRYPTION_KEY_PREVIOUS opens.
