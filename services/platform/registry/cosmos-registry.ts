@@ -60,8 +60,12 @@ interface SamplesDocument {
  */
 export async function openCosmosRegistry(options: CosmosRegistryOptions): Promise<Registry> {
   const redact = (text: string) => (options.key ? text.split(options.key).join('[redacted]') : text);
-  const unavailable = (what: string, error: unknown) =>
-    new RegistryError(redact(`cosmos registry could not ${what}: ${describeError(error)}`), 'registry-unavailable', { cause: sanitizedCause(error, redact, ['code', 'substatus']) });
+  // 400 and 413 say the document itself is wrong (too large for an item, say), which no retry mends: not an
+  // outage, which the stages would wait out (platform/log/dead-lettering.ts).
+  const unavailable = (what: string, error: unknown) => {
+    const status = statusOf(error);
+    return new RegistryError(redact(`cosmos registry could not ${what}: ${describeError(error)}`), status === 400 || status === 413 ? 'invalid-document' : 'registry-unavailable', { cause: sanitizedCause(error, redact, ['code', 'substatus']) });
+  };
 
   let url: URL;
   try { url = new URL(options.endpoint); } catch {

@@ -2,6 +2,7 @@ import type { Readable } from 'node:stream';
 import type { DecodedItem, Received } from '../../platform/avro/records';
 import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
+import { ObjectStoreError } from '../../platform/store/object-store';
 import { createInflater, EncodingError, inflateSync, parseEncoding } from './content-encoding';
 import { parseForm } from './form';
 import { bodyKind, decodeText, parseMediaType, type BodyKind } from './media-type';
@@ -109,8 +110,13 @@ function parseJson(text: string): unknown {
   return JSON.parse(text);
 }
 
-/** Faults of the body itself are permanent (dead letter); anything else (store down) is retried. */
+/**
+ * Faults of the body itself are permanent (dead letter); anything else (store down) is retried. A store's
+ * write fails with the body's own fault as its cause when the stream it was given failed (a corrupt gzip body
+ * staged as a file): that is the body's fault too, not an outage to wait out.
+ */
 function asInputError(error: unknown): unknown {
+  if (error instanceof ObjectStoreError && (error.cause instanceof EncodingError || error.cause instanceof MultipartError)) return asInputError(error.cause);
   if (error instanceof EncodingError) return new IngressError(error.kind === 'too-large' ? 'payload-too-large' : error.kind === 'unsupported' ? 'unsupported-media' : 'payload-parse-error', error.message, { cause: error });
   if (error instanceof MultipartError) return new IngressError(error.kind === 'too-large' ? 'payload-too-large' : 'payload-parse-error', error.message, { cause: error });
   const code = (error as { code?: string }).code;
