@@ -1,10 +1,10 @@
+import { Readable } from 'node:stream';
+import { TextDecoder } from 'node:util';
 import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
-import { BUSY, errorAnswer, IngressError } from '../answers';
-import { heldShare, type HeldBytes } from '../held-bytes';
+import { BUSY, errorAnswer } from '../answers';
 import type { InboundRequest, InspectOutcome, ReceivedBody, TriggerServices } from '../trigger';
-import { inflateSync, parseEncoding } from './content-encoding';
-import { decodeInMemory } from './decode';
-import { bodyKind, parseMediaType } from './media-type';
+import { createInflater, parseEncoding, type Encoding } from './content-encoding';
+import { bodyKind, parseMediaType, type BodyKind } from './media-type';
 import type { WebhookParameters } from './parameters';
 
 /**
@@ -12,71 +12,167 @@ import type { WebhookParameters } from './parameters';
  * so a body accepted here must decode to JSON that fits one, less room for the record's other fields: else it
  * would be answered 200 and then dead-lettered as `output-too-large`, which no replay mends.
  *
- * Bodies read whole (JSON, forms, XML, text) are held to this size after inflation anyway. What one decodes to
- * can be larger than its bytes, though: up to six times (a control character in text becomes `\u0001`; `1e20,`
- * in JSON becomes 21 digits and a comma; a byte that is not UTF-8 becomes U+FFFD). So a body of more than a sixth
- * of it is decoded here, as the decoder will, and measured. Multipart fields are counted as they stream
- * (multipart.ts).
+ * A body can decode to more than its bytes, up to six times (a control character in text becomes `\u0001`;
+ * `1e20,` in JSON becomes 21 digits and a comma; a byte that is not UTF-8 becomes U+FFFD), or to far less (JSON's
+ * whitespace goes, `%41` in a form is one letter). So a JSON, form, XML or text body of more than a sixth of the
+ * bound, or a compressed one, is measured as it is read back, a chunk at a time, without parsing: text and XML
+ * exactly (their value is the string, escaped), JSON and forms by a bound that is never below what the decoder
+ * makes (JSON: its text less the whitespace between tokens, plus what numbers with an exponent grow by; forms:
+ * each byte at most what it can become). Parsing instead cost over a second of the receiver's one event loop for
+ * an 8 MB body, to anyone who can reach an open hook. Multipart fields are counted as they stream (multipart.ts).
  */
 export const MAX_DECODED_VALUE_BYTES = MAX_RECORD_BYTES - 64 * 1024;
 const MOST_EXPANSION = 6;
 
+/** What a body's chunks decode to, in UTF-8 bytes of JSON: exact, or a bound never below it. */
+interface Meter {
+  write(chunk: Buffer): void;
+  /** The measure once every chunk was written. */
+  end(): number;
+}
+
 /**
- * A refusal when the body decodes to more than MAX_DECODED_VALUE_BYTES (413) or cannot be read as its type
- * (400, now rather than as a dead letter); null when it fits. Bodies small enough never to pass the bound are
- * not looked at. A staged body read back takes room in `held` (503 when there is none), as a v1a signature's.
+ * A refusal when the body decodes to more than MAX_DECODED_VALUE_BYTES (413); null when it fits. Bodies small
+ * enough never to pass the bound are not read. A staged body that cannot be read back is answered busy (503).
  */
-export function decodedSizeRefusal(request: InboundRequest, params: WebhookParameters, body: ReceivedBody, held: HeldBytes, services: TriggerServices): Promise<InspectOutcome | null> | InspectOutcome | null {
+export function decodedSizeRefusal(request: InboundRequest, params: WebhookParameters, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> | null {
   if (params.options.rawBody || params.options.binaryData) return null;
   const media = parseMediaType(request.headers['content-type']);
   const kind = bodyKind(media.type);
   if (kind === 'multipart') return null;
-  let encoding;
+  let encoding: Encoding;
   try { encoding = parseEncoding(request.headers['content-encoding']); } catch { return null; }
-  // Sent as it is, the size received says it all; compressed, only the inflated bytes do.
   if (encoding === 'identity' && body.size <= MAX_DECODED_VALUE_BYTES / MOST_EXPANSION) return null;
-  const measure = (raw: Buffer): InspectOutcome | null => {
-    let bytes: Buffer;
-    // Past the bound, the validator refused it while it streamed; a failure here is the decoder's to judge.
-    try { bytes = inflateSync(raw, encoding, MAX_DECODED_VALUE_BYTES); } catch { return null; }
-    if (bytes.length <= MAX_DECODED_VALUE_BYTES / MOST_EXPANSION) return null;
-    let size: number;
-    try {
-      size = Buffer.byteLength(JSON.stringify(decodeInMemory(bytes, kind, media.params.charset)));
-    } catch (error) {
-      if (error instanceof IngressError) return { ok: false, answer: errorAnswer(error.code, error.message.charAt(0).toUpperCase() + error.message.slice(1)) };
-      return null;
-    }
-    if (size <= MAX_DECODED_VALUE_BYTES) return null;
-    return { ok: false, answer: errorAnswer('payload-too-large', `The request body decodes to ${size} bytes of JSON, more than the ${MAX_DECODED_VALUE_BYTES} a workflow's input holds; send it as a multipart file, or turn on the node's Raw Body`) };
-  };
-  // Held inline: copied and measured in one synchronous step, so at most one such copy exists at a time.
-  if (body.inline) return measure(body.inline);
-  return measuredStaged(body, held, services, request, measure);
+  let meter: Meter;
+  try { meter = meterFor(kind, media.params.charset); } catch { return null; } // a charset no decoder knows: refused by the syntax check
+  return measured(body, encoding, meter, services, request);
 }
 
-/** A staged body read back whole and measured, holding room in `held` for it until then (busy when there is none). */
-async function measuredStaged(body: ReceivedBody, held: HeldBytes, services: TriggerServices, request: InboundRequest, measure: (raw: Buffer) => InspectOutcome | null): Promise<InspectOutcome | null> {
-  const share = heldShare(held);
-  if (!share.take(body.size)) {
-    services.logger.warn('bodies held in memory are at MAX_HELD_BODY_BYTES, request refused', { requestId: request.requestId, workflowId: request.workflowId, heldFor: 'decoded size', bytes: body.size });
+async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, services: TriggerServices, request: InboundRequest): Promise<InspectOutcome | null> {
+  let source: Readable;
+  try {
+    source = body.inline ? Readable.from([body.inline]) : await body.readStaged!();
+  } catch (error) {
+    services.logger.error('a staged body could not be read back to measure what it decodes to', { requestId: request.requestId, error });
+    return { ok: false, answer: BUSY }; // nothing accepted; the sender retries
+  }
+  const chunks = encoding === 'identity' ? source : source.pipe(createInflater(encoding, Number.MAX_SAFE_INTEGER));
+  if (chunks !== source) source.on('error', (error) => (chunks as NodeJS.ReadWriteStream & Readable).destroy(error));
+  try {
+    for await (const chunk of chunks) meter.write(chunk as Buffer);
+  } catch (error) {
+    // A stream that does not inflate was refused while it streamed in; a store that fails now is busy.
+    if (encoding !== 'identity' && (error as { name?: string }).name === 'EncodingError') return null;
+    services.logger.error('a staged body could not be read back to measure what it decodes to', { requestId: request.requestId, error });
     return { ok: false, answer: BUSY };
   }
-  try {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    try {
-      for await (const chunk of await body.readStaged!()) {
-        size += (chunk as Buffer).length;
-        if (size > body.size) throw new Error(`the staged body is larger than the ${body.size} bytes received`);
-        chunks.push(chunk as Buffer);
-      }
-    } catch (error) {
-      services.logger.error('a staged body could not be read back to measure what it decodes to', { requestId: request.requestId, error });
-      return { ok: false, answer: BUSY }; // nothing accepted; the sender retries
+  const size = meter.end();
+  if (size <= MAX_DECODED_VALUE_BYTES) return null;
+  return { ok: false, answer: errorAnswer('payload-too-large', `The request body would decode to as much as ${size} bytes of JSON, more than the ${MAX_DECODED_VALUE_BYTES} a workflow's input holds; send it as a multipart file, or turn on the node's Raw Body`) };
+}
+
+function meterFor(kind: Exclude<BodyKind, 'multipart'>, charset: string | undefined): Meter {
+  if (kind === 'form') return formMeter();
+  const label = (charset ?? 'utf-8').trim().toLowerCase();
+  const decoder = new TextDecoder(label === 'utf8' ? 'utf-8' : label);
+  if (kind === 'json') return jsonMeter(decoder);
+  return textMeter(decoder, kind === 'text' ? '{"text":}'.length : 0);
+}
+
+/** XML (the string) and text (`{"text": string}`): the escaped string's bytes, exactly. */
+function textMeter(decoder: TextDecoder, wrapper: number): Meter {
+  let bytes = 2 + wrapper;
+  const add = (text: string) => { if (text) bytes += Buffer.byteLength(JSON.stringify(text)) - 2; };
+  return { write: (chunk) => add(decoder.decode(chunk, { stream: true })), end: () => { add(decoder.decode()); return bytes; } };
+}
+
+const isDigit = (c: number) => c >= 0x30 && c <= 0x39;
+/** After a number's first character: digits, `.`, `e`/`E` and signs. */
+const inNumber = (c: number) => isDigit(c) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
+
+/**
+ * JSON: what JSON.stringify(JSON.parse(text)) can come to at most. Its text less the whitespace between tokens;
+ * strings come out no longer than they went in (an escape never grows, a character is re-escaped only if it had
+ * to be escaped already); a number comes out no longer unless it has an exponent (`1e20`: 21 digits), so each
+ * such number adds what it grows by.
+ */
+function jsonMeter(decoder: TextDecoder): Meter {
+  let bytes = 0;
+  let inString = false;
+  let escaped = false;
+  let number = ''; // a number's text, carried across chunks
+  const closeNumber = () => {
+    if (number.includes('e') || number.includes('E')) {
+      const out = JSON.stringify(Number(number)) ?? 'null';
+      if (out.length > number.length) bytes += out.length - number.length;
     }
-    return measure(Buffer.concat(chunks, size));
-  } finally {
-    share.release();
-  }
+    number = '';
+  };
+  const scan = (text: string) => {
+    bytes += Buffer.byteLength(text);
+    let start = number ? 0 : -1;
+    for (let i = 0; i < text.length; i++) {
+      const c = text.charCodeAt(i);
+      if (inString) {
+        if (escaped) escaped = false;
+        else if (c === 0x5c) escaped = true;
+        else if (c === 0x22) inString = false;
+        continue;
+      }
+      if (start >= 0) {
+        if (inNumber(c)) continue;
+        number += text.slice(start, i);
+        start = -1;
+        closeNumber();
+      }
+      if (isDigit(c) || c === 0x2d) start = i;
+      else if (c === 0x22) inString = true;
+      else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) bytes--;
+    }
+    if (start >= 0) number += text.slice(start);
+  };
+  return { write: (chunk) => scan(decoder.decode(chunk, { stream: true })), end: () => { scan(decoder.decode()); closeNumber(); return bytes; } };
+}
+
+const hexValue = (c: number) => (isDigit(c) ? c - 0x30 : c >= 0x41 && c <= 0x46 ? c - 0x37 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1);
+
+/** The most one decoded byte of a field can take as escaped JSON: a control character `\u0001`, a quote `\"`, a byte that may not be UTF-8 U+FFFD. */
+const escapedCost = (b: number) => (b < 0x20 || b === 0x7f ? 6 : b === 0x22 || b === 0x5c ? 2 : b >= 0x80 ? 3 : 1);
+
+/**
+ * application/x-www-form-urlencoded, over its bytes (percent-escapes are bytes, whatever the charset): each pair
+ * `"name":"value",` (six bytes of punctuation, where its `&` and `=` were two), each decoded byte at most what
+ * escapedCost says, `%XX` one decoded byte. A name sent twice becomes an array, shorter than this counts it.
+ */
+function formMeter(): Meter {
+  let bytes = 2 + 6;
+  let pending: number[] = []; // a `%` and the hex digits after it, carried across chunks
+  let seenEquals = false;
+  const flushPending = () => { bytes += pending.length; pending = []; }; // `%` not followed by two hex digits: literal
+  const scan = (chunk: Buffer) => {
+    for (let i = 0; i < chunk.length; i++) {
+      const c = chunk[i];
+      if (pending.length > 0) {
+        if (hexValue(c) >= 0) {
+          if (pending.length === 2) { bytes += escapedCost(hexValue(pending[1]) * 16 + hexValue(c)); pending = []; continue; }
+          pending.push(c);
+          continue;
+        }
+        flushPending();
+      }
+      if (c === 0x25) pending = [c];
+      else if (c === 0x26) { bytes += 6; seenEquals = false; }
+      else if (c === 0x3d && !seenEquals) seenEquals = true;
+      else if (c === 0x2b) bytes += 1;
+      else bytes += escapedCost(c);
+    }
+  };
+  return { write: scan, end: () => { flushPending(); return bytes; } };
+}
+
+/** What `chunks`, one body in pieces, measure as (the unit tests compare it with what the decoder makes). */
+export function measureChunks(chunks: readonly Buffer[], kind: Exclude<BodyKind, 'multipart'>, charset?: string): number {
+  const meter = meterFor(kind, charset);
+  for (const chunk of chunks) meter.write(chunk);
+  return meter.end();
 }

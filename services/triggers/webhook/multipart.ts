@@ -24,8 +24,12 @@ export interface MultipartLimits {
   maxValueBytes?: number;
 }
 
-/** Room for one file's entry in the decoded value: its path (folder, file name of at most 200 bytes, escaped). */
-const FILE_ENTRY_BYTES = 1024;
+/**
+ * Room for one file's entry in the decoded value besides its field name: its path, `trigger/<workflow id, at most
+ * 128>/<timestamp>-<request id prefix>/` and a sanitised file name of at most 200 bytes (nothing in it needs
+ * escaping) with a ` (n)` for a repeat, quoted, and a comma.
+ */
+const FILE_ENTRY_BYTES = 400;
 const jsonBytes = (text: string) => Buffer.byteLength(JSON.stringify(text));
 
 export class MultipartError extends Error {

@@ -36,8 +36,9 @@ export interface WebhookLimits extends WebhookDecodeLimits {
 
 export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
   maxInflatedBytes: 64 * 1024 * 1024,
-  // What the decoder reads whole becomes one record's value: no larger body could be decoded (decoded-size.ts).
-  maxInMemoryBytes: MAX_DECODED_VALUE_BYTES,
+  // What it decodes to must also fit one record (decoded-size.ts): measured, since JSON's whitespace or a form's
+  // percent-escapes can make a larger body decode to less.
+  maxInMemoryBytes: 64 * 1024 * 1024,
   maxJsonCheckBytes: 1024 * 1024,
   multipart: { maxFileBytes: 64 * 1024 * 1024, maxFiles: 100, maxFields: 1000, maxFieldBytes: 1024 * 1024, maxValueBytes: MAX_DECODED_VALUE_BYTES },
 };
@@ -166,7 +167,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   function checkedBody(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, body: ReceivedBody, services: TriggerServices): InspectOutcome | Promise<InspectOutcome> {
     const syntax = syntaxCheck(request, node, params, body);
     if (!syntax.ok) return syntax;
-    const refusal = decodedSizeRefusal(request, params, body, held, services);
+    const refusal = decodedSizeRefusal(request, params, body, services);
     if (refusal instanceof Promise) return refusal.then((r) => r ?? syntax);
     return refusal ?? syntax;
   }

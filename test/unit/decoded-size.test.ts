@@ -1,0 +1,58 @@
+import { measureChunks } from '../../services/triggers/webhook/decoded-size';
+import { decodeInMemory } from '../../services/triggers/webhook/decode';
+
+/**
+ * The receiver's measure of what a body decodes to, against what the decoder makes of it (decodeInMemory, then
+ * JSON.stringify, as the decoded record holds it): exact for text and XML, never below it for JSON and forms,
+ * whatever the chunks the body arrives in.
+ */
+const actual = (body: Buffer, kind: 'json' | 'form' | 'xml' | 'text', charset?: string) => Buffer.byteLength(JSON.stringify(decodeInMemory(body, kind, charset)));
+/** The body in one piece, and split at every position (a character, an escape or a number cut in two). */
+const splits = (body: Buffer) => [[body], ...Array.from({ length: body.length - 1 }, (_, i) => [body.subarray(0, i + 1), body.subarray(i + 1)])];
+
+const JSON_BODIES = [
+  '{"a": 1, "b": [true, false, null], "c": "x\\"y\\\\z\\u00e9\\ud83d\\ude00"}',
+  '[1e20, 1E+20, -2.5e-7, 12e300, 1e400, 0, -0, 1.0, 123456789012345678901234567890]',
+  '  {\n\t"pretty": {\n    "nested": [ 1 , 2 , 3 ]\n  }\n}\n',
+  '{"e": "1e20 in a string is not a number", "true": true}',
+];
+
+test.each(JSON_BODIES)('JSON: the measure is never below the decoded size, in any chunks (%s)', (text) => {
+  const body = Buffer.from(text);
+  const decoded = actual(body, 'json');
+  for (const chunks of splits(body)) expect(measureChunks(chunks, 'json')).toBeGreaterThanOrEqual(decoded);
+  // Tight where nothing shrinks but whitespace: no more than the escapes' shortening over.
+  expect(measureChunks([body], 'json') - decoded).toBeLessThanOrEqual(20);
+});
+
+test('JSON: bytes that are not UTF-8 count as the U+FFFD they become; numbers with an exponent as what they grow to', () => {
+  const invalid = Buffer.concat([Buffer.from('{"k":"'), Buffer.from([0xff, 0xfe, 0xc3]), Buffer.from('"}')]);
+  expect(measureChunks([invalid], 'json')).toBeGreaterThanOrEqual(actual(invalid, 'json'));
+  const numbers = Buffer.from(`[${Array(1000).fill('1e20').join(',')}]`);
+  expect(measureChunks([numbers], 'json')).toBe(actual(numbers, 'json'));
+});
+
+test.each([
+  ['plain text, quotes and controls', 'line one\n"two"\u0001\\three\u2028 ünïcödé 😀', 'utf-8'],
+  ['UTF-16LE', 'wide text "quoted"', 'utf-16le'],
+  ['Latin-1', 'café crème', 'iso-8859-1'],
+])('text and XML: exact, in any chunks (%s)', (_, text, charset) => {
+  const body = Buffer.from(new TextEncoder().encode(text));
+  const encoded = charset === 'utf-16le' ? Buffer.from(text, 'utf16le') : charset === 'iso-8859-1' ? Buffer.from(text, 'latin1') : body;
+  for (const kind of ['text', 'xml'] as const) {
+    const decoded = actual(encoded, kind, charset);
+    for (const chunks of splits(encoded)) expect(measureChunks(chunks, kind, charset)).toBe(decoded);
+  }
+  const broken = Buffer.from([0x61, 0xff, 0x62, 0xe2, 0x82]);
+  expect(measureChunks([broken.subarray(0, 2), broken.subarray(2)], 'text')).toBe(actual(broken, 'text'));
+});
+
+test.each([
+  'a=1&b=two+words&c=%22quoted%22&d=%01&e=%E4%B8%AD%E6%96%87&a=again',
+  'flag&=empty&x=%zz%4&y=a=b=c&&z=%41%42',
+  'emoji=%F0%9F%98%80&raw=ü&quote="&back=\\',
+])('forms: the measure is never below the decoded size, in any chunks (%s)', (text) => {
+  const body = Buffer.from(text);
+  const decoded = actual(body, 'form');
+  for (const chunks of splits(body)) expect(measureChunks(chunks, 'form')).toBeGreaterThanOrEqual(decoded);
+});
