@@ -129,6 +129,7 @@ describe('bad input answers the JSON error shape', () => {
     expect(await refusal('GET', '/api/v1/dead-letters?stages=decoder&limt=0')).toEqual({ status: 400, error: 'invalid-request', message: 'Unknown query parameters "stages", "limt"; this route takes stage, workflow, since, limit, withSource' });
     expect(await refusal('GET', '/api/v1/events?workflowId=wf-a')).toEqual({ status: 400, error: 'invalid-request', message: 'Unknown query parameter "workflowId"; this route takes workflow, messageId, postId, trackingId, since, until, limit' });
     expect((await refusal('GET', '/api/v1/certificates?within=5')).message).toBe('Unknown query parameter "within"; this route takes withinDays');
+    expect(await refusal('GET', '/api/v1/events?since=99999999999999999999999')).toEqual({ status: 400, error: 'invalid-request', message: 'since in epoch milliseconds is at most 8640000000000000' });
     expect((await refusal('PUT', '/api/v1/credentials/cred-q?forget=true', { type: 'basicAuth', data: { user: 'u', password: 'p' } })).message).toBe('Unknown query parameter "forget"; this route takes forgetRetired');
     expect(await app.backends.registry.credentials.get('cred-q')).toBeNull();
     // A stage no dead letter names selected nothing, silently.

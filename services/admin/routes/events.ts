@@ -50,7 +50,12 @@ export function eventRoutes(deps: AdminApiDeps): Router {
 /** Epoch milliseconds, or an ISO time as `--since`/`--until` take it (times.ts, the CLI's parser). */
 function timeParam(text: string | null, name: string): number | null {
   if (text === null) return null;
-  if (/^\d+$/.test(text)) return Number(text);
+  // At most 15 digits: every instant a Date can name (8.64e15 ms) and no more; a longer run of digits was read
+  // as a number no journal day reaches, or as Infinity.
+  if (/^\d+$/.test(text)) {
+    if (text.length > 15 || Number(text) > 8.64e15) throw new AdminError('invalid-request', `${name} in epoch milliseconds is at most 8640000000000000`);
+    return Number(text);
+  }
   const parsed = parseTime(text);
   if ('problem' in parsed) throw new AdminError('invalid-request', `${name} takes epoch milliseconds or an ISO time, ${TIME_FORMS}; ${quoted(text)} ${parsed.problem}`);
   return parsed.time;
