@@ -15,6 +15,8 @@ const JSON_BODIES = [
   '[1e20, 1E+20, -2.5e-7, 12e300, 1e400, 0, -0, 1.0, 123456789012345678901234567890]',
   '  {\n\t"pretty": {\n    "nested": [ 1 , 2 , 3 ]\n  }\n}\n',
   '{"e": "1e20 in a string is not a number", "true": true}',
+  // Integers of 17 digits or more may round up a digit longer.
+  '[99999999999999999999, 9999999999999999, 12345678901234567890123456789, -99999999999999999999]',
 ];
 
 test.each(JSON_BODIES)('JSON: the measure is never below the decoded size, in any chunks (%s)', (text) => {
@@ -30,6 +32,27 @@ test('JSON: bytes that are not UTF-8 count as the U+FFFD they become; numbers wi
   expect(measureChunks([invalid], 'json')).toBeGreaterThanOrEqual(actual(invalid, 'json'));
   const numbers = Buffer.from(`[${Array(1000).fill('1e20').join(',')}]`);
   expect(measureChunks([numbers], 'json')).toBe(actual(numbers, 'json'));
+});
+
+test('JSON: a long run of digits is measured without holding it, and a number that rounds up counts its extra digit', () => {
+  const rounding = Buffer.from(`[${Array(1000).fill('99999999999999999999').join(',')}]`);
+  expect(measureChunks([rounding], 'json')).toBe(actual(rounding, 'json'));
+  const long = Buffer.from(`[${'7'.repeat(100_000)}]`);
+  const chunks = Array.from({ length: 100 }, (_, i) => long.subarray(i * 1001, (i + 1) * 1001));
+  expect(measureChunks(chunks, 'json')).toBeGreaterThanOrEqual(actual(long, 'json'));
+});
+
+test('a byte order mark is counted as decode.ts keeps it (UTF-8) or drops it (UTF-16)', () => {
+  const utf8 = Buffer.from('\ufeffa', 'utf8');
+  expect(measureChunks([utf8], 'text')).toBe(actual(utf8, 'text'));
+  const utf16 = Buffer.from('\ufeffa', 'utf16le');
+  expect(measureChunks([utf16], 'text', 'utf-16le')).toBe(actual(utf16, 'text', 'utf-16le'));
+});
+
+test('a form in a charset of several bytes per character counts every byte as the most it can become', () => {
+  const body = Buffer.from('a=b&c=d', 'utf16le');
+  expect(measureChunks([body], 'form', 'utf-16le')).toBe(2 + 6 * body.length);
+  expect(measureChunks([body], 'form', 'utf-16le')).toBeGreaterThanOrEqual(actual(body, 'form', 'utf-16le'));
 });
 
 test.each([

@@ -6,15 +6,15 @@ import * as path from 'node:path';
  * A lock file that holds its owner's pid, created with O_EXCL. The embedded log's directory lock and the file
  * registry's document locks use it; both serve processes on one machine, where a pid says whether the owner runs.
  *
- * - A lock whose owner no longer runs (kill -9) is taken over: renamed aside (one taker wins the rename), and
- *   removed only if what was renamed is still that owner's lock; otherwise it is put back.
+ * - A lock whose owner no longer runs (kill -9) is taken over: one taker at a time (an O_EXCL `.takeover` guard
+ *   beside it), which reads it again and removes it only if it is still the stale one.
  * - A lock naming this process's own pid that this process does not hold is a former life's (a restart that got
  *   the same pid, as PID 1 in a container always does): taken over too.
  * - A lock that vanishes while it is being looked at (its owner released it) is simply tried for again.
  * - Release removes the file only while it is still this holder's (its content names this process and a token).
  *
- * What it cannot rule out: a lock file put back by a taker that renamed a fresh lock aside, at the moment a third
- * process took the lock; that needs three processes meeting at a dead owner's lock at once.
+ * Only a taker removes a stale lock (its owner cannot release it any more), and takers go one at a time, so a
+ * lock is never removed from under a holder. A guard left by a taker that died is removed once it is 5 s old.
  */
 export interface HeldLock {
   release(): Promise<void>;
@@ -33,13 +33,23 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | { holder
     // Held by this process: known without a look at the file (which a release may be removing this instant).
     if (heldHere.has(file)) return { holder: process.pid };
     const content = `${process.pid} ${randomUUID()}`;
+    let handle;
     try {
-      const handle = await fsp.open(file, 'wx', 0o600);
-      heldHere.set(file, content);
-      try { await handle.writeFile(content); } finally { await handle.close(); }
-      return { release: () => release(file, content) };
+      handle = await fsp.open(file, 'wx', 0o600);
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    }
+    if (handle) {
+      heldHere.set(file, content);
+      try {
+        try { await handle.writeFile(content); } finally { await handle.close(); }
+      } catch (error) {
+        // Not taken after all (a full disk): leave neither the file nor this process's note of it.
+        heldHere.delete(file);
+        await fsp.rm(file, { force: true });
+        throw error;
+      }
+      return { release: () => release(file, content) };
     }
     const seen = await readLock(file);
     if (seen === null) continue; // released meanwhile
@@ -70,19 +80,26 @@ const ownerOf = (text: string): number | null => {
   return Number.isInteger(pid) && pid > 0 ? pid : null;
 };
 
-/** Remove a stale lock whose content was `stale`, unless it changed hands in the meantime. */
+/** Remove a stale lock whose content was `stale`, unless it changed hands in the meantime; one taker at a time. */
 async function takeOver(file: string, stale: string): Promise<void> {
-  const aside = `${file}.stale-${randomUUID()}`;
-  try { await fsp.rename(file, aside); } catch (error) {
-    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return; // another taker won
-    throw error;
+  const guard = `${file}.takeover`;
+  let handle;
+  try {
+    handle = await fsp.open(guard, 'wx', 0o600);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+    // Another taker is at it; a guard its taker left behind (killed in these few steps) is old.
+    const stat = await fsp.stat(guard).catch(() => null);
+    if (stat && Date.now() - stat.mtimeMs > 5_000) await fsp.rm(guard, { force: true });
+    return;
   }
-  const renamed = await fsp.readFile(aside, 'utf8').catch(() => null);
-  if (renamed !== null && renamed !== stale) {
-    // A fresh lock was renamed aside, not the stale one: put it back where its holder expects it.
-    await fsp.link(aside, file).catch(() => undefined);
+  try {
+    await handle.close();
+    // Read again under the guard: removed only if nobody took it over and put a fresh lock there meanwhile.
+    if ((await fsp.readFile(file, 'utf8').catch(() => null)) === stale) await fsp.rm(file, { force: true });
+  } finally {
+    await fsp.rm(guard, { force: true });
   }
-  await fsp.rm(aside, { force: true });
 }
 
 async function release(file: string, content: string): Promise<void> {

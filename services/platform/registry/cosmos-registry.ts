@@ -60,11 +60,11 @@ interface SamplesDocument {
  */
 export async function openCosmosRegistry(options: CosmosRegistryOptions): Promise<Registry> {
   const redact = (text: string) => (options.key ? text.split(options.key).join('[redacted]') : text);
-  // 400 and 413 say the document itself is wrong (too large for an item, say), which no retry mends: not an
-  // outage, which the stages would wait out (platform/log/dead-lettering.ts).
-  const unavailable = (what: string, error: unknown) => {
+  // A write answered 400 or 413 says the document itself is wrong (too large for an item, say), which no retry
+  // mends: not an outage, which the stages would wait out (platform/log/dead-lettering.ts).
+  const unavailable: Unavailable = (what, error, write = false) => {
     const status = statusOf(error);
-    return new RegistryError(redact(`cosmos registry could not ${what}: ${describeError(error)}`), status === 400 || status === 413 ? 'invalid-document' : 'registry-unavailable', { cause: sanitizedCause(error, redact, ['code', 'substatus']) });
+    return new RegistryError(redact(`cosmos registry could not ${what}: ${describeError(error)}`), write && (status === 400 || status === 413) ? 'invalid-document' : 'registry-unavailable', { cause: sanitizedCause(error, redact, ['code', 'substatus']) });
   };
 
   let url: URL;
@@ -154,7 +154,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
           await new Promise((resolve) => setTimeout(resolve, Math.random() * 10 * (attempt + 1)));
           continue;
         }
-        throw unavailable(`write samples/${id}`, error);
+        throw unavailable(`write samples/${id}`, error, true);
       }
     }
     throw new RegistryError(`cosmos registry could not append a sample to samples/${id}: still conflicting after ${MAX_APPEND_ATTEMPTS} attempts`, 'registry-unavailable');
@@ -179,7 +179,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
   };
 }
 
-type Unavailable = (what: string, error: unknown) => RegistryError;
+type Unavailable = (what: string, error: unknown, write?: boolean) => RegistryError;
 
 function collection<T extends Document>(container: Container, name: string, unavailable: Unavailable): DocumentCollection<T> {
   const checkId = (id: unknown): string => {
@@ -203,7 +203,7 @@ function collection<T extends Document>(container: Container, name: string, unav
         // A copy: the SDK may add properties (an id) to the object it is given.
         await container.items.upsert({ ...document });
       } catch (error) {
-        throw unavailable(`write ${name}/${document.id}`, error);
+        throw unavailable(`write ${name}/${document.id}`, error, true);
       }
     },
     async putIf(document, expected) {
@@ -221,7 +221,7 @@ function collection<T extends Document>(container: Container, name: string, unav
         return true;
       } catch (error) {
         if (isConflict(error)) return false;
-        throw unavailable(`write ${name}/${id}`, error);
+        throw unavailable(`write ${name}/${id}`, error, true);
       }
     },
     async deleteIf(expected) {

@@ -71,10 +71,17 @@ async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, se
   return { ok: false, answer: errorAnswer('payload-too-large', `The request body would decode to as much as ${size} bytes of JSON, more than the ${MAX_DECODED_VALUE_BYTES} a workflow's input holds; send it as a multipart file, or turn on the node's Raw Body`) };
 }
 
+/** Charsets in which every byte below 0x80 is that ASCII character and every other byte one character. */
+const BYTE_PER_CHARACTER = /^(utf-?8|us-ascii|ascii|iso-8859-\d+|latin1|l1|windows-12\d\d|cp12\d\d|koi8-[ru])$/;
+
 function meterFor(kind: Exclude<BodyKind, 'multipart'>, charset: string | undefined): Meter {
-  if (kind === 'form') return formMeter();
   const label = (charset ?? 'utf-8').trim().toLowerCase();
-  const decoder = new TextDecoder(label === 'utf8' ? 'utf-8' : label);
+  // A form is percent-decoded on its bytes: in a charset of several bytes per character (UTF-16, ISO-2022-JP)
+  // its bytes say nothing of its characters, so each counts as the most any can become.
+  if (kind === 'form') return BYTE_PER_CHARACTER.test(label) ? formMeter() : mostPerByte();
+  // As decode.ts reads it: UTF-8 with Buffer.toString, which keeps a byte order mark; others with TextDecoder.
+  const utf8 = label === 'utf-8' || label === 'utf8';
+  const decoder = new TextDecoder(utf8 ? 'utf-8' : label, { ignoreBOM: utf8 });
   if (kind === 'json') return jsonMeter(decoder);
   return textMeter(decoder, kind === 'text' ? '{"text":}'.length : 0);
 }
@@ -87,6 +94,7 @@ function textMeter(decoder: TextDecoder, wrapper: number): Meter {
 }
 
 const isDigit = (c: number) => c >= 0x30 && c <= 0x39;
+const NUMBER_HEAD = 25;
 /** After a number's first character: digits, `.`, `e`/`E` and signs. */
 const inNumber = (c: number) => isDigit(c) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
 
@@ -100,17 +108,26 @@ function jsonMeter(decoder: TextDecoder): Meter {
   let bytes = 0;
   let inString = false;
   let escaped = false;
-  let number = ''; // a number's text, carried across chunks
+  // A number's first characters and its length, carried across chunks: only one with an exponent, or of 17
+  // digits or more (99999999999999999999 comes out as 100000000000000000000), can come out longer, and none
+  // longer than NUMBER_HEAD, what the longest a number is written (-1.2345678901234567e+308) fits in.
+  let number = '';
+  let numberLength = 0;
   const closeNumber = () => {
-    if (number.includes('e') || number.includes('E')) {
+    if (numberLength > 0 && numberLength <= NUMBER_HEAD && (numberLength >= 17 || number.includes('e') || number.includes('E'))) {
       const out = JSON.stringify(Number(number)) ?? 'null';
       if (out.length > number.length) bytes += out.length - number.length;
     }
     number = '';
+    numberLength = 0;
+  };
+  const take = (text: string) => {
+    numberLength += text.length;
+    if (number.length < NUMBER_HEAD) number += text.slice(0, NUMBER_HEAD - number.length);
   };
   const scan = (text: string) => {
     bytes += Buffer.byteLength(text);
-    let start = number ? 0 : -1;
+    let start = numberLength > 0 ? 0 : -1;
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
       if (inString) {
@@ -121,7 +138,7 @@ function jsonMeter(decoder: TextDecoder): Meter {
       }
       if (start >= 0) {
         if (inNumber(c)) continue;
-        number += text.slice(start, i);
+        take(text.slice(start, i));
         start = -1;
         closeNumber();
       }
@@ -129,9 +146,15 @@ function jsonMeter(decoder: TextDecoder): Meter {
       else if (c === 0x22) inString = true;
       else if (c === 0x20 || c === 0x0a || c === 0x0d || c === 0x09) bytes--;
     }
-    if (start >= 0) number += text.slice(start);
+    if (start >= 0) take(text.slice(start));
   };
   return { write: (chunk) => scan(decoder.decode(chunk, { stream: true })), end: () => { scan(decoder.decode()); closeNumber(); return bytes; } };
+}
+
+/** Six bytes of JSON for every byte: the most any byte of any body can become. */
+function mostPerByte(): Meter {
+  let bytes = 2;
+  return { write: (chunk) => { bytes += 6 * chunk.length; }, end: () => bytes };
 }
 
 const hexValue = (c: number) => (isDigit(c) ? c - 0x30 : c >= 0x41 && c <= 0x46 ? c - 0x37 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1);
