@@ -15,6 +15,8 @@ const JSON_BODIES = [
   '[1e20, 1E+20, -2.5e-7, 12e300, 1e400, 0, -0, 1.0, 123456789012345678901234567890]',
   '  {\n\t"pretty": {\n    "nested": [ 1 , 2 , 3 ]\n  }\n}\n',
   '{"e": "1e20 in a string is not a number", "true": true}',
+  // \u escapes as Python's json.dumps writes every non-ASCII character, and ones that stay escaped.
+  '{"zh": "\\u4e2d\\u6587", "nl": "\\u000a", "q": "\\u0022", "pair": "\\ud83d\\ude00", "lone": "\\udc00", "ascii": "\\u0041"}',
   // Integers of 17 digits or more may round up a digit longer.
   '[99999999999999999999, 9999999999999999, 12345678901234567890123456789, -99999999999999999999]',
 ];
@@ -32,6 +34,11 @@ test('JSON: bytes that are not UTF-8 count as the U+FFFD they become; numbers wi
   expect(measureChunks([invalid], 'json')).toBeGreaterThanOrEqual(actual(invalid, 'json'));
   const numbers = Buffer.from(`[${Array(1000).fill('1e20').join(',')}]`);
   expect(measureChunks([numbers], 'json')).toBe(actual(numbers, 'json'));
+});
+
+test('JSON: \\u escapes count as what they become, so CJK sent escaped measures as its characters', () => {
+  const escaped = Buffer.from(JSON.stringify({ text: '中文'.repeat(1000) }).replace(/[\u0080-\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`));
+  expect(measureChunks([escaped], 'json')).toBe(actual(escaped, 'json'));
 });
 
 test('JSON: a long run of digits is measured without holding it, and a number that rounds up counts its extra digit', () => {

@@ -101,13 +101,14 @@ const inNumber = (c: number) => isDigit(c) || c === 0x2e || c === 0x65 || c === 
 /**
  * JSON: what JSON.stringify(JSON.parse(text)) can come to at most. Its text less the whitespace between tokens;
  * strings come out no longer than they went in (an escape never grows, a character is re-escaped only if it had
- * to be escaped already); a number comes out no longer unless it has an exponent (`1e20`: 21 digits), so each
+ * to be escaped already), and a `\uXXXX` escape as what its character becomes (what Python sends by default); a number comes out no longer unless it has an exponent (`1e20`: 21 digits), so each
  * such number adds what it grows by.
  */
 function jsonMeter(decoder: TextDecoder): Meter {
   let bytes = 0;
   let inString = false;
   let escaped = false;
+  let unicode: string | null = null; // the hex digits of a `\uXXXX` escape so far, carried across chunks
   // A number's first characters and its length, carried across chunks: only one with an exponent, or of 17
   // digits or more (99999999999999999999 comes out as 100000000000000000000), can come out longer, and none
   // longer than NUMBER_HEAD, what the longest a number is written (-1.2345678901234567e+308) fits in.
@@ -131,8 +132,13 @@ function jsonMeter(decoder: TextDecoder): Meter {
     for (let i = 0; i < text.length; i++) {
       const c = text.charCodeAt(i);
       if (inString) {
-        if (escaped) escaped = false;
-        else if (c === 0x5c) escaped = true;
+        if (unicode !== null) {
+          unicode += text[i];
+          if (unicode.length === 4) { bytes -= 6 - escapedBytes(parseInt(unicode, 16)); unicode = null; }
+        } else if (escaped) {
+          escaped = false;
+          if (c === 0x75) unicode = '';
+        } else if (c === 0x5c) escaped = true;
         else if (c === 0x22) inString = false;
         continue;
       }
@@ -155,6 +161,15 @@ function jsonMeter(decoder: TextDecoder): Meter {
 function mostPerByte(): Meter {
   let bytes = 2;
   return { write: (chunk) => { bytes += 6 * chunk.length; }, end: () => bytes };
+}
+
+/**
+ * What the character a `\uXXXX` escape names comes out as in JSON, in UTF-8 bytes (`\u4e2d` is 中, three): escaped
+ * again if it must be, and a surrogate (half of a pair, or alone) counted as the six it was, never less.
+ */
+function escapedBytes(unit: number): number {
+  if (!(unit >= 0 && unit <= 0xffff) || (unit >= 0xd800 && unit <= 0xdfff)) return 6;
+  return Buffer.byteLength(JSON.stringify(String.fromCharCode(unit))) - 2;
 }
 
 const hexValue = (c: number) => (isDigit(c) ? c - 0x30 : c >= 0x41 && c <= 0x46 ? c - 0x37 : c >= 0x61 && c <= 0x66 ? c - 0x57 : -1);
