@@ -17,8 +17,8 @@ import type { WebhookParameters } from './parameters';
  * whitespace goes, `%41` in a form is one letter). So a JSON, form, XML or text body of more than a sixth of the
  * bound, or a compressed one, is measured as it is read back, a chunk at a time, without parsing: text and XML
  * exactly (their value is the string, escaped), JSON and forms by a bound that is never below what the decoder
- * makes (JSON: its text less the whitespace between tokens, plus what numbers with an exponent grow by; forms:
- * each byte at most what it can become). Parsing instead cost over a second of the receiver's one event loop for
+ * makes (JSON: its text less the whitespace between tokens and what `\uXXXX` escapes shrink to, plus what numbers
+ * can grow by; forms: each byte at most what it can become). Parsing instead cost over a second of the receiver's one event loop for
  * an 8 MB body, to anyone who can reach an open hook. Multipart fields are counted as they stream (multipart.ts).
  */
 export const MAX_DECODED_VALUE_BYTES = MAX_RECORD_BYTES - 64 * 1024;
