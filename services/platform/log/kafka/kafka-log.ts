@@ -91,6 +91,15 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     return adminClient;
   };
   const ensureOpen = () => { if (closed) throw new EventLogError('kafka log is closed', 'log-closed'); };
+  /** Each partition's first offset left (`low`, after retention) or next one (`high`). */
+  const topicOffsets = async (topic: string, end: 'low' | 'high') => {
+    ensureOpen();
+    try {
+      return (await (await admin()).fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, offset: p[end] }));
+    } catch (error) {
+      throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
+    }
+  };
 
   const stages = new Map<string, StageHandle>();
   const readers = new Set<() => Promise<void>>();
@@ -181,23 +190,8 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       }
     },
 
-    async endOffsets(topic) {
-      ensureOpen();
-      try {
-        return (await (await admin()).fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, offset: p.high }));
-      } catch (error) {
-        throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
-      }
-    },
-
-    async firstOffsets(topic) {
-      ensureOpen();
-      try {
-        return (await (await admin()).fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, offset: p.low }));
-      } catch (error) {
-        throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
-      }
-    },
+    endOffsets: (topic) => topicOffsets(topic, 'high'),
+    firstOffsets: (topic) => topicOffsets(topic, 'low'),
 
     async consumerLag(group, topic) {
       ensureOpen();
