@@ -154,7 +154,15 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       const decoded = { topic: topics.decoded, key, value, headers: carryReplayMark(record.headers, spanTraceHeaders(span)) };
       return mdnOut ? [decoded, mdnOut] : [decoded];
     });
-  const decodeBatch = (deliveries: Map<string, OutRecord>) => withDeadLetteringBatch((records, budget) => {
+  /**
+   * The asynchronous MDN deliveries (AS2, services/mdn/) owed by the records of the batches in hand, by input
+   * record: on Kafka the batches of several partitions are handled at once, and their records never share an
+   * identity. One map, and one dead-lettering wrapper for the stage's whole life: the wrapper counts a record's
+   * attempts across batches, so a record that keeps failing is dead-lettered after its last attempt rather than
+   * retried for ever.
+   */
+  const deliveries = new Map<string, OutRecord>();
+  const decodeBatch = withDeadLetteringBatch((records, budget) => {
     // The documents this batch has read: a workflow's records share one look-up (and one fresh read, when a
     // record names a trigger node the cached document lacks).
     const read = new Map<string, WorkflowDocument | null>();
@@ -166,18 +174,21 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
     };
     return eachRecord(records, budget, (record) => decodeRecord(record, workflowOf, deliveries));
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
-  // Each batch with its own deliveries: a record retried later works its delivery out again.
   const handleBatch = async (records: LogRecord[], budget: StageBatchBudget) => {
-    const deliveries = new Map<string, OutRecord>();
-    const result = await decodeBatch(deliveries)(records, budget);
-    // A delivery owed by a record that was dead-lettered goes out with its dead letter.
-    if (deliveries.size > 0) {
-      for (let i = 0; i < result.outputs.length; i++) {
-        const owed = deliveries.get(recordIdentity(records[i]));
-        if (owed && !result.outputs[i].includes(owed)) result.outputs[i] = [...result.outputs[i], owed];
+    try {
+      const result = await decodeBatch(records, budget);
+      // A delivery owed by a record that was dead-lettered goes out with its dead letter.
+      if (deliveries.size > 0) {
+        for (let i = 0; i < result.outputs.length; i++) {
+          const owed = deliveries.get(recordIdentity(records[i]));
+          if (owed && !result.outputs[i].includes(owed)) result.outputs[i] = [...result.outputs[i], owed];
+        }
       }
+      return result;
+    } finally {
+      // A record retried later (not handled in this batch) works its delivery out again.
+      if (deliveries.size > 0) for (const record of records) deliveries.delete(recordIdentity(record));
     }
-    return result;
   };
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handleBatch,
