@@ -13,6 +13,7 @@ import { startDispatcher } from '../dispatcher/dispatcher';
 import { samplerGroup, startSampler } from '../sampler/sampler';
 import { mdnGroup, startMdnStage } from '../mdn/mdn-stage';
 import { journalInputs, startJournal } from '../journal/journal-stage';
+import { crashMarksIn } from '../platform/log/crash-guard';
 import { createRefusalJournal, type RefusalJournal } from '../receiver/refusal-journal';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
@@ -133,15 +134,17 @@ export async function startServices(config: Config, backends: Backends, services
     // The registry as the stages read it now, cached for WORKFLOW_CACHE_MS (the receiver keeps caches of its own).
     const workflows = createTtlCache<WorkflowDocument>((id) => backends.registry.workflows.get(id), config.workflowCacheMs);
     const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
+    // A record that ends the process handling it is found after a few restarts and dead-lettered (crash-guard.ts).
+    const crashMarks = crashMarksIn(backends.store);
     if (services.includes('decoder')) {
       // AS2 bodies are opened again by the decoder, with the credential as it is now (docs/as2.md, "Where the work happens").
-      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000, mdnFirstAttemptDelayMs: config.as2MdnRetry.firstAttemptDelayMs }) });
+      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000, mdnFirstAttemptDelayMs: config.as2MdnRetry.firstAttemptDelayMs, crashMarks }) });
     }
     if (services.includes('dispatcher')) {
-      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues, recordKey: config.recordKey }) });
+      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues, recordKey: config.recordKey, crashMarks }) });
     }
     if (services.includes('sampler')) {
-      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey }) });
+      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey, crashMarks }) });
     }
     if (services.includes('mdn')) {
       // Each attempt checks that its allow-list entry is still listed: removing one stops the retries queued for it.

@@ -3,6 +3,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type StageBatchBudget, type StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
+import type { CrashMarks } from '../platform/log/crash-guard';
 import { eachRecord } from '../platform/log/stage-batch';
 import { carryReplayMark, recordIdentity, replayOf } from '../platform/log/replay-marking';
 import { IDEMPOTENCY_HEADER, idempotencyIdentity, recordKey, type RecordKeyMode } from '../platform/log/record-keys';
@@ -44,6 +45,8 @@ export interface DecoderDeps {
   idempotencyLookbackMs: number;
   /** From the received record's append to an asynchronous MDN's first attempt (AS2_MDN_FIRST_ATTEMPT_DELAY; async-mdn.ts). */
   mdnFirstAttemptDelayMs: number;
+  /** Where the stage marks the records in hand after a start, so that one that ends the process is found (crash-guard.ts). */
+  crashMarks?: CrashMarks;
 }
 
 /**
@@ -173,7 +176,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       return workflow;
     };
     return eachRecord(records, budget, (record) => decodeRecord(record, workflowOf, deliveries));
-  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey, crashMarks: deps.crashMarks && { marks: deps.crashMarks, group: topics.group('decoder') } });
   const handleBatch = async (records: LogRecord[], budget: StageBatchBudget) => {
     try {
       const result = await decodeBatch(records, budget);

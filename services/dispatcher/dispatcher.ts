@@ -2,6 +2,7 @@ import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
 import type { EventLog, Headers, LogRecord, OutRecord, StageHandle } from '../platform/log/event-log';
 import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
+import type { CrashMarks } from '../platform/log/crash-guard';
 import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
 import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import type { PipelineTopics } from '../platform/log/topics';
@@ -25,6 +26,8 @@ export interface DispatcherDeps {
   executionQueues: Record<TriggerKind, string>;
   /** What the execution records are keyed by (RECORD_KEY, record-keys.ts). */
   recordKey: RecordKeyMode;
+  /** Where the stage marks the records in hand after a start, so that one that ends the process is found (crash-guard.ts). */
+  crashMarks?: CrashMarks;
 }
 
 /**
@@ -76,7 +79,7 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
     return executionRecords(decoded, deps, replayOf(record.headers), spanTraceHeaders(span));
   });
-  const handleBatch = withDeadLetteringBatch((records, budget) => eachRecord(records, budget, dispatch), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  const handleBatch = withDeadLetteringBatch((records, budget) => eachRecord(records, budget, dispatch), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey, crashMarks: deps.crashMarks && { marks: deps.crashMarks, group: topics.group('dispatcher') } });
   return deps.log.runStage({
     group: topics.group('dispatcher'), topic: topics.decoded, handleBatch,
     onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),

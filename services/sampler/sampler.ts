@@ -1,6 +1,7 @@
 import type { AvroCodec } from '../platform/avro/codec';
 import type { EventLog, LogRecord, StageBatchResult, StageHandle } from '../platform/log/event-log';
 import { withDeadLetteringBatch } from '../platform/log/dead-lettering';
+import type { CrashMarks } from '../platform/log/crash-guard';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
@@ -26,6 +27,8 @@ export interface SamplerDeps {
   maxSampleBytes?: number;
   /** What the execution queues' records are keyed by (RECORD_KEY): a dead letter names its workflow either way. */
   recordKey: RecordKeyMode;
+  /** Where (by queue: its topic names each mark) the stage marks the records in hand after a start, so that one that ends the process is found (crash-guard.ts). */
+  crashMarks?: CrashMarks;
 }
 
 /**
@@ -47,7 +50,7 @@ export function samplerGroup(topics: PipelineTopics, queue: string): string {
 }
 
 export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
-  const handleBatch = withDeadLetteringBatch((records) => sampleBatch(records, deps), { stage: 'sampler', topic: deps.topics.deadLetter, codec: deps.codec, logger: deps.logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  const handleBatch = withDeadLetteringBatch((records) => sampleBatch(records, deps), { stage: 'sampler', topic: deps.topics.deadLetter, codec: deps.codec, logger: deps.logger, metrics: deps.metrics, recordKey: deps.recordKey, crashMarks: deps.crashMarks && { marks: deps.crashMarks, group: deps.topics.group('sampler') } });
   const stages: StageHandle[] = [];
   for (const topic of deps.queues) {
     stages.push(await deps.log.runStage({

@@ -180,6 +180,65 @@ test('a stage worker that exits mid-batch stops the process non-zero with a clea
   }
 }, 90_000);
 
+test('a record that ends every process handling it is dead-lettered stage-crashed after three lives; the records around it run once', async () => {
+  const { env, cleanup } = backendEnv('embedded');
+  const poison = 'poison-pill-7c1e';
+  const crashing = { ...env, CRASH_STAGE_WORKER_ON: poison };
+  const options = { nodeArgs: ['--require', STAGE_WORKER_CRASH] };
+  /** One life of the service: null when it came up and stays up, else how it ended (it may end before it listens). */
+  const life = async (): Promise<{ code: number | null; output: string } | { service: ServiceProcess }> => {
+    let service: ServiceProcess;
+    try {
+      service = await startServiceProcess(crashing, [], options);
+    } catch (error) {
+      return { code: 1, output: String(error) };
+    }
+    const ended = await Promise.race([exitCode(service), new Promise<'up'>((r) => setTimeout(() => r('up'), 4000))]);
+    return ended === 'up' ? { service } : { code: ended, output: service.output() };
+  };
+  try {
+    await putWorkflow(env, 'wf-poison');
+    const first = await startServiceProcess(crashing, [], options);
+    const code = exitCode(first);
+    const before = await post(first, 'wf-poison', { n: 'before' });
+    expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([before]);
+    const pill = await post(first, 'wf-poison', { n: poison });
+    expect(await code).toBe(1);
+
+    // The test is the supervisor: it starts the service again until a life stays up.
+    const ends: { code: number | null; output: string }[] = [];
+    let survivor: ServiceProcess | null = null;
+    while (!survivor && ends.length < 4) {
+      const next = await life();
+      if ('service' in next) survivor = next.service;
+      else ends.push(next);
+    }
+    // The second life dies on its first batch (marked), the third with the pill alone in hand, the fourth
+    // dead-letters it unhandled.
+    expect(ends.map((e) => e.code)).toEqual([1, 1]);
+    expect(survivor).not.toBeNull();
+    try {
+      const after = await post(survivor!, 'wf-poison', { n: 'after' });
+      expect((await executionRequestIds(env.DATA_DIR, 2)).sort()).toEqual([before, after].sort());
+      const log = await openEmbeddedLog({ dataDir: env.DATA_DIR, readOnly: true });
+      try {
+        const letters = (await collectUntilQuiet(log, TOPIC_NAMES.deadLetter, 700)).map((r) => codec.decode('DeadLetter', r.value));
+        expect(letters.map((d) => [d.stage, d.errorCode, codec.decode('Received', d.source.value).requestId])).toEqual([['decoder', 'stage-crashed', pill]]);
+      } finally {
+        await log.close();
+      }
+      const lines = survivor!.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; alone?: boolean; errorCode?: string });
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'a process ended while this stage held these records: handling them one at a time', alone: true }));
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'record dead-lettered', errorCode: 'stage-crashed' }));
+    } finally {
+      survivor!.child.kill('SIGTERM');
+      expect(await exitCode(survivor!)).toBe(0);
+    }
+  } finally {
+    cleanup();
+  }
+}, 120_000);
+
 test('STAGE_THREADS=0 runs the stages on the main thread; a bad value is refused at startup naming the variable', async () => {
   const { env, cleanup } = backendEnv('embedded');
   try {

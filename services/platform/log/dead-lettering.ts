@@ -3,6 +3,7 @@ import type { Logger } from '../logger/logger';
 import type { IngressMetrics } from '../telemetry/metrics';
 import type { LogRecord, OutRecord, StageBatchHandler, StageHandler } from './event-log';
 import { budgetSpent } from './stage-batch';
+import { crashGuard, type CrashMarks } from './crash-guard';
 import { workflowOfRecord, type RecordKeyMode } from './record-keys';
 
 /**
@@ -27,6 +28,12 @@ export interface DeadLetteringOptions {
   recordKey: RecordKeyMode;
   /** The clock for how long an outage has lasted (tests). */
   now?: () => number;
+  /**
+   * Where the batch form keeps its crash marks (crash-guard.ts), and the stage's consumer group they are kept
+   * under: a record that ends the process handling it is then dead-lettered `stage-crashed` after a few
+   * restarts, instead of ending every restart.
+   */
+  crashMarks?: { marks: CrashMarks; group: string };
 }
 
 const PERMANENT_NAMES = new Set(['IngressError', 'AvroDecodeError', 'SyntaxError', 'DocumentError', 'StageInputError']);
@@ -64,9 +71,15 @@ export function withDeadLettering(handle: StageHandler, options: DeadLetteringOp
  */
 export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadLetteringOptions): StageBatchHandler {
   const verdict = failureVerdict(options, options.now);
+  const guard = options.crashMarks ? crashGuard(options.crashMarks.marks, options.crashMarks.group, options.logger, options.stage) : null;
   return async (records, budget) => {
     const outputs: OutRecord[][] = [];
-    let rest = records;
+    const plan = guard && records.length > 0 ? await guard.plan(records, budget.firstSinceOwned === true) : 'batch';
+    if (plan === 'crashed') {
+      const crashed = new StageInputError('stage-crashed', `the ${options.stage} stage's process ended twice while it held this record, the second time with this record alone in hand (a crash, the heap exhausted, or a kill): it is not handled again`);
+      return { outputs: [verdict.failed(records[0], crashed)] };
+    }
+    let rest = plan === 'alone' ? records.slice(0, 1) : records;
     let bytes = 0;
     while (rest.length > 0 && !budgetSpent(budget, outputs.length, bytes)) {
       const result = await handle(rest, { maxOutputBytes: budget.maxOutputBytes - bytes, deadline: budget.deadline });

@@ -68,6 +68,12 @@ export interface StageBatchBudget {
   maxOutputBytes: number;
   /** Milliseconds since the epoch (Date.now()), so that a budget means the same in a stage's worker thread. */
   deadline: number;
+  /**
+   * The partition's first batch since this member came to own it (the stage started, or a rebalance gave it the
+   * partition, or a failed Kafka transaction took its producer): the batch a previous owner may have ended on
+   * (crash-guard.ts). Not a bound; it rides with the budget so that it reaches a stage in its worker thread.
+   */
+  firstSinceOwned?: boolean;
 }
 
 /**

@@ -11,8 +11,8 @@ import type { LogRecord, OutRecord, StageBatchBudget, StageBatchHandler, StageBa
 export const STAGE_BATCH_MAX_MS = 1000;
 
 /** The budget of a batch that starts now. */
-export function stageBatchBudget(maxOutputBytes: number, now = Date.now()): StageBatchBudget {
-  return { maxOutputBytes, deadline: now + STAGE_BATCH_MAX_MS };
+export function stageBatchBudget(maxOutputBytes: number, firstSinceOwned = false, now = Date.now()): StageBatchBudget {
+  return { maxOutputBytes, deadline: now + STAGE_BATCH_MAX_MS, firstSinceOwned };
 }
 
 /** The budget says stop before the record at `index` (never before the first: every batch makes progress). */

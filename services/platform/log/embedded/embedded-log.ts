@@ -174,6 +174,8 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       runningStages.add(key);
       const stop = new AbortController();
       let attempt = 0;
+      // Until the handler has taken a batch: the first one may be what this process's previous life ended on.
+      let firstSinceOwned = true;
       const unfollow = topicState(topic).recent.follow();
       const loop = (async () => {
         while (!stop.signal.aborted) {
@@ -186,7 +188,8 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           try {
             const end = topicState(topic).index.endWithin(next, Math.min(length, next + stageBatch), MAX_READ_BATCH_BYTES);
             records = await recordsAt(topic, next, end);
-            result = checkedBatchResult(await handleBatch(records, stageBatchBudget(MAX_STAGE_BATCH_BYTES)), records.length);
+            result = checkedBatchResult(await handleBatch(records, stageBatchBudget(MAX_STAGE_BATCH_BYTES, firstSinceOwned)), records.length);
+            firstSinceOwned = false;
             if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
           } catch (error) {
             failure = { error, record: null };

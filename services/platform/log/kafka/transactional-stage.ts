@@ -98,6 +98,8 @@ interface Owned {
   committed: Promise<string>;
   /** The committed offset was compared with where kafkajs fetches from: batches may be handled. */
   checked: boolean;
+  /** The batch handler has taken a batch of this ownership (StageBatchBudget.firstSinceOwned). */
+  handled: boolean;
 }
 
 export async function startTransactionalStage(ctx: StageContext, options: StageOptions): Promise<StageHandle> {
@@ -242,7 +244,7 @@ class TransactionalStage {
   private acquire(partition: number): Owned {
     const { group, topic } = this.options;
     const output = new TransactionalOutput(this.ctx.kafka, partitionTransactionalId(group, topic, partition), this.ctx.transactionTimeout);
-    const owned: Owned = { join: this.joins, output, committed: Promise.resolve(''), checked: false };
+    const owned: Owned = { join: this.joins, output, committed: Promise.resolve(''), checked: false, handled: false };
     owned.committed = output.ready().then(() => this.stableCommittedOffset(partition, () => this.owned.get(partition) === owned));
     owned.committed.catch(() => undefined); // awaited by own(); a partition never fetched again must not leave it unhandled
     this.owned.set(partition, owned);
@@ -294,7 +296,9 @@ class TransactionalStage {
       // One call of the batch handler per transaction: it stops at its budget itself (outputs, deadline).
       const records = messages.slice(first, first + MAX_RECORDS_PER_TRANSACTION).map((m) => toLogRecord(batch.topic, partition, m));
       try {
-        const result = checkedBatchResult(await this.handleRecords(records, stageBatchBudget(MAX_STAGE_BATCH_BYTES)), records.length);
+        const owned = this.owned.get(partition);
+        const result = checkedBatchResult(await this.handleRecords(records, stageBatchBudget(MAX_STAGE_BATCH_BYTES, owned?.handled === false)), records.length);
+        if (owned) owned.handled = true;
         for (const produced of result.outputs) for (const out of produced) outputs.push(out);
         i += result.outputs.length;
         if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };

@@ -1,0 +1,116 @@
+import { randomUUID } from 'node:crypto';
+import type { Logger } from '../logger/logger';
+import { ObjectStoreError, type ObjectStore } from '../store/object-store';
+import type { LogRecord } from './event-log';
+
+/**
+ * A stage's guard against a record that takes its process down instead of failing: one that exhausts the heap
+ * (which ends the stage worker thread, or the process), crashes native code, or otherwise ends the process while
+ * it is handled. dead-lettering.ts turns a record's failures into a dead letter, but such a record leaves no one
+ * to count its attempts: it is read again after every restart, and the stage (with the receiver, in one process)
+ * never gets past it.
+ *
+ * A mark, kept in the object store (durable, and shared by a stage's replicas on Kafka), says which records of a
+ * partition were in hand: `{ from, to, alone }`. Steady-state batches write none. One is written before
+ * - a partition's first batch since this member came to own it (a start, a rebalance): the batch in which a
+ *   crash is retried;
+ * - each record handled alone while a crash is narrowed down.
+ * An owner that finds, on its first batch, a mark at that batch's first offset written by someone else knows
+ * the previous owner ended while holding it, without committing anything after it:
+ * - a batch's mark: the records `from`..`to` are handled one at a time, each under its own mark;
+ * - a mark of that record alone: it was in hand alone when a process ended, after an earlier end while it was in
+ *   a batch. It is dead-lettered (`stage-crashed`) without being handled again, and the rest of the range goes
+ *   on one record at a time.
+ * So a record that ends every process handling it costs three restarts, and is then a dead letter an operator
+ * can replay after a fix; the records around it run as usual. A record is dead-lettered this way only after two
+ * ends in a row while it was in hand, the second while it was alone: two unrelated `kill -9`s timed so, or a
+ * frozen member whose partition moved while it held one record alone, would do the same (docs/operations.md).
+ */
+export interface CrashMark {
+  /** First offset of the records in hand. */
+  from: string;
+  /** Last offset of the range being narrowed down (the batch the mark was first written for). */
+  to: string;
+  /** Whether `from` was handled alone. */
+  alone: boolean;
+  /** Who wrote it: a guard never suspects its own marks (a batch retried after a failed commit). */
+  writer: string;
+  /** Epoch ms, for operators. */
+  at: number;
+}
+
+export interface CrashMarks {
+  read(group: string, topic: string, partition: number): Promise<CrashMark | null>;
+  write(group: string, topic: string, partition: number, mark: CrashMark): Promise<void>;
+}
+
+const markPath = (group: string, topic: string, partition: number) => `stage-marks/${group}/${topic}/${partition}.json`;
+
+/** Marks as small objects of the object store, one per stage and partition, replaced in place. */
+export function crashMarksIn(store: ObjectStore): CrashMarks {
+  return {
+    async read(group, topic, partition) {
+      let body;
+      try {
+        body = await store.get(markPath(group, topic, partition));
+      } catch (error) {
+        if (error instanceof ObjectStoreError && error.code === 'not-found') return null;
+        throw error;
+      }
+      const chunks: Buffer[] = [];
+      for await (const chunk of body) chunks.push(chunk as Buffer);
+      try {
+        const mark = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Partial<CrashMark>;
+        const offset = (v: unknown) => typeof v === 'string' && /^\d{1,19}$/.test(v);
+        if (offset(mark.from) && offset(mark.to) && typeof mark.alone === 'boolean' && typeof mark.writer === 'string') return mark as CrashMark;
+      } catch { /* below */ }
+      // Unreadable (hand-edited, or a store that lost it half-way): as if none were there, which costs nothing but
+      // the guard's help for this one batch.
+      return null;
+    },
+    async write(group, topic, partition, mark) {
+      await store.put(markPath(group, topic, partition), Buffer.from(JSON.stringify(mark)), { contentType: 'application/json' });
+    },
+  };
+}
+
+/** What to do with a batch: hand it all over, only its first record, or dead-letter its first record unhandled. */
+export type CrashPlan = 'batch' | 'alone' | 'crashed';
+
+export interface CrashGuard {
+  /** Called before each batch (of one partition) is handled; writes the mark it needs first. */
+  plan(records: LogRecord[], firstSinceOwned: boolean): Promise<CrashPlan>;
+}
+
+export function crashGuard(marks: CrashMarks, group: string, logger: Logger, stage: string): CrashGuard {
+  const writer = randomUUID();
+  // Per partition (`topic/partition`): the last offset still to be handled alone, and the offset found to have
+  // crashed (until its dead letter commits: a failed commit hands the same batch over again).
+  const narrowing = new Map<string, { to: bigint; crashed: bigint | null }>();
+  return {
+    async plan(records, firstSinceOwned) {
+      const { topic, partition, offset } = records[0];
+      const id = `${topic}/${partition}`;
+      const at = BigInt(offset);
+      if (firstSinceOwned) {
+        narrowing.delete(id);
+        const mark = await marks.read(group, topic, partition);
+        if (mark && mark.writer !== writer && BigInt(mark.from) === at) {
+          logger.error('a process ended while this stage held these records: handling them one at a time', {
+            stage, topic, partition, from: mark.from, to: mark.to, alone: mark.alone, markedAt: new Date(mark.at).toISOString(),
+          });
+          narrowing.set(id, { to: BigInt(mark.to), crashed: mark.alone ? at : null });
+        }
+      }
+      const range = narrowing.get(id);
+      if (range && range.crashed === at) return 'crashed';
+      if (range && at <= range.to) {
+        await marks.write(group, topic, partition, { from: offset, to: String(range.to), alone: true, writer, at: Date.now() });
+        return 'alone';
+      }
+      narrowing.delete(id);
+      if (firstSinceOwned) await marks.write(group, topic, partition, { from: offset, to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
+      return 'batch';
+    },
+  };
+}
