@@ -2,6 +2,7 @@ import { execFile } from 'node:child_process';
 import { X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { randomUUID } from 'node:crypto';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { parseCredentialDocument, type As2CredentialData } from '../../services/platform/registry/documents';
@@ -189,4 +190,31 @@ test('rotation is a credentials put while the receiver runs: add the new certifi
   expect((await send(partnerNew, receiverNew, receiverNew)).disposition).toMatch(/processed$/);
   expect((await send(partnerOld, receiverNew, receiverNew)).disposition).toMatch(/authentication-failed$/);
   expect((await send(partnerNew, receiverOld, receiverNew)).disposition).toMatch(/decryption-failed$/);
+});
+
+test('a pin added after messages were accepted strands none of them: the decoder opens what the receiver accepted, as a replay after the put shows', async () => {
+  await putCredential('cred-pin-later', { certificate: receiverNew.cert, privateKey: receiverNew.key });
+  await as2Workflow('wf-pin-later', 'cred-pin-later');
+  // Accepted without a pin: one unsigned, one signed by a certificate the operator will not pin.
+  const unsigned = await postAs2(app, 'wf-pin-later', peer.encrypt(payload(), receiverNew, '-aes256'), as2Headers(), peer, receiverNew);
+  const signed = await postAs2(app, 'wf-pin-later', signedEncrypted(stranger, receiverNew), as2Headers(), peer, receiverNew);
+  for (const m of [unsigned, signed]) {
+    expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+    await executionsOf(app, m.requestId);
+  }
+
+  await putCredential('cred-pin-later', { certificate: receiverNew.cert, privateKey: receiverNew.key, partnerCertificate: partnerNew.cert });
+  // New messages meet the pin (inside encryption every fault answers decryption-failed; the log says which).
+  const refused = await postAs2(app, 'wf-pin-later', peer.encrypt(payload(), receiverNew, '-aes256'), as2Headers(), peer, receiverNew);
+  expect(refused.disposition).toMatch(/processed\/error: decryption-failed$/);
+  expect(failureOf(refused)).toMatchObject({ code: 'decryption-failed', reason: expect.stringContaining('insufficient-message-security') });
+  // The records accepted before it, read by the decoder again (a backlog, a replay): each still becomes its execution.
+  const sent = await collectUntilQuiet(app.backends.log, app.topics.received, 300);
+  for (const m of [unsigned, signed]) {
+    const record = sent.find((r) => codec.decode('Received', r.value).requestId === m.requestId)!;
+    const again = randomUUID();
+    await app.backends.log.append([{ topic: app.topics.received, key: record.key, value: codec.encode('Received', { ...codec.decode('Received', record.value), requestId: again }), headers: {} }]);
+    const [execution] = await executionsOf(app, again);
+    expect(JSON.parse(execution.input)['AS2 in'].as2.filename).toBe('po.x12');
+  }
 });

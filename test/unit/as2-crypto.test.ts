@@ -113,6 +113,18 @@ describe('MIME', () => {
     expect(decodedBody(b64).toString()).toBe('hello');
   });
 
+  test('a repeated header keeps its first value, and its folded lines are skipped with it, not refused', () => {
+    const entity = parseEntity(Buffer.from('Content-Type: application/edi-x12\r\nComments: one\r\nComments: two\r\n  folded\r\nConstructor: x\r\n\r\nbody', 'latin1'));
+    expect(entity.headers).toEqual({ 'content-type': 'application/edi-x12', comments: 'one', constructor: 'x' });
+  });
+
+  test('a base64 body with data after its padding is refused, never cut short', () => {
+    const padded = (text: string) => parseEntity(Buffer.from(`Content-Transfer-Encoding: base64\r\n\r\n${text}`));
+    expect(decodedBody(padded('aGVsbG8=\r\n')).toString()).toBe('hello');
+    expect(decodedBody(padded('aGk=\r\n')).toString()).toBe('hi');
+    expect(faultOf(() => decodedBody(padded('aGk=\r\nd29ybGQ=\r\n'))).code).toBe('malformed-message');
+  });
+
   test('multipart parts are the exact bytes between delimiters (CRLF or LF)', () => {
     expect(multipartParts(Buffer.from('pre\r\n--b\r\nA: 1\r\n\r\nx\r\n--b\r\ny\n--b--\r\n'), 'b').map(String)).toEqual(['A: 1\r\n\r\nx', 'y']);
     expect(() => multipartParts(Buffer.from('--b\r\nx'), 'b')).toThrow(As2Fault);

@@ -15,13 +15,12 @@ import { hasMultipleAttachments, unwrapMessage } from './unwrap';
  * payload is decrypted again here with the credential as it is now and staged under
  * `trigger/<workflowId>/<timestamp>/<filename>`, and given one item per attachment (RFC 6362).
  * It is opened with the credential's current keys and those earlier puts retired, so a rotation does not strand
- * records already accepted. A message that no longer opens (its key was dropped with `--forget-retired`) is a
+ * records already accepted; and without the pin or the MD5 refusal, which the receiver applied when it accepted it. A message that no longer opens (its key was dropped with `--forget-retired`) is a
  * permanent fault: it is dead-lettered and can be replayed once the old key is put back.
  */
 export interface As2DecodeLimits {
   maxInflatedBytes: number;
   maxMessageBytes: number;
-  allowMd5: boolean;
 }
 
 export async function decodeAs2(received: Received, credentialId: string | null, limits: As2DecodeLimits, services: DecodeServices): Promise<DecodedItem[]> {
@@ -48,7 +47,11 @@ async function openAndStage(received: Received, credentialId: string | null, lim
   try {
     // The same opening as the receiver's inspect (unwrap.ts), attachments and transfer encodings included.
     const opened = await unwrapMessage(raw, received.contentType, received.headers['content-transfer-encoding'] ?? null, {
-      identity: openingIdentityOf(credential.data), maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5,
+      // The receiver decided who may send, and answered `processed`: the pin and AS2_ALLOW_MD5 as they were
+      // then. A pin added since, or MD5 turned off, must not strand what was accepted before (a backlog, a replay):
+      // the message is opened without a pin (its signature still verified, with the certificate it carries, or
+      // a partner certificate valid at receipt) and with MD5 allowed, only to take its payload out again.
+      identity: { ...openingIdentityOf(credential.data), pinned: false }, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: true,
       multipleAttachments: hasMultipleAttachments(received.headers),
       // Certificates are judged at the time of receipt, as the receiver judged them: a replay after a partner certificate expired still opens.
       receivedAt: received.receivedAt,

@@ -18,19 +18,23 @@ export interface MediaType { type: string; params: Record<string, string> }
 
 export const MIME_LIMITS = { maxHeaderBytes: 64 * 1024, maxParts: 1000 };
 
+const REPEATED = '\u0000repeated';
+
 /** An entity from bytes: headers up to the first empty line (CRLF or LF). */
 export function parseEntity(raw: Buffer): MimeEntity {
   const { end, bodyStart } = headerEnd(raw);
   if (end < 0) throw new As2Fault('malformed-message', 'a MIME entity has no end of headers');
   const headers: Record<string, string> = {};
   const lines = raw.subarray(0, end).toString('latin1').split(/\r?\n/);
+  // The field the next folded line continues; REPEATED for a field that repeats an earlier one, whose value
+  // (the first is kept) and continuation lines are skipped.
   let current: string | null = null;
   for (const line of lines) {
-    if (/^[ \t]/.test(line) && current !== null) { headers[current] += ' ' + line.trim(); continue; }
+    if (/^[ \t]/.test(line) && current !== null) { if (current !== REPEATED) headers[current] += ' ' + line.trim(); continue; }
     const colon = line.indexOf(':');
     if (colon <= 0) { if (line.trim() === '') continue; throw new As2Fault('malformed-message', 'a MIME header line is malformed'); }
     const name = line.slice(0, colon).trim().toLowerCase();
-    if (name in headers) { current = null; continue; }
+    if (Object.hasOwn(headers, name)) { current = REPEATED; continue; }
     headers[name] = line.slice(colon + 1).trim();
     current = name;
   }
@@ -66,7 +70,14 @@ export function parseMediaType(value: string | undefined | null): MediaType {
 /** The body with its Content-Transfer-Encoding undone (absent = binary). */
 export function decodedBody(entity: MimeEntity): Buffer {
   const cte = (entity.headers['content-transfer-encoding'] ?? 'binary').trim().toLowerCase();
-  if (cte === 'base64') return Buffer.from(entity.body.toString('latin1').replace(/[^A-Za-z0-9+/=]/g, ''), 'base64');
+  if (cte === 'base64') {
+    const text = entity.body.toString('latin1').replace(/[^A-Za-z0-9+/=]/g, '');
+    // Node's decoder stops at the first `=`: data after the padding (chunks encoded apart, or damage) would be
+    // dropped without a word, and the MIC, which covers the encoded text, would still match.
+    const padding = text.indexOf('=');
+    if (padding >= 0 && !/^={1,2}$/.test(text.slice(padding))) throw new As2Fault('malformed-message', 'a base64 body has data after its padding');
+    return Buffer.from(text, 'base64');
+  }
   if (cte === 'quoted-printable') return decodeQuotedPrintable(entity.body);
   if (cte === 'binary' || cte === '8bit' || cte === '7bit') return entity.body;
   throw new As2Fault('malformed-message', `Content-Transfer-Encoding ${cte.replace(/[^a-z0-9._+-]/g, '?').slice(0, 40)} is not supported`);
