@@ -273,6 +273,50 @@ describe('Kafka EventLog', () => {
     }
   });
 
+  test('read_committed: no record of an aborted transaction reaches a stage or a read when aborts are listed out of offset order', async () => {
+    // Three transactional producers interleave on one partition (a dead-letter partition, written by every stage);
+    // the later-starting transaction aborts first, so the broker lists the aborted transactions out of offset
+    // order. kafkajs 2.2.4 unpatched yielded 1:aborted-b1 (patches/kafkajs+2.2.4.patch, "ingress-patch 3").
+    const log = await open();
+    const topic = unique('aborted-order');
+    await log.ensureTopics([topic]);
+    const kafka = new Kafka({ clientId: `aborted-${randomUUID().slice(0, 8)}`, brokers: brokers(), logLevel: logLevel.NOTHING });
+    const producers = await Promise.all(['a', 'b', 'c'].map(async (name) => {
+      const producer = kafka.producer({ transactionalId: `aborted-order-${name}-${randomUUID().slice(0, 8)}`, idempotent: true, maxInFlightRequests: 1 });
+      await producer.connect();
+      return producer;
+    }));
+    try {
+      const [a, b, c] = await Promise.all(producers.map((p) => p.transaction()));
+      const send = (t: typeof a, value: string) => t.send({ topic, messages: [{ key: 'k', value, partition: 0 }] });
+      for (const round of [1, 2]) {
+        await send(a, `committed-a${round}`);
+        await send(b, `aborted-b${round}`);
+        await send(c, `aborted-c${round}`);
+      }
+      await c.abort();
+      // Its marker written (and indexed) before the earlier-starting transaction's.
+      await new Promise((r) => setTimeout(r, 1500));
+      await b.abort();
+      await a.commit();
+      await log.append([rec(topic, 'k', 'after')]);
+
+      const handled: string[] = [];
+      const group = `aborted-order-${randomUUID().slice(0, 8)}`;
+      const stage = await log.runStage({ group, topic, handle: async (r) => { handled.push(r.value.toString()); return []; } });
+      try {
+        await until('every record committed', () => log.consumerLag(group, topic), (lag) => lag === 0, 60_000, 200);
+      } finally {
+        await stage.stop();
+      }
+      expect(handled).toEqual(['committed-a1', 'committed-a2', 'after']);
+      const read = (await collectUntilQuiet(log, topic, 700)).map((r) => r.value.toString());
+      expect(read).toEqual(['committed-a1', 'committed-a2', 'after']);
+    } finally {
+      await Promise.all(producers.map((p) => p.disconnect()));
+    }
+  });
+
   test('a stage without outputs commits back-to-back transactions without a retry: CONCURRENT_TRANSACTIONS is waited out, not failed', async () => {
     // Each transaction is only AddOffsetsToTxn, TxnOffsetCommit and EndTxn; the next one is asked for before the
     // previous one's markers are written, so Kafka answers CONCURRENT_TRANSACTIONS (transactional-output.ts).

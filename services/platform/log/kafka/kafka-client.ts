@@ -40,18 +40,28 @@ export function createKafkaClient(options: KafkaClientOptions): Kafka {
 let patchChecked = false;
 
 /**
- * kafkajs 2.2.4 loses a send's records when a partition's leader moves to a broker that answered an earlier
- * attempt of the same send (tulios/kafkajs#1303): patches/kafkajs+2.2.4.patch, applied by `npm install`'s
- * postinstall (patch-package), retries per partition instead. An install without it (`--ignore-scripts`) would
- * answer 200 for records a broker failover dropped, so no Kafka client starts without it. The marker names the
- * patch's revision: an install that kept an earlier revision (node_modules not reinstalled after a pull) is
- * refused too, since revision 1 could write a record twice when a leader could not be reached.
+ * patches/kafkajs+2.2.4.patch, applied by `npm install`'s postinstall (patch-package), mends two kafkajs 2.2.4
+ * defects that break our promises, so no Kafka client starts without it:
+ * - a send's records were lost when a partition's leader moved to a broker that answered an earlier attempt of
+ *   the same send (tulios/kafkajs#1303): 200 for records a broker failover dropped. Retried per partition;
+ * - read_committed let records of aborted transactions through when a partition's aborted transactions were
+ *   listed out of offset order or overlapped (a dead letter, or a decoded record, of an aborted transaction read
+ *   as committed: an execution twice). Sorted, all taken.
+ * An install without it (`--ignore-scripts`) is refused. The markers name the patch's revisions: an install
+ * that kept an earlier revision (node_modules not reinstalled after a pull) is refused too.
  */
+const KAFKAJS_PATCHES: [file: string, marker: string][] = [
+  ['kafkajs/src/producer/sendMessages.js', 'ingress-patch 2: retry per partition'],
+  ['kafkajs/src/consumer/filterAbortedMessages.js', 'ingress-patch 3: aborted transactions in offset order'],
+];
+
 function requirePatchedKafkajs(): void {
   if (patchChecked) return;
-  const file = require.resolve('kafkajs/src/producer/sendMessages.js');
-  if (!readFileSync(file, 'utf8').includes('ingress-patch 2: retry per partition')) {
-    throw new Error(`kafkajs is not patched, or not with this revision of the patch (${file}): run npm install or npm ci, whose postinstall applies patches/kafkajs+2.2.4.patch; without it a broker failover can drop records that were answered 200, or write them twice`);
+  for (const [module, marker] of KAFKAJS_PATCHES) {
+    const file = require.resolve(module);
+    if (!readFileSync(file, 'utf8').includes(marker)) {
+      throw new Error(`kafkajs is not patched, or not with this revision of the patch (${file}): run npm install or npm ci, whose postinstall applies patches/kafkajs+2.2.4.patch; without it a broker failover can drop records that were answered 200 or write them twice, and a record of an aborted transaction can be read as committed`);
+    }
   }
   patchChecked = true;
 }
