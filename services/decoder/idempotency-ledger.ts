@@ -65,10 +65,25 @@ interface PartitionState {
   keys: Map<string, Earlier>;
   /** What recent keyed records found, by offset. */
   decisions: Map<bigint, Earlier | null>;
+  /** When (this process's clock) the state last took a record. */
+  seenAt: number;
 }
 
-export function idempotencyLedger(deps: LedgerDeps): IdempotencyLedger {
+export function idempotencyLedger(deps: LedgerDeps, now: () => number = Date.now): IdempotencyLedger {
   const partitions = new Map<number, PartitionState>();
+  let sweptAt = now();
+
+  /**
+   * States of partitions this process has not seen a record of for longer than the lookback are dropped: the
+   * ledger is not told of a rebalance that took a partition away, and such a state would only be read back again
+   * (from time, which costs no more) when a keyed record of the partition comes. Once a minute at most.
+   */
+  function sweep(at: number): void {
+    if (at - sweptAt < 60_000) return;
+    sweptAt = at;
+    for (const [partition, state] of partitions) if (stale(state, at)) partitions.delete(partition);
+  }
+  const stale = (state: PartitionState, at: number) => at - state.seenAt > deps.lookbackMs + CLOCK_SLACK_MS;
 
   function take(state: PartitionState, accept: KeyedAccept): void {
     const seen = state.keys.get(accept.identity);
@@ -87,7 +102,7 @@ export function idempotencyLedger(deps: LedgerDeps): IdempotencyLedger {
   }
 
   async function recovered(partition: number, upTo: bigint, at: number): Promise<PartitionState> {
-    const state: PartitionState = { next: upTo, keys: new Map(), decisions: new Map() };
+    const state: PartitionState = { next: upTo, keys: new Map(), decisions: new Map(), seenAt: now() };
     for (const accept of await deps.readBack(partition, { time: at - deps.lookbackMs - CLOCK_SLACK_MS }, upTo)) take(state, accept);
     return state;
   }
@@ -95,7 +110,16 @@ export function idempotencyLedger(deps: LedgerDeps): IdempotencyLedger {
   return {
     async observe(partition, offsetText, accept) {
       const offset = BigInt(offsetText);
+      const at = now();
+      sweep(at);
       let state = partitions.get(partition);
+      // Not fed for longer than the lookback (another member had the partition meanwhile): reading its gap back
+      // could mean days of records, where recovering from time reads the lookback at most.
+      if (state && stale(state, at)) {
+        partitions.delete(partition);
+        state = undefined;
+      }
+      if (state) state.seenAt = at;
       if (state && offset < state.next) {
         const decided = state.decisions.get(offset);
         if (decided !== undefined || accept === null) return decided ?? null;

@@ -97,3 +97,22 @@ test('keys older than the lookback are forgotten', async () => {
   await ledger.observe(0, '1', accept('new', 'n', 10, 1));
   expect(ledger.size()).toBe(1);
 });
+
+test('a partition this process has not fed for longer than the lookback is recovered from time, not from where it left, and its state is dropped meanwhile', async () => {
+  // Record 1 six days after record 0: the partition was another member's for those days (a rebalance the ledger
+  // is not told of). Reading the gap back from offset 1 would read those days; from time reads the lookback.
+  const days = [accept('a', 'r0', 0), ...Array.from({ length: 50 }, () => null), accept('a', 'r51', 6 * 24)];
+  const reference = await inOrder(days);
+  const { readBack, reads } = partitionOf(days);
+  let clock = 0;
+  const ledger = idempotencyLedger({ readBack, lookbackMs: 72 * HOUR }, () => clock);
+  await ledger.observe(0, '0', days[0]);
+  await ledger.observe(1, '0', accept('z', 'z0', 0)); // another partition, never seen again
+  expect(ledger.size()).toBe(2);
+  clock += 6 * 24 * HOUR;
+  const s = days[51]!;
+  expect(repeats(await ledger.observe(0, '51', s), s)).toBe(reference[51]);
+  expect(reads).toEqual(['time 0-0', 'time 0-0', `time 51-51`]);
+  // Partition 1's state went with the sweep: only partition 0's key is held.
+  expect(ledger.size()).toBe(1);
+});
