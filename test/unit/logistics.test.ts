@@ -5,7 +5,7 @@ import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistic
 import { withoutPasswords } from '../../services/triggers/logistics/password-redaction';
 import { XMLValidator } from 'fast-xml-parser';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
-import { MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
+import { DEPTH_LEVELS_PER_UNIT, MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
 import { requestBudget } from '../../services/triggers/logistics/send-stream';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../../services/triggers/logistics/logistics-trigger';
 import type { Received } from '../../services/platform/avro/records';
@@ -256,6 +256,35 @@ describe('bounds of one request', () => {
     const nested = (depth: number) => `${'<a>'.repeat(depth)}${'<b/>'.repeat(3)}${'</a>'.repeat(depth)}`;
     expect(() => parseXml(nested(MAX_DEPTH), 'local', true, { units: 10_000 })).not.toThrow();
     expect(() => parseXml(nested(MAX_DEPTH + 1), 'local', true, { units: 10_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
+  });
+
+  // 505 levels around 420 000 empty siblings fitted the budget (one unit an element) and cost about eight times
+  // the documented worst request: the parser built each element's path, 505 names long, as a string.
+  const deepSiblings = (depth: number, siblings: number) => `${'<a>'.repeat(depth)}${'<b/>'.repeat(siblings)}${'</a>'.repeat(depth)}`;
+
+  test('an element costs one more unit for each 64 levels of its depth', () => {
+    const unitsOf = (xml: string) => { const b = { units: 10_000_000 }; parseXml(xml, 'local', true, b); return 10_000_000 - b.units; };
+    const text = (xml: string) => Math.ceil(xml.length / TEXT_CHARS_PER_UNIT);
+    const shallow = deepSiblings(1, 1000);
+    expect(unitsOf(shallow)).toBe(text(shallow) + 1 + 1000);
+    const deep = deepSiblings(505, 1000);
+    let nesting = 0;
+    for (let level = 1; level <= 505; level++) nesting += 1 + Math.floor(level / DEPTH_LEVELS_PER_UNIT);
+    expect(unitsOf(deep)).toBe(text(deep) + nesting + 1000 * (1 + Math.floor(506 / DEPTH_LEVELS_PER_UNIT)));
+    expect(() => parseXml(deepSiblings(505, 420_000), 'local', true, { units: DEFAULT_LOGISTICS_LIMITS.maxParseUnits })).toThrow(/more markup than this service parses/);
+  });
+
+  test('parsing does no work proportional to an element\'s depth (no path string built per element)', () => {
+    const join = Array.prototype.join;
+    let longJoins = 0;
+    Array.prototype.join = function (this: unknown[], separator?: string) { if (this.length > 100) longJoins++; return join.call(this, separator); };
+    try {
+      parseXml(deepSiblings(300, 200), 'local', true, { units: 1_000_000 });
+      parseXml(deepSiblings(300, 200), 'qualified', false, { units: 1_000_000 });
+    } finally {
+      Array.prototype.join = join;
+    }
+    expect(longJoins).toBe(0);
   });
 
   test('end tags inside comments and CDATA, or a "/>" inside an attribute value, do not hide nesting past the bound', () => {

@@ -36,6 +36,10 @@ const OPTIONS = {
   // properties, and the output is JSON text). `__proto__`, `constructor` and `prototype` it refuses outright
   // (UNSAFE_NAME below).
   onDangerousProperty: (name: string) => name,
+  // By default fast-xml-parser builds each element's whole path as a string (`a.b.c…`) for callbacks we do not
+  // set: work proportional to the element's depth, for every element, which made 500 levels of nesting around
+  // a few hundred thousand siblings cost seconds within the budget.
+  jPath: false,
 };
 
 /** Prefixes kept: the envelope's namespaces are checked. */
@@ -62,6 +66,13 @@ export interface ParseBudget {
 
 /** Characters of a document that cost the parser about what one element does (about 50 ns each in a long text). */
 export const TEXT_CHARS_PER_UNIT = 32;
+
+/**
+ * Levels of nesting that cost one more unit for each element standing that deep: the parser keeps a stack of
+ * the open elements, and some of its work (and a future version's) walks it, so a deep element may cost more
+ * than a shallow one; without this, the worst shape of a request would be many siblings as deep as allowed.
+ */
+export const DEPTH_LEVELS_PER_UNIT = 64;
 
 const overBudget = () => new XmlError('more markup than this service parses for one request (elements, attributes, references and text together)');
 
@@ -107,7 +118,7 @@ const NOT_XML_CHAR = /[\x00-\x08\x0B\x0C\x0E-\x1F\uFFFE\uFFFF]|[\uD800-\uDBFF](?
 /**
  * Check the markup before the validator and the parser run, and spend the budget on what they will do:
  * the document's length first (so an oversized one is refused without a walk), then in one walk each
- * element start, each attribute (any `=` inside a tag, conservatively), and each reference (any `&` in text
+ * element start (and one more per DEPTH_LEVELS_PER_UNIT levels of its depth), each attribute (any `=` inside a tag, conservatively), and each reference (any `&` in text
  * or inside a tag; in a comment, CDATA or processing instruction it is text). A DOCTYPE or ENTITY
  * declaration is refused (no entity bombs, no external entities). Nesting deeper than MAX_DEPTH is refused
  * too, so that nothing later (the converter, JSON.stringify) runs out of stack on a document that parsed.
@@ -152,7 +163,7 @@ function checkMarkup(xml: string, budget: ParseBudget): void {
       end = tag.end;
       if (tag.closing) depth--;
       else {
-        spend(budget, 1);
+        spend(budget, 1 + Math.floor((depth + 1) / DEPTH_LEVELS_PER_UNIT));
         for (const _ of equalSigns(i, end)) spend(budget, 1);
         if (!tag.selfClosing && ++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
       }
