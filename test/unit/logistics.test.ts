@@ -437,3 +437,51 @@ describe('passwords kept out of the received log', () => {
     expect(withoutPasswords(text)).toBe(text);
   });
 });
+
+describe('what the receiver keeps is what the decoder reads', () => {
+  const node = { name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'] } } as unknown as WorkflowNode;
+  const quiet = { enabled: () => false, debug() {}, info() {}, warn() {}, error() {}, child() { return quiet; } } as unknown as TriggerServices['logger'];
+  const services = { credential: async () => null, store: null as never, logger: quiet };
+  const inspect = async (plugin: ReturnType<typeof createLogisticsTrigger>, bytes: Buffer) => {
+    const request = { requestId: 'r-1', workflowId: 'wf', pathSuffix: null, query: {}, headers: { soapaction: SEND_STREAM_ACTION }, remoteAddress: null, receivedAt: Date.now() } as unknown as InboundRequest;
+    return plugin.inspect(request, node, { size: bytes.length, sha256: () => '', inline: bytes, readStaged: null }, services);
+  };
+  const answerOf = (outcome: Awaited<ReturnType<typeof inspect>>) => {
+    if (outcome.ok) throw new Error('accepted');
+    return { status: outcome.answer.status, body: String(outcome.answer.body) };
+  };
+
+  test('an envelope that is not UTF-8 is an s:Client Fault, not U+FFFD in the workflow\'s data', async () => {
+    const plugin = createLogisticsTrigger();
+    const sent = sendStreamRequest([{ xml: eventDocument(), trackingId: 'T-Müller' }]);
+    expect((await inspect(plugin, Buffer.from(sent, 'utf8'))).ok).toBe(true);
+    const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(sent, 'utf8')]);
+    expect((await inspect(plugin, withBom)).ok).toBe(true);
+    for (const bytes of [Buffer.from(sent, 'latin1'), Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(sent, 'latin1')])]) {
+      const answer = answerOf(await inspect(plugin, bytes));
+      expect(answer.status).toBe(500);
+      expect(answer.body).toContain('<faultcode>s:Client</faultcode>');
+      expect(answer.body).toContain('the envelope is not valid UTF-8 text');
+    }
+  });
+
+  test('an envelope whose redacted copy is longer than the decoder reads is a 413 Fault before the accept, never a 200', async () => {
+    const limit = 64 * 1024;
+    const plugin = createLogisticsTrigger({ ...DEFAULT_LOGISTICS_LIMITS, maxEnvelopeBytes: limit });
+    // Empty passwords: each grows by the ten bytes of [redacted] in the copy the received log keeps.
+    const envelopeOf = (passwords: number) => {
+      const bare = sendStreamRequest([{ xml: eventDocument() }]).replace('</s:Header>', `${'<Password></Password>'.repeat(passwords)}</s:Header>`);
+      return Buffer.from(bare.replace('</s:Header>', `<!--${'p'.repeat(limit - 100 - Buffer.byteLength(bare))}--></s:Header>`));
+    };
+    const fits = envelopeOf(5);
+    const grows = envelopeOf(200);
+    expect(fits.length).toBeLessThanOrEqual(limit);
+    expect(grows.length).toBeLessThanOrEqual(limit);
+    const accepted = await inspect(plugin, fits);
+    expect(accepted.ok && accepted.inspection.persistBody!.length).toBe(fits.length + 50);
+    const answer = answerOf(await inspect(plugin, grows));
+    expect(answer.status).toBe(413);
+    expect(answer.body).toContain('<faultcode>s:Client</faultcode>');
+    expect(answer.body).toContain(`with its passwords redacted (each replaced by [redacted]) is larger than ${limit} bytes`);
+  });
+});
