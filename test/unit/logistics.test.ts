@@ -81,6 +81,16 @@ describe('unwrapping Universal documents (SPEC §2.3)', () => {
     expect(unwrapUniversal(transactionDocument(), true, budget())).toEqual({ kind: 'other', documentType: 'UniversalTransaction' });
     expect(unwrapUniversal('<Native><Body/></Native>', true, budget())).toEqual({ kind: 'other', documentType: 'Native' });
   });
+
+  test('an interchange whose Body holds several documents starts nothing (the first ran and the rest were dropped)', () => {
+    const event = '<UniversalEvent><Event><EventType>ARV</EventType></Event></UniversalEvent>';
+    const shipment = '<UniversalShipment><Shipment><ContainerCount>2</ContainerCount></Shipment></UniversalShipment>';
+    const several = { kind: 'other', documentType: 'UniversalInterchange with several Body documents' };
+    for (const body of [event + shipment, shipment + event, event + event, `${event}<Note/>`]) {
+      expect(unwrapUniversal(`<UniversalInterchange><Body>${body}</Body></UniversalInterchange>`, true, budget())).toEqual(several);
+    }
+    expect(unwrapUniversal(`<UniversalInterchange version="1"><Body a="1">${event}</Body></UniversalInterchange>`, true, budget())).toMatchObject({ kind: 'event', event: 'event-update' });
+  });
 });
 
 describe('reading a SendStreamRequest', () => {
