@@ -369,6 +369,31 @@ describe('what fast-xml-parser 5.12 changed, pinned', () => {
   });
 });
 
+describe('well-formedness fast-xml-parser\'s validator does not check', () => {
+  const parse = (xml: string, validate = true) => parseXml(xml, 'local', validate, { units: 100_000 });
+
+  test.each([
+    ['a "<" in an attribute value (WFC: No < in Attribute Values)', '<r><e a="x<y"/></r>', 'a "<" inside a tag, such as in an attribute value'],
+    ['a "<" in a single-quoted attribute value', "<r a='<'/>", 'a "<" inside a tag, such as in an attribute value'],
+    ['"]]>" in text (XML 1.0 §2.4)', '<r>A]]>B</r>', '"]]>" in text outside a CDATA section'],
+    ['"]]>" in text just after a CDATA section', '<r><![CDATA[x]]>]]></r>', '"]]>" in text outside a CDATA section'],
+    ['"--" inside a comment (XML 1.0 §2.5)', '<r><!-- a -- b --></r>', '"--" inside a comment'],
+    ['a comment ending "--->"', '<r><!-- a ---></r>', '"--" inside a comment'],
+  ])('%s is refused where the request arrives, and still read where it was accepted before', (_name, xml, message) => {
+    expect(() => parse(xml)).toThrow(`not well-formed XML (${message})`);
+    expect(() => parse(xml, false)).not.toThrow();
+  });
+
+  test('their neighbours are fine: escaped or in CDATA, "]]>" in an attribute, single dashes in a comment, an empty comment', () => {
+    expect(parse('<r a="x&lt;y" b="]]>" c=\'>\'>]] ]]&gt; ]><![CDATA[<x> ]] ]]><!-- a - b --><!----></r>')).toEqual({ r: { '@a': 'x<y', '@b': ']]>', '@c': '>', '#text': ']] ]]> ]><x> ]] ' } });
+  });
+
+  test('in a Message or in the envelope, one of them is a Fault', () => {
+    expect(faultOf(sendStreamRequest([{ xml: '<UniversalEvent><Event a="x<y"><EventType>ARV</EventType></Event></UniversalEvent>' }])).message).toMatch(/not well-formed XML \(a "<" inside a tag/);
+    expect(faultOf(sendStreamRequest([{}]).replace('</s:Header>', '<!-- -- --></s:Header>')).message).toBe('the envelope is not well-formed XML ("--" inside a comment)');
+  });
+});
+
 describe('a Message\'s encoding (XML 1.0 §4.3.3, Appendix F)', () => {
   const event = (text: string) => `<UniversalEvent><Event><EventType>${text}</EventType></Event></UniversalEvent>`;
   const eventTypeOf = (raw: Buffer) => {

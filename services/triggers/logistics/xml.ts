@@ -128,13 +128,22 @@ const NOT_XML_CHAR = /[\x00-\x08\x0B\x0C\x0E-\x1F\uFFFE\uFFFF]|[\uD800-\uDBFF](?
  * document not well-formed; fast-xml-parser 5.5+ would decode the first two to nothing and keep the last as
  * text, so it is refused here, as is such a character written as it is, and a reference to an entity that is
  * not one of XML's five (`&foo;`, which the parser keeps as text, or `&nbsp;`, which it would decode).
+ * `strict` (the receiver's check) also refuses what fast-xml-parser's validator accepts though XML 1.0 does not:
+ * a `<` in an attribute value, `]]>` in text, `--` inside a comment.
  */
-function checkMarkup(xml: string, budget: ParseBudget): void {
+function checkMarkup(xml: string, budget: ParseBudget, strict: boolean): void {
   spend(budget, Math.ceil(xml.length / TEXT_CHARS_PER_UNIT));
   const notAllowed = NOT_XML_CHAR.exec(xml);
   if (notAllowed) throw new XmlError(`the document holds a character XML does not allow (U+${notAllowed[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')})`);
   const ampersands = occurrences(xml, '&');
   const equalSigns = occurrences(xml, '=');
+  const openings = occurrences(xml, '<');
+  const cdataEnds = occurrences(xml, ']]>');
+  // What fast-xml-parser's validator lets through though XML 1.0 forbids it.
+  const plainText = (from: number, to: number) => {
+    if (!strict) return;
+    for (const _ of cdataEnds(from, to)) throw new XmlError('not well-formed XML ("]]>" in text outside a CDATA section)');
+  };
   const references = (from: number, to: number) => {
     for (const at of ampersands(from, to)) {
       spend(budget, 1);
@@ -152,15 +161,21 @@ function checkMarkup(xml: string, budget: ParseBudget): void {
   let depth = 0;
   const first = xml.indexOf('<');
   references(0, first === -1 ? xml.length : first);
+  plainText(0, first === -1 ? xml.length : first);
   for (let i = first; i !== -1;) {
     const other = endOfOther(xml, i);
     let end: number;
     if (other >= 0) {
       if (xml.startsWith('<!', i) && !xml.startsWith('<!--', i) && !xml.startsWith('<![CDATA[', i)) throw new XmlError('a document type declaration is not allowed');
       end = other;
+      if (strict && xml.startsWith('<!--', i) && xml.startsWith('-->', end - 3) && end - 3 > i + 4) {
+        const dashes = xml.indexOf('--', i + 4);
+        if (dashes < end - 3 || xml.charCodeAt(end - 4) === 0x2d) throw new XmlError('not well-formed XML ("--" inside a comment)');
+      }
     } else {
       const tag = tagAt(xml, i);
       end = tag.end;
+      if (strict) for (const _ of openings(i + 1, end)) throw new XmlError('not well-formed XML (a "<" inside a tag, such as in an attribute value)');
       if (tag.closing) depth--;
       else {
         spend(budget, 1 + Math.floor((depth + 1) / DEPTH_LEVELS_PER_UNIT));
@@ -171,6 +186,7 @@ function checkMarkup(xml: string, budget: ParseBudget): void {
     }
     const next = xml.indexOf('<', end);
     references(end, next === -1 ? xml.length : next);
+    plainText(end, next === -1 ? xml.length : next);
     i = next;
   }
 }
@@ -180,7 +196,9 @@ const UNSAFE_NAME = /^\[SECURITY\] Invalid name: "(?:__proto__|constructor|proto
 
 /** Parse a document the caller has already checked (or that this service checked when it arrived). */
 export function parseXml(xml: string, names: 'qualified' | 'local', validate: boolean, budget: ParseBudget): XmlObject {
-  checkMarkup(xml, budget);
+  // Only where the request arrives: the decoder also reads requests accepted before these checks existed, and
+  // a replay of one must not fail.
+  checkMarkup(xml, budget, validate);
   try {
     if (validate) {
       const verdict = XMLValidator.validate(xml);
