@@ -5,7 +5,7 @@ import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistic
 import { withoutPasswords } from '../../services/triggers/logistics/password-redaction';
 import { XMLValidator } from 'fast-xml-parser';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
-import { DEPTH_LEVELS_PER_UNIT, MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
+import { DEPTH_LEVELS_PER_UNIT, DISTINCT_NAME_UNITS, FREE_DISTINCT_NAMES, MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
 import { requestBudget } from '../../services/triggers/logistics/send-stream';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../../services/triggers/logistics/logistics-trigger';
 import type { Received } from '../../services/platform/avro/records';
@@ -282,6 +282,23 @@ describe('bounds of one request', () => {
     for (let level = 1; level <= 505; level++) nesting += 1 + Math.floor(level / DEPTH_LEVELS_PER_UNIT);
     expect(unitsOf(deep)).toBe(text(deep) + nesting + 1000 * (1 + Math.floor(506 / DEPTH_LEVELS_PER_UNIT)));
     expect(() => parseXml(deepSiblings(505, 420_000), 'local', true, { units: DEFAULT_LOGISTICS_LIMITS.maxParseUnits })).toThrow(/more markup than this service parses/);
+  });
+
+  // 370 000 children of one element, each named differently, fitted the budget and took the parser five times
+  // the documented worst request (it keeps an entry per name for each parent).
+  test(`past ${FREE_DISTINCT_NAMES} different names among one element's children, each new name costs ${DISTINCT_NAME_UNITS} units more`, () => {
+    const unitsOf = (xml: string) => { const b = { units: 10_000_000 }; parseXml(xml, 'local', true, b); return 10_000_000 - b.units; };
+    const text = (xml: string) => Math.ceil(xml.length / TEXT_CHARS_PER_UNIT);
+    const children = (count: number, name: (i: number) => string) => Array.from({ length: count }, (_, i) => `<${name(i)}/>`).join('');
+    const same = `<r>${children(300, () => 'n')}</r>`;
+    expect(unitsOf(same)).toBe(text(same) + 1 + 300);
+    const distinct = `<r>${children(300, (i) => `n${i}`)}</r>`;
+    expect(unitsOf(distinct)).toBe(text(distinct) + 1 + 300 + (300 - FREE_DISTINCT_NAMES) * DISTINCT_NAME_UNITS);
+    // Counted per parent: the same 200 names under each of three elements cost nothing more.
+    const spread = `<r>${`<p>${children(200, (i) => `n${i}`)}</p>`.repeat(3)}</r>`;
+    expect(unitsOf(spread)).toBe(text(spread) + 1 + 3 * 201);
+    const flood = `<r>${children(370_000, (i) => `n${i}`)}</r>`;
+    expect(() => parseXml(flood, 'local', true, { units: DEFAULT_LOGISTICS_LIMITS.maxParseUnits })).toThrow(/more markup than this service parses/);
   });
 
   test('parsing does no work proportional to an element\'s depth (no path string built per element)', () => {

@@ -74,6 +74,14 @@ export const TEXT_CHARS_PER_UNIT = 32;
  */
 export const DEPTH_LEVELS_PER_UNIT = 64;
 
+/**
+ * Different element names one element's children may have before each new one costs DISTINCT_NAME_UNITS more:
+ * the parser keeps an entry per name for each parent, and past a few thousand names an element costs it five to
+ * ten times what one does among few names. The platform's documents have well under a hundred.
+ */
+export const FREE_DISTINCT_NAMES = 256;
+export const DISTINCT_NAME_UNITS = 4;
+
 const overBudget = () => new XmlError('more markup than this service parses for one request (elements, attributes, references and text together)');
 
 function spend(budget: ParseBudget, units: number): void {
@@ -118,8 +126,9 @@ const NOT_XML_CHAR = /[\x00-\x08\x0B\x0C\x0E-\x1F\uFFFE\uFFFF]|[\uD800-\uDBFF](?
 /**
  * Check the markup before the validator and the parser run, and spend the budget on what they will do:
  * the document's length first (so an oversized one is refused without a walk), then in one walk each
- * element start (and one more per DEPTH_LEVELS_PER_UNIT levels of its depth), each attribute (any `=` inside a tag, conservatively), and each reference (any `&` in text
- * or inside a tag; in a comment, CDATA or processing instruction it is text). A DOCTYPE or ENTITY
+ * element start (and one more per DEPTH_LEVELS_PER_UNIT levels of its depth, and DISTINCT_NAME_UNITS more when
+ * its name is new among its siblings past the first FREE_DISTINCT_NAMES), each attribute (any `=` inside a tag,
+ * conservatively), and each reference (any `&` in text or inside a tag; in a comment, CDATA or processing instruction it is text). A DOCTYPE or ENTITY
  * declaration is refused (no entity bombs, no external entities). Nesting deeper than MAX_DEPTH is refused
  * too, so that nothing later (the converter, JSON.stringify) runs out of stack on a document that parsed.
  * Comments, CDATA and processing instructions are skipped whole: a `</x>` or `<br>` inside them is text, and
@@ -159,6 +168,8 @@ function checkMarkup(xml: string, budget: ParseBudget, strict: boolean): void {
     }
   };
   let depth = 0;
+  /** The names of the children seen so far of each open element, by its depth (0: the document's top level). */
+  const childNames: (Set<string> | undefined)[] = [];
   const first = xml.indexOf('<');
   references(0, first === -1 ? xml.length : first);
   plainText(0, first === -1 ? xml.length : first);
@@ -179,8 +190,16 @@ function checkMarkup(xml: string, budget: ParseBudget, strict: boolean): void {
       if (tag.closing) depth--;
       else {
         spend(budget, 1 + Math.floor((depth + 1) / DEPTH_LEVELS_PER_UNIT));
+        const siblings = (childNames[depth] ??= new Set());
+        if (!siblings.has(tag.name)) {
+          siblings.add(tag.name);
+          if (siblings.size > FREE_DISTINCT_NAMES) spend(budget, DISTINCT_NAME_UNITS);
+        }
         for (const _ of equalSigns(i, end)) spend(budget, 1);
-        if (!tag.selfClosing && ++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
+        if (!tag.selfClosing) {
+          if (++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
+          childNames[depth] = undefined;
+        }
       }
       references(i, end);
     }
