@@ -34,7 +34,7 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
     }, 120_000);
     afterAll(async () => { await app?.stop(); });
 
-    const soap = (workflow: string, body: string, headers: Record<string, string> = {}) =>
+    const soap = (workflow: string, body: string | Uint8Array, headers: Record<string, string> = {}) =>
       fetch(`${app.baseUrl}/hook/${workflow}`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION, ...headers }, body });
 
     async function expectFault(res: Response, status: number, ...fragments: string[]) {
@@ -109,6 +109,10 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
         await expectFault(res, 500, `(TrackingID ${tracking})`, `<detail><TrackingID xmlns="http://CargoWise.com/eHub/2010/06">${tracking}</TrackingID></detail>`);
         ids.push(res.headers.get('x-request-id')!);
       }
+      // An envelope in Latin-1: its TrackingID would have reached the workflow as "T-M\uFFFDller".
+      const latin1 = await soap('wf-both', Buffer.from(sendStreamRequest([{ xml: eventDocument(), trackingId: 'T-Müller' }]), 'latin1'));
+      await expectFault(latin1, 500, 'the envelope is not valid UTF-8 text');
+      ids.push(latin1.headers.get('x-request-id')!);
       await expectFault(await soap('wf-both', sendStreamRequest([{}]).slice(0, 400)), 500, 'not well-formed');
       await expectFault(await soap('wf-both', sendStreamRequest([{}], { envelopeNs: 'http://www.w3.org/2003/05/soap-envelope' })), 500, 's:VersionMismatch');
       await expectFault(await soap('wf-both', '{"json":"instead"}'), 500, 'could not be read');

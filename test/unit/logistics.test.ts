@@ -5,7 +5,7 @@ import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistic
 import { withoutPasswords } from '../../services/triggers/logistics/password-redaction';
 import { XMLValidator } from 'fast-xml-parser';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
-import { MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
+import { DEPTH_LEVELS_PER_UNIT, DISTINCT_NAME_UNITS, FREE_DISTINCT_NAMES, MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
 import { requestBudget } from '../../services/triggers/logistics/send-stream';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../../services/triggers/logistics/logistics-trigger';
 import type { Received } from '../../services/platform/avro/records';
@@ -80,6 +80,16 @@ describe('unwrapping Universal documents (SPEC §2.3)', () => {
   test('other documents are recognised as such', () => {
     expect(unwrapUniversal(transactionDocument(), true, budget())).toEqual({ kind: 'other', documentType: 'UniversalTransaction' });
     expect(unwrapUniversal('<Native><Body/></Native>', true, budget())).toEqual({ kind: 'other', documentType: 'Native' });
+  });
+
+  test('an interchange whose Body holds several documents starts nothing (the first ran and the rest were dropped)', () => {
+    const event = '<UniversalEvent><Event><EventType>ARV</EventType></Event></UniversalEvent>';
+    const shipment = '<UniversalShipment><Shipment><ContainerCount>2</ContainerCount></Shipment></UniversalShipment>';
+    const several = { kind: 'other', documentType: 'UniversalInterchange with several Body documents' };
+    for (const body of [event + shipment, shipment + event, event + event, `${event}<Note/>`]) {
+      expect(unwrapUniversal(`<UniversalInterchange><Body>${body}</Body></UniversalInterchange>`, true, budget())).toEqual(several);
+    }
+    expect(unwrapUniversal(`<UniversalInterchange version="1"><Body a="1">${event}</Body></UniversalInterchange>`, true, budget())).toMatchObject({ kind: 'event', event: 'event-update' });
   });
 });
 
@@ -258,6 +268,52 @@ describe('bounds of one request', () => {
     expect(() => parseXml(nested(MAX_DEPTH + 1), 'local', true, { units: 10_000 })).toThrow(`nested more than ${MAX_DEPTH} elements deep`);
   });
 
+  // 505 levels around 420 000 empty siblings fitted the budget (one unit an element) and cost about eight times
+  // the documented worst request: the parser built each element's path, 505 names long, as a string.
+  const deepSiblings = (depth: number, siblings: number) => `${'<a>'.repeat(depth)}${'<b/>'.repeat(siblings)}${'</a>'.repeat(depth)}`;
+
+  test('an element costs one more unit for each 64 levels of its depth', () => {
+    const unitsOf = (xml: string) => { const b = { units: 10_000_000 }; parseXml(xml, 'local', true, b); return 10_000_000 - b.units; };
+    const text = (xml: string) => Math.ceil(xml.length / TEXT_CHARS_PER_UNIT);
+    const shallow = deepSiblings(1, 1000);
+    expect(unitsOf(shallow)).toBe(text(shallow) + 1 + 1000);
+    const deep = deepSiblings(505, 1000);
+    let nesting = 0;
+    for (let level = 1; level <= 505; level++) nesting += 1 + Math.floor(level / DEPTH_LEVELS_PER_UNIT);
+    expect(unitsOf(deep)).toBe(text(deep) + nesting + 1000 * (1 + Math.floor(506 / DEPTH_LEVELS_PER_UNIT)));
+    expect(() => parseXml(deepSiblings(505, 420_000), 'local', true, { units: DEFAULT_LOGISTICS_LIMITS.maxParseUnits })).toThrow(/more markup than this service parses/);
+  });
+
+  // 370 000 children of one element, each named differently, fitted the budget and took the parser five times
+  // the documented worst request (it keeps an entry per name for each parent).
+  test(`past ${FREE_DISTINCT_NAMES} different names among one element's children, each new name costs ${DISTINCT_NAME_UNITS} units more`, () => {
+    const unitsOf = (xml: string) => { const b = { units: 10_000_000 }; parseXml(xml, 'local', true, b); return 10_000_000 - b.units; };
+    const text = (xml: string) => Math.ceil(xml.length / TEXT_CHARS_PER_UNIT);
+    const children = (count: number, name: (i: number) => string) => Array.from({ length: count }, (_, i) => `<${name(i)}/>`).join('');
+    const same = `<r>${children(300, () => 'n')}</r>`;
+    expect(unitsOf(same)).toBe(text(same) + 1 + 300);
+    const distinct = `<r>${children(300, (i) => `n${i}`)}</r>`;
+    expect(unitsOf(distinct)).toBe(text(distinct) + 1 + 300 + (300 - FREE_DISTINCT_NAMES) * DISTINCT_NAME_UNITS);
+    // Counted per parent: the same 200 names under each of three elements cost nothing more.
+    const spread = `<r>${`<p>${children(200, (i) => `n${i}`)}</p>`.repeat(3)}</r>`;
+    expect(unitsOf(spread)).toBe(text(spread) + 1 + 3 * 201);
+    const flood = `<r>${children(370_000, (i) => `n${i}`)}</r>`;
+    expect(() => parseXml(flood, 'local', true, { units: DEFAULT_LOGISTICS_LIMITS.maxParseUnits })).toThrow(/more markup than this service parses/);
+  });
+
+  test('parsing does no work proportional to an element\'s depth (no path string built per element)', () => {
+    const join = Array.prototype.join;
+    let longJoins = 0;
+    Array.prototype.join = function (this: unknown[], separator?: string) { if (this.length > 100) longJoins++; return join.call(this, separator); };
+    try {
+      parseXml(deepSiblings(300, 200), 'local', true, { units: 1_000_000 });
+      parseXml(deepSiblings(300, 200), 'qualified', false, { units: 1_000_000 });
+    } finally {
+      Array.prototype.join = join;
+    }
+    expect(longJoins).toBe(0);
+  });
+
   test('end tags inside comments and CDATA, or a "/>" inside an attribute value, do not hide nesting past the bound', () => {
     const deep = MAX_DEPTH + 100;
     const fenced = `<!--${'</a>'.repeat(deep)}--><r><![CDATA[${'</a>'.repeat(deep)}]]>${'<a>'.repeat(deep)}${'</a>'.repeat(deep)}</r>`;
@@ -327,6 +383,31 @@ describe('what fast-xml-parser 5.12 changed, pinned', () => {
     }
     expect(parse('<r>\t\n\u{1F600}\uFFFD</r>')).toEqual({ r: '\u{1F600}\uFFFD' });
     expect(faultOf(sendStreamRequest([{ xml: '<UniversalEvent><Event>a\u0000b</Event></UniversalEvent>' }])).message).toMatch(/U\+0000/);
+  });
+});
+
+describe('well-formedness fast-xml-parser\'s validator does not check', () => {
+  const parse = (xml: string, validate = true) => parseXml(xml, 'local', validate, { units: 100_000 });
+
+  test.each([
+    ['a "<" in an attribute value (WFC: No < in Attribute Values)', '<r><e a="x<y"/></r>', 'a "<" inside a tag, such as in an attribute value'],
+    ['a "<" in a single-quoted attribute value', "<r a='<'/>", 'a "<" inside a tag, such as in an attribute value'],
+    ['"]]>" in text (XML 1.0 §2.4)', '<r>A]]>B</r>', '"]]>" in text outside a CDATA section'],
+    ['"]]>" in text just after a CDATA section', '<r><![CDATA[x]]>]]></r>', '"]]>" in text outside a CDATA section'],
+    ['"--" inside a comment (XML 1.0 §2.5)', '<r><!-- a -- b --></r>', '"--" inside a comment'],
+    ['a comment ending "--->"', '<r><!-- a ---></r>', '"--" inside a comment'],
+  ])('%s is refused where the request arrives, and still read where it was accepted before', (_name, xml, message) => {
+    expect(() => parse(xml)).toThrow(`not well-formed XML (${message})`);
+    expect(() => parse(xml, false)).not.toThrow();
+  });
+
+  test('their neighbours are fine: escaped or in CDATA, "]]>" in an attribute, single dashes in a comment, an empty comment', () => {
+    expect(parse('<r a="x&lt;y" b="]]>" c=\'>\'>]] ]]&gt; ]><![CDATA[<x> ]] ]]><!-- a - b --><!----></r>')).toEqual({ r: { '@a': 'x<y', '@b': ']]>', '@c': '>', '#text': ']] ]]> ]><x> ]] ' } });
+  });
+
+  test('in a Message or in the envelope, one of them is a Fault', () => {
+    expect(faultOf(sendStreamRequest([{ xml: '<UniversalEvent><Event a="x<y"><EventType>ARV</EventType></Event></UniversalEvent>' }])).message).toMatch(/not well-formed XML \(a "<" inside a tag/);
+    expect(faultOf(sendStreamRequest([{}]).replace('</s:Header>', '<!-- -- --></s:Header>')).message).toBe('the envelope is not well-formed XML ("--" inside a comment)');
   });
 });
 
@@ -406,5 +487,53 @@ describe('passwords kept out of the received log', () => {
   test('an envelope without a Password element is returned as it is', () => {
     const text = envelope('<o:Username>me</o:Username><!-- Password -->');
     expect(withoutPasswords(text)).toBe(text);
+  });
+});
+
+describe('what the receiver keeps is what the decoder reads', () => {
+  const node = { name: 'Freight', type: 'logisticsTrigger', parameters: { actions: ['event-update'] } } as unknown as WorkflowNode;
+  const quiet = { enabled: () => false, debug() {}, info() {}, warn() {}, error() {}, child() { return quiet; } } as unknown as TriggerServices['logger'];
+  const services = { credential: async () => null, store: null as never, logger: quiet };
+  const inspect = async (plugin: ReturnType<typeof createLogisticsTrigger>, bytes: Buffer) => {
+    const request = { requestId: 'r-1', workflowId: 'wf', pathSuffix: null, query: {}, headers: { soapaction: SEND_STREAM_ACTION }, remoteAddress: null, receivedAt: Date.now() } as unknown as InboundRequest;
+    return plugin.inspect(request, node, { size: bytes.length, sha256: () => '', inline: bytes, readStaged: null }, services);
+  };
+  const answerOf = (outcome: Awaited<ReturnType<typeof inspect>>) => {
+    if (outcome.ok) throw new Error('accepted');
+    return { status: outcome.answer.status, body: String(outcome.answer.body) };
+  };
+
+  test('an envelope that is not UTF-8 is an s:Client Fault, not U+FFFD in the workflow\'s data', async () => {
+    const plugin = createLogisticsTrigger();
+    const sent = sendStreamRequest([{ xml: eventDocument(), trackingId: 'T-Müller' }]);
+    expect((await inspect(plugin, Buffer.from(sent, 'utf8'))).ok).toBe(true);
+    const withBom = Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(sent, 'utf8')]);
+    expect((await inspect(plugin, withBom)).ok).toBe(true);
+    for (const bytes of [Buffer.from(sent, 'latin1'), Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(sent, 'latin1')])]) {
+      const answer = answerOf(await inspect(plugin, bytes));
+      expect(answer.status).toBe(500);
+      expect(answer.body).toContain('<faultcode>s:Client</faultcode>');
+      expect(answer.body).toContain('the envelope is not valid UTF-8 text');
+    }
+  });
+
+  test('an envelope whose redacted copy is longer than the decoder reads is a 413 Fault before the accept, never a 200', async () => {
+    const limit = 64 * 1024;
+    const plugin = createLogisticsTrigger({ ...DEFAULT_LOGISTICS_LIMITS, maxEnvelopeBytes: limit });
+    // Empty passwords: each grows by the ten bytes of [redacted] in the copy the received log keeps.
+    const envelopeOf = (passwords: number) => {
+      const bare = sendStreamRequest([{ xml: eventDocument() }]).replace('</s:Header>', `${'<Password></Password>'.repeat(passwords)}</s:Header>`);
+      return Buffer.from(bare.replace('</s:Header>', `<!--${'p'.repeat(limit - 100 - Buffer.byteLength(bare))}--></s:Header>`));
+    };
+    const fits = envelopeOf(5);
+    const grows = envelopeOf(200);
+    expect(fits.length).toBeLessThanOrEqual(limit);
+    expect(grows.length).toBeLessThanOrEqual(limit);
+    const accepted = await inspect(plugin, fits);
+    expect(accepted.ok && accepted.inspection.persistBody!.length).toBe(fits.length + 50);
+    const answer = answerOf(await inspect(plugin, grows));
+    expect(answer.status).toBe(413);
+    expect(answer.body).toContain('<faultcode>s:Client</faultcode>');
+    expect(answer.body).toContain(`with its passwords redacted (each replaced by [redacted]) is larger than ${limit} bytes`);
   });
 });

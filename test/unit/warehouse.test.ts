@@ -19,6 +19,10 @@ describe('reading a warehouse post', () => {
     // The top-level PostId as JSON.parse keeps it: not a nested one, not the first of a repeated key.
     expect(readWarehousePost(post('{"Data":{"PostId":111},"PostId":222,"Type":"DC"}')).postId).toBe('222');
     expect(readWarehousePost(post('{"PostId":5,"PostId":6,"Type":"DC"}')).postId).toBe('6');
+    // Above 2^53 too: a nested PostId whose digits round to the same double is not taken for the top-level one.
+    expect(readWarehousePost(post('{"Data":{"PostId":18446744073709551617},"PostId":18446744073709551616,"Type":"DC"}')).postId).toBe('18446744073709551616');
+    expect(readWarehousePost(post('{"PostId":18446744073709551617,"PostId":18446744073709551616,"Type":"DC"}')).postId).toBe('18446744073709551616');
+    expect(readWarehousePost(post('{"Data":[{"PostId":1.8446744073709552e19}],"PostId":18446744073709551617e0,"Type":"DC"}')).postId).toBe('18446744073709551617e0');
     expect(readWarehousePost(post({ PostId: '', Type: 'DC' })).postId).toBeNull();
   });
 

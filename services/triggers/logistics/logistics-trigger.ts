@@ -1,3 +1,4 @@
+import { isUtf8 } from 'node:buffer';
 import type { DecodedItem } from '../../platform/avro/records';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { INGRESS_ERRORS, IngressError, RETRY_AFTER_SECONDS, type Answer, type IngressErrorCode } from '../answers';
@@ -39,8 +40,8 @@ export interface LogisticsLimits extends SendStreamLimits {
  * Parsing is synchronous and the parsed tree costs far more than the bytes, so one request is bounded
  * well below the service-wide limits: 16 MiB held, 8 MiB inflated (what one decoded record holds) and
  * 500 000 parse units in all (xml.ts: an element, attribute or reference each, and 32 characters of text;
- * a 100 KiB shipment is about 7 000), which keeps the worst request to about a second of parsing, however
- * its bytes are spent.
+ * a 100 KiB shipment is about 7 000), which keeps the worst request within about twice the parsing of one
+ * 8 MiB text node, however its bytes are spent (docs/logistics.md has the measurements).
  */
 export const DEFAULT_LOGISTICS_LIMITS: LogisticsLimits = {
   maxEnvelopeBytes: 16 * 1024 * 1024,
@@ -209,6 +210,9 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
       const text = bytes.toString('utf8');
       const budget = requestBudget(limits);
       try {
+        // Decoding bytes that are not UTF-8 would hand the workflow U+FFFD for them, and make the kept copy
+        // (re-encoded after redaction) up to three times the request, past what the decoder reads.
+        if (!isUtf8(bytes)) throw new SendStreamError('the envelope is not valid UTF-8 text');
         const envelope = readEnvelope(text, true, budget);
         // The caller is checked before any Message is inflated or parsed.
         const token = usernameTokenOf(envelope);
@@ -234,6 +238,12 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         // WS-Security passwords never reach a topic, whether or not the token was one this node checks.
         const kept = withoutPasswords(text);
         try { spendOnLonger(budget, text.length, kept.length); } catch (error) { throw new SendStreamError(`the envelope with its passwords redacted is ${(error as Error).message}`); }
+        const keptBytes = kept === text ? bytes.length : Buffer.byteLength(kept, 'utf8');
+        if (keptBytes > limits.maxEnvelopeBytes) {
+          // The decoder reads no more than this: accepted, the request would be dead-lettered after its 200.
+          await releaseToken(request);
+          return { ok: false, answer: soapFault({ status: 413, code: 'Client', message: `The request with its passwords redacted (each replaced by [redacted]) is larger than ${limits.maxEnvelopeBytes} bytes` }) };
+        }
         // Always given (the receiver holds no copy of its own): the bytes as they came when nothing was redacted.
         return { ok: true, inspection: { persistBody: kept !== text ? Buffer.from(kept, 'utf8') : bytes } };
       } catch (error) {

@@ -4,7 +4,8 @@ import { isObject, parseXml, rootOf, type ParseBudget, type XmlValue } from './x
  * The platform's Universal documents (SPEC §2.3), matched by local name whatever the namespace year.
  * `UniversalInterchange/Body/UniversalEvent/Event` is an event-update and `.../UniversalShipment/Shipment`
  * a shipment-update; the document may also arrive without the interchange around it. Anything else
- * (UniversalTransaction, Native, …) is recognised as another document type and starts nothing.
+ * (UniversalTransaction, Native, …, or an interchange whose Body holds several documents) is recognised as
+ * another document type and starts nothing.
  *
  * `data` is the element as JSON: values are the strings on the wire, an element that occurs once is an
  * object and one that repeats is an array, an empty element is "", an attribute is a property named
@@ -22,10 +23,10 @@ const HANDLERS: Record<string, { event: LogisticsEvent; element: string }> = {
   UniversalShipment: { event: 'shipment-update', element: 'Shipment' },
 };
 
-function firstElement(value: XmlValue | undefined): [string, XmlValue] | null {
-  if (!isObject(value)) return null;
-  const entry = Object.entries(value).find(([key]) => !key.startsWith('@') && key !== '#text');
-  return entry ?? null;
+/** The child elements of a parsed element, by name (a repeated name's value is an array). */
+function elementsOf(value: XmlValue | undefined): [string, XmlValue][] {
+  if (!isObject(value)) return [];
+  return Object.entries(value).filter(([key]) => !key.startsWith('@') && key !== '#text');
 }
 
 export function unwrapUniversal(xml: string, validate: boolean, budget: ParseBudget): Unwrapped {
@@ -34,9 +35,12 @@ export function unwrapUniversal(xml: string, validate: boolean, budget: ParseBud
   let document: XmlValue = root;
   if (rootName === 'UniversalInterchange') {
     const body = isObject(root) ? root.Body : undefined;
-    const inner = Array.isArray(body) ? null : firstElement(body);
-    if (!inner) return { kind: 'other', documentType: 'UniversalInterchange without a Body document' };
-    [documentName, document] = inner;
+    const inner = Array.isArray(body) ? [] : elementsOf(body);
+    if (inner.length === 0) return { kind: 'other', documentType: 'UniversalInterchange without a Body document' };
+    // Running the first and dropping the rest would lose events without a trace: like an event with several
+    // Event elements, the Message starts nothing and is logged.
+    if (inner.length > 1 || Array.isArray(inner[0][1])) return { kind: 'other', documentType: 'UniversalInterchange with several Body documents' };
+    [documentName, document] = inner[0];
   }
   const handler = HANDLERS[documentName];
   if (!handler || Array.isArray(document)) return { kind: 'other', documentType: documentName };

@@ -36,6 +36,10 @@ const OPTIONS = {
   // properties, and the output is JSON text). `__proto__`, `constructor` and `prototype` it refuses outright
   // (UNSAFE_NAME below).
   onDangerousProperty: (name: string) => name,
+  // By default fast-xml-parser builds each element's whole path as a string (`a.b.c…`) for callbacks we do not
+  // set: work proportional to the element's depth, for every element, which made 500 levels of nesting around
+  // a few hundred thousand siblings cost seconds within the budget.
+  jPath: false,
 };
 
 /** Prefixes kept: the envelope's namespaces are checked. */
@@ -62,6 +66,21 @@ export interface ParseBudget {
 
 /** Characters of a document that cost the parser about what one element does (about 50 ns each in a long text). */
 export const TEXT_CHARS_PER_UNIT = 32;
+
+/**
+ * Levels of nesting that cost one more unit for each element standing that deep: the parser keeps a stack of
+ * the open elements, and some of its work (and a future version's) walks it, so a deep element may cost more
+ * than a shallow one; without this, the worst shape of a request would be many siblings as deep as allowed.
+ */
+export const DEPTH_LEVELS_PER_UNIT = 64;
+
+/**
+ * Different element names one element's children may have before each new one costs DISTINCT_NAME_UNITS more:
+ * the parser keeps an entry per name for each parent, and past a few thousand names an element costs it five to
+ * ten times what one does among few names. The platform's documents have well under a hundred.
+ */
+export const FREE_DISTINCT_NAMES = 256;
+export const DISTINCT_NAME_UNITS = 4;
 
 const overBudget = () => new XmlError('more markup than this service parses for one request (elements, attributes, references and text together)');
 
@@ -107,8 +126,9 @@ const NOT_XML_CHAR = /[\x00-\x08\x0B\x0C\x0E-\x1F\uFFFE\uFFFF]|[\uD800-\uDBFF](?
 /**
  * Check the markup before the validator and the parser run, and spend the budget on what they will do:
  * the document's length first (so an oversized one is refused without a walk), then in one walk each
- * element start, each attribute (any `=` inside a tag, conservatively), and each reference (any `&` in text
- * or inside a tag; in a comment, CDATA or processing instruction it is text). A DOCTYPE or ENTITY
+ * element start (and one more per DEPTH_LEVELS_PER_UNIT levels of its depth, and DISTINCT_NAME_UNITS more when
+ * its name is new among its siblings past the first FREE_DISTINCT_NAMES), each attribute (any `=` inside a tag,
+ * conservatively), and each reference (any `&` in text or inside a tag; in a comment, CDATA or processing instruction it is text). A DOCTYPE or ENTITY
  * declaration is refused (no entity bombs, no external entities). Nesting deeper than MAX_DEPTH is refused
  * too, so that nothing later (the converter, JSON.stringify) runs out of stack on a document that parsed.
  * Comments, CDATA and processing instructions are skipped whole: a `</x>` or `<br>` inside them is text, and
@@ -117,13 +137,22 @@ const NOT_XML_CHAR = /[\x00-\x08\x0B\x0C\x0E-\x1F\uFFFE\uFFFF]|[\uD800-\uDBFF](?
  * document not well-formed; fast-xml-parser 5.5+ would decode the first two to nothing and keep the last as
  * text, so it is refused here, as is such a character written as it is, and a reference to an entity that is
  * not one of XML's five (`&foo;`, which the parser keeps as text, or `&nbsp;`, which it would decode).
+ * `strict` (the receiver's check) also refuses what fast-xml-parser's validator accepts though XML 1.0 does not:
+ * a `<` in an attribute value, `]]>` in text, `--` inside a comment.
  */
-function checkMarkup(xml: string, budget: ParseBudget): void {
+function checkMarkup(xml: string, budget: ParseBudget, strict: boolean): void {
   spend(budget, Math.ceil(xml.length / TEXT_CHARS_PER_UNIT));
   const notAllowed = NOT_XML_CHAR.exec(xml);
   if (notAllowed) throw new XmlError(`the document holds a character XML does not allow (U+${notAllowed[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0')})`);
   const ampersands = occurrences(xml, '&');
   const equalSigns = occurrences(xml, '=');
+  const openings = occurrences(xml, '<');
+  const cdataEnds = occurrences(xml, ']]>');
+  // What fast-xml-parser's validator lets through though XML 1.0 forbids it.
+  const plainText = (from: number, to: number) => {
+    if (!strict) return;
+    for (const _ of cdataEnds(from, to)) throw new XmlError('not well-formed XML ("]]>" in text outside a CDATA section)');
+  };
   const references = (from: number, to: number) => {
     for (const at of ampersands(from, to)) {
       spend(budget, 1);
@@ -139,27 +168,44 @@ function checkMarkup(xml: string, budget: ParseBudget): void {
     }
   };
   let depth = 0;
+  /** The names of the children seen so far of each open element, by its depth (0: the document's top level). */
+  const childNames: (Set<string> | undefined)[] = [];
   const first = xml.indexOf('<');
   references(0, first === -1 ? xml.length : first);
+  plainText(0, first === -1 ? xml.length : first);
   for (let i = first; i !== -1;) {
     const other = endOfOther(xml, i);
     let end: number;
     if (other >= 0) {
       if (xml.startsWith('<!', i) && !xml.startsWith('<!--', i) && !xml.startsWith('<![CDATA[', i)) throw new XmlError('a document type declaration is not allowed');
       end = other;
+      if (strict && xml.startsWith('<!--', i) && xml.startsWith('-->', end - 3) && end - 3 > i + 4) {
+        const dashes = xml.indexOf('--', i + 4);
+        if (dashes < end - 3 || xml.charCodeAt(end - 4) === 0x2d) throw new XmlError('not well-formed XML ("--" inside a comment)');
+      }
     } else {
       const tag = tagAt(xml, i);
       end = tag.end;
+      if (strict) for (const _ of openings(i + 1, end)) throw new XmlError('not well-formed XML (a "<" inside a tag, such as in an attribute value)');
       if (tag.closing) depth--;
       else {
-        spend(budget, 1);
+        spend(budget, 1 + Math.floor((depth + 1) / DEPTH_LEVELS_PER_UNIT));
+        const siblings = (childNames[depth] ??= new Set());
+        if (!siblings.has(tag.name)) {
+          siblings.add(tag.name);
+          if (siblings.size > FREE_DISTINCT_NAMES) spend(budget, DISTINCT_NAME_UNITS);
+        }
         for (const _ of equalSigns(i, end)) spend(budget, 1);
-        if (!tag.selfClosing && ++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
+        if (!tag.selfClosing) {
+          if (++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
+          childNames[depth] = undefined;
+        }
       }
       references(i, end);
     }
     const next = xml.indexOf('<', end);
     references(end, next === -1 ? xml.length : next);
+    plainText(end, next === -1 ? xml.length : next);
     i = next;
   }
 }
@@ -169,7 +215,9 @@ const UNSAFE_NAME = /^\[SECURITY\] Invalid name: "(?:__proto__|constructor|proto
 
 /** Parse a document the caller has already checked (or that this service checked when it arrived). */
 export function parseXml(xml: string, names: 'qualified' | 'local', validate: boolean, budget: ParseBudget): XmlObject {
-  checkMarkup(xml, budget);
+  // Only where the request arrives: the decoder also reads requests accepted before these checks existed, and
+  // a replay of one must not fail.
+  checkMarkup(xml, budget, validate);
   try {
     if (validate) {
       const verdict = XMLValidator.validate(xml);

@@ -54,15 +54,24 @@ export function readWarehousePost(bytes: Buffer): WarehousePost {
   return { text, action: type ? TYPES[type.trim().toUpperCase()] ?? null : null, type, postId, claimsDuplicate: Object.hasOwn(envelope, 'duplicate') };
 }
 
+/** JSON.parse with the source text of each primitive given to the reviver (Node 22+; TypeScript's lib lacks it). */
+type ReviverWithSource = (this: unknown, key: string, value: unknown, context?: { source?: string }) => unknown;
+const parseWithSource = JSON.parse as (text: string, reviver: ReviverWithSource) => unknown;
+
 /**
- * A numeric PostId as text. A safe integer is exact as JSON.parse read it; a larger one is taken as
- * written (JSON.parse rounds it), from the first `"PostId": <number>` of the text, but only when that is
- * the value JSON.parse kept (not a nested or repeated key).
+ * A numeric PostId as text. A safe integer is exact as JSON.parse read it; a larger one is taken as written
+ * (JSON.parse rounds it), from the source of the top-level member JSON.parse kept. Matching the text instead
+ * could take a nested or repeated `"PostId"` whose digits round to the same double: a new post recorded under
+ * another's id, and flagged a duplicate.
  */
 function numericPostId(text: string, parsed: number): string {
   if (Number.isSafeInteger(parsed)) return String(parsed);
-  const match = /"PostId"\s*:\s*(-?\d+(?:\.\d+)?(?:[eE][+-]?\d+)?)/.exec(text);
-  return match && Number(match[1]) === parsed ? match[1] : String(parsed);
+  const sources = new Map<unknown, string | undefined>();
+  const root = parseWithSource(text, function (key, value, context) {
+    if (key === 'PostId') sources.set(this, context?.source);
+    return value;
+  });
+  return sources.get(root) ?? String(parsed);
 }
 
 /** The posted text with `"duplicate":…` as its first member. */
