@@ -74,6 +74,20 @@ test('file samples: what the write-behind cannot write is a warning, and an erro
   expect(warnings).toContain('sample data could not be written: retrying');
 });
 
+test('file samples without the one writer (Kafka): appends from two stores on one folder at once lose none', async () => {
+  const dir = tempDir();
+  // Two processes sharing DATA_DIR, or two of one sampler's queues: each its own store.
+  const [a, b] = [await openFileSamples(dir, { onlyWriter: false }), await openFileSamples(dir, { onlyWriter: false })];
+  for (let round = 0; round < 20; round++) {
+    await Promise.all([
+      a.appendMany('wf-a', 'Hook', [{ executionId: `a-${round}`, receivedAt: round, data: { round } }], 100),
+      b.appendMany('wf-a', 'Hook', [{ executionId: `b-${round}`, receivedAt: round, data: { round } }], 100),
+    ]);
+  }
+  expect((await a.list('wf-a', 'Hook')).map((s) => s.executionId).sort()).toEqual(['a', 'b'].flatMap((p) => Array.from({ length: 20 }, (_, i) => `${p}-${i}`)).sort());
+  expect(readdirSync(dir).filter((n) => n.endsWith('.lock'))).toEqual([]);
+});
+
 test('filesystem store: a read stream closes its file once, never a descriptor the process has since reused', async () => {
   // The stream must be the only owner of its descriptor. With two owners (the stream closing the number,
   // then its FileHandle closing the same number again), the second close hits whatever file the process
