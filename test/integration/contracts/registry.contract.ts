@@ -95,6 +95,19 @@ export function describeRegistryContract(name: string, open: () => Promise<Regis
       expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
     });
 
+    test('samples are the newest by receivedAt: executions replayed from long ago do not go ahead of newer ones', async () => {
+      const wf = `wf-${randomUUID().slice(0, 8)}`;
+      const sample = (day: number) => ({ executionId: `e${day}`, receivedAt: day * 86_400_000, data: { day } });
+      await registry.samples.appendMany(wf, 'Orders hook', [16, 17, 18, 19, 20].map(sample), 5);
+      // A replay of days 2 to 4: their ids left the window long ago.
+      await registry.samples.appendMany(wf, 'Orders hook', [2, 3, 4].map(sample), 5);
+      expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e20', 'e19', 'e18', 'e17', 'e16']);
+      // One partition behind another: an older execution still within the window takes its place by time.
+      await registry.samples.append(wf, 'Orders hook', sample(21), 5);
+      await registry.samples.append(wf, 'Orders hook', sample(18.5), 5);
+      expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e21', 'e20', 'e19', 'e18.5', 'e18']);
+    });
+
     test('a node\'s samples stay within SAMPLES_MAX_BYTES of UTF-8 JSON (under Cosmos DB\'s 2 MB a document): the oldest give way, the newest stays', async () => {
       const wf = `wf-${randomUUID().slice(0, 8)}`;
       // 80,000 characters, 240,000 bytes: within the per-sample bound as bytes, and ten of them pass 2 MB.
