@@ -131,7 +131,7 @@ export function openApiDocument(): Record<string, unknown> {
           type: 'object',
           properties: {
             id: { type: 'string' }, requestId: { type: 'string' }, workflowId: { type: ['string', 'null'] }, kind: { type: 'string' }, at: { type: 'string', format: 'date-time' },
-            traceId: { type: ['string', 'null'] }, traceUrl: { type: 'string' }, source: { type: 'string' }, replayOf: { type: ['string', 'null'] }, keys: { type: 'array', items: { type: 'string' } }, detail: { type: 'object' },
+            traceId: { type: ['string', 'null'] }, traceSampled: { type: 'boolean', enum: [false], description: 'Present, false, when the trace was not sampled: no span of it was exported, and there is no traceUrl' }, traceUrl: { type: 'string' }, source: { type: 'string' }, replayOf: { type: ['string', 'null'] }, keys: { type: 'array', items: { type: 'string' } }, detail: { type: 'object' },
           },
         },
         Sample: { type: 'object', properties: { executionId: { type: 'string' }, receivedAt: { type: 'integer' }, data: {} } },

@@ -36,10 +36,10 @@ export async function startServicesInThreads(config: Config, env: NodeJS.Process
     port: main.port,
     readiness: [...main.readiness, ...thread.readiness.filter((c) => !mainChecks.has(c.name))],
     failed: thread.failed,
-    async stop(receiverGraceMs) {
+    async stop(receiverGraceMs, deadline) {
       // The receiver stops first, so everything answered 200 is in the log before the stages stop.
       await main.stop(receiverGraceMs);
-      await thread.stop();
+      await thread.stop(deadline);
     },
   };
 }
@@ -49,8 +49,8 @@ export interface StageThread {
   readiness: ReadinessCheck[];
   /** Settles with the error when the worker exits without being asked to stop. */
   failed: Promise<Error>;
-  /** Stop the stages (they commit), close the worker's backends, and let the worker end. */
-  stop(): Promise<void>;
+  /** Stop the stages (they commit), close the worker's backends, and let the worker end, by `deadline` (epoch ms) if given. */
+  stop(deadline?: number): Promise<void>;
 }
 
 export async function startStageThread(backends: Backends, env: NodeJS.ProcessEnv, services: ServiceName[], logger: Logger): Promise<StageThread> {
@@ -105,13 +105,13 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
   return {
     readiness: checks.map((name) => ({ name, check: () => channel().call<string | null>('worker.readiness', [name]) })),
     failed,
-    async stop() {
+    async stop(deadline) {
       if (stopping) return;
       stopping = true;
       // Gone already (and reported through `failed`): nothing of it is left to stop.
       if (gone) { await host?.close(); return; }
       try {
-        await channel().call('worker.stop', []);
+        await channel().call('worker.stop', [deadline ?? null]);
       } finally {
         await host?.close();
         await worker.terminate();

@@ -7,7 +7,7 @@ import { remoteLog } from '../platform/log/remote/remote-log';
 import { rpcOver, type Handler, type Rpc } from '../platform/threads/rpc';
 import { forwardingMetrics } from '../platform/telemetry/forwarded-metrics';
 import { createIngressMetrics } from '../platform/telemetry/metrics';
-import { startTelemetry, telemetryWanted } from '../platform/telemetry/sdk';
+import { startTelemetry, telemetryWanted, type StopTelemetry } from '../platform/telemetry/sdk';
 import type { ReadinessCheck } from '../platform/health/admin-server';
 import { openBackends, type Backends } from './backends';
 import { startServices, type RunningServices, type ServiceName } from './start';
@@ -39,7 +39,7 @@ const remote = data.logKind === 'embedded' && !config.kafka ? remoteLog('embedde
 
 let running: RunningServices | null = null;
 let backends: Backends | null = null;
-let stopTelemetry: () => Promise<void> = async () => undefined;
+let stopTelemetry: StopTelemetry = async () => undefined;
 let readiness = new Map<string, ReadinessCheck>();
 
 const handlers: Record<string, Handler> = {
@@ -70,10 +70,11 @@ const handlers: Record<string, Handler> = {
     const check = readiness.get(name);
     return check ? check.check() : `no readiness check ${name} in the stage worker`;
   },
-  async 'worker.stop'() {
+  async 'worker.stop'(deadline: number | null) {
     await running?.stop();
     await backends?.close();
-    await stopTelemetry();
+    // Half of what the grace has left: the main thread flushes its own telemetry after this one.
+    await stopTelemetry(deadline === null ? config.shutdownGraceMs : (deadline - Date.now()) / 2);
     lines.flush();
   },
 };

@@ -43,8 +43,11 @@ export interface RunningServices {
   port: number | null;
   /** What /readyz checks: the backends answer, the receiver listens, every stage is a member of its group. */
   readiness: ReadinessCheck[];
-  /** Stop accepting, let requests in flight finish (up to `receiverGraceMs`), then stop the stages (they commit). */
-  stop(receiverGraceMs?: number): Promise<void>;
+  /**
+   * Stop accepting, let requests in flight finish (up to `receiverGraceMs`), then stop the stages (they commit).
+   * `deadline` (epoch ms) is when the whole shutdown must be over: a stage thread bounds its telemetry flush by it.
+   */
+  stop(receiverGraceMs?: number, deadline?: number): Promise<void>;
   /** Settles when services that run beside this thread (stage-thread.ts) have stopped unexpectedly. */
   failed?: Promise<Error>;
 }

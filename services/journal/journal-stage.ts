@@ -3,7 +3,7 @@ import type { EventLog, LogRecord, StageHandle } from '../platform/log/event-log
 import type { PipelineTopics } from '../platform/log/topics';
 import { recordIdentity, replayOf } from '../platform/log/replay-marking';
 import type { Logger } from '../platform/logger/logger';
-import { entryId, traceIdOf, type JournalEntry, type JournalStore } from '../platform/registry/journal';
+import { entryId, traceOf, type JournalEntry, type JournalStore } from '../platform/registry/journal';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { RegistryError } from '../platform/registry/registry';
 import { JOURNAL_SOURCES, type JournalSource, type JournalSourceContext } from './sources';
@@ -52,18 +52,23 @@ export function journalInputs(topics: PipelineTopics, queues: readonly string[],
 export function entriesOf(record: LogRecord, source: JournalSource, context: JournalSourceContext): JournalEntry[] {
   const original = replayOf(record.headers);
   const replayCopy = original !== null && original.startsWith(`${record.topic}/`);
-  return source.entries(record, context, replayCopy).map((draft, n) => ({
-    id: entryId(record.topic, record.partition, record.offset, n),
-    requestId: draft.requestId,
-    workflowId: draft.workflowId,
-    kind: draft.kind,
-    at: draft.at,
-    traceId: traceIdOf(record.headers.traceparent) ?? traceIdOf(draft.traceparent),
-    source: recordIdentity(record),
-    replayOf: draft.replayOf !== undefined ? draft.replayOf : original,
-    keys: draft.keys ?? [],
-    detail: draft.detail,
-  }));
+  const fromRecord = traceOf(record.headers.traceparent);
+  return source.entries(record, context, replayCopy).map((draft, n) => {
+    const trace = fromRecord ?? traceOf(draft.traceparent);
+    return {
+      id: entryId(record.topic, record.partition, record.offset, n),
+      requestId: draft.requestId,
+      workflowId: draft.workflowId,
+      kind: draft.kind,
+      at: draft.at,
+      traceId: trace?.traceId ?? null,
+      ...(trace && !trace.sampled ? { traceSampled: false as const } : {}),
+      source: recordIdentity(record),
+      replayOf: draft.replayOf !== undefined ? draft.replayOf : original,
+      keys: draft.keys ?? [],
+      detail: draft.detail,
+    };
+  });
 }
 
 const DAY_MS = 86_400_000;

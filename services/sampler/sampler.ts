@@ -23,7 +23,7 @@ export interface SamplerDeps {
   /** Every distinct execution queue. */
   queues: string[];
   keep: number;
-  /** Outputs larger than this (JSON text) are not kept as samples (default SAMPLE_MAX_BYTES). */
+  /** Outputs larger than this (JSON text, UTF-8 bytes) are not kept as samples (default SAMPLE_MAX_BYTES). */
   maxSampleBytes?: number;
   /** What the execution queues' records are keyed by (RECORD_KEY): a dead letter names its workflow either way. */
   recordKey: RecordKeyMode;
@@ -33,8 +33,8 @@ export interface SamplerDeps {
 
 /**
  * A sample is for seeing the shape of an output, and `keep` of them share one registry document
- * (Cosmos DB caps a document at 2 MB): a larger output is left out, with a log line, rather than
- * failing the sampler over and over.
+ * (Cosmos DB caps a document at 2 MB, in UTF-8 bytes): a larger output is left out, with a log line. The
+ * document as a whole is bounded where samples are merged (registry.ts, SAMPLES_MAX_BYTES).
  */
 export const SAMPLE_MAX_BYTES = 256 * 1024;
 
@@ -76,8 +76,10 @@ async function sampleBatch(records: LogRecord[], deps: SamplerDeps): Promise<Sta
   for (; handled < records.length; handled++) {
     try {
       const execution = deps.codec.decode('ExecutionRequested', records[handled].value);
-      if (execution.input.length > (deps.maxSampleBytes ?? SAMPLE_MAX_BYTES)) {
-        deps.logger.info('output too large to keep as sample data', { workflowId: execution.workflowId, node: execution.triggerNode, executionId: execution.executionId, chars: execution.input.length });
+      // Bytes, not characters: é takes two, 漢 three.
+      const bytes = Buffer.byteLength(execution.input);
+      if (bytes > (deps.maxSampleBytes ?? SAMPLE_MAX_BYTES)) {
+        deps.logger.info('output too large to keep as sample data', { workflowId: execution.workflowId, node: execution.triggerNode, executionId: execution.executionId, bytes });
         continue;
       }
       const input = JSON.parse(execution.input) as Record<string, unknown>;

@@ -83,6 +83,41 @@ test('SIGTERM: readiness turns 503, new connections are refused, the request in 
   }
 }, 90_000);
 
+test('SIGTERM with the OpenTelemetry collector hung: the last flush is given up within the grace, the stop logs "stopped" and exits 0', async () => {
+  // A collector that takes each export and never answers it.
+  const exports: string[] = [];
+  const collector = http.createServer((req) => { exports.push(String(req.url)); req.resume(); });
+  await new Promise<void>((resolve) => collector.listen(0, '127.0.0.1', resolve));
+  const { env, cleanup } = backendEnv('embedded', {
+    SHUTDOWN_GRACE_MS: '3000',
+    OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as { port: number }).port}`,
+    OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+    // Spans wait for the shutdown's flush (metrics do by default: one export a minute).
+    OTEL_BSP_SCHEDULE_DELAY: '600000',
+  });
+  try {
+    await putWorkflow(env, 'wf-otel');
+    const service = await startServiceProcess(env);
+    // Spans in both threads: the receiver's here, the stages' in the stage worker.
+    const res = await fetch(`${service.baseUrl}/hook/wf-otel`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    expect(res.status).toBe(200);
+    const requestId = String(res.headers.get('x-request-id'));
+    await until(() => runCli(['events', 'get', requestId], env), (r) => r.stdout.includes('"execution-requested"'));
+    expect(exports).toEqual([]);
+    service.child.kill('SIGTERM');
+    await waitForExit(service.child);
+    // The flush really went to the hung collector, from both threads (their spans, and the last metrics), and was given up.
+    expect(exports.sort()).toEqual(['/v1/metrics', '/v1/traces', '/v1/traces']);
+    expect(service.output()).toContain('telemetry not flushed within the shutdown grace');
+    expect(service.output()).toContain('"stopped"');
+    expect(service.child.exitCode).toBe(0);
+  } finally {
+    collector.closeAllConnections();
+    collector.close();
+    cleanup();
+  }
+}, 90_000);
+
 describe('on a broker of its own', () => {
   let kafka: KafkaHandle;
   let proxy: FaultProxy;

@@ -126,7 +126,7 @@ describe('cosmos registry: adapter specifics', () => {
 });
 
 describe('cosmos registry: the journal\'s retention is Cosmos TTL', () => {
-  test('the container has TTL on and each entry carries the retention in seconds, which reads do not show', async () => {
+  test('the container has TTL on and each entry carries what is left of the retention from its time in seconds, which reads do not show', async () => {
     const retained = await open({ journalRetentionDays: 2 });
     const client = new CosmosClient({
       endpoint: ENDPOINT, key: KEY,
@@ -134,13 +134,20 @@ describe('cosmos registry: the journal\'s retention is Cosmos TTL', () => {
       connectionPolicy: { enableEndpointDiscovery: false, enableBackgroundEndpointRefreshing: false },
     });
     try {
-      const entry = { id: `t.0.${randomUUID().slice(0, 8)}.0`, requestId: `req-${randomUUID()}`, workflowId: 'wf-ttl', kind: 'received', at: Date.now(), traceId: null, source: 't/0/1', replayOf: null, keys: [], detail: {} };
-      await retained.journal.upsert([entry]);
+      const entryAt = (at: number) => ({ id: `t.0.${randomUUID().slice(0, 8)}.0`, requestId: `req-${randomUUID()}`, workflowId: 'wf-ttl', kind: 'received', at, traceId: null, source: 't/0/1', replayOf: null, keys: [], detail: {} });
+      // One an hour ahead of this clock, and one written a day and a half late (a journal catching up).
+      const before = Date.now();
+      const [ahead, late] = [entryAt(before + 3_600_000), entryAt(before - 1.5 * 86_400_000)];
+      await retained.journal.upsert([ahead, late]);
+      const after = Date.now();
       const container = client.database(database).container('journal');
       expect((await container.read()).resource?.defaultTtl).toBe(-1);
-      const { resource } = await container.item(entry.id, entry.requestId).read<{ ttl?: number }>();
-      expect(resource?.ttl).toBe(2 * 86_400);
-      expect(await retained.journal.request(entry.requestId)).toEqual([entry]);
+      const ttlOf = async (entry: { id: string; requestId: string }) => (await container.item(entry.id, entry.requestId).read<{ ttl?: number }>()).resource?.ttl;
+      expect(await ttlOf(ahead)).toBe(2 * 86_400);
+      // What the retention leaves from the entry's time, as of the write (somewhere between before and after).
+      expect(await ttlOf(late)).toBeGreaterThanOrEqual(Math.round(2 * 86_400 - (after - late.at) / 1000));
+      expect(await ttlOf(late)).toBeLessThanOrEqual(Math.round(2 * 86_400 - (before - late.at) / 1000));
+      expect(await retained.journal.request(late.requestId)).toEqual([late]);
       expect(await retained.journal.prune(Date.now())).toBe(0);
     } finally {
       client.dispose();

@@ -1,4 +1,4 @@
-import { pbkdf2 } from 'node:crypto';
+import { createHash, pbkdf2 } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { appendFileSync, closeSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
@@ -72,6 +72,20 @@ test('file samples: what the write-behind cannot write is a warning, and an erro
   await samples.appendMany('wf-s', 'Hook', [{ executionId: 'e1', receivedAt: 1, data: {} }], 5);
   await expect(samples.flush()).rejects.toThrow(/sample data of 1 node\(s\) could not be written before close: .*ENOENT/);
   expect(warnings).toContain('sample data could not be written: retrying');
+});
+
+test('file samples without the one writer (Kafka): appends from two stores on one folder at once lose none', async () => {
+  const dir = tempDir();
+  // Two processes sharing DATA_DIR, or two of one sampler's queues: each its own store.
+  const [a, b] = [await openFileSamples(dir, { onlyWriter: false }), await openFileSamples(dir, { onlyWriter: false })];
+  for (let round = 0; round < 20; round++) {
+    await Promise.all([
+      a.appendMany('wf-a', 'Hook', [{ executionId: `a-${round}`, receivedAt: round, data: { round } }], 100),
+      b.appendMany('wf-a', 'Hook', [{ executionId: `b-${round}`, receivedAt: round, data: { round } }], 100),
+    ]);
+  }
+  expect((await a.list('wf-a', 'Hook')).map((s) => s.executionId).sort()).toEqual(['a', 'b'].flatMap((p) => Array.from({ length: 20 }, (_, i) => `${p}-${i}`)).sort());
+  expect(readdirSync(dir).filter((n) => n.endsWith('.lock'))).toEqual([]);
 });
 
 test('filesystem store: a read stream closes its file once, never a descriptor the process has since reused', async () => {
@@ -189,6 +203,30 @@ test('file journal: index lines an OS crash lost past a writer\'s checkpoint are
   expect(indexLinesOf(writerOf(lostEntries))).toBe(20 * 3);
   expect(indexLinesOf(writerOf(nextEntries))).toBe(3);
   for (const store of [lost, reader, third]) await store.close?.();
+});
+
+test('file journal: an index line torn by a failed write (a full disk) is skipped by a search, and the next append starts a line of its own', async () => {
+  const root = path.join(tempDir(), 'journal');
+  const now = Date.now();
+  const entry = (n: number) => ({ id: `t.0.${n}.0`, requestId: `r${n}`, workflowId: 'wf-torn', kind: 'received', at: now + n, traceId: null, source: `t/0/${n}`, replayOf: null, keys: [], detail: { n } });
+  const first = await openFileJournal(root, 30);
+  await first.upsert([entry(1)]);
+  await first.close?.();
+  const dayDir = path.join(root, new Date(now).toISOString().slice(0, 10));
+  const hash = createHash('sha256').update('workflow:wf-torn').digest('hex').slice(0, 32);
+  const bucket = path.join(dayDir, `index-${hash[0]}.txt`);
+  const writer = readdirSync(dayDir).find((n) => n.startsWith('entries-'))!.slice('entries-'.length, -'.jsonl'.length);
+  // What a writer that did not end a torn line left: the fragment and the next line as one.
+  appendFileSync(bucket, `${hash} ${writer} 12${hash} ${writer} 0 99\n`);
+  const reader = await openFileJournal(root, 30);
+  expect((await reader.search({ workflowId: 'wf-torn', limit: 10 })).map((e) => e.requestId)).toEqual(['r1']);
+  // A short write's fragment at the end, then another store appends.
+  appendFileSync(bucket, `${hash} ${writer} 1`);
+  const next = await openFileJournal(root, 30);
+  await next.upsert([entry(2)]);
+  expect((await reader.search({ workflowId: 'wf-torn', limit: 10 })).map((e) => e.requestId)).toEqual(['r2', 'r1']);
+  expect((await reader.request('r2')).map((e) => e.detail)).toEqual([{ n: 2 }]);
+  for (const store of [reader, next]) await store.close?.();
 });
 
 test('file journal: a time range past any date a day can name finds nothing, and says nothing is wrong', async () => {

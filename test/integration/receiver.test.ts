@@ -268,6 +268,16 @@ describe('authentication', () => {
     expect(JSON.stringify(app.logs)).not.toMatch(/tok-123|k-456/);
   });
 
+  test('query parameters named as a secret header is (subscription-key, private_key, x-pwd, oauth_state) are redacted in the received record too', async () => {
+    const ok = await post('/hook/wf-basic?subscription-key=S3CRET-SUB&private_key=PK-SECRET&x-pwd=P1&oauth_state=O1&idempotency-key=I1&order=42', '{}', { authorization: basic('partner', 'p:ss:word') });
+    expect(ok.status).toBe(200);
+    const received = await receivedFor(ok.headers.get('x-request-id')!);
+    expect(received.query).toEqual({
+      'subscription-key': ['[redacted]'], private_key: ['[redacted]'], 'x-pwd': ['[redacted]'], oauth_state: ['[redacted]'], 'idempotency-key': ['I1'], order: ['42'],
+    });
+    expect(JSON.stringify(received)).not.toMatch(/S3CRET-SUB|PK-SECRET/);
+  });
+
   test('a credential that is referenced but missing fails closed with 500', async () => {
     const res = await post('/hook/wf-dangling', '{}', { 'x-api-key': 'anything' });
     expect(res.status).toBe(500);

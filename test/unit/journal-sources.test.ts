@@ -5,6 +5,7 @@ import { pipelineTopics } from '../../services/platform/log/topics';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
 import { entriesOf, journalInputs } from '../../services/journal/journal-stage';
 import { dispositionOf, JOURNAL_SOURCES } from '../../services/journal/sources';
+import { journalView } from '../../services/platform/registry/journal';
 
 /** The record → entry table, on records made with the real codec. */
 const codec = defaultAvroCodec();
@@ -35,6 +36,18 @@ test('an AS2 received record: received and its disposition, ids from the positio
   expect(entries[1].detail).toEqual({ delivery: 'synchronous', messageId: '<m-1@acme>', disposition: 'automatic-action/MDN-sent-automatically; processed' });
   // The same record again makes the same entries: what makes a redelivery harmless.
   expect(entriesOf(record(topics.received, codec.encode('Received', received)), sourceOf(topics.received), context)).toEqual(entries);
+});
+
+test('an unsampled trace (trace flags 00): the entries keep its id, say traceSampled false, and get no trace link', () => {
+  const unsampled = { ...received, traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00' };
+  const entries = entriesOf(record(topics.received, codec.encode('Received', unsampled)), sourceOf(topics.received), context);
+  expect(entries.map((e) => [e.traceId, e.traceSampled])).toEqual(entries.map(() => ['0af7651916cd43dd8448eb211c80319c', false]));
+  const traceUrlTemplate = 'http://jaeger/trace/{traceId}';
+  expect(entries.map((e) => journalView(e, { traceUrlTemplate }).traceUrl)).toEqual(entries.map(() => undefined));
+  // A sampled one (flags 01) links, and says nothing more.
+  const [sampled] = entriesOf(record(topics.received, codec.encode('Received', received)), sourceOf(topics.received), context);
+  expect(sampled).not.toHaveProperty('traceSampled');
+  expect(journalView(sampled, { traceUrlTemplate }).traceUrl).toBe('http://jaeger/trace/0af7651916cd43dd8448eb211c80319c');
 });
 
 test('a replayed copy on its own topic is a "replayed" entry; a stage output of a replay carries replayOf', () => {

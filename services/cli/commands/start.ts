@@ -13,7 +13,8 @@ export const START_USAGE = `ingress start [--services ${SERVICES.join(',')}]`;
  * Run the services (all by default) until SIGTERM or SIGINT, then shut down gracefully: /readyz turns 503, the
  * receiver stops accepting and finishes the requests in flight, the stages commit and stop, the backends close.
  * All of it within SHUTDOWN_GRACE_MS (the receiver gets 80% of it); past that, or on a second signal, the
- * process exits at once with status 1 (what was answered 200 is durable either way).
+ * process exits at once with status 1 (what was answered 200 is durable either way). The last telemetry flush
+ * gets what the grace has left, and failing it only logs a warning.
  */
 export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, ['services']);
@@ -49,7 +50,7 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     }
   } catch (error) {
     await admin?.close();
-    await stopTelemetry();
+    await stopTelemetry(ctx.config.shutdownGraceMs);
     throw error;
   }
   phase = { name: 'process', check: () => null };
@@ -74,13 +75,14 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   const signal = 'name' in outcome ? outcome.name : 'stage-worker-exit';
   phase = { name: 'process', check: () => 'shutting down' };
   const grace = ctx.config.shutdownGraceMs;
+  const deadline = Date.now() + grace;
   ctx.logger.info('stopping', { signal, graceMs: grace });
   const stopped = (async () => {
     // Replays first: they append to the log the stages are about to stop writing.
     const stopping = api;
     api = null;
     await stopping?.stop();
-    await running.stop(Math.floor(grace * 0.8));
+    await running.stop(Math.floor(grace * 0.8), deadline);
     await backends.close();
     return 'error' in outcome ? 1 : 0;
   })();
@@ -94,7 +96,8 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
   const code = await Promise.race([stopped, cut]);
   clearTimeout(timer);
   await admin?.close();
-  await stopTelemetry();
+  // Whatever the grace has left: a collector that is away costs the last spans, not the exit status.
+  await stopTelemetry(deadline - Date.now());
   if (code === 0) ctx.logger.info('stopped', { signal });
   else if ('error' in outcome) ctx.logger.error('stopped after the stage worker thread exited', { error: outcome.error });
   return code;

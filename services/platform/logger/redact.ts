@@ -49,13 +49,18 @@ export function redactHeaders(headers: Record<string, string>, alsoSecret: reado
  * Query parameters that carry credentials (partners put tokens in URLs too). Their values are replaced
  * in the received record, so they reach no topic; `alsoSecret` adds names (REDACT_QUERY_PARAMS).
  * The answer's `$query` templates still see the request as sent.
+ *
+ * Every name a header is secret by is secret here too: credentials move between the two (Azure API
+ * Management takes `subscription-key` in either), and a narrower list left `subscription-key` and
+ * `private_key` in clear on the topics. Short names only a query uses (`sig`, `code`, `pw`…) are added.
  */
-const SECRET_QUERY = /secret|token|passw|passphrase|^pass$|^pwd$|^pw$|jwt|hmac|signature|^sig$|^key$|api[-_]?key|access[-_]?key|^auth|^code$|credential|session/i;
+const SECRET_QUERY = /^pass$|^pw$|^sig$|^code$|access[-_]?key/;
 
 export function redactQuery(query: Record<string, string[]>, alsoSecret: ReadonlySet<string>): Record<string, string[]> {
   let out: Record<string, string[]> | null = null;
   for (const [name, values] of Object.entries(query)) {
-    if (SECRET_QUERY.test(name) || alsoSecret.has(name.toLowerCase())) {
+    const lower = name.toLowerCase();
+    if (isSecretHeader(lower) || SECRET_QUERY.test(lower) || alsoSecret.has(lower)) {
       out ??= Object.assign(Object.create(null) as Record<string, string[]>, query);
       out[name] = values.map(() => REDACTED);
     }

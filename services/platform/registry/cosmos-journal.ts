@@ -5,8 +5,8 @@ import { RegistryError } from './registry';
 /**
  * The request journal on Cosmos DB: container `journal`, partitioned by `/requestId`, so a request's journey
  * is one single-partition query and a search is one cross-partition query ordered by time. Retention is
- * Cosmos's own: the container has TTL on (`defaultTtl: -1`) and every entry carries `ttl`, the retention in
- * seconds, so the service deletes nothing itself. A batch of entries is written with one bulk call.
+ * Cosmos's own: the container has TTL on (`defaultTtl: -1`) and every entry carries `ttl`, what is left of the
+ * retention counted from the entry's `at`, in seconds, so the service deletes nothing itself. A batch of entries is written with one bulk call.
  */
 const CONTAINER = 'journal';
 /** Cosmos bulk takes at most 100 operations a call. */
@@ -23,7 +23,11 @@ export async function openCosmosJournal(database: Database, retentionDays: numbe
   }
   // A container made without TTL (by hand) would keep entries for ever: turn TTL on, per item.
   if (resource && resource.defaultTtl === undefined) await container.replace({ ...resource, defaultTtl: -1 });
-  const ttl = Math.max(1, Math.round(retentionDays * 86_400));
+  const retention = Math.max(1, Math.round(retentionDays * 86_400));
+  // Cosmos counts a TTL from the write: counted from the entry's time, an entry written late (a journal catching
+  // up, a new group reading a topic from its start, a redelivery) goes when the retention says, not up to twice
+  // as long after it happened. Never more than the retention (an `at` ahead of this clock).
+  const ttlOf = (entry: JournalEntry, now: number) => Math.min(retention, Math.max(1, Math.round(retention - (now - entry.at) / 1000)));
 
   const plain = (resource: Record<string, unknown>): JournalEntry => {
     const copy = { ...resource };
@@ -42,7 +46,8 @@ export async function openCosmosJournal(database: Database, retentionDays: numbe
   return {
     async upsert(entries) {
       for (let i = 0; i < entries.length; i += BULK_LIMIT) {
-        const operations: OperationInput[] = entries.slice(i, i + BULK_LIMIT).map((entry) => ({ operationType: 'Upsert', resourceBody: { ...entry, ttl } as unknown as JSONObject }));
+        const now = Date.now();
+        const operations: OperationInput[] = entries.slice(i, i + BULK_LIMIT).map((entry) => ({ operationType: 'Upsert', resourceBody: { ...entry, ttl: ttlOf(entry, now) } as unknown as JSONObject }));
         let results;
         try { results = await container.items.bulk(operations); } catch (error) { throw unavailable('write journal entries', error); }
         const failed = results.find((r) => r.statusCode >= 300);

@@ -73,6 +73,8 @@ const workflowHashOf = (key: string) => {
   }
   return hashed;
 };
+/** An index line: key hash, writer, offset and length of the entry in the writer's file. */
+const INDEX_LINE = /^([0-9a-f]{32}) ([A-Za-z0-9]+) (\d{1,15}) (\d{1,15})$/;
 const entriesFile = (writer: string) => `entries-${writer}.jsonl`;
 const bucketFile = (hash: string) => `index-${hash[0]}.txt`;
 const checkpointFile = (writer: string) => `indexed-${writer}.txt`;
@@ -244,12 +246,16 @@ export async function openFileJournal(root: string, retentionDays: number, optio
     file.length += data.length;
     await Promise.all([...buckets].map(async ([bucket, lines]) => {
       let handle = file.buckets.get(bucket);
+      // A bucket may end in a line torn by a failed write (a full disk) or a crash, this store's or another's:
+      // the first write of a handle starts on a line of its own, so its first line is not merged into that one
+      // (an empty line, when the bucket was whole, reads as nothing). In the same write: nothing lands between.
+      const lead = handle ? '' : '\n';
       if (!handle) file.buckets.set(bucket, (handle = await fsp.open(path.join(root, day, bucket), 'a', 0o600)));
       file.dirty?.add(bucket);
       // One write of the file's handle opened for appending: O_APPEND, as appendFile was. Synchronous: a small
       // write to the page cache (flushed once a second, by syncDay) takes a microsecond or two of CPU, where a write
       // through the thread pool costs ten.
-      const bytes = Buffer.from(lines, 'utf8');
+      const bytes = Buffer.from(lead + lines, 'utf8');
       for (let written = 0; written < bytes.length;) written += wrote(fs.writeSync(handle.fd, bytes, written, bytes.length - written));
     }));
   }
@@ -274,7 +280,8 @@ export async function openFileJournal(root: string, retentionDays: number, optio
       for (const [bucket, lines] of buckets) {
         const out = await fsp.open(path.join(root, day, bucket), 'a', 0o600);
         try {
-          await out.writeFile(lines, 'utf8');
+          // On a line of its own, as appendDay writes (a torn last line is ended, not continued).
+          await out.writeFile('\n' + lines, 'utf8');
           await out.datasync();
         } finally {
           await out.close();
@@ -353,8 +360,10 @@ export async function openFileJournal(root: string, retentionDays: number, optio
     const wanted: { writer: string; offset: number; length: number }[] = [];
     for (const line of text.split('\n')) {
       if (!line.startsWith(hash)) continue;
-      const [, w, offset, length] = line.split(' ');
-      if (w && offset && length) wanted.push({ writer: w, offset: Number(offset), length: Number(length) });
+      // A line a failed write or a crash left torn (and, before writers ended such a line, the line appended
+      // onto it) names nothing: read as one, it gave a NaN length, and every search of the day threw.
+      const whole = INDEX_LINE.exec(line);
+      if (whole && whole[1] === hash) wanted.push({ writer: whole[2], offset: Number(whole[3]), length: Number(whole[4]) });
     }
     const handles = new Map<string, fsp.FileHandle>();
     const found: JournalEntry[] = [];

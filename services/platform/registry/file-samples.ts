@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
+import { whileLocked } from './document-lock';
 import { RegistryError, withSamples, type Sample, type SampleStore } from './registry';
 import { sampleDocumentId } from './sample-ids';
 
@@ -16,7 +17,8 @@ import { sampleDocumentId } from './sample-ids';
  * `onlyWriter`: this store's process is the only one that appends samples under DATA_DIR (the embedded log's
  * directory lock holds it to one). It then keeps the documents it writes in memory and writes them behind,
  * at most every WRITE_BEHIND_MS per node, rather than reading and replacing a node's document on every batch.
- * Without it (Kafka, where sampler processes may share a DATA_DIR) each append reads, merges and replaces.
+ * Without it (Kafka, where sampler processes may share a DATA_DIR) each append reads, merges and replaces,
+ * holding the document's lock file (document-lock.ts).
  */
 export interface FileSamplesOptions {
   onlyWriter: boolean;
@@ -75,10 +77,15 @@ export async function openFileSamples(dir: string, options: FileSamplesOptions):
   }
 
   if (!options.onlyWriter) {
-    const appendMany = async (workflowId: string, node: string, added: readonly Sample[], keep: number) => {
+    // Under the document's lock, as the file registry's putIf: on Kafka the sampler appends from several
+    // partitions and queues at once, and processes may share DATA_DIR; the second of two unlocked appends
+    // replaced the first one's samples with its own.
+    const appendMany = (workflowId: string, node: string, added: readonly Sample[], keep: number) => {
       const file = fileOf(workflowId, node);
-      const next = withSamples(await read(file), added, keep);
-      if (next) await write(file, next);
+      return whileLocked(file, async () => {
+        const next = withSamples(await read(file), added, keep);
+        if (next) await write(file, next);
+      });
     };
     return {
       append: (workflowId, node, sample, keep) => appendMany(workflowId, node, [sample], keep),

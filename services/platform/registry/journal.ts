@@ -26,6 +26,11 @@ export interface JournalEntry {
   at: number;
   /** The W3C trace id the record carried, for a link to the trace; null when tracing was off. */
   traceId: string | null;
+  /**
+   * False when the trace was not sampled (OTEL_TRACES_SAMPLER): none of its spans was exported, so the id still
+   * ties the entry to log lines but no link is given. Absent otherwise (entries written before it, too).
+   */
+  traceSampled?: false;
   /** `<topic>/<partition>/<offset>` of the record the entry was made from. */
   source: string;
   /** When the record came from a replay: the original's position (replay-marking.ts). */
@@ -90,12 +95,17 @@ export function entryId(topic: string, partition: number, offset: string, n: num
   return plain.length <= MAX_ENTRY_ID ? plain : `h.${createHash('sha256').update(`${topic}\u0000${partition}\u0000${offset}\u0000${n}`).digest('hex')}`;
 }
 
-const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}/;
+const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-([0-9a-f]{2})/;
 
 /** The trace id of a W3C traceparent, null when absent, malformed or all zeros (invalid by the spec). */
 export function traceIdOf(traceparent: string | null | undefined): string | null {
+  return traceOf(traceparent)?.traceId ?? null;
+}
+
+/** The trace id of a W3C traceparent and whether its trace was sampled (trace-flags bit 0); null as traceIdOf. */
+export function traceOf(traceparent: string | null | undefined): { traceId: string; sampled: boolean } | null {
   const match = traceparent ? TRACEPARENT.exec(traceparent) : null;
-  return match && !/^0+$/.test(match[1]) ? match[1] : null;
+  return match && !/^0+$/.test(match[1]) ? { traceId: match[1], sampled: (parseInt(match[2], 16) & 1) === 1 } : null;
 }
 
 /** Checks a query before any backend sees it: a precise error for each bad part. */
@@ -154,7 +164,7 @@ export interface JournalSearch {
 
 export const DEFAULT_SEARCH_LIMIT = 50;
 
-/** An entry as shown to an operator: ISO time, and a link to its trace when a template is configured. */
+/** An entry as shown to an operator: ISO time, and a link to its trace when a template is configured and the trace was sampled. */
 export type JournalView = Omit<JournalEntry, 'at'> & { at: string; traceUrl?: string };
 
 export interface JournalViewOptions {
@@ -164,7 +174,7 @@ export interface JournalViewOptions {
 
 export function journalView(entry: JournalEntry, options: JournalViewOptions = {}): JournalView {
   const view: JournalView = { ...entry, at: new Date(entry.at).toISOString() };
-  if (options.traceUrlTemplate && entry.traceId) view.traceUrl = options.traceUrlTemplate.split('{traceId}').join(entry.traceId);
+  if (options.traceUrlTemplate && entry.traceId && entry.traceSampled !== false) view.traceUrl = options.traceUrlTemplate.split('{traceId}').join(entry.traceId);
   return view;
 }
 

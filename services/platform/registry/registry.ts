@@ -37,8 +37,9 @@ export interface Sample {
 
 export interface SampleStore {
   /**
-   * Keep the newest `keep` samples of the node, newest first. Appending an executionId that is already
-   * kept changes nothing, so a redelivered execution record does not show twice.
+   * Keep the newest `keep` samples of the node (by `receivedAt`), newest first. Appending an executionId that
+   * is already kept changes nothing, so a redelivered execution record does not show twice; one older than
+   * every sample of a full window (a replay) is not kept.
    */
   append(workflowId: string, node: string, sample: Sample, keep: number): Promise<void>;
   /** `append` of each sample in order, in one read and one write of the node's samples (a stage's batch). */
@@ -47,16 +48,47 @@ export interface SampleStore {
 }
 
 /**
+ * The most a node's samples may take as JSON, in UTF-8 bytes. They share one registry document, and Cosmos DB
+ * refuses a document over 2 MB (as UTF-8 JSON): a refused write failed the sampler's batch over and over, and
+ * then dead-lettered a record. `keep` samples of up to SAMPLE_MAX_BYTES each can pass that, so the oldest give
+ * way; what is left (half a megabyte) is for the document's other properties.
+ */
+export const SAMPLES_MAX_BYTES = 1.5 * 1024 * 1024;
+
+const sizes = new WeakMap<Sample, number>();
+/** A sample's JSON size, remembered: a writer that holds its samples (file-samples.ts) measures each once. */
+function bytesOf(sample: Sample): number {
+  let size = sizes.get(sample);
+  if (size === undefined) sizes.set(sample, (size = Buffer.byteLength(JSON.stringify(sample))));
+  return size;
+}
+
+/**
  * The node's samples after appending each of `added` in order, as `append` one at a time would leave them:
- * an executionId already kept is skipped, and each append keeps the newest `keep`. Null when nothing changes.
+ * an executionId already kept is skipped, each append keeps the newest `keep` by `receivedAt` (the later
+ * appended first among equal times), and no more of the newest than fit in SAMPLES_MAX_BYTES (the newest
+ * always). Null when nothing changes.
+ *
+ * By time, not by arrival: a replay of an old range (or another partition running behind) brings executions
+ * whose ids left the window long ago, and put first they showed week-old data as the latest.
  */
 export function withSamples(previous: readonly Sample[], added: readonly Sample[], keep: number): Sample[] | null {
+  const most = Math.max(1, keep);
   let samples = previous as Sample[];
   for (const sample of added) {
     if (samples.some((s) => s.executionId === sample.executionId)) continue;
-    samples = [sample, ...samples].slice(0, Math.max(1, keep));
+    const newer = samples.findIndex((s) => s.receivedAt <= sample.receivedAt);
+    const at = newer < 0 ? samples.length : newer;
+    // Older than all of a full window: it would fall out at once.
+    if (at >= most) continue;
+    samples = [...samples.slice(0, at), sample, ...samples.slice(at)].slice(0, most);
   }
-  return samples === previous ? null : samples;
+  if (samples === previous) return null;
+  // As JSON: '[', then each sample followed by ',' or ']'.
+  let bytes = 1;
+  let fit = 0;
+  while (fit < samples.length && (fit === 0 || bytes + bytesOf(samples[fit]) + 1 <= SAMPLES_MAX_BYTES)) bytes += bytesOf(samples[fit++]) + 1;
+  return fit < samples.length ? samples.slice(0, fit) : samples;
 }
 
 export interface Registry {

@@ -25,7 +25,14 @@ export function telemetryWanted(env: NodeJS.ProcessEnv): boolean {
     && (asked('OTEL_EXPORTER_OTLP_ENDPOINT') || asked('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') || asked('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT') || asked('OTEL_TRACES_EXPORTER') || asked('OTEL_METRICS_EXPORTER'));
 }
 
-export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Promise<() => Promise<void>> {
+/**
+ * Flushes what is left and stops the SDK, giving up after `withinMs`; never rejects. The exporters retry a
+ * collector that refuses (about 8 s) and wait OTEL_EXPORTER_OTLP_TIMEOUT (10 s) on one that hangs: unbounded,
+ * a collector that is away would push a clean stop past SHUTDOWN_GRACE_MS and into a failed exit.
+ */
+export type StopTelemetry = (withinMs: number) => Promise<void>;
+
+export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Promise<StopTelemetry> {
   if (!telemetryWanted(env)) return async () => undefined;
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
   const { HttpInstrumentation } = await import('@opentelemetry/instrumentation-http');
@@ -42,5 +49,18 @@ export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Pr
   });
   sdk.start();
   logger.info('telemetry started', { exporter: env.OTEL_TRACES_EXPORTER ?? 'otlp' });
-  return () => sdk.shutdown();
+  return (withinMs) => boundedShutdown(() => sdk.shutdown(), withinMs, logger);
+}
+
+export async function boundedShutdown(shutdown: () => Promise<void>, withinMs: number, logger: Logger): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const gaveUp = new Promise<'gave-up'>((resolve) => { timer = setTimeout(() => resolve('gave-up'), Math.max(0, withinMs)); });
+  try {
+    const outcome = await Promise.race([shutdown().then(() => 'flushed' as const), gaveUp]);
+    if (outcome === 'gave-up') logger.warn('telemetry not flushed within the shutdown grace: the last spans and metrics are lost', { withinMs: Math.max(0, Math.floor(withinMs)) });
+  } catch (error) {
+    logger.warn('telemetry flush failed on shutdown: the last spans and metrics are lost', { error });
+  } finally {
+    clearTimeout(timer);
+  }
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Registry } from '../../../services/platform/registry/registry';
+import { SAMPLES_MAX_BYTES, type Registry } from '../../../services/platform/registry/registry';
 import type { StoredCredential, WorkflowDocument } from '../../../services/platform/registry/documents';
 import { entryId, journalKey, requestJourney, searchJournal, type JournalEntry } from '../../../services/platform/registry/journal';
 
@@ -93,6 +93,31 @@ export function describeRegistryContract(name: string, open: () => Promise<Regis
       expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
       await registry.samples.appendMany(wf, 'Orders hook', ['e4', 'e3'].map(sample), 3);
       expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e4', 'e3', 'e2']);
+    });
+
+    test('samples are the newest by receivedAt: executions replayed from long ago do not go ahead of newer ones', async () => {
+      const wf = `wf-${randomUUID().slice(0, 8)}`;
+      const sample = (day: number) => ({ executionId: `e${day}`, receivedAt: day * 86_400_000, data: { day } });
+      await registry.samples.appendMany(wf, 'Orders hook', [16, 17, 18, 19, 20].map(sample), 5);
+      // A replay of days 2 to 4: their ids left the window long ago.
+      await registry.samples.appendMany(wf, 'Orders hook', [2, 3, 4].map(sample), 5);
+      expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e20', 'e19', 'e18', 'e17', 'e16']);
+      // One partition behind another: an older execution still within the window takes its place by time.
+      await registry.samples.append(wf, 'Orders hook', sample(21), 5);
+      await registry.samples.append(wf, 'Orders hook', sample(18.5), 5);
+      expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e21', 'e20', 'e19', 'e18.5', 'e18']);
+    });
+
+    test('a node\'s samples stay within SAMPLES_MAX_BYTES of UTF-8 JSON (under Cosmos DB\'s 2 MB a document): the oldest give way, the newest stays', async () => {
+      const wf = `wf-${randomUUID().slice(0, 8)}`;
+      // 80,000 characters, 240,000 bytes: within the per-sample bound as bytes, and ten of them pass 2 MB.
+      const sample = (i: number) => ({ executionId: `e${i}`, receivedAt: i, data: { text: '漢'.repeat(80_000), i } });
+      for (let i = 0; i < 10; i++) await registry.samples.append(wf, 'Orders hook', sample(i), 100);
+      const kept = await registry.samples.list(wf, 'Orders hook');
+      expect(kept.map((s) => s.executionId)).toEqual(['e9', 'e8', 'e7', 'e6', 'e5', 'e4']);
+      expect(Buffer.byteLength(JSON.stringify(kept))).toBeLessThanOrEqual(SAMPLES_MAX_BYTES);
+      await registry.samples.appendMany(wf, 'Orders hook', [10, 11, 12].map(sample), 100);
+      expect((await registry.samples.list(wf, 'Orders hook')).map((s) => s.executionId)).toEqual(['e12', 'e11', 'e10', 'e9', 'e8', 'e7']);
     });
 
     describe('journal', () => {
