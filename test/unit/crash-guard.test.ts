@@ -14,8 +14,8 @@ function memoryMarks(): CrashMarks & { held: Map<string, CrashMark>; writes: num
   return marks;
 }
 
-const batch = (from: number, count: number, partition = 0): LogRecord[] =>
-  Array.from({ length: count }, (_, i) => ({ topic: 't', partition, offset: String(from + i), key: null, value: Buffer.alloc(0), headers: {}, timestamp: 0 }));
+const batch = (from: number, count: number, partition = 0, log = 'a'): LogRecord[] =>
+  Array.from({ length: count }, (_, i) => ({ topic: 't', partition, offset: String(from + i), key: null, value: Buffer.from(`${log}-${from + i}`), headers: {}, timestamp: 0 }));
 
 test('steady batches write no mark; a first batch since owning the partition writes one', async () => {
   const marks = memoryMarks();
@@ -51,4 +51,14 @@ test('its own mark (a batch given again after a failed commit), a mark at anothe
   // Another life, whose committed offset moved past the mark: the previous life did not end on it.
   expect(await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(14, 4), true)).toBe('batch');
   expect(await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(14, 4, 1), true)).toBe('batch');
+});
+
+test('a mark left by another log (a new DATA_DIR or topic on a shared object store) names no record of this one', async () => {
+  const marks = memoryMarks();
+  await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(0, 3, 0, 'old'), true); // the old log's life ends holding 0..2
+  // A new log's offset 0 holds another request: handled as usual, the mark replaced by one of this log.
+  expect(await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(0, 3, 0, 'new'), true)).toBe('batch');
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '0', alone: false });
+  // The old log's records are no longer what the mark names either.
+  expect(await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(0, 3, 0, 'old'), true)).toBe('batch');
 });

@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from '../logger/logger';
 import { ObjectStoreError, type ObjectStore } from '../store/object-store';
 import type { LogRecord } from './event-log';
@@ -15,8 +15,10 @@ import type { LogRecord } from './event-log';
  * - a partition's first batch since this member came to own it (a start, a rebalance): the batch in which a
  *   crash is retried;
  * - each record handled alone while a crash is narrowed down.
- * An owner that finds, on its first batch, a mark at that batch's first offset written by someone else knows
- * the previous owner ended while holding it, without committing anything after it:
+ * An owner that finds, on its first batch, a mark of that batch's first record (its offset and a digest of the
+ * record, so that a mark outliving its log, or left by another log on a shared store, names no record of this
+ * one) written by someone else knows the previous owner ended while holding it, without committing anything
+ * after it:
  * - a batch's mark: the records `from`..`to` are handled one at a time, each under its own mark;
  * - a mark of that record alone: it was in hand alone when a process ended, after an earlier end while it was in
  *   a batch. It is dead-lettered (`stage-crashed`) without being handled again, and the rest of the range goes
@@ -29,6 +31,8 @@ import type { LogRecord } from './event-log';
 export interface CrashMark {
   /** First offset of the records in hand. */
   from: string;
+  /** recordDigest of the record at `from`: offsets alone name records of whatever log wrote them. */
+  record: string;
   /** Last offset of the range being narrowed down (the batch the mark was first written for). */
   to: string;
   /** Whether `from` was handled alone. */
@@ -62,7 +66,7 @@ export function crashMarksIn(store: ObjectStore): CrashMarks {
       try {
         const mark = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Partial<CrashMark>;
         const offset = (v: unknown) => typeof v === 'string' && /^\d{1,19}$/.test(v);
-        if (offset(mark.from) && offset(mark.to) && typeof mark.alone === 'boolean' && typeof mark.writer === 'string') return mark as CrashMark;
+        if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string') return mark as CrashMark;
       } catch { /* below */ }
       // Unreadable (hand-edited, or a store that lost it half-way): as if none were there, which costs nothing but
       // the guard's help for this one batch.
@@ -72,6 +76,11 @@ export function crashMarksIn(store: ObjectStore): CrashMarks {
       await store.put(markPath(group, topic, partition), Buffer.from(JSON.stringify(mark)), { contentType: 'application/json' });
     },
   };
+}
+
+/** Which record a mark is of: its time, key and value (a new log's offset 0 holds another request). */
+export function recordDigest(record: LogRecord): string {
+  return createHash('sha256').update(`${record.timestamp}\0${record.key ?? ''}\0`).update(record.value).digest('base64url').slice(0, 22);
 }
 
 /** What to do with a batch: hand it all over, only its first record, or dead-letter its first record unhandled. */
@@ -95,7 +104,7 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
       if (firstSinceOwned) {
         narrowing.delete(id);
         const mark = await marks.read(group, topic, partition);
-        if (mark && mark.writer !== writer && BigInt(mark.from) === at) {
+        if (mark && mark.writer !== writer && BigInt(mark.from) === at && mark.record === recordDigest(records[0])) {
           logger.error('a process ended while this stage held these records: handling them one at a time', {
             stage, topic, partition, from: mark.from, to: mark.to, alone: mark.alone, markedAt: new Date(mark.at).toISOString(),
           });
@@ -105,11 +114,11 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
       const range = narrowing.get(id);
       if (range && range.crashed === at) return 'crashed';
       if (range && at <= range.to) {
-        await marks.write(group, topic, partition, { from: offset, to: String(range.to), alone: true, writer, at: Date.now() });
+        await marks.write(group, topic, partition, { from: offset, record: recordDigest(records[0]), to: String(range.to), alone: true, writer, at: Date.now() });
         return 'alone';
       }
       narrowing.delete(id);
-      if (firstSinceOwned) await marks.write(group, topic, partition, { from: offset, to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
+      if (firstSinceOwned) await marks.write(group, topic, partition, { from: offset, record: recordDigest(records[0]), to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
       return 'batch';
     },
   };
