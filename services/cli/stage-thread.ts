@@ -23,7 +23,7 @@ export async function startServicesInThreads(config: Config, env: NodeJS.Process
   // Without a receiver there is no accept to protect; without stages nothing to move.
   if (config.stageThreads === 0 || !services.includes('receiver') || stages.length === 0) return startServices(config, backends, services, logger);
   // Stages first, as startServices starts them before the receiver listens.
-  const thread = await startStageThread(backends, env, stages, logger);
+  const thread = await startStageThread(backends, env, stages, logger, config.stageWatchdogMs);
   let main: RunningServices;
   try {
     main = await startServices(config, backends, services.filter((s) => s === 'receiver'), logger);
@@ -53,7 +53,18 @@ export interface StageThread {
   stop(deadline?: number): Promise<void>;
 }
 
-export async function startStageThread(backends: Backends, env: NodeJS.ProcessEnv, services: ServiceName[], logger: Logger): Promise<StageThread> {
+/** How often the main thread asks the worker whether its event loop still turns (STAGE_WATCHDOG_MS bounds the silence). */
+const PING_EVERY_MS = 1_000;
+/** How long a readiness question waits for the worker: /readyz answers within 2 s, and a question it stopped waiting for is forgotten. */
+const READINESS_WAIT_MS = 2_000;
+
+/**
+ * `watchdogMs`: a worker whose event loop does not answer a ping for this long (a handler in an endless loop, a
+ * record that takes a library into one) is terminated and handled as a worker that exited: the process stops,
+ * non-zero, and its restart's crash marks (platform/log/crash-guard.ts) narrow the record down. Without it the
+ * receiver went on answering 200 with nothing processed, /healthz up, and not a line logged.
+ */
+export async function startStageThread(backends: Backends, env: NodeJS.ProcessEnv, services: ServiceName[], logger: Logger, watchdogMs: number): Promise<StageThread> {
   const entry = path.join(__dirname, 'stage-worker.js');
   const data: StageWorkerData = { services, logKind: backends.log.kind, watchCertificates: false };
   // The worker's process.env is the environment the main thread's configuration came from, which need not be
@@ -74,11 +85,13 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
   let stopping = false;
   let gone = false;
   let lastError: Error | null = null;
+  let watchdog: NodeJS.Timeout | undefined;
   let reportFailure: (error: Error) => void = () => undefined;
   const failed = new Promise<Error>((resolve) => { reportFailure = resolve; });
   const exited = new Promise<number>((resolve) => {
     worker.on('error', (error) => { lastError = error; });
     worker.once('exit', (code) => {
+      clearInterval(watchdog);
       const error = new Error(`the stage worker thread exited with code ${code}${lastError ? `: ${lastError.message}` : ''}`);
       gone = true;
       rpc!.close(error);
@@ -102,8 +115,25 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     // A configuration error found in the worker (a key that opens no credential) ends the start with 78, as on one thread.
     throw error instanceof Error && error.name === 'ConfigError' ? ConfigError.revived(error.message) : error;
   }
+  let answeredAt = Date.now();
+  let asking = false;
+  watchdog = setInterval(() => {
+    if (stopping || gone) return;
+    const silentMs = Date.now() - answeredAt;
+    if (silentMs > watchdogMs) {
+      clearInterval(watchdog);
+      lastError = new Error(`its event loop answered nothing for ${silentMs} ms (STAGE_WATCHDOG_MS=${watchdogMs}): a handler that never yields`);
+      logger.error('stage worker thread does not answer: terminating it', { silentMs, watchdogMs });
+      void worker.terminate();
+      return;
+    }
+    if (asking) return;
+    asking = true;
+    channel().call('worker.ping', []).then(() => { answeredAt = Date.now(); }, () => undefined).finally(() => { asking = false; });
+  }, PING_EVERY_MS);
+  watchdog.unref();
   return {
-    readiness: checks.map((name) => ({ name, check: () => channel().call<string | null>('worker.readiness', [name]) })),
+    readiness: checks.map((name) => ({ name, check: () => channel().call<string | null>('worker.readiness', [name], [], READINESS_WAIT_MS) })),
     failed,
     async stop(deadline) {
       if (stopping) return;

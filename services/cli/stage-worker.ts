@@ -66,6 +66,11 @@ const handlers: Record<string, Handler> = {
     readiness = new Map(running.readiness.map((c) => [c.name, c]));
     return [...readiness.keys()];
   },
+  // The main thread's watchdog (stage-thread.ts): answered from this thread's event loop, so only a loop that
+  // does not turn leaves it unanswered.
+  'worker.ping'() {
+    return true;
+  },
   'worker.readiness'(name: string) {
     const check = readiness.get(name);
     return check ? check.check() : `no readiness check ${name} in the stage worker`;

@@ -180,10 +180,14 @@ test('a stage worker that exits mid-batch stops the process non-zero with a clea
   }
 }, 90_000);
 
-test('a record that ends every process handling it is dead-lettered stage-crashed after three lives; the records around it run once', async () => {
+test.each([
+  ['ends the worker thread', {}],
+  // The watchdog terminates a worker whose event loop stopped answering, which then goes as a worker that ended.
+  ['hangs the worker thread', { CRASH_STAGE_WORKER_HANG: '1', STAGE_WATCHDOG_MS: '2000' }],
+])('a record that %s every time it is handled is dead-lettered stage-crashed after three lives; the records around it run once', async (_what, extra: Record<string, string>) => {
   const { env, cleanup } = backendEnv('embedded');
   const poison = 'poison-pill-7c1e';
-  const crashing = { ...env, CRASH_STAGE_WORKER_ON: poison };
+  const crashing = { ...env, ...extra, CRASH_STAGE_WORKER_ON: poison };
   const options = { nodeArgs: ['--require', STAGE_WORKER_CRASH] };
   /** One life of the service: null when it came up and stays up, else how it ended (it may end before it listens). */
   const life = async (): Promise<{ code: number | null; output: string } | { service: ServiceProcess }> => {
@@ -193,7 +197,7 @@ test('a record that ends every process handling it is dead-lettered stage-crashe
     } catch (error) {
       return { code: 1, output: String(error) };
     }
-    const ended = await Promise.race([exitCode(service), new Promise<'up'>((r) => setTimeout(() => r('up'), 4000))]);
+    const ended = await Promise.race([exitCode(service), new Promise<'up'>((r) => setTimeout(() => r('up'), 8000))]);
     return ended === 'up' ? { service } : { code: ended, output: service.output() };
   };
   try {
@@ -204,6 +208,7 @@ test('a record that ends every process handling it is dead-lettered stage-crashe
     expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([before]);
     const pill = await post(first, 'wf-poison', { n: poison });
     expect(await code).toBe(1);
+    if (extra.CRASH_STAGE_WORKER_HANG) expect(first.output()).toContain('stage worker thread does not answer: terminating it');
 
     // The test is the supervisor: it starts the service again until a life stays up.
     const ends: { code: number | null; output: string }[] = [];
@@ -237,7 +242,7 @@ test('a record that ends every process handling it is dead-lettered stage-crashe
   } finally {
     cleanup();
   }
-}, 120_000);
+}, 150_000);
 
 test('STAGE_THREADS=0 runs the stages on the main thread; a bad value is refused at startup naming the variable', async () => {
   const { env, cleanup } = backendEnv('embedded');

@@ -6,7 +6,8 @@
  * - CRASH_STAGE_WORKER_AT_BATCH=N: as it is handed its N-th batch, before handling it;
  * - CRASH_STAGE_WORKER_ON=<text>: once the decoder has decoded a received record whose value holds the text,
  *   before its answer leaves the thread: a poison record that ends every process handling it, however it is
- *   batched (a record dead-lettered unhandled does not).
+ *   batched (a record dead-lettered unhandled does not). With CRASH_STAGE_WORKER_HANG=1 the thread's event loop
+ *   spins for ever there instead (a handler that never yields), for the main thread's watchdog to find.
  */
 const { isMainThread, parentPort, workerData } = require('node:worker_threads');
 
@@ -58,7 +59,10 @@ if (!isMainThread && (exitAt > 0 || poison) && Array.isArray(workerData?.service
     if (message && 'ok' in message && poisoned.has(message.id)) {
       const at = poisoned.get(message.id);
       poisoned.delete(message.id);
-      if (decoded(message, at)) process.exit(70);
+      if (decoded(message, at)) {
+        if (process.env.CRASH_STAGE_WORKER_HANG === '1') for (;;);
+        process.exit(70);
+      }
     }
     return post(message, transfer);
   };

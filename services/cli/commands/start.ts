@@ -87,17 +87,19 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     return 'error' in outcome ? 1 : 0;
   })();
   let timer: NodeJS.Timeout | undefined;
+  let cutShort = false;
   const cut = new Promise<number>((resolve) => {
-    timer = setTimeout(() => { ctx.logger.error('shutdown did not finish within SHUTDOWN_GRACE_MS; exiting', { graceMs: grace }); resolve(1); }, grace);
-    const again = (name: string) => { ctx.logger.error('second signal during shutdown; exiting', { signal: name }); resolve(1); };
+    timer = setTimeout(() => { cutShort = true; ctx.logger.error('shutdown did not finish within SHUTDOWN_GRACE_MS; exiting', { graceMs: grace }); resolve(1); }, grace);
+    const again = (name: string) => { cutShort = true; ctx.logger.error('second signal during shutdown; exiting', { signal: name }); resolve(1); };
     process.once('SIGTERM', () => again('SIGTERM'));
     process.once('SIGINT', () => again('SIGINT'));
   });
   const code = await Promise.race([stopped, cut]);
   clearTimeout(timer);
   await admin?.close();
-  // Whatever the grace has left: a collector that is away costs the last spans, not the exit status.
-  await stopTelemetry(deadline - Date.now());
+  // Whatever the grace has left: a collector that is away costs the last spans, not the exit status. Cut short
+  // (the deadline, a second signal), the process exits at once.
+  if (!cutShort) await stopTelemetry(deadline - Date.now());
   if (code === 0) ctx.logger.info('stopped', { signal });
   else if ('error' in outcome) ctx.logger.error('stopped after the stage worker thread exited', { error: outcome.error });
   return code;

@@ -15,7 +15,11 @@ export interface Port {
 export type Handler = (...args: never[]) => unknown;
 
 export interface Rpc {
-  call<T>(method: string, args: unknown[], transfer?: readonly Transferable[]): Promise<T>;
+  /**
+   * `withinMs`: give up waiting after this long (the call is forgotten, and its answer ignored should it come),
+   * for callers that would otherwise leave a call waiting for ever on a thread that no longer answers.
+   */
+  call<T>(method: string, args: unknown[], transfer?: readonly Transferable[], withinMs?: number): Promise<T>;
   notify(method: string, args: unknown[], transfer?: readonly Transferable[]): void;
   /** Fail every call waiting for an answer, and every later call, with `error`; stop listening. */
   close(error: Error): void;
@@ -101,11 +105,22 @@ export function rpcOver(port: Port, handlers: Record<string, Handler>): Rpc {
   port.on('message', onMessage);
 
   return {
-    call<T>(method: string, args: unknown[], transfer: readonly Transferable[] = []) {
+    call<T>(method: string, args: unknown[], transfer: readonly Transferable[] = [], withinMs?: number) {
       if (closedWith) return Promise.reject(closedWith);
       const id = nextId++;
       return new Promise<T>((resolve, reject) => {
-        waiting.set(id, { resolve: resolve as (value: unknown) => void, reject });
+        if (withinMs === undefined) waiting.set(id, { resolve: resolve as (value: unknown) => void, reject });
+        else {
+          const timer = setTimeout(() => {
+            waiting.delete(id);
+            reject(new Error(`${method}: no answer from the other thread within ${withinMs} ms`));
+          }, withinMs);
+          timer.unref();
+          waiting.set(id, {
+            resolve: (value) => { clearTimeout(timer); (resolve as (value: unknown) => void)(value); },
+            reject: (error) => { clearTimeout(timer); reject(error); },
+          });
+        }
         try {
           port.postMessage({ id, method, args } satisfies Request, transfer);
         } catch (error) {
