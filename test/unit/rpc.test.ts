@@ -44,3 +44,17 @@ test('arguments that cannot be cloned reject the call at once, and later calls a
     close();
   }
 });
+
+test('a call given withinMs gives up when no answer comes, and an answer that comes later is ignored', async () => {
+  let answer: (value: string) => void = () => undefined;
+  const { client, close } = pair({ slow: () => new Promise<string>((resolve) => { answer = resolve; }), quick: () => 'now' });
+  try {
+    await expect(client.call('slow', [], [], 20)).rejects.toThrow('slow: no answer from the other thread within 20 ms');
+    answer('late');
+    await settle();
+    await expect(client.call('quick', [], [], 1000)).resolves.toBe('now');
+    expect(unhandled).toEqual([]);
+  } finally {
+    close();
+  }
+});
