@@ -23,7 +23,7 @@ export async function startServicesInThreads(config: Config, env: NodeJS.Process
   // Without a receiver there is no accept to protect; without stages nothing to move.
   if (config.stageThreads === 0 || !services.includes('receiver') || stages.length === 0) return startServices(config, backends, services, logger);
   // Stages first, as startServices starts them before the receiver listens.
-  const thread = await startStageThread(backends, env, stages, logger, config.stageWatchdogMs);
+  const thread = await superviseStageThread(() => startStageThread(backends, env, stages, logger, config.stageWatchdogMs), logger);
   let main: RunningServices;
   try {
     main = await startServices(config, backends, services.filter((s) => s === 'receiver'), logger);
@@ -49,6 +49,8 @@ export interface StageThread {
   readiness: ReadinessCheck[];
   /** Settles with the error when the worker exits without being asked to stop. */
   failed: Promise<Error>;
+  /** Settles once the worker has exited and, on the embedded log, this thread has stopped serving its stages. */
+  closed: Promise<void>;
   /** Stop the stages (they commit), close the worker's backends, and let the worker end, by `deadline` (epoch ms) if given. */
   stop(deadline?: number): Promise<void>;
 }
@@ -60,8 +62,8 @@ const READINESS_WAIT_MS = 2_000;
 
 /**
  * `watchdogMs`: a worker whose event loop does not answer a ping for this long (a handler in an endless loop, a
- * record that takes a library into one) is terminated and handled as a worker that exited: the process stops,
- * non-zero, and its restart's crash marks (platform/log/crash-guard.ts) narrow the record down. Without it the
+ * record that takes a library into one) is terminated and handled as a worker that exited (superviseStageThread
+ * starts another), and the crash marks (platform/log/crash-guard.ts) narrow the record down. Without it the
  * receiver went on answering 200 with nothing processed, /healthz up, and not a line logged.
  */
 export async function startStageThread(backends: Backends, env: NodeJS.ProcessEnv, services: ServiceName[], logger: Logger, watchdogMs: number): Promise<StageThread> {
@@ -88,6 +90,7 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
   let watchdog: NodeJS.Timeout | undefined;
   let reportFailure: (error: Error) => void = () => undefined;
   const failed = new Promise<Error>((resolve) => { reportFailure = resolve; });
+  let hostClosed: Promise<void> = Promise.resolve();
   const exited = new Promise<number>((resolve) => {
     worker.on('error', (error) => { lastError = error; });
     worker.once('exit', (code) => {
@@ -96,9 +99,9 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
       gone = true;
       rpc!.close(error);
       // The batches it held are not committed: the journal still has their records, read again on restart.
-      void host?.close().catch(() => undefined);
+      if (host) hostClosed = host.close().catch(() => undefined);
       if (!stopping) {
-        logger.error('stage worker thread exited unexpectedly: the stages no longer run; stopping the process', { code, error: lastError ?? undefined });
+        logger.error('stage worker thread exited unexpectedly', { code, error: lastError ?? undefined });
         reportFailure(error);
       }
       resolve(code);
@@ -112,6 +115,7 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     stopping = true;
     await worker.terminate();
     await exited;
+    await hostClosed;
     // A configuration error found in the worker (a key that opens no credential) ends the start with 78, as on one thread.
     throw error instanceof Error && error.name === 'ConfigError' ? ConfigError.revived(error.message) : error;
   }
@@ -135,6 +139,7 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
   return {
     readiness: checks.map((name) => ({ name, check: () => channel().call<string | null>('worker.readiness', [name], [], READINESS_WAIT_MS) })),
     failed,
+    closed: exited.then(() => hostClosed),
     async stop(deadline) {
       if (stopping) return;
       stopping = true;
@@ -146,6 +151,93 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
         await host?.close();
         await worker.terminate();
         await exited;
+      }
+    },
+  };
+}
+
+/** Restarts of the stage worker allowed within RESTART_WINDOW_MS; past them the process stops, for a supervisor to restart it. */
+export const MAX_WORKER_RESTARTS = 5;
+const RESTART_WINDOW_MS = 10 * 60_000;
+/** Between a worker's end and its successor's start: a worker that ends at once does not spin. */
+const RESTART_DELAY_MS = 1_000;
+
+/**
+ * The stage worker, started again in this process when it ends on its own (a crash, the heap exhausted, the
+ * watchdog): the receiver goes on accepting, and the records the worker held, never committed, are read again by
+ * its successor (the crash marks narrow down a record that ends every worker, crash-guard.ts). So `npm start`,
+ * which has no supervisor, outlives a poison record. Past MAX_WORKER_RESTARTS in ten minutes, or when a
+ * successor cannot start, `failed` settles and the process stops non-zero, as before.
+ */
+export async function superviseStageThread(start: () => Promise<StageThread>, logger: Logger): Promise<StageThread> {
+  let current = await start();
+  let stopping = false;
+  let restarting: Promise<void> = Promise.resolve();
+  const restarts: number[] = [];
+  let reportFailure: (error: Error) => void = () => undefined;
+  const failed = new Promise<Error>((resolve) => { reportFailure = resolve; });
+  let closed: () => void = () => undefined;
+  const allClosed = new Promise<void>((resolve) => { closed = resolve; });
+
+  /** The worker ended (or a successor failed to start): another, unless that has happened too often. */
+  const ended = (error: Error, previous: Promise<void>) => {
+    if (stopping) return;
+    const now = Date.now();
+    while (restarts.length > 0 && now - restarts[0] > RESTART_WINDOW_MS) restarts.shift();
+    if (restarts.length >= MAX_WORKER_RESTARTS) {
+      logger.error('stage worker thread ended too often: the stages no longer run; stopping the process', { restarts: restarts.length, windowMs: RESTART_WINDOW_MS, error });
+      reportFailure(error);
+      return;
+    }
+    restarts.push(now);
+    logger.error('stage worker thread ended: starting another', { restart: restarts.length, of: MAX_WORKER_RESTARTS, windowMs: RESTART_WINDOW_MS, error });
+    restarting = (async () => {
+      // Its stages released on this thread first: the successor's stages register under the same names.
+      await previous;
+      await new Promise((resolve) => setTimeout(resolve, RESTART_DELAY_MS));
+      if (stopping) return;
+      let next: StageThread;
+      try {
+        next = await start();
+      } catch (startError) {
+        const failure = startError instanceof Error ? startError : new Error(String(startError));
+        // A configuration that no longer holds will not hold on the next try either; anything else (a worker
+        // that ended while starting, on a record handed to it at once) counts as one more end.
+        if (failure.name === 'ConfigError') {
+          logger.error('stage worker thread could not be started again: stopping the process', { error: failure });
+          reportFailure(failure);
+        } else ended(failure, Promise.resolve());
+        return;
+      }
+      // Asked to stop while it started: it goes at once, rather than outliving the process's stop.
+      if (stopping) { await next.stop(); return; }
+      current = next;
+      watch(next);
+    })();
+  };
+  const watch = (thread: StageThread) => {
+    void thread.failed.then((error) => { if (!stopping && thread === current) ended(error, thread.closed); });
+  };
+  watch(current);
+  return {
+    // The checks of whichever worker runs now (or the one that ended, which answers with its error meanwhile).
+    readiness: current.readiness.map(({ name }) => ({
+      name,
+      check: () => current.readiness.find((c) => c.name === name)?.check() ?? `no readiness check ${name} in the stage worker`,
+    })),
+    failed,
+    closed: allClosed,
+    async stop(deadline) {
+      stopping = true;
+      // A restart under way finishes first (one that fails to start may have begun another).
+      for (let seen = restarting; ; seen = restarting) {
+        await seen;
+        if (seen === restarting) break;
+      }
+      try {
+        await current.stop(deadline);
+      } finally {
+        closed();
       }
     },
   };

@@ -1,4 +1,4 @@
-import { writeFileSync } from 'node:fs';
+import { existsSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -6,6 +6,7 @@ import { TOPIC_NAMES } from '../../services/platform/log/topics';
 import { collectUntilQuiet } from '../support/log-reads';
 import { backendEnv } from '../support/app';
 import { CLI, runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { MAX_WORKER_RESTARTS } from '../../services/cli/stage-thread';
 import { getFreePort } from '../support/servers';
 
 /**
@@ -150,27 +151,48 @@ test('spans of the stages in the worker continue the receiver\'s trace (the work
   }
 }, 90_000);
 
-test('a stage worker that exits mid-batch stops the process non-zero with a clear line; a restart loses nothing and doubles nothing', async () => {
+const logLines = (service: ServiceProcess) => service.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: string; msg: string; code?: number; alone?: boolean; errorCode?: string });
+
+test('a stage worker that exits mid-batch is started again in the process: the receiver goes on accepting, and nothing is lost or doubled', async () => {
   const { env, cleanup } = backendEnv('embedded');
   try {
     await putWorkflow(env, 'wf-crash');
-    // The worker exits as it is handed its second batch: the first is committed, the second is not.
-    const crashing = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_AT_BATCH: '2' }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
-    const code = exitCode(crashing);
-    const accepted: string[] = [];
-    for (let i = 0; i < 5; i++) {
-      const res = await fetch(`${crashing.baseUrl}/hook/wf-crash`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ i }) }).catch(() => null);
-      if (res?.status === 200) accepted.push(res.headers.get('x-request-id')!);
+    // The first worker exits as it is handed its second batch: the first is committed, the second is not.
+    const once = path.join(env.DATA_DIR, 'worker-crashed');
+    const service = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_AT_BATCH: '2', CRASH_STAGE_WORKER_ONCE_FILE: once }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
+    try {
+      const accepted: string[] = [];
+      for (let i = 0; i < 8; i++) accepted.push(await post(service, 'wf-crash', { i }));
+      expect((await executionRequestIds(env.DATA_DIR, accepted.length)).sort()).toEqual([...accepted].sort());
+      expect(existsSync(once)).toBe(true);
+      const lines = logLines(service);
+      expect(lines).toContainEqual(expect.objectContaining({ level: 'error', msg: 'stage worker thread exited unexpectedly', code: 70 }));
+      expect(lines.filter((l) => l.msg === 'stage worker thread ended: starting another')).toHaveLength(1);
+    } finally {
+      service.child.kill('SIGTERM');
+      expect(await exitCode(service)).toBe(0);
     }
+  } finally {
+    cleanup();
+  }
+}, 90_000);
+
+test('a stage worker that ends every time stops the process non-zero after its restarts; a start without the fault loses nothing', async () => {
+  const { env, cleanup } = backendEnv('embedded');
+  try {
+    await putWorkflow(env, 'wf-always');
+    // Every worker exits as it is handed its first batch, before any mark is written.
+    const crashing = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_AT_BATCH: '1' }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
+    const code = exitCode(crashing);
+    const accepted = [await post(crashing, 'wf-always', { n: 1 })];
     expect(await code).toBe(1);
-    expect(accepted.length).toBeGreaterThan(0);
-    const lines = crashing.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: string; msg: string; code?: number });
-    expect(lines).toContainEqual(expect.objectContaining({ level: 'error', msg: 'stage worker thread exited unexpectedly: the stages no longer run; stopping the process', code: 70 }));
+    const lines = logLines(crashing);
+    expect(lines.filter((l) => l.msg === 'stage worker thread ended: starting another')).toHaveLength(MAX_WORKER_RESTARTS);
+    expect(lines).toContainEqual(expect.objectContaining({ level: 'error', msg: 'stage worker thread ended too often: the stages no longer run; stopping the process' }));
 
     const restarted = await startServiceProcess(env);
     try {
-      const ids = await executionRequestIds(env.DATA_DIR, accepted.length);
-      expect(ids.sort()).toEqual([...accepted].sort());
+      expect(await executionRequestIds(env.DATA_DIR, accepted.length)).toEqual(accepted);
     } finally {
       restarted.child.kill('SIGTERM');
       await waitForExit(restarted.child);
@@ -184,46 +206,19 @@ test.each([
   ['ends the worker thread', {}],
   // The watchdog terminates a worker whose event loop stopped answering, which then goes as a worker that ended.
   ['hangs the worker thread', { CRASH_STAGE_WORKER_HANG: '1', STAGE_WATCHDOG_MS: '2000' }],
-])('a record that %s every time it is handled is dead-lettered stage-crashed after three lives; the records around it run once', async (_what, extra: Record<string, string>) => {
+])('a record that %s every time it is handled is dead-lettered stage-crashed after three workers; the records around it run once, the process stays up', async (_what, extra: Record<string, string>) => {
   const { env, cleanup } = backendEnv('embedded');
   const poison = 'poison-pill-7c1e';
-  const crashing = { ...env, ...extra, CRASH_STAGE_WORKER_ON: poison };
-  const options = { nodeArgs: ['--require', STAGE_WORKER_CRASH] };
-  /** One life of the service: null when it came up and stays up, else how it ended (it may end before it listens). */
-  const life = async (): Promise<{ code: number | null; output: string } | { service: ServiceProcess }> => {
-    let service: ServiceProcess;
-    try {
-      service = await startServiceProcess(crashing, [], options);
-    } catch (error) {
-      return { code: 1, output: String(error) };
-    }
-    const ended = await Promise.race([exitCode(service), new Promise<'up'>((r) => setTimeout(() => r('up'), 8000))]);
-    return ended === 'up' ? { service } : { code: ended, output: service.output() };
-  };
   try {
     await putWorkflow(env, 'wf-poison');
-    const first = await startServiceProcess(crashing, [], options);
-    const code = exitCode(first);
-    const before = await post(first, 'wf-poison', { n: 'before' });
-    expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([before]);
-    const pill = await post(first, 'wf-poison', { n: poison });
-    expect(await code).toBe(1);
-    if (extra.CRASH_STAGE_WORKER_HANG) expect(first.output()).toContain('stage worker thread does not answer: terminating it');
-
-    // The test is the supervisor: it starts the service again until a life stays up.
-    const ends: { code: number | null; output: string }[] = [];
-    let survivor: ServiceProcess | null = null;
-    while (!survivor && ends.length < 4) {
-      const next = await life();
-      if ('service' in next) survivor = next.service;
-      else ends.push(next);
-    }
-    // The second life dies on its first batch (marked), the third with the pill alone in hand, the fourth
-    // dead-letters it unhandled.
-    expect(ends.map((e) => e.code)).toEqual([1, 1]);
-    expect(survivor).not.toBeNull();
+    const service = await startServiceProcess({ ...env, ...extra, CRASH_STAGE_WORKER_ON: poison }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
     try {
-      const after = await post(survivor!, 'wf-poison', { n: 'after' });
+      const before = await post(service, 'wf-poison', { n: 'before' });
+      expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([before]);
+      const pill = await post(service, 'wf-poison', { n: poison });
+      const after = await post(service, 'wf-poison', { n: 'after' });
+      // The first worker ends on the pill in a batch, the second on its first batch (marked), the third with the
+      // pill alone in hand; the fourth dead-letters it unhandled and goes on.
       expect((await executionRequestIds(env.DATA_DIR, 2)).sort()).toEqual([before, after].sort());
       const log = await openEmbeddedLog({ dataDir: env.DATA_DIR, readOnly: true });
       try {
@@ -232,12 +227,14 @@ test.each([
       } finally {
         await log.close();
       }
-      const lines = survivor!.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; alone?: boolean; errorCode?: string });
+      const lines = logLines(service);
+      expect(lines.filter((l) => l.msg === 'stage worker thread ended: starting another')).toHaveLength(3);
+      if (extra.CRASH_STAGE_WORKER_HANG) expect(lines.filter((l) => l.msg === 'stage worker thread does not answer: terminating it')).toHaveLength(3);
       expect(lines).toContainEqual(expect.objectContaining({ msg: 'a process ended while this stage held these records: handling them one at a time', alone: true }));
       expect(lines).toContainEqual(expect.objectContaining({ msg: 'record dead-lettered', errorCode: 'stage-crashed' }));
     } finally {
-      survivor!.child.kill('SIGTERM');
-      expect(await exitCode(survivor!)).toBe(0);
+      service.child.kill('SIGTERM');
+      expect(await exitCode(service)).toBe(0);
     }
   } finally {
     cleanup();

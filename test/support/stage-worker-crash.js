@@ -3,13 +3,24 @@
  * Preloaded into `ingress start` (`node --require`, which reaches worker threads too) by the crash tests of
  * test/e2e/stage-threads.test.ts, so that the service holds no test hook of its own. In the stage worker
  * thread only, the thread exits (code 70):
- * - CRASH_STAGE_WORKER_AT_BATCH=N: as it is handed its N-th batch, before handling it;
+ * - CRASH_STAGE_WORKER_AT_BATCH=N: as it is handed its N-th batch, before handling it (each worker counts its
+ *   own; with CRASH_STAGE_WORKER_ONCE_FILE=<path>, only a worker that finds no file there, which it creates);
  * - CRASH_STAGE_WORKER_ON=<text>: once the decoder has decoded a received record whose value holds the text,
  *   before its answer leaves the thread: a poison record that ends every process handling it, however it is
  *   batched (a record dead-lettered unhandled does not). With CRASH_STAGE_WORKER_HANG=1 the thread's event loop
  *   spins for ever there instead (a handler that never yields), for the main thread's watchdog to find.
  */
+const { existsSync, writeFileSync } = require('node:fs');
 const { isMainThread, parentPort, workerData } = require('node:worker_threads');
+
+const onceFile = process.env.CRASH_STAGE_WORKER_ONCE_FILE;
+function exitAtBatch() {
+  if (onceFile) {
+    if (existsSync(onceFile)) return;
+    writeFileSync(onceFile, 'crashed');
+  }
+  process.exit(70);
+}
 
 const exitAt = Number(process.env.CRASH_STAGE_WORKER_AT_BATCH ?? 0);
 const poison = process.env.CRASH_STAGE_WORKER_ON ? Buffer.from(process.env.CRASH_STAGE_WORKER_ON) : null;
@@ -45,7 +56,7 @@ if (!isMainThread && (exitAt > 0 || poison) && Array.isArray(workerData?.service
     if (event !== 'message') return on(event, listener);
     const counting = (message) => {
       if (message?.method === 'stage.handleBatch') {
-        if (++batches === exitAt) process.exit(70);
+        if (++batches === exitAt) exitAtBatch();
         const at = poison ? poisonAt(message.args) : -1;
         if (at >= 0) poisoned.set(message.id, at);
       }
