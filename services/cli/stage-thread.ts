@@ -108,22 +108,18 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     });
   });
 
-  let checks: string[];
-  try {
-    checks = await rpc.call<string[]>('worker.start', []);
-  } catch (error) {
-    stopping = true;
-    await worker.terminate();
-    await exited;
-    await hostClosed;
-    // A configuration error found in the worker (a key that opens no credential) ends the start with 78, as on one thread.
-    throw error instanceof Error && error.name === 'ConfigError' ? ConfigError.revived(error.message) : error;
-  }
+  // Armed before the worker starts: its stages may be handed records (those its predecessor held) before its
+  // start is answered, and a record that hangs it then must be found as well.
   let answeredAt = Date.now();
+  let tickedAt = answeredAt;
   let asking = false;
   watchdog = setInterval(() => {
     if (stopping || gone) return;
-    const silentMs = Date.now() - answeredAt;
+    const now = Date.now();
+    // This thread did not tick either (the process was paused, a VM frozen): the worker is not to blame for it.
+    if (now - tickedAt > 3 * PING_EVERY_MS) answeredAt = now;
+    tickedAt = now;
+    const silentMs = now - answeredAt;
     if (silentMs > watchdogMs) {
       clearInterval(watchdog);
       lastError = new Error(`its event loop answered nothing for ${silentMs} ms (STAGE_WATCHDOG_MS=${watchdogMs}): a handler that never yields`);
@@ -136,6 +132,18 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     channel().call('worker.ping', []).then(() => { answeredAt = Date.now(); }, () => undefined).finally(() => { asking = false; });
   }, PING_EVERY_MS);
   watchdog.unref();
+
+  let checks: string[];
+  try {
+    checks = await rpc.call<string[]>('worker.start', []);
+  } catch (error) {
+    stopping = true;
+    await worker.terminate();
+    await exited;
+    await hostClosed;
+    // A configuration error found in the worker (a key that opens no credential) ends the start with 78, as on one thread.
+    throw error instanceof Error && error.name === 'ConfigError' ? ConfigError.revived(error.message) : error;
+  }
   return {
     readiness: checks.map((name) => ({ name, check: () => channel().call<string | null>('worker.readiness', [name], [], READINESS_WAIT_MS) })),
     failed,

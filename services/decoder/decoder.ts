@@ -5,7 +5,7 @@ import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type S
 import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import type { CrashMarks } from '../platform/log/crash-guard';
 import { eachRecord } from '../platform/log/stage-batch';
-import { carryReplayMark, recordIdentity, replayOf } from '../platform/log/replay-marking';
+import { carryReplayMark, replayOf } from '../platform/log/replay-marking';
 import { IDEMPOTENCY_HEADER, idempotencyIdentity, recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import { idempotencyLedger, repeats, type KeyedAccept } from './idempotency-ledger';
 import type { PipelineTopics } from '../platform/log/topics';
@@ -13,7 +13,7 @@ import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
 import type { ObjectStore } from '../platform/store/object-store';
-import { inConsumerSpan, spanTraceHeaders, stageSpanAttributes } from '../platform/telemetry/trace-context';
+import { contextFromHeaders, inConsumerSpan, spanTraceHeaders, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { DecodeServices } from '../triggers/trigger';
 import { mdnDeliveryOf } from '../triggers/as2/async-mdn';
@@ -115,18 +115,25 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   const spanName = `${topics.received} process`;
   const spanAttributes = stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder'));
   /**
-   * One received record; `workflowOf` reads each workflow once per batch. `deliveries` (one map per batch) holds
-   * an asynchronous MDN's delivery (AS2, services/mdn/) by input record: it goes out with the decoded record, or
-   * with the dead letter, in the same atomic output. The message was answered `processed` either way, so its MDN
-   * is owed either way. A replay (ingress replay, dead-letters replay) owes none: its original already wrote one.
+   * The asynchronous MDN delivery (AS2, services/mdn/) a received record owes, or null: it goes out with the
+   * decoded record, or with the dead letter, in the same atomic output. The message was answered `processed`
+   * either way, so its MDN is owed either way. A replay (ingress replay, dead-letters replay) owes none: its
+   * original already wrote one.
    */
-  const decodeRecord = (record: LogRecord, workflowOf: (id: string, fresh: boolean) => Promise<WorkflowDocument | null>, deliveries: Map<string, OutRecord>) =>
+  const owedDelivery = (record: LogRecord, received: Received, headers: Record<string, string>): OutRecord | null => {
+    const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received, record.timestamp, deps.mdnFirstAttemptDelayMs) : null;
+    return delivery && { topic: topics.mdnDeliveries, key: recordKey(deps.recordKey, received), value: codec.encode('MdnDelivery', delivery), headers };
+  };
+  /**
+   * One received record; `workflowOf` reads each workflow once per batch. `deliveries` holds the delivery it owes
+   * (owedDelivery), by the input record itself.
+   */
+  const decodeRecord = (record: LogRecord, workflowOf: (id: string, fresh: boolean) => Promise<WorkflowDocument | null>, deliveries: WeakMap<LogRecord, OutRecord>) =>
     inConsumerSpan(spanName, record.headers, spanAttributes, async (span): Promise<OutRecord[]> => {
       const received = codec.decode('Received', record.value);
       const key = recordKey(deps.recordKey, received);
-      const delivery = replayOf(record.headers) === null ? mdnDeliveryOf(received, record.timestamp, deps.mdnFirstAttemptDelayMs) : null;
-      const mdnOut = delivery && { topic: topics.mdnDeliveries, key, value: codec.encode('MdnDelivery', delivery), headers: spanTraceHeaders(span) };
-      if (mdnOut) deliveries.set(recordIdentity(record), mdnOut);
+      const mdnOut = owedDelivery(record, received, spanTraceHeaders(span));
+      if (mdnOut) deliveries.set(record, mdnOut);
       const accept = acceptOf(received, record.headers, deps.idempotencyLookbackMs);
       // Before anything can fail: every keyed record counts, whatever becomes of it (idempotency-ledger.ts).
       const earlier = await ledger.observe(record.partition, record.offset, accept);
@@ -158,13 +165,13 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
       return mdnOut ? [decoded, mdnOut] : [decoded];
     });
   /**
-   * The asynchronous MDN deliveries (AS2, services/mdn/) owed by the records of the batches in hand, by input
-   * record: on Kafka the batches of several partitions are handled at once, and their records never share an
-   * identity. One map, and one dead-lettering wrapper for the stage's whole life: the wrapper counts a record's
-   * attempts across batches, so a record that keeps failing is dead-lettered after its last attempt rather than
-   * retried for ever.
+   * The deliveries owed by the records of the batches in hand, keyed by the record objects themselves: on Kafka
+   * the batches of several partitions are handled at once, and a batch of a partition handed out again may run
+   * beside a stale one of the same offsets. One map, and one dead-lettering wrapper for the stage's whole life:
+   * the wrapper counts a record's attempts across batches, so a record that keeps failing is dead-lettered after
+   * its last attempt rather than retried for ever.
    */
-  const deliveries = new Map<string, OutRecord>();
+  const deliveries = new WeakMap<LogRecord, OutRecord>();
   const decodeBatch = withDeadLetteringBatch((records, budget) => {
     // The documents this batch has read: a workflow's records share one look-up (and one fresh read, when a
     // record names a trigger node the cached document lacks).
@@ -178,20 +185,24 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
     return eachRecord(records, budget, (record) => decodeRecord(record, workflowOf, deliveries));
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey, crashMarks: deps.crashMarks && { marks: deps.crashMarks, group: topics.group('decoder') } });
   const handleBatch = async (records: LogRecord[], budget: StageBatchBudget) => {
-    try {
-      const result = await decodeBatch(records, budget);
-      // A delivery owed by a record that was dead-lettered goes out with its dead letter.
-      if (deliveries.size > 0) {
-        for (let i = 0; i < result.outputs.length; i++) {
-          const owed = deliveries.get(recordIdentity(records[i]));
-          if (owed && !result.outputs[i].includes(owed)) result.outputs[i] = [...result.outputs[i], owed];
-        }
-      }
-      return result;
-    } finally {
-      // A record retried later (not handled in this batch) works its delivery out again.
-      if (deliveries.size > 0) for (const record of records) deliveries.delete(recordIdentity(record));
+    const result = await decodeBatch(records, budget);
+    for (let i = 0; i < result.outputs.length; i++) {
+      // A delivery owed by a record that was dead-lettered goes out with its dead letter; one that never reached
+      // decodeRecord (dead-lettered stage-crashed, unhandled) works it out here.
+      const owed = deliveries.get(records[i]) ?? (result.outputs[i].some((out) => out.topic === topics.deadLetter) ? deliveryOfLetter(records[i]) : null);
+      if (owed && !result.outputs[i].includes(owed)) result.outputs[i] = [...result.outputs[i], owed];
     }
+    return result;
+  };
+  const deliveryOfLetter = (record: LogRecord): OutRecord | null => {
+    let received: Received;
+    try {
+      received = codec.decode('Received', record.value);
+    } catch {
+      return null; // a record that does not decode names no MDN to send
+    }
+    // The input's trace context as it came: no span of this stage handled the record.
+    return owedDelivery(record, received, traceHeaders(contextFromHeaders(record.headers)));
   };
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handleBatch,

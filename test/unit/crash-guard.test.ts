@@ -1,4 +1,4 @@
-import { crashGuard, type CrashMark, type CrashMarks } from '../../services/platform/log/crash-guard';
+import { crashGuard, turnTaking, type CrashGuard, type CrashMark, type CrashMarks, type CrashPlan, type TurnTaking } from '../../services/platform/log/crash-guard';
 import type { LogRecord } from '../../services/platform/log/event-log';
 import { silentLogger } from '../../services/platform/logger/logger';
 
@@ -17,48 +17,102 @@ function memoryMarks(): CrashMarks & { held: Map<string, CrashMark>; writes: num
 const batch = (from: number, count: number, partition = 0, log = 'a'): LogRecord[] =>
   Array.from({ length: count }, (_, i) => ({ topic: 't', partition, offset: String(from + i), key: null, value: Buffer.from(`${log}-${from + i}`), headers: {}, timestamp: 0 }));
 
+/** A batch handled and come back. */
+async function handled(guard: CrashGuard, records: LogRecord[], first: boolean): Promise<CrashPlan> {
+  const turn = await guard.begin(records, first);
+  await turn.done();
+  return turn.plan;
+}
+/** A batch in hand when its process ends: its handler never comes back. */
+async function endsHolding(guard: CrashGuard, records: LogRecord[], first: boolean): Promise<CrashPlan> {
+  return (await guard.begin(records, first)).plan;
+}
+/** A stage's guard in a life of the process (each life a thread of its own, unless one is given). */
+const life = (marks: CrashMarks, group = 'g', thread: TurnTaking = turnTaking()) => crashGuard(marks, group, silentLogger, 'decoder', thread);
+
 test('steady batches write no mark; a first batch since owning the partition writes one', async () => {
   const marks = memoryMarks();
-  const guard = crashGuard(marks, 'g', silentLogger, 'decoder');
-  expect(await guard.plan(batch(10, 5), true)).toBe('batch');
+  const guard = life(marks);
+  expect(await handled(guard, batch(10, 5), true)).toBe('batch');
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', to: '14', alone: false });
-  expect(await guard.plan(batch(15, 5), false)).toBe('batch');
-  expect(await guard.plan(batch(20, 5), false)).toBe('batch');
+  expect(await handled(guard, batch(15, 5), false)).toBe('batch');
+  expect(await handled(guard, batch(20, 5), false)).toBe('batch');
   expect(marks.writes).toBe(1);
 });
 
 test('a life that ended on its first batch: the next handles that range alone, then dead-letters the record it ended on alone', async () => {
   const marks = memoryMarks();
-  await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(10, 4), true); // life 1 ends holding 10..13
-  const second = crashGuard(marks, 'g', silentLogger, 'decoder');
-  expect(await second.plan(batch(10, 4), true)).toBe('alone');
-  expect(await second.plan(batch(11, 3), false)).toBe('alone');
-  expect(marks.held.get('g/t/0')).toMatchObject({ from: '11', to: '13', alone: true }); // life 2 ends holding 11 alone
-  const third = crashGuard(marks, 'g', silentLogger, 'decoder');
-  expect(await third.plan(batch(11, 3), true)).toBe('crashed');
+  await endsHolding(life(marks), batch(10, 4), true); // life 1 ends holding 10..13
+  const second = life(marks);
+  expect(await handled(second, batch(10, 4), true)).toBe('alone');
+  expect(await endsHolding(second, batch(11, 3), false)).toBe('alone'); // life 2 ends holding 11 alone
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '11', to: '13', alone: true });
+  const third = life(marks);
+  expect(await handled(third, batch(11, 3), true)).toBe('crashed');
   // Its dead letter did not commit: the same batch comes again, and is still the crashed record.
-  expect(await third.plan(batch(11, 3), false)).toBe('crashed');
-  expect(await third.plan(batch(12, 2), false)).toBe('alone');
-  expect(await third.plan(batch(13, 1), false)).toBe('alone');
-  expect(await third.plan(batch(14, 6), false)).toBe('batch');
+  expect(await handled(third, batch(11, 3), false)).toBe('crashed');
+  expect(await handled(third, batch(12, 2), false)).toBe('alone');
+  expect(await handled(third, batch(13, 1), false)).toBe('alone');
+  expect(await handled(third, batch(14, 6), false)).toBe('batch');
+});
+
+test('a record handled alone whose handler came back (it failed in an outage) is not what a later end is blamed on', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(7, 2), true);
+  // Each life handles 7 alone, which fails (the registry is down) and is retried, until SIGTERM stops the life.
+  for (let lives = 0; lives < 3; lives++) expect(await handled(life(marks), batch(7, 2), true)).toBe('alone');
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '7', alone: true, returned: true });
 });
 
 test('its own mark (a batch given again after a failed commit), a mark at another offset, and another partition are not suspected', async () => {
   const marks = memoryMarks();
-  const guard = crashGuard(marks, 'g', silentLogger, 'decoder');
-  expect(await guard.plan(batch(10, 4), true)).toBe('batch');
-  expect(await guard.plan(batch(10, 4), true)).toBe('batch');
+  const guard = life(marks);
+  expect(await handled(guard, batch(10, 4), true)).toBe('batch');
+  expect(await handled(guard, batch(10, 4), true)).toBe('batch');
   // Another life, whose committed offset moved past the mark: the previous life did not end on it.
-  expect(await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(14, 4), true)).toBe('batch');
-  expect(await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(14, 4, 1), true)).toBe('batch');
+  expect(await handled(life(marks), batch(14, 4), true)).toBe('batch');
+  expect(await handled(life(marks), batch(14, 4, 1), true)).toBe('batch');
 });
 
 test('a mark left by another log (a new DATA_DIR or topic on a shared object store) names no record of this one', async () => {
   const marks = memoryMarks();
-  await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(0, 3, 0, 'old'), true); // the old log's life ends holding 0..2
+  await endsHolding(life(marks), batch(0, 3, 0, 'old'), true); // the old log's life ends holding 0..2
   // A new log's offset 0 holds another request: handled as usual, the mark replaced by one of this log.
-  expect(await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(0, 3, 0, 'new'), true)).toBe('batch');
+  expect(await handled(life(marks), batch(0, 3, 0, 'new'), true)).toBe('batch');
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '0', alone: false });
   // The old log's records are no longer what the mark names either.
-  expect(await crashGuard(marks, 'g', silentLogger, 'decoder').plan(batch(0, 3, 0, 'old'), true)).toBe('batch');
+  expect(await handled(life(marks), batch(0, 3, 0, 'old'), true)).toBe('batch');
+});
+
+test('while a stage of the thread narrows a crash down, the thread\'s batches are handled one at a time, none beside one in hand', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks, 'decoder'), batch(5, 2), true); // the decoder's life ended holding 5..6
+  const thread = turnTaking();
+  const decoder = life(marks, 'decoder', thread);
+  const dispatcher = life(marks, 'dispatcher', thread);
+  // A dispatcher batch already in hand when the decoder starts narrowing: the decoder's record waits for it.
+  const inHand = await dispatcher.begin(batch(0, 3), true);
+  expect(inHand.plan).toBe('batch');
+  let aloneBegun = false;
+  const alone = decoder.begin(batch(5, 2), true).then((turn) => { aloneBegun = true; return turn; });
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(aloneBegun).toBe(false);
+  await inHand.done();
+  const turn = await alone;
+  expect(turn.plan).toBe('alone');
+  // The dispatcher's next batch waits while the decoder's record is alone in hand.
+  let nextBegun = false;
+  const next = dispatcher.begin(batch(3, 3), false).then((t) => { nextBegun = true; return t; });
+  await new Promise((resolve) => setImmediate(resolve));
+  expect(nextBegun).toBe(false);
+  await turn.done();
+  await (await next).done();
+  expect(nextBegun).toBe(true);
+  // Once the range is passed, batches run side by side again.
+  expect(await handled(decoder, batch(6, 1), false)).toBe('alone');
+  const a = await decoder.begin(batch(7, 2), false);
+  const b = await dispatcher.begin(batch(6, 2), false);
+  expect([a.plan, b.plan]).toEqual(['batch', 'batch']);
+  await a.done();
+  await b.done();
 });

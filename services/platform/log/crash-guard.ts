@@ -20,13 +20,15 @@ import type { LogRecord } from './event-log';
  * one) written by someone else knows the previous owner ended while holding it, without committing anything
  * after it:
  * - a batch's mark: the records `from`..`to` are handled one at a time, each under its own mark;
- * - a mark of that record alone: it was in hand alone when a process ended, after an earlier end while it was in
- *   a batch. It is dead-lettered (`stage-crashed`) without being handled again, and the rest of the range goes
- *   on one record at a time.
+ * - a mark of that record alone, never marked `returned` (its handler came back, succeeded or failed): it was in
+ *   hand alone when a process ended, after an earlier end while it was in a batch. It is dead-lettered
+ *   (`stage-crashed`) without being handled again, and the rest of the range goes on one record at a time.
+ * While any stage of the thread narrows, the thread's guarded batches take turns (TurnTaking), so the record a
+ * process ends on is the only one in hand.
  * So a record that ends every process handling it costs three restarts, and is then a dead letter an operator
  * can replay after a fix; the records around it run as usual. A record is dead-lettered this way only after two
- * ends in a row while it was in hand, the second while it was alone: two unrelated `kill -9`s timed so, or a
- * frozen member whose partition moved while it held one record alone, would do the same (docs/operations.md).
+ * ends in a row while it was in hand, the second while its handler had it alone: two unrelated `kill -9`s timed
+ * so, or a member frozen in that handler while its partition moved, would do the same (docs/operations.md).
  */
 export interface CrashMark {
   /** First offset of the records in hand. */
@@ -37,6 +39,8 @@ export interface CrashMark {
   to: string;
   /** Whether `from` was handled alone. */
   alone: boolean;
+  /** For a record handled alone: its handler came back (succeeded or failed), so the process did not end on it. */
+  returned?: boolean;
   /** Who wrote it: a guard never suspects its own marks (a batch retried after a failed commit). */
   writer: string;
   /** Epoch ms, for operators. */
@@ -66,7 +70,7 @@ export function crashMarksIn(store: ObjectStore): CrashMarks {
       try {
         const mark = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Partial<CrashMark>;
         const offset = (v: unknown) => typeof v === 'string' && /^\d{1,19}$/.test(v);
-        if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string') return mark as CrashMark;
+        if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string' && (mark.returned === undefined || typeof mark.returned === 'boolean')) return mark as CrashMark;
       } catch { /* below */ }
       // Unreadable (hand-edited, or a store that lost it half-way): as if none were there, which costs nothing but
       // the guard's help for this one batch.
@@ -86,40 +90,109 @@ export function recordDigest(record: LogRecord): string {
 /** What to do with a batch: hand it all over, only its first record, or dead-letter its first record unhandled. */
 export type CrashPlan = 'batch' | 'alone' | 'crashed';
 
-export interface CrashGuard {
-  /** Called before each batch (of one partition) is handled; writes the mark it needs first. */
-  plan(records: LogRecord[], firstSinceOwned: boolean): Promise<CrashPlan>;
+/** A batch about to be handled: what to do with it, and `done`, to call once the handler has returned. */
+export interface CrashTurn {
+  plan: CrashPlan;
+  /** Records that a record handled alone came back (whatever its outcome) and lets the thread's next batch go. */
+  done(): Promise<void>;
 }
 
-export function crashGuard(marks: CrashMarks, group: string, logger: Logger, stage: string): CrashGuard {
-  const writer = randomUUID();
-  // Per partition (`topic/partition`): the last offset still to be handled alone, and the offset found to have
-  // crashed (until its dead letter commits: a failed commit hands the same batch over again).
-  const narrowing = new Map<string, { to: bigint; crashed: bigint | null }>();
+export interface CrashGuard {
+  /** Called before each batch (of one partition) is handled; writes the mark it needs first, and takes its turn. */
+  begin(records: LogRecord[], firstSinceOwned: boolean): Promise<CrashTurn>;
+}
+
+/**
+ * The guarded batches of one thread (every stage a worker runs shares it). While any stage narrows a crash down,
+ * they are handled one at a time, none beside a batch already in hand: a process that ends then ends on the one
+ * batch in hand, and a record marked alone is not blamed for another stage's record (one poison record in the
+ * dispatcher would otherwise have the decoder's records beside it dead-lettered).
+ */
+export interface TurnTaking {
+  /** Partitions (of any stage of the thread) being narrowed down. */
+  narrowing: Set<string>;
+  /** Wait for this batch's turn; the function returned ends it. */
+  take(): Promise<() => void>;
+}
+
+export function turnTaking(): TurnTaking {
+  const narrowing = new Set<string>();
+  // Batches in hand that took no turn (nothing was being narrowed when they began), and who waits for them.
+  let free = 0;
+  let freed: (() => void)[] = [];
+  // The last turn taken: the next one waits for it.
+  let last = Promise.resolve();
   return {
-    async plan(records, firstSinceOwned) {
+    narrowing,
+    async take() {
+      if (narrowing.size === 0) {
+        free++;
+        return () => {
+          if (--free > 0) return;
+          const waiting = freed;
+          freed = [];
+          for (const wake of waiting) wake();
+        };
+      }
+      const previous = last;
+      let release: () => void = () => undefined;
+      last = new Promise<void>((resolve) => { release = resolve; });
+      await previous;
+      while (free > 0) await new Promise<void>((resolve) => freed.push(resolve));
+      return release;
+    },
+  };
+}
+
+/** This thread's: module state is per thread (a worker's dies with it). */
+const THIS_THREAD = turnTaking();
+
+export function crashGuard(marks: CrashMarks, group: string, logger: Logger, stage: string, thread: TurnTaking = THIS_THREAD): CrashGuard {
+  const writer = randomUUID();
+  // Per partition: the last offset still to be handled alone, and the offset found to have crashed (until its
+  // dead letter commits: a failed commit hands the same batch over again).
+  const narrowing = new Map<string, { to: bigint; crashed: bigint | null }>();
+  const stopNarrowing = (id: string) => { narrowing.delete(id); thread.narrowing.delete(`${group}\0${id}`); };
+  return {
+    async begin(records, firstSinceOwned) {
       const { topic, partition, offset } = records[0];
       const id = `${topic}/${partition}`;
       const at = BigInt(offset);
       if (firstSinceOwned) {
-        narrowing.delete(id);
+        stopNarrowing(id);
         const mark = await marks.read(group, topic, partition);
         if (mark && mark.writer !== writer && BigInt(mark.from) === at && mark.record === recordDigest(records[0])) {
+          // Handled alone and never back: what the process ended on. Alone but back (it failed, or the process was
+          // stopped while it waited for a retry), or in a batch: only suspected, and handled alone to find out.
+          const crashed = mark.alone && !mark.returned;
           logger.error('a process ended while this stage held these records: handling them one at a time', {
-            stage, topic, partition, from: mark.from, to: mark.to, alone: mark.alone, markedAt: new Date(mark.at).toISOString(),
+            stage, topic, partition, from: mark.from, to: mark.to, alone: mark.alone, returned: mark.returned ?? false, markedAt: new Date(mark.at).toISOString(),
           });
-          narrowing.set(id, { to: BigInt(mark.to), crashed: mark.alone ? at : null });
+          narrowing.set(id, { to: BigInt(mark.to), crashed: crashed ? at : null });
+          thread.narrowing.add(`${group}\0${id}`);
         }
       }
       const range = narrowing.get(id);
-      if (range && range.crashed === at) return 'crashed';
-      if (range && at <= range.to) {
-        await marks.write(group, topic, partition, { from: offset, record: recordDigest(records[0]), to: String(range.to), alone: true, writer, at: Date.now() });
-        return 'alone';
+      if (range && range.crashed === at) return { plan: 'crashed', done: async () => undefined };
+      if (!range || at > range.to) stopNarrowing(id);
+      const release = await thread.take();
+      try {
+        if (range && at <= range.to) {
+          const mark: CrashMark = { from: offset, record: recordDigest(records[0]), to: String(range.to), alone: true, writer, at: Date.now() };
+          await marks.write(group, topic, partition, mark);
+          return {
+            plan: 'alone',
+            async done() {
+              try { await marks.write(group, topic, partition, { ...mark, returned: true }); } finally { release(); }
+            },
+          };
+        }
+        if (firstSinceOwned) await marks.write(group, topic, partition, { from: offset, record: recordDigest(records[0]), to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
+      } catch (error) {
+        release();
+        throw error;
       }
-      narrowing.delete(id);
-      if (firstSinceOwned) await marks.write(group, topic, partition, { from: offset, record: recordDigest(records[0]), to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
-      return 'batch';
+      return { plan: 'batch', done: async () => { release(); } };
     },
   };
 }

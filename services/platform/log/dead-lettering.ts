@@ -1,7 +1,7 @@
 import type { AvroCodec } from '../avro/codec';
 import type { Logger } from '../logger/logger';
 import type { IngressMetrics } from '../telemetry/metrics';
-import type { LogRecord, OutRecord, StageBatchHandler, StageHandler } from './event-log';
+import type { LogRecord, OutRecord, StageBatchBudget, StageBatchHandler, StageBatchResult, StageHandler } from './event-log';
 import { budgetSpent } from './stage-batch';
 import { crashGuard, type CrashMarks } from './crash-guard';
 import { workflowOfRecord, type RecordKeyMode } from './record-keys';
@@ -74,12 +74,21 @@ export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadL
   const guard = options.crashMarks ? crashGuard(options.crashMarks.marks, options.crashMarks.group, options.logger, options.stage) : null;
   return async (records, budget) => {
     const outputs: OutRecord[][] = [];
-    const plan = guard && records.length > 0 ? await guard.plan(records, budget.firstSinceOwned === true) : 'batch';
+    const turn = guard && records.length > 0 ? await guard.begin(records, budget.firstSinceOwned === true) : null;
+    const plan = turn?.plan ?? 'batch';
     if (plan === 'crashed') {
       const crashed = new StageInputError('stage-crashed', `the ${options.stage} stage's process ended twice while it held this record, the second time with this record alone in hand (a crash, the heap exhausted, or a kill): it is not handled again`);
       return { outputs: [verdict.failed(records[0], crashed)] };
     }
-    let rest = plan === 'alone' ? records.slice(0, 1) : records;
+    try {
+      return await handleRest(plan === 'alone' ? records.slice(0, 1) : records, budget, outputs);
+    } finally {
+      await turn?.done();
+    }
+  };
+
+  async function handleRest(records: LogRecord[], budget: StageBatchBudget, outputs: OutRecord[][]): Promise<StageBatchResult> {
+    let rest = records;
     let bytes = 0;
     while (rest.length > 0 && !budgetSpent(budget, outputs.length, bytes)) {
       const result = await handle(rest, { maxOutputBytes: budget.maxOutputBytes - bytes, deadline: budget.deadline });
@@ -102,7 +111,7 @@ export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadL
       rest = rest.slice(result.failure.index + 1);
     }
     return { outputs };
-  };
+  }
 }
 
 /**
