@@ -6,6 +6,7 @@ import { openAzureBlobStore } from '../../services/platform/store/azure-blob-sto
 import { ObjectStoreError, type ObjectStore } from '../../services/platform/store/object-store';
 import { ConfigError } from '../../services/platform/config/config';
 import { describeObjectStoreContract, readAll } from './contracts/object-store.contract';
+import { startStallingProxy } from '../support/stalling-proxy';
 
 /** Set by the jest globalSetup, which starts Azurite. Without it this suite must fail, not skip. */
 const connectionString = process.env.TEST_AZURE_STORAGE_CONNECTION_STRING;
@@ -17,6 +18,10 @@ const conn: string = connectionString;
 /** One container per test file and run, so parallel files and repeated runs never meet. */
 const container = `it-blob-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
 const accountKey = /(?:^|;)\s*AccountKey=([^;]+)/i.exec(conn)?.[1] ?? '';
+const azuriteAddress = () => {
+  const endpoint = new URL(/BlobEndpoint=([^;]+)/i.exec(conn)?.[1] ?? '');
+  return { host: endpoint.hostname, port: Number(endpoint.port) };
+};
 
 afterAll(async () => {
   await BlobServiceClient.fromConnectionString(conn).getContainerClient(container).deleteIfExists();
@@ -66,6 +71,46 @@ describe('azure blob store: adapter specifics', () => {
     expect(err.code).toBe('store-unavailable');
     expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(accountKey);
   });
+
+  test('an endpoint that takes connections and never answers: open fails as store-unavailable, naming the endpoint', async () => {
+    const proxy = await startStallingProxy(azuriteAddress());
+    proxy.stall();
+    try {
+      const silent = conn.replace(/BlobEndpoint=[^;]+/i, `BlobEndpoint=http://127.0.0.1:${proxy.port}/devstoreaccount1`);
+      const err = await openAzureBlobStore({ connectionString: silent, container, answerTimeoutMs: 1_000 }).catch((e) => e);
+      expect(err).toBeInstanceOf(ObjectStoreError);
+      expect(err.code).toBe('store-unavailable');
+      expect(err.message).toContain(`could not open container ${container}: no answer from http://127.0.0.1:${proxy.port}/devstoreaccount1`);
+      expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(accountKey);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+
+  test('a store whose endpoint stops answering: put, get, head, delete and list fail as store-unavailable', async () => {
+    const proxy = await startStallingProxy(azuriteAddress());
+    try {
+      const viaProxy = conn.replace(/BlobEndpoint=[^;]+/i, `BlobEndpoint=http://127.0.0.1:${proxy.port}/devstoreaccount1`);
+      const stalling = await openAzureBlobStore({ connectionString: viaProxy, container, answerTimeoutMs: 1_000 });
+      const base = prefix();
+      await stalling.put(`${base}/there.txt`, Buffer.from('there'));
+      proxy.stall();
+      const { stream } = mebibytes(6);
+      const calls: Record<string, () => Promise<unknown>> = {
+        'put (one block)': () => stalling.put(`${base}/small.txt`, Buffer.from('small')),
+        'put (several blocks)': () => stalling.put(`${base}/big.bin`, stream),
+        get: () => stalling.get(`${base}/there.txt`),
+        head: () => stalling.head(`${base}/there.txt`),
+        delete: () => stalling.delete(`${base}/there.txt`),
+        list: async () => { for await (const p of stalling.list(`${base}/`)) void p; },
+      };
+      const outcomes = await Promise.all(Object.entries(calls).map(([what, call]) =>
+        call().then(() => [what, 'succeeded'], (e: { code?: unknown; message?: unknown }) => [what, e.code, String(e.message).includes('no answer from')])));
+      expect(outcomes).toEqual(Object.keys(calls).map((what) => [what, 'store-unavailable', true]));
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
 
   test('a connection string the SDK refuses is a configuration error naming the variable, without the string', async () => {
     // The config's load-time check passes it (AccountName= is there); the SDK needs AccountKey or a SAS as well.
