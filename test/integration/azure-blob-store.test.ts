@@ -1,7 +1,7 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { inspect } from 'node:util';
 import { Readable } from 'node:stream';
-import { BlobServiceClient } from '@azure/storage-blob';
+import { BlobServiceClient, ContainerSASPermissions, generateBlobSASQueryParameters, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { openAzureBlobStore } from '../../services/platform/store/azure-blob-store';
 import { ObjectStoreError, type ObjectStore } from '../../services/platform/store/object-store';
 import { ConfigError } from '../../services/platform/config/config';
@@ -111,6 +111,53 @@ describe('azure blob store: adapter specifics', () => {
       await proxy.close();
     }
   }, 60_000);
+
+  /** A connection string holding only a SAS scoped to one container (no account key): least privilege. */
+  function containerSas(name: string, permissions: string): string {
+    const account = /AccountName=([^;]+)/i.exec(conn)?.[1] ?? '';
+    const endpoint = /BlobEndpoint=([^;]+)/i.exec(conn)?.[1] ?? '';
+    const sas = generateBlobSASQueryParameters(
+      { containerName: name, permissions: ContainerSASPermissions.parse(permissions), expiresOn: new Date(Date.now() + 3_600_000) },
+      new StorageSharedKeyCredential(account, accountKey),
+    ).toString();
+    return `BlobEndpoint=${endpoint};SharedAccessSignature=${sas}`;
+  }
+
+  test('a container SAS (racwdl) for an existing container opens the store, which then works', async () => {
+    const sasStore = await openAzureBlobStore({ connectionString: containerSas(container, 'racwdl'), container });
+    try {
+      const p = `${prefix()}/via-sas.txt`;
+      await sasStore.put(p, Buffer.from('least privilege'), { contentType: 'text/plain' });
+      expect((await readAll(await sasStore.get(p))).toString()).toBe('least privilege');
+      expect(await sasStore.head(p)).toMatchObject({ size: 15, contentType: 'text/plain' });
+      const listed: string[] = [];
+      for await (const q of sasStore.list(p)) listed.push(q);
+      expect(listed).toEqual([p]);
+      expect(await sasStore.delete(p)).toBe(true);
+    } finally {
+      await sasStore.close();
+    }
+  });
+
+  test('a container SAS without list: the start fails naming the list permission, without the signature', async () => {
+    const sasConn = containerSas(container, 'racwd');
+    const err = await openAzureBlobStore({ connectionString: sasConn, container }).catch((e) => e);
+    expect(err).toBeInstanceOf(ObjectStoreError);
+    expect(err.code).toBe('store-unavailable');
+    expect(err.message).toMatch(/HTTP 403 .*may neither create nor list .*list permission \(l\)/);
+    const sig = /sig=([^&;]+)/.exec(sasConn)?.[1] ?? '';
+    expect(sig).not.toBe('');
+    expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(decodeURIComponent(sig));
+  });
+
+  test('a container SAS for a container that does not exist: the start fails saying so', async () => {
+    const missing = `it-blob-missing-${randomBytes(4).toString('hex')}`;
+    const err = await openAzureBlobStore({ connectionString: containerSas(missing, 'racwdl'), container: missing }).catch((e) => e);
+    expect(err).toBeInstanceOf(ObjectStoreError);
+    expect(err.code).toBe('store-unavailable');
+    expect(err.message).toMatch(/HTTP 404 .*the container does not exist, and this connection string may not create it/);
+    expect(await BlobServiceClient.fromConnectionString(conn).getContainerClient(missing).exists()).toBe(false);
+  });
 
   test('a connection string the SDK refuses is a configuration error naming the variable, without the string', async () => {
     // The config's load-time check passes it (AccountName= is there); the SDK needs AccountKey or a SAS as well.

@@ -44,8 +44,8 @@ const META_UNTYPED = 'untyped';
  */
 export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promise<ObjectStore> {
   const redact = redactorFor(options.connectionString);
-  const fail = (what: string, error: unknown, code: 'not-found' | 'store-unavailable' = 'store-unavailable') =>
-    new ObjectStoreError(redact(`azure blob store could not ${what}: ${describeError(error)}`), code, { cause: sanitizedCause(error, redact, ['statusCode', 'code']) });
+  const fail = (what: string, error: unknown, code: 'not-found' | 'store-unavailable' = 'store-unavailable', hint = '') =>
+    new ObjectStoreError(redact(`azure blob store could not ${what}: ${describeError(error)}${hint}`), code, { cause: sanitizedCause(error, redact, ['statusCode', 'code']) });
 
   if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(options.container)) {
     throw new ObjectStoreError(`azure blob container name ${JSON.stringify(options.container.slice(0, 80))} is invalid: 3-63 lower-case letters, digits and single hyphens`, 'store-unavailable');
@@ -71,7 +71,14 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
   try {
     await answered((abortSignal) => container.createIfNotExists({ abortSignal }));
   } catch (error) {
-    throw fail(`open container ${options.container}`, error);
+    if (statusOf(error) !== 403) throw fail(`open container ${options.container}`, error);
+    // Creating a container needs the account's authority; a SAS scoped to a container made beforehand (least
+    // privilege) cannot, and needs not. Listing is an operation the store needs anyway and such a SAS allows.
+    try {
+      await answered((abortSignal) => container.listBlobsFlat({ abortSignal }).byPage({ maxPageSize: 1 }).next());
+    } catch (probeError) {
+      throw fail(`open container ${options.container}`, probeError, 'store-unavailable', containerProblem(options.container, probeError));
+    }
   }
 
   const blobOf = (p: string): BlockBlobClient => container.getBlockBlobClient(p);
@@ -210,6 +217,17 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
 
     async close() { /* the SDK holds no connection that needs closing */ },
   };
+}
+
+/** Why a connection string that may not create the container cannot use it either; '' when the error says it all (a wrong key). */
+function containerProblem(container: string, error: unknown): string {
+  const status = statusOf(error);
+  const code = (error as { code?: unknown } | null)?.code;
+  if (status === 404) return ` (the container does not exist, and this connection string may not create it: create ${container} beforehand, or use the account key)`;
+  if (status === 403 && code === 'AuthorizationPermissionMismatch') {
+    return ` (this connection string may neither create nor list ${container}: a SAS needs the list permission (l), with read, add, create, write and delete: sp=racwdl)`;
+  }
+  return '';
 }
 
 function statusOf(error: unknown): number | undefined {
