@@ -203,6 +203,22 @@ test('a DATA_DIR this user cannot write (a root-owned volume) stops the start wi
   }
 }, 90_000);
 
+test('KAFKA_BROKERS naming a port that takes connections and never answers: the start says the handshake never completed, and neither thread prints kafkajs\'s TimeoutNegativeWarning', async () => {
+  const sockets = new Set<import('node:net').Socket>();
+  const silent = createServer((socket) => { sockets.add(socket); socket.on('error', () => undefined); socket.resume(); });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  try {
+    const brokers = `127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const res = await runGuarded([process.execPath, CLI, 'start'], { ...env, KAFKA_BROKERS: brokers, STAGE_THREADS: '1', PORT: '0' });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('ingress start: kafka could not list topics: Error broker not connected: it took the connection but never completed the Kafka handshake');
+    expect(res.stderr).not.toContain('TimeoutNegativeWarning');
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+  }
+}, 90_000);
+
 test('a second process given a port already in use says which variable to change', async () => {
   const taken = createServer();
   await new Promise<void>((resolve) => taken.listen(0, '127.0.0.1', resolve));
