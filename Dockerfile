@@ -15,6 +15,12 @@ COPY --from=build /app/node_modules ./node_modules
 COPY --from=build /app/dist ./dist
 COPY package.json ./
 COPY schemas ./schemas
+# DATA_DIR: admin-api.json (how `docker compose exec … ingress …` finds the running service) and replay jobs on
+# the production backends, everything on the embedded ones. /app is root's; the service runs as node. A volume, so
+# each container keeps its own across restarts (made from this directory, so owned by node as well).
+ENV DATA_DIR=/app/data
+RUN mkdir -p /app/data && chown node:node /app/data
+VOLUME /app/data
 USER node
 # 8080: the hooks; 8081: /healthz, /readyz and the management API (ADMIN_PORT). The admin port listens on
 # ADMIN_HOST, loopback unless configured: an orchestrator probing from outside the container (Kubernetes

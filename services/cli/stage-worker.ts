@@ -11,6 +11,9 @@ import { startTelemetry, telemetryWanted, type StopTelemetry } from '../platform
 import type { ReadinessCheck } from '../platform/health/admin-server';
 import { openBackends, type Backends } from './backends';
 import { startServices, type RunningServices, type ServiceName } from './start';
+import { quietKafkajsNegativeTimeouts } from './process-warnings';
+
+quietKafkajsNegativeTimeouts();
 
 /**
  * The stage worker thread (stage-thread.ts starts it): the same startServices as the main thread, with the

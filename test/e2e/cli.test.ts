@@ -1,4 +1,5 @@
-import { readFileSync, readdirSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { backendEnv } from '../support/app';
 import { spawn } from 'node:child_process';
@@ -169,6 +170,54 @@ test('a DATA_DIR that cannot be a directory stops the start with status 78 namin
     expect(res.stderr).toContain(`DATA_DIR="${dataDir}": ${why}`);
   }
 });
+
+/** runCli with a guard: a command that hangs is killed (status -1), so the assertion on its status fails instead of the run hanging. */
+function runGuarded(command: string[], runEnv: Record<string, string>): Promise<{ code: number; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(command[0], command.slice(1), { env: { PATH: process.env.PATH ?? '', ...runEnv }, stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000, killSignal: 'SIGKILL' });
+    let stderr = '';
+    child.stderr.on('data', (d) => { stderr += d; });
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code: code ?? -1, stderr }));
+  });
+}
+
+test('a DATA_DIR that exists but takes no entries stops start and CLI commands with status 78 naming it (one under /proc hung them)', async () => {
+  for (const args of [['start'], ['workflows', 'list']]) {
+    const res = await runGuarded([process.execPath, CLI, ...args], { ...env, DATA_DIR: '/proc/self', PORT: '0' });
+    expect([args, res.code, res.stderr]).toEqual([args, 78, expect.stringContaining('DATA_DIR="/proc/self": /proc/self exists but cannot be written (ENOENT)')]);
+  }
+}, 150_000);
+
+test('a DATA_DIR this user cannot write (a root-owned volume) stops the start with status 78 naming it, not a raw EACCES', async () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'ingress-ro-'));
+  chmodSync(dataDir, 0o555);
+  try {
+    // Root writes whatever the mode says: the process is then run as nobody, whom the mode does stop.
+    const asUser = process.getuid?.() === 0 ? ['setpriv', '--reuid=65534', '--regid=65534', '--clear-groups', '--'] : [];
+    const res = await runGuarded([...asUser, process.execPath, CLI, 'start'], { ...env, DATA_DIR: dataDir, PORT: '0' });
+    expect([res.code, res.stderr]).toEqual([78, expect.stringContaining(`DATA_DIR="${dataDir}": ${dataDir} exists but cannot be written (EACCES)`)]);
+    expect(readdirSync(dataDir)).toEqual([]);
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 90_000);
+
+test('KAFKA_BROKERS naming a port that takes connections and never answers: the start says the handshake never completed, and neither thread prints kafkajs\'s TimeoutNegativeWarning', async () => {
+  const sockets = new Set<import('node:net').Socket>();
+  const silent = createServer((socket) => { sockets.add(socket); socket.on('error', () => undefined); socket.resume(); });
+  await new Promise<void>((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  try {
+    const brokers = `127.0.0.1:${(silent.address() as AddressInfo).port}`;
+    const res = await runGuarded([process.execPath, CLI, 'start'], { ...env, KAFKA_BROKERS: brokers, STAGE_THREADS: '1', PORT: '0' });
+    expect(res.code).toBe(1);
+    expect(res.stderr).toContain('ingress start: kafka could not list topics: Error broker not connected: it took the connection but never completed the Kafka handshake');
+    expect(res.stderr).not.toContain('TimeoutNegativeWarning');
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    await new Promise((resolve) => silent.close(resolve));
+  }
+}, 90_000);
 
 test('a second process given a port already in use says which variable to change', async () => {
   const taken = createServer();

@@ -1,11 +1,12 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
 import { inspect } from 'node:util';
 import { Readable } from 'node:stream';
-import { BlobServiceClient } from '@azure/storage-blob';
+import { BlobServiceClient, ContainerSASPermissions, generateBlobSASQueryParameters, StorageSharedKeyCredential } from '@azure/storage-blob';
 import { openAzureBlobStore } from '../../services/platform/store/azure-blob-store';
 import { ObjectStoreError, type ObjectStore } from '../../services/platform/store/object-store';
 import { ConfigError } from '../../services/platform/config/config';
 import { describeObjectStoreContract, readAll } from './contracts/object-store.contract';
+import { startStallingProxy } from '../support/stalling-proxy';
 
 /** Set by the jest globalSetup, which starts Azurite. Without it this suite must fail, not skip. */
 const connectionString = process.env.TEST_AZURE_STORAGE_CONNECTION_STRING;
@@ -17,6 +18,10 @@ const conn: string = connectionString;
 /** One container per test file and run, so parallel files and repeated runs never meet. */
 const container = `it-blob-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
 const accountKey = /(?:^|;)\s*AccountKey=([^;]+)/i.exec(conn)?.[1] ?? '';
+const azuriteAddress = () => {
+  const endpoint = new URL(/BlobEndpoint=([^;]+)/i.exec(conn)?.[1] ?? '');
+  return { host: endpoint.hostname, port: Number(endpoint.port) };
+};
 
 afterAll(async () => {
   await BlobServiceClient.fromConnectionString(conn).getContainerClient(container).deleteIfExists();
@@ -65,6 +70,93 @@ describe('azure blob store: adapter specifics', () => {
     expect(err).toBeInstanceOf(ObjectStoreError);
     expect(err.code).toBe('store-unavailable');
     expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(accountKey);
+  });
+
+  test('an endpoint that takes connections and never answers: open fails as store-unavailable, naming the endpoint', async () => {
+    const proxy = await startStallingProxy(azuriteAddress());
+    proxy.stall();
+    try {
+      const silent = conn.replace(/BlobEndpoint=[^;]+/i, `BlobEndpoint=http://127.0.0.1:${proxy.port}/devstoreaccount1`);
+      const err = await openAzureBlobStore({ connectionString: silent, container, answerTimeoutMs: 1_000 }).catch((e) => e);
+      expect(err).toBeInstanceOf(ObjectStoreError);
+      expect(err.code).toBe('store-unavailable');
+      expect(err.message).toContain(`could not open container ${container}: no answer from http://127.0.0.1:${proxy.port}/devstoreaccount1`);
+      expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(accountKey);
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+
+  test('a store whose endpoint stops answering: put, get, head, delete and list fail as store-unavailable', async () => {
+    const proxy = await startStallingProxy(azuriteAddress());
+    try {
+      const viaProxy = conn.replace(/BlobEndpoint=[^;]+/i, `BlobEndpoint=http://127.0.0.1:${proxy.port}/devstoreaccount1`);
+      const stalling = await openAzureBlobStore({ connectionString: viaProxy, container, answerTimeoutMs: 1_000 });
+      const base = prefix();
+      await stalling.put(`${base}/there.txt`, Buffer.from('there'));
+      proxy.stall();
+      const { stream } = mebibytes(6);
+      const calls: Record<string, () => Promise<unknown>> = {
+        'put (one block)': () => stalling.put(`${base}/small.txt`, Buffer.from('small')),
+        'put (several blocks)': () => stalling.put(`${base}/big.bin`, stream),
+        get: () => stalling.get(`${base}/there.txt`),
+        head: () => stalling.head(`${base}/there.txt`),
+        delete: () => stalling.delete(`${base}/there.txt`),
+        list: async () => { for await (const p of stalling.list(`${base}/`)) void p; },
+      };
+      const outcomes = await Promise.all(Object.entries(calls).map(([what, call]) =>
+        call().then(() => [what, 'succeeded'], (e: { code?: unknown; message?: unknown }) => [what, e.code, String(e.message).includes('no answer from')])));
+      expect(outcomes).toEqual(Object.keys(calls).map((what) => [what, 'store-unavailable', true]));
+    } finally {
+      await proxy.close();
+    }
+  }, 60_000);
+
+  /** A connection string holding only a SAS scoped to one container (no account key): least privilege. */
+  function containerSas(name: string, permissions: string): string {
+    const account = /AccountName=([^;]+)/i.exec(conn)?.[1] ?? '';
+    const endpoint = /BlobEndpoint=([^;]+)/i.exec(conn)?.[1] ?? '';
+    const sas = generateBlobSASQueryParameters(
+      { containerName: name, permissions: ContainerSASPermissions.parse(permissions), expiresOn: new Date(Date.now() + 3_600_000) },
+      new StorageSharedKeyCredential(account, accountKey),
+    ).toString();
+    return `BlobEndpoint=${endpoint};SharedAccessSignature=${sas}`;
+  }
+
+  test('a container SAS (racwdl) for an existing container opens the store, which then works', async () => {
+    const sasStore = await openAzureBlobStore({ connectionString: containerSas(container, 'racwdl'), container });
+    try {
+      const p = `${prefix()}/via-sas.txt`;
+      await sasStore.put(p, Buffer.from('least privilege'), { contentType: 'text/plain' });
+      expect((await readAll(await sasStore.get(p))).toString()).toBe('least privilege');
+      expect(await sasStore.head(p)).toMatchObject({ size: 15, contentType: 'text/plain' });
+      const listed: string[] = [];
+      for await (const q of sasStore.list(p)) listed.push(q);
+      expect(listed).toEqual([p]);
+      expect(await sasStore.delete(p)).toBe(true);
+    } finally {
+      await sasStore.close();
+    }
+  });
+
+  test('a container SAS without list: the start fails naming the list permission, without the signature', async () => {
+    const sasConn = containerSas(container, 'racwd');
+    const err = await openAzureBlobStore({ connectionString: sasConn, container }).catch((e) => e);
+    expect(err).toBeInstanceOf(ObjectStoreError);
+    expect(err.code).toBe('store-unavailable');
+    expect(err.message).toMatch(/HTTP 403 .*may neither create nor list .*list permission \(l\)/);
+    const sig = /sig=([^&;]+)/.exec(sasConn)?.[1] ?? '';
+    expect(sig).not.toBe('');
+    expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(decodeURIComponent(sig));
+  });
+
+  test('a container SAS for a container that does not exist: the start fails saying so', async () => {
+    const missing = `it-blob-missing-${randomBytes(4).toString('hex')}`;
+    const err = await openAzureBlobStore({ connectionString: containerSas(missing, 'racwdl'), container: missing }).catch((e) => e);
+    expect(err).toBeInstanceOf(ObjectStoreError);
+    expect(err.code).toBe('store-unavailable');
+    expect(err.message).toMatch(/HTTP 404 .*the container does not exist, and this connection string may not create it/);
+    expect(await BlobServiceClient.fromConnectionString(conn).getContainerClient(missing).exists()).toBe(false);
   });
 
   test('a connection string the SDK refuses is a configuration error naming the variable, without the string', async () => {

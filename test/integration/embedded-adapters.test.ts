@@ -1,7 +1,7 @@
 import { createHash, pbkdf2 } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, closeSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -111,6 +111,39 @@ test('filesystem store: a read stream closes its file once, never a descriptor t
     closeSync(fd);
   } finally {
     await store.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('filesystem store: temp files a process left mid-put (kill -9) are removed at the next open, the ones of puts still arriving are not', async () => {
+  const dir = tempDir();
+  try {
+    await (await openFilesystemStore(dir)).close();
+    const tmp = path.join(dir, 'objects', 'tmp');
+    const abandoned = path.join(tmp, 'abandoned-upload');
+    const arriving = path.join(tmp, 'arriving-upload');
+    writeFileSync(abandoned, 'a partner body cut short', { mode: 0o600 });
+    writeFileSync(arriving, 'a partner body still arriving', { mode: 0o600 });
+    const anHourAgo = new Date(Date.now() - 3_600_000);
+    utimesSync(abandoned, anHourAgo, anHourAgo);
+    const store = await openFilesystemStore(dir);
+    await store.close();
+    expect(readdirSync(tmp)).toEqual(['arriving-upload']);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('filesystem store: an object whose metadata was never written (the process ended between the two) is described by head from its data', async () => {
+  const dir = tempDir();
+  try {
+    const store = await openFilesystemStore(dir);
+    const stored = await store.put('as2/wf/msg/req/mdn', Buffer.from('the failure MDN'), { contentType: 'message/disposition-notification' });
+    rmSync(path.join(dir, 'objects', 'meta', 'as2', 'wf', 'msg', 'req', 'mdn.json'));
+    expect(await store.head('as2/wf/msg/req/mdn')).toEqual({ ...stored, contentType: null });
+    expect(await store.head('as2/wf/msg/req/none')).toBeNull();
+    await store.close();
+  } finally {
     rmSync(dir, { recursive: true, force: true });
   }
 });

@@ -115,9 +115,16 @@ test('operations settings: admin port, shutdown grace, back-pressure and topic s
   expect(problems({ KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '2' })).toHaveLength(1);
   expect(problems({ ADMIN_PORT: '8080' })).toEqual(['ADMIN_PORT=8080: must differ from PORT']);
   expect(problems({ SHUTDOWN_GRACE_MS: '-1', MAX_PENDING_ACCEPTS: '0' })).toEqual([
-    'SHUTDOWN_GRACE_MS="-1": how long a graceful shutdown may take, in milliseconds (a whole number from 0 to 3600000)',
+    'SHUTDOWN_GRACE_MS="-1": how long a graceful shutdown may take, in milliseconds (a whole number from 1000 to 3600000)',
     'MAX_PENDING_ACCEPTS="0": how many accepts may wait for the log before the receiver answers 503 (a whole number from 1 to 1000000)',
   ]);
+});
+
+test('SHUTDOWN_GRACE_MS below a second is refused: 0 or a few ms cut every stop and exited 1', () => {
+  for (const value of ['0', '1', '999']) {
+    expect(problems({ SHUTDOWN_GRACE_MS: value })).toEqual([`SHUTDOWN_GRACE_MS="${value}": how long a graceful shutdown may take, in milliseconds (a whole number from 1000 to 3600000)`]);
+  }
+  expect(loadConfig({ SHUTDOWN_GRACE_MS: '1000' }).shutdownGraceMs).toBe(1000);
 });
 
 test('slow bodies: idle time and minimum rate, with their bounds', () => {

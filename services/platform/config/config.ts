@@ -335,7 +335,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (adminPort !== null && adminPort === port) problems.push(`ADMIN_PORT=${adminPort}: must differ from PORT`);
   // ADMIN_HOST, ADMIN_TOKENS, ADMIN_URL/ADMIN_TOKEN: the management API (admin-settings.ts).
   const admin = adminSettings(get, problems);
-  const shutdownGraceMs = integer('SHUTDOWN_GRACE_MS', 25_000, 0, 3_600_000, 'how long a graceful shutdown may take, in milliseconds');
+  // At least a second: a stop always takes a few milliseconds, so 0 (which some tools read as "no limit") or a
+  // few ms cut every shutdown and exited 1, the requests in flight with it.
+  const shutdownGraceMs = integer('SHUTDOWN_GRACE_MS', 25_000, 1_000, 3_600_000, 'how long a graceful shutdown may take, in milliseconds');
   const maxPendingAccepts = integer('MAX_PENDING_ACCEPTS', 2_000, 1, 1_000_000, 'how many accepts may wait for the log before the receiver answers 503');
   const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
 

@@ -30,10 +30,25 @@ export async function makeDirectories(target: string): Promise<void> {
   }
 }
 
+/**
+ * A directory that exists need not take entries (root-owned for a non-root user, a read-only mount, one under
+ * /proc, where the embedded backends' recursive mkdirs would then loop for ever): one is made and removed to know.
+ */
+async function proveWritable(dir: string): Promise<void> {
+  let probe: string;
+  try {
+    probe = await fsp.mkdtemp(path.join(dir, '.write-probe-'));
+  } catch (error) {
+    throw new Error(`${dir} exists but cannot be written (${(error as NodeJS.ErrnoException).code ?? (error as Error).message})`);
+  }
+  await fsp.rmdir(probe);
+}
+
 /** DATA_DIR made before anything is created under it; when it cannot be, the variable is named (status 78). */
 export async function prepareDataDir(dataDir: string): Promise<void> {
   try {
     await makeDirectories(dataDir);
+    await proveWritable(path.resolve(dataDir));
   } catch (error) {
     throw new ConfigError([`DATA_DIR=${JSON.stringify(dataDir)}: ${(error as Error).message}; it must be a directory this process can create and write (the embedded backends, admin-api.json and replay jobs are kept there)`]);
   }

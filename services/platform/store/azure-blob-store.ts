@@ -9,7 +9,16 @@ export interface AzureBlobStoreOptions {
   /** An Azure Storage connection string. It holds the account key: it never appears in an error. */
   connectionString: string;
   container: string;
+  /** How long one call may wait for the service's answer (its headers; retries included) before it fails as store-unavailable. */
+  answerTimeoutMs?: number;
 }
+
+/**
+ * The SDK has no client-side time-out of its own (retryOptions.tryTimeoutInMs only asks the *server* to give up,
+ * as a URL parameter), so an endpoint that takes connections and never answers would hold a call for ever. 30 s
+ * is ample for a 4 MiB block over a slow link.
+ */
+const ANSWER_TIMEOUT_MS = 30_000;
 
 /** Size of one staged block: at most MAX_IN_FLIGHT of these are uploading, plus one filling. */
 const BLOCK_BYTES = 4 * 1024 * 1024;
@@ -35,20 +44,23 @@ const META_UNTYPED = 'untyped';
  */
 export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promise<ObjectStore> {
   const redact = redactorFor(options.connectionString);
-  const fail = (what: string, error: unknown, code: 'not-found' | 'store-unavailable' = 'store-unavailable') =>
-    new ObjectStoreError(redact(`azure blob store could not ${what}: ${describeError(error)}`), code, { cause: sanitizedCause(error, redact, ['statusCode', 'code']) });
+  const fail = (what: string, error: unknown, code: 'not-found' | 'store-unavailable' = 'store-unavailable', hint = '') =>
+    new ObjectStoreError(redact(`azure blob store could not ${what}: ${describeError(error)}${hint}`), code, { cause: sanitizedCause(error, redact, ['statusCode', 'code']) });
 
   if (!/^(?=.{3,63}$)[a-z0-9]+(-[a-z0-9]+)*$/.test(options.container)) {
     throw new ObjectStoreError(`azure blob container name ${JSON.stringify(options.container.slice(0, 80))} is invalid: 3-63 lower-case letters, digits and single hyphens`, 'store-unavailable');
   }
 
+  const answerTimeoutMs = options.answerTimeoutMs ?? ANSWER_TIMEOUT_MS;
   let container: ContainerClient;
+  let answered: Bound;
   try {
     const service = BlobServiceClient.fromConnectionString(options.connectionString, {
       // Fail within seconds when the account is unreachable, rather than the SDK's minutes.
       retryOptions: { maxTries: 4, retryDelayInMs: 500, maxRetryDelayInMs: 4000 },
     });
     container = service.getContainerClient(options.container);
+    answered = boundedBy(answerTimeoutMs, endpointOf(service.url));
   } catch (error) {
     // The value of a variable, so the exit is a configuration error's (78), as for a value refused at load: the
     // config's check (a key the SDK needs is there) cannot tell every string the SDK refuses. Never echo the
@@ -57,9 +69,16 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
   }
 
   try {
-    await container.createIfNotExists();
+    await answered((abortSignal) => container.createIfNotExists({ abortSignal }));
   } catch (error) {
-    throw fail(`open container ${options.container}`, error);
+    if (statusOf(error) !== 403) throw fail(`open container ${options.container}`, error);
+    // Creating a container needs the account's authority; a SAS scoped to a container made beforehand (least
+    // privilege) cannot, and needs not. Listing is an operation the store needs anyway and such a SAS allows.
+    try {
+      await answered((abortSignal) => container.listBlobsFlat({ abortSignal }).byPage({ maxPageSize: 1 }).next());
+    } catch (probeError) {
+      throw fail(`open container ${options.container}`, probeError, 'store-unavailable', containerProblem(options.container, probeError));
+    }
   }
 
   const blobOf = (p: string): BlockBlobClient => container.getBlockBlobClient(p);
@@ -85,7 +104,7 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
       // Block ids of one blob must all have the same length: uuid + fixed-width counter.
       const id = Buffer.from(`${uploadId}-${String(blockIds.length).padStart(6, '0')}`).toString('base64');
       blockIds.push(id);
-      const task: Promise<void> = blob.stageBlock(id, data, data.length, { abortSignal: abort.signal }).then(
+      const task: Promise<void> = answered((abortSignal) => blob.stageBlock(id, data, data.length, { abortSignal }), abort.signal).then(
         () => { inflight.delete(task); },
         (error: unknown) => { inflight.delete(task); stageError ??= error; abort.abort(); },
       );
@@ -112,12 +131,12 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
       const metadata: Record<string, string> = { [META_SHA256]: sha256, ...(contentType === undefined ? { [META_UNTYPED]: 'true' } : {}) };
       const rest = pending.length === 1 ? pending[0] : Buffer.concat(pending, pendingLength);
       if (blockIds.length === 0) {
-        await blob.upload(rest, rest.length, { blobHTTPHeaders: headers, metadata, conditions, abortSignal: abort.signal });
+        await answered((abortSignal) => blob.upload(rest, rest.length, { blobHTTPHeaders: headers, metadata, conditions, abortSignal }), abort.signal);
       } else {
         if (rest.length > 0) await stage(rest);
         while (inflight.size > 0) await Promise.race(inflight);
         if (stageError) throw stageError;
-        await blob.commitBlockList(blockIds, { blobHTTPHeaders: headers, metadata, conditions, abortSignal: abort.signal });
+        await answered((abortSignal) => blob.commitBlockList(blockIds, { blobHTTPHeaders: headers, metadata, conditions, abortSignal }), abort.signal);
       }
       return { path: p, size: metered.size(), sha256, contentType: contentType ?? null };
     } catch (error) {
@@ -148,7 +167,8 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
     async get(p) {
       assertObjectPath(p);
       try {
-        const response = await blobOf(p).download(0, undefined, { maxRetryRequests: 3 });
+        // Bounded until the answer starts: the body then streams for as long as the reader takes.
+        const response = await answered((abortSignal) => blobOf(p).download(0, undefined, { maxRetryRequests: 3, abortSignal }));
         return (response.readableStreamBody as Readable | undefined) ?? Readable.from([]);
       } catch (error) {
         if (statusOf(error) === 404) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
@@ -159,7 +179,7 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
     async head(p) {
       assertObjectPath(p);
       try {
-        const properties = await blobOf(p).getProperties();
+        const properties = await answered((abortSignal) => blobOf(p).getProperties({ abortSignal }));
         const metadata = properties.metadata ?? {};
         return {
           path: p,
@@ -177,17 +197,19 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
     async delete(p) {
       assertObjectPath(p);
       try {
-        return (await blobOf(p).deleteIfExists()).succeeded;
+        return (await answered((abortSignal) => blobOf(p).deleteIfExists({ abortSignal }))).succeeded;
       } catch (error) {
         throw fail(`delete ${p}`, error);
       }
     },
 
     async *list(prefix) {
-      const iterator = container.listBlobsFlat({ prefix })[Symbol.asyncIterator]();
+      // One signal serves every page request of the listing; each wait for a page is bounded on its own.
+      const pages = new RelayedAbort();
+      const iterator = container.listBlobsFlat({ prefix, abortSignal: pages.signal })[Symbol.asyncIterator]();
       for (;;) {
         let next: IteratorResult<{ name: string }>;
-        try { next = await iterator.next(); } catch (error) { throw fail(`list ${JSON.stringify(prefix)}`, error); }
+        try { next = await answered(async (abortSignal) => pages.relay(abortSignal, () => iterator.next())); } catch (error) { throw fail(`list ${JSON.stringify(prefix)}`, error); }
         if (next.done) return;
         yield next.value.name;
       }
@@ -197,15 +219,70 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
   };
 }
 
+/** Why a connection string that may not create the container cannot use it either; '' when the error says it all (a wrong key). */
+function containerProblem(container: string, error: unknown): string {
+  const status = statusOf(error);
+  const code = (error as { code?: unknown } | null)?.code;
+  if (status === 404) return ` (the container does not exist, and this connection string may not create it: create ${container} beforehand, or use the account key)`;
+  if (status === 403 && code === 'AuthorizationPermissionMismatch') {
+    return ` (this connection string may neither create nor list ${container}: a SAS needs the list permission (l), with read, add, create, write and delete: sp=racwdl)`;
+  }
+  return '';
+}
+
 function statusOf(error: unknown): number | undefined {
   const status = (error as { statusCode?: unknown } | null)?.statusCode;
   return typeof status === 'number' ? status : undefined;
 }
 
-/** Errors raised by the SDK (RestError, an abort of ours) rather than by the body stream. */
+/** Errors raised by the SDK (RestError, an abort of ours, no answer in time) rather than by the body stream. */
 function isAzureError(error: unknown): boolean {
   const name = (error as { name?: unknown } | null)?.name;
-  return name === 'RestError' || name === 'AbortError' || statusOf(error) !== undefined;
+  return name === 'RestError' || name === 'AbortError' || error instanceof NoAnswerError || statusOf(error) !== undefined;
+}
+
+class NoAnswerError extends Error {
+  override name = 'NoAnswerError';
+}
+
+/** Runs one SDK call with a signal that aborts it when the service has not answered within the bound. */
+type Bound = <T>(call: (abortSignal: AbortSignal) => Promise<T>, outer?: AbortSignal) => Promise<T>;
+
+function boundedBy(ms: number, endpoint: string): Bound {
+  return async (call, outer) => {
+    const timer = new AbortController();
+    const handle = setTimeout(() => timer.abort(), ms);
+    try {
+      return await call(outer ? AbortSignal.any([outer, timer.signal]) : timer.signal);
+    } catch (error) {
+      if (timer.signal.aborted && !outer?.aborted) throw new NoAnswerError(`no answer from ${endpoint} within ${ms} ms`, { cause: error });
+      throw error;
+    } finally {
+      clearTimeout(handle);
+    }
+  };
+}
+
+/** A signal fixed when a listing starts, aborted by whichever page request's bound is current. */
+class RelayedAbort {
+  private readonly controller = new AbortController();
+  readonly signal = this.controller.signal;
+
+  async relay<T>(bound: AbortSignal, step: () => Promise<T>): Promise<T> {
+    const abort = () => this.controller.abort();
+    bound.addEventListener('abort', abort);
+    try { return await step(); } finally { bound.removeEventListener('abort', abort); }
+  }
+}
+
+/** The account's address without a query (a SAS would be one): what an error may name. */
+function endpointOf(url: string): string {
+  try {
+    const u = new URL(url);
+    return `${u.origin}${u.pathname}`.replace(/\/$/, '');
+  } catch {
+    return 'the blob endpoint';
+  }
 }
 
 

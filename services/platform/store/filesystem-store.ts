@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createWriteStream, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { Readable } from 'node:stream';
@@ -16,6 +16,7 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
   const metaRoot = path.join(root, 'meta');
   const tmpRoot = path.join(root, 'tmp');
   await Promise.all([dataRoot, metaRoot, tmpRoot].map((d) => fsp.mkdir(d, { recursive: true })));
+  await sweepAbandoned(tmpRoot);
 
   const fileOf = (p: string) => path.join(dataRoot, ...p.split('/'));
   const metaOf = (p: string) => path.join(metaRoot, ...p.split('/')) + '.json';
@@ -89,6 +90,15 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
       try {
         return JSON.parse(await fsp.readFile(metaOf(p), 'utf8')) as StoredObject;
       } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
+          throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+        }
+      }
+      // The data is put in place before its metadata: a process that ended between the two left an object that
+      // get() and list() return, so head() says what it is rather than that it is not there. Its type was lost.
+      try {
+        return { path: p, ...(await describeFile(fileOf(p))), contentType: null };
+      } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
         throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
       }
@@ -114,6 +124,31 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
 
     async close() { /* nothing held open */ },
   };
+}
+
+/**
+ * A put's temp file lives only while its body arrives, which the receiver bounds to minutes; one older than
+ * this was left by a process that ended mid-put (kill -9, a power loss) and holds partner bytes nothing names.
+ */
+const ABANDONED_TMP_MS = 15 * 60_000;
+
+async function sweepAbandoned(tmpRoot: string): Promise<void> {
+  const cutOff = Date.now() - ABANDONED_TMP_MS;
+  for (const name of await fsp.readdir(tmpRoot)) {
+    const file = path.join(tmpRoot, name);
+    const stat = await fsp.lstat(file).catch(() => null);
+    if (stat && stat.mtimeMs < cutOff) await fsp.rm(file, { recursive: true, force: true });
+  }
+}
+
+async function describeFile(file: string): Promise<{ size: number; sha256: string }> {
+  const hash = createHash('sha256');
+  let size = 0;
+  for await (const chunk of (await fsp.open(file, 'r')).createReadStream() as AsyncIterable<Buffer>) {
+    hash.update(chunk);
+    size += chunk.length;
+  }
+  return { size, sha256: hash.digest('hex') };
 }
 
 async function walk(dir: string, relative: string, out: string[]): Promise<void> {

@@ -141,6 +141,16 @@ interface KafkaLikeError {
 }
 
 /**
+ * kafkajs throws a few plain Errors with fixed texts, which then named nothing but "Error". Its own words, so
+ * never a record's contents. "Broker not connected" is what a request meets after the broker took the
+ * connection and never completed Kafka's handshake (its request timed out): a KAFKA_BROKERS that names a port
+ * that is not Kafka's, or a broker that hangs.
+ */
+const KAFKAJS_PLAIN_ERRORS = new Map([
+  ['Broker not connected', 'broker not connected: it took the connection but never completed the Kafka handshake (request timed out; is it a Kafka port?)'],
+]);
+
+/**
  * "KafkaJSNumberOfRetriesExceeded <- KafkaJSConnectionError ECONNREFUSED 127.0.0.1:1": the class, Kafka error
  * code and broker address of an error and its causes. kafkajs messages are not copied: a few of them embed the
  * message that failed (e.g. its validation errors), and an EventLogError must never carry record contents.
@@ -155,6 +165,7 @@ export function describeKafkaError(error: unknown): string {
     else if (typeof e.code === 'string') words.push(e.code);
     if (typeof e.broker === 'string') words.push(e.broker);
     if (current instanceof EventLogError) words.push(current.message);
+    else if (current instanceof Error && KAFKAJS_PLAIN_ERRORS.has(current.message)) words.push(KAFKAJS_PLAIN_ERRORS.get(current.message)!);
     parts.push(words.join(' '));
     const next = e.cause ?? e.originalError;
     current = next === current ? undefined : next;
