@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // First: sizes libuv's thread pool before anything can start it.
 import './thread-pool';
-import { ConfigError, loadConfig } from '../platform/config/config';
+import { existsSync } from 'node:fs';
+import { ConfigError, loadConfig, type Config } from '../platform/config/config';
 import { createLogger, type LineWriter } from '../platform/logger/logger';
 import { lineBatch } from '../platform/logger/line-batch';
 import { parseArgs, UsageError } from './args';
@@ -42,6 +43,19 @@ const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> =
   events: { run: eventsCommand, valued: ['workflow', 'message-id', 'post-id', 'tracking-id', 'since', 'until', 'limit'] },
 };
 
+/**
+ * DATA_DIR defaults to ./data of the current directory. `npx ingress workflows put` run from a subdirectory of the
+ * project would make a second, empty ./data there and store the workflow in it, exit 0, and the service (which
+ * reads the first) would answer the partner 200 and run nothing. So a command other than `start` does not make
+ * the default DATA_DIR on an embedded backend: it says where it looked. A DATA_DIR that is set is taken as meant.
+ */
+function strayDataDir(name: string, env: NodeJS.ProcessEnv, config: Config): string | null {
+  if (name === 'start' || env.DATA_DIR !== undefined) return null;
+  if (config.kafka !== null && config.cosmos !== null && config.blob !== null) return null;
+  if (existsSync(config.dataDir)) return null;
+  return `no data directory at ${config.dataDir}: DATA_DIR (unset) is ./data of the directory the command runs in, and no service has run here. Run ingress in the directory where \`npm start\` runs, or set DATA_DIR to its data directory`;
+}
+
 export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<number> {
   const [name, ...rest] = argv;
   if (!name || name === 'help' || name === '--help' || name === '-h') { process.stdout.write(USAGE + '\n'); return name ? 0 : 2; }
@@ -55,6 +69,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     if (error instanceof ConfigError) { process.stderr.write(`ingress: ${error.message}\n`); return 78; }
     throw error;
   }
+  const stray = strayDataDir(name, env, config);
+  if (stray) { process.stderr.write(`ingress ${name}: ${stray}\n`); return 78; }
   // The CLI's stdout is for data; only `start` logs there, a turn's lines at a time (line-batch.ts).
   let write: LineWriter = (line) => process.stderr.write(line + '\n');
   if (name === 'start') {

@@ -1,8 +1,8 @@
-import { chmodSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { backendEnv } from '../support/app';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createServer, type AddressInfo } from 'node:net';
 import { CLI, runCli, startServiceProcess, waitForExit } from '../support/cli-process';
 import { X509Certificate, generateKeyPairSync } from 'node:crypto';
@@ -241,6 +241,25 @@ test('a host that is no address of this machine stops the start with status 78 n
   expect([admin.code, admin.stderr]).toEqual([78, expect.stringContaining('ADMIN_HOST=192.0.2.1: not an address of this machine')]);
   const http = await runCli(['start'], { ...env, HOST: '192.0.2.1' });
   expect([http.code, http.stderr]).toEqual([78, expect.stringContaining('HOST=192.0.2.1: not an address of this machine')]);
+});
+
+test('a command other than start, run where no service has run (DATA_DIR unset, no ./data), makes no registry of its own: status 78 saying where it looked', () => {
+  const elsewhere = mkdtempSync(path.join(tmpdir(), 'ingress-subdir-'));
+  try {
+    const bare = { PATH: process.env.PATH ?? '' };
+    const run = (args: string[]) => spawnSync(process.execPath, [CLI, ...args], { cwd: elsewhere, env: bare, encoding: 'utf8' });
+    const put = run(['workflows', 'put', file('stray.json', { id: 'wf-stray', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] })]);
+    expect(put.status).toBe(78);
+    expect(put.stderr).toContain(`no data directory at ${path.join(elsewhere, 'data')}`);
+    expect(readdirSync(elsewhere)).toEqual([]);
+    // Where a service has run (./data exists), or with DATA_DIR set, the command works as before.
+    expect(run(['workflows', 'list']).status).toBe(78);
+    expect(spawnSync(process.execPath, [CLI, 'workflows', 'list'], { cwd: elsewhere, env: { ...bare, DATA_DIR: path.join(elsewhere, 'chosen') }, encoding: 'utf8' }).status).toBe(0);
+    mkdirSync(path.join(elsewhere, 'data'));
+    expect(run(['workflows', 'list']).status).toBe(0);
+  } finally {
+    rmSync(elsewhere, { recursive: true, force: true });
+  }
 });
 
 test('usage errors name the command', async () => {
