@@ -12,7 +12,7 @@ import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import type { CredentialDocument, WorkflowDocument } from '../platform/registry/documents';
-import type { ObjectStore } from '../platform/store/object-store';
+import { readObject, type ObjectStore } from '../platform/store/object-store';
 import { contextFromHeaders, inConsumerSpan, spanTraceHeaders, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { DecodeServices } from '../triggers/trigger';
@@ -73,9 +73,7 @@ export function bodyServices(store: ObjectStore, logger: Logger, credential?: De
     async readBody(received, maxBytes) {
       if (received.body.kind === 'inline') return received.body.data;
       if (received.body.size > maxBytes) throw new StageInputError('body-too-large-to-decode', `body of ${received.body.size} bytes exceeds ${maxBytes}`);
-      const chunks: Buffer[] = [];
-      for await (const chunk of await store.get(received.body.path)) chunks.push(chunk as Buffer);
-      return Buffer.concat(chunks);
+      return readObject(store, received.body.path);
     },
   };
 }

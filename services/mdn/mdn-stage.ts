@@ -8,7 +8,7 @@ import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
 import { guardedPost, type GuardedPostOptions, type GuardedPostResult } from '../platform/net/guarded-post';
 import { loggableUrl } from '../platform/net/url-allow-list';
-import type { ObjectStore } from '../platform/store/object-store';
+import { readObject, type ObjectStore } from '../platform/store/object-store';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { evidenceFolder, splitEntity } from '../triggers/as2/evidence';
 import { dueGate, NotDue, Stopping } from './due-gate';
@@ -67,9 +67,7 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
   async function answeredFailure(delivery: MdnDelivery): Promise<boolean> {
     const path = `${evidenceFolder(delivery.workflowId, delivery.messageId, delivery.requestId)}/mdn`;
     if (!(await deps.store.head(path))) return false;
-    const chunks: Buffer[] = [];
-    for await (const chunk of await deps.store.get(path)) chunks.push(chunk as Buffer);
-    return splitEntity(Buffer.concat(chunks)).headers['message-id'] !== delivery.mdnMessageId;
+    return splitEntity(await readObject(deps.store, path)).headers['message-id'] !== delivery.mdnMessageId;
   }
 
   /** `final`: no later attempt could succeed. */

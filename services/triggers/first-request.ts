@@ -1,4 +1,4 @@
-import { ObjectStoreError, type ObjectStore } from '../platform/store/object-store';
+import { ObjectStoreError, readObject, type ObjectStore } from '../platform/store/object-store';
 
 /**
  * Whether an earlier request already carried the same identity (a warehouse PostId, an AS2 message id).
@@ -21,7 +21,5 @@ export async function isRepeat(store: ObjectStore, marker: string, requestId: st
       if (!(error instanceof ObjectStoreError && error.code === 'already-exists')) throw error;
     }
   }
-  const chunks: Buffer[] = [];
-  for await (const chunk of await store.get(marker)) chunks.push(chunk as Buffer);
-  return Buffer.concat(chunks).toString('utf8') !== requestId;
+  return (await readObject(store, marker)).toString('utf8') !== requestId;
 }

@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from '../logger/logger';
-import { ObjectStoreError, type ObjectStore } from '../store/object-store';
+import { ObjectStoreError, readObject, type ObjectStore } from '../store/object-store';
 import type { LogRecord } from './event-log';
 
 /**
@@ -58,17 +58,15 @@ const markPath = (group: string, topic: string, partition: number) => `stage-mar
 export function crashMarksIn(store: ObjectStore): CrashMarks {
   return {
     async read(group, topic, partition) {
-      let body;
+      let body: Buffer;
       try {
-        body = await store.get(markPath(group, topic, partition));
+        body = await readObject(store, markPath(group, topic, partition));
       } catch (error) {
         if (error instanceof ObjectStoreError && error.code === 'not-found') return null;
         throw error;
       }
-      const chunks: Buffer[] = [];
-      for await (const chunk of body) chunks.push(chunk as Buffer);
       try {
-        const mark = JSON.parse(Buffer.concat(chunks).toString('utf8')) as Partial<CrashMark>;
+        const mark = JSON.parse(body.toString('utf8')) as Partial<CrashMark>;
         const offset = (v: unknown) => typeof v === 'string' && /^\d{1,19}$/.test(v);
         if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string' && (mark.returned === undefined || typeof mark.returned === 'boolean')) return mark as CrashMark;
       } catch { /* below */ }

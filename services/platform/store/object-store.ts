@@ -51,6 +51,13 @@ export class ObjectStoreError extends Error {
   }
 }
 
+/** The whole content of a small object (a marker, a mark, an MDN, a body already bounded by its size); not-found as `get`. */
+export async function readObject(store: ObjectStore, path: string): Promise<Buffer> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of await store.get(path)) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks);
+}
+
 /**
  * A pass-through that counts and hashes what an adapter stores, failing with 'too-large' past maxBytes,
  * so every adapter reports size and SHA-256 the same way.

@@ -1,4 +1,4 @@
-import { ObjectStoreError, type ObjectStore } from '../../platform/store/object-store';
+import { ObjectStoreError, readObject, type ObjectStore } from '../../platform/store/object-store';
 
 /**
  * Digest UsernameTokens claimed in the object store, so that receiver replicas share what each has seen:
@@ -28,9 +28,7 @@ export function sharedNonces(store: ObjectStore): SharedNonces {
   /** The request that holds the claim at `path`, or null when there is none. */
   async function holder(path: string): Promise<string | null> {
     try {
-      const chunks: Buffer[] = [];
-      for await (const chunk of await store.get(path)) chunks.push(chunk as Buffer);
-      return (JSON.parse(Buffer.concat(chunks).toString('utf8')) as { requestId?: string }).requestId ?? '';
+      return (JSON.parse((await readObject(store, path)).toString('utf8')) as { requestId?: string }).requestId ?? '';
     } catch (error) {
       if (error instanceof ObjectStoreError && error.code === 'not-found') return null;
       throw error;
