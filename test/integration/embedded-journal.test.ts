@@ -5,6 +5,8 @@ import { spawn } from 'node:child_process';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import { FRAME_HEADER_BYTES, frameSize, writeFrame } from '../../services/platform/log/embedded/frame';
 import { MAX_READ_BATCH_BYTES } from '../../services/platform/log/topics';
+import { Journal } from '../../services/platform/log/embedded/journal';
+import type { SpanLocation } from '../../services/platform/log/embedded/topic-index';
 import { collect } from '../support/log-reads';
 
 /** Recovery and ownership of the embedded log: what the contract suite cannot see. */
@@ -286,4 +288,29 @@ test('damage is still refused with a torn write after it: a flipped bit, a lengt
     outcomes.push([what, opened, statSync(file).size === bytes.length ? 'nothing cut' : 'cut']);
   }
   expect(outcomes).toEqual(damages.map(([what]) => [what, 'log-corrupt', 'nothing cut']));
+});
+
+test('a batch read from disk holds its own records, not the other topics\' bytes read between them', async () => {
+  const locations = new Map<string, SpanLocation>();
+  const journal = await Journal.open({
+    dir: path.join(dir, 'log'),
+    onEntry: (entry, segment, framePosition, spans) => entry.records.forEach((r, i) => locations.set(r.value.subarray(0, 8).toString(), { segment, position: framePosition + spans[i].start, length: spans[i].length })),
+  });
+  const record = (topic: string, value: Buffer) => ({ records: [{ topic, key: null, value, headers: {}, timestamp: 0 }], commits: [] });
+  try {
+    await journal.append(record('a', Buffer.from('small-1-')));
+    await journal.append(record('b', Buffer.alloc(600 * 1024, 'x')));
+    await journal.append(record('a', Buffer.from('small-2-')));
+    await journal.append(record('a', Buffer.from('small-3-')));
+    const [one, two] = await journal.readMany([locations.get('small-1-')!, locations.get('small-2-')!]);
+    // Both came from one read of ~600 KiB; each is now a copy, not a view that keeps that read alive.
+    expect([one, two].map((b) => b.buffer.byteLength < 256 * 1024)).toEqual([true, true]);
+    expect([one, two]).toEqual(await Promise.all([journal.read(locations.get('small-1-')!), journal.read(locations.get('small-2-')!)]));
+    // Records that are most of their run stay views of it: no copy where nothing is wasted.
+    const [two2, three] = await journal.readMany([locations.get('small-2-')!, locations.get('small-3-')!]);
+    expect(two2.buffer).toBe(three.buffer);
+    expect(three).toEqual(await journal.read(locations.get('small-3-')!));
+  } finally {
+    await journal.close();
+  }
 });

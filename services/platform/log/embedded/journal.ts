@@ -321,7 +321,16 @@ export class Journal {
       }
       if (j === i + 1) { out[i] = await this.read(first); i++; continue; }
       const run = await this.read({ segment: first.segment, position: first.position, length: end - first.position });
-      for (let k = i; k < j; k++) out[k] = run.subarray(locations[k].position - first.position, locations[k].position - first.position + locations[k].length);
+      let wanted = 0;
+      for (let k = i; k < j; k++) wanted += locations[k].length;
+      // A view keeps its whole run alive for as long as its record is held. Where other topics' bytes are most
+      // of the run, the records are copied out, so a batch holds at most a few times its own size, not up to
+      // a run (1 MiB) for every two small records.
+      const sparse = wanted * SPARSE_RUN_RATIO < run.length;
+      for (let k = i; k < j; k++) {
+        const view = run.subarray(locations[k].position - first.position, locations[k].position - first.position + locations[k].length);
+        out[k] = sparse ? Buffer.from(view) : view;
+      }
       i = j;
     }
     return out;
@@ -339,6 +348,8 @@ export class Journal {
 
 /** The most one read of `readMany` spans: other topics' records between a topic's are read too, and skipped. */
 const READ_MANY_SPAN_BYTES = 1024 * 1024;
+/** A run whose records are less than a quarter of its bytes is copied out of (readMany). */
+const SPARSE_RUN_RATIO = 4;
 
 async function listSegments(dir: string): Promise<string[]> {
   try {
