@@ -67,4 +67,22 @@ test("the receiver's scan counts delimiters split across chunks, one byte at a t
   expect(await scanOneByteAtATime(named)).toBeNull();
   const skipped = named.replace('Content-Disposition: form-data; name="b"', 'Content-Type: text/plain');
   expect(await scanOneByteAtATime(skipped)).toMatchObject({ publicDetail: 'a part has no name' });
+  // The epilogue after the close delimiter is not the body's: a delimiter quoted there opens no part.
+  const epilogue = '\r\n--boundary-123\r\nContent-Type: text/plain\r\n\r\nquoted\r\n--boundary-123--\r\n';
+  expect(await scanOneByteAtATime(named + epilogue)).toBeNull();
+  const whole = scanMultipart('multipart/form-data; boundary=boundary-123', DEFAULT_WEBHOOK_LIMITS.multipart);
+  whole.write(Buffer.from(named + epilogue, 'latin1'));
+  expect(await whole.end()).toBeNull();
+  const nearClose = scanMultipart('multipart/form-data; boundary=boundary-123', DEFAULT_WEBHOOK_LIMITS.multipart);
+  // A chunk that ends between a delimiter and its closing dashes.
+  const cut = skipped.indexOf('--boundary-123--') + '--boundary-123'.length;
+  nearClose.write(Buffer.from(skipped.slice(0, cut), 'latin1'));
+  nearClose.write(Buffer.from(skipped.slice(cut) + epilogue, 'latin1'));
+  expect(await nearClose.end()).toMatchObject({ publicDetail: 'a part has no name' });
+});
+
+test("the decoder's multipart reading ignores the epilogue after the close delimiter", async () => {
+  const text = '--b\r\nContent-Disposition: form-data; name="keep"\r\n\r\nkept\r\n--b--\r\nepilogue\r\n--b\r\nContent-Type: text/plain\r\n\r\nquoted\r\n';
+  const staged = await stageMultipart(Readable.from([Buffer.from(text, 'latin1')]), 'multipart/form-data; boundary=b', DEFAULT_WEBHOOK_LIMITS.multipart, null as never, 'trigger/wf/x');
+  expect(staged.value).toEqual({ keep: 'kept' });
 });

@@ -87,23 +87,37 @@ function watch(bb: busboy.Busboy, limits: MultipartLimits, settle: Settle) {
 /**
  * The parts of a multipart body counted by their delimiter lines (`CRLF--boundary`, the body's start counting as
  * a line start), as the chunks go by. busboy skips a part without a `form-data` Content-Disposition without a
- * word; with this count such a part is refused as unnamed instead of being lost from the output. The closing
- * delimiter counts too, so a well-formed body has one delimiter more than parts.
+ * word; with this count such a part is refused as unnamed instead of being lost from the output. Counting stops
+ * at the close delimiter (`--boundary--`): the epilogue after it is not part of the body (RFC 2046 §5.1.1), and
+ * a delimiter quoted there opens no part.
+ *
+ * A delimiter is classified once the two bytes after it are in: the last `delimiter + 1` bytes seen are kept
+ * for the next chunk, since a delimiter starting there cannot be classified yet.
  */
 function delimiterCounter(boundary: string) {
   const delimiter = Buffer.from(`\r\n--${boundary}`, 'latin1');
-  let tail = Buffer.from('\r\n');
-  let count = 0;
+  const classified = delimiter.length + 2;
+  let carry = Buffer.from('\r\n');
+  let parts = 0;
+  let closed = false;
+  /** Counts the delimiters in `bytes` that start before `before` and can be classified; false at the close. */
+  const scan = (bytes: Buffer, before: number): boolean => {
+    for (let at = bytes.indexOf(delimiter); at >= 0 && at < before && at + classified <= bytes.length; at = bytes.indexOf(delimiter, at + delimiter.length)) {
+      if (bytes[at + delimiter.length] === 0x2d && bytes[at + delimiter.length + 1] === 0x2d) return false;
+      parts++;
+    }
+    return true;
+  };
   return {
     write(chunk: Buffer) {
-      // Delimiters that start in the last chunk's tail and end in this one.
-      const seam = Buffer.concat([tail, chunk.subarray(0, delimiter.length - 1)]);
-      for (let at = seam.indexOf(delimiter); at >= 0 && at < tail.length; at = seam.indexOf(delimiter, at + 1)) count++;
-      for (let at = chunk.indexOf(delimiter); at >= 0; at = chunk.indexOf(delimiter, at + delimiter.length)) count++;
-      const keep = delimiter.length - 1;
-      tail = chunk.length >= keep ? Buffer.from(chunk.subarray(chunk.length - keep)) : Buffer.concat([tail, chunk]).subarray(-keep);
+      if (closed) return;
+      // Delimiters that start in the carry: the seam holds enough of this chunk to classify them.
+      const seam = Buffer.concat([carry, chunk.subarray(0, classified)]);
+      if (!scan(seam, carry.length) || !scan(chunk, chunk.length)) { closed = true; return; }
+      const keep = delimiter.length + 1;
+      carry = chunk.length >= keep ? Buffer.from(chunk.subarray(chunk.length - keep)) : Buffer.concat([carry, chunk]).subarray(-keep);
     },
-    get parts() { return Math.max(0, count - 1); },
+    get parts() { return parts; },
   };
 }
 
