@@ -19,7 +19,12 @@ export interface AdminClient {
   url: string;
   /** How it was found: `ADMIN_URL` or the DATA_DIR file. */
   via: 'ADMIN_URL' | 'DATA_DIR';
-  request(method: string, path: string, body?: unknown): Promise<{ status: number; body: any }>;
+  request(method: string, path: string, body?: unknown): Promise<AdminAnswer>;
+}
+
+export interface AdminAnswer {
+  status: number;
+  body: any;
 }
 
 export class AdminClientError extends Error {

@@ -97,7 +97,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     openRegistry: () => openRegistry(config, logger),
     sealer: () => {
       const sealer = sealerFor(config);
-      if (!sealer) throw new UsageError('INGRESS_ENCRYPTION_KEY must be set to store or read credentials (at least 16 characters; keep it secret and stable)');
+      if (!sealer) throw new ConfigError(['INGRESS_ENCRYPTION_KEY must be set to store or read credentials (at least 16 characters; keep it secret and stable)']);
       return sealer;
     },
     runningService: () => findRunningService(config),

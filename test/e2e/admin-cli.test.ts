@@ -103,6 +103,23 @@ test('ADMIN_URL and ADMIN_TOKEN point the CLI at a service explicitly; a read to
   expect(res.stderr).toContain('refused it: This admin token has the read scope; writes need a token with the full scope');
 });
 
+test('a service without INGRESS_ENCRYPTION_KEY refuses a credential put as the direct command does: configuration, exit 78', async () => {
+  const { env: keyless, cleanup: done } = backendEnv('embedded', { ADMIN_TOKENS });
+  delete keyless.INGRESS_ENCRYPTION_KEY;
+  keyless.ADMIN_PORT = String(await freePort());
+  const other = await startServiceProcess(keyless);
+  try {
+    const cred = path.join(keyless.DATA_DIR, 'cred.json');
+    writeFileSync(cred, JSON.stringify({ id: 'cred-x', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }));
+    const put = await runCli(['credentials', 'put', cred], keyless);
+    expect({ code: put.code, stderr: put.stderr }).toEqual({ code: 78, stderr: expect.stringContaining('INGRESS_ENCRYPTION_KEY is not set on the service') });
+  } finally {
+    other.child.kill('SIGTERM');
+    await waitForExit(other.child);
+    done();
+  }
+});
+
 test('once the service stops, its access file is gone and the commands work directly again', async () => {
   service!.child.kill('SIGTERM');
   await waitForExit(service!.child);

@@ -58,7 +58,7 @@ test('credentials: need the key, are sealed at rest, list without secrets', asyn
   const doc = file('cred.json', { id: 'cred-cli', type: 'headerAuth', data: { name: 'X-Api-Key', value: 'never-print-me' } });
   const { INGRESS_ENCRYPTION_KEY: _key, ...noKey } = env;
   const refused = await runCli(['credentials', 'put', doc], noKey);
-  expect(refused.code).toBe(2);
+  expect(refused.code).toBe(78);
   expect(refused.stderr).toMatch(/INGRESS_ENCRYPTION_KEY must be set/);
   expect((await runCli(['credentials', 'put', doc], env)).code).toBe(0);
   const list = await runCli(['credentials', 'list'], env);

@@ -139,5 +139,7 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     expect((await cli('replay', topics().received)).code).toBe(2);
     expect((await cli('replay', topics().received, '--from', 'yesterday')).stderr).toMatch(/--from takes an offset or an ISO time/);
     expect((await cli('dead-letters', 'list', '--since', '5')).stderr).toMatch(/--since takes an ISO time/);
+    const stage = await cli('dead-letters', 'list', '--stage', 'foo');
+    expect({ code: stage.code, stderr: stage.stderr }).toEqual({ code: 2, stderr: expect.stringContaining('stage takes one of decoder, dispatcher, sampler, mdn') });
   });
 });

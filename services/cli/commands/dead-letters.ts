@@ -3,7 +3,7 @@ import * as path from 'node:path';
 import { defaultAvroCodec } from '../../platform/avro/codec';
 import { checkpointFile } from '../../admin/operations/refeed';
 import { pipelineTopics } from '../../platform/log/topics';
-import { deadLetterReplayId, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, deadLetterSummary, normalDeadLetterRequest, readStart, type ReplayContext } from '../../admin/operations/replays';
+import { deadLetterReplayId, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, deadLetterSummary, normalDeadLetterRequest, readStart, ReplayRequestError, type ReplayContext } from '../../admin/operations/replays';
 import { allowOnly, positionFlag, stringFlag, switchFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { runRefeed, withLog } from './refeed-run';
@@ -33,6 +33,11 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
   const codec = defaultAvroCodec();
   const context: ReplayContext = { topics, codec, recordKey: ctx.config.recordKey, skipped: (message) => ctx.err(message) };
   const request = { verb, stage, workflow, since: sinceText };
+  // Bad filters (an unknown --stage) are the caller's mistake: usage (exit 2), as `replay`'s are.
+  try { deadLetterSelector({ stage, workflow, letters: null }, context); } catch (error) {
+    if (error instanceof ReplayRequestError) throw new UsageError(error.message);
+    throw error;
+  }
 
   if (verb === 'replay') {
     const api = await ctx.runningService();

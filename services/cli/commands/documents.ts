@@ -3,12 +3,11 @@ import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '.
 import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
 import { checkCredentialDocument, checkWorkflowDocument, credentialMetadata, hookUrl, putCredential, resealCredentials, type ResealOutcome } from '../../admin/operations/documents';
-import { describeErrorAnswer } from '../../admin/client';
 import { allowOnly, switchFlag, UsageError, type ParsedArgs } from '../args';
 import { parseJsonText } from '../json-text';
 import { triggerCatalog } from '../start';
 import type { CommandContext } from '../context';
-import { putThroughApi } from './through-api';
+import { putThroughApi, refusal } from './through-api';
 
 export const WORKFLOWS_USAGE = 'ingress workflows put FILE | get ID | list';
 export const CREDENTIALS_USAGE = 'ingress credentials put FILE [--forget-retired] | list | reseal';
@@ -119,7 +118,7 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
     const api = await ctx.runningService();
     if (api) {
       const answer = await api.request('POST', '/api/v1/credentials/reseal');
-      if (answer.status !== 200) throw new Error(`${api.url} refused it: ${describeErrorAnswer(answer)}`);
+      if (answer.status !== 200) throw refusal(api, answer, 'it');
       return reportReseal(ctx, answer.body as ResealOutcome);
     }
     return withRegistry(ctx, 'credential', async (registry) => reportReseal(ctx, await resealCredentials(registry, ctx.sealer())));

@@ -1,4 +1,4 @@
-import { journalQueryProblem, requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
+import { journalQueryProblem, MAX_JOURNAL_LIMIT, requestJourney, searchJournal, type JournalSearch } from '../../platform/registry/journal';
 import { allowOnly, numberFlag, positionFlag, stringFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 
@@ -43,10 +43,8 @@ export async function eventsCommand(args: ParsedArgs, ctx: CommandContext): Prom
     const until = positionFlag(args, 'until', 'time');
     if (since && 'time' in since) search.since = since.time;
     if (until && 'time' in until) search.until = until.time;
-    const limit = numberFlag(args, 'limit', 1, 1e9);
-    if (limit !== null) {
-      search.limit = limit;
-    }
+    const limit = numberFlag(args, 'limit', 1, MAX_JOURNAL_LIMIT);
+    if (limit !== null) search.limit = limit;
     const registry = await ctx.openRegistry();
     try {
       for (const entry of await asUsage(searchJournal(registry.journal, search, view))) ctx.out(JSON.stringify(entry));

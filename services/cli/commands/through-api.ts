@@ -1,4 +1,5 @@
-import { describeErrorAnswer, type AdminClient } from '../../admin/client';
+import { describeErrorAnswer, type AdminClient, type AdminAnswer } from '../../admin/client';
+import { ConfigError } from '../../platform/config/config';
 import type { CommandContext } from '../context';
 import { createProgress } from '../progress';
 
@@ -16,7 +17,16 @@ export async function putThroughApi(ctx: CommandContext, api: AdminClient, what:
     ctx.err(`invalid ${what} document:\n${(answer.body.problems as string[]).map((p) => `  ${p}`).join('\n')}`);
     return 1;
   }
-  throw new Error(`${api.url} refused it: ${describeErrorAnswer(answer)}`);
+  throw refusal(api, answer, 'it');
+}
+
+/**
+ * The error for a refusal by the service. A service without INGRESS_ENCRYPTION_KEY is a configuration problem
+ * (exit 78), as the same command run directly finds it.
+ */
+export function refusal(api: AdminClient, answer: AdminAnswer, what: string): Error {
+  const message = `${api.url} refused ${what}: ${describeErrorAnswer(answer)}`;
+  return answer.body?.error === 'encryption-key-missing' ? new ConfigError([message]) : new Error(message);
 }
 
 /**
@@ -27,7 +37,7 @@ export async function putThroughApi(ctx: CommandContext, api: AdminClient, what:
  */
 export async function replayThroughApi(ctx: CommandContext, api: AdminClient, label: string, path: string, body: unknown): Promise<number> {
   const started = await api.request('POST', path, body);
-  if (started.status !== 200 && started.status !== 202) throw new Error(`${api.url} refused the replay: ${describeErrorAnswer(started)}`);
+  if (started.status !== 200 && started.status !== 202) throw refusal(api, started, 'the replay');
   let job = started.body as { id: string; state: string; replayed: number; skipped: number; read: number; remaining: number | null; error: string | null };
   const before = { replayed: job.replayed, skipped: job.skipped };
   ctx.err(`replay ${job.id} runs in the service at ${api.url} (found through ${api.via === 'ADMIN_URL' ? 'ADMIN_URL' : 'DATA_DIR/admin-api.json'})`);
