@@ -61,6 +61,22 @@ test('a resumed run stops where the topic ended when the first run began, not at
   expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
 });
 
+test('the range\'s end is in the checkpoint before the first copy is appended: a run killed between them resumes the same range', async () => {
+  // A kill -9 right as the first batch of copies is appended: that run saved nothing after its append.
+  const cp = path.join(dir, 'cp', 'replay.json');
+  const append = log.append.bind(log);
+  let endsAtFirstAppend: unknown = 'no append';
+  log.append = async (records) => {
+    if (endsAtFirstAppend === 'no append') {
+      try { endsAtFirstAppend = JSON.parse(readFileSync(cp, 'utf8')).ends ?? null; } catch { endsAtFirstAppend = null; }
+    }
+    return append(records);
+  };
+  await run(new AbortController().signal, copy);
+  log.append = append;
+  expect(endsAtFirstAppend).toEqual({ 0: '10' });
+});
+
 test('a checkpoint of another request is refused rather than mixed up', async () => {
   await run(new AbortController().signal, copy);
   await expect(run(new AbortController().signal, copy, { topic: 'other' })).rejects.toThrow(/belongs to another replay/);

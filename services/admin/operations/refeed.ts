@@ -116,7 +116,12 @@ export async function refeed(options: RefeedOptions, request: Record<string, str
   const ends = new Map(state.ends
     ? Object.entries(state.ends).map(([p, offset]) => [Number(p), BigInt(offset)] as const)
     : (await log.endOffsets(source)).map((p) => [p.partition, BigInt(p.offset)] as const));
-  state.ends ??= Object.fromEntries([...ends].map(([p, offset]) => [String(p), String(offset)]));
+  if (!state.ends) {
+    state.ends = Object.fromEntries([...ends].map(([p, offset]) => [String(p), String(offset)]));
+    // Kept before the first copy is appended: a run killed after that append and before its first checkpoint
+    // would otherwise resume with the topic's end then, taking in what arrived meanwhile.
+    await checkpoint?.save(state);
+  }
   const starts = await startOffsets(log, source, options.start);
   // Where each partition begins now: retention deletes from the front (on Kafka), and a partition it emptied has
   // nothing left to read. Nothing below it can be read, whatever the start or an earlier run's position said.
