@@ -8,6 +8,7 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import type { EventLog } from '../../services/platform/log/event-log';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { openFileRegistry } from '../../services/platform/registry/file-registry';
+import { processStart } from '../../services/platform/files/pid-lock';
 import { openFileSamples } from '../../services/platform/registry/file-samples';
 import { openFileJournal } from '../../services/platform/registry/file-journal';
 import { describeEventLogContract } from './contracts/event-log.contract';
@@ -295,6 +296,34 @@ test('file registry: a write waits for a document lock a running process holds, 
   // as PID 1 in a container always does): taken over, not waited for until the write gives up.
   writeFileSync(lockFile, String(process.pid));
   expect(await registry.workflows.putIf(doc, { ...doc, active: false })).toBe(true);
+  await registry.close();
+});
+
+test('file registry: a document lock of another thread of this process is waited for; one whose pid now runs another process is taken over', async () => {
+  const dir = tempDir();
+  const registry = await openFileRegistry(dir);
+  const doc = { id: 'wf-threads', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: {} }] };
+  const lockFile = path.join(dir, 'registry', 'workflows', 'wf-threads.json.lock');
+  // What the stage worker thread writes while it holds the lock: this pid, and this process's start.
+  const start = processStart('self');
+  expect(start).toMatch(/^\d+$/);
+  writeFileSync(lockFile, `${process.pid} held-by-the-worker-thread ${start}`);
+  let landed = false;
+  const put = registry.workflows.putIf(doc, null).then((ok) => { landed = ok; });
+  await new Promise((resolve) => setTimeout(resolve, 300));
+  expect(landed).toBe(false);
+  rmSync(lockFile);
+  await put;
+  expect(landed).toBe(true);
+  // A running pid that started after the lock's owner: the owner is gone, and its pid was given to another.
+  const sleeper = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
+  try {
+    writeFileSync(lockFile, `${sleeper.pid} held-by-a-process-gone 1`);
+    expect(await registry.workflows.putIf({ ...doc, active: false }, doc)).toBe(true);
+    expect(existsSync(lockFile)).toBe(false);
+  } finally {
+    sleeper.kill('SIGKILL');
+  }
   await registry.close();
 });
 

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { promises as fsp } from 'node:fs';
+import { promises as fsp, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 
 /**
@@ -8,8 +8,11 @@ import * as path from 'node:path';
  *
  * - A lock whose owner no longer runs (kill -9) is taken over: one taker at a time (an O_EXCL `.takeover` guard
  *   beside it), which reads it again and removes it only if it is still the stale one.
- * - A lock naming this process's own pid that this process does not hold is a former life's (a restart that got
- *   the same pid, as PID 1 in a container always does): taken over too.
+ * - A lock naming this process's own pid that this thread does not hold is another thread's of this process (the
+ *   stage worker's) when it names this process's start time too, and is waited for; otherwise it is a former
+ *   life's (a restart that got the same pid, as PID 1 in a container always does), and taken over too.
+ * - A lock whose pid runs but started after the lock's owner did (the pid was reused by another process) is stale.
+ *   Start times come from /proc (Linux); elsewhere a lock names no start, and a running pid is taken for its owner.
  * - A lock that vanishes while it is being looked at (its owner released it) is simply tried for again.
  * - Release removes the file only while it is still this holder's (its content names this process and a token).
  *
@@ -32,7 +35,7 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | { holder
   for (let tries = 0; tries < 5; tries++) {
     // Held by this process: known without a look at the file (which a release may be removing this instant).
     if (heldHere.has(file)) return { holder: process.pid };
-    const content = `${process.pid} ${randomUUID()}`;
+    const content = `${process.pid} ${randomUUID()}${OWN_START === null ? '' : ` ${OWN_START}`}`;
     let handle;
     try {
       handle = await fsp.open(file, 'wx', 0o600);
@@ -57,8 +60,8 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | { holder
     if (owner === null) {
       // Empty: a lock being written this instant (between its open and its write), unless it is old.
       if (Date.now() - seen.mtimeMs < 2_000) return { holder: 0 };
-    } else if (owner === process.pid ? heldHere.has(file) : isAlive(owner)) {
-      return { holder: owner };
+    } else if (owner.pid === process.pid ? heldHere.has(file) || (owner.start !== null && owner.start === OWN_START) : ownerRuns(owner)) {
+      return { holder: owner.pid };
     }
     await takeOver(file, seen.text);
   }
@@ -75,10 +78,38 @@ async function readLock(file: string): Promise<{ text: string; mtimeMs: number }
   }
 }
 
-const ownerOf = (text: string): number | null => {
-  const pid = Number(text.trim().split(/\s+/)[0]);
-  return Number.isInteger(pid) && pid > 0 ? pid : null;
+/** `<pid> <token>[ <start>]`: the start is that of the owner's process, in clock ticks since boot (/proc). */
+const ownerOf = (text: string): { pid: number; start: string | null } | null => {
+  const [first, , start] = text.trim().split(/\s+/);
+  const pid = Number(first);
+  return Number.isInteger(pid) && pid > 0 ? { pid, start: start ?? null } : null;
 };
+
+/** Whether the lock's owner still runs: its pid does, and (where known) started when the owner did. */
+function ownerRuns(owner: { pid: number; start: string | null }): boolean {
+  if (!isAlive(owner.pid)) return false;
+  if (owner.start === null) return true;
+  const now = processStart(owner.pid);
+  return now === null || now === owner.start;
+}
+
+/**
+ * When a process started, in clock ticks since boot: field 22 of /proc/<pid>/stat, after the command name (which
+ * may hold spaces and parentheses, so the fields are counted from its closing one). Null where there is no /proc,
+ * or the process is gone.
+ */
+export function processStart(pid: number | 'self'): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    const start = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19];
+    return start && /^\d+$/.test(start) ? start : null;
+  } catch {
+    return null;
+  }
+}
+
+/** This process's start: the same in each of its threads, and another in a restart that got the same pid. */
+const OWN_START = processStart('self');
 
 /** Remove a stale lock whose content was `stale`, unless it changed hands in the meantime; one taker at a time. */
 async function takeOver(file: string, stale: string): Promise<void> {
