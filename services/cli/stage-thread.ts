@@ -37,6 +37,8 @@ export async function startServicesInThreads(config: Config, env: NodeJS.Process
     readiness: [...main.readiness, ...thread.readiness.filter((c) => !mainChecks.has(c.name))],
     failed: thread.failed,
     async stop(receiverGraceMs, deadline) {
+      // Told first, while the receiver drains: a grace that runs out meanwhile is still a stop, not a crash.
+      await thread.stopping();
       // The receiver stops first, so everything answered 200 is in the log before the stages stop.
       await main.stop(receiverGraceMs);
       await thread.stop(deadline);
@@ -53,10 +55,14 @@ export interface StageThread {
   closed: Promise<void>;
   /** Stop the stages (they commit), close the worker's backends, and let the worker end, by `deadline` (epoch ms) if given. */
   stop(deadline?: number): Promise<void>;
+  /** The process is stopping on request: the worker's crash marks say so (crash-guard.ts markStopping). Never throws. */
+  stopping(): Promise<void>;
 }
 
 /** How often the main thread asks the worker whether its event loop still turns (STAGE_WATCHDOG_MS bounds the silence). */
 const PING_EVERY_MS = 1_000;
+/** How long a new worker may take to load its modules before the watchdog takes it for hung. */
+const LOADING_SILENCE_MS = 120_000;
 /** How long a readiness question waits for the worker: /readyz answers within 2 s, and a question it stopped waiting for is forgotten. */
 const READINESS_WAIT_MS = 2_000;
 
@@ -82,6 +88,8 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     ...metricsFromWorker(createIngressMetrics(), channel),
     // Whole lines, a turn's worth at a time: stdout is synchronous on pipes and files, so none is lost on exit.
     'worker.log': (text: string) => { process.stdout.write(text); },
+    // Its modules are loaded and its event loop turns: from now on, a silence is the worker's (the watchdog below).
+    'worker.loaded': () => { loaded = true; answeredAt = Date.now(); },
   });
 
   let stopping = false;
@@ -109,7 +117,10 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
   });
 
   // Armed before the worker starts: its stages may be handed records (those its predecessor held) before its
-  // start is answered, and a record that hangs it then must be found as well.
+  // start is answered, and a record that hangs it then must be found as well. Until it has loaded its modules
+  // (which on a busy machine takes seconds of one core, and answers no ping), the silence allowed is
+  // LOADING_SILENCE_MS: no record reaches it before, since it takes none before its rpc is up.
+  let loaded = false;
   let answeredAt = Date.now();
   let tickedAt = answeredAt;
   let asking = false;
@@ -120,7 +131,7 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     if (now - tickedAt > 3 * PING_EVERY_MS) answeredAt = now;
     tickedAt = now;
     const silentMs = now - answeredAt;
-    if (silentMs > watchdogMs) {
+    if (silentMs > (loaded ? watchdogMs : Math.max(watchdogMs, LOADING_SILENCE_MS))) {
       clearInterval(watchdog);
       lastError = new Error(`its event loop answered nothing for ${silentMs} ms (STAGE_WATCHDOG_MS=${watchdogMs}): a handler that never yields`);
       logger.error('stage worker thread does not answer: terminating it', { silentMs, watchdogMs });
@@ -148,6 +159,10 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     readiness: checks.map((name) => ({ name, check: () => channel().call<string | null>('worker.readiness', [name], [], READINESS_WAIT_MS) })),
     failed,
     closed: exited.then(() => hostClosed),
+    async stopping() {
+      if (gone) return;
+      await channel().call('worker.stopping', [], [], READINESS_WAIT_MS).catch(() => undefined);
+    },
     async stop(deadline) {
       if (stopping) return;
       stopping = true;
@@ -165,7 +180,7 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
 }
 
 /** Restarts of the stage worker allowed within RESTART_WINDOW_MS; past them the process stops, for a supervisor to restart it. */
-export const MAX_WORKER_RESTARTS = 5;
+export const MAX_WORKER_RESTARTS = 8;
 const RESTART_WINDOW_MS = 10 * 60_000;
 /** Between a worker's end and its successor's start: a worker that ends at once does not spin. */
 const RESTART_DELAY_MS = 1_000;
@@ -235,6 +250,7 @@ export async function superviseStageThread(start: () => Promise<StageThread>, lo
     })),
     failed,
     closed: allClosed,
+    stopping: () => current.stopping(),
     async stop(deadline) {
       stopping = true;
       // A restart under way finishes first (one that fails to start may have begun another).

@@ -3,6 +3,7 @@ import { loadConfig } from '../platform/config/config';
 import { createLogger } from '../platform/logger/logger';
 import { lineBatch } from '../platform/logger/line-batch';
 import type { EventLog } from '../platform/log/event-log';
+import { markStopping } from '../platform/log/crash-guard';
 import { remoteLog } from '../platform/log/remote/remote-log';
 import { rpcOver, type Handler, type Rpc } from '../platform/threads/rpc';
 import { forwardingMetrics } from '../platform/telemetry/forwarded-metrics';
@@ -78,6 +79,10 @@ const handlers: Record<string, Handler> = {
     const check = readiness.get(name);
     return check ? check.check() : `no readiness check ${name} in the stage worker`;
   },
+  // Before the receiver drains on the main thread: what the stages hold is marked stopped, not crashed.
+  async 'worker.stopping'() {
+    await markStopping();
+  },
   async 'worker.stop'(deadline: number | null) {
     await running?.stop();
     await backends?.close();
@@ -87,3 +92,5 @@ const handlers: Record<string, Handler> = {
   },
 };
 rpc = rpcOver(port, handlers);
+// The main thread's watchdog counts silences from here (stage-thread.ts).
+rpc.notify('worker.loaded', []);

@@ -13,7 +13,7 @@ import { startDispatcher } from '../dispatcher/dispatcher';
 import { samplerGroup, startSampler } from '../sampler/sampler';
 import { mdnGroup, startMdnStage } from '../mdn/mdn-stage';
 import { journalInputs, startJournal } from '../journal/journal-stage';
-import { crashMarksIn } from '../platform/log/crash-guard';
+import { crashMarksIn, markStopping } from '../platform/log/crash-guard';
 import { createRefusalJournal, type RefusalJournal } from '../receiver/refusal-journal';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
@@ -34,6 +34,9 @@ import { createAdmissionGuards, standaloneAdmissionGuards, withAdmissionGuards, 
 import { createRateLimiter } from '../triggers/rate-limiter';
 import { listenFailure, type ReadinessCheck } from '../platform/health/admin-server';
 import { watchCertificateExpiry, type CertificateExpiryWatch } from '../platform/registry/certificate-expiry';
+
+/** How long a stop waits for the crash marks to say `stopped` (markStopping) before it goes on. */
+const STOP_MARK_WAIT_MS = 2_000;
 
 export const SERVICES = ['receiver', 'decoder', 'dispatcher', 'sampler', 'journal', 'mdn'] as const;
 export type ServiceName = (typeof SERVICES)[number];
@@ -206,6 +209,9 @@ export async function startServices(config: Config, backends: Backends, services
     port,
     readiness,
     async stop(receiverGraceMs) {
+      // What the stages hold when the grace may cut them short is marked stopped: not a crash (crash-guard.ts).
+      // Bounded: a store that does not answer leaves the end counted as a crash, and the stop goes on.
+      if (stages.length > 0) await Promise.race([markStopping(), new Promise((resolve) => setTimeout(resolve, STOP_MARK_WAIT_MS).unref())]);
       certificates?.stop();
       // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
       await receiver?.close(receiverGraceMs);

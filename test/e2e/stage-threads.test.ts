@@ -2,7 +2,9 @@ import { existsSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
-import { TOPIC_NAMES } from '../../services/platform/log/topics';
+import { pipelineTopics, TOPIC_NAMES } from '../../services/platform/log/topics';
+import { crashMarksIn } from '../../services/platform/log/crash-guard';
+import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { collectUntilQuiet } from '../support/log-reads';
 import { backendEnv } from '../support/app';
 import { CLI, runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
@@ -206,7 +208,7 @@ test.each([
   ['ends the worker thread', {}],
   // The watchdog terminates a worker whose event loop stopped answering, which then goes as a worker that ended.
   ['hangs the worker thread', { CRASH_STAGE_WORKER_HANG: '1', STAGE_WATCHDOG_MS: '2000' }],
-])('a record that %s every time it is handled is dead-lettered stage-crashed after three workers; the records around it run once, the process stays up', async (_what, extra: Record<string, string>) => {
+])('a record that %s every time it is handled is dead-lettered stage-crashed after four workers; the records around it run once, the process stays up', async (_what, extra: Record<string, string>) => {
   const { env, cleanup } = backendEnv('embedded');
   const poison = 'poison-pill-7c1e';
   try {
@@ -217,8 +219,8 @@ test.each([
       expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([before]);
       const pill = await post(service, 'wf-poison', { n: poison });
       const after = await post(service, 'wf-poison', { n: 'after' });
-      // The first worker ends on the pill in a batch, the second on its first batch (marked), the third with the
-      // pill alone in hand; the fourth dead-letters it unhandled and goes on.
+      // The first worker ends on the pill in a batch, the second on its first batch (marked), the third and the
+      // fourth with the pill alone in hand (two strikes); the fifth dead-letters it unhandled and goes on.
       expect((await executionRequestIds(env.DATA_DIR, 2)).sort()).toEqual([before, after].sort());
       const log = await openEmbeddedLog({ dataDir: env.DATA_DIR, readOnly: true });
       try {
@@ -228,8 +230,8 @@ test.each([
         await log.close();
       }
       const lines = logLines(service);
-      expect(lines.filter((l) => l.msg === 'stage worker thread ended: starting another')).toHaveLength(3);
-      if (extra.CRASH_STAGE_WORKER_HANG) expect(lines.filter((l) => l.msg === 'stage worker thread does not answer: terminating it')).toHaveLength(3);
+      expect(lines.filter((l) => l.msg === 'stage worker thread ended: starting another')).toHaveLength(4);
+      if (extra.CRASH_STAGE_WORKER_HANG) expect(lines.filter((l) => l.msg === 'stage worker thread does not answer: terminating it')).toHaveLength(4);
       expect(lines).toContainEqual(expect.objectContaining({ msg: 'a process ended while this stage held these records: handling them one at a time', alone: true }));
       expect(lines).toContainEqual(expect.objectContaining({ msg: 'record dead-lettered', errorCode: 'stage-crashed' }));
     } finally {
@@ -240,6 +242,36 @@ test.each([
     cleanup();
   }
 }, 150_000);
+
+test('a stop whose grace runs out while a batch is in hand marks it stopped: the next start runs it as usual, not as a crash', async () => {
+  const { env, cleanup } = backendEnv('embedded');
+  try {
+    await putWorkflow(env, 'wf-slow-read');
+    // The decoder's first read of the workflow takes 60 s: the batch is in hand when the 1 s grace runs out.
+    const service = await startServiceProcess({ ...env, SHUTDOWN_GRACE_MS: '1000', CRASH_STAGE_WORKER_SLOW_READ: 'wf-slow-read.json:60000' }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
+    const accepted = await post(service, 'wf-slow-read', { n: 1 });
+    const store = await openFilesystemStore(env.DATA_DIR);
+    const marks = crashMarksIn(store);
+    const decoderMark = () => marks.read(pipelineTopics(undefined).group('decoder'), TOPIC_NAMES.received, 0);
+    for (let i = 0; i < 100 && (await decoderMark()) === null; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    expect(await decoderMark()).toMatchObject({ alone: false });
+    const code = exitCode(service);
+    service.child.kill('SIGTERM');
+    await code;
+    expect(await decoderMark()).toMatchObject({ alone: false, stopped: true });
+
+    const again = await startServiceProcess(env);
+    try {
+      expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([accepted]);
+      expect(logLines(again).filter((l) => l.msg === 'a process ended while this stage held these records: handling them one at a time')).toEqual([]);
+    } finally {
+      again.child.kill('SIGTERM');
+      expect(await exitCode(again)).toBe(0);
+    }
+  } finally {
+    cleanup();
+  }
+}, 90_000);
 
 test('STAGE_THREADS=0 runs the stages on the main thread; a bad value is refused at startup naming the variable', async () => {
   const { env, cleanup } = backendEnv('embedded');

@@ -10,6 +10,9 @@
  *   handling, however it is batched (a record dead-lettered unhandled is never parsed). With
  *   CRASH_STAGE_WORKER_HANG=1 the thread's event loop spins for ever there instead (a handler that never
  *   yields), for the main thread's watchdog to find.
+ * And, not a crash: CRASH_STAGE_WORKER_SLOW_READ=<text>:<ms> delays each read of a file whose path holds the
+ * text (fs.promises.readFile: a workflow document of the file registry) by that long, so that a stop can find
+ * a batch in hand.
  */
 const { existsSync, writeFileSync } = require('node:fs');
 const { isMainThread, parentPort, workerData } = require('node:worker_threads');
@@ -53,4 +56,15 @@ if (!isMainThread && (exitAt > 0 || poison) && Array.isArray(workerData?.service
       return parse.call(this, text, reviver);
     };
   }
+}
+
+const slowRead = process.env.CRASH_STAGE_WORKER_SLOW_READ || null;
+if (!isMainThread && slowRead && Array.isArray(workerData?.services)) {
+  const [text, ms] = [slowRead.slice(0, slowRead.lastIndexOf(':')), Number(slowRead.slice(slowRead.lastIndexOf(':') + 1))];
+  const fsp = require('node:fs').promises;
+  const readFile = fsp.readFile;
+  fsp.readFile = async function (file, ...rest) {
+    if (String(file).includes(text)) await new Promise((resolve) => setTimeout(resolve, ms));
+    return readFile.call(this, file, ...rest);
+  };
 }

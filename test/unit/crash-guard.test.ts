@@ -1,4 +1,4 @@
-import { crashGuard, turnTaking, type CrashGuard, type CrashMark, type CrashMarks, type CrashPlan, type TurnTaking } from '../../services/platform/log/crash-guard';
+import { crashGuard, markStopping, turnTaking, type CrashGuard, type CrashMark, type CrashMarks, type CrashPlan, type TurnTaking } from '../../services/platform/log/crash-guard';
 import type { LogRecord } from '../../services/platform/log/event-log';
 import { silentLogger } from '../../services/platform/logger/logger';
 
@@ -40,20 +40,64 @@ test('steady batches write no mark; a first batch since owning the partition wri
   expect(marks.writes).toBe(1);
 });
 
-test('a life that ended on its first batch: the next handles that range alone, then dead-letters the record it ended on alone', async () => {
+test('a life that ended on its first batch: the next handles that range alone, and the record two lives end on alone is dead-lettered', async () => {
   const marks = memoryMarks();
   await endsHolding(life(marks), batch(10, 4), true); // life 1 ends holding 10..13
   const second = life(marks);
   expect(await handled(second, batch(10, 4), true)).toBe('alone');
-  expect(await endsHolding(second, batch(11, 3), false)).toBe('alone'); // life 2 ends holding 11 alone
+  expect(await endsHolding(second, batch(11, 3), false)).toBe('alone'); // life 2 ends holding 11 alone: a strike
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '11', to: '13', alone: true });
+  expect(marks.held.get('g/t/0')).not.toHaveProperty('strikes');
   const third = life(marks);
-  expect(await handled(third, batch(11, 3), true)).toBe('crashed');
+  expect(await endsHolding(third, batch(11, 3), true)).toBe('alone'); // life 3 ends holding 11 alone again
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '11', alone: true, strikes: 1 });
+  const fourth = life(marks);
+  expect(await handled(fourth, batch(11, 3), true)).toBe('crashed');
   // Its dead letter did not commit: the same batch comes again, and is still the crashed record.
-  expect(await handled(third, batch(11, 3), false)).toBe('crashed');
-  expect(await handled(third, batch(12, 2), false)).toBe('alone');
-  expect(await handled(third, batch(13, 1), false)).toBe('alone');
-  expect(await handled(third, batch(14, 6), false)).toBe('batch');
+  expect(await handled(fourth, batch(11, 3), false)).toBe('crashed');
+  expect(await handled(fourth, batch(12, 2), false)).toBe('alone');
+  expect(await handled(fourth, batch(13, 1), false)).toBe('alone');
+  expect(await handled(fourth, batch(14, 6), false)).toBe('batch');
+});
+
+test('one unrelated end while a record is alone in hand is a strike its next handling clears: nothing is dead-lettered', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 3), true); // a crash beside 10..12 (another record's, elsewhere)
+  const second = life(marks);
+  expect(await endsHolding(second, batch(10, 3), true)).toBe('alone'); // a kill -9 while 10 is alone in hand
+  const third = life(marks);
+  expect(await handled(third, batch(10, 3), true)).toBe('alone'); // 10 handled again, and back
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', strikes: 1, returned: true });
+  expect(await handled(third, batch(11, 2), false)).toBe('alone');
+  // Its strike went with that handling: a later end while 11 is alone is 11's first.
+  expect(await endsHolding(third, batch(12, 1), false)).toBe('alone');
+  expect(await handled(life(marks), batch(12, 1), true)).toBe('alone');
+});
+
+test('a stop asked for (SIGTERM) is no sign against what is in hand: a batch runs as usual next time, a record alone gets no strike', async () => {
+  const marks = memoryMarks();
+  const thread = turnTaking();
+  const stopped = life(marks, 'g', thread);
+  await endsHolding(stopped, batch(10, 3), true);
+  await markStopping(thread); // the grace ran out while 10..12 were in hand
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: false, stopped: true });
+  expect(await handled(life(marks), batch(10, 3), true)).toBe('batch');
+
+  // Narrowing after a crash: stops while the same record is alone in hand, twice, are not strikes.
+  await endsHolding(life(marks), batch(20, 3), true);
+  for (let lives = 0; lives < 2; lives++) {
+    const t = turnTaking();
+    expect(await endsHolding(life(marks, 'g', t), batch(20, 3), true)).toBe('alone');
+    await markStopping(t);
+    expect(marks.held.get('g/t/0')).toMatchObject({ from: '20', alone: true, stopped: true });
+  }
+  // Marks written once the stop is under way say so too.
+  const late = turnTaking();
+  const lateLife = life(marks, 'g', late);
+  await markStopping(late);
+  expect(await endsHolding(lateLife, batch(20, 3), true)).toBe('alone');
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '20', stopped: true });
+  expect(await handled(life(marks), batch(20, 3), true)).toBe('alone');
 });
 
 test('a record handled alone whose handler came back (it failed in an outage) is not what a later end is blamed on', async () => {

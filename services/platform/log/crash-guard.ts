@@ -25,10 +25,16 @@ import type { LogRecord } from './event-log';
  *   (`stage-crashed`) without being handled again, and the rest of the range goes on one record at a time.
  * While any stage of the thread narrows, the thread's guarded batches take turns (TurnTaking), so the record a
  * process ends on is the only one in hand.
- * So a record that ends every process handling it costs three restarts, and is then a dead letter an operator
- * can replay after a fix; the records around it run as usual. A record is dead-lettered this way only after two
- * ends in a row while it was in hand, the second while its handler had it alone: two unrelated `kill -9`s timed
- * so, or a member frozen in that handler while its partition moved, would do the same (docs/operations.md).
+ *
+ * Only ends that are not asked for count. A stop (SIGTERM: a deploy, a scale-in) marks what is in hand
+ * `stopped` first (markStopping), whether or not its handler comes back before the grace runs out: the next
+ * owner handles a stopped batch as usual, and a stopped record alone again, with no strike against it.
+ * A record is dead-lettered only after it was alone in hand at two ends (two strikes), after an end while it was
+ * in a batch: a record that ends every process handling it costs three restarts, and is then a dead letter an
+ * operator can replay after a fix; the records around it run as usual. An unrelated `kill -9` while a record is
+ * alone in hand gives it one strike, which its next handling clears; only two such kills in a row on the same
+ * record, or a member frozen in that handler twice while its partition moved, would do the same
+ * (docs/operations.md).
  */
 export interface CrashMark {
   /** First offset of the records in hand. */
@@ -41,6 +47,10 @@ export interface CrashMark {
   alone: boolean;
   /** For a record handled alone: its handler came back (succeeded or failed), so the process did not end on it. */
   returned?: boolean;
+  /** The process was asked to stop while these were in hand: its end is no sign against them. */
+  stopped?: boolean;
+  /** For a record handled alone: the ends it was alone in hand at before this handling (dead-lettered at two). */
+  strikes?: number;
   /** Who wrote it: a guard never suspects its own marks (a batch retried after a failed commit). */
   writer: string;
   /** Epoch ms, for operators. */
@@ -68,7 +78,9 @@ export function crashMarksIn(store: ObjectStore): CrashMarks {
       try {
         const mark = JSON.parse(body.toString('utf8')) as Partial<CrashMark>;
         const offset = (v: unknown) => typeof v === 'string' && /^\d{1,19}$/.test(v);
-        if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string' && (mark.returned === undefined || typeof mark.returned === 'boolean')) return mark as CrashMark;
+        const flag = (v: unknown) => v === undefined || typeof v === 'boolean';
+        if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string'
+          && flag(mark.returned) && flag(mark.stopped) && (mark.strikes === undefined || Number.isSafeInteger(mark.strikes))) return mark as CrashMark;
       } catch { /* below */ }
       // Unreadable (hand-edited, or a store that lost it half-way): as if none were there, which costs nothing but
       // the guard's help for this one batch.
@@ -104,13 +116,28 @@ export interface CrashGuard {
  * The guarded batches of one thread (every stage a worker runs shares it). While any stage narrows a crash down,
  * they are handled one at a time, none beside a batch already in hand: a process that ends then ends on the one
  * batch in hand, and a record marked alone is not blamed for another stage's record (one poison record in the
- * dispatcher would otherwise have the decoder's records beside it dead-lettered).
+ * dispatcher would otherwise have the decoder's records beside it dead-lettered). The thread's stop is told to
+ * them too (markStopping).
  */
 export interface TurnTaking {
   /** Partitions (of any stage of the thread) being narrowed down. */
   narrowing: Set<string>;
   /** Wait for this batch's turn; the function returned ends it. */
   take(): Promise<() => void>;
+  /** Set by markStopping: every mark written from then on says `stopped`. */
+  stopping: boolean;
+  /** The marks of batches in hand, each to write again as `stopped` when the thread is asked to stop. */
+  inHand: Set<() => Promise<void>>;
+}
+
+/**
+ * The process is stopping on request: the marks of every batch in hand say so, before the grace may cut the
+ * handlers short, and so do the marks written after. A mark that cannot be written leaves the end counted as a
+ * crash, the guard's side to err on.
+ */
+export async function markStopping(thread: TurnTaking = THIS_THREAD): Promise<void> {
+  thread.stopping = true;
+  await Promise.all([...thread.inHand].map((rewrite) => rewrite().catch(() => undefined)));
 }
 
 export function turnTaking(): TurnTaking {
@@ -122,6 +149,8 @@ export function turnTaking(): TurnTaking {
   let last = Promise.resolve();
   return {
     narrowing,
+    stopping: false,
+    inHand: new Set(),
     async take() {
       if (narrowing.size === 0) {
         free++;
@@ -147,10 +176,20 @@ const THIS_THREAD = turnTaking();
 
 export function crashGuard(marks: CrashMarks, group: string, logger: Logger, stage: string, thread: TurnTaking = THIS_THREAD): CrashGuard {
   const writer = randomUUID();
-  // Per partition: the last offset still to be handled alone, and the offset found to have crashed (until its
-  // dead letter commits: a failed commit hands the same batch over again).
-  const narrowing = new Map<string, { to: bigint; crashed: bigint | null }>();
+  // A stage starting on a thread that was told to stop is a new life of it (an in-process restart).
+  thread.stopping = false;
+  // Per partition: the last offset still to be handled alone, the offset found to have crashed (until its dead
+  // letter commits: a failed commit hands the same batch over again), and the strikes of the range's first record.
+  const narrowing = new Map<string, { to: bigint; crashed: bigint | null; first: bigint; strikes: number }>();
   const stopNarrowing = (id: string) => { narrowing.delete(id); thread.narrowing.delete(`${group}\0${id}`); };
+  /** Write a mark, and keep it to write again as `stopped` while its batch is in hand; the function returned lets go. */
+  const held = async (topic: string, partition: number, mark: CrashMark): Promise<() => void> => {
+    const write = (m: CrashMark) => marks.write(group, topic, partition, thread.stopping ? { ...m, stopped: true } : m);
+    await write(mark);
+    const rewrite = () => write(mark);
+    thread.inHand.add(rewrite);
+    return () => { thread.inHand.delete(rewrite); };
+  };
   return {
     async begin(records, firstSinceOwned) {
       const { topic, partition, offset } = records[0];
@@ -159,14 +198,19 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
       if (firstSinceOwned) {
         stopNarrowing(id);
         const mark = await marks.read(group, topic, partition);
-        if (mark && mark.writer !== writer && BigInt(mark.from) === at && mark.record === recordDigest(records[0])) {
-          // Handled alone and never back: what the process ended on. Alone but back (it failed, or the process was
-          // stopped while it waited for a retry), or in a batch: only suspected, and handled alone to find out.
-          const crashed = mark.alone && !mark.returned;
+        // A batch in hand when a stop was asked for: nothing to suspect.
+        if (mark && mark.writer !== writer && BigInt(mark.from) === at && mark.record === recordDigest(records[0]) && (mark.alone || !mark.stopped)) {
+          // Alone, and neither back nor stopped: what the process ended on, a strike against it. Alone but back
+          // (it failed, or the process was stopped while it waited for a retry) or stopped, or in a batch: only
+          // suspected, and handled alone to find out.
+          const ended = mark.alone && !mark.returned && !mark.stopped;
+          const strikes = (mark.strikes ?? 0) + (ended ? 1 : 0);
+          const crashed = strikes >= STRIKES;
           logger.error('a process ended while this stage held these records: handling them one at a time', {
-            stage, topic, partition, from: mark.from, to: mark.to, alone: mark.alone, returned: mark.returned ?? false, markedAt: new Date(mark.at).toISOString(),
+            stage, topic, partition, from: mark.from, to: mark.to, alone: mark.alone, returned: mark.returned ?? false, stopped: mark.stopped ?? false, strikes,
+            markedAt: new Date(mark.at).toISOString(),
           });
-          narrowing.set(id, { to: BigInt(mark.to), crashed: crashed ? at : null });
+          narrowing.set(id, { to: BigInt(mark.to), crashed: crashed ? at : null, first: at, strikes });
           thread.narrowing.add(`${group}\0${id}`);
         }
       }
@@ -176,16 +220,21 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
       const release = await thread.take();
       try {
         if (range && at <= range.to) {
-          const mark: CrashMark = { from: offset, record: recordDigest(records[0]), to: String(range.to), alone: true, writer, at: Date.now() };
-          await marks.write(group, topic, partition, mark);
+          const strikes = at === range.first ? range.strikes : 0;
+          const mark: CrashMark = { from: offset, record: recordDigest(records[0]), to: String(range.to), alone: true, ...(strikes > 0 ? { strikes } : {}), writer, at: Date.now() };
+          const letGo = await held(topic, partition, mark);
           return {
             plan: 'alone',
             async done() {
+              letGo();
               try { await marks.write(group, topic, partition, { ...mark, returned: true }); } finally { release(); }
             },
           };
         }
-        if (firstSinceOwned) await marks.write(group, topic, partition, { from: offset, record: recordDigest(records[0]), to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
+        if (firstSinceOwned) {
+          const letGo = await held(topic, partition, { from: offset, record: recordDigest(records[0]), to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
+          return { plan: 'batch', done: async () => { letGo(); release(); } };
+        }
       } catch (error) {
         release();
         throw error;
@@ -194,3 +243,6 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
     },
   };
 }
+
+/** Ends with a record alone in hand, not asked for, after which it is dead-lettered rather than handled again. */
+export const STRIKES = 2;

@@ -77,7 +77,7 @@ export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadL
     const turn = guard && records.length > 0 ? await guard.begin(records, budget.firstSinceOwned === true) : null;
     const plan = turn?.plan ?? 'batch';
     if (plan === 'crashed') {
-      const crashed = new StageInputError('stage-crashed', `the ${options.stage} stage's process ended twice while it held this record, the second time with this record alone in hand (a crash, the heap exhausted, or a kill): it is not handled again`);
+      const crashed = new StageInputError('stage-crashed', `the ${options.stage} stage's process ended while it held this record, then twice more with this record alone in hand, none of them a stop asked for (a crash, the heap exhausted, a hang, or a kill): it is not handled again`);
       return { outputs: [verdict.failed(records[0], crashed)] };
     }
     try {
