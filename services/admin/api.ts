@@ -9,6 +9,7 @@ import type { AdminApiDeps } from './deps';
 import { ADMIN_ERRORS, AdminError, errorBody, type AdminErrorCode } from './errors';
 import { LOCAL_CLI_TOKEN_NAME } from './local-access';
 import { openApiDocument } from './openapi';
+import { ReplayStoreError } from './replay-jobs';
 import { credentialRoutes } from './routes/credentials';
 import { deadLetterRoutes } from './routes/dead-letters';
 import { eventRoutes } from './routes/events';
@@ -122,9 +123,11 @@ function errorHandler(deps: AdminApiDeps): ErrorRequestHandler {
     } else if ((error as { status?: unknown }).status === 400) {
       // express's own 400s (a path parameter that is not valid percent-encoding): said in our shape, not its text.
       answer = new AdminError('invalid-request', 'The request path or query is not valid');
-    } else if (error instanceof RegistryError || error instanceof EventLogError) {
+    } else if (error instanceof RegistryError || error instanceof EventLogError || error instanceof ReplayStoreError) {
       deps.logger.warn('admin api: a backend failed', { method: req.method, path: req.path, error: error.message });
-      answer = new AdminError('backend-unavailable', undefined, undefined, { 'retry-after': '5' });
+      // The registry's and the log's messages are their adapters' (hosts, ids); the replay directory's says what failed.
+      const message = error instanceof ReplayStoreError ? `${error.message}; retry once it can be written` : undefined;
+      answer = new AdminError('backend-unavailable', message, undefined, { 'retry-after': '5' });
     } else {
       // Logged by message only: a stack or a request body could hold what was being stored.
       deps.logger.error('admin api: request failed', { method: req.method, path: req.path, error: (error as Error)?.message ?? String(error) });

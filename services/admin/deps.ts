@@ -21,7 +21,8 @@ export interface AdminApiDeps {
   executionQueues: readonly string[];
   codec: AvroCodec;
   recordKey: RecordKeyMode;
-  publicBaseUrl: string;
+  /** The base of hook URLs (config.ts hookBaseUrl), null when not known. */
+  publicBaseUrl: string | null;
   /** JOURNAL_TRACE_URL: a journal entry's link to its trace, `{traceId}` filled in; absent or null for none. */
   traceUrlTemplate?: string | null;
   replays: ReplayJobs;

@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { prepareDataDir } from '../platform/config/data-dir';
 import { LOCAL_CLI_TOKEN_NAME, type AdminToken } from '../platform/config/admin-settings';
 import { isAlive } from '../platform/files/pid-lock';
+import { listenUrl } from '../platform/net/listen-url';
 
 /**
  * How the CLI on this machine finds the running service: while it runs, the service keeps
@@ -42,8 +43,8 @@ export class LocalAccessTaken extends Error {
  * The first keeps it. (Two starting in the same instant may still both write: the check is not a lock.)
  */
 export async function writeLocalAccess(dataDir: string, host: string, port: number, alive: (pid: number) => boolean = isAlive): Promise<LocalAccessHandle> {
-  const connectHost = host === '0.0.0.0' || host === '::' ? '127.0.0.1' : host.includes(':') ? `[${host}]` : host;
-  const url = `http://${connectHost}:${port}`;
+  // A connecting CLI's URL: 127.0.0.1 for a wildcard, which reaches a service listening on :: too (dual-stack).
+  const url = listenUrl(host, port, '127.0.0.1');
   const existing = await readLocalAccess(dataDir);
   // A file naming the address this process now listens on is stale, whatever its pid: its writer cannot be
   // listening there (a process killed with -9 leaves its file, and its pid may have been reused since).

@@ -1,7 +1,7 @@
 import type * as http from 'node:http';
 import * as path from 'node:path';
 import { defaultAvroCodec } from '../platform/avro/codec';
-import type { Config } from '../platform/config/config';
+import { hookBaseUrl, type Config } from '../platform/config/config';
 import type { EventLog } from '../platform/log/event-log';
 import { pipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
@@ -27,6 +27,8 @@ export interface ManagementApiOptions {
   config: Config;
   /** The admin port actually listened on (ADMIN_PORT may be 0 in tests). */
   adminPort: number;
+  /** The port the receiver of this process listens on (PORT may be 0), for hook URLs; null when it runs elsewhere. */
+  ingressPort: number | null;
   log: EventLog;
   registry: Registry;
   sealer: CredentialSealer | null;
@@ -58,7 +60,7 @@ export async function startManagementApi(options: ManagementApiOptions): Promise
   const app = createAdminApi({
     registry: options.registry, sealer: options.sealer, log: options.log, catalog: options.catalog, topics,
     executionQueues: [...new Set(Object.values(config.executionQueues))], codec, recordKey: config.recordKey,
-    publicBaseUrl: config.publicBaseUrl, traceUrlTemplate: config.journal.traceUrl, replays, tokens: () => tokens, logger: logger.child({ service: 'admin-api' }),
+    publicBaseUrl: hookBaseUrl(config, options.ingressPort), traceUrlTemplate: config.journal.traceUrl, replays, tokens: () => tokens, logger: logger.child({ service: 'admin-api' }),
   });
   return {
     listener: app,

@@ -126,7 +126,7 @@ export function openApiDocument(): Record<string, unknown> {
       schemas: {
         Error: { type: 'object', required: ['error', 'message'], properties: { error: { type: 'string', enum: Object.keys(ADMIN_ERRORS) }, message: { type: 'string' }, problems: { type: 'array', items: { type: 'string' } } } },
         Workflow: { type: 'object', required: ['active', 'nodes'], properties: { id: { type: 'string' }, name: { type: 'string' }, active: { type: 'boolean' }, nodes: { type: 'array', items: { type: 'object', required: ['name', 'type'], properties: { name: { type: 'string' }, type: { type: 'string' }, disabled: { type: 'boolean' }, parameters: { type: 'object' }, credentials: { type: 'object', additionalProperties: { type: 'string' } } } } } } },
-        WorkflowSummary: { type: 'object', properties: { id: { type: 'string' }, name: { type: ['string', 'null'] }, active: { type: 'boolean' }, url: { type: 'string', description: 'The hook URL partners POST to' }, triggers: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, type: { type: 'string' }, disabled: { type: 'boolean' } } } } } },
+        WorkflowSummary: { type: 'object', properties: { id: { type: 'string' }, name: { type: ['string', 'null'] }, active: { type: 'boolean' }, url: { type: ['string', 'null'], description: 'The hook URL partners POST to; null when not known (PORT=0 without PUBLIC_BASE_URL, in a process whose receiver does not run)' }, triggers: { type: 'array', items: { type: 'object', properties: { name: { type: 'string' }, type: { type: 'string' }, disabled: { type: 'boolean' } } } } } },
         JournalEntry: {
           type: 'object',
           properties: {

@@ -75,6 +75,18 @@ export interface ReplayJobsOptions {
 
 const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
 
+/**
+ * The directory that keeps the jobs' records failed (a full disk, a read-only mount, a file in its place): a
+ * backend of the service that is unavailable, which the API answers 503 like a registry or log outage (api.ts),
+ * not a fault of the request or of the service (500). The message says so; the cause, with its path, is logged.
+ */
+export class ReplayStoreError extends Error {
+  constructor(cause: unknown) {
+    super(`The replay directory could not be written (${(cause as Error)?.message ?? String(cause)}): a replay keeps its progress there, and does not start without it`, { cause });
+    this.name = 'ReplayStoreError';
+  }
+}
+
 export async function openReplayJobs(options: ReplayJobsOptions): Promise<ReplayJobs> {
   const { log, dir, logger } = options;
   const jobsDir = path.join(dir, 'jobs');
@@ -100,8 +112,12 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
 
   const save = async (job: ReplayJob) => {
     const file = path.join(jobsDir, `${job.id}.json`);
-    await makeDirectories(jobsDir);
-    await writeFileAtomically(file, JSON.stringify(job));
+    try {
+      await makeDirectories(jobsDir);
+      await writeFileAtomically(file, JSON.stringify(job));
+    } catch (error) {
+      throw new ReplayStoreError(error);
+    }
   };
   const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: { ...job.request } });
 

@@ -68,7 +68,7 @@ async function startApp(): Promise<void> {
   running = await startServices(config, backends, SERVICES, silentLogger);
   const services = running;
   app = {
-    baseUrl: `http://127.0.0.1:${services.port}`, config, topics: pipelineTopics(config.topicPrefix), backends, logs: [],
+    baseUrl: `http://127.0.0.1:${services.port}`, port: services.port, config, topics: pipelineTopics(config.topicPrefix), backends, logs: [],
     stopServices: (receiverGraceMs) => services.stop(receiverGraceMs),
     async stop() { await services.stop(); await backends.close(); },
   };

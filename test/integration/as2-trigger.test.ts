@@ -511,7 +511,7 @@ test('when the durable accept fails and its failure MDN cannot be kept: a synchr
     await other.backends.registry.workflows.put({ id: 'wf', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred' } }] });
     await other.backends.log.close();
     // Where AS2 evidence goes is taken by a file: the store cannot keep the failure MDN.
-    const as2 = path.join(other.config.dataDir, 'objects', 'data', 'as2');
+    const as2 = path.join(other.config.dataDir, 'objects', 'v2', 'as2');
     rmSync(as2, { recursive: true, force: true });
     writeFileSync(as2, 'in the way');
 
@@ -538,7 +538,7 @@ test('refused before its inspection (the claim check could not be stored), the f
   try {
     await wfWith(other, 'wf');
     // Where claim checks go is taken by a file: the store cannot write one.
-    const raw = path.join(other.config.dataDir, 'objects', 'data', 'raw');
+    const raw = path.join(other.config.dataDir, 'objects', 'v2', 'raw');
     rmSync(raw, { recursive: true, force: true });
     writeFileSync(raw, 'in the way');
     const m = await postAs2(other, 'wf', signedEncrypted(payload('big.x12', 'ISA*'.repeat(16 * 1024))), as2Headers({ 'Message-Id': '<no-store-1@partner>' }), peer, receiver);

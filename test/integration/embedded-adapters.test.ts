@@ -1,9 +1,10 @@
 import { createHash, pbkdf2 } from 'node:crypto';
 import { spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
-import { appendFileSync, closeSync, existsSync, fstatSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, closeSync, existsSync, fstatSync, mkdirSync, mkdtempSync, openSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { PassThrough } from 'node:stream';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
@@ -12,7 +13,7 @@ import { processStart } from '../../services/platform/files/pid-lock';
 import { openFileSamples } from '../../services/platform/registry/file-samples';
 import { openFileJournal } from '../../services/platform/registry/file-journal';
 import { describeEventLogContract } from './contracts/event-log.contract';
-import { describeObjectStoreContract } from './contracts/object-store.contract';
+import { describeObjectStoreContract, readAll } from './contracts/object-store.contract';
 import { describeRegistryContract } from './contracts/registry.contract';
 
 const tempDir = () => mkdtempSync(path.join(tmpdir(), 'ingress-embedded-'));
@@ -33,7 +34,9 @@ describeEventLogContract('embedded journal', () => {
   };
 });
 
-describeObjectStoreContract('filesystem', () => openFilesystemStore(tempDir()));
+// One DATA_DIR for every store the contract opens: each is another client of it, as another process's would be.
+const storeDir = tempDir();
+describeObjectStoreContract('filesystem', () => openFilesystemStore(storeDir));
 describeRegistryContract('JSON files', () => openFileRegistry(tempDir()));
 describeRegistryContract('JSON files, the one sample writer (samples held in memory, written behind)', () => openFileRegistry(tempDir(), { onlySampleWriter: true }));
 
@@ -135,14 +138,65 @@ test('filesystem store: temp files a process left mid-put (kill -9) are removed 
   }
 });
 
-test('filesystem store: an object whose metadata was never written (the process ended between the two) is described by head from its data', async () => {
+test('filesystem store: objects an earlier release kept as content and metadata files are read and listed, until a put replaces or a delete removes them; one whose metadata was never written is described by head from its content', async () => {
+  const dir = tempDir();
+  const sha = (text: string) => createHash('sha256').update(text).digest('hex');
+  const kept = (p: string, content: string, contentType?: string) => {
+    const file = path.join(dir, 'objects', 'data', ...p.split('/'));
+    mkdirSync(path.dirname(file), { recursive: true });
+    writeFileSync(file, content);
+    if (contentType === undefined) return; // the process ended between the content and its metadata
+    const meta = path.join(dir, 'objects', 'meta', ...p.split('/')) + '.json';
+    mkdirSync(path.dirname(meta), { recursive: true });
+    writeFileSync(meta, JSON.stringify({ path: p, size: content.length, sha256: sha(content), contentType }));
+  };
+  try {
+    kept('as2/wf/msg/req/mdn', 'the failure MDN');
+    kept('raw/wf/a', 'typed', 'text/plain');
+    const store = await openFilesystemStore(dir);
+    expect(await store.head('as2/wf/msg/req/mdn')).toEqual({ path: 'as2/wf/msg/req/mdn', size: 15, sha256: sha('the failure MDN'), contentType: null });
+    expect(await store.head('as2/wf/msg/req/none')).toBeNull();
+    expect(await store.head('raw/wf/a')).toEqual({ path: 'raw/wf/a', size: 5, sha256: sha('typed'), contentType: 'text/plain' });
+    expect((await readAll(await store.get('raw/wf/a'))).toString()).toBe('typed');
+    await store.put('raw/wf/b', Buffer.from('new'));
+    const listed: string[] = [];
+    for await (const p of store.list('')) listed.push(p);
+    expect(listed).toEqual(['as2/wf/msg/req/mdn', 'raw/wf/a', 'raw/wf/b']);
+    await expect(store.put('raw/wf/a', Buffer.from('x'), { ifAbsent: true })).rejects.toMatchObject({ code: 'already-exists' });
+
+    // Replaced: the earlier files go with it, so a later delete leaves nothing to come back.
+    await store.put('raw/wf/a', Buffer.from('replaced'), { contentType: 'text/x-new' });
+    expect(await store.head('raw/wf/a')).toMatchObject({ size: 8, contentType: 'text/x-new' });
+    expect([existsSync(path.join(dir, 'objects', 'data', 'raw', 'wf', 'a')), existsSync(path.join(dir, 'objects', 'meta', 'raw', 'wf', 'a.json'))]).toEqual([false, false]);
+    expect(await store.delete('raw/wf/a')).toBe(true);
+    expect(await store.head('raw/wf/a')).toBeNull();
+    expect(await store.delete('as2/wf/msg/req/mdn')).toBe(true);
+    await expect(store.get('as2/wf/msg/req/mdn')).rejects.toMatchObject({ code: 'not-found' });
+    expect(await store.delete('as2/wf/msg/req/mdn')).toBe(false);
+    await store.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('filesystem store: until a put is whole, the object it replaces is read whole, with its own type; a put cut short leaves it so', async () => {
   const dir = tempDir();
   try {
     const store = await openFilesystemStore(dir);
-    const stored = await store.put('as2/wf/msg/req/mdn', Buffer.from('the failure MDN'), { contentType: 'message/disposition-notification' });
-    rmSync(path.join(dir, 'objects', 'meta', 'as2', 'wf', 'msg', 'req', 'mdn.json'));
-    expect(await store.head('as2/wf/msg/req/mdn')).toEqual({ ...stored, contentType: null });
-    expect(await store.head('as2/wf/msg/req/none')).toBeNull();
+    const before = await store.put('stage-marks/g/t/0', Buffer.from('{"held":1}'), { contentType: 'application/json' });
+    const body = new PassThrough();
+    const putting = store.put('stage-marks/g/t/0', body, { contentType: 'text/x-new' });
+    body.write('{"held":2,"more":"');
+    // Its bytes are on disk (what a kill -9 now would leave behind, for the next open's sweep) ...
+    const tmp = path.join(dir, 'objects', 'tmp');
+    while (!readdirSync(tmp).some((f) => statSync(path.join(tmp, f)).size > 0)) await new Promise((resolve) => setTimeout(resolve, 5));
+    // ... and no reader sees any of them.
+    expect(await store.head('stage-marks/g/t/0')).toEqual(before);
+    expect((await readAll(await store.get('stage-marks/g/t/0'))).toString()).toBe('{"held":1}');
+    body.destroy(new Error('the process ended'));
+    await expect(putting).rejects.toThrow();
+    expect(await store.head('stage-marks/g/t/0')).toEqual(before);
+    expect(readdirSync(tmp)).toEqual([]);
     await store.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });

@@ -26,6 +26,8 @@ export type BackendChoice = 'embedded' | 'real';
 
 export interface TestApp {
   baseUrl: string;
+  /** The port the receiver listens on (PORT=0: the OS picked it); null without a receiver. */
+  port: number | null;
   config: Config;
   topics: PipelineTopics;
   backends: Backends;
@@ -80,6 +82,7 @@ export async function startTestApp(choice: BackendChoice, extra: Record<string, 
   const stopServices = (receiverGraceMs?: number) => (stopping ??= running.stop(receiverGraceMs));
   return {
     baseUrl: `http://127.0.0.1:${running.port}`,
+    port: running.port,
     config,
     topics: pipelineTopics(config.topicPrefix),
     backends,

@@ -94,8 +94,9 @@ export async function resealCredentials(registry: Registry, sealer: CredentialSe
   return outcome;
 }
 
-export function hookUrl(publicBaseUrl: string, workflowId: string): string {
-  return `${publicBaseUrl}/hook/${encodeURIComponent(workflowId)}`;
+/** Null when no base is known (config.ts hookBaseUrl: PORT=0 and no receiver listening in this process). */
+export function hookUrl(baseUrl: string | null, workflowId: string): string | null {
+  return baseUrl === null ? null : `${baseUrl}/hook/${encodeURIComponent(workflowId)}`;
 }
 
 /** The trigger nodes of a workflow that a catalogue knows (their sample data, the console's view). */

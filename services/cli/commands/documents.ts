@@ -1,4 +1,5 @@
 import { promises as fsp } from 'node:fs';
+import { hookBaseUrl } from '../../platform/config/config';
 import { DocumentError, parseCredentialDocument, parseWorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
@@ -49,7 +50,8 @@ async function withRegistry(ctx: CommandContext, what: string, run: (registry: R
 export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, []);
   const [verb, arg] = args.positionals;
-  const url = (id: string) => hookUrl(ctx.config.publicBaseUrl, id);
+  // No receiver listens in this process: with PORT=0 and no PUBLIC_BASE_URL the hook URL is not known here (null).
+  const url = (id: string) => hookUrl(hookBaseUrl(ctx.config, null), id);
   if (verb === 'put') {
     if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
     const input = await readJsonFile(arg);

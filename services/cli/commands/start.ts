@@ -1,3 +1,5 @@
+import { hookBaseUrl } from '../../platform/config/config';
+import { listenUrl } from '../../platform/net/listen-url';
 import { startAdminServer, type AdminServer, type ReadinessCheck } from '../../platform/health/admin-server';
 import { startTelemetry } from '../../platform/telemetry/sdk';
 import { allowOnly, UsageError, type ParsedArgs } from '../args';
@@ -40,7 +42,7 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
       running = await startServicesInThreads(ctx.config, ctx.env, backends, services, ctx.logger);
       if (admin) {
         api = await startManagementApi({
-          config: ctx.config, adminPort: admin.port, log: backends.log, registry: backends.registry, sealer: backends.sealer,
+          config: ctx.config, adminPort: admin.port, ingressPort: running.port, log: backends.log, registry: backends.registry, sealer: backends.sealer,
           catalog: triggerCatalog(ctx.config), logger: ctx.logger,
         }).catch(async (error) => { await running?.stop(); throw error; });
       }
@@ -63,11 +65,12 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     process.once('SIGINT', () => stop('SIGINT'));
   });
   ctx.logger.info('ingress started', {
-    services, port: running.port, adminPort: admin?.port ?? null, log: backends.log.kind, store: backends.store.kind, registry: backends.registry.kind,
+    services, port: running.port, adminPort: admin?.port ?? null, hookBaseUrl: hookBaseUrl(ctx.config, running.port), log: backends.log.kind, store: backends.store.kind, registry: backends.registry.kind,
     dataDir: backends.log.kind === 'embedded' || backends.store.kind === 'filesystem' || backends.registry.kind === 'file' ? ctx.config.dataDir : undefined,
   });
-  if (running.port !== null) ctx.err(`ingress listening on http://${ctx.config.host === '0.0.0.0' ? 'localhost' : ctx.config.host}:${running.port} (POST /hook/{workflowId})`);
-  if (api && admin) ctx.err(`management API at http://${ctx.config.adminHost === '0.0.0.0' ? 'localhost' : ctx.config.adminHost}:${admin.port}/api/v1 (docs/management-api.md)`);
+  // The port bound, not the configured one (PORT=0: the OS picked it); an IPv6 address in brackets.
+  if (running.port !== null) ctx.err(`ingress listening on ${listenUrl(ctx.config.host, running.port)} (POST /hook/{workflowId})`);
+  if (api && admin) ctx.err(`management API at ${listenUrl(ctx.config.adminHost, admin.port)}/api/v1 (docs/management-api.md)`);
 
   // A stage worker that ended on its own leaves a pipeline that no longer moves: stop, and exit non-zero.
   const failure = running.failed?.then((error) => ({ error })) ?? new Promise<never>(() => undefined);

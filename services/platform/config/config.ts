@@ -5,6 +5,7 @@ import { TOPIC_NAMES } from '../log/topics';
 import type { RecordKeyMode } from '../log/record-keys';
 import { adminSettings, listenHostProblem, type AdminSettings } from './admin-settings';
 import { baseUrlProblem, shownUrl } from './url-values';
+import { listenUrl } from '../net/listen-url';
 
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
@@ -18,7 +19,8 @@ export interface Config extends AdminSettings {
   port: number;
   host: string;
   dataDir: string;
-  publicBaseUrl: string;
+  /** PUBLIC_BASE_URL; null when unset: hook URLs are then made from where the receiver listens (hookBaseUrl). */
+  publicBaseUrl: string | null;
   logLevel: 'debug' | 'info' | 'warn' | 'error';
   kafka: KafkaSettings | null;
   /**
@@ -157,6 +159,17 @@ export class ConfigError extends Error {
   }
 }
 
+/**
+ * The base of the hook URLs (`<base>/hook/{id}`): PUBLIC_BASE_URL, else the receiver's own address with the
+ * port it listens on, `listeningPort` (with PORT=0 the configuration knows no port: the OS picks one at
+ * listen). Null when no port is known: PORT=0 and no receiver listening in this process (the CLI on its own).
+ */
+export function hookBaseUrl(config: Pick<Config, 'publicBaseUrl' | 'host' | 'port'>, listeningPort: number | null): string | null {
+  if (config.publicBaseUrl !== null) return config.publicBaseUrl;
+  const port = listeningPort ?? config.port;
+  return port === 0 ? null : listenUrl(config.host, port);
+}
+
 const TOPIC = /^[A-Za-z0-9._-]{1,249}$/;
 const SIZE = /^(\d+)\s*(B|KiB|MiB|GiB)?$/i;
 const UNITS: Record<string, number> = { b: 1, kib: 1024, mib: 1024 ** 2, gib: 1024 ** 3 };
@@ -213,7 +226,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (hostProblem) problems.push(hostProblem);
   const dataDir = path.resolve(get('DATA_DIR') ?? './data');
 
-  let publicBaseUrl = `http://localhost:${port}`;
+  let publicBaseUrl: string | null = null;
   const base = get('PUBLIC_BASE_URL');
   if (base !== undefined) {
     const problem = baseUrlProblem('PUBLIC_BASE_URL', base, 'an absolute http:// or https:// URL, e.g. https://hooks.example.com');

@@ -4,51 +4,29 @@ import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+import { headerLength, parseHeader, writeHeader, type ObjectHeader } from './object-file';
 
 /**
- * The ObjectStore of `npm start`: content under DATA_DIR/objects/data/<path>, its size, hash and type
- * under DATA_DIR/objects/meta/<path>.json. A put writes a temp file, syncs it and renames it into place,
- * so a reader sees the whole object or none.
+ * The ObjectStore of `npm start`. An object is one file, DATA_DIR/objects/v2/<path>: a header with its size,
+ * SHA-256 and content type (object-file.ts), then its content. A put writes the whole file under
+ * objects/tmp/, syncs it and renames it into place, so the content and what describes it arrive together, by
+ * one rename: a reader sees the old object or the new one, never one put's bytes with another's type or hash,
+ * whoever else puts the same path at the same time (the service's main thread and its stage worker thread each
+ * open a store on DATA_DIR; so may other processes on it). A kill -9 mid-put leaves the old object.
+ *
+ * Objects an earlier release stored are two files, the content under objects/data/<path> and its metadata under
+ * objects/meta/<path>.json, written one after the other. They are read as before (`head` describes one whose
+ * metadata is missing from its content) until a put of the path replaces them, or a delete removes them.
  */
 export async function openFilesystemStore(dataDir: string): Promise<ObjectStore> {
   const root = path.resolve(dataDir, 'objects');
-  const dataRoot = path.join(root, 'data');
-  const metaRoot = path.join(root, 'meta');
+  const objectRoot = path.join(root, 'v2');
   const tmpRoot = path.join(root, 'tmp');
-  await Promise.all([dataRoot, metaRoot, tmpRoot].map((d) => fsp.mkdir(d, { recursive: true })));
+  await Promise.all([objectRoot, tmpRoot].map((d) => fsp.mkdir(d, { recursive: true })));
   await sweepAbandoned(tmpRoot);
+  const legacy = await legacyObjects(root);
 
-  const fileOf = (p: string) => path.join(dataRoot, ...p.split('/'));
-  const metaOf = (p: string) => path.join(metaRoot, ...p.split('/')) + '.json';
-
-  /**
-   * `exclusive`: the file is linked into place, which fails when one is there (EEXIST), instead of renamed
-   * over it: the kernel decides, whoever else writes the same path meanwhile.
-   */
-  async function writeDurably(target: string, source: Readable, maxBytes: number | undefined, exclusive = false): Promise<{ size: number; sha256: string }> {
-    const tmp = path.join(tmpRoot, randomUUID());
-    const meter = createMeter(maxBytes);
-    try {
-      const out = createWriteStream(tmp, { mode: 0o600 });
-      await pipeline(source, meter.stream, out);
-      const handle = await fsp.open(tmp, 'r+');
-      try { await handle.datasync(); } finally { await handle.close(); }
-      await fsp.mkdir(path.dirname(target), { recursive: true });
-      if (exclusive) {
-        await fsp.link(tmp, target);
-        await fsp.unlink(tmp);
-      } else {
-        await fsp.rename(tmp, target);
-      }
-      await syncDirectory(path.dirname(target));
-      return { size: meter.size(), sha256: meter.sha256() };
-    } catch (error) {
-      await fsp.rm(tmp, { force: true });
-      if (error instanceof ObjectStoreError) throw error;
-      if (exclusive && (error as NodeJS.ErrnoException).code === 'EEXIST') throw new ObjectStoreError('an object is already there', 'already-exists');
-      throw new ObjectStoreError(`filesystem store could not write: ${(error as Error).message}`, 'store-unavailable', { cause: error });
-    }
-  }
+  const fileOf = (p: string) => path.join(objectRoot, ...p.split('/'));
 
   return {
     kind: 'filesystem',
@@ -57,72 +35,173 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
       assertObjectPath(p);
       const source = Buffer.isBuffer(body) ? Readable.from([body]) : body;
       const exclusive = options.ifAbsent === true;
-      if (exclusive && (await exists(fileOf(p)))) {
+      // Known before the body is read, when it can be; the link below decides for puts at the same time.
+      if (exclusive && ((await exists(fileOf(p))) || (await legacy?.exists(p)))) {
         source.destroy?.();
         throw new ObjectStoreError(`an object is already at ${p}`, 'already-exists');
       }
-      const { size, sha256 } = await writeDurably(fileOf(p), source, options.maxBytes, exclusive).catch((error: unknown) => {
-        throw error instanceof ObjectStoreError && error.code === 'already-exists' ? new ObjectStoreError(`an object is already at ${p}`, 'already-exists') : error;
-      });
-      const stored: StoredObject = { path: p, size, sha256, contentType: options.contentType ?? null };
-      // Exclusive: the metadata of a put that replaced this object meanwhile (data, then metadata) is kept.
-      await writeDurably(metaOf(p), Readable.from([Buffer.from(JSON.stringify(stored))]), undefined, exclusive).catch((error: unknown) => {
-        if (!(error instanceof ObjectStoreError && error.code === 'already-exists')) throw error;
-      });
-      return stored;
+      const contentType = options.contentType ?? null;
+      const tmp = path.join(tmpRoot, randomUUID());
+      const meter = createMeter(options.maxBytes);
+      const target = fileOf(p);
+      let described: ObjectHeader;
+      try {
+        await pipeline(source, meter.stream, createWriteStream(tmp, { mode: 0o600, start: headerLength(contentType) }));
+        described = { size: meter.size(), sha256: meter.sha256(), contentType };
+        const handle = await fsp.open(tmp, 'r+');
+        try {
+          await writeHeader(handle, described);
+          await handle.datasync();
+        } finally {
+          await handle.close();
+        }
+        await fsp.mkdir(path.dirname(target), { recursive: true });
+        if (exclusive) {
+          // Linked, not renamed: the link fails (EEXIST) when an object is there, whoever wrote it meanwhile.
+          await fsp.link(tmp, target);
+          await fsp.unlink(tmp);
+        } else {
+          await fsp.rename(tmp, target);
+        }
+        await syncDirectory(path.dirname(target));
+      } catch (error) {
+        await fsp.rm(tmp, { force: true });
+        if (error instanceof ObjectStoreError) throw error;
+        if (exclusive && (error as NodeJS.ErrnoException).code === 'EEXIST') throw new ObjectStoreError(`an object is already at ${p}`, 'already-exists');
+        throw new ObjectStoreError(`filesystem store could not write: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+      }
+      // An earlier release's copy would come back once this one is deleted: it goes (this object is read first meanwhile).
+      await legacy?.remove(p).catch(() => undefined);
+      return { path: p, ...described };
     },
 
     async get(p) {
       assertObjectPath(p);
+      let handle: fsp.FileHandle;
       try {
-        const handle = await fsp.open(fileOf(p), 'r');
+        handle = await fsp.open(fileOf(p), 'r');
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw readFailure(p, error);
+        if (legacy) return legacy.get(p);
+        throw new ObjectStoreError(`no object at ${p}`, 'not-found');
+      }
+      try {
+        const { contentStart } = await parseHeader(handle);
         // The stream owns the FileHandle and closes it once: closing `handle.fd` through the stream and then
         // the handle again closed the same descriptor number twice, by then possibly another file's (EBADF).
-        return handle.createReadStream();
+        return handle.createReadStream({ start: contentStart });
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectStoreError(`no object at ${p}`, 'not-found');
-        throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+        await handle.close();
+        throw readFailure(p, error);
       }
     },
 
     async head(p) {
       assertObjectPath(p);
+      let handle: fsp.FileHandle;
       try {
-        return JSON.parse(await fsp.readFile(metaOf(p), 'utf8')) as StoredObject;
+        handle = await fsp.open(fileOf(p), 'r');
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') {
-          throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
-        }
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return legacy ? legacy.head(p) : null;
+        throw readFailure(p, error);
       }
-      // The data is put in place before its metadata: a process that ended between the two left an object that
-      // get() and list() return, so head() says what it is rather than that it is not there. Its type was lost.
       try {
-        return { path: p, ...(await describeFile(fileOf(p))), contentType: null };
+        const { size, sha256, contentType } = await parseHeader(handle);
+        return { path: p, size, sha256, contentType };
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-        throw new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+        throw readFailure(p, error);
+      } finally {
+        await handle.close();
       }
     },
 
     async delete(p) {
       assertObjectPath(p);
+      let found = true;
       try {
         await fsp.unlink(fileOf(p));
       } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
-        throw new ObjectStoreError(`filesystem store could not delete ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new ObjectStoreError(`filesystem store could not delete ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+        found = false;
       }
-      await fsp.rm(metaOf(p), { force: true });
-      return true;
+      return (await legacy?.remove(p)) || found;
     },
 
     async *list(prefix) {
-      const found: string[] = [];
-      await walk(dataRoot, '', found);
-      yield* found.filter((p) => p.startsWith(prefix)).sort();
+      const found = new Set<string>();
+      await walk(objectRoot, '', found);
+      if (legacy) await walk(legacy.dataRoot, '', found);
+      yield* [...found].filter((p) => p.startsWith(prefix)).sort();
     },
 
     async close() { /* nothing held open */ },
+  };
+}
+
+const readFailure = (p: string, error: unknown) => (error instanceof ObjectStoreError ? error
+  : new ObjectStoreError(`filesystem store could not read ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error }));
+
+interface LegacyObjects {
+  dataRoot: string;
+  exists(p: string): Promise<boolean>;
+  get(p: string): Promise<Readable>;
+  head(p: string): Promise<StoredObject | null>;
+  /** Remove the object's content and metadata; whether there was one. */
+  remove(p: string): Promise<boolean>;
+}
+
+/**
+ * The objects an earlier release stored under objects/data and objects/meta, or null when there are none (a
+ * DATA_DIR made by this release): nothing writes there any more, so none can appear later.
+ */
+async function legacyObjects(root: string): Promise<LegacyObjects | null> {
+  const dataRoot = path.join(root, 'data');
+  const metaRoot = path.join(root, 'meta');
+  const entries = await fsp.readdir(dataRoot).catch((error: NodeJS.ErrnoException) => {
+    if (error.code === 'ENOENT') return [] as string[];
+    throw error;
+  });
+  if (entries.length === 0) return null;
+  const fileOf = (p: string) => path.join(dataRoot, ...p.split('/'));
+  const metaOf = (p: string) => path.join(metaRoot, ...p.split('/')) + '.json';
+  return {
+    dataRoot,
+    exists: (p) => exists(fileOf(p)),
+    async get(p) {
+      try {
+        return (await fsp.open(fileOf(p), 'r')).createReadStream();
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') throw new ObjectStoreError(`no object at ${p}`, 'not-found');
+        throw readFailure(p, error);
+      }
+    },
+    async head(p) {
+      try {
+        return JSON.parse(await fsp.readFile(metaOf(p), 'utf8')) as StoredObject;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw readFailure(p, error);
+      }
+      // The content was put in place before its metadata: a process that ended between the two left an object
+      // that get() and list() return, so head() says what it is rather than that it is not there. Its type was lost.
+      try {
+        return { path: p, ...(await describeFile(fileOf(p))), contentType: null };
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+        throw readFailure(p, error);
+      }
+    },
+    async remove(p) {
+      let found = true;
+      try {
+        await fsp.unlink(fileOf(p));
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException).code;
+        if (code !== 'ENOENT' && code !== 'ENOTDIR') throw new ObjectStoreError(`filesystem store could not delete ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+        found = false;
+      }
+      await fsp.rm(metaOf(p), { force: true });
+      return found;
+    },
   };
 }
 
@@ -151,13 +230,13 @@ async function describeFile(file: string): Promise<{ size: number; sha256: strin
   return { size, sha256: hash.digest('hex') };
 }
 
-async function walk(dir: string, relative: string, out: string[]): Promise<void> {
+async function walk(dir: string, relative: string, out: Set<string>): Promise<void> {
   let entries: import('node:fs').Dirent[];
   try { entries = await fsp.readdir(dir, { withFileTypes: true }); } catch { return; }
   for (const e of entries) {
     const rel = relative ? `${relative}/${e.name}` : e.name;
     if (e.isDirectory()) await walk(path.join(dir, e.name), rel, out);
-    else if (e.isFile()) out.push(rel);
+    else if (e.isFile()) out.add(rel);
   }
 }
 

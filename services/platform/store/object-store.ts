@@ -29,7 +29,9 @@ export interface ObjectStore {
   readonly kind: 'azure-blob' | 'filesystem';
   /**
    * Store the whole body under `path`, replacing nothing half-written: the object appears only once
-   * complete. A body stream that errors, or exceeds maxBytes, leaves no object behind.
+   * complete, with its metadata (head never answers one put's size, hash or type for another put's content,
+   * nor two puts of one path at once leave such a mix). A body stream that errors, or exceeds maxBytes,
+   * leaves no object behind.
    */
   put(path: string, body: Readable | Buffer, options?: PutOptions): Promise<StoredObject>;
   /** The content as a stream; ObjectStoreError('not-found') when missing. */

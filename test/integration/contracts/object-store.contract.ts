@@ -9,7 +9,10 @@ export async function readAll(stream: Readable): Promise<Buffer> {
   return Buffer.concat(chunks);
 }
 
-/** The ObjectStore contract: the filesystem and Azure Blob adapters must both pass it. */
+/**
+ * The ObjectStore contract: the filesystem and Azure Blob adapters must both pass it. `open` may be called more
+ * than once: each call is another client of the same store (as another process would open it).
+ */
 export function describeObjectStoreContract(name: string, open: () => Promise<ObjectStore>): void {
   describe(`ObjectStore contract: ${name}`, () => {
     let store: ObjectStore;
@@ -94,6 +97,35 @@ export function describeObjectStoreContract(name: string, open: () => Promise<Ob
       expect(results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason.code)).toEqual(['already-exists', 'already-exists', 'already-exists']);
       expect(await readAll(await store.get(`${prefix}/race.txt`))).toEqual(bodies[won[0]]);
       expect(await store.head(`${prefix}/race.txt`)).toMatchObject({ size: bodies[won[0]].length });
+    });
+
+    test('concurrent puts of one path, from two clients as from two processes, leave one put\'s data and metadata; head never mixes two puts', async () => {
+      const other = await open(); // a second client of the same store, sharing nothing with the first but the store
+      try {
+        const at = `${prefix}/raced.txt`;
+        const bodies = Array.from({ length: 6 }, (_, i) => Buffer.from(`put ${i};`.repeat(i + 1)));
+        const putOf = (i: number) => ({ path: at, size: bodies[i].length, sha256: createHash('sha256').update(bodies[i]).digest('hex'), contentType: `text/x-put-${i}` });
+        for (let round = 0; round < 8; round++) {
+          const seen: unknown[] = [];
+          let racing = true;
+          const reader = (async () => { while (racing) { const head = await store.head(at); if (head) seen.push(head); await new Promise(setImmediate); } })();
+          try {
+            await Promise.all(bodies.map((body, i) => (i % 2 ? other : store).put(at, body, { contentType: `text/x-put-${i}` })));
+          } finally {
+            racing = false;
+            await reader;
+          }
+          const content = await readAll(await store.get(at));
+          const last = bodies.findIndex((b) => b.equals(content));
+          expect(last).toBeGreaterThanOrEqual(0);
+          expect({ round, head: await store.head(at) }).toEqual({ round, head: putOf(last) });
+          expect({ round, head: await other.head(at) }).toEqual({ round, head: putOf(last) });
+          // Read while the puts ran: each answer is one put's, whole.
+          for (const head of seen) expect(bodies.map((_, i) => putOf(i))).toContainEqual(head);
+        }
+      } finally {
+        await other.close();
+      }
     });
 
     test('paths that could escape are refused', async () => {
