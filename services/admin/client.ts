@@ -19,6 +19,8 @@ export interface AdminClient {
   url: string;
   /** How it was found: `ADMIN_URL` or the DATA_DIR file. */
   via: 'ADMIN_URL' | 'DATA_DIR';
+  /** The base of the service's hook URLs, as its DATA_DIR file says; undefined when not known (ADMIN_URL). */
+  hookBaseUrl?: string | null;
   request(method: string, path: string, body?: unknown): Promise<AdminAnswer>;
 }
 
@@ -46,7 +48,7 @@ export async function findRunningService(config: Pick<Config, 'adminClient' | 'd
   }
   const local = await readLocalAccess(config.dataDir);
   if (!local || !isAlive(local.pid)) return null;
-  const client = adminClient(local.url, local.token, 'DATA_DIR');
+  const client = { ...adminClient(local.url, local.token, 'DATA_DIR'), ...(local.hookBaseUrl !== undefined ? { hookBaseUrl: local.hookBaseUrl } : {}) };
   try {
     await fetch(`${local.url}/healthz`, { signal: AbortSignal.timeout(2_000) });
   } catch {

@@ -21,6 +21,8 @@ export interface LocalAccess {
   pid: number;
   url: string;
   token: string;
+  /** The base of the service's hook URLs (its PUBLIC_BASE_URL, or where its receiver listens), null when it has none. */
+  hookBaseUrl?: string | null;
 }
 
 export interface LocalAccessHandle {
@@ -42,7 +44,7 @@ export class LocalAccessTaken extends Error {
  * (on Kafka nothing else stops them) would each replace it, and the CLI would reach whichever started last.
  * The first keeps it. (Two starting in the same instant may still both write: the check is not a lock.)
  */
-export async function writeLocalAccess(dataDir: string, host: string, port: number, alive: (pid: number) => boolean = isAlive): Promise<LocalAccessHandle> {
+export async function writeLocalAccess(dataDir: string, host: string, port: number, hookBaseUrl: string | null = null, alive: (pid: number) => boolean = isAlive): Promise<LocalAccessHandle> {
   // A connecting CLI's URL: 127.0.0.1 for a wildcard, which reaches a service listening on :: too (dual-stack).
   const url = listenUrl(host, port, '127.0.0.1');
   const existing = await readLocalAccess(dataDir);
@@ -50,7 +52,7 @@ export async function writeLocalAccess(dataDir: string, host: string, port: numb
   // listening there (a process killed with -9 leaves its file, and its pid may have been reused since).
   if (existing && existing.pid !== process.pid && existing.url !== url && alive(existing.pid)) throw new LocalAccessTaken(path.join(dataDir, LOCAL_ACCESS_FILE), existing.pid);
   const token = randomBytes(32).toString('base64url');
-  const access: LocalAccess = { pid: process.pid, url, token };
+  const access: LocalAccess = { pid: process.pid, url, token, hookBaseUrl };
   const file = path.join(dataDir, LOCAL_ACCESS_FILE);
   await prepareDataDir(dataDir);
   const tmp = `${file}.${process.pid}.tmp`;

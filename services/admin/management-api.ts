@@ -47,7 +47,7 @@ export async function startManagementApi(options: ManagementApiOptions): Promise
   });
   let local: LocalAccessHandle | null = null;
   try {
-    local = await writeLocalAccess(config.dataDir, config.adminHost, options.adminPort);
+    local = await writeLocalAccess(config.dataDir, config.adminHost, options.adminPort, hookBaseUrl(config, options.ingressPort));
   } catch (error) {
     if (error instanceof LocalAccessTaken) {
       logger.warn(`DATA_DIR/admin-api.json is kept by another running process (pid ${error.pid}) on this DATA_DIR: the CLI on this machine finds that one. To reach this process, set ADMIN_URL to its admin port and ADMIN_TOKEN to a token of ADMIN_TOKENS, or give each process its own DATA_DIR`, { file: error.file, pid: error.pid, adminPort: options.adminPort });

@@ -103,6 +103,14 @@ test('ADMIN_URL and ADMIN_TOKEN point the CLI at a service explicitly; a read to
   expect(res.stderr).toContain('refused it: This admin token has the read scope; writes need a token with the full scope');
 });
 
+test('workflows list prints the running service\'s hook URLs, not those this shell\'s PUBLIC_BASE_URL would make', async () => {
+  const listed = await runCli(['workflows', 'list'], { ...env, PUBLIC_BASE_URL: 'https://not-the-service.example' });
+  expect(listed.code).toBe(0);
+  const urls = lines(listed.stdout).map((w: { url: string }) => w.url);
+  expect(urls.length).toBeGreaterThan(0);
+  for (const url of urls) expect(url).toMatch(/^https:\/\/hooks\.example\.com\/hook\//);
+});
+
 test('a service without INGRESS_ENCRYPTION_KEY refuses a credential put as the direct command does: configuration, exit 78', async () => {
   const { env: keyless, cleanup: done } = backendEnv('embedded', { ADMIN_TOKENS });
   delete keyless.INGRESS_ENCRYPTION_KEY;

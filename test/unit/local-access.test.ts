@@ -22,7 +22,7 @@ test('the file of a process that is gone, or this process\'s own, is replaced', 
   const gone = spawnSync(process.execPath, ['-e', '']).pid!;
   other(gone);
   const handle = await writeLocalAccess(dir, '0.0.0.0', 9080);
-  expect(await readLocalAccess(dir)).toEqual({ pid: process.pid, url: 'http://127.0.0.1:9080', token: handle.token.token });
+  expect(await readLocalAccess(dir)).toEqual({ pid: process.pid, url: 'http://127.0.0.1:9080', token: handle.token.token, hookBaseUrl: null });
   const again = await writeLocalAccess(dir, '127.0.0.1', 9081);
   expect(await readLocalAccess(dir)).toMatchObject({ pid: process.pid, url: 'http://127.0.0.1:9081', token: again.token.token });
   await again.remove();
@@ -32,5 +32,5 @@ test('the file of a process that is gone, or this process\'s own, is replaced', 
 test('a file naming the address this process listens on is stale, even if its pid now belongs to a live process', async () => {
   other(process.ppid); // a reused pid: alive, but it cannot listen on the port this process holds
   const handle = await writeLocalAccess(dir, '127.0.0.1', 9999);
-  expect(await readLocalAccess(dir)).toEqual({ pid: process.pid, url: 'http://127.0.0.1:9999', token: handle.token.token });
+  expect(await readLocalAccess(dir)).toEqual({ pid: process.pid, url: 'http://127.0.0.1:9999', token: handle.token.token, hookBaseUrl: null });
 });

@@ -51,7 +51,8 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
   allowOnly(args, []);
   const [verb, arg] = args.positionals;
   // No receiver listens in this process: with PORT=0 and no PUBLIC_BASE_URL the hook URL is not known here (null).
-  const url = (id: string) => hookUrl(hookBaseUrl(ctx.config, null), id);
+  let base = hookBaseUrl(ctx.config, null);
+  const url = (id: string) => hookUrl(base, id);
   if (verb === 'put') {
     if (!arg) throw new UsageError(`usage: ${WORKFLOWS_USAGE}`);
     const input = await readJsonFile(arg);
@@ -71,6 +72,9 @@ export async function workflowsCommand(args: ParsedArgs, ctx: CommandContext): P
       return 0;
     });
   }
+  // A service running on this DATA_DIR says where its hooks are: its PUBLIC_BASE_URL and port, not this shell's.
+  const service = verb === 'list' ? await ctx.runningService() : null;
+  if (service?.hookBaseUrl !== undefined) base = service.hookBaseUrl;
   return withRegistry(ctx, 'workflow', async (registry) => {
     switch (verb) {
       case 'get': {
