@@ -9,6 +9,7 @@ import { createIngressMetrics } from '../platform/telemetry/metrics';
 import { rpcOver, type Rpc } from '../platform/threads/rpc';
 import type { Backends } from './backends';
 import { startServices, type RunningServices, type ServiceName } from './start';
+import { endedThreadIds, threadEnded } from '../platform/files/pid-lock';
 import type { StageWorkerData } from './stage-worker';
 
 /**
@@ -74,11 +75,13 @@ const READINESS_WAIT_MS = 2_000;
  */
 export async function startStageThread(backends: Backends, env: NodeJS.ProcessEnv, services: ServiceName[], logger: Logger, watchdogMs: number): Promise<StageThread> {
   const entry = path.join(__dirname, 'stage-worker.js');
-  const data: StageWorkerData = { services, logKind: backends.log.kind, watchCertificates: false };
+  const data: StageWorkerData = { services, logKind: backends.log.kind, watchCertificates: false, endedThreads: endedThreadIds() };
   // The worker's process.env is the environment the main thread's configuration came from, which need not be
   // this process's (main() takes one): both threads then read the same configuration.
   const workerEnv = Object.fromEntries(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined));
   const worker = new Worker(entry, { workerData: data, env: workerEnv, name: 'ingress-stages' });
+  // Read now: once the worker has exited, worker.threadId is -1.
+  const workerThreadId = worker.threadId;
   let rpc: Rpc | null = null;
   const channel = () => rpc!;
   // On Kafka the worker opens its own clients; the embedded journal has one writer, this thread.
@@ -103,6 +106,8 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
     worker.on('error', (error) => { lastError = error; });
     worker.once('exit', (code) => {
       clearInterval(watchdog);
+      // Locks it held are stale now, for this thread and for the workers started after it.
+      threadEnded(workerThreadId);
       const error = new Error(`the stage worker thread exited with code ${code}${lastError ? `: ${lastError.message}` : ''}`);
       gone = true;
       rpc!.close(error);

@@ -4,6 +4,7 @@ import { createLogger } from '../platform/logger/logger';
 import { lineBatch } from '../platform/logger/line-batch';
 import type { EventLog } from '../platform/log/event-log';
 import { markStopping } from '../platform/log/crash-guard';
+import { threadEnded } from '../platform/files/pid-lock';
 import { remoteLog } from '../platform/log/remote/remote-log';
 import { rpcOver, type Handler, type Rpc } from '../platform/threads/rpc';
 import { forwardingMetrics } from '../platform/telemetry/forwarded-metrics';
@@ -27,9 +28,12 @@ export interface StageWorkerData {
   services: ServiceName[];
   logKind: EventLog['kind'];
   watchCertificates: boolean;
+  /** Worker threads of this process that ended before this one started: the locks they left are stale (pid-lock.ts). */
+  endedThreads: number[];
 }
 
 const data = workerData as StageWorkerData;
+for (const id of data.endedThreads) threadEnded(id);
 const port = parentPort!;
 let rpc: Rpc;
 // process.env here is the environment the main thread's configuration was read from (stage-thread.ts).

@@ -9,7 +9,8 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import type { EventLog } from '../../services/platform/log/event-log';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { openFileRegistry } from '../../services/platform/registry/file-registry';
-import { processStart } from '../../services/platform/files/pid-lock';
+import { processStart, threadEnded } from '../../services/platform/files/pid-lock';
+import { threadId } from 'node:worker_threads';
 import { openFileSamples } from '../../services/platform/registry/file-samples';
 import { openFileJournal } from '../../services/platform/registry/file-journal';
 import { describeEventLogContract } from './contracts/event-log.contract';
@@ -353,22 +354,25 @@ test('file registry: a write waits for a document lock a running process holds, 
   await registry.close();
 });
 
-test('file registry: a document lock of another thread of this process is waited for; one whose pid now runs another process is taken over', async () => {
+test('file registry: a document lock of another thread of this process is waited for until that thread ends; one whose pid now runs another process is taken over', async () => {
   const dir = tempDir();
   const registry = await openFileRegistry(dir);
   const doc = { id: 'wf-threads', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: {} }] };
   const lockFile = path.join(dir, 'registry', 'workflows', 'wf-threads.json.lock');
-  // What the stage worker thread writes while it holds the lock: this pid, and this process's start.
+  // What the stage worker thread writes while it holds the lock: this pid, this process's start, its thread.
   const start = processStart('self');
   expect(start).toMatch(/^\d+$/);
-  writeFileSync(lockFile, `${process.pid} held-by-the-worker-thread ${start}`);
+  const worker = threadId + 1000;
+  writeFileSync(lockFile, `${process.pid} held-by-the-worker-thread ${start} ${worker}`);
   let landed = false;
   const put = registry.workflows.putIf(doc, null).then((ok) => { landed = ok; });
   await new Promise((resolve) => setTimeout(resolve, 300));
   expect(landed).toBe(false);
-  rmSync(lockFile);
+  // The worker ends (a crash, the watchdog) still holding it: its lock is stale, and taken over.
+  threadEnded(worker);
   await put;
   expect(landed).toBe(true);
+  expect(existsSync(lockFile)).toBe(false);
   // A running pid that started after the lock's owner: the owner is gone, and its pid was given to another.
   const sleeper = spawn(process.execPath, ['-e', 'setTimeout(() => {}, 60000)'], { stdio: 'ignore' });
   try {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { promises as fsp, readFileSync } from 'node:fs';
+import { threadId } from 'node:worker_threads';
 import * as path from 'node:path';
 
 /**
@@ -9,8 +10,9 @@ import * as path from 'node:path';
  * - A lock whose owner no longer runs (kill -9) is taken over: one taker at a time (an O_EXCL `.takeover` guard
  *   beside it), which reads it again and removes it only if it is still the stale one.
  * - A lock naming this process's own pid that this thread does not hold is another thread's of this process (the
- *   stage worker's) when it names this process's start time too, and is waited for; otherwise it is a former
- *   life's (a restart that got the same pid, as PID 1 in a container always does), and taken over too.
+ *   stage worker's) when it names this process's start time and a thread that has not ended, and is waited for;
+ *   a lock of a worker that ended holding it (a crash, the watchdog), or of a former life (a restart that got the
+ *   same pid, as PID 1 in a container always does), is taken over too.
  * - A lock whose pid runs but started after the lock's owner did (the pid was reused by another process) is stale.
  *   Start times come from /proc (Linux); elsewhere a lock names no start, and a running pid is taken for its owner.
  * - A lock that vanishes while it is being looked at (its owner released it) is simply tried for again.
@@ -35,7 +37,7 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | { holder
   for (let tries = 0; tries < 5; tries++) {
     // Held by this process: known without a look at the file (which a release may be removing this instant).
     if (heldHere.has(file)) return { holder: process.pid };
-    const content = `${process.pid} ${randomUUID()}${OWN_START === null ? '' : ` ${OWN_START}`}`;
+    const content = `${process.pid} ${randomUUID()}${OWN_START === null ? '' : ` ${OWN_START} ${threadId}`}`;
     let handle;
     try {
       handle = await fsp.open(file, 'wx', 0o600);
@@ -60,7 +62,7 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | { holder
     if (owner === null) {
       // Empty: a lock being written this instant (between its open and its write), unless it is old.
       if (Date.now() - seen.mtimeMs < 2_000) return { holder: 0 };
-    } else if (owner.pid === process.pid ? heldHere.has(file) || (owner.start !== null && owner.start === OWN_START) : ownerRuns(owner)) {
+    } else if (owner.pid === process.pid ? heldHere.has(file) || otherThreadHolds(owner) : ownerRuns(owner)) {
       return { holder: owner.pid };
     }
     await takeOver(file, seen.text);
@@ -78,15 +80,49 @@ async function readLock(file: string): Promise<{ text: string; mtimeMs: number }
   }
 }
 
-/** `<pid> <token>[ <start>]`: the start is that of the owner's process, in clock ticks since boot (/proc). */
-const ownerOf = (text: string): { pid: number; start: string | null } | null => {
-  const [first, , start] = text.trim().split(/\s+/);
+interface LockOwner {
+  pid: number;
+  start: string | null;
+  thread: number | null;
+}
+
+/**
+ * `<pid> <token>[ <start> <thread>]`: the start is that of the owner's process, in clock ticks since boot
+ * (/proc), and the thread its worker_threads threadId (0: the main thread).
+ */
+const ownerOf = (text: string): LockOwner | null => {
+  const [first, , start, thread] = text.trim().split(/\s+/);
   const pid = Number(first);
-  return Number.isInteger(pid) && pid > 0 ? { pid, start: start ?? null } : null;
+  return Number.isInteger(pid) && pid > 0 ? { pid, start: start ?? null, thread: thread !== undefined && /^\d+$/.test(thread) ? Number(thread) : null } : null;
 };
 
+/**
+ * A lock naming this process (its pid and start) that this thread does not hold: another thread's of this life,
+ * unless that thread has ended (a worker that crashed or was terminated holding it: threadEnded). One of this
+ * thread's that it does not hold, or of a former life, is stale.
+ */
+function otherThreadHolds(owner: LockOwner): boolean {
+  if (owner.start === null || owner.start !== OWN_START || owner.thread === null) return false;
+  return owner.thread !== threadId && !endedThreads.has(owner.thread);
+}
+
+/** Worker threads of this process known to have ended: their locks are stale. */
+const endedThreads = new Set<number>();
+
+/**
+ * A worker thread of this process has ended: the locks it held are stale from now on. Told by the thread that ran
+ * it (which also passes the ids to a worker it starts later: endedThreadIds).
+ */
+export function threadEnded(id: number): void {
+  endedThreads.add(id);
+}
+
+export function endedThreadIds(): number[] {
+  return [...endedThreads];
+}
+
 /** Whether the lock's owner still runs: its pid does, and (where known) started when the owner did. */
-function ownerRuns(owner: { pid: number; start: string | null }): boolean {
+function ownerRuns(owner: LockOwner): boolean {
   if (!isAlive(owner.pid)) return false;
   if (owner.start === null) return true;
   const now = processStart(owner.pid);

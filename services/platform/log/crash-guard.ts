@@ -28,7 +28,9 @@ import type { LogRecord } from './event-log';
  *
  * Only ends that are not asked for count. A stop (SIGTERM: a deploy, a scale-in) marks what is in hand
  * `stopped` first (markStopping), whether or not its handler comes back before the grace runs out: the next
- * owner handles a stopped batch as usual, and a stopped record alone again, with no strike against it.
+ * owner handles a stopped batch as usual, and a stopped record alone again, with no strike against it. What has
+ * been in hand for longer than STOP_EXCUSES_MS when the stop comes is not excused: it may be why the stop came
+ * (a liveness probe that a record thrashing the heap makes fail).
  * A record is dead-lettered only after it was alone in hand at two ends (two strikes), after an end while it was
  * in a batch: a record that ends every process handling it costs three restarts, and is then a dead letter an
  * operator can replay after a fix; the records around it run as usual. An unrelated `kill -9` while a record is
@@ -178,16 +180,35 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
   const writer = randomUUID();
   // A stage starting on a thread that was told to stop is a new life of it (an in-process restart).
   thread.stopping = false;
+  thread.inHand.clear();
   // Per partition: the last offset still to be handled alone, the offset found to have crashed (until its dead
   // letter commits: a failed commit hands the same batch over again), and the strikes of the range's first record.
   const narrowing = new Map<string, { to: bigint; crashed: bigint | null; first: bigint; strikes: number }>();
   const stopNarrowing = (id: string) => { narrowing.delete(id); thread.narrowing.delete(`${group}\0${id}`); };
   /** Write a mark, and keep it to write again as `stopped` while its batch is in hand; the function returned lets go. */
+  // Each partition's mark writes go one after another, in the order asked: a stop's rewrite never lands after
+  // the `returned` mark or the next record's mark that followed it.
+  const chains = new Map<string, Promise<unknown>>();
+  const write = (topic: string, partition: number, mark: CrashMark): Promise<void> => {
+    const id = `${topic}/${partition}`;
+    // Whether the thread is stopping is read when the write goes out, so a stop asked for meanwhile is in it.
+    const written = (chains.get(id) ?? Promise.resolve()).then(() => marks.write(group, topic, partition, thread.stopping ? { ...mark, stopped: true } : mark));
+    chains.set(id, written.catch(() => undefined));
+    return written;
+  };
+  /** Write a mark, kept to write again as `stopped` while its batch is in hand; the function returned lets go. */
   const held = async (topic: string, partition: number, mark: CrashMark): Promise<() => void> => {
-    const write = (m: CrashMark) => marks.write(group, topic, partition, thread.stopping ? { ...m, stopped: true } : m);
-    await write(mark);
-    const rewrite = () => write(mark);
+    // Young enough to be excused by a stop: a record in hand for longer when the stop comes may be why it came
+    // (a liveness probe that a heap-thrashing record fails), and its end counts.
+    const rewrite = async () => { if (Date.now() - mark.at <= STOP_EXCUSES_MS) await write(topic, partition, mark); };
+    // Known to a stop before its first write: one asked for during it is written after it.
     thread.inHand.add(rewrite);
+    try {
+      await write(topic, partition, mark);
+    } catch (error) {
+      thread.inHand.delete(rewrite);
+      throw error;
+    }
     return () => { thread.inHand.delete(rewrite); };
   };
   return {
@@ -227,7 +248,9 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
             plan: 'alone',
             async done() {
               letGo();
-              try { await marks.write(group, topic, partition, { ...mark, returned: true }); } finally { release(); }
+              // Back: its strikes are cleared, and the process did not end on it.
+              const { strikes: _cleared, ...back } = mark;
+              try { await write(topic, partition, { ...back, returned: true }); } finally { release(); }
             },
           };
         }
@@ -246,3 +269,5 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
 
 /** Ends with a record alone in hand, not asked for, after which it is dead-lettered rather than handled again. */
 export const STRIKES = 2;
+/** A stop excuses what has been in hand for at most this long (markStopping). */
+export const STOP_EXCUSES_MS = 10_000;
