@@ -185,7 +185,6 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
   // letter commits: a failed commit hands the same batch over again), and the strikes of the range's first record.
   const narrowing = new Map<string, { to: bigint; crashed: bigint | null; first: bigint; strikes: number }>();
   const stopNarrowing = (id: string) => { narrowing.delete(id); thread.narrowing.delete(`${group}\0${id}`); };
-  /** Write a mark, and keep it to write again as `stopped` while its batch is in hand; the function returned lets go. */
   // Each partition's mark writes go one after another, in the order asked: a stop's rewrite never lands after
   // the `returned` mark or the next record's mark that followed it.
   const chains = new Map<string, Promise<unknown>>();
