@@ -69,6 +69,12 @@ test('one unrelated end while a record is alone in hand is a strike its next han
   expect(await handled(third, batch(10, 3), true)).toBe('alone'); // 10 handled again, and back
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', returned: true });
   expect(marks.held.get('g/t/0')).not.toHaveProperty('strikes');
+  // Retried in the same life (it failed: a backend outage), it is handled with no strike either.
+  const retry = await third.begin(batch(10, 3), false);
+  expect(retry.plan).toBe('alone');
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true });
+  expect(marks.held.get('g/t/0')).not.toHaveProperty('strikes');
+  await retry.done();
   // Back, its strike is gone: the next end while it is alone in hand (killed before its commit) is its first
   // strike again, not a conviction.
   expect(await endsHolding(life(marks), batch(10, 3), true)).toBe('alone');

@@ -247,7 +247,8 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
             plan: 'alone',
             async done() {
               letGo();
-              // Back: its strikes are cleared, and the process did not end on it.
+              // Back: its strikes are cleared, for this life's retries of it too, and the process did not end on it.
+              if (at === range.first) range.strikes = 0;
               const { strikes: _cleared, ...back } = mark;
               try { await write(topic, partition, { ...back, returned: true }); } finally { release(); }
             },
