@@ -38,10 +38,12 @@ export async function startServicesInThreads(config: Config, env: NodeJS.Process
     readiness: [...main.readiness, ...thread.readiness.filter((c) => !mainChecks.has(c.name))],
     failed: thread.failed,
     async stop(receiverGraceMs, deadline) {
-      // Told first, while the receiver drains: a grace that runs out meanwhile is still a stop, not a crash.
-      await thread.stopping();
+      // Told at once, while the receiver drains (not before it closes: it takes no new connection from this
+      // instant): a grace that runs out meanwhile is still a stop, not a crash.
+      const told = thread.stopping();
       // The receiver stops first, so everything answered 200 is in the log before the stages stop.
       await main.stop(receiverGraceMs);
+      await told;
       await thread.stop(deadline);
     },
   };

@@ -210,12 +210,14 @@ export async function startServices(config: Config, backends: Backends, services
     readiness,
     async stop(receiverGraceMs) {
       // What the stages hold when the grace may cut them short is marked stopped: not a crash (crash-guard.ts).
+      // Written while the receiver drains, not before it closes: it takes no new connection from this instant.
       // Bounded: a store that does not answer leaves the end counted as a crash, and the stop goes on.
-      if (stages.length > 0) await Promise.race([markStopping(), new Promise((resolve) => setTimeout(resolve, STOP_MARK_WAIT_MS).unref())]);
+      const marked = stages.length > 0 ? Promise.race([markStopping(), new Promise((resolve) => setTimeout(resolve, STOP_MARK_WAIT_MS).unref())]) : null;
       certificates?.stop();
       // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
       await receiver?.close(receiverGraceMs);
       await refusals?.close();
+      await marked;
       for (const s of stages) await s.handle.stop();
     },
   };

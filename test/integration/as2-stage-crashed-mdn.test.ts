@@ -15,7 +15,8 @@ import { mdnOutcomes, startMdnReceiver, type MdnReceiver } from '../support/mdn-
  * An AS2 message answered `processed` with an asynchronous MDN owes that MDN whatever becomes of its record. One
  * the crash guard dead-letters `stage-crashed` (platform/log/crash-guard.ts) is never handed to the decoder's
  * handler, which is where a delivery is worked out: it is worked out with the dead letter instead. The crash is
- * planted as the mark a life that ended with the record alone in hand leaves, between two starts of one DATA_DIR.
+ * planted as the mark a life that ended with the record alone in hand a second time leaves, between two starts
+ * of one DATA_DIR.
  */
 const codec = defaultAvroCodec();
 let peer: Peer;
@@ -46,9 +47,10 @@ test('a record dead-lettered stage-crashed still sends the asynchronous MDN its 
   expect(res.status).toBe(200);
   const requestId = res.headers.get('x-request-id')!;
   const [record] = (await collectUntilQuiet(first.backends.log, first.topics.received, 300)).filter((r) => codec.decode('Received', r.value).requestId === requestId);
-  // What a life that ended with this record alone in the decoder's hands leaves behind.
+  // What a life that ended with this record alone in the decoder's hands, after an earlier one had (a strike),
+  // leaves behind.
   await crashMarksIn(first.backends.store).write(first.topics.group('decoder'), record.topic, record.partition, {
-    from: record.offset, record: recordDigest(record), to: record.offset, alone: true, writer: 'a life that ended', at: Date.now(),
+    from: record.offset, record: recordDigest(record), to: record.offset, alone: true, strikes: 1, writer: 'a life that ended', at: Date.now(),
   });
   await first.stopServices();
   await first.backends.close();
