@@ -34,7 +34,8 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
   const context: ReplayContext = { topics, codec, recordKey: ctx.config.recordKey, skipped: (message) => ctx.err(message) };
   const request = { verb, stage, workflow, since: sinceText };
   // Bad filters (an unknown --stage) are the caller's mistake: usage (exit 2), as `replay`'s are.
-  try { deadLetterSelector({ stage, workflow, letters: null }, context); } catch (error) {
+  let selected: ReturnType<typeof deadLetterSelector>;
+  try { selected = deadLetterSelector({ stage, workflow, letters: null }, context); } catch (error) {
     if (error instanceof ReplayRequestError) throw new UsageError(error.message);
     throw error;
   }
@@ -58,7 +59,6 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
     if (code === 0) await fsp.rm(checkpoint.path, { force: true });
     return code;
   }
-  const selected = deadLetterSelector({ stage, workflow, letters: null }, context);
   const withSource = switchFlag(args, 'with-source');
   return withLog(ctx, false, (log) => runRefeed(ctx, {
     label: 'dead-letters list',

@@ -32,7 +32,8 @@ import type { LogRecord } from './event-log';
  * been in hand for longer than STOP_EXCUSES_MS when the stop comes is not excused: it may be why the stop came
  * (a liveness probe that a record thrashing the heap makes fail).
  * A record is dead-lettered only after it was alone in hand at two ends (two strikes), after an end while it was
- * in a batch: a record that ends every process handling it costs three restarts, and is then a dead letter an
+ * in a batch: a record that ends every process handling it costs up to four restarts (three after its marked
+ * batch, one more if it first ended a steady batch, which writes no mark), and is then a dead letter an
  * operator can replay after a fix; the records around it run as usual. An unrelated `kill -9` while a record is
  * alone in hand gives it one strike, which its next handling clears; only two such kills in a row on the same
  * record, or a member frozen in that handler twice while its partition moved, would do the same
