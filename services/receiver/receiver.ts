@@ -450,38 +450,62 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   }
 
   /**
-   * Each connection's latest request, so that a parse error after it (clientError) can let it answer. One that
-   * was answered already (its headers sent) is no longer in hand; the next request on the connection replaces it.
+   * Each connection's latest request, so that a parse error after it (clientError) can let it answer, with the
+   * requests pipelined before it whose answers are still owed or going out (`earlier`, newest first). Answered
+   * ones are dropped as the next request arrives, so the chain is only as long as the pipeline in flight.
    */
-  const inHand = new WeakMap<Socket, { req: http.IncomingMessage; res: http.ServerResponse }>();
+  const inHand = new WeakMap<Socket, InHand>();
   const server = http.createServer((req, res) => {
-    inHand.set(req.socket, { req, res });
+    const prior = inHand.get(req.socket);
+    inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior : undefined });
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
     if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);
     else void serve(req, res, span);
   });
-  // Bytes that are no request right after a whole one (a body longer than its Content-Length) fail the parser
-  // while that request is in flight. Node's default answers 400 and closes at once: the sender would read a
-  // refusal of a request we may accept. The request in hand answers instead, and the connection closes after it.
-  // A parse error inside a request's own body, or with none in hand, gets the status Node would give it, as a
-  // JSON error with a request id (parserAnswer).
-  server.on('clientError', (error: NodeJS.ErrnoException, duplex) => {
-    const socket = duplex as Socket;
-    const current = inHand.get(socket);
-    if (current && current.req.complete && !current.res.headersSent) {
-      current.res.shouldKeepAlive = false;
-      return;
-    }
-    // An answer half written would be corrupted by another; one written whole (an earlier request on a kept-alive
-    // connection) leaves room for this one, as Node's default handler also judges.
-    const midAnswer = current !== undefined && current.res.headersSent && !current.res.writableFinished;
-    if (socket.writable && !midAnswer && error.code !== 'ECONNRESET') {
+  /** Sockets whose parse error is handled: the parser reports the same error again on every later chunk. */
+  const parseFailed = new WeakSet<Socket>();
+  /** The parser's refusal, written raw, and the connection closed after it. */
+  function refuseUnparsable(socket: Socket, error: NodeJS.ErrnoException) {
+    if (socket.writable && error.code !== 'ECONNRESET') {
       const requestId = randomUUID();
       if (logger.enabled('info')) logger.info('request refused by the HTTP parser', { requestId, code: error.code ?? null, remoteAddress: socket.remoteAddress ?? null });
       socket.write(parserAnswer(error.code, requestId));
     }
     socket.destroy();
+  }
+  // Bytes that are no request right after a whole one (a body longer than its Content-Length) fail the parser
+  // while that request is in flight. Node's default answers 400 and closes at once: the sender would read a
+  // refusal of a request we may accept. The request in hand answers instead, and the connection closes after it.
+  // A parse error inside a request's own body gets the status Node would give it, as a JSON error with a request
+  // id (parserAnswer), but only once the requests pipelined before it are answered: Node's default, and the
+  // first version of this handler, wrote it at once and closed, so a request we had accepted lost its 200.
+  server.on('clientError', (error: NodeJS.ErrnoException, duplex) => {
+    const socket = duplex as Socket;
+    if (parseFailed.has(socket)) return;
+    parseFailed.add(socket);
+    const current = inHand.get(socket);
+    if (current === undefined) return refuseUnparsable(socket, error);
+    if (current.req.complete) {
+      // Every request on the connection is whole: the last answer owed closes it (all before it go out first).
+      if (!current.res.headersSent) current.res.shouldKeepAlive = false;
+      else if (!current.res.writableFinished) current.res.once('finish', () => socket.destroy());
+      else refuseUnparsable(socket, error);
+      return;
+    }
+    // The error is in the current request's body. An answer it already has (a refusal sent before its body was
+    // read) is its answer; otherwise the parser's refusal follows the earlier answers.
+    const settle = () => {
+      if (!current.res.headersSent) return refuseUnparsable(socket, error);
+      // An answer half written would be corrupted by another: it is finished, and the connection closed.
+      if (current.res.writableFinished) socket.destroy();
+      else current.res.once('finish', () => socket.destroy());
+    };
+    let owed = current.earlier;
+    while (owed !== undefined && owed.res.writableFinished) owed = owed.earlier;
+    // Node hands the socket to the next answer in its own 'finish' listener, added before this one.
+    if (owed !== undefined) owed.res.once('finish', settle);
+    else settle();
   });
   // Requests Node would otherwise answer bare (an unknown Expect: 417 without a request id) or not at all
   // (CONNECT: the socket is handed over and left open): each gets the JSON error and a request id.
@@ -531,6 +555,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     },
   };
 }
+
+/** A request on a connection, with those pipelined before it that were still unanswered when it came. */
+interface InHand { req: http.IncomingMessage; res: http.ServerResponse; earlier: InHand | undefined }
 
 /**
  * What a request the parser cannot read (lib/_http_server.js would answer these itself, bare) is answered, for the

@@ -156,6 +156,19 @@ test('a parse error on a kept-alive connection after a whole answer is answered 
   expect(JSON.parse(parsedAnswer(answers[1]).body).error).toBe('request-malformed');
 });
 
+test('a parse error in a request pipelined behind one still in flight waits for that answer, then closes', async () => {
+  // One write: the second request's headers are parsed, and its body fails, before the first can be answered.
+  // Answering the 400 at once (Node's default) would close the connection on an accepted request's 200.
+  const first = 'POST /hook/wf-open?marker=pipelined HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}';
+  const raw = await rawExchange(`${first}POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n`);
+  const answers = raw.split(/(?=HTTP\/1\.1 )/);
+  expect(answers.map((a) => a.slice(0, 12))).toEqual(['HTTP/1.1 200', 'HTTP/1.1 400']);
+  const requestId = /x-request-id: ([^\r]+)/i.exec(answers[0])![1];
+  expect((await receivedFor(requestId)).query).toEqual({ marker: ['pipelined'] });
+  expect(JSON.parse(parsedAnswer(answers[1]).body).error).toBe('request-malformed');
+  expect(parsedAnswer(answers[1]).headers.connection).toBe('close');
+});
+
 test.each(['gzip, chunked', 'deflate,chunked', 'identity, chunked'])('Transfer-Encoding %s is a 501 before the workflow is looked up, and nothing is accepted', async (coding) => {
   const before = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length;
   const body = '7\r\n{"a":1}\r\n0\r\n\r\n';
