@@ -202,6 +202,8 @@ const RESTART_DELAY_MS = 1_000;
 export async function superviseStageThread(start: () => Promise<StageThread>, logger: Logger): Promise<StageThread> {
   let current = await start();
   let stopping = false;
+  /** stopping() was called: a successor that starts from now on is told too, or its marks would not say so. */
+  let stopAsked = false;
   let restarting: Promise<void> = Promise.resolve();
   const restarts: number[] = [];
   let reportFailure: (error: Error) => void = () => undefined;
@@ -239,7 +241,9 @@ export async function superviseStageThread(start: () => Promise<StageThread>, lo
         } else ended(failure, Promise.resolve());
         return;
       }
-      // Asked to stop while it started: it goes at once, rather than outliving the process's stop.
+      // Asked to stop while it started: it goes at once, rather than outliving the process's stop. A stop that
+      // began while it started reached its predecessor alone; its own in-hand records are excused as well.
+      if (stopAsked) await next.stopping();
       if (stopping) { await next.stop(); return; }
       current = next;
       watch(next);
@@ -257,7 +261,10 @@ export async function superviseStageThread(start: () => Promise<StageThread>, lo
     })),
     failed,
     closed: allClosed,
-    stopping: () => current.stopping(),
+    stopping: () => {
+      stopAsked = true;
+      return current.stopping();
+    },
     async stop(deadline) {
       stopping = true;
       // A restart under way finishes first (one that fails to start may have begun another).
