@@ -32,6 +32,16 @@ afterAll(async () => { await api?.stop(); await app?.stop(); });
 
 const hook = { id: 'wf-api', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'none' } }, { name: 'Next', type: 'noop' }] };
 
+test('the admin server keeps an idle connection longer than clients and load balancers do (Keep-Alive: timeout=65)', async () => {
+  // With Node's 5 s a client's next request on a connection idle about that long met a reset.
+  const agent = new http.Agent({ keepAlive: true });
+  const keepAlive = await new Promise<string | undefined>((resolve, reject) => {
+    http.get(`${api.url}/healthz`, { agent }, (res) => { res.resume(); res.on('end', () => resolve(res.headers['keep-alive'] as string | undefined)); }).on('error', reject);
+  });
+  agent.destroy();
+  expect(keepAlive).toBe('timeout=65');
+});
+
 describe('authentication and scopes', () => {
   test('health stays open; /api needs a bearer token, a wrong one is 403, and no answer is HTML', async () => {
     const health = await fetch(`${api.url}/healthz`);

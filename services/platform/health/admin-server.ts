@@ -56,6 +56,11 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       else answer(res, 503, { status: 'not-ready', reasons });
     });
   });
+  // Node's 5 s would close an idle kept-alive connection about when a client (fetch keeps one 4 s) or a load
+  // balancer (60 s is usual) sends its next request on it: that request fails with a reset. Longer than theirs,
+  // as on the receiver; close() still ends every connection at once.
+  server.keepAliveTimeout = 65_000;
+  server.headersTimeout = 66_000;
   await new Promise<void>((resolve, reject) => {
     const failed = (error: NodeJS.ErrnoException) => reject(listenFailure(error, { portVariable: 'ADMIN_PORT', hostVariable: 'ADMIN_HOST', port: options.port, host: options.host }));
     server.once('error', failed);
