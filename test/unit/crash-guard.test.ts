@@ -278,3 +278,19 @@ test('a write that landed but whose answer was lost is its own: the next write g
   await retried.done();
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, returned: true });
 });
+
+test('a verdict is the new owner\'s mark: the former owner\'s late `returned` does not undo it for an owner after it', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 3), true);
+  await endsHolding(life(marks), batch(10, 3), true); // 10 alone in hand at an end: a strike
+  // The next owner handles 10 alone and freezes in its handler; the partition moves on.
+  const frozen = await life(marks).begin(batch(10, 3), true);
+  expect(frozen.plan).toBe('alone');
+  const next = life(marks);
+  expect(await endsHolding(next, batch(10, 3), true)).toBe('crashed'); // ends before its dead letter commits
+  await frozen.done();
+  expect(marks.held.get('g/t/0')).not.toHaveProperty('returned');
+  // Its own verdict, found again after a failed commit (which hands the partition over as if new), is still one.
+  expect(await handled(next, batch(10, 3), true)).toBe('crashed');
+  expect(await handled(life(marks), batch(10, 3), true)).toBe('crashed');
+});

@@ -22,7 +22,9 @@ import type { LogRecord } from './event-log';
  * - a batch's mark: the records `from`..`to` are handled one at a time, each under its own mark;
  * - a mark of that record alone, never marked `returned` (its handler came back, succeeded or failed): it was in
  *   hand alone when a process ended, after an earlier end while it was in a batch. It is dead-lettered
- *   (`stage-crashed`) without being handled again, and the rest of the range goes on one record at a time.
+ *   (`stage-crashed`) without being handled again, and the rest of the range goes on one record at a time. The
+ *   verdict is marked first (`strikes` at two), so that an owner finding it, this one included, comes to the
+ *   same one should this owner end before the dead letter commits.
  * While any stage of the thread narrows, the thread's guarded batches take turns (TurnTaking), so the record a
  * process ends on is the only one in hand.
  *
@@ -292,8 +294,8 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
         stopNarrowing(id);
         const { mark, version } = await marks.readVersioned(group, topic, partition);
         tenures.set(id, { version, predecessor: mark?.writer ?? null, fenced: false });
-        // A batch in hand when a stop was asked for: nothing to suspect.
-        if (mark && mark.writer !== writer && BigInt(mark.from) === at && mark.record === recordDigest(records[0]) && (mark.alone || !mark.stopped)) {
+        // A batch in hand when a stop was asked for: nothing to suspect. Nor its own mark, unless it is a verdict.
+        if (mark && (mark.writer !== writer || (mark.strikes ?? 0) >= STRIKES) && BigInt(mark.from) === at && mark.record === recordDigest(records[0]) && (mark.alone || !mark.stopped)) {
           // Alone, and neither back nor stopped: what the process ended on, a strike against it. Alone but back
           // (it failed, or the process was stopped while it waited for a retry) or stopped, or in a batch: only
           // suspected, and handled alone to find out.
@@ -306,6 +308,10 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
           });
           narrowing.set(id, { to: BigInt(mark.to), crashed: crashed ? at : null, first: at, strikes });
           thread.narrowing.add(`${group}\0${id}`);
+          // The verdict is this ownership's mark: an owner after it that finds it (this one ended before the dead
+          // letter committed) comes to the same verdict, and the former owner's late writes are refused, which
+          // over its own mark would have been taken (a `returned`) for the record's acquittal.
+          if (crashed) await write(tenures.get(id) as Tenure, topic, partition, { from: offset, record: recordDigest(records[0]), to: mark.to, alone: true, strikes, writer, at: Date.now() });
         }
       }
       const range = narrowing.get(id);
