@@ -49,9 +49,11 @@ test('a record dead-lettered stage-crashed still sends the asynchronous MDN its 
   const [record] = (await collectUntilQuiet(first.backends.log, first.topics.received, 300)).filter((r) => codec.decode('Received', r.value).requestId === requestId);
   // What a life that ended with this record alone in the decoder's hands, after an earlier one had (a strike),
   // leaves behind.
-  await crashMarksIn(first.backends.store).write(first.topics.group('decoder'), record.topic, record.partition, {
+  const marks = crashMarksIn(first.backends.store);
+  const { version } = await marks.readVersioned(first.topics.group('decoder'), record.topic, record.partition);
+  expect(await marks.swap(first.topics.group('decoder'), record.topic, record.partition, {
     from: record.offset, record: recordDigest(record), to: record.offset, alone: true, strikes: 1, writer: 'a life that ended', at: Date.now(),
-  });
+  }, version)).not.toBeNull();
   await first.stopServices();
   await first.backends.close();
   apps.splice(0);

@@ -5,11 +5,24 @@ import { silentLogger } from '../../services/platform/logger/logger';
 /** The guard's decisions over marks held in memory (the object store's own contract is tested elsewhere). */
 function memoryMarks(): CrashMarks & { held: Map<string, CrashMark>; writes: number } {
   const held = new Map<string, CrashMark>();
+  const versions = new Map<string, string>();
+  let written = 0;
   const marks = {
     held,
     writes: 0,
     async read(group: string, topic: string, partition: number) { return held.get(`${group}/${topic}/${partition}`) ?? null; },
-    async write(group: string, topic: string, partition: number, mark: CrashMark) { marks.writes++; held.set(`${group}/${topic}/${partition}`, { ...mark }); },
+    async readVersioned(group: string, topic: string, partition: number) {
+      const key = `${group}/${topic}/${partition}`;
+      return { mark: held.get(key) ?? null, version: versions.get(key) ?? null };
+    },
+    async swap(group: string, topic: string, partition: number, mark: CrashMark, version: string | null) {
+      const key = `${group}/${topic}/${partition}`;
+      if ((versions.get(key) ?? null) !== version) return null;
+      marks.writes++;
+      held.set(key, { ...mark });
+      versions.set(key, `v${++written}`);
+      return versions.get(key)!;
+    },
   };
   return marks;
 }
@@ -87,9 +100,10 @@ test('a stop during a mark\'s first write is in that mark; a stop\'s rewrite nev
   let finishFirst: () => void = () => undefined;
   const slow: CrashMarks = {
     read: marks.read,
-    async write(group, topic, partition, mark) {
+    readVersioned: marks.readVersioned,
+    async swap(group, topic, partition, mark, version) {
       if (marks.writes === 1) await new Promise<void>((resolve) => { finishFirst = resolve; });
-      await marks.write(group, topic, partition, mark);
+      return marks.swap(group, topic, partition, mark, version);
     },
   };
   const thread = turnTaking();
@@ -190,4 +204,93 @@ test('while a stage of the thread narrows a crash down, the thread\'s batches ar
   expect([a.plan, b.plan]).toEqual(['batch', 'batch']);
   await a.done();
   await b.done();
+});
+
+test('a former owner whose handler comes back after its partition moved writes nothing over the new owner\'s mark', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 3), true); // a life ends holding 10..12
+  // The next owner handles 10 alone and freezes in its handler, past its session: the partition moves on.
+  const former = life(marks);
+  const frozen = await former.begin(batch(10, 3), true);
+  expect(frozen.plan).toBe('alone');
+  const next = life(marks);
+  expect(await endsHolding(next, batch(10, 3), true)).toBe('alone'); // the new owner ends on 10 alone: a strike
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, strikes: 1 });
+  await frozen.done(); // the former owner thaws: its handler came back
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, strikes: 1 });
+  expect(marks.held.get('g/t/0')).not.toHaveProperty('returned');
+  // Its strike kept, the record's second end alone convicts it.
+  expect(await handled(life(marks), batch(10, 3), true)).toBe('crashed');
+});
+
+test('a former owner\'s stop rewrites nothing over the new owner\'s mark', async () => {
+  const marks = memoryMarks();
+  const formerThread = turnTaking();
+  const former = life(marks, 'g', formerThread);
+  await endsHolding(former, batch(20, 3), true); // in hand when the member froze
+  const next = life(marks);
+  expect(await endsHolding(next, batch(20, 3), true)).toBe('alone'); // the new owner ends on 20 alone
+  await markStopping(formerThread); // the former owner, thawed, is stopped
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '20', alone: true });
+  expect(marks.held.get('g/t/0')).not.toHaveProperty('stopped');
+  expect(await endsHolding(life(marks), batch(20, 3), true)).toBe('alone');
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '20', alone: true, strikes: 1 });
+});
+
+test('the former owner\'s `returned` landing between the new owner\'s read and its first write is written over', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 3), true);
+  const former = life(marks);
+  const frozen = await former.begin(batch(10, 3), true);
+  // The new owner has read the former's mark; its first write waits until the former's `returned` landed.
+  let firstWrite: () => void = () => undefined;
+  const held = new Promise<void>((resolve) => { firstWrite = resolve; });
+  const slowed: CrashMarks = { ...marks, async swap(...args) { await held; return marks.swap(...args); } };
+  const taking = life(slowed).begin(batch(10, 3), true);
+  await new Promise((resolve) => setImmediate(resolve));
+  await frozen.done();
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', returned: true });
+  firstWrite();
+  expect((await taking).plan).toBe('alone');
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, strikes: 1 });
+  expect(marks.held.get('g/t/0')).not.toHaveProperty('returned');
+  // The former owner's later writes (it handles the next record alone before it learns it was fenced) are left out.
+  await handled(former, batch(11, 2), false);
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, strikes: 1 });
+});
+
+test('a write that landed but whose answer was lost is its own: the next write goes over it, not taken for another owner\'s', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 3), true);
+  let lose = true;
+  const lossy: CrashMarks = {
+    ...marks,
+    async swap(...args) {
+      const version = await marks.swap(...args);
+      if (lose) { lose = false; throw new Error('no answer within 30000 ms'); }
+      return version;
+    },
+  };
+  const guard = life(lossy);
+  await expect(guard.begin(batch(10, 3), true)).rejects.toThrow('no answer'); // its mark of 10 alone landed
+  const retried = await guard.begin(batch(10, 3), false); // the log hands the batch over again
+  expect(retried.plan).toBe('alone');
+  await retried.done();
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, returned: true });
+});
+
+test('a verdict is the new owner\'s mark: the former owner\'s late `returned` does not undo it for an owner after it', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 3), true);
+  await endsHolding(life(marks), batch(10, 3), true); // 10 alone in hand at an end: a strike
+  // The next owner handles 10 alone and freezes in its handler; the partition moves on.
+  const frozen = await life(marks).begin(batch(10, 3), true);
+  expect(frozen.plan).toBe('alone');
+  const next = life(marks);
+  expect(await endsHolding(next, batch(10, 3), true)).toBe('crashed'); // ends before its dead letter commits
+  await frozen.done();
+  expect(marks.held.get('g/t/0')).not.toHaveProperty('returned');
+  // Its own verdict, found again after a failed commit (which hands the partition over as if new), is still one.
+  expect(await handled(next, batch(10, 3), true)).toBe('crashed');
+  expect(await handled(life(marks), batch(10, 3), true)).toBe('crashed');
 });

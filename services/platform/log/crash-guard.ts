@@ -1,6 +1,6 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from '../logger/logger';
-import { ObjectStoreError, readObject, type ObjectStore } from '../store/object-store';
+import { ObjectStoreError, type ObjectStore, type VersionedContent } from '../store/object-store';
 import type { LogRecord } from './event-log';
 
 /**
@@ -22,7 +22,9 @@ import type { LogRecord } from './event-log';
  * - a batch's mark: the records `from`..`to` are handled one at a time, each under its own mark;
  * - a mark of that record alone, never marked `returned` (its handler came back, succeeded or failed): it was in
  *   hand alone when a process ended, after an earlier end while it was in a batch. It is dead-lettered
- *   (`stage-crashed`) without being handled again, and the rest of the range goes on one record at a time.
+ *   (`stage-crashed`) without being handled again, and the rest of the range goes on one record at a time. The
+ *   verdict is marked first (`strikes` at two), so that an owner finding it, this one included, comes to the
+ *   same one should this owner end before the dead letter commits.
  * While any stage of the thread narrows, the thread's guarded batches take turns (TurnTaking), so the record a
  * process ends on is the only one in hand.
  *
@@ -38,6 +40,17 @@ import type { LogRecord } from './event-log';
  * alone in hand gives it one strike, which its next handling clears; only two such kills in a row on the same
  * record, or a member frozen in that handler twice while its partition moved, would do the same
  * (docs/operations.md).
+ *
+ * A mark is replaced only by a compare-and-swap of the version its writer last read or wrote (ObjectStore.swap).
+ * On Kafka a partition moves on while a member is frozen in a handler; once that member thaws, its `returned`,
+ * its next record's mark or a stop's `stopped` rewrite would land over the new owner's mark, and the record the
+ * new owner ends on would escape its strike (or an end be excused). An ownership's first write goes over the
+ * mark it found on taking the partition, and over the late writes of that mark's writer (the owner it took over
+ * from, finishing its handler); each later write goes only over its own last one. A write that finds another
+ * owner's mark is dropped, and so is every later one of that ownership (logged at warn). Left open: a member
+ * frozen for a whole session between reading a partition's mark and writing its first, whose write then lands
+ * before its successor's; the successor's marks are then the ones dropped, for that ownership, and an end there
+ * goes uncounted (never counted twice). Steady batches still write and read nothing.
  */
 export interface CrashMark {
   /** First offset of the records in hand. */
@@ -54,45 +67,71 @@ export interface CrashMark {
   stopped?: boolean;
   /** For a record handled alone: the ends it was alone in hand at before this handling (dead-lettered at two). */
   strikes?: number;
-  /** Who wrote it: a guard never suspects its own marks (a batch retried after a failed commit). */
+  /**
+   * Who wrote it (one guard, one life of a stage): a guard never suspects its own marks (a batch retried after a
+   * failed commit), and tells its own and its predecessor's marks from a later owner's by it.
+   */
   writer: string;
   /** Epoch ms, for operators. */
   at: number;
 }
 
 export interface CrashMarks {
+  /** The partition's mark; null when there is none, or it is unreadable. */
   read(group: string, topic: string, partition: number): Promise<CrashMark | null>;
-  write(group: string, topic: string, partition: number, mark: CrashMark): Promise<void>;
+  /** The mark as `read`, with the version of what is there (null: nothing), read together. */
+  readVersioned(group: string, topic: string, partition: number): Promise<{ mark: CrashMark | null; version: string | null }>;
+  /**
+   * Write a mark only over the version given (null: only where there is none): the new version, or null when
+   * something else was written there since, and nothing was written.
+   */
+  swap(group: string, topic: string, partition: number, mark: CrashMark, version: string | null): Promise<string | null>;
 }
 
 const markPath = (group: string, topic: string, partition: number) => `stage-marks/${group}/${topic}/${partition}.json`;
 
-/** Marks as small objects of the object store, one per stage and partition, replaced in place. */
+/**
+ * Marks as small objects of the object store, one per stage and partition, replaced in place, each only by a
+ * compare-and-swap of the version its writer last saw (ObjectStore.swap).
+ */
 export function crashMarksIn(store: ObjectStore): CrashMarks {
+  const readVersioned: CrashMarks['readVersioned'] = async (group, topic, partition) => {
+    let found: VersionedContent;
+    try {
+      found = await store.readVersioned(markPath(group, topic, partition));
+    } catch (error) {
+      if (error instanceof ObjectStoreError && error.code === 'not-found') return { mark: null, version: null };
+      throw error;
+    }
+    return { mark: parseMark(found.content), version: found.version };
+  };
   return {
+    readVersioned,
     async read(group, topic, partition) {
-      let body: Buffer;
+      return (await readVersioned(group, topic, partition)).mark;
+    },
+    async swap(group, topic, partition, mark, version) {
       try {
-        body = await readObject(store, markPath(group, topic, partition));
+        return await store.swap(markPath(group, topic, partition), Buffer.from(JSON.stringify(mark)), version, { contentType: 'application/json' });
       } catch (error) {
-        if (error instanceof ObjectStoreError && error.code === 'not-found') return null;
+        if (error instanceof ObjectStoreError && error.code === 'changed') return null;
         throw error;
       }
-      try {
-        const mark = JSON.parse(body.toString('utf8')) as Partial<CrashMark>;
-        const offset = (v: unknown) => typeof v === 'string' && /^\d{1,19}$/.test(v);
-        const flag = (v: unknown) => v === undefined || typeof v === 'boolean';
-        if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string'
-          && flag(mark.returned) && flag(mark.stopped) && (mark.strikes === undefined || Number.isSafeInteger(mark.strikes))) return mark as CrashMark;
-      } catch { /* below */ }
-      // Unreadable (hand-edited, or a store that lost it half-way): as if none were there, which costs nothing but
-      // the guard's help for this one batch.
-      return null;
-    },
-    async write(group, topic, partition, mark) {
-      await store.put(markPath(group, topic, partition), Buffer.from(JSON.stringify(mark)), { contentType: 'application/json' });
     },
   };
+}
+
+function parseMark(body: Buffer): CrashMark | null {
+  try {
+    const mark = JSON.parse(body.toString('utf8')) as Partial<CrashMark>;
+    const offset = (v: unknown) => typeof v === 'string' && /^\d{1,19}$/.test(v);
+    const flag = (v: unknown) => v === undefined || typeof v === 'boolean';
+    if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string'
+      && flag(mark.returned) && flag(mark.stopped) && (mark.strikes === undefined || Number.isSafeInteger(mark.strikes))) return mark as CrashMark;
+  } catch { /* below */ }
+  // Unreadable (hand-edited, or a store that lost it half-way): as if none were there, which costs nothing but
+  // the guard's help for this one batch.
+  return null;
 }
 
 /** Which record a mark is of: its time, key and value (a new log's offset 0 holds another request). */
@@ -186,25 +225,60 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
   // letter commits: a failed commit hands the same batch over again), and the strikes of the range's first record.
   const narrowing = new Map<string, { to: bigint; crashed: bigint | null; first: bigint; strikes: number }>();
   const stopNarrowing = (id: string) => { narrowing.delete(id); thread.narrowing.delete(`${group}\0${id}`); };
+  // Per partition: this ownership's hold on the mark (Tenure), from its first batch since owning the partition.
+  const tenures = new Map<string, Tenure>();
+  /**
+   * Write a mark over the one this ownership last read or wrote, and only over it: a member that lost the
+   * partition (frozen past its session, a rebalance) and whose handler comes back later would otherwise write
+   * its `returned`, its next record's mark or a stop's rewrite over the new owner's mark, and the record the
+   * new owner ends on would escape its strike. Compare-and-swap in the store, rather than asking the stage
+   * runner whether the partition is still owned: a member learns it was fenced only when it next talks to the
+   * group or commits, after its handler came back, and the answer would be stale by the write anyway.
+   */
+  const swapIn = async (tenure: Tenure, topic: string, partition: number, mark: CrashMark): Promise<void> => {
+    for (let tries = 0; tries < SWAP_TRIES && !tenure.fenced; tries++) {
+      const version = await marks.swap(group, topic, partition, mark, tenure.version);
+      if (version !== null) {
+        tenure.version = version;
+        tenure.predecessor = null;
+        return;
+      }
+      const now = await marks.readVersioned(group, topic, partition);
+      const by = now.mark?.writer;
+      // Over its own mark (a write whose answer was lost, a retry of it refused), a mark removed by hand, and, until
+      // this ownership's first write lands, the late writes of the owner it took over from (still finishing a
+      // handler when the partition moved): anyone else's mark is a later owner's.
+      if (by === writer || now.version === null || (by !== undefined && by === tenure.predecessor)) {
+        tenure.version = now.version;
+        continue;
+      }
+      tenure.fenced = true;
+      logger.warn('another member owns this partition now: its crash mark stays as that member wrote it', {
+        stage, topic, partition, from: mark.from, alone: mark.alone, theirs: now.mark ? { from: now.mark.from, alone: now.mark.alone } : null,
+      });
+      return;
+    }
+    if (!tenure.fenced) logger.warn('the former owner of this partition kept writing its crash mark: this one is left out', { stage, topic, partition, from: mark.from, alone: mark.alone });
+  };
   // Each partition's mark writes go one after another, in the order asked: a stop's rewrite never lands after
   // the `returned` mark or the next record's mark that followed it.
   const chains = new Map<string, Promise<unknown>>();
-  const write = (topic: string, partition: number, mark: CrashMark): Promise<void> => {
+  const write = (tenure: Tenure, topic: string, partition: number, mark: CrashMark): Promise<void> => {
     const id = `${topic}/${partition}`;
     // Whether the thread is stopping is read when the write goes out, so a stop asked for meanwhile is in it.
-    const written = (chains.get(id) ?? Promise.resolve()).then(() => marks.write(group, topic, partition, thread.stopping ? { ...mark, stopped: true } : mark));
+    const written = (chains.get(id) ?? Promise.resolve()).then(() => swapIn(tenure, topic, partition, thread.stopping ? { ...mark, stopped: true } : mark));
     chains.set(id, written.catch(() => undefined));
     return written;
   };
   /** Write a mark, kept to write again as `stopped` while its batch is in hand; the function returned lets go. */
-  const held = async (topic: string, partition: number, mark: CrashMark): Promise<() => void> => {
+  const held = async (tenure: Tenure, topic: string, partition: number, mark: CrashMark): Promise<() => void> => {
     // Young enough to be excused by a stop: a record in hand for longer when the stop comes may be why it came
     // (a liveness probe that a heap-thrashing record fails), and its end counts.
-    const rewrite = async () => { if (Date.now() - mark.at <= STOP_EXCUSES_MS) await write(topic, partition, mark); };
+    const rewrite = async () => { if (Date.now() - mark.at <= STOP_EXCUSES_MS) await write(tenure, topic, partition, mark); };
     // Known to a stop before its first write: one asked for during it is written after it.
     thread.inHand.add(rewrite);
     try {
-      await write(topic, partition, mark);
+      await write(tenure, topic, partition, mark);
     } catch (error) {
       thread.inHand.delete(rewrite);
       throw error;
@@ -218,9 +292,10 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
       const at = BigInt(offset);
       if (firstSinceOwned) {
         stopNarrowing(id);
-        const mark = await marks.read(group, topic, partition);
-        // A batch in hand when a stop was asked for: nothing to suspect.
-        if (mark && mark.writer !== writer && BigInt(mark.from) === at && mark.record === recordDigest(records[0]) && (mark.alone || !mark.stopped)) {
+        const { mark, version } = await marks.readVersioned(group, topic, partition);
+        tenures.set(id, { version, predecessor: mark?.writer ?? null, fenced: false });
+        // A batch in hand when a stop was asked for: nothing to suspect. Nor its own mark, unless it is a verdict.
+        if (mark && (mark.writer !== writer || (mark.strikes ?? 0) >= STRIKES) && BigInt(mark.from) === at && mark.record === recordDigest(records[0]) && (mark.alone || !mark.stopped)) {
           // Alone, and neither back nor stopped: what the process ended on, a strike against it. Alone but back
           // (it failed, or the process was stopped while it waited for a retry) or stopped, or in a batch: only
           // suspected, and handled alone to find out.
@@ -233,17 +308,23 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
           });
           narrowing.set(id, { to: BigInt(mark.to), crashed: crashed ? at : null, first: at, strikes });
           thread.narrowing.add(`${group}\0${id}`);
+          // The verdict is this ownership's mark: an owner after it that finds it (this one ended before the dead
+          // letter committed) comes to the same verdict, and the former owner's late writes are refused, which
+          // over its own mark would have been taken (a `returned`) for the record's acquittal.
+          if (crashed) await write(tenures.get(id) as Tenure, topic, partition, { from: offset, record: recordDigest(records[0]), to: mark.to, alone: true, strikes, writer, at: Date.now() });
         }
       }
       const range = narrowing.get(id);
       if (range && range.crashed === at) return { plan: 'crashed', done: async () => undefined };
       if (!range || at > range.to) stopNarrowing(id);
+      // Set by this partition's first batch since owning it, which every write follows.
+      const tenure = tenures.get(id) as Tenure;
       const release = await thread.take();
       try {
         if (range && at <= range.to) {
           const strikes = at === range.first ? range.strikes : 0;
           const mark: CrashMark = { from: offset, record: recordDigest(records[0]), to: String(range.to), alone: true, ...(strikes > 0 ? { strikes } : {}), writer, at: Date.now() };
-          const letGo = await held(topic, partition, mark);
+          const letGo = await held(tenure, topic, partition, mark);
           return {
             plan: 'alone',
             async done() {
@@ -251,12 +332,12 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
               // Back: its strikes are cleared, for this life's retries of it too, and the process did not end on it.
               if (at === range.first) range.strikes = 0;
               const { strikes: _cleared, ...back } = mark;
-              try { await write(topic, partition, { ...back, returned: true }); } finally { release(); }
+              try { await write(tenure, topic, partition, { ...back, returned: true }); } finally { release(); }
             },
           };
         }
         if (firstSinceOwned) {
-          const letGo = await held(topic, partition, { from: offset, record: recordDigest(records[0]), to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
+          const letGo = await held(tenure, topic, partition, { from: offset, record: recordDigest(records[0]), to: records[records.length - 1].offset, alone: false, writer, at: Date.now() });
           return { plan: 'batch', done: async () => { letGo(); release(); } };
         }
       } catch (error) {
@@ -267,6 +348,22 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
     },
   };
 }
+
+/** What one ownership of a partition (from its first batch since owning it) knows of the partition's mark. */
+interface Tenure {
+  /** The version of the mark last read or written by this ownership (null: there was none). */
+  version: string | null;
+  /**
+   * Who wrote the mark found on taking the partition, until this ownership's first write lands: that owner may
+   * still be finishing a handler, and its late writes are written over.
+   */
+  predecessor: string | null;
+  /** Another owner wrote since: nothing more of this ownership is written. */
+  fenced: boolean;
+}
+
+/** Writes in a row lost to the former owner's late ones before this one is left out (it writes a mark or two). */
+const SWAP_TRIES = 5;
 
 /** Ends with a record alone in hand, not asked for, after which it is dead-lettered rather than handled again. */
 export const STRIKES = 2;

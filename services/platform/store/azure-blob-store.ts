@@ -1,4 +1,4 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { pipeline, Readable } from 'node:stream';
 import { BlobServiceClient, type BlobHTTPHeaders, type BlockBlobClient, type ContainerClient } from '@azure/storage-blob';
 import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
@@ -191,6 +191,41 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
       } catch (error) {
         if (statusOf(error) === 404) return null;
         throw fail(`read the properties of ${p}`, error);
+      }
+    },
+
+    async readVersioned(p) {
+      assertObjectPath(p);
+      try {
+        const response = await answered((abortSignal) => blobOf(p).download(0, undefined, { maxRetryRequests: 3, abortSignal }));
+        const chunks: Buffer[] = [];
+        for await (const chunk of (response.readableStreamBody as Readable | undefined) ?? Readable.from([])) chunks.push(chunk as Buffer);
+        // The ETag of the answer that carried these bytes: what a swap's If-Match compares.
+        return { content: Buffer.concat(chunks), version: response.etag ?? '' };
+      } catch (error) {
+        if (statusOf(error) === 404) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
+        throw fail(`read ${p}`, error);
+      }
+    },
+
+    async swap(p, content, version, swapOptions = {}) {
+      assertObjectPath(p);
+      const { contentType } = swapOptions;
+      const metadata: Record<string, string> = { [META_SHA256]: createHash('sha256').update(content).digest('hex'), ...(contentType === undefined ? { [META_UNTYPED]: 'true' } : {}) };
+      try {
+        // One Put Blob, decided by the service: If-Match the version read, or If-None-Match * for none.
+        const response = await answered((abortSignal) => blobOf(p).upload(content, content.length, {
+          blobHTTPHeaders: { blobContentType: contentType ?? 'application/octet-stream' }, metadata, abortSignal,
+          conditions: version === null ? { ifNoneMatch: '*' } : { ifMatch: version },
+        }));
+        return response.etag ?? '';
+      } catch (error) {
+        const status = statusOf(error);
+        // 412: another ETag; 409: a blob where none was expected; 404: none where one was.
+        if (status === 412 || status === 409 || (status === 404 && version !== null)) {
+          throw new ObjectStoreError(`the object at ${p} is no longer the one of version ${version}`, 'changed');
+        }
+        throw fail(`write ${p}`, error);
       }
     },
 

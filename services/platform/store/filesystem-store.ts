@@ -5,6 +5,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { headerLength, parseHeader, writeHeader, type ObjectHeader } from './object-file';
+import { tryLockFile } from '../files/pid-lock';
 
 /**
  * The ObjectStore of `npm start`. An object is one file, DATA_DIR/objects/v2/<path>: a header with its size,
@@ -14,6 +15,10 @@ import { headerLength, parseHeader, writeHeader, type ObjectHeader } from './obj
  * whoever else puts the same path at the same time (the service's main thread and its stage worker thread each
  * open a store on DATA_DIR; so may other processes on it). A kill -9 mid-put leaves the old object.
  *
+ * A swap (compare-and-swap) holds the path's lock file, objects/locks/<SHA-256 of the path>.lock (a pid lock,
+ * files/pid-lock.ts: one its holder left by ending is taken over), while it compares the object's version (its
+ * content's SHA-256, from the header) and puts; plain puts take no lock.
+ *
  * Objects an earlier release stored are two files, the content under objects/data/<path> and its metadata under
  * objects/meta/<path>.json, written one after the other. They are read as before (`head` describes one whose
  * metadata is missing from its content) until a put of the path replaces them, or a delete removes them.
@@ -22,13 +27,25 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
   const root = path.resolve(dataDir, 'objects');
   const objectRoot = path.join(root, 'v2');
   const tmpRoot = path.join(root, 'tmp');
-  await Promise.all([objectRoot, tmpRoot].map((d) => fsp.mkdir(d, { recursive: true })));
+  const lockRoot = path.join(root, 'locks');
+  await Promise.all([objectRoot, tmpRoot, lockRoot].map((d) => fsp.mkdir(d, { recursive: true })));
   await sweepAbandoned(tmpRoot);
   const legacy = await legacyObjects(root);
 
   const fileOf = (p: string) => path.join(objectRoot, ...p.split('/'));
+  const lockOf = (p: string) => path.join(lockRoot, `${createHash('sha256').update(p).digest('hex')}.lock`);
 
-  return {
+  /** The version of the object at a path now (its content's SHA-256), or null when there is none. */
+  const versionOf = async (p: string): Promise<string | null> => {
+    try {
+      return (await store.readVersioned(p)).version;
+    } catch (error) {
+      if (error instanceof ObjectStoreError && error.code === 'not-found') return null;
+      throw error;
+    }
+  };
+
+  const store: ObjectStore = {
     kind: 'filesystem',
 
     async put(p: string, body: Readable | Buffer, options: PutOptions = {}): Promise<StoredObject> {
@@ -115,6 +132,44 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
       }
     },
 
+    async readVersioned(p) {
+      assertObjectPath(p);
+      let handle: fsp.FileHandle;
+      try {
+        handle = await fsp.open(fileOf(p), 'r');
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw readFailure(p, error);
+        if (!legacy) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
+        const chunks: Buffer[] = [];
+        for await (const chunk of await legacy.get(p)) chunks.push(chunk as Buffer);
+        const content = Buffer.concat(chunks);
+        return { content, version: createHash('sha256').update(content).digest('hex') };
+      }
+      try {
+        // One open file: the content and the hash in its header are one put's, whatever is renamed over it meanwhile.
+        const { size, sha256, contentStart } = await parseHeader(handle);
+        const content = Buffer.alloc(size);
+        for (let at = 0; at < size;) {
+          const { bytesRead } = await handle.read(content, at, size - at, contentStart + at);
+          if (bytesRead === 0) throw new Error('not an object file of this store: its content is cut short');
+          at += bytesRead;
+        }
+        return { content, version: sha256 };
+      } catch (error) {
+        throw readFailure(p, error);
+      } finally {
+        await handle.close();
+      }
+    },
+
+    async swap(p, content, version, options = {}) {
+      assertObjectPath(p);
+      return whileLocked(lockOf(p), p, async () => {
+        if ((await versionOf(p)) !== version) throw new ObjectStoreError(`the object at ${p} is no longer the one of version ${version}`, 'changed');
+        return (await store.put(p, content, { contentType: options.contentType })).sha256;
+      });
+    },
+
     async delete(p) {
       assertObjectPath(p);
       let found = true;
@@ -136,6 +191,27 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
 
     async close() { /* nothing held open */ },
   };
+  return store;
+}
+
+/** How long a swap waits for another's lock on the same path (held for a read and a put of a small object). */
+const LOCK_WAIT_MS = 10_000;
+
+async function whileLocked<R>(lockFile: string, p: string, work: () => Promise<R>): Promise<R> {
+  const deadline = Date.now() + LOCK_WAIT_MS;
+  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
+    let taken;
+    try { taken = await tryLockFile(lockFile); } catch (error) {
+      throw new ObjectStoreError(`filesystem store could not lock ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
+    }
+    if (!('holder' in taken)) {
+      try { return await work(); } finally { await taken.release(); }
+    }
+    if (Date.now() > deadline) {
+      throw new ObjectStoreError(`filesystem store could not swap ${p}: ${taken.holder ? `process ${taken.holder}` : 'another process'} has held its lock for ${LOCK_WAIT_MS / 1000} s`, 'store-unavailable');
+    }
+    await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
+  }
 }
 
 const readFailure = (p: string, error: unknown) => (error instanceof ObjectStoreError ? error

@@ -25,6 +25,16 @@ export interface PutOptions {
   ifAbsent?: boolean;
 }
 
+/** A small object's whole content, and the version it was read at (what `swap` names). */
+export interface VersionedContent {
+  content: Buffer;
+  /**
+   * Opaque. Azure: the blob's ETag, new with every write. Filesystem: the content's SHA-256, so a put of the
+   * same bytes (and only that) leaves it as it was.
+   */
+  version: string;
+}
+
 export interface ObjectStore {
   readonly kind: 'azure-blob' | 'filesystem';
   /**
@@ -37,6 +47,19 @@ export interface ObjectStore {
   /** The content as a stream; ObjectStoreError('not-found') when missing. */
   get(path: string): Promise<Readable>;
   head(path: string): Promise<StoredObject | null>;
+  /** The content of a small object (a mark, a marker) with its version, read together; not-found as `get`. */
+  readVersioned(path: string): Promise<VersionedContent>;
+  /**
+   * Compare-and-swap of a small object: store `content` only if the object at `path` is still the one of
+   * `version` (readVersioned, or an earlier swap's answer), or with null only if there is none; the new
+   * object's version. Otherwise nothing is stored, and it fails with ObjectStoreError('changed'). Decided by
+   * the store against every other swap of the path, from any client (Azure: If-Match / If-None-Match; the
+   * filesystem: a lock file per path, pid-lock.ts, that a swap cut short by a crash leaves to be taken over).
+   * On the filesystem a plain put or delete of the same path at the same instant is not held back by it:
+   * whatever swaps a path writes it only by swaps. A swap whose answer was lost (Azure's retry after a
+   * time-out) may report 'changed' against its own write: read again to tell.
+   */
+  swap(path: string, content: Buffer, version: string | null, options?: { contentType?: string }): Promise<string>;
   /** Remove an object; false when there was none. */
   delete(path: string): Promise<boolean>;
   /** Paths under a prefix, in lexical order. */
@@ -44,7 +67,7 @@ export interface ObjectStore {
   close(): Promise<void>;
 }
 
-export type ObjectStoreErrorCode = 'not-found' | 'too-large' | 'invalid-path' | 'store-unavailable' | 'already-exists';
+export type ObjectStoreErrorCode = 'not-found' | 'too-large' | 'invalid-path' | 'store-unavailable' | 'already-exists' | 'changed';
 
 export class ObjectStoreError extends Error {
   constructor(message: string, readonly code: ObjectStoreErrorCode, options?: { cause?: unknown }) {

@@ -128,6 +128,46 @@ export function describeObjectStoreContract(name: string, open: () => Promise<Ob
       }
     });
 
+    test('swap replaces only the version it names, or with null only no object; readVersioned says which one is there', async () => {
+      const at = `${prefix}/mark.json`;
+      await expect(store.readVersioned(at)).rejects.toMatchObject({ code: 'not-found' });
+      const first = await store.swap(at, Buffer.from('first'), null, { contentType: 'application/json' });
+      expect(await store.readVersioned(at)).toEqual({ content: Buffer.from('first'), version: first });
+      await expect(store.swap(at, Buffer.from('not absent'), null)).rejects.toMatchObject({ code: 'changed' });
+      const second = await store.swap(at, Buffer.from('second'), first, { contentType: 'application/json' });
+      expect(second).not.toBe(first);
+      expect(await store.readVersioned(at)).toEqual({ content: Buffer.from('second'), version: second });
+      expect(await store.head(at)).toMatchObject({ size: 6, sha256: createHash('sha256').update('second').digest('hex'), contentType: 'application/json' });
+      // A writer still holding the first version (one that another has overwritten since) stores nothing.
+      const stale = await store.swap(at, Buffer.from('stale'), first).catch((e) => e);
+      expect(stale).toBeInstanceOf(ObjectStoreError);
+      expect(stale.code).toBe('changed');
+      expect((await store.readVersioned(at)).content.toString()).toBe('second');
+      // Nor over a deleted object.
+      await store.delete(at);
+      await expect(store.swap(at, Buffer.from('gone'), second)).rejects.toMatchObject({ code: 'changed' });
+      expect(await store.head(at)).toBeNull();
+    });
+
+    test('of concurrent swaps of one version, from two clients as from two processes, exactly one stores its bytes', async () => {
+      const other = await open();
+      try {
+        const at = `${prefix}/swapped.json`;
+        let version = await store.swap(at, Buffer.from('start'), null);
+        for (let round = 0; round < 4; round++) {
+          const bodies = Array.from({ length: 6 }, (_, i) => Buffer.from(`round ${round} swap ${i}`));
+          const results = await Promise.allSettled(bodies.map((body, i) => (i % 2 ? other : store).swap(at, body, version)));
+          const won = results.flatMap((r, i) => (r.status === 'fulfilled' ? [i] : []));
+          expect({ round, won: won.length }).toEqual({ round, won: 1 });
+          expect(results.filter((r) => r.status === 'rejected').map((r) => (r as PromiseRejectedResult).reason.code)).toEqual(Array(5).fill('changed'));
+          version = (results[won[0]] as PromiseFulfilledResult<string>).value;
+          expect(await other.readVersioned(at)).toEqual({ content: bodies[won[0]], version });
+        }
+      } finally {
+        await other.close();
+      }
+    });
+
     test('paths that could escape are refused', async () => {
       for (const bad of ['../etc/passwd', `${prefix}/../x`, '/abs', `${prefix}//x`, `${prefix}/a\u0000b`, '']) {
         await expect(store.put(bad, Buffer.from('x'))).rejects.toMatchObject({ code: 'invalid-path' });
