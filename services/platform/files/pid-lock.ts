@@ -179,6 +179,30 @@ async function release(file: string, content: string): Promise<void> {
   }
 }
 
+/** What whileLockFile throws, in the caller's own error type: the lock could not be tried, or stayed held. */
+export interface LockFailures {
+  couldNotLock(error: unknown): Error;
+  heldTooLong(holder: number, waitedMs: number): Error;
+}
+
+/**
+ * Run `work` holding `lockFile` (tryLockFile): a lock held by a running process, this one's other threads and
+ * stages included, is waited for, with a growing pause, for up to `waitMs`. A read-modify-write under it loses
+ * no write that came between its read and its write.
+ */
+export async function whileLockFile<R>(lockFile: string, waitMs: number, failures: LockFailures, work: () => Promise<R>): Promise<R> {
+  const deadline = Date.now() + waitMs;
+  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
+    let taken;
+    try { taken = await tryLockFile(lockFile); } catch (error) { throw failures.couldNotLock(error); }
+    if (!('holder' in taken)) {
+      try { return await work(); } finally { await taken.release(); }
+    }
+    if (Date.now() > deadline) throw failures.heldTooLong(taken.holder, waitMs);
+    await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
+  }
+}
+
 /** Whether a process with this pid runs (one of another user's counts: it exists). */
 export function isAlive(pid: number): boolean {
   try {

@@ -1,4 +1,4 @@
-import { tryLockFile } from '../files/pid-lock';
+import { whileLockFile } from '../files/pid-lock';
 import { RegistryError } from './registry';
 
 /** How long a write waits for another process's lock on the same document before it gives up. */
@@ -9,20 +9,9 @@ const LOCK_WAIT_MS = 10_000;
  * process, this one included, is waited for. A read-modify-write under it loses no write of another process
  * (or of this one's other stages) that came between its read and its write.
  */
-export async function whileLocked<R>(file: string, write: () => Promise<R>): Promise<R> {
-  const lockFile = `${file}.lock`;
-  const deadline = Date.now() + LOCK_WAIT_MS;
-  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
-    let taken;
-    try { taken = await tryLockFile(lockFile); } catch (error) {
-      throw new RegistryError(`registry could not lock ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
-    }
-    if (!('holder' in taken)) {
-      try { return await write(); } finally { await taken.release(); }
-    }
-    if (Date.now() > deadline) {
-      throw new RegistryError(`registry could not write ${file}: ${taken.holder ? `process ${taken.holder}` : 'another process'} has held its lock for ${LOCK_WAIT_MS / 1000} s`, 'registry-unavailable');
-    }
-    await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
-  }
+export function whileLocked<R>(file: string, write: () => Promise<R>): Promise<R> {
+  return whileLockFile(`${file}.lock`, LOCK_WAIT_MS, {
+    couldNotLock: (error) => new RegistryError(`registry could not lock ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error }),
+    heldTooLong: (holder, waitedMs) => new RegistryError(`registry could not write ${file}: ${holder ? `process ${holder}` : 'another process'} has held its lock for ${waitedMs / 1000} s`, 'registry-unavailable'),
+  }, write);
 }

@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { headerLength, parseHeader, writeHeader, type ObjectHeader } from './object-file';
-import { tryLockFile } from '../files/pid-lock';
+import { whileLockFile } from '../files/pid-lock';
 
 /**
  * The ObjectStore of `npm start`. An object is one file, DATA_DIR/objects/v2/<path>: a header with its size,
@@ -197,21 +197,11 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
 /** How long a swap waits for another's lock on the same path (held for a read and a put of a small object). */
 const LOCK_WAIT_MS = 10_000;
 
-async function whileLocked<R>(lockFile: string, p: string, work: () => Promise<R>): Promise<R> {
-  const deadline = Date.now() + LOCK_WAIT_MS;
-  for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
-    let taken;
-    try { taken = await tryLockFile(lockFile); } catch (error) {
-      throw new ObjectStoreError(`filesystem store could not lock ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
-    }
-    if (!('holder' in taken)) {
-      try { return await work(); } finally { await taken.release(); }
-    }
-    if (Date.now() > deadline) {
-      throw new ObjectStoreError(`filesystem store could not swap ${p}: ${taken.holder ? `process ${taken.holder}` : 'another process'} has held its lock for ${LOCK_WAIT_MS / 1000} s`, 'store-unavailable');
-    }
-    await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
-  }
+function whileLocked<R>(lockFile: string, p: string, work: () => Promise<R>): Promise<R> {
+  return whileLockFile(lockFile, LOCK_WAIT_MS, {
+    couldNotLock: (error) => new ObjectStoreError(`filesystem store could not lock ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error }),
+    heldTooLong: (holder, waitedMs) => new ObjectStoreError(`filesystem store could not swap ${p}: ${holder ? `process ${holder}` : 'another process'} has held its lock for ${waitedMs / 1000} s`, 'store-unavailable'),
+  }, work);
 }
 
 const readFailure = (p: string, error: unknown) => (error instanceof ObjectStoreError ? error
