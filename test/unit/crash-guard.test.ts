@@ -153,6 +153,19 @@ test('a record handled alone whose handler came back (it failed in an outage) is
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '7', alone: true, returned: true });
 });
 
+test('a partition owned anew in the middle of its own narrowing (a failed Kafka transaction) goes on narrowing', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 4), true); // life 1 ends holding 10..13
+  const second = life(marks);
+  expect(await handled(second, batch(10, 4), true)).toBe('alone');
+  // Record 11's transaction failed: the partition is fetched again from 11, owned anew.
+  expect(await handled(second, batch(11, 3), false)).toBe('alone');
+  expect(await handled(second, batch(11, 3), true)).toBe('alone');
+  expect(await handled(second, batch(12, 2), false)).toBe('alone');
+  expect(await handled(second, batch(13, 1), false)).toBe('alone');
+  expect(await handled(second, batch(14, 6), false)).toBe('batch');
+});
+
 test('its own mark (a batch given again after a failed commit), a mark at another offset, and another partition are not suspected', async () => {
   const marks = memoryMarks();
   const guard = life(marks);

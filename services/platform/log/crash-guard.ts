@@ -291,6 +291,7 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
       const id = `${topic}/${partition}`;
       const at = BigInt(offset);
       if (firstSinceOwned) {
+        const narrowed = narrowing.get(id);
         stopNarrowing(id);
         const { mark, version } = await marks.readVersioned(group, topic, partition);
         tenures.set(id, { version, predecessor: mark?.writer ?? null, fenced: false });
@@ -312,6 +313,12 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
           // letter committed) comes to the same verdict, and the former owner's late writes are refused, which
           // over its own mark would have been taken (a `returned`) for the record's acquittal.
           if (crashed) await write(tenures.get(id) as Tenure, topic, partition, { from: offset, record: recordDigest(records[0]), to: mark.to, alone: true, strikes, writer, at: Date.now() });
+        } else if (narrowed && mark?.writer === writer && at >= narrowed.first && at <= narrowed.to) {
+          // Owned anew after a failed Kafka transaction, in the middle of its own narrowing (its mark is still the
+          // last one written): the range goes on one record at a time. Dropped, the rest of it would run as one
+          // batch, and a record that ends the process in it would start over with a batch's mark and no strike.
+          narrowing.set(id, narrowed);
+          thread.narrowing.add(`${group}\0${id}`);
         }
       }
       const range = narrowing.get(id);
