@@ -59,7 +59,7 @@ function acceptOf(received: Received, headers: Record<string, string>, lookbackM
   return { identity: idempotencyIdentity(received.workflowId, received.idempotencyKey), requestId: received.requestId, receivedAt: received.receivedAt, windowMs: Math.min(window, lookbackMs) };
 }
 
-/** How long a read-back of the received topic may take before the record is retried. */
+/** How long a read-back of the received topic may take before the batch is retried (prepareLedger). */
 const READ_BACK_PATIENCE_MS = 120_000;
 
 export function bodyServices(store: ObjectStore, logger: Logger, credential?: DecodeServices['credential']): DecodeServices {
@@ -182,7 +182,45 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
     };
     return eachRecord(records, budget, (record) => decodeRecord(record, workflowOf, deliveries));
   }, { stage: 'decoder', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey, crashMarks: deps.crashMarks && { marks: deps.crashMarks, group: topics.group('decoder') } });
+  /**
+   * The ledger's read-backs for a batch, before its crash-guarded handling (decodeBatch): inside it, the first
+   * keyed record of a partition after a start would be in hand for the whole of its partition's read-back, and
+   * three process deaths in a row within that window (an OOM loop at start, a probe that kills too early) would
+   * dead-letter it stage-crashed, never handled. For each partition with a keyed record, its records up to the
+   * first keyed one are settled here as observe would settle them, so observe then reads nothing.
+   * A read-back that fails (its patience ran out, the log is unavailable) throws out of handleBatch: both logs
+   * then retry the batch after a back-off with nothing committed, and it is still the partition's first since
+   * owned, so the crash guard still checks it. Returned as a record's failure instead, it would be logged with an
+   * offset but make the retry a steady batch that the guard does not check.
+   */
+  async function prepareLedger(records: LogRecord[]): Promise<void> {
+    let keyed: Set<number> | null = null;
+    for (const record of records) if (record.headers[IDEMPOTENCY_HEADER] !== undefined) (keyed ??= new Set()).add(record.partition);
+    if (!keyed) return; // an unkeyed batch: nothing to read back
+    for (const record of records) {
+      if (!keyed.has(record.partition)) continue;
+      if (record.headers[IDEMPOTENCY_HEADER] === undefined) {
+        await ledger.prepare(record.partition, record.offset, null);
+        continue;
+      }
+      let decodes = true;
+      // Decoded only when the ledger needs its receivedAt (a read-back is due): never in the steady state.
+      const receivedAt = () => {
+        let received: Received;
+        try {
+          received = codec.decode('Received', record.value);
+        } catch {
+          decodes = false; // the dead-lettering wrapper's business: observe never sees it, so prepare skips it
+          return null;
+        }
+        return acceptOf(received, record.headers, deps.idempotencyLookbackMs)?.receivedAt ?? null;
+      };
+      if (await ledger.prepare(record.partition, record.offset, receivedAt)) keyed.delete(record.partition);
+      else if (decodes) await ledger.prepare(record.partition, record.offset, null); // the header, but no key
+    }
+  }
   const handleBatch = async (records: LogRecord[], budget: StageBatchBudget) => {
+    await prepareLedger(records);
     const result = await decodeBatch(records, budget);
     for (let i = 0; i < result.outputs.length; i++) {
       // A delivery owed by a record that was dead-lettered goes out with its dead letter; one that never reached

@@ -41,6 +41,15 @@ export interface IdempotencyLedger {
    * one it replaces.
    */
   observe(partition: number, offset: string, accept: KeyedAccept | null): Promise<Earlier | null>;
+  /**
+   * Do now, for the record at `offset`, the state work `observe` would do before it takes the record: an
+   * unkeyed record (`receivedAt` null) is taken as observe takes it; for a keyed one, whatever the state lacks
+   * before it is read back here, so that its observe reads nothing. The decoder calls it outside the crash guard
+   * (a record in hand for the whole of a read-back would be convicted by three process deaths during read-backs). A keyed
+   * record's `receivedAt` is asked for only when a read-back is due; answering null (the record does not decode:
+   * observe never sees it) leaves the state as it was. Resolves false then, true when the record was settled.
+   */
+  prepare(partition: number, offset: string, receivedAt: (() => number | null) | null): Promise<boolean>;
   /** Keys held now, over all partitions (for the docs' memory figures and tests). */
   size(): number;
 }
@@ -101,52 +110,71 @@ export function idempotencyLedger(deps: LedgerDeps, now: () => number = Date.now
     }
   }
 
-  async function recovered(partition: number, upTo: bigint, at: number): Promise<PartitionState> {
+  async function recover(partition: number, upTo: bigint, at: number): Promise<PartitionState> {
     const state: PartitionState = { next: upTo, keys: new Map(), decisions: new Map(), seenAt: now() };
     for (const accept of await deps.readBack(partition, { time: at - deps.lookbackMs - CLOCK_SLACK_MS }, upTo)) take(state, accept);
     return state;
   }
 
+  /**
+   * What a record at `offset` needs before it is taken, shared by observe and prepare: the state made to cover
+   * the partition's records before it (read back where it lacks them), or the decision remembered for a keyed
+   * record redelivered (null for an unkeyed one, which this takes). Null when `receivedAt` answers null.
+   */
+  async function settle(partition: number, offset: bigint, receivedAt: (() => number | null) | null, at: number): Promise<PartitionState | { decided: Earlier | null } | null> {
+    sweep(at);
+    let state = partitions.get(partition);
+    // Not fed for longer than the lookback (another member had the partition meanwhile): reading its gap back
+    // could mean days of records, where recovering from time reads the lookback at most.
+    if (state && stale(state, at)) {
+      partitions.delete(partition);
+      state = undefined;
+    }
+    if (state) state.seenAt = at;
+    if (state && offset < state.next) {
+      const decided = state.decisions.get(offset);
+      if (decided !== undefined || receivedAt === null) return { decided: decided ?? null };
+    }
+    if (receivedAt === null) {
+      // A state with a gap is dropped, and recovered when a keyed record needs it: unkeyed traffic reads nothing.
+      if (state && offset === state.next) state.next++;
+      else if (state) partitions.delete(partition);
+      return { decided: null };
+    }
+    if (state && offset === state.next) return state;
+    // A read-back is due: asked only now, so that a batch in the steady state decodes nothing for it.
+    const time = receivedAt();
+    if (time === null) return null;
+    if (state && offset > state.next) {
+      for (const missed of await deps.readBack(partition, { offset: state.next }, offset)) take(state, missed);
+      state.next = offset;
+      return state;
+    }
+    // No state, or a redelivered record whose decision is no longer remembered: recovered from the log.
+    partitions.delete(partition);
+    const recovered = await recover(partition, offset, time);
+    partitions.set(partition, recovered);
+    return recovered;
+  }
+
   return {
     async observe(partition, offsetText, accept) {
       const offset = BigInt(offsetText);
-      const at = now();
-      sweep(at);
-      let state = partitions.get(partition);
-      // Not fed for longer than the lookback (another member had the partition meanwhile): reading its gap back
-      // could mean days of records, where recovering from time reads the lookback at most.
-      if (state && stale(state, at)) {
-        partitions.delete(partition);
-        state = undefined;
-      }
-      if (state) state.seenAt = at;
-      if (state && offset < state.next) {
-        const decided = state.decisions.get(offset);
-        if (decided !== undefined || accept === null) return decided ?? null;
-        partitions.delete(partition);
-        state = undefined;
-      }
-      if (accept === null) {
-        // A state with a gap is dropped, and recovered when a keyed record needs it: unkeyed traffic reads nothing.
-        if (state && offset === state.next) state.next++;
-        else if (state) partitions.delete(partition);
-        return null;
-      }
-      if (!state) {
-        state = await recovered(partition, offset, accept.receivedAt);
-        partitions.set(partition, state);
-      } else if (offset > state.next) {
-        for (const missed of await deps.readBack(partition, { offset: state.next }, offset)) take(state, missed);
-        state.next = offset;
-      }
-      const seen = state.keys.get(accept.identity);
+      const settled = await settle(partition, offset, accept && (() => accept.receivedAt), now());
+      if (settled === null || 'decided' in settled) return settled?.decided ?? null;
+      const state = settled;
+      const keyed = accept!; // settle answers a state for a keyed record only
+      const seen = state.keys.get(keyed.identity);
       const earlier = seen === undefined ? null : { ...seen };
-      take(state, accept);
+      take(state, keyed);
       state.next = offset + 1n;
       state.decisions.set(offset, earlier);
       if (state.decisions.size > REMEMBERED_DECISIONS) state.decisions.delete(state.decisions.keys().next().value!);
-      expire(state, accept.receivedAt);
+      expire(state, keyed.receivedAt);
       return earlier;
+    },
+    async prepare(partition, offsetText, receivedAt) {
+      return (await settle(partition, BigInt(offsetText), receivedAt, now())) !== null;
     },
     size: () => [...partitions.values()].reduce((n, s) => n + s.keys.size, 0),
   };

@@ -2,6 +2,7 @@ import { existsSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
+import type { LogRecord } from '../../services/platform/log/event-log';
 import { pipelineTopics, TOPIC_NAMES } from '../../services/platform/log/topics';
 import { crashMarksIn } from '../../services/platform/log/crash-guard';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
@@ -264,6 +265,60 @@ test('a stop whose grace runs out while a batch is in hand marks it stopped: the
     try {
       expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([accepted]);
       expect(logLines(again).filter((l) => l.msg === 'a process ended while this stage held these records: handling them one at a time')).toEqual([]);
+    } finally {
+      again.child.kill('SIGTERM');
+      expect(await exitCode(again)).toBe(0);
+    }
+  } finally {
+    cleanup();
+  }
+}, 90_000);
+
+test('three starts killed while the decoder reads idempotency keys back do not convict the keyed record: the read-back is outside the crash guard', async () => {
+  const { env, cleanup } = backendEnv('embedded');
+  try {
+    const file = path.join(env.DATA_DIR, 'wf-read-back.json');
+    writeFileSync(file, JSON.stringify({ id: 'wf-read-back', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { idempotencyKey: { header: 'Idempotency-Key' } } } }] }));
+    expect((await runCli(['workflows', 'put', file], env)).code).toBe(0);
+    // Each start's read-back waits a minute for the log's offset by time: the process is killed (-9) inside it,
+    // as an OOM loop at start or a probe that kills too early would. Inside the guard, the keyed record would be
+    // in hand at all three ends (the first in its marked batch, two alone) and dead-lettered at the fourth start.
+    const slow = { ...env, CRASH_STAGE_WORKER_SLOW_CALL: 'log.offsetsForTime:60000' };
+    let accepted = '';
+    for (let start = 1; start <= 3; start++) {
+      const service = await startServiceProcess(slow, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
+      if (start === 1) {
+        const res = await fetch(`${service.baseUrl}/hook/wf-read-back`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k1' }, body: '{"n":1}' });
+        expect(res.status).toBe(200);
+        accepted = res.headers.get('x-request-id')!;
+      }
+      try {
+        for (let waited = 0; !service.output().includes('slow call log.offsetsForTime'); waited += 50) {
+          if (waited > 20_000) throw new Error(`start ${start}: no read-back began in 20 s:\n${service.output().slice(-3000)}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+      } finally {
+        service.child.kill('SIGKILL');
+        await waitForExit(service.child);
+      }
+    }
+    const again = await startServiceProcess(env);
+    try {
+      const log = await openEmbeddedLog({ dataDir: env.DATA_DIR, readOnly: true });
+      try {
+        // The decoder's verdict on the record: decoded, or a dead letter.
+        let decoded: LogRecord[] = [];
+        let letters: LogRecord[] = [];
+        for (let round = 0; round < 100 && decoded.length + letters.length === 0; round++) {
+          decoded = await collectUntilQuiet(log, TOPIC_NAMES.decoded, 100, 100);
+          letters = await collectUntilQuiet(log, TOPIC_NAMES.deadLetter, 100, 100);
+        }
+        expect(letters.map((r) => codec.decode('DeadLetter', r.value).errorCode)).toEqual([]);
+        expect(decoded.map((r) => codec.decode('Decoded', r.value).requestId)).toEqual([accepted]);
+      } finally {
+        await log.close();
+      }
+      expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([accepted]);
     } finally {
       again.child.kill('SIGTERM');
       expect(await exitCode(again)).toBe(0);

@@ -37,3 +37,29 @@ test('a received record whose staged body has gone is dead-lettered after its at
   const [{ input }] = await executionsOf(app, after.headers.get('x-request-id')!, 1);
   expect(input).toEqual({ Hook: { n: 2 } });
 });
+
+test('a read-back of idempotency keys that fails, more times than a record has attempts, is retried with its batch: the keyed record is decoded, never dead-lettered', async () => {
+  await app.backends.registry.workflows.put({ id: 'wf-read-back', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { idempotencyKey: { header: 'Idempotency-Key' } } } }] });
+  // The ledger recovers a partition from time: the log's offset by time fails the first six times it is asked.
+  const log = app.backends.log;
+  const offsetsForTime = log.offsetsForTime;
+  let failures = 0;
+  log.offsetsForTime = async (topic, timestamp) => {
+    if (failures++ < 6) throw new Error('reading back stopped (a read-back past its patience, say)');
+    return offsetsForTime.call(log, topic, timestamp);
+  };
+  try {
+    const res = await fetch(`${app.baseUrl}/hook/wf-read-back`, { method: 'POST', headers: { 'content-type': 'application/json', 'idempotency-key': 'k1' }, body: '{"n":1}' });
+    expect(res.status).toBe(200);
+    const keyed = res.headers.get('x-request-id')!;
+    const [{ input }] = await executionsOf(app, keyed, 1, 40_000);
+    expect(input).toEqual({ Hook: { n: 1 } });
+    expect(failures).toBe(7);
+    const letters = (await collectUntilQuiet(app.backends.log, app.topics.deadLetter, 300, 500)).map((r) => codec.decode('DeadLetter', r.value));
+    expect(letters.filter((d) => d.workflowId === 'wf-read-back')).toEqual([]);
+    // Retried before the batch was handled, so no record of it is named.
+    expect(app.logs.filter((l) => l.msg === 'decoder retrying' && /reading back stopped/.test(JSON.stringify(l.error)))).toHaveLength(6);
+  } finally {
+    log.offsetsForTime = offsetsForTime;
+  }
+}, 60_000);

@@ -12,7 +12,9 @@
  *   yields), for the main thread's watchdog to find.
  * And, not a crash: CRASH_STAGE_WORKER_SLOW_READ=<text>:<ms> delays each read of a file whose path holds the
  * text (fs.promises.readFile: a workflow document of the file registry) by that long, so that a stop can find
- * a batch in hand.
+ * a batch in hand; and CRASH_STAGE_WORKER_SLOW_CALL=<method>:<ms> delays each call the worker makes to the main
+ * thread's log (log.offsetsForTime: the decoder's idempotency read-back) by that long, first printing
+ * "slow call <method>" to stderr, so that a test can end the process while the call waits.
  */
 const { existsSync, writeFileSync } = require('node:fs');
 const { isMainThread, parentPort, workerData } = require('node:worker_threads');
@@ -66,5 +68,16 @@ if (!isMainThread && slowRead && Array.isArray(workerData?.services)) {
   fsp.readFile = async function (file, ...rest) {
     if (String(file).includes(text)) await new Promise((resolve) => setTimeout(resolve, ms));
     return readFile.call(this, file, ...rest);
+  };
+}
+
+const slowCall = process.env.CRASH_STAGE_WORKER_SLOW_CALL || null;
+if (!isMainThread && slowCall && Array.isArray(workerData?.services)) {
+  const [method, ms] = [slowCall.slice(0, slowCall.lastIndexOf(':')), Number(slowCall.slice(slowCall.lastIndexOf(':') + 1))];
+  const post = parentPort.postMessage.bind(parentPort);
+  parentPort.postMessage = (message, transfer) => {
+    if (message?.method !== method) return post(message, transfer);
+    process.stderr.write(`slow call ${method}\n`);
+    setTimeout(() => post(message, transfer), ms);
   };
 }

@@ -116,3 +116,75 @@ test('a partition this process has not fed for longer than the lookback is recov
   // Partition 1's state went with the sweep: only partition 0's key is held.
   expect(ledger.size()).toBe(1);
 });
+
+/**
+ * The decoder's outer batch handler prepares a batch before its crash-guarded handling (decoder.ts
+ * prepareLedger): each partition's records up to its first keyed one, so that observe then reads nothing.
+ */
+async function prepared(ledger: ReturnType<typeof idempotencyLedger>, batch: [number, Slot][], asked: number[] = []) {
+  for (const [i, s] of batch) {
+    if (s === null) { await ledger.prepare(0, String(i), null); continue; }
+    await ledger.prepare(0, String(i), () => { asked.push(i); return s.receivedAt; });
+    return;
+  }
+}
+
+/** What the decoder records for the record at `i` (observe takes every record, keyed or not). */
+async function decided(ledger: ReturnType<typeof idempotencyLedger>, i: number, s: Slot) {
+  const earlier = await ledger.observe(0, String(i), s);
+  return s ? repeats(earlier, s) : null;
+}
+
+test('prepare does the read-back a batch\'s first keyed record needs, after a start or a gap; observe then reads nothing and decides the same', async () => {
+  const reference = await inOrder(slots);
+  const at = (from: number, to = slots.length) => slots.slice(from, to).map((s, k): [number, Slot] => [from + k, s]);
+  for (let startAt = 1; startAt < slots.length; startAt++) {
+    const { readBack, reads } = partitionOf(slots);
+    const ledger = idempotencyLedger({ readBack, lookbackMs: 72 * HOUR });
+    await prepared(ledger, at(startAt));
+    const readInPrepare = [...reads];
+    expect(readInPrepare).toEqual([expect.stringMatching(/^time /)]); // a start: recovered from the log, by time
+    for (const [i, s] of at(startAt)) expect([i, await decided(ledger, i, s)]).toEqual([i, reference[i]]);
+    expect(reads).toEqual(readInPrepare);
+  }
+
+  // Records 3-5 were handled by another member: the gap is read back in prepare.
+  const { readBack, reads } = partitionOf(slots);
+  const ledger = idempotencyLedger({ readBack, lookbackMs: 72 * HOUR });
+  for (const [i, s] of at(0, 3)) await ledger.observe(0, String(i), s);
+  expect(reads).toEqual(['time 0-0']);
+  await prepared(ledger, at(6));
+  expect(reads).toEqual(['time 0-0', 'gap 3-6']);
+  for (const [i, s] of at(6)) expect([i, await decided(ledger, i, s)]).toEqual([i, reference[i]]);
+  expect(reads).toEqual(['time 0-0', 'gap 3-6']);
+});
+
+test('an unkeyed batch, a steady keyed batch and a redelivered one read nothing in prepare, and ask no record for its receivedAt', async () => {
+  const { readBack, reads } = partitionOf(slots);
+  const ledger = idempotencyLedger({ readBack, lookbackMs: 72 * HOUR });
+  const asked: number[] = [];
+  const quiet = partitionOf([null, null, null]);
+  const unkeyed = idempotencyLedger({ readBack: quiet.readBack, lookbackMs: HOUR });
+  await prepared(unkeyed, [[0, null], [1, null], [2, null]], asked);
+  for (let i = 0; i < 3; i++) expect(await unkeyed.observe(0, String(i), null)).toBeNull();
+  expect(quiet.reads).toEqual([]);
+
+  for (const [i, s] of slots.slice(0, 4).entries()) await ledger.observe(0, String(i), s);
+  const readBefore = [...reads];
+  await prepared(ledger, slots.slice(4).map((s, k) => [4 + k, s]), asked); // 4 unkeyed, 5 keyed: the steady state
+  await prepared(ledger, slots.slice(2).map((s, k) => [2 + k, s]), asked); // 2 again: its decision is remembered
+  expect(asked).toEqual([]);
+  expect(reads).toEqual(readBefore);
+});
+
+test('a keyed record that does not decode (prepare is given no receivedAt) leaves the state as it was, as observe never sees it', async () => {
+  const { readBack, reads } = partitionOf(slots);
+  const ledger = idempotencyLedger({ readBack, lookbackMs: 72 * HOUR });
+  expect(await ledger.prepare(0, '3', () => null)).toBe(false);
+  expect([reads, ledger.size()]).toEqual([[], 0]);
+  expect(await ledger.prepare(0, '3', () => slots[3]!.receivedAt)).toBe(true);
+  expect(reads).toEqual(['time 0-3']);
+  // After a record that did not decode (3, never observed), the next keyed one finds a gap, as observe would.
+  expect(await ledger.prepare(0, '5', () => slots[5]!.receivedAt)).toBe(true);
+  expect(reads).toEqual(['time 0-3', 'gap 3-5']);
+});

@@ -220,6 +220,30 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       expect(firsts).toContain('c');
     });
 
+    test('a batch handler that throws commits nothing and is given the batch again, still its partition\'s first since owned', async () => {
+      const log = await fixture.open();
+      const { input, output, group } = await stageTopics(log, 'batch-throw');
+      await log.append(['a', 'b'].map((v) => rec(input, 'k', v)));
+      const calls: [string, boolean | undefined][] = [];
+      const retried: (string | null)[] = [];
+      const stage = await log.runStage({
+        group, topic: input,
+        // What the decoder's handler does when a read-back before its guarded handling fails (decoder.ts).
+        handleBatch: async (records, budget) => {
+          calls.push([records[0].value.toString(), budget.firstSinceOwned]);
+          if (calls.length === 1) throw new Error('transient, before any record');
+          return { outputs: records.map((r) => [rec(output, r.key, `ok-${r.value.toString()}`)]) };
+        },
+        onRetry: (_error, record) => retried.push(record?.value.toString() ?? null),
+      });
+      await collect(log, output, 2);
+      const outputs = await collectUntilQuiet(log, output, 2_000);
+      await stage.stop();
+      expect(outputs.map((r) => r.value.toString())).toEqual(['ok-a', 'ok-b']);
+      expect(calls.slice(0, 2)).toEqual([['a', true], ['a', true]]);
+      expect(retried).toEqual([null]);
+    });
+
     test('a batch handler that stops early (its output budget) is given the rest in the next batch', async () => {
       const log = await fixture.open();
       const { input, output, group } = await stageTopics(log, 'batch-budget');
