@@ -8,6 +8,7 @@ import { eachRecord } from '../platform/log/stage-batch';
 import { carryReplayMark, replayOf } from '../platform/log/replay-marking';
 import { IDEMPOTENCY_HEADER, idempotencyIdentity, recordKey, type RecordKeyMode } from '../platform/log/record-keys';
 import { idempotencyLedger, repeats, type KeyedAccept } from './idempotency-ledger';
+import { receivedKeysReader } from './received-keys';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
@@ -59,9 +60,6 @@ function acceptOf(received: Received, headers: Record<string, string>, lookbackM
   return { identity: idempotencyIdentity(received.workflowId, received.idempotencyKey), requestId: received.requestId, receivedAt: received.receivedAt, windowMs: Math.min(window, lookbackMs) };
 }
 
-/** How long a read-back of the received topic may take before the batch is retried (prepareLedger). */
-const READ_BACK_PATIENCE_MS = 120_000;
-
 export function bodyServices(store: ObjectStore, logger: Logger, credential?: DecodeServices['credential']): DecodeServices {
   const openBody = async (received: Received): Promise<Readable> =>
     received.body.kind === 'inline' ? Readable.from([received.body.data]) : store.get(received.body.path);
@@ -83,32 +81,7 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   const services = bodyServices(deps.store, logger, deps.credential);
   const ledger = idempotencyLedger({
     lookbackMs: deps.idempotencyLookbackMs,
-    async readBack(partition, from, to) {
-      const start = 'offset' in from ? from.offset
-        : BigInt((await deps.log.offsetsForTime(topics.received, from.time)).find((p) => p.partition === partition)?.offset ?? String(to));
-      const accepts: KeyedAccept[] = [];
-      if (start >= to) return accepts;
-      const stop = AbortSignal.timeout(READ_BACK_PATIENCE_MS);
-      const began = Date.now();
-      let last = start - 1n;
-      for await (const record of deps.log.read(topics.received, { start: { from: 'offset', offset: String(start), partition }, signal: stop })) {
-        if (record.partition !== partition) continue;
-        last = BigInt(record.offset);
-        if (last >= to) break;
-        if (record.headers[IDEMPOTENCY_HEADER] !== undefined) {
-          try {
-            const accept = acceptOf(codec.decode('Received', record.value), record.headers, deps.idempotencyLookbackMs);
-            if (accept) accepts.push(accept);
-          } catch {
-            // A record that does not decode was dead-lettered unobserved when it was first read: skipped here too.
-          }
-        }
-        if (last === to - 1n) break;
-      }
-      if (last < to - 1n) throw new Error(`reading back partition ${partition} of ${topics.received} for idempotency keys stopped at offset ${last}, before ${to - 1n}`);
-      logger.info('idempotency keys read back from the received topic', { partition, from: String(start), to: String(to), keyed: accepts.length, ms: Date.now() - began });
-      return accepts;
-    },
+    readBack: receivedKeysReader({ log: deps.log, topic: topics.received, logger, acceptOf: (record) => acceptOf(codec.decode('Received', record.value), record.headers, deps.idempotencyLookbackMs) }),
   });
   const spanName = `${topics.received} process`;
   const spanAttributes = stageSpanAttributes(deps.log.kind, topics.received, topics.group('decoder'));
