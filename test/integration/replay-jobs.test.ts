@@ -1,13 +1,14 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { openReplayJobs, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { openReplayJobs, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { rangeReplayId } from '../../services/admin/operations/replays';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import { replayOf } from '../../services/platform/log/replay-marking';
 import { pipelineTopics } from '../../services/platform/log/topics';
-import { silentLogger } from '../../services/platform/logger/logger';
+import { createLogger, silentLogger } from '../../services/platform/logger/logger';
 import { collectUntilQuiet } from '../support/log-reads';
 
 /**
@@ -157,4 +158,90 @@ test('a dead-letter replay asked again while unfinished goes on with that job (e
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });
   }
+});
+
+describe('a replay/jobs the service cannot use does not keep it from opening', () => {
+  let own: string;
+  let dir: string;
+  beforeEach(() => { own = mkdtempSync(path.join(tmpdir(), 'replay-unreadable-')); dir = path.join(own, 'replay'); mkdirSync(path.join(dir, 'jobs'), { recursive: true }); });
+  afterEach(() => rmSync(own, { recursive: true, force: true }));
+  const logged: Record<string, unknown>[] = [];
+  const logger = createLogger({ level: 'warn', write: (line) => logged.push(JSON.parse(line)) });
+  const open = () => openReplayJobs({ log, dir, context, logger, batchSize: 100 });
+  const range = (from: string) => ({ topic: topics.received, from, to: '99', workflow: null });
+  const jobFile = (id: string) => path.join(dir, 'jobs', `${id}.json`);
+
+  test('each unreadable record (torn, not a job\'s, a directory) is listed unreadable, with why, and is not resumed; the readable ones are kept', async () => {
+    const torn = rangeReplayId(range('0'));
+    const good = rangeReplayId(range('1'));
+    const written = { id: good, kind: 'range', request: range('1'), state: 'running', replayed: 0, skipped: 0, read: 0, remaining: null, startedAt: '2026-11-01T00:00:00.000Z', finishedAt: null, error: null };
+    writeFileSync(jobFile(torn), JSON.stringify({ ...written, id: torn, request: range('0') }).slice(0, 40)); // what a write cut short leaves
+    writeFileSync(jobFile(good), JSON.stringify(written));
+    writeFileSync(jobFile('0123456789abcdef'), '{}');
+    writeFileSync(jobFile('dl-0011223344556677'), JSON.stringify({ ...written, id: 'dl-0011223344556677', state: 'lost' }));
+    mkdirSync(jobFile('fedcba9876543210'));
+    logged.length = 0;
+
+    const jobs = await open();
+    const unreadable = jobs.list().filter((j) => j.state === 'unreadable');
+    expect(unreadable.map((j) => j.id).sort()).toEqual([torn, '0123456789abcdef', 'dl-0011223344556677', 'fedcba9876543210'].sort());
+    expect(jobs.get(torn)).toMatchObject({ kind: 'range', request: null, error: expect.stringContaining(`${jobFile(torn)} cannot be read (not JSON`) });
+    expect(jobs.get('0123456789abcdef')!.error).toContain('not a replay job\'s record: its id undefined is not its file\'s name');
+    expect(jobs.get('dl-0011223344556677')).toMatchObject({ kind: 'dead-letters', error: expect.stringContaining('its state "lost"') });
+    expect(jobs.get('fedcba9876543210')!.error).toContain('EISDIR');
+    expect(logged.filter((l) => l.level === 'error' && l.file === jobFile(torn))).toHaveLength(1);
+
+    // Asked again, by its range or its id: refused, and its file is left as it was for the operator.
+    await expect(jobs.startRange(range('0'))).rejects.toThrow(ReplayJobUnreadable);
+    await expect(jobs.resume(torn)).rejects.toThrow(/is not resumed: its record .* cannot be read/);
+    expect(readFileSync(jobFile(torn), 'utf8')).toHaveLength(40);
+    // The readable one resumes as it did.
+    expect(jobs.get(good)).toMatchObject({ state: 'interrupted' });
+    expect((await jobs.resume(good))!.started).toBe(true);
+    await jobs.settled(good);
+    expect(jobs.get(good)).toMatchObject({ state: 'complete', replayed: 99 });
+
+    // Repaired, it resumes; removed, the same range is a replay again (from its checkpoint, had it one).
+    rmSync(jobFile('fedcba9876543210'), { recursive: true });
+    writeFileSync(jobFile('fedcba9876543210'), JSON.stringify({ ...written, id: 'fedcba9876543210', request: range('2'), state: 'cancelled' }));
+    expect(await jobs.resume('fedcba9876543210')).toMatchObject({ started: true, job: { request: range('2') } });
+    await jobs.settled('fedcba9876543210');
+    expect(jobs.get('fedcba9876543210')).toMatchObject({ state: 'complete', replayed: 98 });
+    rmSync(jobFile(torn));
+    expect(await jobs.startRange(range('0'))).toMatchObject({ started: true, job: { id: torn } });
+    await jobs.settled(torn);
+    expect(jobs.get(torn)).toMatchObject({ state: 'complete', replayed: 100 });
+    await jobs.stop();
+  });
+
+  test('a jobs/ that cannot be listed is logged; replays are refused (store unavailable) until it can be, then they run', async () => {
+    rmSync(path.join(dir, 'jobs'), { recursive: true });
+    writeFileSync(path.join(dir, 'jobs'), 'not a directory');
+    logged.length = 0;
+    const jobs = await open();
+    expect(jobs.list()).toEqual([]);
+    expect(logged).toContainEqual(expect.objectContaining({ level: 'error', dir: path.join(dir, 'jobs'), error: expect.stringContaining('ENOTDIR') }));
+    const refused = await jobs.startRange(range('0')).catch((error) => error);
+    expect(refused).toBeInstanceOf(ReplayStoreError);
+    expect(refused.message).toMatch(/^The replay directory could not be read \(ENOTDIR/);
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: null })).rejects.toThrow(ReplayStoreError);
+    await expect(jobs.listed()).rejects.toThrow(ReplayStoreError);
+
+    rmSync(path.join(dir, 'jobs'));
+    await jobs.listed();
+    expect(jobs.list()).toEqual([]);
+    expect(await jobs.startRange(range('0'))).toMatchObject({ started: true });
+    await jobs.settled(rangeReplayId(range('0')));
+    expect(jobs.get(rangeReplayId(range('0')))).toMatchObject({ state: 'complete', replayed: 100 });
+  });
+
+  test('a job the process died under after its checkpoint said complete is complete after a restart, not interrupted', async () => {
+    const first = await open();
+    const { job } = await first.startRange(range('0'));
+    await first.settled(job.id);
+    // What a kill -9 between the checkpoint's last save and the job's leaves: the record still says running.
+    writeFileSync(jobFile(job.id), JSON.stringify({ ...JSON.parse(readFileSync(jobFile(job.id), 'utf8')), state: 'running', finishedAt: null }));
+    const second = await open();
+    expect(second.get(job.id)).toMatchObject({ state: 'complete', replayed: 100 });
+  });
 });
