@@ -116,6 +116,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const jobsDir = path.join(dir, 'jobs');
   const jobs = new Map<string, ReplayJob>();
   const running = new Map<string, { abort: AbortController; cancelled: boolean; done: Promise<void> }>();
+  // Jobs whose record is on disk: one that is not, once its first save failed, has nothing to resume.
+  const kept = new Set<string>();
 
   /** Where the checkpoint gives the job's progress (and, for one the process died under, whether it had finished). */
   const adopt = async (job: ReplayJob, file: string): Promise<ReplayJob> => {
@@ -139,7 +141,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const readJob = async (id: string): Promise<ReplayJob | null> => {
     const file = path.join(jobsDir, `${id}.json`);
     try {
-      return await adopt(parseJob(await fsp.readFile(file, 'utf8'), id), file);
+      const job = await adopt(parseJob(await fsp.readFile(file, 'utf8'), id), file);
+      kept.add(id);
+      return job;
     } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
       const reason = (error as Error).message;
@@ -186,6 +190,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     try {
       await makeDirectories(jobsDir);
       await writeFileAtomically(file, JSON.stringify(job));
+      kept.add(job.id);
     } catch (error) {
       throw new ReplayStoreError(error);
     }
@@ -207,7 +212,13 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const before = { replayed: job.replayed, skipped: job.skipped };
     const starting = { state: 'running', error: null, finishedAt: null, remaining: null } as const;
     // Kept before it counts as running: a job whose record cannot be written does not start (nor look started).
-    await save({ ...job, ...starting });
+    try {
+      await save({ ...job, ...starting });
+    } catch (error) {
+      // A new job never kept is not waiting to be resumed: it failed, and says why (asked again, it is retried).
+      if (!kept.has(job.id)) Object.assign(job, { state: 'failed', error: (error as Error).message, finishedAt: new Date().toISOString() });
+      throw error;
+    }
     Object.assign(job, starting);
     const entry = { abort, cancelled: false, done: Promise.resolve() };
     running.set(job.id, entry);

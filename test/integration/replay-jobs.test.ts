@@ -235,6 +235,22 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     expect(jobs.get(rangeReplayId(range('0')))).toMatchObject({ state: 'complete', replayed: 100 });
   });
 
+  test('a new job whose first record cannot be saved is failed at once, with why; asked again once it can be, it runs', async () => {
+    const jobs = await open();
+    rmSync(path.join(dir, 'jobs'), { recursive: true });
+    writeFileSync(path.join(dir, 'jobs'), 'in the way');
+    await expect(jobs.startRange(range('0'))).rejects.toThrow(ReplayStoreError);
+    const id = rangeReplayId(range('0'));
+    expect(jobs.get(id)).toMatchObject({ state: 'failed', error: expect.stringMatching(/^The replay directory could not be written \(.*jobs is not a directory/), finishedAt: expect.any(String) });
+    await expect(jobs.startDeadLetters({ stage: 'decoder', workflow: null, since: null, letters: null })).rejects.toThrow(ReplayStoreError);
+    expect(jobs.list().find((j) => j.kind === 'dead-letters')).toMatchObject({ state: 'failed', error: expect.stringContaining('could not be written') });
+
+    rmSync(path.join(dir, 'jobs'));
+    expect(await jobs.startRange(range('0'))).toMatchObject({ started: true, job: { id, state: 'running', error: null } });
+    await jobs.settled(id);
+    expect(jobs.get(id)).toMatchObject({ state: 'complete', replayed: 100 });
+  });
+
   test('a job the process died under after its checkpoint said complete is complete after a restart, not interrupted', async () => {
     const first = await open();
     const { job } = await first.startRange(range('0'));
