@@ -1,3 +1,5 @@
+import { spawn } from 'node:child_process';
+import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -158,6 +160,28 @@ test('a dead-letter replay asked again while unfinished goes on with that job (e
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });
   }
+});
+
+test('a replay whose checkpoint another process is running (a second service on this DATA_DIR, `ingress replay` on Kafka) fails naming it, appending nothing; once that one ends it resumes', async () => {
+  const dir = path.join(dataDir, 'replay-locked');
+  mkdirSync(dir, { recursive: true });
+  const jobs = await openReplayJobs({ log, dir, context, logger: silentLogger, batchSize: 10 });
+  const request = { topic: topics.received, from: '0', to: '99', workflow: null };
+  const checkpoint = path.join(dir, `${rangeReplayId(request)}.json`);
+  // The lock as files/pid-lock.ts writes it: the holder's pid first.
+  const other = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${checkpoint}.lock`)}, process.pid + ' its-token', { flag: 'wx' }); console.log('held'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await once(other.stdout!, 'data');
+    const { job } = await jobs.startRange(request);
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'failed', replayed: 0, error: `checkpoint ${checkpoint} is in use: process ${other.pid} runs this replay; let it end, or stop it, then run it again` });
+  } finally {
+    other.kill('SIGKILL');
+  }
+  await once(other, 'exit');
+  const { job } = await jobs.startRange(request);
+  await jobs.settled(job.id);
+  expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 100, error: null });
 });
 
 describe('a replay/jobs the service cannot use does not keep it from opening', () => {

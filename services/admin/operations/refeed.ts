@@ -4,6 +4,7 @@ import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/l
 import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
 import { writeFileAtomically } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
+import { tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
 
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
@@ -78,6 +79,8 @@ export interface CheckpointFile {
   path: string;
   load(): Promise<CheckpointState | null>;
   save(state: CheckpointState): Promise<void>;
+  /** Held while a run reads and writes it; throws, naming the holder, while another process's run holds it. */
+  lock(): Promise<HeldLock>;
 }
 
 export function checkpointFile(file: string): CheckpointFile {
@@ -94,10 +97,27 @@ export function checkpointFile(file: string): CheckpointFile {
       // Durable before the next batch is appended: a checkpoint lost to a crash would replay what it covered.
       await writeFileAtomically(file, JSON.stringify(state));
     },
+    // Two runs on one checkpoint would each append what the other appends: the service's job and `ingress replay`
+    // on Kafka (the embedded log refuses the second writer anyway), or two services on one DATA_DIR.
+    async lock() {
+      await makeDirectories(path.dirname(file));
+      const held = await tryLockFile(`${file}.lock`);
+      if ('release' in held) return held;
+      throw new Error(`checkpoint ${file} is in use: ${held.holder ? `process ${held.holder} runs this replay` : 'another run of this replay is starting'}; let it end, or stop it, then run it again`);
+    },
   };
 }
 
 export async function refeed(options: RefeedOptions, request: Record<string, string | null>): Promise<RefeedResult> {
+  const lock = await options.checkpoint?.lock();
+  try {
+    return await refeedLocked(options, request);
+  } finally {
+    await lock?.release();
+  }
+}
+
+async function refeedLocked(options: RefeedOptions, request: Record<string, string | null>): Promise<RefeedResult> {
   const { log, source, until, select, checkpoint, progress } = options;
   const batchSize = options.batchSize ?? 200;
   const quietMs = options.quietMs ?? 5_000;
