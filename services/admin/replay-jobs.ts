@@ -301,6 +301,12 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       deadLetterReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
       const request = normalDeadLetterRequest(asked);
       const refeedPlan = deadLetterReplayPlan(request, options.context); // the letters as every later run reads them
+      // An unreadable job of these filters (its checkpoint names them) may have replayed some of these letters: it
+      // is refused as the job itself is, and gone on with once its record is repaired.
+      for (const j of [...jobs.values()].filter((j) => j.state === 'unreadable' && j.kind === 'dead-letters')) {
+        const saved = await checkpointFile(path.join(dir, `${j.id}.json`)).load().catch(() => null);
+        if (saved && JSON.stringify(saved.request) === JSON.stringify(checkpointRequest({ ...j, request }))) await current(j.id);
+      }
       // Asked again while a replay of the same dead letters is unfinished (cancelled, interrupted, stopped short,
       // failed; or still running): go on with it. A new job would start from the first letter again and append
       // every one the first had replayed a second time.

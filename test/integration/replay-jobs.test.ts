@@ -238,6 +238,19 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     await jobs.stop();
   });
 
+  test('an unreadable dead-letter job refuses its own filters (its checkpoint names them), not others', async () => {
+    const id = 'dl-0011223344556677';
+    const filters = { stage: 'decoder', workflow: null, since: null, letters: null };
+    writeFileSync(jobFile(id), '{"id":"dl-00');
+    writeFileSync(path.join(dir, `${id}.json`), JSON.stringify({ request: { verb: 'replay', id, ...filters }, positions: { 0: '5' }, replayed: 5, skipped: 0, complete: false }));
+    const jobs = await open();
+    expect(jobs.get(id)).toMatchObject({ state: 'unreadable', kind: 'dead-letters', replayed: 5 });
+    await expect(jobs.startDeadLetters(filters)).rejects.toThrow(ReplayJobUnreadable);
+    expect(jobs.list()).toHaveLength(1);
+    expect(await jobs.startDeadLetters({ ...filters, stage: 'dispatcher' })).toMatchObject({ started: true, job: { id: expect.not.stringMatching(id) } });
+    await jobs.stop();
+  });
+
   test('a jobs/ that cannot be listed is logged; replays are refused (store unavailable) until it can be, then they run', async () => {
     rmSync(path.join(dir, 'jobs'), { recursive: true });
     writeFileSync(path.join(dir, 'jobs'), 'not a directory');
