@@ -145,7 +145,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       kept.add(id);
       return job;
     } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      // Gone, unless a link to nothing stands in its place (that one the operator must see).
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT' && !(await fsp.lstat(file).catch(() => null))) return null;
       const reason = (error as Error).message;
       logger.error('a replay job\'s record is unreadable: the job is listed as unreadable and not resumed; repair the file, or remove it (a range replay asked again then goes on from its checkpoint)', { replay: id, file, error: reason });
       const at = await fsp.lstat(file).then((s) => s.mtime.toISOString(), () => new Date().toISOString());

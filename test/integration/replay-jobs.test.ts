@@ -1,6 +1,6 @@
 import { spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openReplayJobs, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
@@ -195,7 +195,7 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
   const range = (from: string) => ({ topic: topics.received, from, to: '99', workflow: null });
   const jobFile = (id: string) => path.join(dir, 'jobs', `${id}.json`);
 
-  test('each unreadable record (torn, not a job\'s, a directory) is listed unreadable, with why, and is not resumed; the readable ones are kept', async () => {
+  test('each unreadable record (torn, not a job\'s, a directory) (a link to nothing too) is listed unreadable, with why, and is not resumed; the readable ones are kept', async () => {
     const torn = rangeReplayId(range('0'));
     const good = rangeReplayId(range('1'));
     const written = { id: good, kind: 'range', request: range('1'), state: 'running', replayed: 0, skipped: 0, read: 0, remaining: null, startedAt: '2026-11-01T00:00:00.000Z', finishedAt: null, error: null };
@@ -204,11 +204,13 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     writeFileSync(jobFile('0123456789abcdef'), '{}');
     writeFileSync(jobFile('dl-0011223344556677'), JSON.stringify({ ...written, id: 'dl-0011223344556677', state: 'lost' }));
     mkdirSync(jobFile('fedcba9876543210'));
+    symlinkSync(path.join(own, 'restored-elsewhere.json'), jobFile('0000111122223333'));
     logged.length = 0;
 
     const jobs = await open();
     const unreadable = jobs.list().filter((j) => j.state === 'unreadable');
-    expect(unreadable.map((j) => j.id).sort()).toEqual([torn, '0123456789abcdef', 'dl-0011223344556677', 'fedcba9876543210'].sort());
+    expect(unreadable.map((j) => j.id).sort()).toEqual([torn, '0123456789abcdef', 'dl-0011223344556677', 'fedcba9876543210', '0000111122223333'].sort());
+    expect(jobs.get('0000111122223333')!.error).toContain('ENOENT'); // a link to nothing
     expect(jobs.get(torn)).toMatchObject({ kind: 'range', request: null, error: expect.stringContaining(`${jobFile(torn)} cannot be read (not JSON`) });
     expect(jobs.get('0123456789abcdef')!.error).toContain('not a replay job\'s record: its id undefined is not its file\'s name');
     expect(jobs.get('dl-0011223344556677')).toMatchObject({ kind: 'dead-letters', error: expect.stringContaining('its state "lost"') });
