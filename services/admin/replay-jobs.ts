@@ -3,6 +3,7 @@ import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomically } from '../platform/registry/atomic-file';
 import { makeDirectories } from '../platform/config/data-dir';
+import { readRegularFile } from '../platform/files/read-regular-file';
 import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { checkpointFile, refeed } from './operations/refeed';
@@ -87,6 +88,8 @@ export interface ReplayJobsOptions {
 }
 
 const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
+/** Far above any job's record (10 000 letters make some 200 KB): a larger file is not one. */
+const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
 /**
  * The directory that keeps the jobs' records failed (a full disk, a read-only mount, a file in its place): a
@@ -141,7 +144,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const readJob = async (id: string): Promise<ReplayJob | null> => {
     const file = path.join(jobsDir, `${id}.json`);
     try {
-      const job = await adopt(parseJob(await fsp.readFile(file, 'utf8'), id), file);
+      const job = await adopt(parseJob(await readRegularFile(file, MAX_RECORD_BYTES), id), file);
       kept.add(id);
       return job;
     } catch (error) {

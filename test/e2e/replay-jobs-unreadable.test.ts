@@ -1,3 +1,4 @@
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { rangeReplayId } from '../../services/admin/operations/replays';
@@ -38,11 +39,12 @@ const admin = async (method: string, route: string, body?: unknown) => {
 const logLines = () => service!.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
 const ready = async () => (await fetch(`${adminUrl}/readyz`)).status;
 
-test('a torn job record and a directory in a record\'s place: the service starts, lists both unreadable, and does not resume them', async () => {
+test('a torn job record, and a directory and a named pipe in a record\'s place: the service starts, lists them unreadable, and does not resume them', async () => {
   const torn = rangeReplayId(range);
   mkdirSync(jobsDir(), { recursive: true });
   writeFileSync(path.join(jobsDir(), `${torn}.json`), `{"id":"${torn}","kind":"range","requ`);
   mkdirSync(path.join(jobsDir(), 'dl-0011223344556677.json'));
+  execFileSync('mkfifo', [path.join(jobsDir(), '0123456789abcdef.json')]); // read as a file, it blocked the start for ever
 
   service = await startServiceProcess(env);
   expect(await ready()).toBe(200);
@@ -50,7 +52,8 @@ test('a torn job record and a directory in a record\'s place: the service starts
   const listed = (await admin('GET', '/api/v1/replays')).body.replays;
   expect(listed).toEqual(expect.arrayContaining([
     expect.objectContaining({ id: torn, kind: 'range', state: 'unreadable', request: null, error: expect.stringContaining(`${torn}.json cannot be read`) }),
-    expect.objectContaining({ id: 'dl-0011223344556677', kind: 'dead-letters', state: 'unreadable', error: expect.stringContaining('EISDIR') }),
+    expect.objectContaining({ id: 'dl-0011223344556677', kind: 'dead-letters', state: 'unreadable', error: expect.stringContaining('not a regular file (a directory)') }),
+    expect.objectContaining({ id: '0123456789abcdef', state: 'unreadable', error: expect.stringContaining('not a regular file (a named pipe)') }),
   ]));
 
   // The same range asked again, over the API and by the CLI: refused, saying why; the file is left for the operator.

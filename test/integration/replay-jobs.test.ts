@@ -1,4 +1,4 @@
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -195,7 +195,7 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
   const range = (from: string) => ({ topic: topics.received, from, to: '99', workflow: null });
   const jobFile = (id: string) => path.join(dir, 'jobs', `${id}.json`);
 
-  test('each unreadable record (torn, not a job\'s, a directory) (a link to nothing too) is listed unreadable, with why, and is not resumed; the readable ones are kept', async () => {
+  test('each unreadable record (torn, not a job\'s; a directory, a link to nothing or a named pipe in its place) is listed unreadable, with why, and is not resumed; the readable ones are kept', async () => {
     const torn = rangeReplayId(range('0'));
     const good = rangeReplayId(range('1'));
     const written = { id: good, kind: 'range', request: range('1'), state: 'running', replayed: 0, skipped: 0, read: 0, remaining: null, startedAt: '2026-11-01T00:00:00.000Z', finishedAt: null, error: null };
@@ -205,24 +205,29 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     writeFileSync(jobFile('dl-0011223344556677'), JSON.stringify({ ...written, id: 'dl-0011223344556677', state: 'lost' }));
     mkdirSync(jobFile('fedcba9876543210'));
     symlinkSync(path.join(own, 'restored-elsewhere.json'), jobFile('0000111122223333'));
+    // A named pipe, as a record and as a readable one's checkpoint: read as files, each would block the opening for ever.
+    execFileSync('mkfifo', [jobFile('aaaabbbbccccdddd'), path.join(dir, `${good}.json`)]);
     logged.length = 0;
 
     const jobs = await open();
     const unreadable = jobs.list().filter((j) => j.state === 'unreadable');
-    expect(unreadable.map((j) => j.id).sort()).toEqual([torn, '0123456789abcdef', 'dl-0011223344556677', 'fedcba9876543210', '0000111122223333'].sort());
+    expect(unreadable.map((j) => j.id).sort()).toEqual([torn, '0123456789abcdef', 'dl-0011223344556677', 'fedcba9876543210', '0000111122223333', 'aaaabbbbccccdddd'].sort());
     expect(jobs.get('0000111122223333')!.error).toContain('ENOENT'); // a link to nothing
     expect(jobs.get(torn)).toMatchObject({ kind: 'range', request: null, error: expect.stringContaining(`${jobFile(torn)} cannot be read (not JSON`) });
     expect(jobs.get('0123456789abcdef')!.error).toContain('not a replay job\'s record: its id undefined is not its file\'s name');
     expect(jobs.get('dl-0011223344556677')).toMatchObject({ kind: 'dead-letters', error: expect.stringContaining('its state "lost"') });
-    expect(jobs.get('fedcba9876543210')!.error).toContain('EISDIR');
+    expect(jobs.get('fedcba9876543210')!.error).toContain('not a regular file (a directory)');
+    expect(jobs.get('aaaabbbbccccdddd')!.error).toContain('not a regular file (a named pipe)');
+    expect(logged).toContainEqual(expect.objectContaining({ level: 'warn', replay: good, error: expect.stringContaining('not a regular file (a named pipe)') }));
     expect(logged.filter((l) => l.level === 'error' && l.file === jobFile(torn))).toHaveLength(1);
 
     // Asked again, by its range or its id: refused, and its file is left as it was for the operator.
     await expect(jobs.startRange(range('0'))).rejects.toThrow(ReplayJobUnreadable);
     await expect(jobs.resume(torn)).rejects.toThrow(/is not resumed: its record .* cannot be read/);
     expect(readFileSync(jobFile(torn), 'utf8')).toHaveLength(40);
-    // The readable one resumes as it did.
+    // The readable one resumes as it did (its checkpoint, once it is one again).
     expect(jobs.get(good)).toMatchObject({ state: 'interrupted' });
+    rmSync(path.join(dir, `${good}.json`));
     expect((await jobs.resume(good))!.started).toBe(true);
     await jobs.settled(good);
     expect(jobs.get(good)).toMatchObject({ state: 'complete', replayed: 99 });

@@ -1,10 +1,10 @@
-import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
 import { writeFileAtomically } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
 import { tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
+import { readRegularFile } from '../../platform/files/read-regular-file';
 
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
@@ -83,11 +83,14 @@ export interface CheckpointFile {
   lock(): Promise<HeldLock>;
 }
 
+/** Far above any checkpoint (its request names at most 10 000 letters): a larger file is not one. */
+const MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024;
+
 export function checkpointFile(file: string): CheckpointFile {
   return {
     path: file,
     async load() {
-      try { return JSON.parse(await fsp.readFile(file, 'utf8')) as CheckpointState; } catch (error) {
+      try { return JSON.parse(await readRegularFile(file, MAX_CHECKPOINT_BYTES)) as CheckpointState; } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
         throw new Error(`checkpoint ${file} is unreadable (${(error as Error).message}); delete it to start over`);
       }
