@@ -78,7 +78,7 @@ export function openApiDocument(): Record<string, unknown> {
         },
       },
       '/api/v1/dead-letters/replay': {
-        post: { summary: 'Replay the selected dead letters into the stage they failed in (a replay job); while a job of the same filters is unfinished, go on with it', requestBody: body({ type: 'object', properties: { stage: { type: 'string' }, workflow: { type: 'string' }, since: { type: 'string', format: 'date-time' }, letters: { type: 'array', items: { type: 'string', pattern: '^\\d+/\\d+$' } } } }, 'Filters; every dead letter when empty'), responses: { 200: json(ref('Replay'), 'A job of the same filters is running already'), 202: json(ref('Replay'), 'Started, or an unfinished job of the same filters resumed'), ...errors(...WRITE, 'invalid-request') } },
+        post: { summary: 'Replay the selected dead letters into the stage they failed in (a replay job); while a job of the same filters is unfinished, go on with it', requestBody: body({ type: 'object', properties: { stage: { type: 'string' }, workflow: { type: 'string' }, since: { type: 'string', format: 'date-time' }, letters: { type: 'array', items: { type: 'string', pattern: '^\\d+/\\d+$' } } } }, 'Filters; every dead letter when empty'), responses: { 200: json(ref('Replay'), 'A job of the same filters is running already'), 202: json(ref('Replay'), 'Started, or an unfinished job of the same filters resumed'), ...errors(...WRITE, 'invalid-request', 'conflict') } },
       },
       '/api/v1/replays': {
         get: { summary: 'Every replay this service ran or runs, newest first', responses: { 200: json({ type: 'object', properties: { replays: { type: 'array', items: ref('Replay') } } }, 'Replays'), ...errors(...READ) } },

@@ -3,10 +3,11 @@ import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomically } from '../platform/registry/atomic-file';
 import { makeDirectories } from '../platform/config/data-dir';
+import type { HeldLock } from '../platform/files/pid-lock';
 import { readRegularFile } from '../platform/files/read-regular-file';
 import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
-import { checkpointFile, refeed } from './operations/refeed';
+import { CheckpointInUse, checkpointFile, refeed } from './operations/refeed';
 import {
   deadLetterReplayPlan, deadLetterRequestFields, normalDeadLetterRequest, normalRangeRequest, rangeReplayId, rangeReplayPlan,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
@@ -215,14 +216,20 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const checkpoint = checkpointFile(path.join(dir, `${job.id}.json`));
     const before = { replayed: job.replayed, skipped: job.skipped };
     const starting = { state: 'running', error: null, finishedAt: null, remaining: null } as const;
-    // Kept before it counts as running: a job whose record cannot be written does not start (nor look started).
+    // The checkpoint's lock first: another process running this replay (a second service on this DATA_DIR, the
+    // CLI on Kafka) keeps its record too, which this one must not write over. Then the record, before it counts as
+    // running: a job whose record cannot be written does not start (nor look started).
+    let lock: HeldLock | null = null;
     try {
+      lock = await checkpoint.lock().catch((error) => { throw error instanceof CheckpointInUse ? error : new ReplayStoreError(error); });
       await save({ ...job, ...starting });
     } catch (error) {
+      await lock?.release().catch(() => undefined);
       // A new job never kept is not waiting to be resumed: it failed, and says why (asked again, it is retried).
       if (!kept.has(job.id)) Object.assign(job, { state: 'failed', error: (error as Error).message, finishedAt: new Date().toISOString() });
       throw error;
     }
+    const held = lock;
     Object.assign(job, starting);
     const entry = { abort, cancelled: false, done: Promise.resolve() };
     running.set(job.id, entry);
@@ -230,7 +237,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     entry.done = (async () => {
       try {
         const result = await refeed({
-          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, checkpoint,
+          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, checkpoint, checkpointLocked: true,
           signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize,
           progress: { update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; }, finish() {} },
         }, checkpointRequest(job));
@@ -249,6 +256,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         job.finishedAt = new Date().toISOString();
         running.delete(job.id);
         await save(job).catch((error) => logger.error('a replay job record could not be saved', { replay: job.id, error: (error as Error).message }));
+        await held.release().catch((error) => logger.warn('a replay checkpoint\'s lock could not be released; the next run takes it over', { replay: job.id, error: (error as Error).message }));
         logger.info('replay ended', { replay: job.id, state: job.state, replayed: job.replayed, skipped: job.skipped, error: job.error ?? undefined });
       }
     })();
@@ -267,6 +275,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   }
 
   async function startOrResume(job: ReplayJob): Promise<{ job: ReplayJob; started: boolean }> {
+    // One cancelled a moment ago may still be saving its record and holding its checkpoint: resumed once it is done.
+    if (job.state !== 'running') await running.get(job.id)?.done;
     if (job.state === 'running' || job.state === 'complete') return { job: snapshot(job), started: false };
     return run(job, plan(job));
   }

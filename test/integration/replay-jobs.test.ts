@@ -1,10 +1,11 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openReplayJobs, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
 import { rangeReplayId } from '../../services/admin/operations/replays';
+import { CheckpointInUse } from '../../services/admin/operations/refeed';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -162,7 +163,7 @@ test('a dead-letter replay asked again while unfinished goes on with that job (e
   }
 });
 
-test('a replay whose checkpoint another process is running (a second service on this DATA_DIR, `ingress replay` on Kafka) fails naming it, appending nothing; once that one ends it resumes', async () => {
+test('a replay whose checkpoint another process is running (a second service on this DATA_DIR, `ingress replay` on Kafka) is refused naming it, appending and writing nothing; once that one ends it runs', async () => {
   const dir = path.join(dataDir, 'replay-locked');
   mkdirSync(dir, { recursive: true });
   const jobs = await openReplayJobs({ log, dir, context, logger: silentLogger, batchSize: 10 });
@@ -172,9 +173,11 @@ test('a replay whose checkpoint another process is running (a second service on 
   const other = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${checkpoint}.lock`)}, process.pid + ' its-token', { flag: 'wx' }); console.log('held'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
   try {
     await once(other.stdout!, 'data');
-    const { job } = await jobs.startRange(request);
-    await jobs.settled(job.id);
-    expect(jobs.get(job.id)).toMatchObject({ state: 'failed', replayed: 0, error: `checkpoint ${checkpoint} is in use: process ${other.pid} runs this replay; let it end, or stop it, then run it again` });
+    const inUse = `checkpoint ${checkpoint} is in use: process ${other.pid} runs this replay; let it end, or stop it, then run it again`;
+    await expect(jobs.startRange(request)).rejects.toThrow(new CheckpointInUse(checkpoint, other.pid!));
+    // Refused before its record is written: the other process's record of it is not written over.
+    expect(existsSync(path.join(dir, 'jobs', `${rangeReplayId(request)}.json`))).toBe(false);
+    expect(jobs.get(rangeReplayId(request))).toMatchObject({ state: 'failed', replayed: 0, error: inUse });
   } finally {
     other.kill('SIGKILL');
   }

@@ -46,6 +46,8 @@ export interface RefeedOptions {
   /** The copy of `record` to append, or null to skip it. */
   select(record: LogRecord): OutRecord | null;
   checkpoint: CheckpointFile | null;
+  /** The caller holds the checkpoint's lock already (the service's jobs take it before they write their record). */
+  checkpointLocked?: boolean;
   progress: RefeedProgress;
   signal: AbortSignal;
   batchSize?: number;
@@ -83,6 +85,14 @@ export interface CheckpointFile {
   lock(): Promise<HeldLock>;
 }
 
+/** Another run of the same replay holds the checkpoint (its lock names a running process). */
+export class CheckpointInUse extends Error {
+  constructor(file: string, holder: number) {
+    super(`checkpoint ${file} is in use: ${holder ? `process ${holder} runs this replay` : 'another run of this replay is starting'}; let it end, or stop it, then run it again`);
+    this.name = 'CheckpointInUse';
+  }
+}
+
 /** Far above any checkpoint (its request names at most 10 000 letters): a larger file is not one. */
 const MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024;
 
@@ -106,13 +116,13 @@ export function checkpointFile(file: string): CheckpointFile {
       await makeDirectories(path.dirname(file));
       const held = await tryLockFile(`${file}.lock`);
       if ('release' in held) return held;
-      throw new Error(`checkpoint ${file} is in use: ${held.holder ? `process ${held.holder} runs this replay` : 'another run of this replay is starting'}; let it end, or stop it, then run it again`);
+      throw new CheckpointInUse(file, held.holder);
     },
   };
 }
 
 export async function refeed(options: RefeedOptions, request: Record<string, string | null>): Promise<RefeedResult> {
-  const lock = await options.checkpoint?.lock();
+  const lock = options.checkpointLocked ? undefined : await options.checkpoint?.lock();
   try {
     return await refeedLocked(options, request);
   } finally {
