@@ -9,7 +9,8 @@ import type { AdminApiDeps } from './deps';
 import { ADMIN_ERRORS, AdminError, errorBody, type AdminErrorCode } from './errors';
 import { LOCAL_CLI_TOKEN_NAME } from './local-access';
 import { openApiDocument } from './openapi';
-import { ReplayStoreError } from './replay-jobs';
+import { CheckpointInUse } from './operations/refeed';
+import { ReplayJobUnreadable, ReplayStoreError } from './replay-jobs';
 import { credentialRoutes } from './routes/credentials';
 import { deadLetterRoutes } from './routes/dead-letters';
 import { eventRoutes } from './routes/events';
@@ -126,8 +127,10 @@ function errorHandler(deps: AdminApiDeps): ErrorRequestHandler {
     } else if (error instanceof RegistryError || error instanceof EventLogError || error instanceof ReplayStoreError) {
       deps.logger.warn('admin api: a backend failed', { method: req.method, path: req.path, error: error.message });
       // The registry's and the log's messages are their adapters' (hosts, ids); the replay directory's says what failed.
-      const message = error instanceof ReplayStoreError ? `${error.message}; retry once it can be written` : undefined;
+      const message = error instanceof ReplayStoreError ? `${error.message}; retry once it can be ${error.failed}` : undefined;
       answer = new AdminError('backend-unavailable', message, undefined, { 'retry-after': '5' });
+    } else if (error instanceof ReplayJobUnreadable || error instanceof CheckpointInUse) {
+      answer = new AdminError('conflict', error.message);
     } else {
       // Logged by message only: a stack or a request body could hold what was being stored.
       deps.logger.error('admin api: request failed', { method: req.method, path: req.path, error: (error as Error)?.message ?? String(error) });

@@ -3,9 +3,11 @@ import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { writeFileAtomically } from '../platform/registry/atomic-file';
 import { makeDirectories } from '../platform/config/data-dir';
+import type { HeldLock } from '../platform/files/pid-lock';
+import { readRegularFile } from '../platform/files/read-regular-file';
 import type { EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
-import { checkpointFile, refeed } from './operations/refeed';
+import { CheckpointInUse, checkpointFile, refeed } from './operations/refeed';
 import {
   deadLetterReplayPlan, deadLetterRequestFields, normalDeadLetterRequest, normalRangeRequest, rangeReplayId, rangeReplayPlan,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
@@ -20,18 +22,26 @@ import {
  * record `jobs/<id>.json` (kind, request, state). A job running when the process stops is found again
  * `interrupted` after a restart, with its progress; resuming it goes on from its checkpoint.
  *
+ * Nothing under `jobs/` keeps the service from starting: those files are the operator's, and the service is the
+ * partners' front door. A record that cannot be read (not JSON, torn, not a job's, a directory in its place) is
+ * listed `unreadable` with the reason, and is neither resumed nor written over until it reads again; a `jobs/`
+ * that cannot be listed is logged, and replays are refused (503) until it can, since one started then could be
+ * a job already there.
+ *
  * A range replay's id is the hash of its normalised request (the range, not its spelling): asking again for a
  * finished one does nothing, asking again for an interrupted or cancelled one resumes it. A dead-letter replay
  * asked with the same (normalised) filters as one that is not complete goes on with that one; once complete,
  * asking again is a new replay with a fresh id, since replaying the same dead letters after another fix is one.
  */
 export type ReplayKind = 'range' | 'dead-letters';
-export type ReplayState = 'running' | 'complete' | 'cancelled' | 'interrupted' | 'failed';
+export type ReplayState = 'running' | 'complete' | 'cancelled' | 'interrupted' | 'failed' | 'unreadable';
+const KEPT_STATES: readonly string[] = ['running', 'complete', 'cancelled', 'interrupted', 'failed'];
 
 export interface ReplayJob {
   id: string;
   kind: ReplayKind;
-  request: RangeReplayRequest | DeadLetterReplayRequest;
+  /** null only while `unreadable`: its request is in the record that cannot be read. */
+  request: RangeReplayRequest | DeadLetterReplayRequest | null;
   state: ReplayState;
   /** Records appended again, and records read but not selected, over every run of the job. */
   replayed: number;
@@ -51,6 +61,11 @@ export interface ReplayJobs {
   startDeadLetters(request: DeadLetterReplayRequest): Promise<{ job: ReplayJob; started: boolean }>;
   get(id: string): ReplayJob | null;
   list(): ReplayJob[];
+  /**
+   * Resolves once `jobs/` has been listed; while it cannot be (tried again at each call), rejects with a
+   * ReplayStoreError, since an empty list or a missing job would then be a guess. Starts and resumes wait for it.
+   */
+  listed(): Promise<void>;
   /** Stop a running job after its current batch (it stays resumable); null when there is no such job. */
   cancel(id: string): Promise<ReplayJob | null>;
   /** Go on with a job that is not running and not complete. */
@@ -74,6 +89,8 @@ export interface ReplayJobsOptions {
 }
 
 const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
+/** Far above any job's record (10 000 letters make some 200 KB): a larger file is not one. */
+const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
 /**
  * The directory that keeps the jobs' records failed (a full disk, a read-only mount, a file in its place): a
@@ -81,9 +98,20 @@ const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
  * not a fault of the request or of the service (500). The message says so; the cause, with its path, is logged.
  */
 export class ReplayStoreError extends Error {
-  constructor(cause: unknown) {
-    super(`The replay directory could not be written (${(cause as Error)?.message ?? String(cause)}): a replay keeps its progress there, and does not start without it`, { cause });
+  constructor(cause: unknown, readonly failed: 'written' | 'read' = 'written') {
+    super(`The replay directory could not be ${failed} (${(cause as Error)?.message ?? String(cause)}): a replay keeps its progress there, and does not start without it`, { cause });
     this.name = 'ReplayStoreError';
+  }
+}
+
+/**
+ * A replay asked for (or resumed) whose job's record is unreadable: the API answers 409, since the request is
+ * sound but that job's state is unknown. Started anyway, it could replay again what the job had replayed.
+ */
+export class ReplayJobUnreadable extends Error {
+  constructor(readonly job: ReplayJob) {
+    super(`Replay ${job.id} is not resumed: ${job.error}`);
+    this.name = 'ReplayJobUnreadable';
   }
 }
 
@@ -92,34 +120,87 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const jobsDir = path.join(dir, 'jobs');
   const jobs = new Map<string, ReplayJob>();
   const running = new Map<string, { abort: AbortController; cancelled: boolean; done: Promise<void> }>();
+  // Jobs whose record is on disk: one that is not, once its first save failed, has nothing to resume.
+  const kept = new Set<string>();
 
-  // Made at the first replay: a service that never replays needs no writable DATA_DIR (Kafka in a container).
-  const names = await fsp.readdir(jobsDir).catch((error: NodeJS.ErrnoException) => { if (error.code === 'ENOENT') return [] as string[]; throw error; });
-  for (const name of names) {
-    if (!name.endsWith('.json')) continue;
+  /** Where the checkpoint gives the job's progress (and, for one the process died under, whether it had finished). */
+  const adopt = async (job: ReplayJob, file: string): Promise<ReplayJob> => {
+    const saved = await checkpointFile(path.join(dir, `${job.id}.json`)).load().catch((error: Error) => {
+      // Said now rather than at the resume that fails on it.
+      logger.warn('a replay job\'s checkpoint is unreadable; resuming the job will fail until it is repaired or deleted', { replay: job.id, file, error: error.message });
+      return null;
+    });
+    if (saved) { job.replayed = saved.replayed; job.skipped = saved.skipped; }
+    // The process stopped under it; after its checkpoint's last save it had finished, only its record did not say so.
+    if (job.state === 'running') job.state = saved?.complete ? 'complete' : 'interrupted';
+    job.read = job.replayed + job.skipped;
+    job.remaining = null;
+    return job;
+  };
+
+  /**
+   * A job's record, or an `unreadable` entry saying why it cannot be used (never an exception: see the header);
+   * null when there is none (removed by the operator).
+   */
+  const readJob = async (id: string): Promise<ReplayJob | null> => {
+    const file = path.join(jobsDir, `${id}.json`);
     try {
-      const job = JSON.parse(await fsp.readFile(path.join(jobsDir, name), 'utf8')) as ReplayJob;
-      if (job.state === 'running') job.state = 'interrupted'; // the process stopped under it
-      const saved = await checkpointFile(path.join(dir, `${job.id}.json`)).load().catch(() => null);
-      if (saved) { job.replayed = saved.replayed; job.skipped = saved.skipped; }
-      job.read = job.replayed + job.skipped;
-      job.remaining = null;
-      jobs.set(job.id, job);
+      const job = await adopt(parseJob(await readRegularFile(file, MAX_RECORD_BYTES), id), file);
+      kept.add(id);
+      return job;
     } catch (error) {
-      logger.warn('a replay job record is unreadable; it is left as it is', { file: name, error: (error as Error).message });
+      // Gone, unless a link to nothing stands in its place (that one the operator must see).
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT' && !(await fsp.lstat(file).catch(() => null))) return null;
+      const reason = (error as Error).message;
+      logger.error('a replay job\'s record is unreadable: the job is listed as unreadable and not resumed; repair the file, or remove it (a range replay asked again then goes on from its checkpoint)', { replay: id, file, error: reason });
+      const at = await fsp.lstat(file).then((s) => s.mtime.toISOString(), () => new Date().toISOString());
+      return adopt({
+        id, kind: id.startsWith('dl-') ? 'dead-letters' : 'range', request: null, state: 'unreadable', replayed: 0, skipped: 0, read: 0, remaining: null,
+        startedAt: at, finishedAt: null,
+        error: `its record ${file} cannot be read (${reason}): repair the file, or remove it (a range replay asked again then goes on from its checkpoint ${path.join(dir, `${id}.json`)})`,
+      }, file);
     }
-  }
+  };
+
+  // Why `jobs/` could not be listed, while it cannot; replays wait for it (each start or resume lists it again).
+  let unlisted: Error | null = null;
+  const listJobs = async () => {
+    let names: string[];
+    try {
+      names = await fsp.readdir(jobsDir);
+    } catch (error) {
+      // Made at the first replay: a service that never replays needs no writable DATA_DIR (Kafka in a container).
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') { unlisted = null; return; }
+      unlisted = error as Error;
+      logger.error('the replay jobs directory cannot be read: replays are refused until it can be; the service runs on', { dir: jobsDir, error: unlisted.message });
+      return;
+    }
+    unlisted = null;
+    for (const name of names) {
+      if (!name.endsWith('.json')) continue; // writeFileAtomically's temp files among them
+      const id = name.slice(0, -'.json'.length);
+      if (!JOB_ID.test(id)) { logger.warn('a file in the replay jobs directory is not named as a job is; it is left as it is', { file: path.join(jobsDir, name) }); continue; }
+      const job = jobs.has(id) ? null : await readJob(id);
+      if (job) jobs.set(id, job);
+    }
+  };
+  await listJobs();
+  const listed = async () => {
+    if (unlisted) await listJobs();
+    if (unlisted) throw new ReplayStoreError(unlisted, 'read');
+  };
 
   const save = async (job: ReplayJob) => {
     const file = path.join(jobsDir, `${job.id}.json`);
     try {
       await makeDirectories(jobsDir);
       await writeFileAtomically(file, JSON.stringify(job));
+      kept.add(job.id);
     } catch (error) {
       throw new ReplayStoreError(error);
     }
   };
-  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: { ...job.request } });
+  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request } });
 
   const plan = (job: ReplayJob): RefeedPlan => (job.kind === 'range'
     ? rangeReplayPlan(job.request as RangeReplayRequest, options.context)
@@ -135,8 +216,20 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const checkpoint = checkpointFile(path.join(dir, `${job.id}.json`));
     const before = { replayed: job.replayed, skipped: job.skipped };
     const starting = { state: 'running', error: null, finishedAt: null, remaining: null } as const;
-    // Kept before it counts as running: a job whose record cannot be written does not start (nor look started).
-    await save({ ...job, ...starting });
+    // The checkpoint's lock first: another process running this replay (a second service on this DATA_DIR, the
+    // CLI on Kafka) keeps its record too, which this one must not write over. Then the record, before it counts as
+    // running: a job whose record cannot be written does not start (nor look started).
+    let lock: HeldLock | null = null;
+    try {
+      lock = await checkpoint.lock().catch((error) => { throw error instanceof CheckpointInUse ? error : new ReplayStoreError(error); });
+      await save({ ...job, ...starting });
+    } catch (error) {
+      await lock?.release().catch(() => undefined);
+      // A new job never kept is not waiting to be resumed: it failed, and says why (asked again, it is retried).
+      if (!kept.has(job.id)) Object.assign(job, { state: 'failed', error: (error as Error).message, finishedAt: new Date().toISOString() });
+      throw error;
+    }
+    const held = lock;
     Object.assign(job, starting);
     const entry = { abort, cancelled: false, done: Promise.resolve() };
     running.set(job.id, entry);
@@ -144,7 +237,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     entry.done = (async () => {
       try {
         const result = await refeed({
-          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, checkpoint,
+          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, checkpoint, checkpointLocked: true,
           signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize,
           progress: { update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; }, finish() {} },
         }, checkpointRequest(job));
@@ -163,13 +256,27 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         job.finishedAt = new Date().toISOString();
         running.delete(job.id);
         await save(job).catch((error) => logger.error('a replay job record could not be saved', { replay: job.id, error: (error as Error).message }));
+        await held.release().catch((error) => logger.warn('a replay checkpoint\'s lock could not be released; the next run takes it over', { replay: job.id, error: (error as Error).message }));
         logger.info('replay ended', { replay: job.id, state: job.state, replayed: job.replayed, skipped: job.skipped, error: job.error ?? undefined });
       }
     })();
     return { job: snapshot(job), started: true };
   }
 
+  /** The job of that id, to start or resume: one unreadable when listed is read again, as the operator may have repaired or removed it since. */
+  async function current(id: string): Promise<ReplayJob | undefined> {
+    const job = jobs.get(id);
+    if (job?.state !== 'unreadable') return job;
+    const again = await readJob(id);
+    if (!again) { jobs.delete(id); return undefined; }
+    jobs.set(id, again);
+    if (again.state === 'unreadable') throw new ReplayJobUnreadable(snapshot(again));
+    return again;
+  }
+
   async function startOrResume(job: ReplayJob): Promise<{ job: ReplayJob; started: boolean }> {
+    // One cancelled a moment ago may still be saving its record and holding its checkpoint: resumed once it is done.
+    if (job.state !== 'running') await running.get(job.id)?.done;
     if (job.state === 'running' || job.state === 'complete') return { job: snapshot(job), started: false };
     return run(job, plan(job));
   }
@@ -188,11 +295,12 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
 
   return {
     startRange: (asked) => oneAtATime(async () => {
+      await listed();
       const refeedPlan = rangeReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
       // One spelling of the range, kept in the job and its checkpoint: another spelling of it finds this job.
       const request = normalRangeRequest(asked);
       const id = rangeReplayId(request);
-      const known = jobs.get(id);
+      const known = await current(id);
       if (known) return startOrResume(known);
       // A checkpoint the CLI left (a replay run while the service was stopped) is this job's progress.
       const job = fresh(id, 'range', request);
@@ -203,20 +311,28 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       return run(job, refeedPlan);
     }),
     startDeadLetters: (asked) => oneAtATime(async () => {
+      await listed();
       deadLetterReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
       const request = normalDeadLetterRequest(asked);
       const refeedPlan = deadLetterReplayPlan(request, options.context); // the letters as every later run reads them
+      // An unreadable job of these filters (its checkpoint names them) may have replayed some of these letters: it
+      // is refused as the job itself is, and gone on with once its record is repaired.
+      for (const j of [...jobs.values()].filter((j) => j.state === 'unreadable' && j.kind === 'dead-letters')) {
+        const saved = await checkpointFile(path.join(dir, `${j.id}.json`)).load().catch(() => null);
+        if (saved && JSON.stringify(saved.request) === JSON.stringify(checkpointRequest({ ...j, request }))) await current(j.id);
+      }
       // Asked again while a replay of the same dead letters is unfinished (cancelled, interrupted, stopped short,
       // failed; or still running): go on with it. A new job would start from the first letter again and append
       // every one the first had replayed a second time.
       const unfinished = [...jobs.values()]
-        .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
+        .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && j.request && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
         .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
       if (unfinished) return startOrResume(unfinished);
       const job = fresh(`dl-${randomBytes(8).toString('hex')}`, 'dead-letters', request);
       jobs.set(job.id, job);
       return run(job, refeedPlan);
     }),
+    listed,
     get: (id) => { const job = JOB_ID.test(id) ? jobs.get(id) : undefined; return job ? snapshot(job) : null; },
     list: () => [...jobs.values()].sort((a, b) => b.startedAt.localeCompare(a.startedAt)).map(snapshot),
     async cancel(id) {
@@ -227,7 +343,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       return snapshot(job);
     },
     resume: (id) => oneAtATime(async () => {
-      const job = jobs.get(id);
+      await listed();
+      const job = await current(id);
       return job ? startOrResume(job) : null;
     }),
     async settled(id) { await running.get(id)?.done; },
@@ -236,6 +353,29 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       for (const e of entries) e.abort.abort();
       await Promise.all(entries.map((e) => e.done));
     },
+  };
+}
+
+/** A job's record as kept, checked enough that listing, resuming and sorting it cannot throw; why not, otherwise. */
+function parseJob(text: string, id: string): ReplayJob {
+  let job: Partial<Record<keyof ReplayJob, unknown>>;
+  try {
+    job = JSON.parse(text);
+  } catch (error) {
+    throw new Error(`not JSON, as a write cut short or another program's leaves it: ${(error as Error).message}`);
+  }
+  const problem = typeof job !== 'object' || job === null || Array.isArray(job) ? 'not a JSON object'
+    : job.id !== id ? `its id ${JSON.stringify(job.id)} is not its file's name`
+    : job.kind !== 'range' && job.kind !== 'dead-letters' ? `its kind ${JSON.stringify(job.kind)} is not range or dead-letters`
+    : !KEPT_STATES.includes(job.state as string) ? `its state ${JSON.stringify(job.state)} is not one a job is kept in`
+    : typeof job.request !== 'object' || job.request === null || Array.isArray(job.request) ? 'it has no request'
+    : typeof job.startedAt !== 'string' ? 'it has no startedAt'
+    : null;
+  if (problem) throw new Error(`not a replay job's record: ${problem}`);
+  const count = (n: unknown) => (Number.isSafeInteger(n) && (n as number) >= 0 ? n as number : 0);
+  return {
+    ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped),
+    finishedAt: typeof job.finishedAt === 'string' ? job.finishedAt : null, error: typeof job.error === 'string' ? job.error : null,
   };
 }
 

@@ -1,13 +1,17 @@
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { openReplayJobs, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { openReplayJobs, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { rangeReplayId } from '../../services/admin/operations/replays';
+import { CheckpointInUse } from '../../services/admin/operations/refeed';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import { replayOf } from '../../services/platform/log/replay-marking';
 import { pipelineTopics } from '../../services/platform/log/topics';
-import { silentLogger } from '../../services/platform/logger/logger';
+import { createLogger, silentLogger } from '../../services/platform/logger/logger';
 import { collectUntilQuiet } from '../support/log-reads';
 
 /**
@@ -157,4 +161,150 @@ test('a dead-letter replay asked again while unfinished goes on with that job (e
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });
   }
+});
+
+test('a replay whose checkpoint another process is running (a second service on this DATA_DIR, `ingress replay` on Kafka) is refused naming it, appending and writing nothing; once that one ends it runs', async () => {
+  const dir = path.join(dataDir, 'replay-locked');
+  mkdirSync(dir, { recursive: true });
+  const jobs = await openReplayJobs({ log, dir, context, logger: silentLogger, batchSize: 10 });
+  const request = { topic: topics.received, from: '0', to: '99', workflow: null };
+  const checkpoint = path.join(dir, `${rangeReplayId(request)}.json`);
+  // The lock as files/pid-lock.ts writes it: the holder's pid first.
+  const other = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${checkpoint}.lock`)}, process.pid + ' its-token', { flag: 'wx' }); console.log('held'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    await once(other.stdout!, 'data');
+    const inUse = `checkpoint ${checkpoint} is in use: process ${other.pid} runs this replay; let it end, or stop it, then run it again`;
+    await expect(jobs.startRange(request)).rejects.toThrow(new CheckpointInUse(checkpoint, other.pid!));
+    // Refused before its record is written: the other process's record of it is not written over.
+    expect(existsSync(path.join(dir, 'jobs', `${rangeReplayId(request)}.json`))).toBe(false);
+    expect(jobs.get(rangeReplayId(request))).toMatchObject({ state: 'failed', replayed: 0, error: inUse });
+  } finally {
+    other.kill('SIGKILL');
+  }
+  await once(other, 'exit');
+  const { job } = await jobs.startRange(request);
+  await jobs.settled(job.id);
+  expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 100, error: null });
+});
+
+describe('a replay/jobs the service cannot use does not keep it from opening', () => {
+  let own: string;
+  let dir: string;
+  beforeEach(() => { own = mkdtempSync(path.join(tmpdir(), 'replay-unreadable-')); dir = path.join(own, 'replay'); mkdirSync(path.join(dir, 'jobs'), { recursive: true }); });
+  afterEach(() => rmSync(own, { recursive: true, force: true }));
+  const logged: Record<string, unknown>[] = [];
+  const logger = createLogger({ level: 'warn', write: (line) => logged.push(JSON.parse(line)) });
+  const open = () => openReplayJobs({ log, dir, context, logger, batchSize: 100 });
+  const range = (from: string) => ({ topic: topics.received, from, to: '99', workflow: null });
+  const jobFile = (id: string) => path.join(dir, 'jobs', `${id}.json`);
+
+  test('each unreadable record (torn, not a job\'s; a directory, a link to nothing or a named pipe in its place) is listed unreadable, with why, and is not resumed; the readable ones are kept', async () => {
+    const torn = rangeReplayId(range('0'));
+    const good = rangeReplayId(range('1'));
+    const written = { id: good, kind: 'range', request: range('1'), state: 'running', replayed: 0, skipped: 0, read: 0, remaining: null, startedAt: '2026-11-01T00:00:00.000Z', finishedAt: null, error: null };
+    writeFileSync(jobFile(torn), JSON.stringify({ ...written, id: torn, request: range('0') }).slice(0, 40)); // what a write cut short leaves
+    writeFileSync(jobFile(good), JSON.stringify(written));
+    writeFileSync(jobFile('0123456789abcdef'), '{}');
+    writeFileSync(jobFile('dl-0011223344556677'), JSON.stringify({ ...written, id: 'dl-0011223344556677', state: 'lost' }));
+    mkdirSync(jobFile('fedcba9876543210'));
+    symlinkSync(path.join(own, 'restored-elsewhere.json'), jobFile('0000111122223333'));
+    // A named pipe, as a record and as a readable one's checkpoint: read as files, each would block the opening for ever.
+    execFileSync('mkfifo', [jobFile('aaaabbbbccccdddd'), path.join(dir, `${good}.json`)]);
+    logged.length = 0;
+
+    const jobs = await open();
+    const unreadable = jobs.list().filter((j) => j.state === 'unreadable');
+    expect(unreadable.map((j) => j.id).sort()).toEqual([torn, '0123456789abcdef', 'dl-0011223344556677', 'fedcba9876543210', '0000111122223333', 'aaaabbbbccccdddd'].sort());
+    expect(jobs.get('0000111122223333')!.error).toContain('ENOENT'); // a link to nothing
+    expect(jobs.get(torn)).toMatchObject({ kind: 'range', request: null, error: expect.stringContaining(`${jobFile(torn)} cannot be read (not JSON`) });
+    expect(jobs.get('0123456789abcdef')!.error).toContain('not a replay job\'s record: its id undefined is not its file\'s name');
+    expect(jobs.get('dl-0011223344556677')).toMatchObject({ kind: 'dead-letters', error: expect.stringContaining('its state "lost"') });
+    expect(jobs.get('fedcba9876543210')!.error).toContain('not a regular file (a directory)');
+    expect(jobs.get('aaaabbbbccccdddd')!.error).toContain('not a regular file (a named pipe)');
+    expect(logged).toContainEqual(expect.objectContaining({ level: 'warn', replay: good, error: expect.stringContaining('not a regular file (a named pipe)') }));
+    expect(logged.filter((l) => l.level === 'error' && l.file === jobFile(torn))).toHaveLength(1);
+
+    // Asked again, by its range or its id: refused, and its file is left as it was for the operator.
+    await expect(jobs.startRange(range('0'))).rejects.toThrow(ReplayJobUnreadable);
+    await expect(jobs.resume(torn)).rejects.toThrow(/is not resumed: its record .* cannot be read/);
+    expect(readFileSync(jobFile(torn), 'utf8')).toHaveLength(40);
+    // The readable one resumes as it did (its checkpoint, once it is one again).
+    expect(jobs.get(good)).toMatchObject({ state: 'interrupted' });
+    rmSync(path.join(dir, `${good}.json`));
+    expect((await jobs.resume(good))!.started).toBe(true);
+    await jobs.settled(good);
+    expect(jobs.get(good)).toMatchObject({ state: 'complete', replayed: 99 });
+
+    // Repaired, it resumes; removed, the same range is a replay again (from its checkpoint, had it one).
+    rmSync(jobFile('fedcba9876543210'), { recursive: true });
+    writeFileSync(jobFile('fedcba9876543210'), JSON.stringify({ ...written, id: 'fedcba9876543210', request: range('2'), state: 'cancelled' }));
+    expect(await jobs.resume('fedcba9876543210')).toMatchObject({ started: true, job: { request: range('2') } });
+    await jobs.settled('fedcba9876543210');
+    expect(jobs.get('fedcba9876543210')).toMatchObject({ state: 'complete', replayed: 98 });
+    rmSync(jobFile(torn));
+    expect(await jobs.startRange(range('0'))).toMatchObject({ started: true, job: { id: torn } });
+    await jobs.settled(torn);
+    expect(jobs.get(torn)).toMatchObject({ state: 'complete', replayed: 100 });
+    await jobs.stop();
+  });
+
+  test('an unreadable dead-letter job refuses its own filters (its checkpoint names them), not others', async () => {
+    const id = 'dl-0011223344556677';
+    const filters = { stage: 'decoder', workflow: null, since: null, letters: null };
+    writeFileSync(jobFile(id), '{"id":"dl-00');
+    writeFileSync(path.join(dir, `${id}.json`), JSON.stringify({ request: { verb: 'replay', id, ...filters }, positions: { 0: '5' }, replayed: 5, skipped: 0, complete: false }));
+    const jobs = await open();
+    expect(jobs.get(id)).toMatchObject({ state: 'unreadable', kind: 'dead-letters', replayed: 5 });
+    await expect(jobs.startDeadLetters(filters)).rejects.toThrow(ReplayJobUnreadable);
+    expect(jobs.list()).toHaveLength(1);
+    expect(await jobs.startDeadLetters({ ...filters, stage: 'dispatcher' })).toMatchObject({ started: true, job: { id: expect.not.stringMatching(id) } });
+    await jobs.stop();
+  });
+
+  test('a jobs/ that cannot be listed is logged; replays are refused (store unavailable) until it can be, then they run', async () => {
+    rmSync(path.join(dir, 'jobs'), { recursive: true });
+    writeFileSync(path.join(dir, 'jobs'), 'not a directory');
+    logged.length = 0;
+    const jobs = await open();
+    expect(jobs.list()).toEqual([]);
+    expect(logged).toContainEqual(expect.objectContaining({ level: 'error', dir: path.join(dir, 'jobs'), error: expect.stringContaining('ENOTDIR') }));
+    const refused = await jobs.startRange(range('0')).catch((error) => error);
+    expect(refused).toBeInstanceOf(ReplayStoreError);
+    expect(refused.message).toMatch(/^The replay directory could not be read \(ENOTDIR/);
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: null })).rejects.toThrow(ReplayStoreError);
+    await expect(jobs.listed()).rejects.toThrow(ReplayStoreError);
+
+    rmSync(path.join(dir, 'jobs'));
+    await jobs.listed();
+    expect(jobs.list()).toEqual([]);
+    expect(await jobs.startRange(range('0'))).toMatchObject({ started: true });
+    await jobs.settled(rangeReplayId(range('0')));
+    expect(jobs.get(rangeReplayId(range('0')))).toMatchObject({ state: 'complete', replayed: 100 });
+  });
+
+  test('a new job whose first record cannot be saved is failed at once, with why; asked again once it can be, it runs', async () => {
+    const jobs = await open();
+    rmSync(path.join(dir, 'jobs'), { recursive: true });
+    writeFileSync(path.join(dir, 'jobs'), 'in the way');
+    await expect(jobs.startRange(range('0'))).rejects.toThrow(ReplayStoreError);
+    const id = rangeReplayId(range('0'));
+    expect(jobs.get(id)).toMatchObject({ state: 'failed', error: expect.stringMatching(/^The replay directory could not be written \(.*jobs is not a directory/), finishedAt: expect.any(String) });
+    await expect(jobs.startDeadLetters({ stage: 'decoder', workflow: null, since: null, letters: null })).rejects.toThrow(ReplayStoreError);
+    expect(jobs.list().find((j) => j.kind === 'dead-letters')).toMatchObject({ state: 'failed', error: expect.stringContaining('could not be written') });
+
+    rmSync(path.join(dir, 'jobs'));
+    expect(await jobs.startRange(range('0'))).toMatchObject({ started: true, job: { id, state: 'running', error: null } });
+    await jobs.settled(id);
+    expect(jobs.get(id)).toMatchObject({ state: 'complete', replayed: 100 });
+  });
+
+  test('a job the process died under after its checkpoint said complete is complete after a restart, not interrupted', async () => {
+    const first = await open();
+    const { job } = await first.startRange(range('0'));
+    await first.settled(job.id);
+    // What a kill -9 between the checkpoint's last save and the job's leaves: the record still says running.
+    writeFileSync(jobFile(job.id), JSON.stringify({ ...JSON.parse(readFileSync(jobFile(job.id), 'utf8')), state: 'running', finishedAt: null }));
+    const second = await open();
+    expect(second.get(job.id)).toMatchObject({ state: 'complete', replayed: 100 });
+  });
 });

@@ -1,9 +1,10 @@
-import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
 import { writeFileAtomically } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
+import { tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
+import { readRegularFile } from '../../platform/files/read-regular-file';
 
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
@@ -45,6 +46,8 @@ export interface RefeedOptions {
   /** The copy of `record` to append, or null to skip it. */
   select(record: LogRecord): OutRecord | null;
   checkpoint: CheckpointFile | null;
+  /** The caller holds the checkpoint's lock already (the service's jobs take it before they write their record). */
+  checkpointLocked?: boolean;
   progress: RefeedProgress;
   signal: AbortSignal;
   batchSize?: number;
@@ -78,13 +81,26 @@ export interface CheckpointFile {
   path: string;
   load(): Promise<CheckpointState | null>;
   save(state: CheckpointState): Promise<void>;
+  /** Held while a run reads and writes it; throws, naming the holder, while another process's run holds it. */
+  lock(): Promise<HeldLock>;
 }
+
+/** Another run of the same replay holds the checkpoint (its lock names a running process). */
+export class CheckpointInUse extends Error {
+  constructor(file: string, holder: number) {
+    super(`checkpoint ${file} is in use: ${holder ? `process ${holder} runs this replay` : 'another run of this replay is starting'}; let it end, or stop it, then run it again`);
+    this.name = 'CheckpointInUse';
+  }
+}
+
+/** Far above any checkpoint (its request names at most 10 000 letters): a larger file is not one. */
+const MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024;
 
 export function checkpointFile(file: string): CheckpointFile {
   return {
     path: file,
     async load() {
-      try { return JSON.parse(await fsp.readFile(file, 'utf8')) as CheckpointState; } catch (error) {
+      try { return JSON.parse(await readRegularFile(file, MAX_CHECKPOINT_BYTES)) as CheckpointState; } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
         throw new Error(`checkpoint ${file} is unreadable (${(error as Error).message}); delete it to start over`);
       }
@@ -94,10 +110,27 @@ export function checkpointFile(file: string): CheckpointFile {
       // Durable before the next batch is appended: a checkpoint lost to a crash would replay what it covered.
       await writeFileAtomically(file, JSON.stringify(state));
     },
+    // Two runs on one checkpoint would each append what the other appends: the service's job and `ingress replay`
+    // on Kafka (the embedded log refuses the second writer anyway), or two services on one DATA_DIR.
+    async lock() {
+      await makeDirectories(path.dirname(file));
+      const held = await tryLockFile(`${file}.lock`);
+      if ('release' in held) return held;
+      throw new CheckpointInUse(file, held.holder);
+    },
   };
 }
 
 export async function refeed(options: RefeedOptions, request: Record<string, string | null>): Promise<RefeedResult> {
+  const lock = options.checkpointLocked ? undefined : await options.checkpoint?.lock();
+  try {
+    return await refeedLocked(options, request);
+  } finally {
+    await lock?.release();
+  }
+}
+
+async function refeedLocked(options: RefeedOptions, request: Record<string, string | null>): Promise<RefeedResult> {
   const { log, source, until, select, checkpoint, progress } = options;
   const batchSize = options.batchSize ?? 200;
   const quietMs = options.quietMs ?? 5_000;

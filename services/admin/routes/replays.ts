@@ -10,13 +10,17 @@ import { optionalString, replayAnswer } from './request-fields';
  */
 export function replayRoutes(deps: AdminApiDeps): Router {
   const router = Router();
-  const job = (id: string) => {
+  const job = async (id: string) => {
+    await deps.replays.listed();
     const found = deps.replays.get(id);
     if (!found) throw new AdminError('not-found', `No replay ${JSON.stringify(id)}`);
     return found;
   };
 
-  router.get('/replays', (_req, res) => { res.json({ replays: deps.replays.list() }); });
+  router.get('/replays', async (_req, res) => {
+    await deps.replays.listed();
+    res.json({ replays: deps.replays.list() });
+  });
 
   router.post('/replays', async (req, res) => {
     const body = (req.body ?? {}) as Record<string, unknown>;
@@ -43,15 +47,15 @@ export function replayRoutes(deps: AdminApiDeps): Router {
     }
   });
 
-  router.get('/replays/:id', (req, res) => { res.json(job(req.params.id)); });
+  router.get('/replays/:id', async (req, res) => { res.json(await job(req.params.id)); });
 
   router.post('/replays/:id/cancel', async (req, res) => {
-    job(req.params.id);
+    await job(req.params.id);
     res.json(await deps.replays.cancel(req.params.id));
   });
 
   router.post('/replays/:id/resume', async (req, res) => {
-    job(req.params.id);
+    await job(req.params.id);
     replayAnswer(res, (await deps.replays.resume(req.params.id))!);
   });
   return router;
