@@ -451,13 +451,15 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
   /**
    * Each connection's latest request, so that a parse error after it (clientError) can let it answer, with the
-   * requests pipelined before it whose answers are still owed or going out (`earlier`, newest first). Answered
-   * ones are dropped as the next request arrives, so the chain is only as long as the pipeline in flight.
+   * answer owed just before it (`earlier`). Node writes a connection's answers in order and each finishes only
+   * after the one before it, so that answer's 'finish' is every earlier one's. Only the answer is kept, not the
+   * request it was for: a link to that would chain every request of a connection that never stops pipelining,
+   * each kept for as long as the connection lives.
    */
   const inHand = new WeakMap<Socket, InHand>();
   const server = http.createServer((req, res) => {
     const prior = inHand.get(req.socket);
-    inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior : undefined });
+    inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined });
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
     if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);
@@ -501,10 +503,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       if (current.res.writableFinished) socket.destroy();
       else current.res.once('finish', () => socket.destroy());
     };
-    let owed = current.earlier;
-    while (owed !== undefined && owed.res.writableFinished) owed = owed.earlier;
+    const owed = current.earlier;
     // Node hands the socket to the next answer in its own 'finish' listener, added before this one.
-    if (owed !== undefined) owed.res.once('finish', settle);
+    if (owed !== undefined && !owed.writableFinished) owed.once('finish', settle);
     else settle();
   });
   // Requests Node would otherwise answer bare (an unknown Expect: 417 without a request id) or not at all
@@ -556,8 +557,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   };
 }
 
-/** A request on a connection, with those pipelined before it that were still unanswered when it came. */
-interface InHand { req: http.IncomingMessage; res: http.ServerResponse; earlier: InHand | undefined }
+/** A request on a connection, with the answer before it when that was still unwritten as it came. */
+interface InHand { req: http.IncomingMessage; res: http.ServerResponse; earlier: http.ServerResponse | undefined }
 
 /**
  * What a request the parser cannot read (lib/_http_server.js would answer these itself, bare) is answered, for the

@@ -1,0 +1,71 @@
+import * as dc from 'node:diagnostics_channel';
+import * as net from 'node:net';
+import * as v8 from 'node:v8';
+import * as vm from 'node:vm';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { collectUntilQuiet } from '../support/log-reads';
+import { parsedAnswer, rawExchange, rawPost, splitAnswers } from '../support/raw-http';
+import { startTestApp, type TestApp } from '../support/app';
+
+/**
+ * The receiver's connection-level HTTP behaviour under pipelining, with raw sockets: every request gets its answer
+ * in order (or the connection closes after an answer that says so), and every 200 has exactly one received record.
+ */
+const codec = defaultAvroCodec();
+let app: TestApp;
+
+beforeAll(async () => {
+  app = await startTestApp('embedded', { MAX_BODY_BYTES: '64KiB', WORKFLOW_CACHE_MS: '0' });
+  await app.backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'none' } }] });
+});
+afterAll(async () => { await app?.stop(); });
+
+const accept = (marker: string) => rawPost(`/hook/wf-open?marker=${marker}`);
+
+/** How many received records each request id has. */
+async function recordsById(): Promise<Map<string, number>> {
+  const counts = new Map<string, number>();
+  for (const r of await collectUntilQuiet(app.backends.log, app.topics.received, 300)) {
+    const id = codec.decode('Received', r.value).requestId;
+    counts.set(id, (counts.get(id) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/** Each answer as `status` (and `close` when it says Connection: close), a 200 as `200 recorded` when it has exactly one received record. */
+async function outcomes(raw: string): Promise<string[]> {
+  const records = await recordsById();
+  return splitAnswers(raw).map((text) => {
+    const answer = parsedAnswer(text);
+    const parts = [String(answer.status)];
+    if (answer.status === 200) parts.push(records.get(answer.headers['x-request-id']) === 1 ? 'recorded' : 'NOT RECORDED');
+    if (answer.status >= 400) parts.push(answer.headers['x-request-id'] ? JSON.parse(answer.body).error : 'no request id');
+    if (answer.headers.connection === 'close') parts.push('close');
+    return parts.join(' ');
+  });
+}
+
+test('a burst of pipelined requests is not kept once answered, while its connection stays open', async () => {
+  v8.setFlagsFromString('--expose-gc');
+  const gc = vm.runInNewContext('gc') as () => void;
+  const requests: WeakRef<object>[] = [];
+  const onStart = (message: unknown) => { requests.push(new WeakRef((message as { request: object }).request)); };
+  dc.subscribe('http.server.request.start', onStart);
+  const { hostname, port } = new URL(app.baseUrl);
+  const socket = net.connect({ host: hostname, port: Number(port) });
+  try {
+    let text = '';
+    socket.on('data', (d) => { text += d.toString('latin1'); });
+    await new Promise((resolve) => socket.once('connect', resolve));
+    // One write: each request arrives while the one before it is still in flight.
+    socket.write(Array.from({ length: 30 }, (_, i) => accept(`burst-${i}`)).join(''));
+    while (splitAnswers(text).length < 30) await new Promise((r) => setTimeout(r, 20));
+    for (let i = 0; i < 3; i++) { gc(); await new Promise((r) => setImmediate(r)); }
+    expect(requests).toHaveLength(30);
+    // The last request, and the one answered before it, may be kept until the next request or the close.
+    expect(requests.filter((r) => r.deref() !== undefined).length).toBeLessThanOrEqual(2);
+  } finally {
+    dc.unsubscribe('http.server.request.start', onStart);
+    socket.destroy();
+  }
+});
