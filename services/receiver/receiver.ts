@@ -522,7 +522,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     socket.on('error', () => undefined);
     // The server allows half-open connections, so end() alone would leave the socket open for as long as the
     // client keeps its side: closed once the answer is written (no HTTP timeout covers a handed-over socket).
-    socket.end(rawAnswer(errorAnswer('method-not-allowed', undefined, { allow: 'POST' }), requestId), () => socket.destroy());
+    const answer = () => socket.end(rawAnswer(errorAnswer('method-not-allowed', undefined, { allow: 'POST' }), requestId), () => socket.destroy());
+    // Requests pipelined before it may still be answering on this socket (Node hands it over all the same):
+    // written at once, the refusal would go out before their answers, and the close would cut them off.
+    const before = inHand.get(socket);
+    if (before !== undefined && !before.res.writableFinished) before.res.once('finish', answer);
+    else answer();
   });
   // A client that shuts its side once the request is sent (FIN after the body) still reads the answer: Node's
   // default aborts the request on that FIN and closes without one. With this, the request is handled, answered,

@@ -69,3 +69,8 @@ test('a burst of pipelined requests is not kept once answered, while its connect
     socket.destroy();
   }
 });
+
+test('a CONNECT pipelined behind requests still in flight is refused after their answers: the accepted ones keep their 200', async () => {
+  const raw = await rawExchange(app.baseUrl, accept('before-connect-1') + accept('before-connect-2') + 'CONNECT /hook/wf-open HTTP/1.1\r\nHost: x\r\n\r\n');
+  expect(await outcomes(raw)).toEqual(['200 recorded', '200 recorded', '405 method-not-allowed close']);
+});
