@@ -457,9 +457,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
    * each kept for as long as the connection lives.
    */
   const inHand = new WeakMap<Socket, InHand>();
-  const server = http.createServer((req, res) => {
+  function track(req: http.IncomingMessage, res: http.ServerResponse) {
     const prior = inHand.get(req.socket);
     inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined });
+  }
+  const server = http.createServer((req, res) => {
+    track(req, res);
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
     if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);
@@ -476,12 +479,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     socket.destroy();
   }
-  // Bytes that are no request right after a whole one (a body longer than its Content-Length) fail the parser
-  // while that request is in flight. Node's default answers 400 and closes at once: the sender would read a
-  // refusal of a request we may accept. The request in hand answers instead, and the connection closes after it.
-  // A parse error inside a request's own body gets the status Node would give it, as a JSON error with a request
-  // id (parserAnswer), but only once the requests pipelined before it are answered: Node's default, and the
-  // first version of this handler, wrote it at once and closed, so a request we had accepted lost its 200.
+  // A parse error gets the status Node would give it, as a JSON error with a request id (parserAnswer), but only
+  // once the requests pipelined before it are answered: Node's default, and the first version of this handler,
+  // wrote it at once and closed, so a request we had accepted lost its 200. Bytes that fail the parser right after
+  // a whole request (a pipelined request with a bad header, or a body longer than its Content-Length) come while
+  // that request is in flight: the refusal follows its answer. Closing the connection on that answer instead
+  // would leave the pipelined request unanswered.
   server.on('clientError', (error: NodeJS.ErrnoException, duplex) => {
     const socket = duplex as Socket;
     if (parseFailed.has(socket)) return;
@@ -489,10 +492,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const current = inHand.get(socket);
     if (current === undefined) return refuseUnparsable(socket, error);
     if (current.req.complete) {
-      // Every request on the connection is whole: the last answer owed closes it (all before it go out first).
-      if (!current.res.headersSent) current.res.shouldKeepAlive = false;
-      else if (!current.res.writableFinished) current.res.once('finish', () => socket.destroy());
-      else refuseUnparsable(socket, error);
+      // Every request on the connection is whole: the refusal follows the last answer owed (all before it go out
+      // first). An answer that said `Connection: close` has ended the socket: nothing follows it.
+      if (current.res.writableFinished) refuseUnparsable(socket, error);
+      else current.res.once('finish', () => refuseUnparsable(socket, error));
       return;
     }
     // The error is in the current request's body. An answer it already has (a refusal sent before its body was
@@ -511,6 +514,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   // Requests Node would otherwise answer bare (an unknown Expect: 417 without a request id) or not at all
   // (CONNECT: the socket is handed over and left open): each gets the JSON error and a request id.
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    // In hand like any request: a parse error after it must not be answered after its `Connection: close`.
+    track(req, res);
     const requestId = randomUUID();
     if (logger.enabled('info')) logger.info('request refused: an expectation other than 100-continue', { requestId, remoteAddress: req.socket.remoteAddress ?? null });
     res.shouldKeepAlive = false; // its body, if any, is not read

@@ -74,3 +74,30 @@ test('a CONNECT pipelined behind requests still in flight is refused after their
   const raw = await rawExchange(app.baseUrl, accept('before-connect-1') + accept('before-connect-2') + 'CONNECT /hook/wf-open HTTP/1.1\r\nHost: x\r\n\r\n');
   expect(await outcomes(raw)).toEqual(['200 recorded', '200 recorded', '405 method-not-allowed close']);
 });
+
+test.each([
+  ['a byte no header may hold', 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\nContent-Length: 2\r\n\r\n{}', '400 request-malformed close'],
+  ['headers over 16 KiB', `POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nX-Big: ${'a'.repeat(17 * 1024)}\r\nContent-Length: 2\r\n\r\n{}`, '431 headers-too-large close'],
+  ['an unknown method', 'FOO /hook/wf-open HTTP/1.1\r\nHost: x\r\n\r\n', '400 request-malformed close'],
+])('a request the parser refuses (%s), pipelined behind requests still in flight, is answered after them', async (_, broken, refusal) => {
+  const raw = await rawExchange(app.baseUrl, accept('before-broken-1') + accept('before-broken-2') + broken);
+  expect(await outcomes(raw)).toEqual(['200 recorded', '200 recorded', refusal]);
+});
+
+test('bytes after a body longer than its Content-Length: the request is answered as it was handled, then the parser\'s refusal, and the connection closes', async () => {
+  const raw = await rawExchange(app.baseUrl, rawPost('/hook/wf-open?marker=longer', '{"a":1}') + 'XX\r\n\r\n');
+  expect(await outcomes(raw)).toEqual(['200 recorded', '400 request-malformed close']);
+});
+
+test.each([
+  ['after it', accept('before-expect') + 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}' + 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nX-Bad: a\x01b\r\n\r\n', ['200 recorded', '417 expectation-failed close']],
+  ['in its own body', 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n', ['417 expectation-failed close']],
+])('an Expect other than 100-continue, with a parse error %s: its 417 says Connection: close, and nothing follows it', async (_, request, expected) => {
+  expect(await outcomes(await rawExchange(app.baseUrl, request))).toEqual(expected);
+});
+
+test('Expect: 100-continue pipelined behind an accepted request: both answered in order, the 100 before the 200 it asked for', async () => {
+  const raw = await rawExchange(app.baseUrl, accept('before-continue') + rawPost('/hook/wf-open?marker=continue', '{}', 'Expect: 100-continue\r\nConnection: close\r\n'));
+  expect(splitAnswers(raw).map((a) => parsedAnswer(a).status)).toEqual([200, 100, 200]);
+  expect(await outcomes(raw.replace(/HTTP\/1\.1 100 Continue\r\n\r\n/, ''))).toEqual(['200 recorded', '200 recorded close']);
+});
