@@ -85,8 +85,9 @@ export interface Receiver {
   readonly server: http.Server;
   listen(port: number, host: string): Promise<number>;
   /**
-   * Stop accepting connections, close the idle ones, and end each busy one with the answer in hand
-   * (`Connection: close`); resolves once the requests in flight are answered, or after `graceMs` cuts what is left.
+   * Stop accepting connections, close the idle ones, and end each busy one with the answer to its latest request
+   * (`Connection: close`), refusing what arrives after; resolves once the requests in flight are answered, or after
+   * `graceMs` cuts what is left.
    */
   close(graceMs?: number): Promise<void>;
 }
@@ -162,7 +163,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const outcomes = new WeakMap<http.ServerResponse, string>();
   /** The code of each answer that was not a plain 200, for the refusal journal. */
   const codes = new WeakMap<http.ServerResponse, string | null>();
-  /** Set by close(): from then on no answer keeps its connection open (see close). */
+  /** Set by close(): from then on a connection's last answer closes it, and new requests are refused (see close). */
   let closeBegun = false;
 
   /**
@@ -183,7 +184,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length);
     headers['x-request-id'] = requestId;
-    if (closeBegun) res.shouldKeepAlive = false;
+    // Only the connection's latest request may close it: an earlier one's answer goes out first, and a close on it
+    // would cut off the answers after it, to requests that may be accepted (their records written) by then.
+    if (closeBegun && inHand.get(res.req.socket)?.res === res) res.shouldKeepAlive = false;
     res.writeHead(answer.status, headers);
     // Node writes headers as Latin-1, except when they go out in one write with a string body: then both
     // are UTF-8, and a header byte of 0x80 or more (a templated echo of what the partner sent) would be
@@ -209,6 +212,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     closing(req, res, requestId, errorAnswer('request-timeout', undefined, { connection: 'close' }));
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
+    // A request that arrives once close has begun (pipelined, or sent on a kept-alive connection before its last
+    // answer said close) is not taken on: the requests in flight are what close waits for.
+    if (closeBegun) { refuse(req, res, requestId, BUSY); return BUSY.status; }
     const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
     if (req.method !== 'POST') { refuse(req, res, requestId, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
@@ -552,9 +558,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     },
     close(graceMs = 10_000) {
       // server.close() stops accepting and closes the connections idle at that moment, but a busy keep-alive
-      // connection would stay open after its answer and could carry more requests until the grace ends. With
-      // every answer from now on saying `Connection: close`, each one ends after the answer in hand, and the
-      // server closes once the last request in flight is answered.
+      // connection would stay open after its answer and could carry more requests until the grace ends. From now
+      // on each connection's latest request is answered `Connection: close` (those pipelined before it keep their
+      // answers), requests that arrive after it are refused 503, and the server closes once the last request in
+      // flight is answered.
       closeBegun = true;
       return new Promise((resolve) => {
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);

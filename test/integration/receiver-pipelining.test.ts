@@ -101,3 +101,44 @@ test('Expect: 100-continue pipelined behind an accepted request: both answered i
   expect(splitAnswers(raw).map((a) => parsedAnswer(a).status)).toEqual([200, 100, 200]);
   expect(await outcomes(raw.replace(/HTTP\/1\.1 100 Continue\r\n\r\n/, ''))).toEqual(['200 recorded', '200 recorded close']);
 });
+
+test('close while a pipeline is in flight: every request taken on before it is answered 200 with its record, in order, and one that arrives after it is refused 503', async () => {
+  const other = await startTestApp('embedded', { SHUTDOWN_GRACE_MS: '60000' });
+  try {
+    await other.backends.registry.workflows.put({ id: 'wf-open', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+    // The durable accepts wait until close has begun: all three requests are in flight when it does.
+    const { log } = other.backends;
+    const append = log.append.bind(log);
+    let appends = 0;
+    let release!: () => void;
+    const held = new Promise<void>((resolve) => { release = resolve; });
+    log.append = async (...args) => { appends++; await held; return append(...args); };
+
+    const { hostname, port } = new URL(other.baseUrl);
+    const socket = net.connect({ host: hostname, port: Number(port) });
+    let raw = '';
+    socket.on('data', (d) => { raw += d.toString('latin1'); });
+    const ended = new Promise((resolve) => socket.once('close', resolve));
+    await new Promise((resolve) => socket.once('connect', resolve));
+    const chunked = 'POST /hook/wf-open?marker=in-flight-3 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n';
+    socket.write(accept('in-flight-1') + accept('in-flight-2') + `${chunked}1\r\n{\r\n`);
+    while (appends < 2) await new Promise((r) => setTimeout(r, 10));
+
+    const closed = other.stopServices(30_000);
+    // The third body ends after close began, with a fourth request pipelined behind it.
+    socket.write(`1\r\n}\r\n0\r\n\r\n${accept('after-close')}`);
+    while (appends < 3) await new Promise((r) => setTimeout(r, 10));
+    release();
+    await ended;
+    await closed;
+
+    const records = new Set((await collectUntilQuiet(other.backends.log, other.topics.received, 300)).map((r) => codec.decode('Received', r.value).requestId));
+    const answers = splitAnswers(raw).map(parsedAnswer);
+    expect(answers.map((a) => [a.status, a.headers.connection, a.status === 200 ? records.has(a.headers['x-request-id']) : JSON.parse(a.body).error])).toEqual([
+      [200, 'keep-alive', true], [200, 'keep-alive', true], [200, 'keep-alive', true], [503, 'close', 'enqueue-failed'],
+    ]);
+    expect(records.size).toBe(3);
+  } finally {
+    await other.stop();
+  }
+});
