@@ -469,6 +469,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   }
   const server = http.createServer((req, res) => {
     track(req, res);
+    // Node's parser stops at the end of a request that asks for an upgrade (`Connection: upgrade` with `Upgrade`)
+    // and drops the rest of what it read with it; without an 'upgrade' listener the request is served as any
+    // other, but the requests pipelined behind it are lost, unanswered, on a connection left open. Its answer
+    // closes the connection instead: the client knows from it that nothing after it was read.
+    if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
     if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);

@@ -142,3 +142,12 @@ test('close while a pipeline is in flight: every request taken on before it is a
     await other.stop();
   }
 });
+
+test('a request that asks for an upgrade is answered as any other, and closes the connection: Node drops what was pipelined behind it', async () => {
+  const upgrade = rawPost('/hook/wf-open?marker=upgrade', '{}', 'Connection: upgrade\r\nUpgrade: websocket\r\n');
+  const exchange = rawExchange(app.baseUrl, accept('before-upgrade') + upgrade + accept('after-upgrade'));
+  const raw = await Promise.race([exchange, new Promise<string>((resolve) => setTimeout(() => resolve('still open'), 3_000))]);
+  expect(raw === 'still open' ? raw : await outcomes(raw)).toEqual(['200 recorded', '200 recorded close']);
+  const markers = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value).query.marker?.[0]);
+  expect(markers).not.toContain('after-upgrade');
+});
