@@ -197,7 +197,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   /** Answer without reading the body; keep the connection only if the rest of the body is small. */
   function refuse(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer) {
     send(res, requestId, answer);
-    void drainBody(req, deps.maxBodyBytes, { idle: deps.idleBodies }).then(() => { if (!req.complete) req.socket.destroy(); });
+    void drainBody(req, deps.maxBodyBytes, { idle: deps.idleBodies }).then(() => {
+      if (req.complete) return;
+      // Not before this answer is written: the answers owed to requests pipelined before it go out first.
+      if (res.writableFinished) req.socket.destroy();
+      else res.once('finish', () => req.socket.destroy());
+    });
   }
 
   /** An answer after which the connection, with the rest of the body unread, is closed. */

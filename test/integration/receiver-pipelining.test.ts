@@ -151,3 +151,12 @@ test('a request that asks for an upgrade is answered as any other, and closes th
   const markers = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value).query.marker?.[0]);
   expect(markers).not.toContain('after-upgrade');
 });
+
+/** A POST to `path` whose one chunk is `size` bytes: over MAX_BODY_BYTES (64 KiB here) for a 413. */
+const chunkedOf = (path: string, size: number) =>
+  `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${size.toString(16)}\r\n"${'a'.repeat(size - 2)}"\r\n0\r\n\r\n`;
+
+test('a refusal whose body is too large to read through closes the connection only once the answers before it are written', async () => {
+  const raw = await rawExchange(app.baseUrl, accept('before-404') + chunkedOf('/elsewhere', 70_000));
+  expect(await outcomes(raw)).toEqual(['200 recorded', '404 not-found']);
+});
