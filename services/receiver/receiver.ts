@@ -67,6 +67,8 @@ export interface ReceiverDeps {
 interface RequestFacts {
   triggerKind: string | null;
   bodyBytes: number;
+  /** The request's place on its connection (0 for the first): what was read before or after it. */
+  seq: number;
   /** Set once an existing workflow's trigger node is selected: only those refusals are journaled. */
   workflowId: string | null;
   triggerNode: string | null;
@@ -205,16 +207,23 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     });
   }
 
+  /**
+   * The place on its connection (RequestFacts.seq) of a request whose answer closes the connection with the rest of
+   * its body unread. Requests the parser read behind that body (in the same read) are in hand already, but their
+   * answers would come after the close: none of them is accepted (see the accept in handle).
+   */
+  const endingAt = new WeakMap<Socket, number>();
   /** An answer after which the connection, with the rest of the body unread, is closed. */
-  function closing(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer): number {
+  function closing(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number, answer: Answer): number {
+    endingAt.set(req.socket, Math.min(seq, endingAt.get(req.socket) ?? seq));
     send(res, requestId, answer);
     res.once('finish', () => req.socket.destroy());
     return answer.status;
   }
-  const tooLarge = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string) =>
-    closing(req, res, requestId, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
-  const stalled = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string) =>
-    closing(req, res, requestId, errorAnswer('request-timeout', undefined, { connection: 'close' }));
+  const tooLarge = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
+    closing(req, res, requestId, seq, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
+  const stalled = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
+    closing(req, res, requestId, seq, errorAnswer('request-timeout', undefined, { connection: 'close' }));
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
     // A request that arrives once close has begun (pipelined, or sent on a kept-alive connection before its last
@@ -247,10 +256,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       // over the limit or gone silent, the memory budget spent) the answer is the same refusal at the same
       // moment and in the same order, or that answer would tell the two apart.
       if (deps.acceptGate.saturated()) { refuse(req, res, requestId, BUSY); return BUSY.status; }
-      if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
+      if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId, facts.seq);
       const drained = await drainBody(req, deps.maxBodyBytes, { account: { held: deps.heldBodies, inlineMax: deps.inlineBodyMax }, idle: deps.idleBodies });
-      if (drained.outcome === 'too-large') return tooLarge(req, res, requestId);
-      if (drained.outcome === 'idle') return stalled(req, res, requestId);
+      if (drained.outcome === 'too-large') return tooLarge(req, res, requestId, facts.seq);
+      if (drained.outcome === 'idle') return stalled(req, res, requestId, facts.seq);
       if (drained.outcome === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
       // An open hook's record enters the accept gate here, and is refused when it would not fit. The record
       // this request would have made, for a webhook node, meets the gate the same way (nothing is held).
@@ -299,10 +308,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       idle: deps.idleBodies,
     });
     if (!outcome.ok) {
-      if (outcome.reason === 'too-large') return tooLarge(req, res, requestId);
+      if (outcome.reason === 'too-large') return tooLarge(req, res, requestId, facts.seq);
       if (outcome.reason === 'idle') {
         logger.warn('request body stopped arriving, or arrived too slowly: request given up', { requestId, workflowId: workflow.id });
-        return stalled(req, res, requestId);
+        return stalled(req, res, requestId, facts.seq);
       }
       if (outcome.reason === 'store-failed') {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
@@ -396,6 +405,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       return refuseAccepted();
     }
+    // An answer before this one closes the connection: no 200 could reach the sender, who will send the request
+    // again, and accepting it now would have it executed twice.
+    if ((endingAt.get(req.socket) ?? facts.seq) < facts.seq) {
+      if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
+      logger.info('an earlier answer closes the connection: request not accepted', { requestId, workflowId: workflow.id });
+      return refuseAccepted();
+    }
     if (!deps.acceptGate.tryEnter(value.length)) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       logger.warn('log saturated, request refused', { requestId, workflowId: workflow.id, pending: deps.acceptGate.pending().count });
@@ -436,10 +452,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   }
 
   /** One request, start to metrics; handle() decides the answer. */
-  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span): Promise<void> {
+  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span, seq: number): Promise<void> {
     const requestId = randomUUID();
     const started = performance.now();
-    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
+    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, seq, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
     // Without an SDK the span records nothing: its attributes are not even built.
     if (span.isRecording()) {
       span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId });
@@ -468,12 +484,15 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
    * each kept for as long as the connection lives.
    */
   const inHand = new WeakMap<Socket, InHand>();
-  function track(req: http.IncomingMessage, res: http.ServerResponse) {
+  /** Puts the request in hand on its connection; its place there (RequestFacts.seq). */
+  function track(req: http.IncomingMessage, res: http.ServerResponse): number {
     const prior = inHand.get(req.socket);
-    inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined });
+    const seq = prior === undefined ? 0 : prior.seq + 1;
+    inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined, seq });
+    return seq;
   }
   const server = http.createServer((req, res) => {
-    track(req, res);
+    const seq = track(req, res);
     // Node's parser stops at the end of a request that asks for an upgrade (`Connection: upgrade` with `Upgrade`)
     // and drops the rest of what it read with it; without an 'upgrade' listener the request is served as any
     // other, but the requests pipelined behind it are lost, unanswered, on a connection left open. Its answer
@@ -481,8 +500,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
-    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);
-    else void serve(req, res, span);
+    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span, seq);
+    else void serve(req, res, span, seq);
   });
   /** Sockets whose parse error is handled: the parser reports the same error again on every later chunk. */
   const parseFailed = new WeakSet<Socket>();
@@ -585,7 +604,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 }
 
 /** A request on a connection, with the answer before it when that was still unwritten as it came. */
-interface InHand { req: http.IncomingMessage; res: http.ServerResponse; earlier: http.ServerResponse | undefined }
+interface InHand { req: http.IncomingMessage; res: http.ServerResponse; earlier: http.ServerResponse | undefined; seq: number }
 
 /**
  * What a request the parser cannot read (lib/_http_server.js would answer these itself, bare) is answered, for the

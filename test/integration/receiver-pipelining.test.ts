@@ -156,6 +156,14 @@ test('a request that asks for an upgrade is answered as any other, and closes th
 const chunkedOf = (path: string, size: number) =>
   `POST ${path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${size.toString(16)}\r\n"${'a'.repeat(size - 2)}"\r\n0\r\n\r\n`;
 
+test('a body over MAX_BODY_BYTES closes its connection with a 413 after the answers before it; a request read behind it is not accepted, since its answer could not follow', async () => {
+  const raw = await rawExchange(app.baseUrl, accept('before-413') + chunkedOf('/hook/wf-open', 70_000) + accept('after-413'));
+  expect(await outcomes(raw)).toEqual(['200 recorded', '413 payload-too-large close']);
+  const markers = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value).query.marker?.[0]);
+  expect(markers).toContain('before-413');
+  expect(markers).not.toContain('after-413');
+});
+
 test('a refusal whose body is too large to read through closes the connection only once the answers before it are written', async () => {
   const raw = await rawExchange(app.baseUrl, accept('before-404') + chunkedOf('/elsewhere', 70_000));
   expect(await outcomes(raw)).toEqual(['200 recorded', '404 not-found']);
