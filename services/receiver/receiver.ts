@@ -229,6 +229,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // A request that arrives once close has begun (pipelined, or sent on a kept-alive connection before its last
     // answer said close) is not taken on: the requests in flight are what close waits for.
     if (closeBegun) { refuse(req, res, requestId, BUSY); return BUSY.status; }
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400. Node's own check (requireHostHeader, off here)
+    // answers it bare and closes the connection while requests read behind it go on to be accepted, unanswered.
+    if (req.headers.host === undefined && req.httpVersionMinor === 1 && req.httpVersionMajor === 1) return closing(req, res, requestId, facts.seq, NO_HOST);
     const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
     if (req.method !== 'POST') { refuse(req, res, requestId, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
@@ -491,7 +494,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined, seq });
     return seq;
   }
-  const server = http.createServer((req, res) => {
+  const server = http.createServer({ requireHostHeader: false }, (req, res) => {
     const seq = track(req, res);
     // Node's parser stops at the end of a request that asks for an upgrade (`Connection: upgrade` with `Upgrade`)
     // and drops the rest of what it read with it; without an 'upgrade' listener the request is served as any
@@ -617,6 +620,7 @@ const PARSER_ERRORS: Record<string, Answer> = {
   ERR_HTTP_REQUEST_TIMEOUT: errorAnswer('request-timeout', 'The request did not arrive in time'),
 };
 const MALFORMED = errorAnswer('request-malformed');
+const NO_HOST = errorAnswer('request-malformed', 'An HTTP/1.1 request must carry a Host header', { connection: 'close' });
 function parserAnswer(code: string | undefined, requestId: string): string {
   return rawAnswer((code !== undefined && PARSER_ERRORS[code]) || MALFORMED, requestId);
 }

@@ -168,3 +168,14 @@ test('a refusal whose body is too large to read through closes the connection on
   const raw = await rawExchange(app.baseUrl, accept('before-404') + chunkedOf('/elsewhere', 70_000));
   expect(await outcomes(raw)).toEqual(['200 recorded', '404 not-found']);
 });
+
+test('an HTTP/1.1 request without Host is a JSON 400 with a request id, after the answers before it; what was read behind it is not accepted', async () => {
+  const noHost = 'POST /hook/wf-open?marker=no-host HTTP/1.1\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}';
+  const raw = await rawExchange(app.baseUrl, accept('before-no-host') + noHost + accept('after-no-host'));
+  expect(await outcomes(raw)).toEqual(['200 recorded', '400 request-malformed close']);
+  const markers = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value).query.marker?.[0]);
+  expect(markers).not.toContain('no-host');
+  expect(markers).not.toContain('after-no-host');
+  // HTTP/1.0 needs none.
+  expect(await outcomes(await rawExchange(app.baseUrl, 'POST /hook/wf-open?marker=http10 HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'))).toEqual(['200 recorded close']);
+});
