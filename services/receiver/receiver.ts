@@ -208,14 +208,16 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   }
 
   /**
-   * The place on its connection (RequestFacts.seq) of a request whose answer closes the connection with the rest of
-   * its body unread. Requests the parser read behind that body (in the same read) are in hand already, but their
-   * answers would come after the close: none of them is accepted (see the accept in handle).
+   * The place on its connection (RequestFacts.seq) of the first request whose answer closes the connection: one
+   * with the rest of its body unread, one that asked for the close (`Connection: close`, HTTP/1.0), a 417. Requests
+   * the parser read behind it (pipelined in the same read) are in hand already, but their answers would come after
+   * the close: none of them is accepted (see the accept in handle).
    */
   const endingAt = new WeakMap<Socket, number>();
+  const endsAt = (socket: Socket, seq: number) => { if (!(seq > (endingAt.get(socket) ?? Infinity))) endingAt.set(socket, seq); };
   /** An answer after which the connection, with the rest of the body unread, is closed. */
   function closing(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number, answer: Answer): number {
-    endingAt.set(req.socket, Math.min(seq, endingAt.get(req.socket) ?? seq));
+    endsAt(req.socket, seq);
     send(res, requestId, answer);
     res.once('finish', () => req.socket.destroy());
     return answer.status;
@@ -492,15 +494,16 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const prior = inHand.get(req.socket);
     const seq = prior === undefined ? 0 : prior.seq + 1;
     inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined, seq });
+    if (!res.shouldKeepAlive) endsAt(req.socket, seq);
     return seq;
   }
   const server = http.createServer({ requireHostHeader: false }, (req, res) => {
-    const seq = track(req, res);
     // Node's parser stops at the end of a request that asks for an upgrade (`Connection: upgrade` with `Upgrade`)
     // and drops the rest of what it read with it; without an 'upgrade' listener the request is served as any
     // other, but the requests pipelined behind it are lost, unanswered, on a connection left open. Its answer
     // closes the connection instead: the client knows from it that nothing after it was read.
     if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
+    const seq = track(req, res);
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
     if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span, seq);
@@ -552,11 +555,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   // Requests Node would otherwise answer bare (an unknown Expect: 417 without a request id) or not at all
   // (CONNECT: the socket is handed over and left open): each gets the JSON error and a request id.
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.shouldKeepAlive = false; // its body, if any, is not read
     // In hand like any request: a parse error after it must not be answered after its `Connection: close`.
     track(req, res);
     const requestId = randomUUID();
     if (logger.enabled('info')) logger.info('request refused: an expectation other than 100-continue', { requestId, remoteAddress: req.socket.remoteAddress ?? null });
-    res.shouldKeepAlive = false; // its body, if any, is not read
     send(res, requestId, errorAnswer('expectation-failed'));
   });
   server.on('connect', (req: http.IncomingMessage, socket: Socket) => {

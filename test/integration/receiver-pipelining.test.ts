@@ -179,3 +179,13 @@ test('an HTTP/1.1 request without Host is a JSON 400 with a request id, after th
   // HTTP/1.0 needs none.
   expect(await outcomes(await rawExchange(app.baseUrl, 'POST /hook/wf-open?marker=http10 HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}'))).toEqual(['200 recorded close']);
 });
+
+test.each([
+  ['an Expect other than 100-continue', 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nExpect: foo\r\nContent-Length: 2\r\n\r\n{}', '417 expectation-failed close'],
+  ['a request that asks to close the connection', rawPost('/hook/wf-open?marker=asks-close', '{}', 'Connection: close\r\n'), '200 recorded close'],
+])('a request read behind one whose answer closes the connection (%s) is not accepted, since its answer could not follow', async (_, closer, closed) => {
+  const raw = await rawExchange(app.baseUrl, accept('before-closer') + closer + accept('behind-closer'));
+  expect(await outcomes(raw)).toEqual(['200 recorded', closed]);
+  const markers = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value).query.marker?.[0]);
+  expect(markers).not.toContain('behind-closer');
+});
