@@ -67,6 +67,8 @@ export interface ReceiverDeps {
 interface RequestFacts {
   triggerKind: string | null;
   bodyBytes: number;
+  /** The request's place on its connection (0 for the first): what was read before or after it. */
+  seq: number;
   /** Set once an existing workflow's trigger node is selected: only those refusals are journaled. */
   workflowId: string | null;
   triggerNode: string | null;
@@ -85,8 +87,9 @@ export interface Receiver {
   readonly server: http.Server;
   listen(port: number, host: string): Promise<number>;
   /**
-   * Stop accepting connections, close the idle ones, and end each busy one with the answer in hand
-   * (`Connection: close`); resolves once the requests in flight are answered, or after `graceMs` cuts what is left.
+   * Stop accepting connections, close the idle ones, and end each busy one with the answer to its latest request
+   * (`Connection: close`), refusing what arrives after; resolves once the requests in flight are answered, or after
+   * `graceMs` cuts what is left.
    */
   close(graceMs?: number): Promise<void>;
 }
@@ -162,7 +165,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const outcomes = new WeakMap<http.ServerResponse, string>();
   /** The code of each answer that was not a plain 200, for the refusal journal. */
   const codes = new WeakMap<http.ServerResponse, string | null>();
-  /** Set by close(): from then on no answer keeps its connection open (see close). */
+  /** Set by close(): from then on a connection's last answer closes it, and new requests are refused (see close). */
   let closeBegun = false;
 
   /**
@@ -183,7 +186,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     headers['content-length'] = String(typeof answer.body === 'string' ? Buffer.byteLength(answer.body) : answer.body.length);
     headers['x-request-id'] = requestId;
-    if (closeBegun) res.shouldKeepAlive = false;
+    // Only the connection's latest request may close it: an earlier one's answer goes out first, and a close on it
+    // would cut off the answers after it, to requests that may be accepted (their records written) by then.
+    if (closeBegun && inHand.get(res.req.socket)?.res === res) res.shouldKeepAlive = false;
     res.writeHead(answer.status, headers);
     // Node writes headers as Latin-1, except when they go out in one write with a string body: then both
     // are UTF-8, and a header byte of 0x80 or more (a templated echo of what the partner sent) would be
@@ -194,21 +199,41 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   /** Answer without reading the body; keep the connection only if the rest of the body is small. */
   function refuse(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer) {
     send(res, requestId, answer);
-    void drainBody(req, deps.maxBodyBytes, { idle: deps.idleBodies }).then(() => { if (!req.complete) req.socket.destroy(); });
+    void drainBody(req, deps.maxBodyBytes, { idle: deps.idleBodies }).then(() => {
+      if (req.complete) return;
+      // Not before this answer is written: the answers owed to requests pipelined before it go out first.
+      if (res.writableFinished) req.socket.destroy();
+      else res.once('finish', () => req.socket.destroy());
+    });
   }
 
+  /**
+   * The place on its connection (RequestFacts.seq) of the first request whose answer closes the connection: one
+   * with the rest of its body unread, one that asked for the close (`Connection: close`, HTTP/1.0), a 417. Requests
+   * the parser read behind it (pipelined in the same read) are in hand already, but their answers would come after
+   * the close: none of them is accepted (see the accept in handle).
+   */
+  const endingAt = new WeakMap<Socket, number>();
+  const endsAt = (socket: Socket, seq: number) => { if (!(seq > (endingAt.get(socket) ?? Infinity))) endingAt.set(socket, seq); };
   /** An answer after which the connection, with the rest of the body unread, is closed. */
-  function closing(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer): number {
+  function closing(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number, answer: Answer): number {
+    endsAt(req.socket, seq);
     send(res, requestId, answer);
     res.once('finish', () => req.socket.destroy());
     return answer.status;
   }
-  const tooLarge = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string) =>
-    closing(req, res, requestId, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
-  const stalled = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string) =>
-    closing(req, res, requestId, errorAnswer('request-timeout', undefined, { connection: 'close' }));
+  const tooLarge = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
+    closing(req, res, requestId, seq, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
+  const stalled = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
+    closing(req, res, requestId, seq, errorAnswer('request-timeout', undefined, { connection: 'close' }));
 
   async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
+    // A request that arrives once close has begun (pipelined, or sent on a kept-alive connection before its last
+    // answer said close) is not taken on: the requests in flight are what close waits for.
+    if (closeBegun) { refuse(req, res, requestId, BUSY); return BUSY.status; }
+    // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400. Node's own check (requireHostHeader, off here)
+    // answers it bare and closes the connection while requests read behind it go on to be accepted, unanswered.
+    if (req.headers.host === undefined && req.httpVersionMinor === 1 && req.httpVersionMajor === 1) return closing(req, res, requestId, facts.seq, NO_HOST);
     const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
     if (req.method !== 'POST') { refuse(req, res, requestId, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
@@ -236,10 +261,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       // over the limit or gone silent, the memory budget spent) the answer is the same refusal at the same
       // moment and in the same order, or that answer would tell the two apart.
       if (deps.acceptGate.saturated()) { refuse(req, res, requestId, BUSY); return BUSY.status; }
-      if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId);
+      if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId, facts.seq);
       const drained = await drainBody(req, deps.maxBodyBytes, { account: { held: deps.heldBodies, inlineMax: deps.inlineBodyMax }, idle: deps.idleBodies });
-      if (drained.outcome === 'too-large') return tooLarge(req, res, requestId);
-      if (drained.outcome === 'idle') return stalled(req, res, requestId);
+      if (drained.outcome === 'too-large') return tooLarge(req, res, requestId, facts.seq);
+      if (drained.outcome === 'idle') return stalled(req, res, requestId, facts.seq);
       if (drained.outcome === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
       // An open hook's record enters the accept gate here, and is refused when it would not fit. The record
       // this request would have made, for a webhook node, meets the gate the same way (nothing is held).
@@ -288,10 +313,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       idle: deps.idleBodies,
     });
     if (!outcome.ok) {
-      if (outcome.reason === 'too-large') return tooLarge(req, res, requestId);
+      if (outcome.reason === 'too-large') return tooLarge(req, res, requestId, facts.seq);
       if (outcome.reason === 'idle') {
         logger.warn('request body stopped arriving, or arrived too slowly: request given up', { requestId, workflowId: workflow.id });
-        return stalled(req, res, requestId);
+        return stalled(req, res, requestId, facts.seq);
       }
       if (outcome.reason === 'store-failed') {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
@@ -385,6 +410,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       return refuseAccepted();
     }
+    // An answer before this one closes the connection: no 200 could reach the sender, who will send the request
+    // again, and accepting it now would have it executed twice.
+    if ((endingAt.get(req.socket) ?? facts.seq) < facts.seq) {
+      if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
+      logger.info('an earlier answer closes the connection: request not accepted', { requestId, workflowId: workflow.id });
+      return refuseAccepted();
+    }
     if (!deps.acceptGate.tryEnter(value.length)) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       logger.warn('log saturated, request refused', { requestId, workflowId: workflow.id, pending: deps.acceptGate.pending().count });
@@ -425,10 +457,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   }
 
   /** One request, start to metrics; handle() decides the answer. */
-  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span): Promise<void> {
+  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span, seq: number): Promise<void> {
     const requestId = randomUUID();
     const started = performance.now();
-    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
+    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, seq, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
     // Without an SDK the span records nothing: its attributes are not even built.
     if (span.isRecording()) {
       span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId });
@@ -451,17 +483,31 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
   /**
    * Each connection's latest request, so that a parse error after it (clientError) can let it answer, with the
-   * requests pipelined before it whose answers are still owed or going out (`earlier`, newest first). Answered
-   * ones are dropped as the next request arrives, so the chain is only as long as the pipeline in flight.
+   * answer owed just before it (`earlier`). Node writes a connection's answers in order and each finishes only
+   * after the one before it, so that answer's 'finish' is every earlier one's. Only the answer is kept, not the
+   * request it was for: a link to that would chain every request of a connection that never stops pipelining,
+   * each kept for as long as the connection lives.
    */
   const inHand = new WeakMap<Socket, InHand>();
-  const server = http.createServer((req, res) => {
+  /** Puts the request in hand on its connection; its place there (RequestFacts.seq). */
+  function track(req: http.IncomingMessage, res: http.ServerResponse): number {
     const prior = inHand.get(req.socket);
-    inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior : undefined });
+    const seq = prior === undefined ? 0 : prior.seq + 1;
+    inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined, seq });
+    if (!res.shouldKeepAlive) endsAt(req.socket, seq);
+    return seq;
+  }
+  const server = http.createServer({ requireHostHeader: false }, (req, res) => {
+    // Node's parser stops at the end of a request that asks for an upgrade (`Connection: upgrade` with `Upgrade`)
+    // and drops the rest of what it read with it; without an 'upgrade' listener the request is served as any
+    // other, but the requests pipelined behind it are lost, unanswered, on a connection left open. Its answer
+    // closes the connection instead: the client knows from it that nothing after it was read.
+    if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
+    const seq = track(req, res);
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
-    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span);
-    else void serve(req, res, span);
+    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span, seq);
+    else void serve(req, res, span, seq);
   });
   /** Sockets whose parse error is handled: the parser reports the same error again on every later chunk. */
   const parseFailed = new WeakSet<Socket>();
@@ -474,12 +520,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     }
     socket.destroy();
   }
-  // Bytes that are no request right after a whole one (a body longer than its Content-Length) fail the parser
-  // while that request is in flight. Node's default answers 400 and closes at once: the sender would read a
-  // refusal of a request we may accept. The request in hand answers instead, and the connection closes after it.
-  // A parse error inside a request's own body gets the status Node would give it, as a JSON error with a request
-  // id (parserAnswer), but only once the requests pipelined before it are answered: Node's default, and the
-  // first version of this handler, wrote it at once and closed, so a request we had accepted lost its 200.
+  // A parse error gets the status Node would give it, as a JSON error with a request id (parserAnswer), but only
+  // once the requests pipelined before it are answered: Node's default, and the first version of this handler,
+  // wrote it at once and closed, so a request we had accepted lost its 200. Bytes that fail the parser right after
+  // a whole request (a pipelined request with a bad header, or a body longer than its Content-Length) come while
+  // that request is in flight: the refusal follows its answer. Closing the connection on that answer instead
+  // would leave the pipelined request unanswered.
   server.on('clientError', (error: NodeJS.ErrnoException, duplex) => {
     const socket = duplex as Socket;
     if (parseFailed.has(socket)) return;
@@ -487,10 +533,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const current = inHand.get(socket);
     if (current === undefined) return refuseUnparsable(socket, error);
     if (current.req.complete) {
-      // Every request on the connection is whole: the last answer owed closes it (all before it go out first).
-      if (!current.res.headersSent) current.res.shouldKeepAlive = false;
-      else if (!current.res.writableFinished) current.res.once('finish', () => socket.destroy());
-      else refuseUnparsable(socket, error);
+      // Every request on the connection is whole: the refusal follows the last answer owed (all before it go out
+      // first). An answer that said `Connection: close` has ended the socket: nothing follows it.
+      if (current.res.writableFinished) refuseUnparsable(socket, error);
+      else current.res.once('finish', () => refuseUnparsable(socket, error));
       return;
     }
     // The error is in the current request's body. An answer it already has (a refusal sent before its body was
@@ -501,18 +547,19 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       if (current.res.writableFinished) socket.destroy();
       else current.res.once('finish', () => socket.destroy());
     };
-    let owed = current.earlier;
-    while (owed !== undefined && owed.res.writableFinished) owed = owed.earlier;
+    const owed = current.earlier;
     // Node hands the socket to the next answer in its own 'finish' listener, added before this one.
-    if (owed !== undefined) owed.res.once('finish', settle);
+    if (owed !== undefined && !owed.writableFinished) owed.once('finish', settle);
     else settle();
   });
   // Requests Node would otherwise answer bare (an unknown Expect: 417 without a request id) or not at all
   // (CONNECT: the socket is handed over and left open): each gets the JSON error and a request id.
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    res.shouldKeepAlive = false; // its body, if any, is not read
+    // In hand like any request: a parse error after it must not be answered after its `Connection: close`.
+    track(req, res);
     const requestId = randomUUID();
     if (logger.enabled('info')) logger.info('request refused: an expectation other than 100-continue', { requestId, remoteAddress: req.socket.remoteAddress ?? null });
-    res.shouldKeepAlive = false; // its body, if any, is not read
     send(res, requestId, errorAnswer('expectation-failed'));
   });
   server.on('connect', (req: http.IncomingMessage, socket: Socket) => {
@@ -521,7 +568,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     socket.on('error', () => undefined);
     // The server allows half-open connections, so end() alone would leave the socket open for as long as the
     // client keeps its side: closed once the answer is written (no HTTP timeout covers a handed-over socket).
-    socket.end(rawAnswer(errorAnswer('method-not-allowed', undefined, { allow: 'POST' }), requestId), () => socket.destroy());
+    const answer = () => socket.end(rawAnswer(errorAnswer('method-not-allowed', undefined, { allow: 'POST' }), requestId), () => socket.destroy());
+    // Requests pipelined before it may still be answering on this socket (Node hands it over all the same):
+    // written at once, the refusal would go out before their answers, and the close would cut them off.
+    const before = inHand.get(socket);
+    if (before !== undefined && !before.res.writableFinished) before.res.once('finish', answer);
+    else answer();
   });
   // A client that shuts its side once the request is sent (FIN after the body) still reads the answer: Node's
   // default aborts the request on that FIN and closes without one. With this, the request is handled, answered,
@@ -541,9 +593,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     },
     close(graceMs = 10_000) {
       // server.close() stops accepting and closes the connections idle at that moment, but a busy keep-alive
-      // connection would stay open after its answer and could carry more requests until the grace ends. With
-      // every answer from now on saying `Connection: close`, each one ends after the answer in hand, and the
-      // server closes once the last request in flight is answered.
+      // connection would stay open after its answer and could carry more requests until the grace ends. From now
+      // on each connection's latest request is answered `Connection: close` (those pipelined before it keep their
+      // answers), requests that arrive after it are refused 503, and the server closes once the last request in
+      // flight is answered.
       closeBegun = true;
       return new Promise((resolve) => {
         const timer = setTimeout(() => server.closeAllConnections(), graceMs);
@@ -556,8 +609,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   };
 }
 
-/** A request on a connection, with those pipelined before it that were still unanswered when it came. */
-interface InHand { req: http.IncomingMessage; res: http.ServerResponse; earlier: InHand | undefined }
+/** A request on a connection, with the answer before it when that was still unwritten as it came. */
+interface InHand { req: http.IncomingMessage; res: http.ServerResponse; earlier: http.ServerResponse | undefined; seq: number }
 
 /**
  * What a request the parser cannot read (lib/_http_server.js would answer these itself, bare) is answered, for the
@@ -570,6 +623,7 @@ const PARSER_ERRORS: Record<string, Answer> = {
   ERR_HTTP_REQUEST_TIMEOUT: errorAnswer('request-timeout', 'The request did not arrive in time'),
 };
 const MALFORMED = errorAnswer('request-malformed');
+const NO_HOST = errorAnswer('request-malformed', 'An HTTP/1.1 request must carry a Host header', { connection: 'close' });
 function parserAnswer(code: string | undefined, requestId: string): string {
   return rawAnswer((code !== undefined && PARSER_ERRORS[code]) || MALFORMED, requestId);
 }
