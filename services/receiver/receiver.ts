@@ -198,6 +198,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
   /** Answer without reading the body; keep the connection only if the rest of the body is small. */
   function refuse(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer) {
+    // A body declared over the limit is not read through: the connection closes after the answer, which says so.
+    if (Number(req.headers['content-length']) > deps.maxBodyBytes) res.shouldKeepAlive = false;
     send(res, requestId, answer);
     void drainBody(req, deps.maxBodyBytes, { idle: deps.idleBodies }).then(() => {
       if (req.complete) return;

@@ -1,5 +1,6 @@
 import * as http from 'node:http';
 import * as net from 'node:net';
+import { parsedAnswer, rawExchange as rawExchangeWith } from '../support/raw-http';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { Received } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
@@ -46,18 +47,7 @@ test.each(['GET', 'PUT', 'DELETE', 'PATCH'])('%s is refused with 405, Allow: POS
 });
 
 /** Raw bytes over one connection, written in turn a moment apart; resolves with everything the server sent once it closes. */
-function rawExchange(...writes: string[]): Promise<string> {
-  const { hostname, port } = new URL(app.baseUrl);
-  return new Promise((resolve, reject) => {
-    let answer = '';
-    const socket = net.connect({ host: hostname, port: Number(port) }, async () => {
-      for (const w of writes) { socket.write(w); await new Promise((r) => setTimeout(r, 20)); }
-    });
-    socket.on('data', (d) => { answer += d.toString('latin1'); });
-    socket.on('error', reject);
-    socket.on('close', () => resolve(answer));
-  });
-}
+const rawExchange = (...writes: string[]): Promise<string> => rawExchangeWith(app.baseUrl, ...writes);
 
 test('bytes that are no request after a whole one (a body longer than its Content-Length): the request in hand is answered as it was handled, then the connection closes', async () => {
   const request = 'POST /hook/wf-open?marker=trailing HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}';
@@ -93,14 +83,6 @@ test('a client that shuts its sending side after the body still gets its answer;
   expect(cut).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
   expect((await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length).toBe(before);
 });
-
-/** The status line, headers (lower-cased names) and body of one raw HTTP answer. */
-function parsedAnswer(raw: string) {
-  const [head, body] = [raw.slice(0, raw.indexOf('\r\n\r\n')), raw.slice(raw.indexOf('\r\n\r\n') + 4)];
-  const [statusLine, ...lines] = head.split('\r\n');
-  const headers = Object.fromEntries(lines.map((l) => [l.slice(0, l.indexOf(':')).toLowerCase(), l.slice(l.indexOf(':') + 1).trim()]));
-  return { statusLine, headers, body };
-}
 
 test.each([
   ['a bad chunk size', 'POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nZZ\r\n', 'HTTP/1.1 400 Bad Request', 'request-malformed'],
@@ -193,6 +175,15 @@ test('a body that is not JSON is a 400 payload-parse-error and is not accepted',
 });
 
 describe('body size limit', () => {
+  test('a refusal before reading a body declared over MAX_BODY_BYTES says Connection: close, as the connection then closes', async () => {
+    const answer = parsedAnswer(await rawExchange(`POST /not-a-hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${70 * 1024}\r\n\r\n{}`));
+    expect(answer.statusLine).toBe('HTTP/1.1 404 Not Found');
+    expect(answer.headers.connection).toBe('close');
+    // One within the limit keeps its connection.
+    const small = parsedAnswer((await rawExchange('POST /not-a-hook HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}', 'POST /not-a-hook HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 0\r\n\r\n')).split(/(?=HTTP\/1\.1 )/)[0]);
+    expect(small.headers.connection).toBe('keep-alive');
+  });
+
   test('a declared Content-Length over MAX_BODY_BYTES is a 413 before reading', async () => {
     const res = await post('/hook/wf-open', JSON.stringify({ big: 'x'.repeat(70 * 1024) }));
     expect(res.status).toBe(413);
