@@ -365,6 +365,45 @@ describe('dead letters and replays', () => {
     expect((await api.call('GET', '/api/v1/replays')).body.replays.map((r: any) => r.id)).toContain(job.id);
   });
 
+  test('a replay before the fix fails again: the list tells its letter from the original\'s (replayOf), and after the fix one replay of both requests the execution once', async () => {
+    await api.call('PUT', '/api/v1/workflows/wf-7', { body: { id: 'wf-7', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] } });
+    const posted = await fetch(`${app.baseUrl}/hook/wf-7`, { method: 'POST', body: '{"x":7}', headers: { 'content-type': 'application/json' } });
+    const postedId = posted.headers.get('x-request-id')!;
+    const [record] = (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).filter((r) => codec.decode('Received', r.value).requestId === postedId);
+    // A request for a trigger node the workflow no longer has (renamed): the decoder dead-letters it (letter A).
+    const requestId = `${postedId}-renamed`;
+    await app.backends.log.append([{ topic: app.topics.received, key: 'wf-7', value: codec.encode('Received', { ...codec.decode('Received', record.value), requestId, triggerNode: 'Old' }) }]);
+    const lettersOf = async (count: number) => {
+      let letters: any[] = [];
+      while (letters.length < count) letters = (await api.call('GET', '/api/v1/dead-letters?workflow=wf-7')).body.deadLetters;
+      return letters;
+    };
+    const replayAll = async () => {
+      let job = (await api.call('POST', '/api/v1/dead-letters/replay', { body: { workflow: 'wf-7' } })).body;
+      while (job.state === 'running') job = (await api.call('GET', `/api/v1/replays/${job.id}`)).body;
+      return job;
+    };
+    const [a] = await lettersOf(1);
+    expect(a).toMatchObject({ requestId, replayOf: null });
+    // Replayed before the fix: the copy fails again (letter B, whose source is the copy).
+    const before = await replayAll();
+    expect(before).toMatchObject({ state: 'complete', replayed: 1 });
+    const [b] = await lettersOf(2); // newest first
+    expect(b).toMatchObject({ requestId, replayOf: a.source });
+    expect(b.source).not.toBe(a.source);
+
+    await api.call('PUT', '/api/v1/workflows/wf-7', { body: { id: 'wf-7', active: true, nodes: [{ name: 'Hook', type: 'webhook' }, { name: 'Old', type: 'webhook' }] } });
+    // `skipped` counts the other workflows' letters too: one more than before, B.
+    expect(await replayAll()).toMatchObject({ state: 'complete', replayed: 1, skipped: before.skipped + 1 });
+    const executionsOf = async () => (await collectUntilQuiet(app.backends.log, app.topics.executions, 300, 500)).map((r) => codec.decode('ExecutionRequested', r.value)).filter((e) => e.requestId === requestId);
+    while ((await executionsOf()).length === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, 2_000)); // time for a second copy's execution, were there one
+    const executions = await executionsOf();
+    expect(executions).toHaveLength(1);
+    expect(executions[0].replayOf).toBe(a.source);
+    expect(JSON.stringify(app.logs)).toContain(`this replay replays its original, ${a.source}`);
+  });
+
   test("the mdn stage's dead letters replay into the topic they came from, where the mdn stage meets them again", async () => {
     // A delivery record that does not decode: the mdn stage dead-letters it at once (a permanent failure).
     await app.backends.log.append([{ topic: app.topics.mdnDeliveries, key: 'wf-mdn-dl', value: Buffer.from('not an MdnDelivery') }]);

@@ -106,3 +106,62 @@ test('a log that stops delivering mid-way is no end: the command says where it s
   expect((await replay(null)).summary).toMatchObject({ replayed: 250, interrupted: false });
   expect(await copies()).toHaveLength(LETTERS);
 }, 30_000);
+
+/**
+ * A replay run before the fix fails again: letter A's source is the original received record, letter B's the copy
+ * (marked a replay of it). After the fix, one replay of both must request the original's execution once.
+ */
+const ORIGINAL = `${topics.received}/2/0`;
+const letterOf = (offset: number, headers: Record<string, string>) => ({
+  topic: topics.deadLetter, key: 'wf', value: codec.encode('DeadLetter', {
+    stage: 'decoder', errorCode: 'trigger-missing', message: 'm', attempts: 1, failedAt: Date.now(), workflowId: 'wf',
+    source: { topic: topics.received, partition: 2, offset: String(offset), key: Buffer.from('wf'), value: Buffer.from('the request'), headers },
+  }),
+});
+const fillers = (count: number) => Array.from({ length: count }, (_, i) => ({
+  topic: topics.deadLetter, key: 'wf', value: codec.encode('DeadLetter', {
+    stage: 'decoder', errorCode: 'trigger-missing', message: 'm', attempts: 1, failedAt: Date.now(), workflowId: 'wf',
+    source: { topic: topics.received, partition: 0, offset: String(1000 + i), key: Buffer.from('wf'), value: Buffer.from(`filler ${i}`), headers: {} },
+  }),
+}));
+async function appendLetters(records: Parameters<EventLog['append']>[0]) {
+  const log = await openEmbeddedLog({ dataDir });
+  try { await log.append(records); } finally { await log.close(); }
+}
+const copiesOfOriginal = async () => (await copies()).filter((r) => replayOf(r.headers) === ORIGINAL);
+
+test('a letter whose source is a replayed copy is not replayed beside its original\'s letter: one copy per original, the other letter skipped and said', async () => {
+  await appendLetters([letterOf(0, { traceparent: 't' }), letterOf(1, { traceparent: 't', 'ingress-replay-of': ORIGINAL })]);
+  const run = await replay(null);
+  expect(run.code).toBe(0);
+  expect(run.summary).toMatchObject({ replayed: LETTERS + 1, skipped: 1, interrupted: false });
+  expect(run.err.join('\n')).toContain(`skipped dead letter ${topics.deadLetter}/0/${LETTERS + 1}: this replay replays its original, ${ORIGINAL}, with dead letter ${topics.deadLetter}/0/${LETTERS}`);
+  expect((await copiesOfOriginal()).map((r) => r.headers)).toEqual([{ traceparent: 't', 'ingress-replay-of': ORIGINAL }]);
+});
+
+test('a resumed replay does not replay a second letter of an original whose letter it replayed before Ctrl-C', async () => {
+  // A at 500, B at 701: Ctrl-C after the third batch of 200 has appended A's copy, before B is read.
+  await appendLetters([letterOf(0, {}), ...fillers(200), letterOf(1, { 'ingress-replay-of': ORIGINAL })]);
+  const stopped = await replay(3);
+  expect(stopped).toMatchObject({ code: 130, summary: { replayed: 600, interrupted: true } });
+  expect(await copiesOfOriginal()).toHaveLength(1);
+  const resumed = await replay(null);
+  expect(resumed).toMatchObject({ code: 0, summary: { replayed: 101, skipped: 1, interrupted: false } });
+  expect(resumed.err.join('\n')).toContain(`skipped dead letter ${topics.deadLetter}/0/701: this replay replays its original, ${ORIGINAL}, with a letter an earlier run of it read`);
+  expect(await copiesOfOriginal()).toHaveLength(1);
+  expect(await copies()).toHaveLength(LETTERS + 201);
+});
+
+test('dead-letters list names the original a replayed copy replays (replayOf), null for an original', async () => {
+  await appendLetters([letterOf(0, {}), letterOf(1, { 'ingress-replay-of': ORIGINAL })]);
+  const out: string[] = [];
+  const ctx = {
+    config: loadConfig({ DATA_DIR: dataDir }), env: {}, logger: silentLogger, out: (line: string) => out.push(line), err: () => undefined,
+    openLog: () => openEmbeddedLog({ dataDir, readOnly: true }),
+  } as unknown as CommandContext;
+  expect(await deadLettersCommand(parseArgs(['list'], []), ctx)).toBe(0);
+  const lines = out.map((line) => JSON.parse(line));
+  expect(lines).toHaveLength(LETTERS + 2);
+  expect(lines[LETTERS]).toMatchObject({ source: ORIGINAL, replayOf: null });
+  expect(lines[LETTERS + 1]).toMatchObject({ source: `${topics.received}/2/1`, replayOf: ORIGINAL });
+});

@@ -7,6 +7,10 @@ import { checkpointFile, refeed, type RefeedOptions } from '../../services/admin
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
 import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
 import { silentLogger } from '../../services/platform/logger/logger';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { deadLetterReplayPlan } from '../../services/admin/operations/replays';
+import { pipelineTopics } from '../../services/platform/log/topics';
+import { replayOf } from '../../services/platform/log/replay-marking';
 
 /**
  * The replay loop on a real Kafka broker (jest globalSetup starts one; TEST_KAFKA_BROKERS): where a topic written
@@ -98,6 +102,43 @@ test('partitions that retention emptied, or cut from the front, are read from th
     seen.length = 0;
     expect(await read(topic, { checkpoint, quietMs: 10_000 })).toEqual({ replayed: 0, skipped: 3, interrupted: false, stalled: null });
     expect(await checkpoint.load()).toMatchObject({ complete: true });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a dead-letter replay stopped and resumed replays one letter per original, its two letters in two partitions', async () => {
+  const codec = defaultAvroCodec();
+  const topics = { ...pipelineTopics(), deadLetter: await newTopic(2), received: await newTopic(1) };
+  const original = `${topics.received}/2/0`;
+  const letter = (offset: number, headers: Record<string, string>, value: string) => codec.encode('DeadLetter', {
+    stage: 'decoder', errorCode: 'trigger-missing', message: 'm', attempts: 1, failedAt: Date.now(), workflowId: 'wf-7',
+    source: { topic: topics.received, partition: 2, offset: String(offset), key: Buffer.from('wf-7'), value: Buffer.from(value), headers },
+  });
+  // A (the original's letter) first in partition 0; B (the letter of a copy of A's source) in partition 1, after others.
+  await plain.send({ topic: topics.deadLetter, messages: [{ partition: 0, key: 'wf-7', value: letter(0, {}, 'the request') }] });
+  await plain.send({ topic: topics.deadLetter, messages: [
+    ...Array.from({ length: 20 }, (_, i) => ({ partition: 1, key: 'wf-7', value: letter(100 + i, {}, `other ${i}`) })),
+    { partition: 1, key: 'wf-7', value: letter(1, { 'ingress-replay-of': original }, 'the request') },
+  ] });
+  const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-dl-'));
+  try {
+    const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    const run = (stopAtOriginal: boolean) => {
+      const plan = deadLetterReplayPlan({ stage: null, workflow: 'wf-7', since: null, letters: null }, { topics, codec, recordKey: 'workflow' });
+      const stop = new AbortController();
+      return refeed({
+        log, ...plan, checkpoint, progress: quiet, signal: stop.signal, batchSize: 1, quietMs: 10_000, firstRecordMs: 30_000,
+        // Stopped once the original's copy is in hand (Ctrl-C): whichever of its letters came first.
+        select: (record) => { const copy = plan.select(record); if (stopAtOriginal && copy && replayOf(copy.headers ?? {}) === original) stop.abort(); return copy; },
+      }, {});
+    };
+    expect(await run(true)).toMatchObject({ interrupted: true });
+    expect(await run(false)).toMatchObject({ interrupted: false, stalled: null });
+    const copies: string[] = [];
+    await read(topics.received, { quietMs: 10_000, select: (record) => { copies.push(replayOf(record.headers) ?? ''); return null; } });
+    expect(copies.filter((c) => c === original)).toHaveLength(1);
+    expect(copies).toHaveLength(21);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -126,6 +126,25 @@ test('a log that pauses mid-range stops the run short, resumable; it is never ta
   expect(await replayedValues()).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
 });
 
+test('a resumed run hands recall the records earlier runs went past, all before it selects one; a log quiet meanwhile stops it short', async () => {
+  await runOn(slowed(log, { pauseAfter: 4, pauseMs: 600 }), 100); // stopped short: positions at 6
+  const calls: string[] = [];
+  const resumed = (on: EventLog) => refeed({
+    log: on, source: 'in', start: { from: 'offset', offset: '2' }, until: null, checkpoint: checkpointFile(path.join(dir, 'cp', 'replay.json')),
+    select: (r) => { calls.push(`select ${r.value}`); return copy(r); }, recall: (r) => { calls.push(`recall ${r.value}`); },
+    progress: quiet, signal: new AbortController().signal, batchSize: 3, quietMs: 100,
+  }, { topic: 'in' });
+  expect(await resumed(slowed(log, { pauseAfter: 2, pauseMs: 600 }))).toEqual({
+    replayed: 0, skipped: 0, interrupted: true,
+    stalled: 'in delivered nothing for 100 ms while earlier runs\' records were read again (partition 0 from offset 4 to 5)',
+  });
+  expect(calls).toEqual(['recall v2', 'recall v3']);
+  calls.length = 0;
+  expect(await resumed(log)).toEqual({ replayed: 4, skipped: 0, interrupted: false, stalled: null });
+  expect(calls).toEqual(['recall v2', 'recall v3', 'recall v4', 'recall v5', 'select v6', 'select v7', 'select v8', 'select v9']);
+  expect(await replayedValues()).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
 test('a range bounded by an offset is done at that offset, whatever the log holds after it', async () => {
   const bounded = () => refeed({
     log: slowed(log, { pauseAfter: 5, pauseMs: 600 }), source: 'in', start: { from: 'beginning' }, until: { offset: 4n }, select: copy,

@@ -308,3 +308,47 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     expect(second.get(job.id)).toMatchObject({ state: 'complete', replayed: 100 });
   });
 });
+
+test('a dead-letter replay job replays one letter per original, also when resumed after a restart between the two letters', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-same-original-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const original = `${topics.received}/2/0`;
+  const letter = (offset: number, headers: Record<string, string>, value = 'the request') => ({
+    topic: topics.deadLetter, key: 'wf-7', value: codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'trigger-missing', message: 'm', attempts: 1, failedAt: Date.UTC(2026, 10, 22, 5), workflowId: 'wf-7',
+      source: { topic: topics.received, partition: 2, offset: String(offset), key: Buffer.from('wf-7'), value: Buffer.from(value), headers },
+    }),
+  });
+  const FILLERS = 200;
+  try {
+    // A (the original's letter), fillers of other originals, then B (the letter of a copy of A's source, which failed again).
+    await ownLog.append([letter(0, {}), ...Array.from({ length: FILLERS }, (_, i) => letter(100 + i, {}, `other ${i}`)), letter(1, { 'ingress-replay-of': original })]);
+    const dir = path.join(own, 'replay');
+    // Appends slowed, so that the stop lands after A's copy and before B is read.
+    const slow: EventLog = { ...ownLog, append: async (records) => { await new Promise((resolve) => setTimeout(resolve, 5)); return ownLog.append(records); } };
+    const open = () => openReplayJobs({ log: slow, dir, context, logger: silentLogger, batchSize: 1 });
+    const first = await open();
+    const { job } = await first.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null });
+    while ((first.get(job.id)?.read ?? 0) < 10) await new Promise((resolve) => setTimeout(resolve, 5));
+    await first.stop(); // the service stops: the job is interrupted, resumable after a restart
+    expect(first.get(job.id)).toMatchObject({ state: 'interrupted' });
+    expect(first.get(job.id)!.read).toBeLessThan(FILLERS + 2);
+
+    const second = await open();
+    expect((await second.resume(job.id))!.started).toBe(true);
+    await second.settled(job.id);
+    expect(second.get(job.id)).toMatchObject({ state: 'complete', replayed: FILLERS + 1, skipped: 1 });
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies.filter((r) => replayOf(r.headers) === original)).toHaveLength(1);
+    expect(copies).toHaveLength(FILLERS + 1);
+
+    // Once complete, the same filters are a new replay: again one copy of the original.
+    const later = await second.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null });
+    await second.settled(later.job.id);
+    expect(second.get(later.job.id)).toMatchObject({ state: 'complete', replayed: FILLERS + 1, skipped: 1 });
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});

@@ -27,6 +27,10 @@ import { readRegularFile } from '../../platform/files/read-regular-file';
  * is saved; a rerun skips what was appended already. A crash between an append and its checkpoint appends that
  * batch again on the rerun: its executions keep their ids, so an engine that de-duplicates by executionId absorbs
  * it, and one that does not runs them twice (operations.md, "A batch may be appended twice").
+ *
+ * A selection that depends on what it selected before (a dead-letter replay takes one letter per original) is
+ * given, on a resumed run, the records before the checkpoint's positions again (`recall`), all of them before
+ * the first record is selected: the checkpoint stays positions only, however many records it went past.
  */
 /** Where a refeed reports how far it got: a terminal line for the CLI, a job's counters for the API. */
 export interface RefeedProgress {
@@ -45,6 +49,11 @@ export interface RefeedOptions {
   until: Until;
   /** The copy of `record` to append, or null to skip it. */
   select(record: LogRecord): OutRecord | null;
+  /**
+   * Told, on a resumed run and before anything is selected, of each record earlier runs of the checkpoint went
+   * past: for a selection that depends on what was selected before (one dead letter per original, replays.ts).
+   */
+  recall?(record: LogRecord): void;
   checkpoint: CheckpointFile | null;
   /** The caller holds the checkpoint's lock already (the service's jobs take it before they write their record). */
   checkpointLocked?: boolean;
@@ -222,6 +231,18 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   };
 
   try {
+    // Read again up to the checkpoint's positions, all of it before the first record is selected: on Kafka one
+    // partition's records past its position may come before another's below it. The checkpoint keeps positions
+    // only (bounded, whatever the range holds); what earlier runs selected is rebuilt from the records themselves.
+    if (saved && options.recall && open.size > 0) {
+      const bounds = new Map(Object.entries(state.positions).map(([p, to]) => {
+        const partition = Number(p);
+        const from = [starts.get(partition) ?? 0n, firsts.get(partition) ?? 0n].reduce((a, b) => (a > b ? a : b));
+        return [partition, { from, to: BigInt(to) }] as const;
+      }).filter(([, b]) => b.from < b.to));
+      const recalled = await recallEarlierRuns(log, source, options.start, bounds, options.recall, options.signal, quietMs, firstRecordMs);
+      if (recalled.interrupted) return { replayed: 0, skipped: 0, interrupted: true, stalled: recalled.stalled };
+    }
     if (open.size > 0) {
       arm(firstRecordMs);
       for await (const record of log.read(source, { start: options.start, signal: reading.signal, onPassed: passed })) {
@@ -245,6 +266,59 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
     clearTimeout(quiet);
     options.signal.removeEventListener('abort', stopReading);
     progress.finish();
+  }
+}
+
+/**
+ * Hand `recall` each record of `bounds` (per partition, from inclusive, to exclusive), with the same waits as the
+ * refeed loop: a log quiet for `quietMs` with records left stops it short (`stalled` says where), as the signal does.
+ */
+async function recallEarlierRuns(
+  log: EventLog, source: string, start: ReadStart, bounds: Map<number, { from: bigint; to: bigint }>,
+  recall: (record: LogRecord) => void, signal: AbortSignal, quietMs: number, firstRecordMs: number,
+): Promise<{ interrupted: boolean; stalled: string | null }> {
+  const at = new Map([...bounds].map(([p, b]) => [p, b.from] as const));
+  const open = new Set(bounds.keys());
+  const reach = (p: number, offset: bigint) => {
+    if (offset > at.get(p)!) at.set(p, offset);
+    if (at.get(p)! >= bounds.get(p)!.to) open.delete(p);
+  };
+  const reading = new AbortController();
+  const stopReading = () => reading.abort();
+  signal.addEventListener('abort', stopReading, { once: true });
+  if (signal.aborted) stopReading();
+  let quiet: NodeJS.Timeout | undefined;
+  const arm = (ms: number) => { clearTimeout(quiet); quiet = setTimeout(stopReading, ms); };
+  let delivered = false;
+  const passed = (p: number, offset: string) => {
+    arm(quietMs);
+    if (open.has(p)) reach(p, BigInt(offset));
+    if (open.size === 0) stopReading();
+  };
+  try {
+    if (open.size > 0) {
+      arm(firstRecordMs);
+      for await (const record of log.read(source, { start, signal: reading.signal, onPassed: passed })) {
+        clearTimeout(quiet);
+        delivered = true;
+        const p = record.partition;
+        const offset = BigInt(record.offset);
+        if (open.has(p) && offset >= bounds.get(p)!.from) {
+          if (offset < bounds.get(p)!.to) recall(record);
+          reach(p, offset + 1n);
+        }
+        if (open.size === 0) break;
+        arm(quietMs);
+      }
+    }
+    const interrupted = open.size > 0;
+    const stalled = interrupted && !signal.aborted
+      ? `${source} delivered nothing for ${delivered ? quietMs : firstRecordMs} ms while earlier runs' records were read again (${[...open].sort((a, b) => a - b).map((p) => `partition ${p} from offset ${at.get(p)} to ${bounds.get(p)!.to - 1n}`).join(', ')})`
+      : null;
+    return { interrupted, stalled };
+  } finally {
+    clearTimeout(quiet);
+    signal.removeEventListener('abort', stopReading);
   }
 }
 

@@ -41,6 +41,8 @@ export interface RefeedPlan {
   start: ReadStart;
   until: Until;
   select(record: LogRecord): OutRecord | null;
+  /** What a resumed run is told of the records earlier runs went past (refeed.ts), when the selection depends on them. */
+  recall?(record: LogRecord): void;
 }
 
 export interface ReplayContext {
@@ -176,6 +178,17 @@ export function deadLetterSelector(filter: Omit<DeadLetterReplayRequest, 'since'
  * Append each selected dead letter's source record to the topic it came from (its stage's input), marked as a
  * replay of the source's original position, so the stage runs on it again after a fix: the decoder's, the
  * dispatcher's and the mdn stage's dead letters.
+ *
+ * One letter per original in a replay. A letter whose source was itself a replayed copy (a replay run before the
+ * fix, which failed again) names the same original as the first letter; replaying both would request the same
+ * execution twice. The first letter read of an original is replayed and the others are skipped, each said:
+ * picked as it is read, so the selection stays one pass and a resumed run rebuilds it from the letters before its
+ * checkpoint (`recall`). Nothing is lost by not waiting for the latest: letters of one stage name sources with
+ * the same key and value, whose copies carry the same headers (a copy keeps its original's, and its mark names
+ * the same original); and of letters of two stages (the decoder's of the original, the dispatcher's of a copy's
+ * decoded record, which has one per received record) the earlier is usually the decoder's, whose replay runs
+ * both stages again with today's workflows. Letters are keyed like their sources, so one original's letters
+ * usually share a partition and the first read is the first that failed.
  */
 export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: ReplayContext): RefeedPlan {
   const since = request.since === null ? null : parsePosition(request.since, 'since', 'time');
@@ -184,6 +197,10 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
   // The mdn stage's are in: a delivery replayed is sent at least once more, as any MDN retry can be (as2-async-mdn.md).
   const stageInputs = new Set([ctx.topics.received, ctx.topics.decoded, ctx.topics.mdnDeliveries, ...ctx.topics.mdnRetries]);
   const selected = deadLetterSelector(request, ctx);
+  const recalled = deadLetterSelector(request, { ...ctx, skipped: undefined }); // said once, by the run that read it first
+  // Each original replayed by this replay, and the letter that replays it (or that an earlier run of it did).
+  const replaying = new Map<string, string>();
+  const replayable = (letter: DeadLetter) => stageInputs.has(letter.source.topic);
   return {
     source: ctx.topics.deadLetter,
     start: readStart(since),
@@ -191,14 +208,32 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
     select: (record) => {
       const letter = selected(record);
       if (!letter) return null;
-      if (!stageInputs.has(letter.source.topic)) {
+      if (!replayable(letter)) {
         ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: its source topic ${letter.source.topic} is no stage input of this pipeline`);
         return null;
       }
+      const original = originalOf(letter.source);
+      const replayer = replaying.get(original);
+      if (replayer !== undefined) {
+        ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: this replay replays its original, ${original}, with ${replayer}`);
+        return null;
+      }
+      replaying.set(original, `dead letter ${recordIdentity(record)}`);
       const source = { ...letter.source, key: letter.source.key === null ? null : letter.source.key.toString('utf8') };
       return { topic: source.topic, key: source.key, value: source.value, headers: replayHeaders(source) };
     },
+    recall: (record) => {
+      const letter = recalled(record);
+      if (!letter || !replayable(letter)) return;
+      const original = originalOf(letter.source);
+      if (!replaying.has(original)) replaying.set(original, 'a letter an earlier run of it read');
+    },
   };
+}
+
+/** The record a dead letter's source is a replay of, or the source itself: what its replay's mark names. */
+function originalOf(source: DeadLetter['source']): string {
+  return replayOf(source.headers) ?? recordIdentity(source);
 }
 
 /** One dead letter as the CLI prints it and the API answers it: where it sits, why it failed, which request. */
@@ -207,6 +242,8 @@ export function deadLetterSummary(record: LogRecord, letter: DeadLetter, codec: 
     stage: letter.stage, code: letter.errorCode, message: letter.message, attempts: letter.attempts,
     failedAt: new Date(letter.failedAt).toISOString(), workflowId: letter.workflowId, requestId: requestIdOf(letter.source.value, codec),
     partition: record.partition, offset: record.offset, source: recordIdentity(letter.source),
+    // A source that is a replayed copy (a replay that failed again): the original it replays, as its letter's replay would name it.
+    replayOf: replayOf(letter.source.headers),
   };
   if (withSource) line.sourceRecord = { key: letter.source.key?.toString('utf8') ?? null, headers: letter.source.headers, value: letter.source.value.toString('base64') };
   return line;
