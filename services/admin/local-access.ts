@@ -40,6 +40,21 @@ export class LocalAccessTaken extends Error {
 }
 
 /**
+ * What a process says when another running process keeps the file. With the file registry or the filesystem
+ * store, DATA_DIR holds the registry or the objects, so every process of the deployment must share it: then the
+ * first one keeping the file is how it works, and advice to give each process its own DATA_DIR would split the
+ * registry (a decoder that never sees the workflows the receiver accepts for). Only with Cosmos DB and Azure Blob
+ * Storage is a DATA_DIR of its own for each process the way out.
+ */
+export function localAccessTakenNotice(pid: number, dataDirShared: boolean): { level: 'info' | 'warn'; message: string } {
+  const reach = 'To reach this process, set ADMIN_URL to its admin port and ADMIN_TOKEN to a token of ADMIN_TOKENS';
+  if (dataDirShared) {
+    return { level: 'info', message: `DATA_DIR/admin-api.json is kept by another running process (pid ${pid}) on this DATA_DIR, which the processes share for the file registry or the filesystem store: the CLI on this machine finds that one. ${reach}` };
+  }
+  return { level: 'warn', message: `DATA_DIR/admin-api.json is kept by another running process (pid ${pid}) on this DATA_DIR: the CLI on this machine finds that one. ${reach}, or give each process its own DATA_DIR` };
+}
+
+/**
  * Throws LocalAccessTaken when the file names another live process: several processes on one DATA_DIR
  * (on Kafka nothing else stops them) would each replace it, and the CLI would reach whichever started last.
  * The first keeps it. (Two starting in the same instant may still both write: the check is not a lock.)

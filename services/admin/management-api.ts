@@ -9,7 +9,7 @@ import type { CredentialSealer } from '../platform/registry/credential-crypto';
 import type { Registry } from '../platform/registry/registry';
 import type { TriggerCatalog } from '../triggers/catalog';
 import { createAdminApi } from './api';
-import { LocalAccessTaken, writeLocalAccess, type LocalAccessHandle } from './local-access';
+import { LocalAccessTaken, localAccessTakenNotice, writeLocalAccess, type LocalAccessHandle } from './local-access';
 import { openReplayJobs } from './replay-jobs';
 
 /**
@@ -50,7 +50,8 @@ export async function startManagementApi(options: ManagementApiOptions): Promise
     local = await writeLocalAccess(config.dataDir, config.adminHost, options.adminPort, hookBaseUrl(config, options.ingressPort));
   } catch (error) {
     if (error instanceof LocalAccessTaken) {
-      logger.warn(`DATA_DIR/admin-api.json is kept by another running process (pid ${error.pid}) on this DATA_DIR: the CLI on this machine finds that one. To reach this process, set ADMIN_URL to its admin port and ADMIN_TOKEN to a token of ADMIN_TOKENS, or give each process its own DATA_DIR`, { file: error.file, pid: error.pid, adminPort: options.adminPort });
+      const notice = localAccessTakenNotice(error.pid, config.cosmos === null || config.blob === null);
+      logger[notice.level](notice.message, { file: error.file, pid: error.pid, adminPort: options.adminPort });
     } else {
       logger.warn('the CLI on this machine cannot find this service (DATA_DIR/admin-api.json not written); it may use ADMIN_URL and ADMIN_TOKEN', { error: (error as Error).message });
     }

@@ -19,6 +19,9 @@ import { EVENTS_USAGE, eventsCommand } from './commands/events';
 import { quietKafkajsNegativeTimeouts } from './process-warnings';
 import { findRunningService } from '../admin/client';
 
+const ENVIRONMENT = `Backends come from the environment (KAFKA_BROKERS, AZURE_STORAGE_CONNECTION_STRING, COSMOS_ENDPOINT/COSMOS_KEY, DATA_DIR):
+every variable is in docs/configuration.md; the commands are in docs/operations.md ("The ingress command").`;
+
 const USAGE = `usage:
   ${START_USAGE}
   ${WORKFLOWS_USAGE}
@@ -29,19 +32,25 @@ const USAGE = `usage:
   ${REPLAY_USAGE}
   ${DEAD_LETTERS_USAGE}
   ${EVENTS_USAGE}
-Backends come from the environment (KAFKA_BROKERS, AZURE_STORAGE_CONNECTION_STRING, COSMOS_ENDPOINT/COSMOS_KEY, DATA_DIR); see README.md.`;
+${ENVIRONMENT}`;
 
-const COMMANDS: Record<string, { run: typeof startCommand; valued: string[] }> = {
-  start: { run: startCommand, valued: ['services'] },
-  workflows: { run: workflowsCommand, valued: [] },
-  credentials: { run: credentialsCommand, valued: [] },
-  topics: { run: topicsCommand, valued: [] },
-  tail: { run: tailCommand, valued: ['max', 'timeout'] },
-  blob: { run: blobCommand, valued: [] },
-  replay: { run: replayCommand, valued: ['from', 'to', 'workflow', 'checkpoint'] },
-  'dead-letters': { run: deadLettersCommand, valued: ['stage', 'since', 'workflow'] },
-  events: { run: eventsCommand, valued: ['workflow', 'message-id', 'post-id', 'tracking-id', 'since', 'until', 'limit'] },
+const COMMANDS: Record<string, { run: typeof startCommand; valued: string[]; usage: string }> = {
+  start: { run: startCommand, valued: ['services'], usage: START_USAGE },
+  workflows: { run: workflowsCommand, valued: [], usage: WORKFLOWS_USAGE },
+  credentials: { run: credentialsCommand, valued: [], usage: CREDENTIALS_USAGE },
+  topics: { run: topicsCommand, valued: [], usage: TOPICS_USAGE },
+  tail: { run: tailCommand, valued: ['max', 'timeout'], usage: TAIL_USAGE },
+  blob: { run: blobCommand, valued: [], usage: BLOB_USAGE },
+  replay: { run: replayCommand, valued: ['from', 'to', 'workflow', 'checkpoint'], usage: REPLAY_USAGE },
+  'dead-letters': { run: deadLettersCommand, valued: ['stage', 'since', 'workflow'], usage: DEAD_LETTERS_USAGE },
+  events: { run: eventsCommand, valued: ['workflow', 'message-id', 'post-id', 'tracking-id', 'since', 'until', 'limit'], usage: EVENTS_USAGE },
 };
+
+/** `ingress replay --help`: asked anywhere among a command's arguments (but after `--`, where it is a value). */
+function asksForHelp(args: readonly string[]): boolean {
+  const end = args.indexOf('--');
+  return (end < 0 ? args : args.slice(0, end)).some((arg) => arg === '--help' || arg === '-h');
+}
 
 /**
  * DATA_DIR defaults to ./data of the current directory. `npx ingress workflows put` run from a subdirectory of the
@@ -61,6 +70,8 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
   if (!name || name === 'help' || name === '--help' || name === '-h') { process.stdout.write(USAGE + '\n'); return name ? 0 : 2; }
   const command = COMMANDS[name];
   if (!command) { process.stderr.write(`unknown command "${name}"\n${USAGE}\n`); return 2; }
+  // Before the configuration is read: help needs none, and a bad variable must not hide it.
+  if (asksForHelp(rest)) { process.stdout.write(`usage: ${command.usage}\n${ENVIRONMENT}\n`); return 0; }
 
   let config;
   try {

@@ -275,6 +275,42 @@ test('usage errors name the command', async () => {
   expect((await runCli(['start', '--services', 'receiver,mailer'], env)).stderr).toMatch(/unknown: mailer/);
 });
 
+test("--help, of ingress or of any command, prints usage and where the variables are documented, exit 0, whatever the configuration", async () => {
+  const top = await runCli(['--help'], env);
+  expect(top.code).toBe(0);
+  expect(top.stdout).toMatch(/every variable is in docs\/configuration\.md/);
+  // A bad variable (exit 78 for a command) does not hide the help.
+  const broken = { ...env, PORT: 'not-a-port' };
+  for (const [args, usage] of [
+    [['dead-letters', '--help'], 'usage: ingress dead-letters list|replay'],
+    [['dead-letters', 'replay', '--stage', 'decoder', '-h'], 'usage: ingress dead-letters list|replay'],
+    [['replay', '--help'], 'usage: ingress replay TOPIC --from'],
+    [['topics', '--help'], 'usage: ingress topics apply | list'],
+    [['start', '--help'], 'usage: ingress start [--services'],
+    [['workflows', 'put', '--help'], 'usage: ingress workflows put FILE'],
+  ] as const) {
+    const res = await runCli([...args], broken);
+    expect({ args, code: res.code, stderr: res.stderr }).toEqual({ args, code: 0, stderr: '' });
+    expect(res.stdout).toContain(usage);
+    expect(res.stdout).toContain('docs/configuration.md');
+  }
+  // After `--` it is a value, not a request for help.
+  const value = await runCli(['tail', '--', '--help'], env);
+  expect(value.code).toBe(2);
+  expect(value.stderr).toMatch(/--help/);
+});
+
+test('a process without the receiver names a hook base in its start line only when PUBLIC_BASE_URL is set', async () => {
+  const started = async (extra: Record<string, string>) => {
+    const { PUBLIC_BASE_URL: _base, ...noBase } = env;
+    // PORT is the receiver's, which this process does not run: nothing listens there.
+    const res = await runCli(['start', '--services', 'dispatcher'], { ...noBase, PORT: '8080', ...extra }, undefined, 'ingress started');
+    return JSON.parse(res.stdout.split('\n').find((l) => l.includes('"ingress started"'))!);
+  };
+  expect((await started({})).hookBaseUrl).toBeUndefined();
+  expect((await started({ PUBLIC_BASE_URL: 'https://hooks.example.com' })).hookBaseUrl).toBe('https://hooks.example.com');
+});
+
 test('tail prints decoded records as JSON lines while the service runs; blob get prints an object', async () => {
   // wf-cli from the first test; a large inline limit keeps this body inline, a tiny one stages it.
   const service = await startServiceProcess({ ...env, INLINE_BODY_MAX: '16' });

@@ -12,6 +12,18 @@ describe('kafkajs log levels', () => {
     expect(at(logLevel.ERROR, 'Response AddPartitionsToTxn(key: 24, version: 1)', 'There is a newer producer with the same transactionalId which fences the current one')).toBe('debug');
     expect(at(logLevel.ERROR, 'Response InitProducerId(key: 22, version: 1)', 'The producer attempted to update a transaction while another concurrent operation on the same transaction was ongoing')).toBe('debug');
     expect(at(logLevel.WARN, 'The group is rebalancing, re-joining')).toBe('debug');
+    // A fresh cluster's first start: the join meets a coordinator still loading, and kafkajs restarts the consumer.
+    expect(at(logLevel.ERROR, "Crash: KafkaJSProtocolError: The coordinator is loading and hence can't process requests for this group")).toBe('debug');
+    expect(at(logLevel.ERROR, 'Restarting the consumer in 200ms')).toBe('debug');
+  });
+
+  test("a partition's leader being elected or moved is debug: kafkajs refreshes its metadata and retries", () => {
+    // What `topics apply` meets when it asks the leaders of the partitions it has just created.
+    expect(at(logLevel.ERROR, 'Response ListOffsets(key: 2, version: 3)', 'This server is not the leader for that topic-partition')).toBe('debug');
+    expect(at(logLevel.ERROR, 'Response Metadata(key: 3, version: 6)', 'There is no leader for this topic-partition as we are in the middle of a leadership election')).toBe('debug');
+    // Other failed responses stay warnings.
+    expect(at(logLevel.ERROR, 'Response ListOffsets(key: 2, version: 3)', 'This server does not host this topic-partition')).toBe('warn');
+    expect(at(logLevel.ERROR, 'Response Produce(key: 0, version: 7)', 'Not authorized to access topics: [Topic authorization failed]')).toBe('warn');
   });
 
   test('anything else kafkajs says is at most a warning; info and debug are not forwarded', () => {

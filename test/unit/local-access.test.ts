@@ -2,7 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { LOCAL_ACCESS_FILE, LocalAccessTaken, readLocalAccess, writeLocalAccess } from '../../services/admin/local-access';
+import { LOCAL_ACCESS_FILE, LocalAccessTaken, localAccessTakenNotice, readLocalAccess, writeLocalAccess } from '../../services/admin/local-access';
 
 let dir: string;
 beforeEach(() => { dir = mkdtempSync(path.join(tmpdir(), 'local-access-')); });
@@ -33,4 +33,16 @@ test('a file naming the address this process listens on is stale, even if its pi
   other(process.ppid); // a reused pid: alive, but it cannot listen on the port this process holds
   const handle = await writeLocalAccess(dir, '127.0.0.1', 9999);
   expect(await readLocalAccess(dir)).toEqual({ pid: process.pid, url: 'http://127.0.0.1:9999', token: handle.token.token, hookBaseUrl: null });
+});
+
+test('a later process on a DATA_DIR shared for the file registry or store is not told to take a DATA_DIR of its own', () => {
+  const shared = localAccessTakenNotice(4242, true);
+  expect(shared.level).toBe('info');
+  expect(shared.message).toMatch(/pid 4242/);
+  expect(shared.message).toMatch(/set ADMIN_URL to its admin port and ADMIN_TOKEN/);
+  expect(shared.message).not.toMatch(/its own DATA_DIR/);
+  // With Cosmos DB and Azure Blob Storage nothing needs the directory shared: a DATA_DIR each is the way out.
+  const apart = localAccessTakenNotice(4242, false);
+  expect(apart.level).toBe('warn');
+  expect(apart.message).toMatch(/or give each process its own DATA_DIR$/);
 });

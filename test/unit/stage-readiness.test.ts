@@ -1,7 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Kafka } from 'kafkajs';
 import { startTransactionalStage } from '../../services/platform/log/kafka/transactional-stage';
-import { silentLogger } from '../../services/platform/logger/logger';
+import { createLogger, silentLogger } from '../../services/platform/logger/logger';
 
 /**
  * Readiness of a Kafka stage follows what its consumer does (the consumer here is a stand-in that only emits
@@ -45,4 +45,31 @@ test('a stage is ready once it joins or fetches, not while it rebalances; a rejo
   expect(stage.notReady()).toBeNull();
   await stage.stop();
   expect(stage.notReady()).toBe('stopping');
+});
+
+test("a crash for a coordinator still loading is the stage's debug line at first, and its retry warning once it lasts", async () => {
+  const { kafka, emit } = fakeKafka();
+  const lines: { level: string; msg: string }[] = [];
+  const retries: number[] = [];
+  const stage = await startTransactionalStage(
+    { kafka, clientId: 'c', logger: createLogger({ level: 'debug', write: (line) => lines.push(JSON.parse(line)) }), admin: async () => { throw new Error('not used'); }, consumer: { sessionTimeout: 6000, heartbeatInterval: 1000, maxWaitTimeInMs: 100 }, transactionTimeout: 30_000 },
+    { group: 'g', topic: 't', handle: async () => [], onRetry: (_error, _record, attempt) => retries.push(attempt) },
+  );
+  // As kafkajs throws it when a fresh cluster's coordinator has not loaded the group yet (code 14).
+  const loading = Object.assign(new Error("The coordinator is loading and hence can't process requests for this group"), { name: 'KafkaJSProtocolError', type: 'COORDINATOR_LOAD_IN_PROGRESS', code: 14, retriable: true });
+  emit(EVENTS.CRASH, { error: loading, restart: true });
+  expect(retries).toEqual([]);
+  expect(lines).toContainEqual(expect.objectContaining({ level: 'debug', msg: 'kafka stage restarts its consumer: the group is being coordinated', attempt: 1 }));
+  expect(stage.notReady()).toBe('consumer crashed (KafkaJSProtocolError COORDINATOR_LOAD_IN_PROGRESS), restarting');
+  // Any other crash is reported as before.
+  emit(EVENTS.CRASH, { error: Object.assign(new Error('connect ECONNREFUSED'), { name: 'KafkaJSConnectionError' }), restart: true });
+  expect(retries).toEqual([2]);
+  // One that goes on for ten restarts in a row is warned about.
+  for (let i = 0; i < 8; i++) emit(EVENTS.CRASH, { error: loading, restart: true });
+  expect(retries).toEqual([2, 10]);
+  // A join starts the count again.
+  emit(EVENTS.GROUP_JOIN, { memberId: 'm', isLeader: true, memberAssignment: { t: [] } });
+  emit(EVENTS.CRASH, { error: loading, restart: true });
+  expect(retries).toEqual([2, 10]);
+  await stage.stop();
 });

@@ -65,7 +65,10 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
     process.once('SIGINT', () => stop('SIGINT'));
   });
   ctx.logger.info('ingress started', {
-    services, port: running.port, adminPort: admin?.port ?? null, hookBaseUrl: hookBaseUrl(ctx.config, running.port), log: backends.log.kind, store: backends.store.kind, registry: backends.registry.kind,
+    // Without a receiver here, and no PUBLIC_BASE_URL, a base made from this process's PORT would name an address
+    // nothing serves: none is printed.
+    services, port: running.port, adminPort: admin?.port ?? null,
+    hookBaseUrl: running.port !== null || ctx.config.publicBaseUrl !== null ? hookBaseUrl(ctx.config, running.port) : undefined, log: backends.log.kind, store: backends.store.kind, registry: backends.registry.kind,
     dataDir: backends.log.kind === 'embedded' || backends.store.kind === 'filesystem' || backends.registry.kind === 'file' ? ctx.config.dataDir : undefined,
   });
   // The port bound, not the configured one (PORT=0: the OS picked it); an IPv6 address in brackets.

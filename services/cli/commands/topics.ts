@@ -2,12 +2,13 @@ import { allowOnly, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { topicSpecs } from '../pipeline-topics';
 
-export const TOPICS_USAGE = 'ingress topics apply | list  (apply: create or update the pipeline topics on Kafka; list: what apply wants)';
+export const TOPICS_USAGE = 'ingress topics apply | list  (apply: create or update the pipeline topics on Kafka; list: what this configuration asks for, before apply caps the replication to the number of brokers)';
 
 /**
  * `topics apply` creates the pipeline's topics with the settings docs/records-and-topics.md "Topics" documents and updates those
- * that exist; one JSON line per topic on stdout, warnings on stderr. `topics list` prints what apply would
- * want, without touching the cluster. The embedded log needs neither.
+ * that exist; one JSON line per topic on stdout, warnings on stderr. `topics list` prints what the configuration
+ * asks for, without touching the cluster: so not capped to its broker count, as apply's lines are. The
+ * embedded log needs neither.
  */
 export async function topicsCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
   allowOnly(args, []);

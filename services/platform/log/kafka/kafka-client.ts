@@ -82,8 +82,36 @@ const FORWARDED_FIELDS = ['groupId', 'memberId', 'topic', 'partition', 'broker',
  */
 const COORDINATION = /rebalanc|re-?join|not aware of this member|coordinator|concurrent (?:operation|transactions)|CONCURRENT_TRANSACTIONS|NOT_COORDINATOR|COORDINATOR_(?:LOAD_IN_PROGRESS|NOT_AVAILABLE)|UNKNOWN_MEMBER_ID|REBALANCE_IN_PROGRESS|ILLEGAL_GENERATION|MEMBER_ID_REQUIRED|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED|newer producer with the same transactionalId/i;
 
+/**
+ * A partition's leader being elected or moved (a topic just created, a broker restarting): kafkajs takes the
+ * metadata for stale, refreshes it and retries. Named by Kafka's error, which a failed response carries beside
+ * its "Response ListOffsets(…)" line; `topics apply` meets it each time it asks new partitions' leaders.
+ */
+const LEADER_MOVING = new Set(['LEADER_NOT_AVAILABLE', 'NOT_LEADER_FOR_PARTITION']);
+
+/**
+ * kafkajs restarts a crashed consumer by itself; the stage has said why in its own line (CRASH, in
+ * transactional-stage.ts), so this one adds nothing but the delay.
+ */
+const CONSUMER_RESTART = /^Restarting the consumer in \d+ms$/;
+
 /** The group's offset is gone (retention deleted records it had not read): kafkajs resets it, and they are lost. */
 const DATA_LOST = /^Offset out of range, resetting/;
+
+/** Kafka's errors of group coordination (COORDINATION's, by type), which a consumer crash can carry. */
+const COORDINATION_ERRORS = new Set(['COORDINATOR_LOAD_IN_PROGRESS', 'COORDINATOR_NOT_AVAILABLE', 'NOT_COORDINATOR', 'REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'MEMBER_ID_REQUIRED']);
+
+/** Whether an error, or one of its causes, is Kafka's word that the group is still being coordinated. */
+export function isCoordinationError(error: unknown): boolean {
+  let current: unknown = error;
+  for (let depth = 0; depth < 4 && current && typeof current === 'object'; depth++) {
+    const e = current as KafkaLikeError;
+    if (typeof e.type === 'string' && COORDINATION_ERRORS.has(e.type)) return true;
+    const next = e.cause ?? e.originalError;
+    current = next === current ? undefined : next;
+  }
+  return false;
+}
 
 /**
  * kafkajs's lines, one level down at least (but for records lost to retention, which an operator must hear of): whatever it logs it also retries, or reports to the caller, which
@@ -94,6 +122,8 @@ export function kafkaLogLevel(entry: Pick<LogEntry, 'level'> & { log: { message:
   const text = `${entry.log.message} ${typeof entry.log.error === 'string' ? entry.log.error : ''}`;
   if (EXPECTED_WARNINGS.some((re) => re.test(text))) return null;
   if (DATA_LOST.test(text)) return 'error';
+  if (CONSUMER_RESTART.test(entry.log.message)) return 'debug';
+  if (LEADER_MOVING.has(protocolErrorNamed(entry.log.error) ?? '')) return 'debug';
   return COORDINATION.test(text) ? 'debug' : 'warn';
 }
 

@@ -3,7 +3,7 @@ import type { LogRecord, OutRecord, StageBatchHandler, StageHandle, StageOptions
 import { batchHandlerOf, checkedBatchResult, stageBatchBudget } from '../stage-batch';
 import type { Logger } from '../../logger/logger';
 import { backoffMs } from '../embedded/embedded-log';
-import { describeKafkaError, sleep, unavailable } from './kafka-client';
+import { describeKafkaError, isCoordinationError, sleep, unavailable } from './kafka-client';
 import { nextOffset, toLogRecord } from './records';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
@@ -83,6 +83,14 @@ const PARTITIONS_AT_ONCE = 8;
  * would handle the pending transaction's records twice (docs/kafka.md).
  */
 const STABLE_READ_MAX_MS = 15_000;
+
+/**
+ * Consumer restarts in a row (no join between them) for a coordination error that are logged at debug; from this
+ * one on, each is the stage's retry warning. kafkajs restarts a crashed consumer after 200 ms or more, so this is
+ * a few seconds at least: longer than a fresh cluster's coordinator takes to load the groups' offsets (the first
+ * start after `topics apply` met it once).
+ */
+const QUIET_COORDINATION_CRASHES = 10;
 
 /** The transactional id of one input partition of one stage: its owner, whoever that is, fences the previous one. */
 export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
@@ -179,6 +187,13 @@ class TransactionalStage {
       if (this.stopping) return;
       this.membership = `consumer crashed (${describeKafkaError(payload.error)}), restarting`;
       this.crashes++;
+      // A coordinator still loading (a fresh cluster, a broker just restarted) or a group mid-rebalance fails a
+      // join that kafkajs retries by itself: a healthy cluster's coordination, said at debug as kafkajs's own
+      // lines of it are (docs/kafka.md "Log levels"), until it has lasted long enough to be worth a warning.
+      if (payload.restart && isCoordinationError(payload.error) && this.crashes < QUIET_COORDINATION_CRASHES) {
+        this.logger.debug('kafka stage restarts its consumer: the group is being coordinated', { attempt: this.crashes, error: describeKafkaError(payload.error) });
+        return;
+      }
       if (payload.restart) { this.report(payload.error, null, this.crashes); return; }
       // kafkajs gave up (a non-retriable error: a session timeout outside the brokers' group.min/max, an ACL):
       // this stage retries, but it will not work until someone changes something.
