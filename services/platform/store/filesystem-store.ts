@@ -33,6 +33,15 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
   const legacy = await legacyObjects(root);
 
   const fileOf = (p: string) => path.join(objectRoot, ...p.split('/'));
+  /** The object's file, open; null when there is none here (an earlier release's copy may still be). */
+  const openObject = async (p: string): Promise<fsp.FileHandle | null> => {
+    try {
+      return await fsp.open(fileOf(p), 'r');
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
+      throw readFailure(p, error);
+    }
+  };
   const lockOf = (p: string) => path.join(lockRoot, `${createHash('sha256').update(p).digest('hex')}.lock`);
 
   /** The version of the object at a path now (its content's SHA-256), or null when there is none. */
@@ -94,11 +103,8 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
 
     async get(p) {
       assertObjectPath(p);
-      let handle: fsp.FileHandle;
-      try {
-        handle = await fsp.open(fileOf(p), 'r');
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw readFailure(p, error);
+      const handle = await openObject(p);
+      if (handle === null) {
         if (legacy) return legacy.get(p);
         throw new ObjectStoreError(`no object at ${p}`, 'not-found');
       }
@@ -115,13 +121,8 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
 
     async head(p) {
       assertObjectPath(p);
-      let handle: fsp.FileHandle;
-      try {
-        handle = await fsp.open(fileOf(p), 'r');
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return legacy ? legacy.head(p) : null;
-        throw readFailure(p, error);
-      }
+      const handle = await openObject(p);
+      if (handle === null) return legacy ? legacy.head(p) : null;
       try {
         const { size, sha256, contentType } = await parseHeader(handle);
         return { path: p, size, sha256, contentType };
@@ -134,11 +135,8 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
 
     async readVersioned(p) {
       assertObjectPath(p);
-      let handle: fsp.FileHandle;
-      try {
-        handle = await fsp.open(fileOf(p), 'r');
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw readFailure(p, error);
+      const handle = await openObject(p);
+      if (handle === null) {
         if (!legacy) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
         const chunks: Buffer[] = [];
         for await (const chunk of await legacy.get(p)) chunks.push(chunk as Buffer);
