@@ -22,8 +22,13 @@ function fakeThread(name: string, calls: string[]): FakeThread {
 
 const quiet = createLogger({ level: 'error', write: () => undefined });
 
-test('a stop asked for while a successor starts reaches the successor too, before its stop', async () => {
-  const calls: string[] = [];
+/** Until `done` holds, looked at every 10 ms (the restart delay is a timer, which a busy machine fires late). */
+async function until(done: () => boolean): Promise<void> {
+  while (!done()) await new Promise((resolve) => setTimeout(resolve, 10));
+}
+
+/** A supervised thread that ended, and whose successor is being started: `startSecond` lets the start finish. */
+async function successorStarting(calls: string[]) {
   const first = fakeThread('first', calls);
   let startSecond: (thread: StageThread) => void = () => undefined;
   let starts = 0;
@@ -32,9 +37,13 @@ test('a stop asked for while a successor starts reaches the successor too, befor
     return starts === 1 ? Promise.resolve(first) : new Promise<StageThread>((resolve) => { startSecond = resolve; });
   }, quiet);
   first.end(new Error('worker ended'));
-  // The successor starts after the restart delay (1 s).
-  await new Promise((resolve) => setTimeout(resolve, 1_200));
-  expect(starts).toBe(2);
+  await until(() => starts === 2); // after the restart delay (1 s)
+  return { supervised, startSecond: (thread: StageThread) => startSecond(thread) };
+}
+
+test('a stop asked for while a successor starts reaches the successor too, before its stop', async () => {
+  const calls: string[] = [];
+  const { supervised, startSecond } = await successorStarting(calls);
   const told = supervised.stopping();
   const stopped = supervised.stop();
   startSecond(fakeThread('second', calls));
@@ -45,19 +54,10 @@ test('a stop asked for while a successor starts reaches the successor too, befor
 
 test('a successor that comes up after stopping() was called, before stop(), is told at once', async () => {
   const calls: string[] = [];
-  const first = fakeThread('first', calls);
-  let startSecond: (thread: StageThread) => void = () => undefined;
-  let starts = 0;
-  const supervised = await superviseStageThread(() => {
-    starts++;
-    return starts === 1 ? Promise.resolve(first) : new Promise<StageThread>((resolve) => { startSecond = resolve; });
-  }, quiet);
-  first.end(new Error('worker ended'));
-  await new Promise((resolve) => setTimeout(resolve, 1_200));
+  const { supervised, startSecond } = await successorStarting(calls);
   await supervised.stopping();
-  const second = fakeThread('second', calls);
-  startSecond(second);
-  await new Promise((resolve) => setTimeout(resolve, 50));
+  startSecond(fakeThread('second', calls));
+  await until(() => calls.length === 2);
   expect(calls).toEqual(['first.stopping', 'second.stopping']);
   await supervised.stop();
   expect(calls).toEqual(['first.stopping', 'second.stopping', 'second.stop']);
@@ -70,8 +70,8 @@ test('without a stop, a successor is not told to stop', async () => {
   let starts = 0;
   const supervised = await superviseStageThread(() => Promise.resolve(++starts === 1 ? first : second), quiet);
   first.end(new Error('worker ended'));
-  await new Promise((resolve) => setTimeout(resolve, 1_200));
-  expect(starts).toBe(2);
+  await until(() => starts === 2);
+  await new Promise((resolve) => setTimeout(resolve, 20)); // what a successor that was told would have heard by now
   expect(calls).toEqual([]);
   await supervised.stop();
   expect(calls).toEqual(['second.stop']);
