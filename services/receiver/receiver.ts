@@ -69,6 +69,8 @@ interface RequestFacts {
   bodyBytes: number;
   /** The request's place on its connection (0 for the first): what was read before or after it. */
   seq: number;
+  /** An answer owed before this one that may yet close the connection (InHand.undecided): the accept waits for it. */
+  undecided: http.ServerResponse | undefined;
   /** Set once an existing workflow's trigger node is selected: only those refusals are journaled. */
   workflowId: string | null;
   triggerNode: string | null;
@@ -235,7 +237,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (closeBegun) { refuse(req, res, requestId, BUSY); return BUSY.status; }
     // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400. Node's own check (requireHostHeader, off here)
     // answers it bare and closes the connection while requests read behind it go on to be accepted, unanswered.
-    if (req.headers.host === undefined && req.httpVersionMinor === 1 && req.httpVersionMajor === 1) return closing(req, res, requestId, facts.seq, NO_HOST);
+    if (lacksHost(req)) return closing(req, res, requestId, facts.seq, NO_HOST);
     const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
     if (req.method !== 'POST') { refuse(req, res, requestId, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
@@ -413,7 +415,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       return refuseAccepted();
     }
     // An answer before this one closes the connection: no 200 could reach the sender, who will send the request
-    // again, and accepting it now would have it executed twice.
+    // again, and accepting it now would have it executed twice. Behind a request whose close is decided late (a
+    // chunked body found too large after its workflow was looked up), this one waits for that answer first; it
+    // goes out before this one's anyway.
+    if (facts.undecided !== undefined && !facts.undecided.writableFinished && !(await answered(facts.undecided))) endsAt(req.socket, facts.seq - 1);
     if ((endingAt.get(req.socket) ?? facts.seq) < facts.seq) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       logger.info('an earlier answer closes the connection: request not accepted', { requestId, workflowId: workflow.id });
@@ -459,10 +464,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   }
 
   /** One request, start to metrics; handle() decides the answer. */
-  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span, seq: number): Promise<void> {
+  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span, { seq, undecided }: InHand): Promise<void> {
     const requestId = randomUUID();
     const started = performance.now();
-    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, seq, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
+    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, seq, undecided, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
     // Without an SDK the span records nothing: its attributes are not even built.
     if (span.isRecording()) {
       span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId });
@@ -491,13 +496,25 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
    * each kept for as long as the connection lives.
    */
   const inHand = new WeakMap<Socket, InHand>();
-  /** Puts the request in hand on its connection; its place there (RequestFacts.seq). */
-  function track(req: http.IncomingMessage, res: http.ServerResponse): number {
+  /**
+   * Puts the request in hand on its connection, with its place there (RequestFacts.seq). What is known from its
+   * head to close the connection after its answer is noted at once: it asked for the close (or HTTP/1.0), its
+   * body is declared over the limit (a 413, or a refusal that does not read it through), or it has no Host.
+   */
+  function track(req: http.IncomingMessage, res: http.ServerResponse): InHand {
     const prior = inHand.get(req.socket);
     const seq = prior === undefined ? 0 : prior.seq + 1;
-    inHand.set(req.socket, { req, res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined, seq });
-    if (!res.shouldKeepAlive) endsAt(req.socket, seq);
-    return seq;
+    const owed = prior !== undefined && !prior.res.writableFinished ? prior : undefined;
+    const entry: InHand = {
+      req, res, earlier: owed?.res, seq,
+      // A chunked body's size is known only as it is read: one over the limit closes the connection after its
+      // answer, decided after its workflow was looked up. Those behind it, until it is answered, wait for that.
+      late: req.headers['transfer-encoding'] !== undefined || owed?.late === true,
+      undecided: owed?.late === true ? owed.res : undefined,
+    };
+    inHand.set(req.socket, entry);
+    if (!res.shouldKeepAlive || Number(req.headers['content-length']) > deps.maxBodyBytes || lacksHost(req)) endsAt(req.socket, seq);
+    return entry;
   }
   const server = http.createServer({ requireHostHeader: false }, (req, res) => {
     // Node's parser stops at the end of a request that asks for an upgrade (`Connection: upgrade` with `Upgrade`)
@@ -505,11 +522,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // other, but the requests pipelined behind it are lost, unanswered, on a connection left open. Its answer
     // closes the connection instead: the client knows from it that nothing after it was read.
     if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
-    const seq = track(req, res);
+    const entry = track(req, res);
     const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
     // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
-    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span, seq);
-    else void serve(req, res, span, seq);
+    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span, entry);
+    else void serve(req, res, span, entry);
   });
   /** Sockets whose parse error is handled: the parser reports the same error again on every later chunk. */
   const parseFailed = new WeakSet<Socket>();
@@ -611,8 +628,30 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   };
 }
 
+/** An HTTP/1.1 request without Host (RFC 9112 §3.2: a 400). */
+const lacksHost = (req: http.IncomingMessage) => req.headers.host === undefined && req.httpVersionMinor === 1 && req.httpVersionMajor === 1;
+
+/** Settles once the answer is written (true), or its connection closed before it was (false). */
+function answered(res: http.ServerResponse): Promise<boolean> {
+  return new Promise((resolve) => {
+    const finished = () => { res.off('close', closed); resolve(true); };
+    const closed = () => { res.off('finish', finished); resolve(res.writableFinished); };
+    res.once('finish', finished);
+    res.once('close', closed);
+  });
+}
+
 /** A request on a connection, with the answer before it when that was still unwritten as it came. */
-interface InHand { req: http.IncomingMessage; res: http.ServerResponse; earlier: http.ServerResponse | undefined; seq: number }
+interface InHand {
+  req: http.IncomingMessage;
+  res: http.ServerResponse;
+  earlier: http.ServerResponse | undefined;
+  seq: number;
+  /** Whether this request, or one whose answer was owed before it when it came, may close the connection late. */
+  late: boolean;
+  /** The answer owed just before this one, when `late` holds for its request: this one's accept waits for it. */
+  undecided: http.ServerResponse | undefined;
+}
 
 /**
  * What a request the parser cannot read (lib/_http_server.js would answer these itself, bare) is answered, for the

@@ -164,6 +164,21 @@ test('a body over MAX_BODY_BYTES closes its connection with a 413 after the answ
   expect(markers).not.toContain('after-413');
 });
 
+test('a refusal of a body declared over MAX_BODY_BYTES closes the connection: a request read behind it is not accepted', async () => {
+  const declared = `POST /elsewhere HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 70000\r\n\r\n"${'a'.repeat(69_998)}"`;
+  const raw = await rawExchange(app.baseUrl, declared + accept('after-declared'));
+  expect(await outcomes(raw)).toEqual(['404 not-found close']);
+  const markers = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value).query.marker?.[0]);
+  expect(markers).not.toContain('after-declared');
+});
+
+test('a request pipelined behind one whose close is decided late (its body found too large after its workflow was looked up) waits for that answer, and is not accepted', async () => {
+  const raw = await rawExchange(app.baseUrl, chunkedOf(`/hook/wf-missing-${Date.now()}`, 70_000) + accept('after-late-413'));
+  expect(await outcomes(raw)).toEqual(['413 payload-too-large close']);
+  const markers = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).map((r) => codec.decode('Received', r.value).query.marker?.[0]);
+  expect(markers).not.toContain('after-late-413');
+});
+
 test('a refusal whose body is too large to read through closes the connection only once the answers before it are written', async () => {
   const raw = await rawExchange(app.baseUrl, accept('before-404') + chunkedOf('/elsewhere', 70_000));
   expect(await outcomes(raw)).toEqual(['200 recorded', '404 not-found']);
