@@ -254,9 +254,11 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       } finally {
         job.remaining = null;
         job.finishedAt = new Date().toISOString();
-        running.delete(job.id);
         await save(job).catch((error) => logger.error('a replay job record could not be saved', { replay: job.id, error: (error as Error).message }));
         await held.release().catch((error) => logger.warn('a replay checkpoint\'s lock could not be released; the next run takes it over', { replay: job.id, error: (error as Error).message }));
+        // Running until its record is saved and its lock let go: a resume asked for meanwhile waits for both, rather
+        // than meeting its own process's lock (409).
+        running.delete(job.id);
         logger.info('replay ended', { replay: job.id, state: job.state, replayed: job.replayed, skipped: job.skipped, error: job.error ?? undefined });
       }
     })();
