@@ -6,6 +6,12 @@ import type { KeyedAccept, LedgerDeps } from './idempotency-ledger';
 /** How long one read-back of the received topic may take before its batch is retried (decoder.ts prepareLedger). */
 export const READ_BACK_PATIENCE_MS = 120_000;
 
+/**
+ * How long a read-back cut short is kept for its retry, which comes within the stage's back-off (30 s at most):
+ * one whose partition went to another member (a rebalance) is dropped at the next read-back after that.
+ */
+const UNFINISHED_KEPT_MS = 10 * 60_000;
+
 export interface ReceivedKeysDeps {
   log: Pick<EventLog, 'read' | 'offsetsForTime'>;
   /** The received topic. */
@@ -25,8 +31,9 @@ export interface ReceivedKeysDeps {
  */
 export function receivedKeysReader(deps: ReceivedKeysDeps): LedgerDeps['readBack'] {
   const patienceMs = deps.patienceMs ?? READ_BACK_PATIENCE_MS;
-  const unfinished = new Map<number, { start: bigint; to: bigint; next: bigint; accepts: KeyedAccept[] }>();
+  const unfinished = new Map<number, { start: bigint; to: bigint; next: bigint; accepts: KeyedAccept[]; at: number }>();
   return async (partition, from, to) => {
+    for (const [other, cut] of unfinished) if (Date.now() - cut.at > UNFINISHED_KEPT_MS) unfinished.delete(other);
     const start = 'offset' in from ? from.offset
       : BigInt((await deps.log.offsetsForTime(deps.topic, from.time)).find((p) => p.partition === partition)?.offset ?? String(to));
     const earlier = unfinished.get(partition);
@@ -42,7 +49,8 @@ export function receivedKeysReader(deps: ReceivedKeysDeps): LedgerDeps['readBack
       if (last < to - 1n) {
         for await (const record of deps.log.read(deps.topic, { start: { from: 'offset', offset: String(last + 1n), partition }, signal })) {
           if (record.partition !== partition) continue;
-          if (BigInt(record.offset) >= to) break;
+          // Past the end: read through, whatever offsets were missing before it (transaction markers, on Kafka).
+          if (BigInt(record.offset) >= to) { last = to - 1n; break; }
           last = BigInt(record.offset);
           if (record.headers[IDEMPOTENCY_HEADER] !== undefined) {
             try {
@@ -59,7 +67,7 @@ export function receivedKeysReader(deps: ReceivedKeysDeps): LedgerDeps['readBack
       // Out of patience: said below, with where it stopped, rather than as the read's abort.
       if (!signal.aborted) throw error;
     } finally {
-      if (last < to - 1n) unfinished.set(partition, { start, to, next: last + 1n, accepts });
+      if (last < to - 1n) unfinished.set(partition, { start, to, next: last + 1n, accepts, at: Date.now() });
     }
     if (last < to - 1n) throw new Error(`reading back partition ${partition} of ${deps.topic} for idempotency keys stopped at offset ${last}, before ${to - 1n} (its retry goes on from there)`);
     deps.logger.info('idempotency keys read back from the received topic', {
