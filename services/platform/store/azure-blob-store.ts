@@ -1,7 +1,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { pipeline, Readable } from 'node:stream';
 import { BlobServiceClient, type BlobHTTPHeaders, type BlockBlobClient, type ContainerClient } from '@azure/storage-blob';
-import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+import { assertObjectPath, createMeter, MAX_VERSIONED_BYTES, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { firstLine, sanitizedCause } from '../logger/error-text';
 import { ConfigError } from '../config/config';
 
@@ -198,11 +198,17 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
       assertObjectPath(p);
       try {
         const response = await answered((abortSignal) => blobOf(p).download(0, undefined, { maxRetryRequests: 3, abortSignal }));
+        const body = (response.readableStreamBody as Readable | undefined) ?? Readable.from([]);
+        if ((response.contentLength ?? 0) > MAX_VERSIONED_BYTES) {
+          body.destroy();
+          throw new ObjectStoreError(`the object at ${p} is ${response.contentLength} bytes, more than the ${MAX_VERSIONED_BYTES} a versioned read takes`, 'too-large');
+        }
         const chunks: Buffer[] = [];
-        for await (const chunk of (response.readableStreamBody as Readable | undefined) ?? Readable.from([])) chunks.push(chunk as Buffer);
+        for await (const chunk of body) chunks.push(chunk as Buffer);
         // The ETag of the answer that carried these bytes: what a swap's If-Match compares.
         return { content: Buffer.concat(chunks), version: response.etag ?? '' };
       } catch (error) {
+        if (error instanceof ObjectStoreError) throw error;
         if (statusOf(error) === 404) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
         throw fail(`read ${p}`, error);
       }

@@ -3,7 +3,7 @@ import { createWriteStream, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { assertObjectPath, createMeter, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
+import { assertObjectPath, createMeter, MAX_VERSIONED_BYTES, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { headerLength, parseHeader, writeHeader, type ObjectHeader } from './object-file';
 import { whileLockFile } from '../files/pid-lock';
 
@@ -146,6 +146,9 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
       try {
         // One open file: the content and the hash in its header are one put's, whatever is renamed over it meanwhile.
         const { size, sha256, contentStart } = await parseHeader(handle);
+        // The header's size is checked before it is allocated: a damaged file must not ask for gigabytes.
+        if (size > MAX_VERSIONED_BYTES) throw new ObjectStoreError(`the object at ${p} is ${size} bytes, more than the ${MAX_VERSIONED_BYTES} a versioned read takes`, 'too-large');
+        if (contentStart + size > (await handle.stat()).size) throw new Error('not an object file of this store: its content is cut short');
         const content = Buffer.alloc(size);
         for (let at = 0; at < size;) {
           const { bytesRead } = await handle.read(content, at, size - at, contentStart + at);

@@ -47,7 +47,10 @@ export interface ObjectStore {
   /** The content as a stream; ObjectStoreError('not-found') when missing. */
   get(path: string): Promise<Readable>;
   head(path: string): Promise<StoredObject | null>;
-  /** The content of a small object (a mark, a marker) with its version, read together; not-found as `get`. */
+  /**
+   * The content of a small object (a mark, a marker) with its version, read together; not-found as `get`, and
+   * 'too-large' past MAX_VERSIONED_BYTES (a damaged or foreign object is not read into memory whole).
+   */
   readVersioned(path: string): Promise<VersionedContent>;
   /**
    * Compare-and-swap of a small object: store `content` only if the object at `path` is still the one of
@@ -66,6 +69,9 @@ export interface ObjectStore {
   list(prefix: string): AsyncIterable<string>;
   close(): Promise<void>;
 }
+
+/** The most readVersioned reads: what it serves (crash marks) is a few hundred bytes. */
+export const MAX_VERSIONED_BYTES = 1 << 20;
 
 export type ObjectStoreErrorCode = 'not-found' | 'too-large' | 'invalid-path' | 'store-unavailable' | 'already-exists' | 'changed';
 

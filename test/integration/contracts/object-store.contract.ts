@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
-import { ObjectStoreError, type ObjectStore } from '../../../services/platform/store/object-store';
+import { MAX_VERSIONED_BYTES, ObjectStoreError, type ObjectStore } from '../../../services/platform/store/object-store';
 
 export async function readAll(stream: Readable): Promise<Buffer> {
   const chunks: Buffer[] = [];
@@ -166,6 +166,12 @@ export function describeObjectStoreContract(name: string, open: () => Promise<Ob
       } finally {
         await other.close();
       }
+    });
+
+    test('readVersioned refuses an object larger than MAX_VERSIONED_BYTES rather than reading it whole', async () => {
+      const big = `${prefix}/big-versioned.bin`;
+      await store.put(big, Buffer.alloc(MAX_VERSIONED_BYTES + 1));
+      await expect(store.readVersioned(big)).rejects.toMatchObject({ code: 'too-large' });
     });
 
     test('paths that could escape are refused', async () => {
