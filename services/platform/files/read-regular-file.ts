@@ -11,7 +11,15 @@ export async function readRegularFile(file: string, maxBytes: number): Promise<s
     const stat = await handle.stat();
     if (!stat.isFile()) throw new Error(`not a regular file (${stat.isDirectory() ? 'a directory' : stat.isFIFO() ? 'a named pipe' : 'a device or socket'})`);
     if (stat.size > maxBytes) throw new Error(`${stat.size} bytes, more than the ${maxBytes} such a file holds`);
-    return await handle.readFile('utf8');
+    // Into a buffer one byte larger than its stat said: one that grew since (these files are replaced whole, by a
+    // rename, never appended to) is refused rather than read on past its bound.
+    const buffer = Buffer.alloc(stat.size + 1);
+    let length = 0;
+    for (let bytesRead = -1; bytesRead !== 0 && length < buffer.length; length += bytesRead) {
+      ({ bytesRead } = await handle.read(buffer, length, buffer.length - length, length));
+    }
+    if (length > stat.size) throw new Error('it grew while it was read');
+    return buffer.toString('utf8', 0, length);
   } finally {
     await handle.close();
   }
