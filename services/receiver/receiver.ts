@@ -206,8 +206,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     void drainBody(req, deps.maxBodyBytes, { idle: deps.idleBodies }).then(() => {
       if (req.complete) return;
       // Not before this answer is written: the answers owed to requests pipelined before it go out first.
-      if (res.writableFinished) req.socket.destroy();
-      else res.once('finish', () => req.socket.destroy());
+      afterAnswer(res, () => req.socket.destroy());
     });
   }
 
@@ -554,8 +553,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (current.req.complete) {
       // Every request on the connection is whole: the refusal follows the last answer owed (all before it go out
       // first). An answer that said `Connection: close` has ended the socket: nothing follows it.
-      if (current.res.writableFinished) refuseUnparsable(socket, error);
-      else current.res.once('finish', () => refuseUnparsable(socket, error));
+      afterAnswer(current.res, () => refuseUnparsable(socket, error));
       return;
     }
     // The error is in the current request's body. An answer it already has (a refusal sent before its body was
@@ -563,12 +561,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const settle = () => {
       if (!current.res.headersSent) return refuseUnparsable(socket, error);
       // An answer half written would be corrupted by another: it is finished, and the connection closed.
-      if (current.res.writableFinished) socket.destroy();
-      else current.res.once('finish', () => socket.destroy());
+      afterAnswer(current.res, () => socket.destroy());
     };
     const owed = current.earlier;
     // Node hands the socket to the next answer in its own 'finish' listener, added before this one.
-    if (owed !== undefined && !owed.writableFinished) owed.once('finish', settle);
+    if (owed !== undefined) afterAnswer(owed, settle);
     else settle();
   });
   // Requests Node would otherwise answer bare (an unknown Expect: 417 without a request id) or not at all
@@ -591,7 +588,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // Requests pipelined before it may still be answering on this socket (Node hands it over all the same):
     // written at once, the refusal would go out before their answers, and the close would cut them off.
     const before = inHand.get(socket);
-    if (before !== undefined && !before.res.writableFinished) before.res.once('finish', answer);
+    if (before !== undefined) afterAnswer(before.res, answer);
     else answer();
   });
   // A client that shuts its side once the request is sent (FIN after the body) still reads the answer: Node's
@@ -630,6 +627,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
 /** An HTTP/1.1 request without Host (RFC 9112 §3.2: a 400). */
 const lacksHost = (req: http.IncomingMessage) => req.headers.host === undefined && req.httpVersionMinor === 1 && req.httpVersionMajor === 1;
+
+/** `then` once the answer is written: at once if it is, else on its 'finish'. */
+function afterAnswer(res: http.ServerResponse, then: () => void): void {
+  if (res.writableFinished) then();
+  else res.once('finish', then);
+}
 
 /** Settles once the answer is written (true), or its connection closed before it was (false). */
 function answered(res: http.ServerResponse): Promise<boolean> {
