@@ -19,11 +19,15 @@ import { getFreePort } from '../support/servers';
  */
 const codec = defaultAvroCodec();
 
-async function putWorkflow(env: Record<string, string>, id: string): Promise<void> {
+/** A webhook workflow put through the CLI; `parameters` for its trigger node (an idempotency key, say). */
+async function putWorkflow(env: Record<string, string>, id: string, parameters?: Record<string, unknown>): Promise<void> {
   const file = path.join(env.DATA_DIR, `${id}.json`);
-  writeFileSync(file, JSON.stringify({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook' }] }));
+  writeFileSync(file, JSON.stringify({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook', ...(parameters ? { parameters } : {}) }] }));
   expect((await runCli(['workflows', 'put', file], env)).code).toBe(0);
 }
+
+/** A trigger node's parameters that key requests by their Idempotency-Key header. */
+const KEYED = { options: { idempotencyKey: { header: 'Idempotency-Key' } } };
 
 async function post(service: ServiceProcess, workflowId: string, body: unknown): Promise<string> {
   const res = await fetch(`${service.baseUrl}/hook/${workflowId}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) });
@@ -74,9 +78,7 @@ test('posts become executions exactly once through the stage worker; SIGTERM sto
 test('the decoder in the worker reads idempotency keys back through the main thread\'s log; its lines reach stdout whole', async () => {
   const { env, cleanup } = backendEnv('embedded');
   try {
-    const file = path.join(env.DATA_DIR, 'wf-keyed.json');
-    writeFileSync(file, JSON.stringify({ id: 'wf-keyed', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { idempotencyKey: { header: 'Idempotency-Key' } } } }] }));
-    expect((await runCli(['workflows', 'put', file], env)).code).toBe(0);
+    await putWorkflow(env, 'wf-keyed', KEYED);
     await putWorkflow(env, 'wf-plain');
     const service = await startServiceProcess(env);
     try {
@@ -277,9 +279,7 @@ test('a stop whose grace runs out while a batch is in hand marks it stopped: the
 test('three starts killed while the decoder reads idempotency keys back do not convict the keyed record: the read-back is outside the crash guard', async () => {
   const { env, cleanup } = backendEnv('embedded');
   try {
-    const file = path.join(env.DATA_DIR, 'wf-read-back.json');
-    writeFileSync(file, JSON.stringify({ id: 'wf-read-back', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { options: { idempotencyKey: { header: 'Idempotency-Key' } } } }] }));
-    expect((await runCli(['workflows', 'put', file], env)).code).toBe(0);
+    await putWorkflow(env, 'wf-read-back', KEYED);
     // Each start's read-back waits a minute for the log's offset by time: the process is killed (-9) inside it,
     // as an OOM loop at start or a probe that kills too early would. Inside the guard, the keyed record would be
     // in hand at all three ends (the first in its marked batch, two alone) and dead-lettered at the fourth start.
