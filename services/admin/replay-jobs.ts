@@ -118,6 +118,8 @@ export class ReplayJobUnreadable extends Error {
 export async function openReplayJobs(options: ReplayJobsOptions): Promise<ReplayJobs> {
   const { log, dir, logger } = options;
   const jobsDir = path.join(dir, 'jobs');
+  /** A job's checkpoint: beside jobs/, named by the job's id (the same file `ingress replay` keeps for its request). */
+  const checkpointOf = (id: string) => checkpointFile(path.join(dir, `${id}.json`));
   const jobs = new Map<string, ReplayJob>();
   const running = new Map<string, { abort: AbortController; cancelled: boolean; done: Promise<void> }>();
   // Jobs whose record is on disk: one that is not, once its first save failed, has nothing to resume.
@@ -125,7 +127,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
 
   /** Where the checkpoint gives the job's progress (and, for one the process died under, whether it had finished). */
   const adopt = async (job: ReplayJob, file: string): Promise<ReplayJob> => {
-    const saved = await checkpointFile(path.join(dir, `${job.id}.json`)).load().catch((error: Error) => {
+    const saved = await checkpointOf(job.id).load().catch((error: Error) => {
       // Said now rather than at the resume that fails on it.
       logger.warn('a replay job\'s checkpoint is unreadable; resuming the job will fail until it is repaired or deleted', { replay: job.id, file, error: error.message });
       return null;
@@ -213,7 +215,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
 
   async function run(job: ReplayJob, refeedPlan: RefeedPlan): Promise<{ job: ReplayJob; started: boolean }> {
     const abort = new AbortController();
-    const checkpoint = checkpointFile(path.join(dir, `${job.id}.json`));
+    const checkpoint = checkpointOf(job.id);
     const before = { replayed: job.replayed, skipped: job.skipped };
     const starting = { state: 'running', error: null, finishedAt: null, remaining: null } as const;
     // The checkpoint's lock first: another process running this replay (a second service on this DATA_DIR, the
@@ -306,7 +308,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (known) return startOrResume(known);
       // A checkpoint the CLI left (a replay run while the service was stopped) is this job's progress.
       const job = fresh(id, 'range', request);
-      const saved = await checkpointFile(path.join(dir, `${id}.json`)).load().catch(() => null);
+      const saved = await checkpointOf(id).load().catch(() => null);
       if (saved) { job.replayed = saved.replayed; job.skipped = saved.skipped; job.read = saved.replayed + saved.skipped; if (saved.complete) job.state = 'complete'; }
       jobs.set(id, job);
       if (job.state === 'complete') { await save(job); return { job: snapshot(job), started: false }; }
@@ -320,7 +322,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       // An unreadable job of these filters (its checkpoint names them) may have replayed some of these letters: it
       // is refused as the job itself is, and gone on with once its record is repaired.
       for (const j of [...jobs.values()].filter((j) => j.state === 'unreadable' && j.kind === 'dead-letters')) {
-        const saved = await checkpointFile(path.join(dir, `${j.id}.json`)).load().catch(() => null);
+        const saved = await checkpointOf(j.id).load().catch(() => null);
         if (saved && JSON.stringify(saved.request) === JSON.stringify(checkpointRequest({ ...j, request }))) await current(j.id);
       }
       // Asked again while a replay of the same dead letters is unfinished (cancelled, interrupted, stopped short,
