@@ -101,6 +101,12 @@ export function crashMarksIn(store: ObjectStore): CrashMarks {
       found = await store.readVersioned(markPath(group, topic, partition));
     } catch (error) {
       if (error instanceof ObjectStoreError && error.code === 'not-found') return { mark: null, version: null };
+      if (error instanceof ObjectStoreError && error.code === 'too-large') {
+        // No mark is that large (damaged, or not one): unreadable, as parseMark takes one, and removed so that the
+        // next swap (of no version) can write. Thrown, it would hold the partition up for good, every retry alike.
+        await store.delete(markPath(group, topic, partition));
+        return { mark: null, version: null };
+      }
       throw error;
     }
     return { mark: parseMark(found.content), version: found.version };
