@@ -17,7 +17,10 @@ import { describeEventLogContract } from './contracts/event-log.contract';
 import { describeObjectStoreContract, readAll } from './contracts/object-store.contract';
 import { describeRegistryContract } from './contracts/registry.contract';
 
-const tempDir = () => mkdtempSync(path.join(tmpdir(), 'ingress-embedded-'));
+// Every folder a test makes is removed after the file: a run left about twenty behind in /tmp before.
+const madeDirs: string[] = [];
+const tempDir = () => { const dir = mkdtempSync(path.join(tmpdir(), 'ingress-embedded-')); madeDirs.push(dir); return dir; };
+afterAll(() => { for (const dir of madeDirs) rmSync(dir, { recursive: true, force: true }); });
 
 describeEventLogContract('embedded journal', () => {
   const dir = tempDir();
