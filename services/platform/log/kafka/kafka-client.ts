@@ -75,12 +75,20 @@ const EXPECTED_WARNINGS = [/switched default partitioner/, /Limiting retries for
 /** Only facts about the client travel to our logs; the extra fields kafkajs attaches can hold anything. */
 const FORWARDED_FIELDS = ['groupId', 'memberId', 'topic', 'partition', 'broker', 'retryCount', 'retryTime', 'transactionalId', 'type'];
 
+/** Kafka's errors of group coordination, by type, which a consumer crash can carry. */
+const COORDINATION_ERRORS = new Set(['COORDINATOR_LOAD_IN_PROGRESS', 'COORDINATOR_NOT_AVAILABLE', 'NOT_COORDINATOR', 'REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'MEMBER_ID_REQUIRED']);
+
 /**
  * The group and transaction chatter of a healthy cluster: a rebalance, a coordinator that moved or is loading,
  * a transaction still being completed, a member that must rejoin. kafkajs logs each at `error` and then retries
  * or rejoins by itself; the stage logs one line of its own for what matters (joined, fenced, retrying).
+ * Named by kafkajs's words or by Kafka's error types: the coordination ones above, and those of transactions.
  */
-const COORDINATION = /rebalanc|re-?join|not aware of this member|coordinator|concurrent (?:operation|transactions)|CONCURRENT_TRANSACTIONS|NOT_COORDINATOR|COORDINATOR_(?:LOAD_IN_PROGRESS|NOT_AVAILABLE)|UNKNOWN_MEMBER_ID|REBALANCE_IN_PROGRESS|ILLEGAL_GENERATION|MEMBER_ID_REQUIRED|INVALID_PRODUCER_EPOCH|PRODUCER_FENCED|newer producer with the same transactionalId/i;
+const COORDINATION = new RegExp(
+  ['rebalanc', 're-?join', 'not aware of this member', 'coordinator', 'concurrent (?:operation|transactions)', 'newer producer with the same transactionalId',
+    ...COORDINATION_ERRORS, 'CONCURRENT_TRANSACTIONS', 'INVALID_PRODUCER_EPOCH', 'PRODUCER_FENCED'].join('|'),
+  'i',
+);
 
 /**
  * A partition's leader being elected or moved (a topic just created, a broker restarting): kafkajs takes the
@@ -97,9 +105,6 @@ const CONSUMER_RESTART = /^Restarting the consumer in \d+ms$/;
 
 /** The group's offset is gone (retention deleted records it had not read): kafkajs resets it, and they are lost. */
 const DATA_LOST = /^Offset out of range, resetting/;
-
-/** Kafka's errors of group coordination (COORDINATION's, by type), which a consumer crash can carry. */
-const COORDINATION_ERRORS = new Set(['COORDINATOR_LOAD_IN_PROGRESS', 'COORDINATOR_NOT_AVAILABLE', 'NOT_COORDINATOR', 'REBALANCE_IN_PROGRESS', 'UNKNOWN_MEMBER_ID', 'ILLEGAL_GENERATION', 'MEMBER_ID_REQUIRED']);
 
 /** Whether an error, or one of its causes, is Kafka's word that the group is still being coordinated. */
 export function isCoordinationError(error: unknown): boolean {
