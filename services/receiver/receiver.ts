@@ -27,6 +27,7 @@ import type { AcceptTiming } from './accept-timing';
 import type { IdleBodies } from './idle-bodies';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { acceptedKeys } from './accepted-keys';
+import { keepIdleConnections } from '../platform/net/idle-connections';
 import type { RefusalJournal } from './refusal-journal';
 
 /**
@@ -595,8 +596,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   // default aborts the request on that FIN and closes without one. With this, the request is handled, answered,
   // and the connection then ends. (Node's own property, set as its tests do; it is not in @types/node.)
   (server as http.Server & { httpAllowHalfOpen: boolean }).httpAllowHalfOpen = true;
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
+  keepIdleConnections(server);
   server.requestTimeout = 300_000;
 
   return {

@@ -2,6 +2,7 @@ import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Logger } from '../logger/logger';
 import { ConfigError } from '../config/config';
+import { keepIdleConnections } from '../net/idle-connections';
 
 /**
  * The admin port: `/healthz` answers 200 while the process is up (a liveness probe: restart me if this
@@ -56,11 +57,7 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       else answer(res, 503, { status: 'not-ready', reasons });
     });
   });
-  // Node's 5 s would close an idle kept-alive connection about when a client (fetch keeps one 4 s) or a load
-  // balancer (60 s is usual) sends its next request on it: that request fails with a reset. Longer than theirs,
-  // as on the receiver; close() still ends every connection at once.
-  server.keepAliveTimeout = 65_000;
-  server.headersTimeout = 66_000;
+  keepIdleConnections(server);
   await new Promise<void>((resolve, reject) => {
     const failed = (error: NodeJS.ErrnoException) => reject(listenFailure(error, { portVariable: 'ADMIN_PORT', hostVariable: 'ADMIN_HOST', port: options.port, host: options.host }));
     server.once('error', failed);
