@@ -162,6 +162,19 @@ test.each(['gzip, chunked', 'deflate,chunked', 'identity, chunked'])('Transfer-E
   expect((await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length).toBe(before);
 });
 
+test('an accepted request\'s connection is kept idle longer than clients and load balancers keep theirs (Keep-Alive: timeout=65)', async () => {
+  // With Node's 5 s a partner's next request on a connection idle about that long met a reset.
+  const agent = new http.Agent({ keepAlive: true });
+  const answer = await new Promise<{ status?: number; keepAlive?: string }>((resolve, reject) => {
+    http.request(`${app.baseUrl}/hook/wf-open`, { method: 'POST', agent, headers: { 'content-type': 'application/json' } }, (res) => {
+      res.resume();
+      res.on('end', () => resolve({ status: res.statusCode, keepAlive: res.headers['keep-alive'] as string | undefined }));
+    }).on('error', reject).end('{"kept":true}');
+  });
+  agent.destroy();
+  expect(answer).toEqual({ status: 200, keepAlive: 'timeout=65' });
+});
+
 test('paths outside /hook/ are 404 with a request id', async () => {
   const res = await fetch(`${app.baseUrl}/admin`, { method: 'POST', body: '{}' });
   expect(res.status).toBe(404);
