@@ -353,3 +353,23 @@ test('a mark of a version before tenures (none in it) is read, and its writer\'s
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, strikes: 1, tenure: 1 });
   expect(marks.held.get('g/t/0')).not.toHaveProperty('returned');
 });
+
+test('a partition owned anew in the middle of its own narrowing whose mark cannot be read at first goes on narrowing once it can', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 4), true); // life 1 ends holding 10..13
+  let down = false;
+  const flaky: CrashMarks = {
+    ...marks,
+    async readVersioned(...args) {
+      if (down) { down = false; throw new Error('object store unavailable'); }
+      return marks.readVersioned(...args);
+    },
+  };
+  const second = life(flaky);
+  expect(await handled(second, batch(10, 4), true)).toBe('alone');
+  // Record 11's transaction failed: the partition is owned anew, and the store does not answer its first read.
+  down = true;
+  await expect(second.begin(batch(11, 3), true)).rejects.toThrow('unavailable');
+  expect(await handled(second, batch(11, 3), true)).toBe('alone');
+  expect(await handled(second, batch(12, 2), false)).toBe('alone');
+});

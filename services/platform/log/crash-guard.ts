@@ -330,8 +330,10 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
       const at = BigInt(offset);
       if (firstSinceOwned) {
         const narrowed = narrowing.get(id);
-        stopNarrowing(id);
+        // Read before the narrowing is dropped: a read that fails hands the batch over as first again, and the
+        // range it was in the middle of would otherwise run on as one batch.
         const { mark, version } = await marks.readVersioned(group, topic, partition);
+        stopNarrowing(id);
         tenures.set(id, { number: ++ownerships, version, predecessor: mark ? { writer: mark.writer, tenure: mark.tenure } : null, written: false, fenced: false });
         // A batch in hand when a stop was asked for: nothing to suspect. Nor its own mark, unless it is a verdict.
         if (mark && (mark.writer !== writer || (mark.strikes ?? 0) >= STRIKES) && BigInt(mark.from) === at && mark.record === recordDigest(records[0]) && (mark.alone || !mark.stopped)) {
