@@ -1,4 +1,4 @@
-import { crashGuard, markStopping, turnTaking, type CrashGuard, type CrashMark, type CrashMarks, type CrashPlan, type TurnTaking } from '../../services/platform/log/crash-guard';
+import { crashGuard, markStopping, recordDigest, turnTaking, type CrashGuard, type CrashMark, type CrashMarks, type CrashPlan, type TurnTaking } from '../../services/platform/log/crash-guard';
 import type { LogRecord } from '../../services/platform/log/event-log';
 import { silentLogger } from '../../services/platform/logger/logger';
 
@@ -306,4 +306,70 @@ test('a verdict is the new owner\'s mark: the former owner\'s late `returned` do
   // Its own verdict, found again after a failed commit (which hands the partition over as if new), is still one.
   expect(await handled(next, batch(10, 3), true)).toBe('crashed');
   expect(await handled(life(marks), batch(10, 3), true)).toBe('crashed');
+});
+
+test('an earlier ownership of this member writes nothing over a later one whose first write landed with its answer lost', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 3), true);
+  let lose = false;
+  const lossy: CrashMarks = {
+    ...marks,
+    async swap(...args) {
+      const version = await marks.swap(...args);
+      if (lose) { lose = false; throw new Error('no answer within 30000 ms'); }
+      return version;
+    },
+  };
+  const member = life(lossy);
+  const frozen = await member.begin(batch(10, 3), true); // 10 alone in hand; the member freezes past its session
+  const other = life(marks);
+  for (const at of [10, 11, 12]) expect(await handled(other, batch(at, 13 - at), at === 10)).toBe('alone');
+  // The partition is this member's again: its new ownership's mark of 13..15 lands, but the answer is lost.
+  lose = true;
+  await expect(member.begin(batch(13, 3), true)).rejects.toThrow('no answer');
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '13', alone: false, tenure: 2 });
+  await frozen.done(); // told apart by the mark's tenure: the writer alone is this member's either way
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '13', alone: false, tenure: 2 });
+});
+
+test('a mark of a version before tenures (none in it) is read, and its writer\'s late write is written over as a predecessor\'s', async () => {
+  const marks = memoryMarks();
+  // The previous owner, of the earlier version, wrote 10 alone and ended, or froze: its mark has no tenure.
+  const old: CrashMark = { from: '10', record: recordDigest(batch(10, 3)[0]), to: '12', alone: true, writer: 'before-upgrade', at: 1 };
+  await marks.swap('g', 't', 0, old, null);
+  // Its handler comes back late: its `returned`, no tenure either, lands after the new owner read the mark.
+  let late = true;
+  const racing: CrashMarks = {
+    ...marks,
+    async swap(...args) {
+      if (late) {
+        late = false;
+        await marks.swap('g', 't', 0, { ...old, returned: true }, (await marks.readVersioned('g', 't', 0)).version);
+      }
+      return marks.swap(...args);
+    },
+  };
+  expect(await endsHolding(life(racing), batch(10, 3), true)).toBe('alone'); // a strike: it was alone, not back
+  expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, strikes: 1, tenure: 1 });
+  expect(marks.held.get('g/t/0')).not.toHaveProperty('returned');
+});
+
+test('a partition owned anew in the middle of its own narrowing whose mark cannot be read at first goes on narrowing once it can', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 4), true); // life 1 ends holding 10..13
+  let down = false;
+  const flaky: CrashMarks = {
+    ...marks,
+    async readVersioned(...args) {
+      if (down) { down = false; throw new Error('object store unavailable'); }
+      return marks.readVersioned(...args);
+    },
+  };
+  const second = life(flaky);
+  expect(await handled(second, batch(10, 4), true)).toBe('alone');
+  // Record 11's transaction failed: the partition is owned anew, and the store does not answer its first read.
+  down = true;
+  await expect(second.begin(batch(11, 3), true)).rejects.toThrow('unavailable');
+  expect(await handled(second, batch(11, 3), true)).toBe('alone');
+  expect(await handled(second, batch(12, 2), false)).toBe('alone');
 });

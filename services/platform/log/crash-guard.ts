@@ -45,12 +45,18 @@ import type { LogRecord } from './event-log';
  * On Kafka a partition moves on while a member is frozen in a handler; once that member thaws, its `returned`,
  * its next record's mark or a stop's `stopped` rewrite would land over the new owner's mark, and the record the
  * new owner ends on would escape its strike (or an end be excused). An ownership's first write goes over the
- * mark it found on taking the partition, and over the late writes of that mark's writer (the owner it took over
- * from, finishing its handler); each later write goes only over its own last one. A write that finds another
- * owner's mark is dropped, and so is every later one of that ownership (logged at warn). Left open: a member
- * frozen for a whole session between reading a partition's mark and writing its first, whose write then lands
- * before its successor's; the successor's marks are then the ones dropped, for that ownership, and an end there
- * goes uncounted (never counted twice). Steady batches still write and read nothing.
+ * mark it found on taking the partition, and over the late writes of that mark's writer and tenure (the owner it
+ * took over from, finishing its handler); each later write goes only over its own last one. A write that finds
+ * another owner's mark is dropped, and so is every later one of that ownership (logged at warn).
+ * The new owner may be the frozen member itself, thawed and given the partition back (kafkajs rejoins without
+ * waiting for the batch in hand) or owning it anew after a failed transaction: a mark names its ownership
+ * (`tenure`) besides its writer, so its earlier ownership's late writes are told from its own. They go over the
+ * marks until the new ownership's first write lands, like a predecessor's, and are dropped from then on (logged
+ * at debug); taken for its own, a late `returned` would have replaced the new ownership's batch mark (an end
+ * while it held that batch, uncounted) or its verdict (the record acquitted). Left open: a member frozen for a
+ * whole session between reading a partition's mark and writing its first, whose write then lands before its
+ * successor's; the successor's marks are then the ones dropped, for that ownership, and an end there goes
+ * uncounted (never counted twice). Steady batches still write and read nothing.
  */
 export interface CrashMark {
   /** First offset of the records in hand. */
@@ -72,6 +78,12 @@ export interface CrashMark {
    * failed commit), and tells its own and its predecessor's marks from a later owner's by it.
    */
   writer: string;
+  /**
+   * Which of its writer's ownerships of the partition wrote it (counted per guard): a member that lost the
+   * partition and owns it again, while a write of its earlier ownership is still to go out, tells that write's
+   * mark from its own by it. Absent from the marks of versions before it: read as the one ownership of its writer.
+   */
+  tenure?: number;
   /** Epoch ms, for operators. */
   at: number;
 }
@@ -133,7 +145,8 @@ function parseMark(body: Buffer): CrashMark | null {
     const offset = (v: unknown) => typeof v === 'string' && /^\d{1,19}$/.test(v);
     const flag = (v: unknown) => v === undefined || typeof v === 'boolean';
     if (offset(mark.from) && offset(mark.to) && typeof mark.record === 'string' && typeof mark.alone === 'boolean' && typeof mark.writer === 'string'
-      && flag(mark.returned) && flag(mark.stopped) && (mark.strikes === undefined || Number.isSafeInteger(mark.strikes))) return mark as CrashMark;
+      && flag(mark.returned) && flag(mark.stopped) && (mark.strikes === undefined || Number.isSafeInteger(mark.strikes))
+      && (mark.tenure === undefined || Number.isSafeInteger(mark.tenure))) return mark as CrashMark;
   } catch { /* below */ }
   // Unreadable (hand-edited, or a store that lost it half-way): as if none were there, which costs nothing but
   // the guard's help for this one batch.
@@ -233,6 +246,9 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
   const stopNarrowing = (id: string) => { narrowing.delete(id); thread.narrowing.delete(`${group}\0${id}`); };
   // Per partition: this ownership's hold on the mark (Tenure), from its first batch since owning the partition.
   const tenures = new Map<string, Tenure>();
+  // This guard's ownerships so far (the last one's number), and per partition the latest of them whose write landed.
+  let ownerships = 0;
+  const landed = new Map<string, number>();
   /**
    * Write a mark over the one this ownership last read or wrote, and only over it: a member that lost the
    * partition (frozen past its session, a rebalance) and whose handler comes back later would otherwise write
@@ -242,22 +258,38 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
    * group or commits, after its handler came back, and the answer would be stale by the write anyway.
    */
   const swapIn = async (tenure: Tenure, topic: string, partition: number, mark: CrashMark): Promise<void> => {
+    const id = `${topic}/${partition}`;
+    const supplanted = () => {
+      tenure.fenced = true;
+      logger.debug('this member owns the partition anew: a crash mark of its earlier ownership is left out', { stage, topic, partition, from: mark.from, alone: mark.alone });
+    };
     for (let tries = 0; tries < SWAP_TRIES && !tenure.fenced; tries++) {
+      // This member owns the partition anew (it lost it and got it back, or a failed Kafka transaction) and that
+      // ownership has written: a write of this earlier one, still queued (a handler that came back late, a stop's
+      // rewrite), would land over it.
+      if ((landed.get(id) ?? 0) > tenure.number) return supplanted();
       const version = await marks.swap(group, topic, partition, mark, tenure.version);
       if (version !== null) {
         tenure.version = version;
-        tenure.predecessor = null;
+        tenure.written = true;
+        landed.set(id, Math.max(landed.get(id) ?? 0, tenure.number));
         return;
       }
       const now = await marks.readVersioned(group, topic, partition);
       const by = now.mark?.writer;
-      // Over its own mark (a write whose answer was lost, a retry of it refused), a mark removed by hand, and, until
-      // this ownership's first write lands, the late writes of the owner it took over from (still finishing a
-      // handler when the partition moved): anyone else's mark is a later owner's.
-      if (by === writer || now.version === null || (by !== undefined && by === tenure.predecessor)) {
+      const theirTenure = now.mark?.tenure;
+      // Over this ownership's own mark (a write whose answer was lost, a retry of it refused), a mark removed by
+      // hand, and, until this ownership's first write lands, the late writes of the owner it took over from (still
+      // finishing a handler when the partition moved) or of an earlier ownership of this member: any other mark is
+      // a later owner's, or a later ownership's of this member (whose write landed, its answer lost).
+      const own = by === writer && theirTenure === tenure.number;
+      const before = !tenure.written && by !== undefined
+        && ((by === tenure.predecessor?.writer && theirTenure === tenure.predecessor.tenure) || (by === writer && (theirTenure ?? 0) < tenure.number));
+      if (own || now.version === null || before) {
         tenure.version = now.version;
         continue;
       }
+      if (by === writer) return supplanted();
       tenure.fenced = true;
       logger.warn('another member owns this partition now: its crash mark stays as that member wrote it', {
         stage, topic, partition, from: mark.from, alone: mark.alone, theirs: now.mark ? { from: now.mark.from, alone: now.mark.alone } : null,
@@ -272,7 +304,7 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
   const write = (tenure: Tenure, topic: string, partition: number, mark: CrashMark): Promise<void> => {
     const id = `${topic}/${partition}`;
     // Whether the thread is stopping is read when the write goes out, so a stop asked for meanwhile is in it.
-    const written = (chains.get(id) ?? Promise.resolve()).then(() => swapIn(tenure, topic, partition, thread.stopping ? { ...mark, stopped: true } : mark));
+    const written = (chains.get(id) ?? Promise.resolve()).then(() => swapIn(tenure, topic, partition, { ...mark, tenure: tenure.number, ...(thread.stopping ? { stopped: true } : {}) }));
     chains.set(id, written.catch(() => undefined));
     return written;
   };
@@ -298,9 +330,11 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
       const at = BigInt(offset);
       if (firstSinceOwned) {
         const narrowed = narrowing.get(id);
-        stopNarrowing(id);
+        // Read before the narrowing is dropped: a read that fails hands the batch over as first again, and the
+        // range it was in the middle of would otherwise run on as one batch.
         const { mark, version } = await marks.readVersioned(group, topic, partition);
-        tenures.set(id, { version, predecessor: mark?.writer ?? null, fenced: false });
+        stopNarrowing(id);
+        tenures.set(id, { number: ++ownerships, version, predecessor: mark ? { writer: mark.writer, tenure: mark.tenure } : null, written: false, fenced: false });
         // A batch in hand when a stop was asked for: nothing to suspect. Nor its own mark, unless it is a verdict.
         if (mark && (mark.writer !== writer || (mark.strikes ?? 0) >= STRIKES) && BigInt(mark.from) === at && mark.record === recordDigest(records[0]) && (mark.alone || !mark.stopped)) {
           // Alone, and neither back nor stopped: what the process ended on, a strike against it. Alone but back
@@ -364,14 +398,18 @@ export function crashGuard(marks: CrashMarks, group: string, logger: Logger, sta
 
 /** What one ownership of a partition (from its first batch since owning it) knows of the partition's mark. */
 interface Tenure {
+  /** Which of its guard's ownerships this is (CrashMark.tenure): later ones have greater numbers. */
+  number: number;
   /** The version of the mark last read or written by this ownership (null: there was none). */
   version: string | null;
   /**
-   * Who wrote the mark found on taking the partition, until this ownership's first write lands: that owner may
-   * still be finishing a handler, and its late writes are written over.
+   * Who wrote the mark found on taking the partition (writer and tenure; null: there was none): until this
+   * ownership's first write lands, that owner may still be finishing a handler, and its late writes are written over.
    */
-  predecessor: string | null;
-  /** Another owner wrote since: nothing more of this ownership is written. */
+  predecessor: { writer: string; tenure: number | undefined } | null;
+  /** A write of this ownership has landed: from then on only its own marks are written over. */
+  written: boolean;
+  /** Another owner, or a later ownership of this member, wrote since: nothing more of this ownership is written. */
   fenced: boolean;
 }
 
