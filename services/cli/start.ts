@@ -13,7 +13,7 @@ import { startDispatcher } from '../dispatcher/dispatcher';
 import { samplerGroup, startSampler } from '../sampler/sampler';
 import { mdnGroup, startMdnStage } from '../mdn/mdn-stage';
 import { journalInputs, startJournal } from '../journal/journal-stage';
-import { crashMarksIn, markStopping } from '../platform/log/crash-guard';
+import { beginThreadLife, crashMarksIn, markStopping } from '../platform/log/crash-guard';
 import { createRefusalJournal, type RefusalJournal } from '../receiver/refusal-journal';
 import { createTriggerCatalog, type TriggerCatalog } from '../triggers/catalog';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../triggers/webhook/webhook-trigger';
@@ -142,6 +142,7 @@ export async function startServices(config: Config, backends: Backends, services
     const credentials = openedCredentials(backends.registry, backends.sealer, config.workflowCacheMs);
     // A record that ends the process handling it is found after a few restarts and dead-lettered (crash-guard.ts).
     const crashMarks = crashMarksIn(backends.store);
+    beginThreadLife();
     if (services.includes('decoder')) {
       // AS2 bodies are opened again by the decoder, with the credential as it is now (docs/as2.md, "Where the work happens").
       stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000, mdnFirstAttemptDelayMs: config.as2MdnRetry.firstAttemptDelayMs, crashMarks }) });

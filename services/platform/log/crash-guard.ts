@@ -235,11 +235,19 @@ export function turnTaking(): TurnTaking {
 /** This thread's: module state is per thread (a worker's dies with it). */
 const THIS_THREAD = turnTaking();
 
-export function crashGuard(marks: CrashMarks, group: string, logger: Logger, stage: string, thread: TurnTaking = THIS_THREAD): CrashGuard {
-  const writer = randomUUID();
-  // A stage starting on a thread that was told to stop is a new life of it (an in-process restart).
+/**
+ * The stages starting on this thread begin a new life of it: one told to stop before (an in-process restart)
+ * marks as usual again. Once per start of the stages, not per guard: the decoder's, dispatcher's and sampler's
+ * guards share the thread and start one after another, and a later one must not forget the batches an earlier
+ * one already has in hand (a stop would then leave their marks saying nothing of it: counted as a crash).
+ */
+export function beginThreadLife(thread: TurnTaking = THIS_THREAD): void {
   thread.stopping = false;
   thread.inHand.clear();
+}
+
+export function crashGuard(marks: CrashMarks, group: string, logger: Logger, stage: string, thread: TurnTaking = THIS_THREAD): CrashGuard {
+  const writer = randomUUID();
   // Per partition: the last offset still to be handled alone, the offset found to have crashed (until its dead
   // letter commits: a failed commit hands the same batch over again), and the strikes of the range's first record.
   const narrowing = new Map<string, { to: bigint; crashed: bigint | null; first: bigint; strikes: number }>();
