@@ -4,6 +4,7 @@ import { DOCUMENT_ID, RegistryError, sameDocument, type Document, type DocumentC
 import { whileLocked } from './document-lock';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { writeFileAtomically } from './atomic-file';
+import { makeDurableFolders } from '../files/durable-folders';
 import { openFileJournal } from './file-journal';
 import { openFileSamples } from './file-samples';
 import { DEFAULT_JOURNAL_RETENTION_DAYS } from './journal';
@@ -47,7 +48,8 @@ export async function openFileRegistry(dataDir: string, options: FileRegistryOpt
 }
 
 async function fileCollection<T extends Document>(dir: string): Promise<DocumentCollection<T>> {
-  await fsp.mkdir(dir, { recursive: true });
+  // Its name durable before a document in it is (writeFileAtomically flushes only the collection's own folder).
+  await makeDurableFolders(dir);
   const fileOf = (id: string) => {
     if (!DOCUMENT_ID.test(id) && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.[A-Za-z0-9_-]+$/.test(id)) throw new RegistryError(`invalid document id ${JSON.stringify(id.slice(0, 140))}`, 'invalid-document');
     return path.join(dir, `${id}.json`);
