@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { writeFileAtomically } from '../platform/registry/atomic-file';
+import { sweepStaleTemps, writeFileAtomically } from '../platform/registry/atomic-file';
 import { makeDirectories } from '../platform/config/data-dir';
 import type { HeldLock } from '../platform/files/pid-lock';
 import { readRegularFile } from '../platform/files/read-regular-file';
@@ -119,7 +119,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const { log, dir, logger } = options;
   const jobsDir = path.join(dir, 'jobs');
   /** A job's checkpoint: beside jobs/, named by the job's id (the same file `ingress replay` keeps for its request). */
-  const checkpointOf = (id: string) => checkpointFile(path.join(dir, `${id}.json`));
+  const checkpointOf = (id: string) => checkpointFile(path.join(dir, `${id}.json`), (message, fields) => logger.warn(message, { replay: id, ...fields }));
   const jobs = new Map<string, ReplayJob>();
   const running = new Map<string, { abort: AbortController; cancelled: boolean; done: Promise<void> }>();
   // Jobs whose record is on disk: one that is not, once its first save failed, has nothing to resume.
@@ -186,6 +186,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (job) jobs.set(id, job);
     }
   };
+  // Temp files of saves a kill cut short (the records' and the checkpoints'): nothing names them.
+  await sweepStaleTemps(jobsDir);
+  await sweepStaleTemps(dir);
   await listJobs();
   const listed = async () => {
     if (unlisted) await listJobs();
@@ -196,7 +199,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const file = path.join(jobsDir, `${job.id}.json`);
     try {
       await makeDirectories(jobsDir);
-      await writeFileAtomically(file, JSON.stringify(job));
+      // A folder flush that failed after the rename is warned about: the record is in place (atomic-file.ts).
+      await writeFileAtomically(file, JSON.stringify(job), (message, fields) => logger.warn(message, { replay: job.id, ...fields }));
       kept.add(job.id);
     } catch (error) {
       throw new ReplayStoreError(error);

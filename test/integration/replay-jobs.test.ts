@@ -1,6 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openReplayJobs, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
@@ -296,6 +297,17 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     expect(await jobs.startRange(range('0'))).toMatchObject({ started: true, job: { id, state: 'running', error: null } });
     await jobs.settled(id);
     expect(jobs.get(id)).toMatchObject({ state: 'complete', replayed: 100 });
+  });
+
+  test('temp files of saves a kill cut short (records, checkpoints) are removed at open once 10 minutes old; others are left', async () => {
+    const old = new Date(Date.now() - 11 * 60_000);
+    const stale = [path.join(dir, 'jobs', `.${randomUUID()}.tmp`), path.join(dir, `.${randomUUID()}.tmp`)];
+    const kept = [path.join(dir, 'jobs', `.${randomUUID()}.tmp`), path.join(dir, 'notes.tmp')];
+    for (const file of [...stale, ...kept]) writeFileSync(file, '{"half');
+    for (const file of [...stale, kept[1]]) utimesSync(file, old, old);
+    await open();
+    expect(stale.filter((file) => existsSync(file))).toEqual([]);
+    expect(kept.filter((file) => existsSync(file))).toEqual(kept);
   });
 
   test('a job the process died under after its checkpoint said complete is complete after a restart, not interrupted', async () => {
