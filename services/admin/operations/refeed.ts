@@ -3,7 +3,7 @@ import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/l
 import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
 import { writeFileAtomically, type Unflushed } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
-import { tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
+import { lockHolder, tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
 import { readRegularFile } from '../../platform/files/read-regular-file';
 
 /**
@@ -92,6 +92,8 @@ export interface CheckpointFile {
   save(state: CheckpointState): Promise<void>;
   /** Held while a run reads and writes it; throws, naming the holder, while another process's run holds it. */
   lock(): Promise<HeldLock>;
+  /** The pid of the running process whose run holds it now (this one's included), or null. */
+  holder(): Promise<number | null>;
 }
 
 /** Another run of the same replay holds the checkpoint (its lock names a running process). */
@@ -128,6 +130,7 @@ export function checkpointFile(file: string, onUnflushed?: Unflushed): Checkpoin
       if ('release' in held) return held;
       throw new CheckpointInUse(file, held.holder);
     },
+    holder: () => lockHolder(`${file}.lock`),
   };
 }
 
