@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { writeFileAtomically } from '../platform/registry/atomic-file';
+import { sweepStaleTemps, writeFileAtomically } from '../platform/registry/atomic-file';
 import { makeDirectories } from '../platform/config/data-dir';
 import type { HeldLock } from '../platform/files/pid-lock';
 import { readRegularFile } from '../platform/files/read-regular-file';
@@ -20,7 +20,10 @@ import {
  * Each job keeps two files under `<dir>` (DATA_DIR/replay): the refeed checkpoint `<id>.json` (the same file
  * `ingress replay` uses, so a range replay started either way resumes the other's progress) and the job's
  * record `jobs/<id>.json` (kind, request, state). A job running when the process stops is found again
- * `interrupted` after a restart, with its progress; resuming it goes on from its checkpoint.
+ * `interrupted` after a restart, with its progress; resuming it goes on from its checkpoint. A job whose
+ * checkpoint another running process holds the lock of (a second service on this DATA_DIR, `ingress replay`) is
+ * listed `running`, with `runningIn` its pid and the progress of its checkpoint, read again at each listing until
+ * that process lets go; it is not resumed here meanwhile.
  *
  * Nothing under `jobs/` keeps the service from starting: those files are the operator's, and the service is the
  * partners' front door. A record that cannot be read (not JSON, torn, not a job's, a directory in its place) is
@@ -53,6 +56,8 @@ export interface ReplayJob {
   startedAt: string;
   finishedAt: string | null;
   error: string | null;
+  /** The pid of another process running it (its checkpoint's lock says so); null when it runs here, or nowhere. */
+  runningIn: number | null;
 }
 
 export interface ReplayJobs {
@@ -119,11 +124,13 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const { log, dir, logger } = options;
   const jobsDir = path.join(dir, 'jobs');
   /** A job's checkpoint: beside jobs/, named by the job's id (the same file `ingress replay` keeps for its request). */
-  const checkpointOf = (id: string) => checkpointFile(path.join(dir, `${id}.json`));
+  const checkpointOf = (id: string) => checkpointFile(path.join(dir, `${id}.json`), (message, fields) => logger.warn(message, { replay: id, ...fields }));
   const jobs = new Map<string, ReplayJob>();
   const running = new Map<string, { abort: AbortController; cancelled: boolean; done: Promise<void> }>();
   // Jobs whose record is on disk: one that is not, once its first save failed, has nothing to resume.
   const kept = new Set<string>();
+  // Jobs another running process holds the checkpoint of: read again at each listing, until it lets go.
+  const elsewhere = new Set<string>();
 
   /** Where the checkpoint gives the job's progress (and, for one the process died under, whether it had finished). */
   const adopt = async (job: ReplayJob, file: string): Promise<ReplayJob> => {
@@ -133,10 +140,20 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       return null;
     });
     if (saved) { job.replayed = saved.replayed; job.skipped = saved.skipped; }
-    // The process stopped under it; after its checkpoint's last save it had finished, only its record did not say so.
-    if (job.state === 'running') job.state = saved?.complete ? 'complete' : 'interrupted';
     job.read = job.replayed + job.skipped;
     job.remaining = null;
+    job.runningIn = null;
+    elsewhere.delete(job.id);
+    // Its record may say running, interrupted or anything but complete: the checkpoint's lock says who runs it now.
+    if (job.state !== 'complete' && job.state !== 'unreadable') {
+      const holder = await checkpointOf(job.id).holder().catch(() => null);
+      if (holder !== null && holder !== process.pid) {
+        elsewhere.add(job.id);
+        return Object.assign(job, { state: 'running', runningIn: holder, finishedAt: null, error: null });
+      }
+    }
+    // The process stopped under it; after its checkpoint's last save it had finished, only its record did not say so.
+    if (job.state === 'running') job.state = saved?.complete ? 'complete' : 'interrupted';
     return job;
   };
 
@@ -158,7 +175,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const at = await fsp.lstat(file).then((s) => s.mtime.toISOString(), () => new Date().toISOString());
       return adopt({
         id, kind: id.startsWith('dl-') ? 'dead-letters' : 'range', request: null, state: 'unreadable', replayed: 0, skipped: 0, read: 0, remaining: null,
-        startedAt: at, finishedAt: null,
+        startedAt: at, finishedAt: null, runningIn: null,
         error: `its record ${file} cannot be read (${reason}): repair the file, or remove it (a range replay asked again then goes on from its checkpoint ${path.join(dir, `${id}.json`)})`,
       }, file);
     }
@@ -186,17 +203,27 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (job) jobs.set(id, job);
     }
   };
+  // Temp files of saves a kill cut short (the records' and the checkpoints'): nothing names them.
+  await sweepStaleTemps(jobsDir);
+  await sweepStaleTemps(dir);
   await listJobs();
   const listed = async () => {
     if (unlisted) await listJobs();
     if (unlisted) throw new ReplayStoreError(unlisted, 'read');
+    // Its state and progress are the other process's: read again, as interrupted (or complete) once it has let go.
+    for (const id of [...elsewhere]) {
+      const job = await readJob(id);
+      if (job) jobs.set(id, job);
+      else { jobs.delete(id); elsewhere.delete(id); }
+    }
   };
 
   const save = async (job: ReplayJob) => {
     const file = path.join(jobsDir, `${job.id}.json`);
     try {
       await makeDirectories(jobsDir);
-      await writeFileAtomically(file, JSON.stringify(job));
+      // A folder flush that failed after the rename is warned about: the record is in place (atomic-file.ts).
+      await writeFileAtomically(file, JSON.stringify(job), (message, fields) => logger.warn(message, { replay: job.id, ...fields }));
       kept.add(job.id);
     } catch (error) {
       throw new ReplayStoreError(error);
@@ -286,7 +313,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   }
 
   const fresh = (id: string, kind: ReplayKind, request: ReplayJob['request']): ReplayJob => ({
-    id, kind, request, state: 'interrupted', replayed: 0, skipped: 0, read: 0, remaining: null, startedAt: new Date().toISOString(), finishedAt: null, error: null,
+    id, kind, request, state: 'interrupted', replayed: 0, skipped: 0, read: 0, remaining: null, startedAt: new Date().toISOString(), finishedAt: null, error: null, runningIn: null,
   });
 
   // Starts and resumes one at a time: two identical requests at once must not both start the same job on one checkpoint.
@@ -380,6 +407,7 @@ function parseJob(text: string, id: string): ReplayJob {
   return {
     ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped),
     finishedAt: typeof job.finishedAt === 'string' ? job.finishedAt : null, error: typeof job.error === 'string' ? job.error : null,
+    runningIn: null,
   };
 }
 

@@ -1,6 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openReplayJobs, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
@@ -296,6 +297,48 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     expect(await jobs.startRange(range('0'))).toMatchObject({ started: true, job: { id, state: 'running', error: null } });
     await jobs.settled(id);
     expect(jobs.get(id)).toMatchObject({ state: 'complete', replayed: 100 });
+  });
+
+  test('a job another live process runs (its checkpoint\'s lock names it) is listed running there, not interrupted, and is not resumed here; once that process is gone it is interrupted', async () => {
+    const request = range('0');
+    const id = rangeReplayId(request);
+    const checkpoint = path.join(dir, `${id}.json`);
+    // What a second service on this DATA_DIR keeps while it runs the job: its record, its checkpoint, its lock.
+    writeFileSync(jobFile(id), JSON.stringify({ id, kind: 'range', request, state: 'running', replayed: 0, skipped: 0, startedAt: new Date().toISOString(), finishedAt: null, error: null }));
+    writeFileSync(checkpoint, JSON.stringify({ request, positions: { 0: '40' }, replayed: 40, skipped: 0, complete: false }));
+    const other = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${checkpoint}.lock`)}, process.pid + ' its-token', { flag: 'wx' }); console.log('held'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await once(other.stdout!, 'data');
+      const jobs = await open();
+      await jobs.listed();
+      expect(jobs.get(id)).toMatchObject({ state: 'running', runningIn: other.pid, replayed: 40, read: 40, error: null });
+      expect(await jobs.resume(id)).toMatchObject({ started: false, job: { state: 'running', runningIn: other.pid } });
+      expect(await jobs.startRange(request)).toMatchObject({ started: false, job: { state: 'running' } });
+      // Its progress as the other process moves its checkpoint.
+      writeFileSync(checkpoint, JSON.stringify({ request, positions: { 0: '60' }, replayed: 60, skipped: 0, complete: false }));
+      await jobs.listed();
+      expect(jobs.get(id)).toMatchObject({ state: 'running', replayed: 60 });
+      other.kill('SIGKILL');
+      await once(other, 'exit');
+      // Killed holding it: its lock is left, naming a pid that no longer runs.
+      expect(existsSync(`${checkpoint}.lock`)).toBe(true);
+      await jobs.listed();
+      expect(jobs.get(id)).toMatchObject({ state: 'interrupted', runningIn: null, replayed: 60 });
+      expect((await open()).get(id)).toMatchObject({ state: 'interrupted', runningIn: null });
+    } finally {
+      other.kill('SIGKILL');
+    }
+  });
+
+  test('temp files of saves a kill cut short (records, checkpoints) are removed at open once 10 minutes old; others are left', async () => {
+    const old = new Date(Date.now() - 11 * 60_000);
+    const stale = [path.join(dir, 'jobs', `.${randomUUID()}.tmp`), path.join(dir, `.${randomUUID()}.tmp`)];
+    const kept = [path.join(dir, 'jobs', `.${randomUUID()}.tmp`), path.join(dir, 'notes.tmp')];
+    for (const file of [...stale, ...kept]) writeFileSync(file, '{"half');
+    for (const file of [...stale, kept[1]]) utimesSync(file, old, old);
+    await open();
+    expect(stale.filter((file) => existsSync(file))).toEqual([]);
+    expect(kept.filter((file) => existsSync(file))).toEqual(kept);
   });
 
   test('a job the process died under after its checkpoint said complete is complete after a restart, not interrupted', async () => {

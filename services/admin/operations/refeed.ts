@@ -1,9 +1,9 @@
 import * as path from 'node:path';
 import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
-import { writeFileAtomically } from '../../platform/registry/atomic-file';
+import { writeFileAtomically, type Unflushed } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
-import { tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
+import { lockHolder, tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
 import { readRegularFile } from '../../platform/files/read-regular-file';
 
 /**
@@ -92,6 +92,8 @@ export interface CheckpointFile {
   save(state: CheckpointState): Promise<void>;
   /** Held while a run reads and writes it; throws, naming the holder, while another process's run holds it. */
   lock(): Promise<HeldLock>;
+  /** The pid of the running process whose run holds it now (this one's included), or null. */
+  holder(): Promise<number | null>;
 }
 
 /** Another run of the same replay holds the checkpoint (its lock names a running process). */
@@ -105,7 +107,8 @@ export class CheckpointInUse extends Error {
 /** Far above any checkpoint (its request names at most 10 000 letters): a larger file is not one. */
 const MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024;
 
-export function checkpointFile(file: string): CheckpointFile {
+/** `onUnflushed`: a save whose folder could not be flushed after its rename (atomic-file.ts); it counts as saved. */
+export function checkpointFile(file: string, onUnflushed?: Unflushed): CheckpointFile {
   return {
     path: file,
     async load() {
@@ -117,7 +120,7 @@ export function checkpointFile(file: string): CheckpointFile {
     async save(state) {
       await makeDirectories(path.dirname(file));
       // Durable before the next batch is appended: a checkpoint lost to a crash would replay what it covered.
-      await writeFileAtomically(file, JSON.stringify(state));
+      await writeFileAtomically(file, JSON.stringify(state), onUnflushed);
     },
     // Two runs on one checkpoint would each append what the other appends: the service's job and `ingress replay`
     // on Kafka (the embedded log refuses the second writer anyway), or two services on one DATA_DIR.
@@ -127,6 +130,7 @@ export function checkpointFile(file: string): CheckpointFile {
       if ('release' in held) return held;
       throw new CheckpointInUse(file, held.holder);
     },
+    holder: () => lockHolder(`${file}.lock`),
   };
 }
 

@@ -1,13 +1,15 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { ConfigError } from './config';
+import { syncFolder } from '../files/durable-folders';
 
 /**
  * `mkdir -p` one level at a time, failing with the level that could not be made. Not `fs.mkdir(dir, { recursive:
  * true })`: where a directory refuses new entries with ENOENT although it exists (`DATA_DIR=/proc/x`), Node's
  * recursive mkdir retries the parent forever, and the start hung with no message. Used where a directory is made
  * once (DATA_DIR at open, a replay job's folder), not per request: once DATA_DIR exists, the recursive mkdirs of
- * the embedded backends under it are safe, since their first level is in a directory that took one.
+ * the embedded backends under it are safe, since their first level is in a directory that took one. The parent
+ * of each level made is fsync'd (durable-folders.ts).
  */
 export async function makeDirectories(target: string): Promise<void> {
   const missing: string[] = [];
@@ -23,9 +25,16 @@ export async function makeDirectories(target: string): Promise<void> {
     missing.unshift(dir);
     if (path.dirname(dir) === dir) break;
   }
+  const made: string[] = [];
   for (const dir of missing) {
-    await fsp.mkdir(dir).catch((error: NodeJS.ErrnoException) => {
+    await fsp.mkdir(dir).then(() => made.push(dir), (error: NodeJS.ErrnoException) => {
       if (error.code !== 'EEXIST') throw new Error(`${dir} cannot be created (${error.code ?? error.message})`);
+    });
+  }
+  // Each level made here named durably in its parent (a replay's checkpoint in it is fsync'd, and would be lost with it).
+  for (const dir of made.reverse()) {
+    await syncFolder(path.dirname(dir)).catch((error: NodeJS.ErrnoException) => {
+      throw new Error(`${path.dirname(dir)} cannot be flushed to disk (${error.code ?? error.message})`);
     });
   }
 }

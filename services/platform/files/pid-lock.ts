@@ -70,6 +70,19 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | { holder
   return { holder: 0 };
 }
 
+/**
+ * The pid of the running process that holds the lock, without trying to take it (a lister's look at another
+ * process's work); null when nobody does: no lock, one whose owner is gone, or one being written this instant.
+ */
+export async function lockHolder(lockFile: string): Promise<number | null> {
+  const file = path.resolve(lockFile);
+  if (heldHere.has(file)) return process.pid;
+  const seen = await readLock(file);
+  const owner = seen && ownerOf(seen.text);
+  if (!owner) return null;
+  return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? owner.pid : null;
+}
+
 async function readLock(file: string): Promise<{ text: string; mtimeMs: number } | null> {
   try {
     const [text, stat] = await Promise.all([fsp.readFile(file, 'utf8'), fsp.stat(file)]);

@@ -2,6 +2,7 @@ import { hash, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
+import { makeDurableFolders } from '../files/durable-folders';
 import { checkedQuery, matchesQuery, newestFirst, oldestFirst, type JournalEntry, type JournalQuery, type JournalStore } from './journal';
 import { RegistryError } from './registry';
 
@@ -87,6 +88,11 @@ interface DayFiles {
   checkpointed: number;
   /** The buckets written since the checkpoint; null when not known (every bucket of the day, then). */
   dirty: Set<string> | null;
+  /**
+   * A bucket was opened (maybe created) since the day's folder was last fsync'd: its name is flushed before the
+   * checkpoint moves past its lines, which a power loss would otherwise take with the name.
+   */
+  unsyncedNames: boolean;
 }
 
 function indexKeys(entry: JournalEntry): string[] {
@@ -128,7 +134,7 @@ function indexOfQuery(query: JournalQuery): string | null {
 }
 
 export async function openFileJournal(root: string, retentionDays: number, options: { indexSyncMs?: number } = {}): Promise<JournalStore> {
-  await fsp.mkdir(root, { recursive: true });
+  await makeDurableFolders(root);
   const writer = randomBytes(6).toString('hex');
   /**
    * This writer's entries file per day: its handle and its length (only this store appends to it), and the
@@ -153,6 +159,10 @@ export async function openFileJournal(root: string, retentionDays: number, optio
       const handle = await fsp.open(path.join(root, day, bucket), 'r');
       try { await handle.datasync(); } finally { await handle.close(); }
     }));
+    if (file.unsyncedNames) {
+      await syncDirectory(path.join(root, day));
+      file.unsyncedNames = false;
+    }
     await writeDurably(path.join(root, day, checkpointFile(writer)), String(length));
     file.dirty = new Set();
     file.checkpointed = length;
@@ -206,10 +216,11 @@ export async function openFileJournal(root: string, retentionDays: number, optio
       const fresh = !fs.existsSync(checkpoint);
       if (fresh) await writeDurably(checkpoint, '0');
       const handle = await fsp.open(path.join(dir, entriesFile(writer)), 'a', 0o600);
-      if (fresh) await syncDirectory(dir);
+      // The day's folder into the journal's too: another writer may have made it and not flushed that yet.
+      if (fresh) { await syncDirectory(dir); await syncDirectory(root); }
       const length = (await handle.stat()).size;
       // A reopen after a failed write keeps the checkpoint it had; the next sync flushes every bucket of the day.
-      file = { handle, length, buckets: new Map(), checkpointed: fresh ? 0 : -1, dirty: fresh ? new Set() : null };
+      file = { handle, length, buckets: new Map(), checkpointed: fresh ? 0 : -1, dirty: fresh ? new Set() : null, unsyncedNames: false };
       // Only the newest day keeps its index buckets open: a late entry for an older day opens them again.
       for (const other of open.values()) {
         for (const bucket of other.buckets.values()) await bucket.close().catch(() => undefined);
@@ -250,7 +261,10 @@ export async function openFileJournal(root: string, retentionDays: number, optio
       // the first write of a handle starts on a line of its own, so its first line is not merged into that one
       // (an empty line, when the bucket was whole, reads as nothing). In the same write: nothing lands between.
       const lead = handle ? '' : '\n';
-      if (!handle) file.buckets.set(bucket, (handle = await fsp.open(path.join(root, day, bucket), 'a', 0o600)));
+      if (!handle) {
+        file.buckets.set(bucket, (handle = await fsp.open(path.join(root, day, bucket), 'a', 0o600)));
+        file.unsyncedNames = true;
+      }
       file.dirty?.add(bucket);
       // One write of the file's handle opened for appending: O_APPEND, as appendFile was. Synchronous: a small
       // write to the page cache (flushed once a second, by syncDay) takes a microsecond or two of CPU, where a write
@@ -276,8 +290,10 @@ export async function openFileJournal(root: string, retentionDays: number, optio
     const handle = await fsp.open(file, 'r');
     const buckets = new Map<string, string>();
     let pending = 0;
+    let opened = false;
     const flush = async () => {
       for (const [bucket, lines] of buckets) {
+        opened = true;
         const out = await fsp.open(path.join(root, day, bucket), 'a', 0o600);
         try {
           // On a line of its own, as appendDay writes (a torn last line is ended, not continued).
@@ -313,6 +329,8 @@ export async function openFileJournal(root: string, retentionDays: number, optio
         if (pending > CHUNK) await flush();
       }
       await flush();
+      // Buckets it made are named durably before the caller's checkpoint moves past their lines.
+      if (opened) await syncDirectory(path.join(root, day));
     } finally {
       await handle.close();
     }

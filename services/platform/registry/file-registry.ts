@@ -3,7 +3,8 @@ import * as path from 'node:path';
 import { DOCUMENT_ID, RegistryError, sameDocument, type Document, type DocumentCollection, type Registry } from './registry';
 import { whileLocked } from './document-lock';
 import type { StoredCredential, WorkflowDocument } from './documents';
-import { writeFileAtomically } from './atomic-file';
+import { sweepStaleTemps, writeFileAtomically, type Unflushed } from './atomic-file';
+import { makeDurableFolders } from '../files/durable-folders';
 import { openFileJournal } from './file-journal';
 import { openFileSamples } from './file-samples';
 import { DEFAULT_JOURNAL_RETENTION_DAYS } from './journal';
@@ -29,8 +30,8 @@ export interface FileRegistryOptions {
 
 export async function openFileRegistry(dataDir: string, options: FileRegistryOptions = {}): Promise<Registry> {
   const root = path.resolve(dataDir, 'registry');
-  const workflows = await fileCollection<WorkflowDocument>(path.join(root, 'workflows'));
-  const credentials = await fileCollection<StoredCredential>(path.join(root, 'credentials'));
+  const workflows = await fileCollection<WorkflowDocument>(path.join(root, 'workflows'), options.onWarning);
+  const credentials = await fileCollection<StoredCredential>(path.join(root, 'credentials'), options.onWarning);
   const samples = await openFileSamples(path.join(root, 'samples'), { onlyWriter: options.onlySampleWriter ?? false, onWarning: options.onWarning });
   const journal = await openFileJournal(path.join(root, 'journal'), options.journalRetentionDays ?? DEFAULT_JOURNAL_RETENTION_DAYS);
   return {
@@ -46,8 +47,10 @@ export async function openFileRegistry(dataDir: string, options: FileRegistryOpt
   };
 }
 
-async function fileCollection<T extends Document>(dir: string): Promise<DocumentCollection<T>> {
-  await fsp.mkdir(dir, { recursive: true });
+async function fileCollection<T extends Document>(dir: string, onUnflushed?: Unflushed): Promise<DocumentCollection<T>> {
+  // Its name durable before a document in it is (writeFileAtomically flushes only the collection's own folder).
+  await makeDurableFolders(dir);
+  await sweepStaleTemps(dir);
   const fileOf = (id: string) => {
     if (!DOCUMENT_ID.test(id) && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.[A-Za-z0-9_-]+$/.test(id)) throw new RegistryError(`invalid document id ${JSON.stringify(id.slice(0, 140))}`, 'invalid-document');
     return path.join(dir, `${id}.json`);
@@ -64,7 +67,8 @@ async function fileCollection<T extends Document>(dir: string): Promise<Document
   };
   const write = async (file: string, document: T) => {
     try {
-      await writeFileAtomically(file, JSON.stringify(document, null, 2));
+      // A folder flush that failed after the rename is warned about, not thrown: the document is in place (atomic-file.ts).
+      await writeFileAtomically(file, JSON.stringify(document, null, 2), onUnflushed);
     } catch (error) {
       throw new RegistryError(`registry could not write ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
     }

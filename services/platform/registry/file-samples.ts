@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
+import { sweepStaleTemps } from './atomic-file';
 import { whileLocked } from './document-lock';
 import { RegistryError, withSamples, type Sample, type SampleStore } from './registry';
 import { sampleDocumentId } from './sample-ids';
@@ -42,6 +43,8 @@ const MAX_FILE_NAME = 255;
 
 export async function openFileSamples(dir: string, options: FileSamplesOptions): Promise<FileSampleStore> {
   await fsp.mkdir(dir, { recursive: true });
+  // Its temp files are named as writeFileAtomically's: those a kill left mid-write go the same way.
+  await sweepStaleTemps(dir);
   const delay = options.writeBehindMs ?? WRITE_BEHIND_MS;
   const fileOf = (workflowId: string, node: string) => {
     const id = sampleDocumentId(workflowId, node, MAX_FILE_NAME - '.json'.length);

@@ -6,6 +6,7 @@ import { pipeline } from 'node:stream/promises';
 import { assertObjectPath, createMeter, MAX_VERSIONED_BYTES, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { headerLength, parseHeader, writeHeader, type ObjectHeader } from './object-file';
 import { whileLockFile } from '../files/pid-lock';
+import { durableFolders, makeDurableFolders, syncFolder } from '../files/durable-folders';
 
 /**
  * The ObjectStore of `npm start`. An object is one file, DATA_DIR/objects/v2/<path>: a header with its size,
@@ -19,6 +20,10 @@ import { whileLockFile } from '../files/pid-lock';
  * files/pid-lock.ts: one its holder left by ending is taken over), while it compares the object's version (its
  * content's SHA-256, from the header) and puts; plain puts take no lock.
  *
+ * Durable when a put resolves: the file is fsync'd before its rename, then the folder it is renamed into, and
+ * every folder of its path the first time this process puts into it (durable-folders.ts), so that an object
+ * answered for survives a power loss, not only its content.
+ *
  * Objects an earlier release stored are two files, the content under objects/data/<path> and its metadata under
  * objects/meta/<path>.json, written one after the other. They are read as before (`head` describes one whose
  * metadata is missing from its content) until a put of the path replaces them, or a delete removes them.
@@ -28,7 +33,8 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
   const objectRoot = path.join(root, 'v2');
   const tmpRoot = path.join(root, 'tmp');
   const lockRoot = path.join(root, 'locks');
-  await Promise.all([objectRoot, tmpRoot, lockRoot].map((d) => fsp.mkdir(d, { recursive: true })));
+  for (const d of [objectRoot, tmpRoot, lockRoot]) await makeDurableFolders(d);
+  const folders = durableFolders(objectRoot);
   await sweepAbandoned(tmpRoot);
   const legacy = await legacyObjects(root);
 
@@ -81,7 +87,7 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
         } finally {
           await handle.close();
         }
-        await fsp.mkdir(path.dirname(target), { recursive: true });
+        await folders.make(path.dirname(target));
         if (exclusive) {
           // Linked, not renamed: the link fails (EEXIST) when an object is there, whoever wrote it meanwhile.
           await fsp.link(tmp, target);
@@ -89,7 +95,7 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
         } else {
           await fsp.rename(tmp, target);
         }
-        await syncDirectory(path.dirname(target));
+        await syncFolder(path.dirname(target));
       } catch (error) {
         await fsp.rm(tmp, { force: true });
         if (error instanceof ObjectStoreError) throw error;
@@ -314,9 +320,4 @@ async function exists(file: string): Promise<boolean> {
   } catch {
     return false;
   }
-}
-
-async function syncDirectory(dir: string) {
-  const handle = await fsp.open(dir, 'r');
-  try { await handle.sync(); } finally { await handle.close(); }
 }

@@ -1,5 +1,5 @@
-import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
+import { makeDurableFolders } from '../../files/durable-folders';
 import {
   EventLogError,
   type EventLog, type LogRecord, type OutRecord, type ReadOptions, type StageBatchResult, type StageHandle, type StageOptions,
@@ -69,7 +69,8 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
 
   let lock: DirectoryLock | null = null;
   if (!options.readOnly) {
-    await fsp.mkdir(dir, { recursive: true });
+    // Its name durable before any segment in it is acknowledged (the journal flushes only the log's own folder).
+    await makeDurableFolders(dir);
     lock = await acquireDirectoryLock(dir, 'embedded log');
   }
   let journal: Journal;
