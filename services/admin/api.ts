@@ -10,7 +10,7 @@ import { ADMIN_ERRORS, AdminError, errorBody, type AdminErrorCode } from './erro
 import { LOCAL_CLI_TOKEN_NAME } from './local-access';
 import { openApiDocument } from './openapi';
 import { CheckpointInUse } from './operations/refeed';
-import { ReplayJobUnreadable, ReplayStoreError } from './replay-jobs';
+import { ReplayConflict, ReplayJobUnreadable, ReplayStoreError } from './replay-jobs';
 import { credentialRoutes } from './routes/credentials';
 import { deadLetterRoutes } from './routes/dead-letters';
 import { eventRoutes } from './routes/events';
@@ -131,6 +131,8 @@ function errorHandler(deps: AdminApiDeps): ErrorRequestHandler {
       answer = new AdminError('backend-unavailable', message, undefined, { 'retry-after': '5' });
     } else if (error instanceof ReplayJobUnreadable || error instanceof CheckpointInUse) {
       answer = new AdminError('conflict', error.message);
+    } else if (error instanceof ReplayConflict) {
+      answer = new AdminError('conflict', error.message, error.problems);
     } else {
       // Logged by message only: a stack or a request body could hold what was being stored.
       deps.logger.error('admin api: request failed', { method: req.method, path: req.path, error: (error as Error)?.message ?? String(error) });

@@ -5,11 +5,13 @@ import { sweepStaleTemps, writeFileAtomically } from '../platform/registry/atomi
 import { makeDirectories } from '../platform/config/data-dir';
 import type { HeldLock } from '../platform/files/pid-lock';
 import { readRegularFile } from '../platform/files/read-regular-file';
-import type { EventLog } from '../platform/log/event-log';
+import { EventLogError, type EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
-import { CheckpointInUse, checkpointFile, refeed } from './operations/refeed';
+import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
+import { openReplayLedger, type ReplayLedger } from './operations/replay-ledger';
 import {
-  deadLetterReplayPlan, deadLetterRequestFields, normalDeadLetterRequest, normalRangeRequest, rangeReplayId, rangeReplayPlan,
+  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, normalDeadLetterRequest, normalRangeRequest,
+  originalOf, rangeReplayId, rangeReplayPlan, readStart, replayableInputs, requestIdOf,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
 
@@ -49,6 +51,14 @@ export interface ReplayJob {
   /** Records appended again, and records read but not selected, over every run of the job. */
   replayed: number;
   skipped: number;
+  /**
+   * Of `skipped` (dead-letter replays): letters whose original this replay or an earlier one replays (one letter per
+   * original), and letters not replayed because the replay ledger was full. The rest of `skipped` were outside the
+   * filters (or the sampler's). `skippedLetters`: the first 100 of those two kinds, with their request ids.
+   */
+  duplicates: number;
+  unrecorded: number;
+  skippedLetters: SkippedExample[];
   /** Records of the range read so far (replayed or skipped), over every run; updated while running. */
   read: number;
   /** Records left to read in the range, while running and when known. */
@@ -110,6 +120,18 @@ export class ReplayStoreError extends Error {
 }
 
 /**
+ * A dead-letter replay naming letters (`letters`) of which some may not be replayed: their original was replayed
+ * by another replay and has not failed since, or another replay is replaying it now. The API answers 409 with each
+ * letter in `problems`: replayed, the request would run twice.
+ */
+export class ReplayConflict extends Error {
+  constructor(readonly problems: string[]) {
+    super(`${problems.length} of the dead letters asked for would replay a request another replay replays: none is replayed; leave ${problems.length === 1 ? 'it' : 'them'} out, or replay the letter a failed replay left`);
+    this.name = 'ReplayConflict';
+  }
+}
+
+/**
  * A replay asked for (or resumed) whose job's record is unreadable: the API answers 409, since the request is
  * sound but that job's state is unknown. Started anyway, it could replay again what the job had replayed.
  */
@@ -139,7 +161,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       logger.warn('a replay job\'s checkpoint is unreadable; resuming the job will fail until it is repaired or deleted', { replay: job.id, file, error: error.message });
       return null;
     });
-    if (saved) { job.replayed = saved.replayed; job.skipped = saved.skipped; }
+    if (saved) Object.assign(job, progressOf(saved));
     job.read = job.replayed + job.skipped;
     job.remaining = null;
     job.runningIn = null;
@@ -174,7 +196,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       logger.error('a replay job\'s record is unreadable: the job is listed as unreadable and not resumed; repair the file, or remove it (a range replay asked again then goes on from its checkpoint)', { replay: id, file, error: reason });
       const at = await fsp.lstat(file).then((s) => s.mtime.toISOString(), () => new Date().toISOString());
       return adopt({
-        id, kind: id.startsWith('dl-') ? 'dead-letters' : 'range', request: null, state: 'unreadable', replayed: 0, skipped: 0, read: 0, remaining: null,
+        id, kind: id.startsWith('dl-') ? 'dead-letters' : 'range', request: null, state: 'unreadable', replayed: 0, skipped: 0, ...NO_SKIPS, read: 0, remaining: null,
         startedAt: at, finishedAt: null, runningIn: null,
         error: `its record ${file} cannot be read (${reason}): repair the file, or remove it (a range replay asked again then goes on from its checkpoint ${path.join(dir, `${id}.json`)})`,
       }, file);
@@ -229,11 +251,57 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       throw new ReplayStoreError(error);
     }
   };
-  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request } });
+  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request }, skippedLetters: [...job.skippedLetters] });
 
-  const plan = (job: ReplayJob): RefeedPlan => (job.kind === 'range'
+  // Opened at the first dead-letter replay, not at start: the service starts whatever DATA_DIR/replay holds.
+  const ledgerFile = path.join(dir, 'replayed-originals.jsonl');
+  let ledger: ReplayLedger | null = null;
+  const ledgerOf = async (): Promise<ReplayLedger> => {
+    if (ledger) return ledger;
+    const firsts = Object.fromEntries((await log.firstOffsets(options.context.topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
+    try { ledger = await openReplayLedger(ledgerFile, firsts); } catch (error) { throw new ReplayStoreError(error, 'read'); }
+    return ledger;
+  };
+
+  const plan = async (job: ReplayJob): Promise<RefeedPlan> => (job.kind === 'range'
     ? rangeReplayPlan(job.request as RangeReplayRequest, options.context)
-    : deadLetterReplayPlan(job.request as DeadLetterReplayRequest, options.context));
+    : deadLetterReplayPlan(job.request as DeadLetterReplayRequest, options.context, { ledger: await ledgerOf(), replay: job.id }));
+
+  /**
+   * Claims, for `replay`, the originals of the letters `request` names, before its job starts; refuses the request
+   * (ReplayConflict, claiming nothing) when another replay replays one of them: the answer a Replay button needs,
+   * rather than a job that completes having replayed nothing, and two clicks on two letters of one request meet
+   * here, one after the other. A request by filters is decided letter by letter as its job reads them.
+   */
+  const claimNamed = async (request: DeadLetterReplayRequest, replay: string) => {
+    if (request.letters === null) return;
+    const claims = await ledgerOf();
+    const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
+    const inputs = replayableInputs(options.context);
+    const problems: string[] = [];
+    const first = request.letters.map((l) => BigInt(l.split('/')[1])).reduce((a, b) => (a < b ? a : b));
+    const since = request.since === null ? null : Date.parse(request.since);
+    const read = await refeed({
+      log, source: options.context.topics.deadLetter, start: readStart({ offset: first }), until: null, checkpoint: null, signal: new AbortController().signal,
+      quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, progress: { update() {}, finish() {} },
+      select: (record) => {
+        const letter = selected(record);
+        // Only letters the job will read (from `since` on): a claim it never commits would hold the original up.
+        if (!letter || !inputs.has(letter.source.topic) || (since !== null && record.timestamp < since)) return null;
+        const position = `${record.partition}/${record.offset}`;
+        const original = originalOf(letter.source, options.context.codec);
+        const verdict = claims.take(original, replay, position);
+        if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay) {
+          const requestId = requestIdOf(letter.source.value, options.context.codec);
+          problems.push(`dead letter ${position}${requestId ? ` (request ${requestId})` : ''}: its original, ${original}, ${duplicateReason(verdict.by, replay)}`);
+        }
+        return null;
+      },
+    }, {});
+    if (read.stalled || problems.length) claims.abandon(replay);
+    if (read.stalled) throw new EventLogError(`${read.stalled}: the letters asked for could not all be read, so whether they were replayed is unknown; ask again`, 'log-unavailable');
+    if (problems.length) throw new ReplayConflict(problems);
+  };
 
   /** The checkpoint's request: what the CLI would write for the same range replay, so each resumes the other. */
   const checkpointRequest = (job: ReplayJob): Record<string, string | null> => (job.kind === 'range'
@@ -266,13 +334,13 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     entry.done = (async () => {
       try {
         const result = await refeed({
-          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, recall: refeedPlan.recall, checkpoint, checkpointLocked: true,
+          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
           signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize,
           progress: { update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; }, finish() {} },
         }, checkpointRequest(job));
         const saved = await checkpoint.load();
-        job.replayed = saved?.replayed ?? before.replayed + result.replayed;
-        job.skipped = saved?.skipped ?? before.skipped + result.skipped;
+        if (saved) Object.assign(job, progressOf(saved));
+        else Object.assign(job, { replayed: before.replayed + result.replayed, skipped: before.skipped + result.skipped });
         job.read = job.replayed + job.skipped;
         job.state = !result.interrupted ? 'complete' : entry.cancelled ? 'cancelled' : 'interrupted';
         // Stopped short by a log that went quiet: said, so that nobody takes it for done; the checkpoint is incomplete.
@@ -288,6 +356,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         // Running until its record is saved and its lock let go: a resume asked for meanwhile waits for both, rather
         // than meeting its own process's lock (409).
         running.delete(job.id);
+        ledger?.abandon(job.id); // claims of letters it did not reach (stopped first): not appended, so not held
         logger.info('replay ended', { replay: job.id, state: job.state, replayed: job.replayed, skipped: job.skipped, error: job.error ?? undefined });
       }
     })();
@@ -309,11 +378,11 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     // One cancelled a moment ago may still be saving its record and holding its checkpoint: resumed once it is done.
     if (job.state !== 'running') await running.get(job.id)?.done;
     if (job.state === 'running' || job.state === 'complete') return { job: snapshot(job), started: false };
-    return run(job, plan(job));
+    return run(job, await plan(job));
   }
 
   const fresh = (id: string, kind: ReplayKind, request: ReplayJob['request']): ReplayJob => ({
-    id, kind, request, state: 'interrupted', replayed: 0, skipped: 0, read: 0, remaining: null, startedAt: new Date().toISOString(), finishedAt: null, error: null, runningIn: null,
+    id, kind, request, state: 'interrupted', replayed: 0, skipped: 0, ...NO_SKIPS, read: 0, remaining: null, startedAt: new Date().toISOString(), finishedAt: null, error: null, runningIn: null,
   });
 
   // Starts and resumes one at a time: two identical requests at once must not both start the same job on one checkpoint.
@@ -336,16 +405,15 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       // A checkpoint the CLI left (a replay run while the service was stopped) is this job's progress.
       const job = fresh(id, 'range', request);
       const saved = await checkpointOf(id).load().catch(() => null);
-      if (saved) { job.replayed = saved.replayed; job.skipped = saved.skipped; job.read = saved.replayed + saved.skipped; if (saved.complete) job.state = 'complete'; }
+      if (saved) { Object.assign(job, progressOf(saved)); job.read = saved.replayed + saved.skipped; if (saved.complete) job.state = 'complete'; }
       jobs.set(id, job);
       if (job.state === 'complete') { await save(job); return { job: snapshot(job), started: false }; }
       return run(job, refeedPlan);
     }),
     startDeadLetters: (asked) => oneAtATime(async () => {
       await listed();
-      deadLetterReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
+      checkDeadLetterRequest(asked); // refuses a bad request, in its own words, before anything is kept
       const request = normalDeadLetterRequest(asked);
-      const refeedPlan = deadLetterReplayPlan(request, options.context); // the letters as every later run reads them
       // An unreadable job of these filters (its checkpoint names them) may have replayed some of these letters: it
       // is refused as the job itself is, and gone on with once its record is repaired.
       for (const j of [...jobs.values()].filter((j) => j.state === 'unreadable' && j.kind === 'dead-letters')) {
@@ -358,10 +426,19 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const unfinished = [...jobs.values()]
         .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && j.request && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
         .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
-      if (unfinished) return startOrResume(unfinished);
-      const job = fresh(`dl-${randomBytes(8).toString('hex')}`, 'dead-letters', request);
-      jobs.set(job.id, job);
-      return run(job, refeedPlan);
+      if (unfinished?.state === 'running') return startOrResume(unfinished);
+      const id = unfinished?.id ?? `dl-${randomBytes(8).toString('hex')}`;
+      await claimNamed(request, id);
+      try {
+        if (unfinished) return await startOrResume(unfinished);
+        const job = fresh(id, 'dead-letters', request);
+        const refeedPlan = await plan(job); // the letters as every later run reads them
+        jobs.set(job.id, job);
+        return await run(job, refeedPlan);
+      } catch (error) {
+        ledger?.abandon(id); // not started: its claims hold nothing up
+        throw error;
+      }
     }),
     listed,
     get: (id) => { const job = JOB_ID.test(id) ? jobs.get(id) : undefined; return job ? snapshot(job) : null; },
@@ -405,9 +482,20 @@ function parseJob(text: string, id: string): ReplayJob {
   if (problem) throw new Error(`not a replay job's record: ${problem}`);
   const count = (n: unknown) => (Number.isSafeInteger(n) && (n as number) >= 0 ? n as number : 0);
   return {
-    ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped),
+    ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped), duplicates: count(job.duplicates), unrecorded: count(job.unrecorded),
+    skippedLetters: Array.isArray(job.skippedLetters) ? job.skippedLetters as SkippedExample[] : [],
     finishedAt: typeof job.finishedAt === 'string' ? job.finishedAt : null, error: typeof job.error === 'string' ? job.error : null,
     runningIn: null,
+  };
+}
+
+const NO_SKIPS = { duplicates: 0, unrecorded: 0, skippedLetters: [] } as const satisfies Partial<ReplayJob>;
+
+/** A job's counts as its checkpoint keeps them, over every run. */
+function progressOf(saved: CheckpointState): Pick<ReplayJob, 'replayed' | 'skipped' | 'duplicates' | 'unrecorded' | 'skippedLetters'> {
+  return {
+    replayed: saved.replayed, skipped: saved.skipped, duplicates: saved.reasons?.duplicates ?? 0, unrecorded: saved.reasons?.unrecorded ?? 0,
+    skippedLetters: saved.examples ?? [],
   };
 }
 

@@ -401,7 +401,56 @@ describe('dead letters and replays', () => {
     const executions = await executionsOf();
     expect(executions).toHaveLength(1);
     expect(executions[0].replayOf).toBe(a.source);
-    expect(JSON.stringify(app.logs)).toContain(`this replay replays its original, ${a.source}`);
+    expect(JSON.stringify(app.logs)).toContain(`its original, request ${requestId}, is replayed by replay ${before.id} with dead letter ${a.partition}/${a.offset}`);
+  });
+
+  test('letter by letter (the console\'s Replay button), two letters of one request run it once, and a letter replayed is not replayed again', async () => {
+    await api.call('PUT', '/api/v1/workflows/wf-8', { body: { id: 'wf-8', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] } });
+    const posted = await fetch(`${app.baseUrl}/hook/wf-8`, { method: 'POST', body: '{"x":8}', headers: { 'content-type': 'application/json' } });
+    const postedId = posted.headers.get('x-request-id')!;
+    const [record] = (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).filter((r) => codec.decode('Received', r.value).requestId === postedId);
+    const requestId = `${postedId}-renamed`;
+    await app.backends.log.append([{ topic: app.topics.received, key: 'wf-8', value: codec.encode('Received', { ...codec.decode('Received', record.value), requestId, triggerNode: 'Old' }) }]);
+    const lettersOf = async (count: number) => {
+      let letters: any[] = [];
+      while (letters.length < count) letters = (await api.call('GET', '/api/v1/dead-letters?workflow=wf-8')).body.deadLetters;
+      return letters;
+    };
+    const replay = async (letter: any) => api.call('POST', '/api/v1/dead-letters/replay', { body: { letters: [`${letter.partition}/${letter.offset}`] } });
+    const settle = async (started: { body: any }) => {
+      let job = started.body;
+      while (job.state === 'running') job = (await api.call('GET', `/api/v1/replays/${job.id}`)).body;
+      return job;
+    };
+    const [a] = await lettersOf(1);
+    // Replayed before the fix: its copy fails again and leaves letter B.
+    const first = await settle(await replay(a));
+    expect(first).toMatchObject({ state: 'complete', replayed: 1 });
+    const [b] = await lettersOf(2);
+    expect(b).toMatchObject({ requestId, replayOf: a.source });
+
+    await api.call('PUT', '/api/v1/workflows/wf-8', { body: { id: 'wf-8', active: true, nodes: [{ name: 'Hook', type: 'webhook' }, { name: 'Old', type: 'webhook' }] } });
+    // The letter the failed replay left is replayable; A, there before that replay, is not (it would be a second copy).
+    const again = await replay(a);
+    expect(again.status).toBe(409);
+    expect(again.body).toMatchObject({ error: 'conflict', problems: [expect.stringContaining(`dead letter ${a.partition}/${a.offset} (request ${requestId}): its original, request ${requestId}, is replayed by replay ${first.id}`)] });
+    const fixed = await replay(b);
+    expect(fixed.status).toBe(202);
+    // Clicked at once, while B's replay runs: refused, naming it.
+    const meanwhile = await replay(a);
+    expect(meanwhile.status).toBe(409);
+    expect(meanwhile.body.problems[0]).toContain(`is replayed by replay ${fixed.body.id}`);
+    expect(await settle(fixed)).toMatchObject({ state: 'complete', replayed: 1, duplicates: 0 });
+    // And once it is done, neither letter replays the request again.
+    for (const letter of [a, b]) {
+      const refused = await replay(letter);
+      expect(refused.status).toBe(409);
+      expect(refused.body.problems[0]).toContain(`is replayed by replay ${fixed.body.id} with dead letter ${b.partition}/${b.offset}`);
+    }
+    const executionsOf = async () => (await collectUntilQuiet(app.backends.log, app.topics.executions, 300, 500)).map((r) => codec.decode('ExecutionRequested', r.value)).filter((e) => e.requestId === requestId);
+    while ((await executionsOf()).length === 0) await new Promise((resolve) => setTimeout(resolve, 100));
+    await new Promise((resolve) => setTimeout(resolve, 2_000)); // time for a second copy's execution, were there one
+    expect(await executionsOf()).toHaveLength(1);
   });
 
   test("the mdn stage's dead letters replay into the topic they came from, where the mdn stage meets them again", async () => {

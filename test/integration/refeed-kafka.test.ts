@@ -9,6 +9,7 @@ import { createKafkaClient } from '../../services/platform/log/kafka/kafka-clien
 import { silentLogger } from '../../services/platform/logger/logger';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { deadLetterReplayPlan } from '../../services/admin/operations/replays';
+import { memoryLedger } from '../../services/admin/operations/replay-ledger';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { replayOf } from '../../services/platform/log/replay-marking';
 
@@ -67,7 +68,7 @@ test('partitions ending in a commit marker, in aborted records, or holding abort
   // partitions short of their ends in `stalled` (before, it took every partition that had delivered something
   // for done). No clock is asserted: `stalled: null` says it.
   const result = await read(topic);
-  expect(result).toEqual({ replayed: 0, skipped: 5, interrupted: false, stalled: null });
+  expect(result).toEqual({ replayed: 0, skipped: 5, reasons: {}, interrupted: false, stalled: null });
   expect(seen.sort()).toEqual(['0:a0', '0:a1', '0:a2', '1:b0', '1:b1']);
 });
 
@@ -92,7 +93,7 @@ test('partitions that retention emptied, or cut from the front, are read from th
       // A dead-letter listing or replay used to assume offset 0: partition 0 had "records left" it could never
       // deliver, and the run failed (a 500 from the API) every time, however often it was asked again.
       const result = await read(topic, { start, quietMs: 10_000, progress: { update: (done, remaining) => { counted.push(remaining === null ? null : done + remaining); }, finish() {} } });
-      expect(result).toEqual({ replayed: 0, skipped: 3, interrupted: false, stalled: null });
+      expect(result).toEqual({ replayed: 0, skipped: 3, reasons: {}, interrupted: false, stalled: null });
       expect(seen.sort()).toEqual(['1:b2', '1:b3', '2:c0']);
       expect(counted.every((total) => total === 3)).toBe(true); // what is left is counted from the first offsets
     }
@@ -100,7 +101,7 @@ test('partitions that retention emptied, or cut from the front, are read from th
     const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
     await checkpoint.save({ request: {}, positions: { 0: '1', 1: '0' }, ends: { 0: '3', 1: '4', 2: '1' }, replayed: 0, skipped: 0, complete: false });
     seen.length = 0;
-    expect(await read(topic, { checkpoint, quietMs: 10_000 })).toEqual({ replayed: 0, skipped: 3, interrupted: false, stalled: null });
+    expect(await read(topic, { checkpoint, quietMs: 10_000 })).toEqual({ replayed: 0, skipped: 3, reasons: {}, interrupted: false, stalled: null });
     expect(await checkpoint.load()).toMatchObject({ complete: true });
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -124,13 +125,15 @@ test('a dead-letter replay stopped and resumed replays one letter per original, 
   const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-dl-'));
   try {
     const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    // One ledger across both runs, as a restart reads it again from its file: the resumed run finds its own claims.
+    const ledger = memoryLedger();
     const run = (stopAtOriginal: boolean) => {
-      const plan = deadLetterReplayPlan({ stage: null, workflow: 'wf-7', since: null, letters: null }, { topics, codec, recordKey: 'workflow' });
+      const plan = deadLetterReplayPlan({ stage: null, workflow: 'wf-7', since: null, letters: null }, { topics, codec, recordKey: 'workflow' }, { ledger, replay: 'cli-test' });
       const stop = new AbortController();
       return refeed({
         log, ...plan, checkpoint, progress: quiet, signal: stop.signal, batchSize: 1, quietMs: 10_000, firstRecordMs: 30_000,
         // Stopped once the original's copy is in hand (Ctrl-C): whichever of its letters came first.
-        select: (record) => { const copy = plan.select(record); if (stopAtOriginal && copy && replayOf(copy.headers ?? {}) === original) stop.abort(); return copy; },
+        select: (record) => { const copy = plan.select(record); if (stopAtOriginal && copy && !('skip' in copy) && replayOf(copy.headers ?? {}) === original) stop.abort(); return copy; },
       }, {});
     };
     expect(await run(true)).toMatchObject({ interrupted: true });

@@ -4,10 +4,11 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { openReplayJobs, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
 import { rangeReplayId } from '../../services/admin/operations/replays';
 import { CheckpointInUse } from '../../services/admin/operations/refeed';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import type { Decoded, Received } from '../../services/platform/avro/records';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import { replayOf } from '../../services/platform/log/replay-marking';
@@ -147,17 +148,26 @@ test('a dead-letter replay asked again while unfinished goes on with that job (e
     expect(await copies()).toHaveLength(LETTERS);
     expect(new Set((await copies()).map((r) => r.value.toString())).size).toBe(LETTERS);
 
-    // Finished: the same filters later (after another fix) are a new replay of every letter.
+    // Finished: the same filters later (after another fix) are a new replay, which replays no request again: each
+    // letter's original was replayed by the first, and no letter came of a copy failing since.
     const later = await jobs.startDeadLetters({ stage: 'decoder', workflow: null, since: '2020-01-01', letters: null });
     expect(later.started).toBe(true);
     expect(later.job.id).not.toBe(first.job.id);
     await jobs.settled(later.job.id);
-    expect(jobs.get(later.job.id)).toMatchObject({ state: 'complete', replayed: LETTERS });
-    // Other filters are another replay, even while one is unfinished.
-    const letters = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0042', '0/7', '0/42'] });
-    expect(letters.job).toMatchObject({ request: { letters: ['0/7', '0/42'] } });
-    await jobs.settled(letters.job.id);
-    expect(jobs.get(letters.job.id)).toMatchObject({ state: 'complete', replayed: 2 });
+    const done = jobs.get(later.job.id)!;
+    expect(done).toMatchObject({ state: 'complete', replayed: 0, skipped: LETTERS, duplicates: LETTERS, unrecorded: 0 });
+    // The job's record lists the first 100, with what replayed them (a service's log alone is no answer to an API caller).
+    expect(done.skippedLetters).toHaveLength(100);
+    expect(done.skippedLetters[0]).toEqual({ at: '0/0', skip: 'duplicates', requestId: null, original: `${topics.received}/0/0`, replayedBy: first.job.id, replayedWith: '0/0' });
+    expect(await copies()).toHaveLength(LETTERS);
+    // Letters named one by one are refused before a job starts, naming the replay that replayed them.
+    const letters = jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0042', '0/7', '0/42'] });
+    await expect(letters).rejects.toThrow(ReplayConflict);
+    await expect(letters).rejects.toMatchObject({ problems: [
+      `dead letter 0/7: its original, ${topics.received}/0/7, is replayed by replay ${first.job.id} with dead letter 0/7 (a letter that replay's copy left, failing again, may be replayed; this one was there before it)`,
+      expect.stringContaining(`dead letter 0/42: its original, ${topics.received}/0/42, is replayed by replay ${first.job.id}`),
+    ] });
+    expect(await copies()).toHaveLength(LETTERS);
   } finally {
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });
@@ -381,15 +391,54 @@ test('a dead-letter replay job replays one letter per original, also when resume
     const second = await open();
     expect((await second.resume(job.id))!.started).toBe(true);
     await second.settled(job.id);
-    expect(second.get(job.id)).toMatchObject({ state: 'complete', replayed: FILLERS + 1, skipped: 1 });
+    expect(second.get(job.id)).toMatchObject({ state: 'complete', replayed: FILLERS + 1, skipped: 1, duplicates: 1 });
     const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
     expect(copies.filter((r) => replayOf(r.headers) === original)).toHaveLength(1);
     expect(copies).toHaveLength(FILLERS + 1);
 
     // Once complete, the same filters are a new replay: again one copy of the original.
+    // Once complete, the same filters are a new replay, which replays none of them again: the first replay's claims
+    // outlive the restart (DATA_DIR/replay/replayed-originals.jsonl).
     const later = await second.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null });
     await second.settled(later.job.id);
-    expect(second.get(later.job.id)).toMatchObject({ state: 'complete', replayed: FILLERS + 1, skipped: 1 });
+    expect(second.get(later.job.id)).toMatchObject({ state: 'complete', replayed: 0, skipped: FILLERS + 2, duplicates: FILLERS + 2 });
+    const third = await open();
+    await expect(third.startDeadLetters({ stage: null, workflow: null, since: null, letters: [`0/${FILLERS + 1}`] })).rejects.toThrow(ReplayConflict);
+    expect((await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null)).toHaveLength(FILLERS + 1);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('a request dead-lettered in the dispatcher, and its range-replay copy in the decoder, is one original: replayed once', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-two-stages-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const received: Received = {
+    requestId: 'req-two-stages', workflowId: 'wf-2', triggerNode: 'Hook', triggerKind: 'webhook', pathSuffix: null, query: {}, headers: {}, contentType: 'application/json',
+    body: { kind: 'inline', data: Buffer.from('{}') }, receivedAt: 1, principal: null, remoteAddress: '192.0.2.1', as2: null, traceparent: null, idempotencyKey: null, duplicateOf: null,
+  };
+  const decoded: Decoded = { requestId: received.requestId, workflowId: 'wf-2', triggerNode: 'Hook', triggerKind: 'webhook', pathSuffix: null, receivedAt: 1, duplicateOf: null, items: [{ value: '{}', files: [], sourceIndex: 0 }] };
+  const letter = (stage: string, source: { topic: string; offset: string; value: Buffer; headers: Record<string, string> }) => ({
+    topic: topics.deadLetter, key: 'wf-2', value: codec.encode('DeadLetter', {
+      stage, errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-2', source: { ...source, partition: 0, key: Buffer.from('wf-2') },
+    }),
+  });
+  try {
+    // The original decoded (decoded/0/9) and failed in the dispatcher; a range replay of received/0/3 then failed in
+    // the decoder (its copy, received/0/40). Two letters, two positions, one request: replaying both would run it twice.
+    await ownLog.append([
+      letter('dispatcher', { topic: topics.decoded, offset: '9', value: codec.encode('Decoded', decoded), headers: {} }),
+      letter('decoder', { topic: topics.received, offset: '40', value: codec.encode('Received', received), headers: { 'ingress-replay-of': `${topics.received}/0/3` } }),
+    ]);
+    const jobs = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger: silentLogger });
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: 'wf-2', since: null, letters: null });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 1, skipped: 1, duplicates: 1 });
+    expect(jobs.get(job.id)!.skippedLetters).toEqual([expect.objectContaining({ at: '0/1', requestId: 'req-two-stages', original: 'request req-two-stages' })]);
+    const copies = [...await collectUntilQuiet(ownLog, topics.decoded, 300, 500), ...await collectUntilQuiet(ownLog, topics.received, 300, 500)];
+    expect(copies.filter((r) => replayOf(r.headers) !== null)).toHaveLength(1);
   } finally {
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });

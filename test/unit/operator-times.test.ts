@@ -1,4 +1,5 @@
 import { parseArgs, positionFlag, UsageError } from '../../services/cli/args';
+import { memoryLedger } from '../../services/admin/operations/replay-ledger';
 import { deadLetterReplayPlan, parsePosition, ReplayRequestError } from '../../services/admin/operations/replays';
 import { parseTime } from '../../services/admin/operations/times';
 import { pipelineTopics } from '../../services/platform/log/topics';
@@ -39,7 +40,7 @@ test('the API fields and the CLI flags name the field at fault and the text refu
   expect(parsePosition('007', 'from', 'offset-or-time')).toEqual({ offset: 7n });
   expect(() => parsePosition('5', 'since', 'time')).toThrow(/^since takes an ISO time, .*; "5" is not one$/);
   const topics = pipelineTopics();
-  expect(() => deadLetterReplayPlan({ stage: null, workflow: null, since: '2026-02-31T00:00:00Z', letters: null }, { topics, codec: defaultAvroCodec(), recordKey: 'workflow' }))
+  expect(() => deadLetterReplayPlan({ stage: null, workflow: null, since: '2026-02-31T00:00:00Z', letters: null }, { topics, codec: defaultAvroCodec(), recordKey: 'workflow' }, { ledger: memoryLedger(), replay: 'dl-test' }))
     .toThrow(/^since takes an ISO time, .*"2026-02-31T00:00:00Z" names no such date$/);
 
   const flag = (argv: string[], name: string) => positionFlag(parseArgs(argv, [name]), name, 'time');

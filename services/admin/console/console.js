@@ -78,10 +78,11 @@ function notice(kind, message, id) {
 // ---- The API ---------------------------------------------------------------------------------------------
 
 class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, problems) {
     super(message);
     this.status = status;
     this.code = code;
+    this.problems = Array.isArray(problems) ? problems.map(String) : [];
   }
 }
 
@@ -96,7 +97,7 @@ async function api(method, path, body) {
   }
   let data = null;
   try { data = await res.json(); } catch { data = null; }
-  if (!res.ok) throw new ApiError(res.status, data?.error ?? `http-${res.status}`, data?.message ?? res.statusText);
+  if (!res.ok) throw new ApiError(res.status, data?.error ?? `http-${res.status}`, data?.message ?? res.statusText, data?.problems);
   return data;
 }
 
@@ -305,13 +306,13 @@ async function deadLettersView() {
     return el('tr', { 'data-letter': position },
       cell(text(d.failedAt)), cell(text(d.stage)), cell(text(d.code)), cell(el('code', {}, text(d.workflowId))),
       cell(el('code', {}, text(d.requestId))), cell(text(d.attempts)), cell(el('span', { class: 'message' }, text(d.message))),
-      cell(el('code', {}, position)), cell(button, status));
+      cell(el('code', {}, position)), cell(el('code', { class: 'replay-of' }, text(d.replayOf))), cell(button, status));
   });
   showView(
     el('h2', {}, 'Dead letters'),
     canReplay ? null : notice('info', reason, 'replay-disabled-reason'),
-    el('p', { class: 'hint' }, `${answer.total} dead letter(s)${answer.truncated ? `, the newest ${answer.deadLetters.length} shown` : ''}. Replay sends one back into the stage it failed in, marked as a replay; fix its cause first.`),
-    rows.length ? table(['failed at', 'stage', 'code', 'workflow', 'request', 'attempts', 'message', 'position', ''], rows, { id: 'dead-letters' }) : notice('info', 'No dead letters.'),
+    el('p', { class: 'hint' }, `${answer.total} dead letter(s)${answer.truncated ? `, the newest ${answer.deadLetters.length} shown` : ''}. Replay sends one back into the stage it failed in, marked as a replay; fix its cause first. A request is replayed once: a letter of one already replayed is refused, unless that replay failed again and left it.`),
+    rows.length ? table(['failed at', 'stage', 'code', 'workflow', 'request', 'attempts', 'message', 'position', 'replay of', ''], rows, { id: 'dead-letters' }) : notice('info', 'No dead letters.'),
   );
 }
 
@@ -322,7 +323,8 @@ async function replay(position, button, status) {
   try {
     job = await api('POST', '/api/v1/dead-letters/replay', { letters: [position] });
   } catch (error) {
-    status.textContent = `refused: ${describe(error)}`;
+    // A 409 names the replay that replays this letter's request: said, so the operator knows which letter to replay instead.
+    status.textContent = `refused: ${describe(error)}${error.problems?.length ? ` ${error.problems.join('; ')}` : ''}`;
     button.disabled = false;
     if (isAuthFailure(error)) askForToken(`The API refused the token: ${describe(error)}`);
     return;
@@ -336,7 +338,7 @@ async function replay(position, button, status) {
   status.dataset.state = job.state;
   // A replay that did not complete may be tried again; a complete one is not offered twice.
   if (job.state !== 'complete') button.disabled = false;
-  status.textContent = `replay ${job.id}: ${job.state}, ${job.replayed} replayed, ${job.skipped} skipped${job.error ? ` (${job.error})` : ''}`;
+  status.textContent = `replay ${job.id}: ${job.state}, ${job.replayed} replayed, ${job.skipped} skipped${job.duplicates ? ` (${job.duplicates} already replayed)` : ''}${job.error ? ` (${job.error})` : ''}`;
 }
 
 // ---- Certificates near expiry ------------------------------------------------------------------------------

@@ -28,9 +28,9 @@ import { readRegularFile } from '../../platform/files/read-regular-file';
  * batch again on the rerun: its executions keep their ids, so an engine that de-duplicates by executionId absorbs
  * it, and one that does not runs them twice (operations.md, "A batch may be appended twice").
  *
- * A selection that depends on what it selected before (a dead-letter replay takes one letter per original) is
- * given, on a resumed run, the records before the checkpoint's positions again (`recall`), all of them before
- * the first record is selected: the checkpoint stays positions only, however many records it went past.
+ * A record skipped for a reason worth reporting apart (a dead letter whose original another letter replays) is
+ * counted under that reason as well as in `skipped`, and the first MAX_SKIP_EXAMPLES of them over every run are kept
+ * in the checkpoint with what the plan said of them, so a job's record can show them.
  */
 /** Where a refeed reports how far it got: a terminal line for the CLI, a job's counters for the API. */
 export interface RefeedProgress {
@@ -47,13 +47,10 @@ export interface RefeedOptions {
   start: ReadStart;
   /** Inclusive last offset (in every partition), or the time before which records are taken. */
   until: Until;
-  /** The copy of `record` to append, or null to skip it. */
-  select(record: LogRecord): OutRecord | null;
-  /**
-   * Told, on a resumed run and before anything is selected, of each record earlier runs of the checkpoint went
-   * past: for a selection that depends on what was selected before (one dead letter per original, replays.ts).
-   */
-  recall?(record: LogRecord): void;
+  /** The copy of `record` to append, or null (or a Skip, naming why) to skip it. */
+  select(record: LogRecord): OutRecord | Skip | null;
+  /** Awaited before each batch is appended (a dead-letter replay makes its claims durable: replay-ledger.ts). */
+  beforeAppend?(log: EventLog): Promise<void>;
   checkpoint: CheckpointFile | null;
   /** The caller holds the checkpoint's lock already (the service's jobs take it before they write their record). */
   checkpointLocked?: boolean;
@@ -65,9 +62,25 @@ export interface RefeedOptions {
   firstRecordMs?: number;
 }
 
+/** A record skipped for a reason counted apart (`skip`, e.g. `duplicates`); the rest is what a report lists of it. */
+export interface Skip {
+  skip: string;
+  [detail: string]: string | null;
+}
+
+export interface SkippedExample extends Skip {
+  /** The skipped record's place in the source, `<partition>/<offset>`. */
+  at: string;
+}
+
+/** Skipped records kept with their details, over every run of a checkpoint: a bounded list a report can show. */
+export const MAX_SKIP_EXAMPLES = 100;
+
 export interface RefeedResult {
   replayed: number;
   skipped: number;
+  /** This run's skipped records by reason (only those the plan named; the rest are in `skipped` alone). */
+  reasons: Record<string, number>;
   /** Stopped before the end (by the signal, or stalled); rerun with the same checkpoint to go on. */
   interrupted: boolean;
   /** When the log stopped delivering with records of the range left: which partitions, from where; else null. */
@@ -83,6 +96,9 @@ export interface CheckpointState {
   ends?: Record<string, string>;
   replayed: number;
   skipped: number;
+  /** Over every run: skipped records by reason, and the first MAX_SKIP_EXAMPLES of them (absent in older checkpoints). */
+  reasons?: Record<string, number>;
+  examples?: SkippedExample[];
   complete: boolean;
 }
 
@@ -155,7 +171,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   const state: CheckpointState = saved ?? { request, positions: {}, replayed: 0, skipped: 0, complete: false };
   // What earlier runs counted: `state` is the loaded checkpoint itself, so read its totals once, before they change.
   const earlier = { replayed: state.replayed, skipped: state.skipped };
-  if (state.complete) return { replayed: 0, skipped: 0, interrupted: false, stalled: null };
+  if (state.complete) return { replayed: 0, skipped: 0, reasons: {}, interrupted: false, stalled: null };
 
   // The range ends where the topic ended when the first run began, however long ago that was: records
   // appended since (new requests, or this replay's own copies) are not part of it.
@@ -187,15 +203,24 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
 
   let replayed = 0;
   let skipped = 0;
+  const reasons: Record<string, number> = {};
+  const earlierReasons = { ...state.reasons };
   let delivered = false;
   let batch: OutRecord[] = [];
   let batchBytes = 0;
   const flush = async () => {
-    if (batch.length > 0) await log.append(batch);
+    if (batch.length > 0) {
+      await options.beforeAppend?.(log);
+      await log.append(batch);
+    }
     batch = [];
     batchBytes = 0;
     state.skipped = earlier.skipped + skipped;
     state.replayed = earlier.replayed + replayed;
+    if (Object.keys(reasons).length > 0) {
+      state.reasons = { ...earlierReasons };
+      for (const [reason, n] of Object.entries(reasons)) state.reasons[reason] = (state.reasons[reason] ?? 0) + n;
+    }
     await checkpoint?.save(state);
   };
 
@@ -217,7 +242,14 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       open.delete(p);
     } else {
       const copy = select(record);
-      if (copy) { batch.push(copy); batchBytes += copy.value.length; replayed++; } else skipped++;
+      if (copy && !('skip' in copy)) { batch.push(copy); batchBytes += copy.value.length; replayed++; } else {
+        skipped++;
+        if (copy) {
+          reasons[copy.skip] = (reasons[copy.skip] ?? 0) + 1;
+          state.examples ??= [];
+          if (state.examples.length < MAX_SKIP_EXAMPLES) state.examples.push({ ...copy, at: `${p}/${offset}` });
+        }
+      }
       state.positions[p] = String(offset + 1n);
       if (offset + 1n >= limit(p)) open.delete(p);
     }
@@ -235,18 +267,6 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   };
 
   try {
-    // Read again up to the checkpoint's positions, all of it before the first record is selected: on Kafka one
-    // partition's records past its position may come before another's below it. The checkpoint keeps positions
-    // only (bounded, whatever the range holds); what earlier runs selected is rebuilt from the records themselves.
-    if (saved && options.recall && open.size > 0) {
-      const bounds = new Map(Object.entries(state.positions).map(([p, to]) => {
-        const partition = Number(p);
-        const from = [starts.get(partition) ?? 0n, firsts.get(partition) ?? 0n].reduce((a, b) => (a > b ? a : b));
-        return [partition, { from, to: BigInt(to) }] as const;
-      }).filter(([, b]) => b.from < b.to));
-      const recalled = await recallEarlierRuns(log, source, options.start, bounds, options.recall, options.signal, quietMs, firstRecordMs);
-      if (recalled.interrupted) return { replayed: 0, skipped: 0, interrupted: true, stalled: recalled.stalled };
-    }
     if (open.size > 0) {
       arm(firstRecordMs);
       for await (const record of log.read(source, { start: options.start, signal: reading.signal, onPassed: passed })) {
@@ -265,64 +285,11 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       : null;
     state.complete = !interrupted;
     await flush();
-    return { replayed, skipped, interrupted, stalled };
+    return { replayed, skipped, reasons, interrupted, stalled };
   } finally {
     clearTimeout(quiet);
     options.signal.removeEventListener('abort', stopReading);
     progress.finish();
-  }
-}
-
-/**
- * Hand `recall` each record of `bounds` (per partition, from inclusive, to exclusive), with the same waits as the
- * refeed loop: a log quiet for `quietMs` with records left stops it short (`stalled` says where), as the signal does.
- */
-async function recallEarlierRuns(
-  log: EventLog, source: string, start: ReadStart, bounds: Map<number, { from: bigint; to: bigint }>,
-  recall: (record: LogRecord) => void, signal: AbortSignal, quietMs: number, firstRecordMs: number,
-): Promise<{ interrupted: boolean; stalled: string | null }> {
-  const at = new Map([...bounds].map(([p, b]) => [p, b.from] as const));
-  const open = new Set(bounds.keys());
-  const reach = (p: number, offset: bigint) => {
-    if (offset > at.get(p)!) at.set(p, offset);
-    if (at.get(p)! >= bounds.get(p)!.to) open.delete(p);
-  };
-  const reading = new AbortController();
-  const stopReading = () => reading.abort();
-  signal.addEventListener('abort', stopReading, { once: true });
-  if (signal.aborted) stopReading();
-  let quiet: NodeJS.Timeout | undefined;
-  const arm = (ms: number) => { clearTimeout(quiet); quiet = setTimeout(stopReading, ms); };
-  let delivered = false;
-  const passed = (p: number, offset: string) => {
-    arm(quietMs);
-    if (open.has(p)) reach(p, BigInt(offset));
-    if (open.size === 0) stopReading();
-  };
-  try {
-    if (open.size > 0) {
-      arm(firstRecordMs);
-      for await (const record of log.read(source, { start, signal: reading.signal, onPassed: passed })) {
-        clearTimeout(quiet);
-        delivered = true;
-        const p = record.partition;
-        const offset = BigInt(record.offset);
-        if (open.has(p) && offset >= bounds.get(p)!.from) {
-          if (offset < bounds.get(p)!.to) recall(record);
-          reach(p, offset + 1n);
-        }
-        if (open.size === 0) break;
-        arm(quietMs);
-      }
-    }
-    const interrupted = open.size > 0;
-    const stalled = interrupted && !signal.aborted
-      ? `${source} delivered nothing for ${delivered ? quietMs : firstRecordMs} ms while earlier runs' records were read again (${[...open].sort((a, b) => a - b).map((p) => `partition ${p} from offset ${at.get(p)} to ${bounds.get(p)!.to - 1n}`).join(', ')})`
-      : null;
-    return { interrupted, stalled };
-  } finally {
-    clearTimeout(quiet);
-    signal.removeEventListener('abort', stopReading);
   }
 }
 

@@ -1,11 +1,12 @@
 import { createHash } from 'node:crypto';
 import type { AvroCodec } from '../../platform/avro/codec';
 import type { DeadLetter } from '../../platform/avro/records';
-import type { LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
+import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-keys';
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import type { PipelineTopics } from '../../platform/log/topics';
-import type { Until } from './refeed';
+import type { Skip, Until } from './refeed';
+import { MAX_ORIGINALS, type ReplayClaim, type ReplayLedger } from './replay-ledger';
 import { parseTime, quoted, TIME_FORMS } from './times';
 
 /**
@@ -40,9 +41,9 @@ export interface RefeedPlan {
   source: string;
   start: ReadStart;
   until: Until;
-  select(record: LogRecord): OutRecord | null;
-  /** What a resumed run is told of the records earlier runs went past (refeed.ts), when the selection depends on them. */
-  recall?(record: LogRecord): void;
+  select(record: LogRecord): OutRecord | Skip | null;
+  /** Before each batch of copies is appended (refeed.ts). */
+  beforeAppend?(log: EventLog): Promise<void>;
 }
 
 export interface ReplayContext {
@@ -179,28 +180,19 @@ export function deadLetterSelector(filter: Omit<DeadLetterReplayRequest, 'since'
  * replay of the source's original position, so the stage runs on it again after a fix: the decoder's, the
  * dispatcher's and the mdn stage's dead letters.
  *
- * One letter per original in a replay. A letter whose source was itself a replayed copy (a replay run before the
- * fix, which failed again) names the same original as the first letter; replaying both would request the same
- * execution twice. The first letter read of an original is replayed and the others are skipped, each said:
- * picked as it is read, so the selection stays one pass and a resumed run rebuilds it from the letters before its
- * checkpoint (`recall`). Nothing is lost by not waiting for the latest: letters of one stage name sources with
- * the same key and value, whose copies carry the same headers (a copy keeps its original's, and its mark names
- * the same original); and of letters of two stages (the decoder's of the original, the dispatcher's of a copy's
- * decoded record, which has one per received record) the earlier is usually the decoder's, whose replay runs
- * both stages again with today's workflows. Letters are keyed like their sources, so one original's letters
- * usually share a partition and the first read is the first that failed.
+ * One letter per original, across replays (replay-ledger.ts). A request can have several letters: a replay that
+ * failed again leaves one for its copy, and a request can fail in the dispatcher and, replayed by a range replay,
+ * in the decoder. Each letter's original is its request (originalOf); the first letter of it that a replay
+ * selects claims it, and every other letter of it is skipped as a `duplicate`, said, unless it was written after
+ * the claiming replay's copy was appended (that copy failed again). A resumed run finds its own claims in the
+ * ledger. Nothing is lost by taking the first letter read: letters of one stage name sources with the same key and
+ * value, and of letters of two stages the decoder's replay runs both stages again with today's workflows.
  */
-export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: ReplayContext): RefeedPlan {
+export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: ReplayContext, run: ReplayRun): RefeedPlan {
+  checkDeadLetterRequest(request);
   const since = request.since === null ? null : parsePosition(request.since, 'since', 'time');
-  if (request.letters && request.letters.some((l) => !/^\d{1,9}\/\d{1,19}$/.test(l))) throw new ReplayRequestError('letters takes dead-letter positions as "<partition>/<offset>", e.g. "0/42"');
-  // The sampler's source, an execution queue, is left out: re-feeding it would request those executions again.
-  // The mdn stage's are in: a delivery replayed is sent at least once more, as any MDN retry can be (as2-async-mdn.md).
-  const stageInputs = new Set([ctx.topics.received, ctx.topics.decoded, ctx.topics.mdnDeliveries, ...ctx.topics.mdnRetries]);
+  const stageInputs = replayableInputs(ctx);
   const selected = deadLetterSelector(request, ctx);
-  const recalled = deadLetterSelector(request, { ...ctx, skipped: undefined }); // said once, by the run that read it first
-  // Each original replayed by this replay, and the letter that replays it (or that an earlier run of it did).
-  const replaying = new Map<string, string>();
-  const replayable = (letter: DeadLetter) => stageInputs.has(letter.source.topic);
   return {
     source: ctx.topics.deadLetter,
     start: readStart(since),
@@ -208,32 +200,68 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
     select: (record) => {
       const letter = selected(record);
       if (!letter) return null;
-      if (!replayable(letter)) {
+      if (!stageInputs.has(letter.source.topic)) {
         ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: its source topic ${letter.source.topic} is no stage input of this pipeline`);
         return null;
       }
-      const original = originalOf(letter.source);
-      const replayer = replaying.get(original);
-      if (replayer !== undefined) {
-        ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: this replay replays its original, ${original}, with ${replayer}`);
-        return null;
+      const original = originalOf(letter.source, ctx.codec);
+      const position = `${record.partition}/${record.offset}`;
+      const verdict = run.ledger.take(original, run.replay, position);
+      if (!verdict.replay) {
+        const requestId = requestIdOf(letter.source.value, ctx.codec);
+        const why = verdict.reason === 'duplicate' ? duplicateReason(verdict.by, run.replay) : `the replay ledger holds ${MAX_ORIGINALS} originals, its most`;
+        ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: its original, ${original}, ${why}`);
+        const skip: Skip = verdict.reason === 'duplicate'
+          ? { skip: 'duplicates', requestId, original, replayedBy: verdict.by.replay, replayedWith: verdict.by.letter }
+          : { skip: 'unrecorded', requestId, original };
+        return skip;
       }
-      replaying.set(original, `dead letter ${recordIdentity(record)}`);
       const source = { ...letter.source, key: letter.source.key === null ? null : letter.source.key.toString('utf8') };
       return { topic: source.topic, key: source.key, value: source.value, headers: replayHeaders(source) };
     },
-    recall: (record) => {
-      const letter = recalled(record);
-      if (!letter || !replayable(letter)) return;
-      const original = originalOf(letter.source);
-      if (!replaying.has(original)) replaying.set(original, 'a letter an earlier run of it read');
-    },
+    // Durable before the copies are: a crash between the two leaves claims without copies, which the resumed run
+    // (its own claims) appends; the other way round would leave copies another replay could append again.
+    beforeAppend: async (log) => run.ledger.commit(run.replay, Object.fromEntries((await log.endOffsets(ctx.topics.deadLetter)).map((p) => [String(p.partition), p.offset]))),
   };
 }
 
-/** The record a dead letter's source is a replay of, or the source itself: what its replay's mark names. */
-function originalOf(source: DeadLetter['source']): string {
-  return replayOf(source.headers) ?? recordIdentity(source);
+/** Who replays a letter's original, as its skip says it. */
+export function duplicateReason(by: ReplayClaim, replay: string): string {
+  return by.replay === replay
+    ? `is replayed by this replay with dead letter ${by.letter}`
+    : `is replayed by replay ${by.replay} with dead letter ${by.letter}${by.ends === null ? ', which runs now' : ''} (a letter that replay's copy left, failing again, may be replayed; this one was there before it)`;
+}
+
+/** A dead-letter replay run: the ledger it claims originals in, under its own name (a job's id, or a direct run's). */
+export interface ReplayRun {
+  ledger: ReplayLedger;
+  replay: string;
+}
+
+/** Refuses a dead-letter replay request that is not sound, in its own words. */
+export function checkDeadLetterRequest(request: DeadLetterReplayRequest): void {
+  if (request.since !== null) parsePosition(request.since, 'since', 'time');
+  if (request.stage !== null && !DEAD_LETTER_STAGES.includes(request.stage)) throw new ReplayRequestError(`stage takes one of ${DEAD_LETTER_STAGES.join(', ')}`);
+  if (request.letters && request.letters.some((l) => !/^\d{1,9}\/\d{1,19}$/.test(l))) throw new ReplayRequestError('letters takes dead-letter positions as "<partition>/<offset>", e.g. "0/42"');
+}
+
+/**
+ * The topics a dead letter's source is replayed into. The sampler's source, an execution queue, is left out:
+ * re-feeding it would request those executions again. The mdn stage's are in: a delivery replayed is sent at least
+ * once more, as any MDN retry can be (as2-async-mdn.md).
+ */
+export function replayableInputs(ctx: ReplayContext): Set<string> {
+  return new Set([ctx.topics.received, ctx.topics.decoded, ctx.topics.mdnDeliveries, ...ctx.topics.mdnRetries]);
+}
+
+/**
+ * What a dead letter replays, one per replay: the request, when its source is one of ours (a received or decoded
+ * record), since an execution is named by its request id and item, whichever stage or copy failed; else (an MDN
+ * delivery) the original record its source is, or replays.
+ */
+export function originalOf(source: DeadLetter['source'], codec: AvroCodec): string {
+  const requestId = requestIdOf(source.value, codec);
+  return requestId !== null ? `request ${requestId}` : replayOf(source.headers) ?? recordIdentity(source);
 }
 
 /** One dead letter as the CLI prints it and the API answers it: where it sits, why it failed, which request. */
@@ -250,7 +278,7 @@ export function deadLetterSummary(record: LogRecord, letter: DeadLetter, codec: 
 }
 
 /** The request a source record belongs to, when it is one of ours and decodes. */
-function requestIdOf(value: Buffer, codec: AvroCodec): string | null {
+export function requestIdOf(value: Buffer, codec: AvroCodec): string | null {
   try {
     const name = codec.nameOf(value);
     if (name !== 'Received' && name !== 'Decoded') return null;

@@ -1,13 +1,18 @@
+import { randomBytes } from 'node:crypto';
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { defaultAvroCodec } from '../../platform/avro/codec';
 import { checkpointFile } from '../../admin/operations/refeed';
+import { openReplayLedger } from '../../admin/operations/replay-ledger';
 import { pipelineTopics } from '../../platform/log/topics';
-import { deadLetterReplayId, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, deadLetterSummary, normalDeadLetterRequest, readStart, ReplayRequestError, type ReplayContext } from '../../admin/operations/replays';
+import { checkDeadLetterRequest, deadLetterReplayId, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, deadLetterSummary, normalDeadLetterRequest, readStart, ReplayRequestError, type ReplayContext } from '../../admin/operations/replays';
 import { allowOnly, positionFlag, stringFlag, switchFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { runRefeed, withLog } from './refeed-run';
 import { replayThroughApi } from './through-api';
+
+/** Skipped letters a replay's summary counts apart from those its filters left out. */
+const DUPLICATE_REASONS = ['duplicates', 'unrecorded'];
 
 export const DEAD_LETTERS_USAGE = 'ingress dead-letters list|replay [--stage S] [--since ISO-TIME] [--workflow ID] [--with-source (list)]';
 
@@ -45,17 +50,24 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
     // The service goes on with an unfinished replay of the same filters (replay-jobs.ts), so the same command resumes.
     if (api) return replayThroughApi(ctx, api, 'dead-letters replay', '/api/v1/dead-letters/replay', { stage, workflow, since: sinceText });
     const asked = { stage, workflow, since: sinceText, letters: null };
-    deadLetterReplayPlan(asked, context); // refuses bad filters in their own words
+    checkDeadLetterRequest(asked); // refuses bad filters in their own words
     const filters = normalDeadLetterRequest(asked);
-    const plan = deadLetterReplayPlan(filters, context);
     // Resumable as a range replay is, while unfinished: Ctrl-C, then the same command goes on from here. A replay
     // that finished is history: the checkpoint is removed, so that the same command later (after another fix) is
     // a new replay rather than nothing.
     const checkpoint = checkpointFile(path.join(ctx.config.dataDir, 'replay', `dead-letters-${deadLetterReplayId(filters)}.json`));
-    if ((await checkpoint.load())?.complete) await fsp.rm(checkpoint.path, { force: true }); // finished by a run killed before its removal
-    const code = await withLog(ctx, true, (log) => runRefeed(ctx, {
-      label: 'dead-letters replay', summary: true, request: { verb, ...deadLetterRequestFields(filters) }, log, ...plan, checkpoint,
-    }));
+    const saved = await checkpoint.load();
+    if (saved?.complete) await fsp.rm(checkpoint.path, { force: true }); // finished by a run killed before its removal
+    // The run's name in the replay ledger, kept in its checkpoint: a resumed run finds its own claims, and a new
+    // replay of the same filters is another replay, whose letters of originals this one replayed are duplicates.
+    const run = (!saved?.complete && saved?.request.run) || `cli-${randomBytes(8).toString('hex')}`;
+    const request = { verb, run, ...deadLetterRequestFields(filters) };
+    const code = await withLog(ctx, true, async (log) => {
+      const firsts = Object.fromEntries((await log.firstOffsets(topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
+      const ledger = await openReplayLedger(path.join(ctx.config.dataDir, 'replay', 'replayed-originals.jsonl'), firsts);
+      const plan = deadLetterReplayPlan(filters, context, { ledger, replay: run });
+      return runRefeed(ctx, { label: 'dead-letters replay', summary: true, reasons: DUPLICATE_REASONS, request, log, ...plan, checkpoint });
+    });
     if (code === 0) await fsp.rm(checkpoint.path, { force: true });
     return code;
   }

@@ -32,6 +32,8 @@ export type RefeedRun = Omit<RefeedOptions, 'progress' | 'signal'> & {
   request: Record<string, string | null>;
   /** Print the summary line (not for listings, whose stdout is the listing). */
   summary: boolean;
+  /** Reasons of skips the summary counts apart, 0 included (a dead-letter replay's `duplicates`, `unrecorded`). */
+  reasons?: string[];
 };
 
 /** Run one refeed until done or Ctrl-C; the summary is one JSON line on stdout. */
@@ -42,8 +44,9 @@ export async function runRefeed(ctx: CommandContext, run: RefeedRun): Promise<nu
   process.once('SIGTERM', onSignal);
   try {
     const result = await refeed({ ...run, progress: createProgress(run.label), signal: abort.signal }, run.request);
-    const { stalled, ...summary } = result;
-    if (run.summary) ctx.out(JSON.stringify({ ...summary, checkpoint: run.checkpoint?.path ?? null }));
+    const { stalled, reasons, replayed, skipped, interrupted } = result;
+    const apart = Object.fromEntries((run.reasons ?? []).map((r) => [r, reasons[r] ?? 0]));
+    if (run.summary) ctx.out(JSON.stringify({ replayed, skipped, ...apart, interrupted, checkpoint: run.checkpoint?.path ?? null }));
     if (stalled) {
       // Not done, and not asked to stop: a failure (exit 1), which the same command again goes on from.
       ctx.err(`${stalled}; stopped short: ${run.checkpoint ? `run the same command again to go on from ${run.checkpoint.path}` : 'run the same command again'}`);

@@ -38,8 +38,11 @@ export function refusal(api: AdminClient, answer: AdminAnswer, what: string): Er
 export async function replayThroughApi(ctx: CommandContext, api: AdminClient, label: string, path: string, body: unknown): Promise<number> {
   const started = await api.request('POST', path, body);
   if (started.status !== 200 && started.status !== 202) throw refusal(api, started, 'the replay');
-  let job = started.body as { id: string; state: string; replayed: number; skipped: number; read: number; remaining: number | null; error: string | null };
-  const before = { replayed: job.replayed, skipped: job.skipped };
+  let job = started.body as {
+    id: string; state: string; replayed: number; skipped: number; read: number; remaining: number | null; error: string | null;
+    duplicates?: number; unrecorded?: number; skippedLetters?: Record<string, string | null>[];
+  };
+  const before = { replayed: job.replayed, skipped: job.skipped, duplicates: job.duplicates ?? 0, unrecorded: job.unrecorded ?? 0, listed: job.skippedLetters?.length ?? 0 };
   ctx.err(`replay ${job.id} runs in the service at ${api.url} (found through ${api.via === 'ADMIN_URL' ? 'ADMIN_URL' : 'DATA_DIR/admin-api.json'})`);
   const progress = createProgress(label);
   let interrupted = false;
@@ -66,7 +69,11 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
   }
   if (job.state === 'failed') throw new Error(job.error ?? `replay ${job.id} failed`);
   const stopped = job.state !== 'complete';
-  ctx.out(JSON.stringify({ replayed: started.status === 202 ? job.replayed - before.replayed : 0, skipped: started.status === 202 ? job.skipped - before.skipped : 0, interrupted: stopped, replay: job.id }));
+  const ran = started.status === 202;
+  // The letters the service skipped as duplicates, as the direct command names them on stderr (the job keeps the first 100).
+  if (ran) for (const s of job.skippedLetters?.slice(before.listed) ?? []) ctx.err(skippedLine(s));
+  const apart = job.duplicates === undefined ? {} : { duplicates: ran ? job.duplicates - before.duplicates : 0, unrecorded: ran ? (job.unrecorded ?? 0) - before.unrecorded : 0 };
+  ctx.out(JSON.stringify({ replayed: ran ? job.replayed - before.replayed : 0, skipped: ran ? job.skipped - before.skipped : 0, ...apart, interrupted: stopped, replay: job.id }));
   if (stopped && job.error) {
     // Stopped short by the service (its log went quiet), not by Ctrl-C: a failure, as the direct command's.
     ctx.err(`replay ${job.id} ${job.state}: ${job.error}`);
@@ -77,4 +84,10 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
     return 130;
   }
   return 0;
+}
+
+/** A skipped letter of a job's record (replay-jobs.ts), as one line. */
+function skippedLine(s: Record<string, string | null>): string {
+  const why = s.skip === 'duplicates' ? `replayed by ${s.replayedBy} with dead letter ${s.replayedWith}` : 'not recorded: the replay ledger is full';
+  return `skipped dead letter ${s.at}${s.requestId ? ` (request ${s.requestId})` : ''}: its original, ${s.original}, is ${why}`;
 }
