@@ -89,14 +89,17 @@ export function stagedMediaType(type: string): string {
   return TYPE_SUBTYPE.test(type) ? type : 'application/octet-stream';
 }
 
-/** Keep names unique within one request: `a.pdf`, `a (2).pdf`, `a (3).pdf`, within the same byte cap. */
+/**
+ * Keep names unique within one request: `a.pdf`, `a (2).pdf`, `a (3).pdf`, within the same byte cap. Only an
+ * extension sanitizeFilename would keep counts as one: after any dot, a stem cut to nothing would leave a name
+ * that starts with a space and is over the cap (`a.<198 bytes>` as ` (2).<198 bytes>`).
+ */
 export function uniqueNamer(): (name: string) => string {
   const used = new Set<string>();
   return (name) => {
     let candidate = name;
-    const dot = name.lastIndexOf('.');
-    const stem = dot > 0 ? name.slice(0, dot) : name;
-    const ext = dot > 0 ? name.slice(dot) : '';
+    const ext = extensionOf(name);
+    const stem = name.slice(0, name.length - ext.length);
     for (let n = 2; used.has(candidate.toLowerCase()); n++) candidate = fitted(stem, ` (${n})${ext}`);
     used.add(candidate.toLowerCase());
     return candidate;

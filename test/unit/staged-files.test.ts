@@ -79,3 +79,13 @@ test('a name cut to 200 bytes never ends in a dot or a space, even where the ext
   const cutAtSpace = sanitizeFilename(`${'A'.repeat(199)} ${'B'.repeat(100)}`);
   expect(cutAtSpace).toBe('A'.repeat(199));
 });
+
+test('a repeated name whose "extension" is too long to keep gets its number at the end, within the cap and without a leading space', () => {
+  const name = uniqueNamer();
+  const long = sanitizeFilename(`a.${'x'.repeat(197)}`);
+  expect(name(long)).toBe(long);
+  const second = name(long);
+  expect(second).toMatch(/^a\.x+ \(2\)$/);
+  expect(Buffer.byteLength(second)).toBeLessThanOrEqual(200);
+  expect([name('report.final.pdf'), name('report.final.pdf')]).toEqual(['report.final.pdf', 'report.final (2).pdf']);
+});

@@ -1,8 +1,11 @@
+import { createHash, generateKeyPairSync, sign } from 'node:crypto';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { scanMultipart, stageMultipart } from '../../services/triggers/webhook/multipart';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../../services/triggers/webhook/webhook-trigger';
 import type { InboundRequest } from '../../services/triggers/trigger';
+import { parseCredentialDocument } from '../../services/platform/registry/documents';
+import { createLogger } from '../../services/platform/logger/logger';
 
 /** The receiver-side check of compressed bodies holds each kind to the bound its decoder will hold it to. */
 const trigger = createWebhookTrigger({ ...DEFAULT_WEBHOOK_LIMITS, maxInflatedBytes: 4 * 1024 * 1024, maxInMemoryBytes: 1024 * 1024 });
@@ -85,4 +88,23 @@ test("the decoder's multipart reading ignores the epilogue after the close delim
   const text = '--b\r\nContent-Disposition: form-data; name="keep"\r\n\r\nkept\r\n--b--\r\nepilogue\r\n--b\r\nContent-Type: text/plain\r\n\r\nquoted\r\n';
   const staged = await stageMultipart(Readable.from([Buffer.from(text, 'latin1')]), 'multipart/form-data; boundary=b', DEFAULT_WEBHOOK_LIMITS.multipart, null as never, 'trigger/wf/x');
   expect(staged.value).toEqual({ keep: 'kept' });
+});
+
+test("a signed body whose read-back for the streaming checks failed is still inflated no further than the decoder's bound when measured", async () => {
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const credential = parseCredentialDocument({ id: 'cred-rsa', type: 'rsaSignature', data: { publicKey: publicKey.export({ type: 'spki', format: 'pem' }) as string } });
+  const services = { credential: async () => credential, store: null as never, logger: createLogger({ level: 'error', write: () => undefined }) };
+  const node = { name: 'Hook', type: 'webhook', parameters: { authentication: 'rsaSignature' }, credentials: { rsaSignature: 'cred-rsa' } };
+  const inspect = async (sent: Buffer) => {
+    const signed = { ...request('application/json'), headers: { 'content-type': 'application/json', 'content-encoding': 'gzip', 'x-signature': sign('sha256', sent, privateKey).toString('base64') } };
+    // The store fails the read for the streaming checks (accepted unchecked, as documented), then answers.
+    let reads = 0;
+    const body = { size: sent.length, inline: null, sha256: () => createHash('sha256').update(sent).digest('hex'), readStaged: async () => { if (reads++ === 0) throw new Error('store hiccup'); return Readable.from([sent]); } };
+    const outcome = await trigger.inspect(signed, node, body, services);
+    return outcome.ok ? 'accepted' : outcome.answer.status;
+  };
+  // Whitespace measures as nothing: measured without the bound, 8 MiB of it passed as a body that fits.
+  expect(await inspect(gzipSync(Buffer.alloc(8 * 1024 * 1024, 0x20)))).toBe(413);
+  expect(await inspect(gzipSync(Buffer.alloc(8 * 1024 * 1024, 0x20)).subarray(0, 1000))).toBe(400);
+  expect(await inspect(gzipSync('{"a":1}'))).toBe('accepted');
 });

@@ -1,5 +1,6 @@
 import { Transform } from 'node:stream';
 import * as zlib from 'node:zlib';
+import { errorAnswer, type Answer } from '../answers';
 
 /**
  * Content-Encoding (RFC 9110 §8.4) of a webhook body: identity, gzip (x-gzip) or deflate. Inflation is
@@ -12,6 +13,13 @@ export class EncodingError extends Error {
     super(message);
     this.name = 'EncodingError';
   }
+}
+
+/** The answer to a body refused for its coding: 415, 413 past the inflation bound, 400 for a corrupt stream. */
+export function encodingAnswer(error: EncodingError): Answer {
+  if (error.kind === 'unsupported') return errorAnswer('unsupported-media', error.message);
+  if (error.kind === 'too-large') return errorAnswer('payload-too-large', `The request body ${error.message.replace(/^the body /, '')}`);
+  return errorAnswer('payload-parse-error', `The request body is not valid compressed data`);
 }
 
 export function parseEncoding(header: string | undefined): Encoding {

@@ -4,7 +4,7 @@ import { errorAnswer, type Answer } from '../answers';
 import type { BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerPlugin, TriggerServices } from '../trigger';
 import { authenticate, signatureCredential } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
-import { createInflater, EncodingError, inflateSync, parseEncoding, type Encoding } from './content-encoding';
+import { createInflater, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
 import { bodyKind, decodeText, isKnownCharset, parseMediaType } from './media-type';
@@ -53,12 +53,6 @@ function isIdentity(request: InboundRequest): boolean {
 }
 
 const hasTemplates = (params: WebhookParameters) => params.options.responseData !== null || params.options.responseHeaders.length > 0;
-
-function encodingAnswer(error: EncodingError): Answer {
-  if (error.kind === 'unsupported') return errorAnswer('unsupported-media', error.message);
-  if (error.kind === 'too-large') return errorAnswer('payload-too-large', `The request body ${error.message.replace(/^the body /, '')}`);
-  return errorAnswer('payload-parse-error', `The request body is not valid compressed data`);
-}
 
 function multipartAnswer(error: MultipartError): Answer {
   if (error.kind === 'too-large') return errorAnswer('payload-too-large', `The multipart body has ${error.message}`);
@@ -167,7 +161,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   function checkedBody(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, body: ReceivedBody, services: TriggerServices): InspectOutcome | Promise<InspectOutcome> {
     const syntax = syntaxCheck(request, node, params, body);
     if (!syntax.ok) return syntax;
-    const refusal = decodedSizeRefusal(request, params, body, services);
+    const refusal = decodedSizeRefusal(request, params, body, services, limits.maxInMemoryBytes);
     if (refusal instanceof Promise) return refusal.then((r) => r ?? syntax);
     return refusal ?? syntax;
   }
