@@ -5,6 +5,7 @@ import { prepareDataDir } from '../platform/config/data-dir';
 import { LOCAL_CLI_TOKEN_NAME, type AdminToken } from '../platform/config/admin-settings';
 import { isAlive } from '../platform/files/pid-lock';
 import { listenUrl } from '../platform/net/listen-url';
+import { sweepStaleTemps, writeFileAtomically } from '../platform/registry/atomic-file';
 
 /**
  * How the CLI on this machine finds the running service: while it runs, the service keeps
@@ -70,12 +71,10 @@ export async function writeLocalAccess(dataDir: string, host: string, port: numb
   const access: LocalAccess = { pid: process.pid, url, token, hookBaseUrl };
   const file = path.join(dataDir, LOCAL_ACCESS_FILE);
   await prepareDataDir(dataDir);
-  const tmp = `${file}.${process.pid}.tmp`;
-  // Created 0600 from the first byte (not chmod'ed after), then moved into place.
-  await fsp.rm(tmp, { force: true });
-  const handle = await fsp.open(tmp, 'wx', 0o600);
-  try { await handle.writeFile(JSON.stringify(access)); } finally { await handle.close(); }
-  await fsp.rename(tmp, file);
+  // Created 0600 from the first byte (not chmod'ed after), then moved into place; what a kill -9 mid-write left
+  // of an earlier start's is swept first.
+  await sweepStaleTemps(dataDir);
+  await writeFileAtomically(file, JSON.stringify(access));
   return {
     token: { name: LOCAL_CLI_TOKEN_NAME, scope: 'full', token },
     async remove() {

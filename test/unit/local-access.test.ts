@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { LOCAL_ACCESS_FILE, LocalAccessTaken, localAccessTakenNotice, readLocalAccess, writeLocalAccess } from '../../services/admin/local-access';
@@ -27,6 +27,16 @@ test('the file of a process that is gone, or this process\'s own, is replaced', 
   expect(await readLocalAccess(dir)).toMatchObject({ pid: process.pid, url: 'http://127.0.0.1:9081', token: again.token.token });
   await again.remove();
   expect(await readLocalAccess(dir)).toBeNull();
+});
+
+test('the file is written 0600 and atomically; a temp file a killed start left is swept once stale', async () => {
+  const left = path.join(dir, '.0f8fad5b-d9cb-469f-a165-70867728950e.tmp');
+  writeFileSync(left, '{"pid":1,"url":"http://127.0.0.1:1","tok');
+  const hourAgo = new Date(Date.now() - 3_600_000);
+  utimesSync(left, hourAgo, hourAgo);
+  await writeLocalAccess(dir, '127.0.0.1', 9080);
+  expect(readdirSync(dir)).toEqual([LOCAL_ACCESS_FILE]);
+  expect(statSync(path.join(dir, LOCAL_ACCESS_FILE)).mode & 0o777).toBe(0o600);
 });
 
 test('a file naming the address this process listens on is stale, even if its pid now belongs to a live process', async () => {
