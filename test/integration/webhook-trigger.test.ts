@@ -136,6 +136,10 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       expect(await output(await post('wf-plain', 'name=J%C3%BCrgen+M&tag=a&tag=b&empty=', { 'content-type': 'application/x-www-form-urlencoded' })))
         .toEqual({ name: 'Jürgen M', tag: ['a', 'b'], empty: '' });
       expect(await output(await post('wf-plain', 'city=K%F6ln', { 'content-type': 'application/x-www-form-urlencoded; charset=ISO-8859-1' }))).toEqual({ city: 'Köln' });
+      // Split on its bytes, a UTF-16 form would come out garbled: refused before the 200.
+      const wide = await post('wf-plain', Buffer.from('a=1&b=2', 'utf16le'), { 'content-type': 'application/x-www-form-urlencoded; charset=utf-16le' });
+      expect(wide.status).toBe(400);
+      expect(await wide.json()).toMatchObject({ error: 'payload-parse-error', message: expect.stringContaining('utf-16le') });
     });
 
     maybe('xml')('XML stays the raw string; text/plain becomes { text }; a path suffix is forwarded', async () => {

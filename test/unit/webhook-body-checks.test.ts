@@ -1,0 +1,32 @@
+import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../../services/triggers/webhook/webhook-trigger';
+import type { InboundRequest, InspectOutcome } from '../../services/triggers/trigger';
+
+/** What the receiver answers for a body before anything is accepted (docs/webhook.md, "Bodies"). */
+const trigger = createWebhookTrigger(DEFAULT_WEBHOOK_LIMITS);
+const services = { credential: async () => null, store: null as never, logger: null as never };
+
+async function inspect(contentType: string, bytes: Buffer, options: Record<string, unknown> = {}): Promise<InspectOutcome> {
+  const request: InboundRequest = { requestId: 'r', workflowId: 'wf', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: 0, headers: { 'content-type': contentType } };
+  const body = { size: bytes.length, inline: bytes, sha256: () => '', readStaged: null };
+  return trigger.inspect(request, { name: 'Hook', type: 'webhook', parameters: { options } }, body, services);
+}
+const answerOf = (outcome: InspectOutcome) => (outcome.ok ? 'accepted' : { status: outcome.answer.status, body: JSON.parse(outcome.answer.body.toString()) });
+
+test('a URL-encoded form in a charset whose characters are not single ASCII bytes (UTF-16) is 400, not accepted garbled', async () => {
+  // Split on the byte `&` before decoding, `a=1&b=2` in UTF-16LE came out as {"a\u0000":"\u00001\u0000", …}.
+  for (const [charset, canonical] of [['utf-16le', 'utf-16le'], ['UTF-16', 'utf-16le'], ['unicodeFFFE', 'utf-16be'], ['"utf-16be"', 'utf-16be']]) {
+    const outcome = await inspect(`application/x-www-form-urlencoded; charset=${charset}`, Buffer.from('a=1&b=2', 'utf16le'));
+    expect({ charset, answer: answerOf(outcome) }).toEqual({ charset, answer: { status: 400, body: {
+      error: 'payload-parse-error',
+      message: `A URL-encoded form cannot be read in ${canonical}, whose characters are not single ASCII bytes: send it in UTF-8 (the default), percent-encoding what is not ASCII`,
+    } } });
+  }
+  // Charsets that keep ASCII as it is, multi-byte ones included, are read as before.
+  for (const charset of ['', '; charset=utf-8', '; charset=iso-8859-1', '; charset=windows-1252', '; charset=shift_jis', '; charset=gb18030', '; charset=iso-2022-jp']) {
+    expect({ charset, answer: answerOf(await inspect(`application/x-www-form-urlencoded${charset}`, Buffer.from('a=1&b=%E9'))) }).toEqual({ charset, answer: 'accepted' });
+  }
+  // Text, XML and JSON are decoded whole, so UTF-16 is fine there; Raw Body reads nothing.
+  expect(answerOf(await inspect('text/plain; charset=utf-16le', Buffer.from('a=1&b=2', 'utf16le')))).toBe('accepted');
+  expect(answerOf(await inspect('application/json; charset=utf-16le', Buffer.from('{"a":1}', 'utf16le')))).toBe('accepted');
+  expect(answerOf(await inspect('application/x-www-form-urlencoded; charset=utf-16le', Buffer.from('a=1', 'utf16le'), { rawBody: true }))).toBe('accepted');
+});
