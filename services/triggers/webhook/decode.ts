@@ -8,7 +8,7 @@ import { parseForm } from './form';
 import { bodyKind, decodeText, parseMediaType, type BodyKind } from './media-type';
 import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
 import type { WebhookParameters } from './parameters';
-import { stagingFolder } from '../staged-files';
+import { stagedMediaType, stagingFolder } from '../staged-files';
 import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
 
 /**
@@ -51,7 +51,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
   const stageWhole = async (name: string): Promise<string> => {
     const path = `${folder()}/${name}`;
     try {
-      await services.store.put(path, await decodedStream(), { contentType: media.type || undefined });
+      await services.store.put(path, await decodedStream(), { contentType: media.type ? stagedMediaType(media.type) : undefined });
     } catch (error) {
       throw asInputError(error);
     }
