@@ -10,6 +10,7 @@ import { MultipartError, stageMultipart, type MultipartLimits } from './multipar
 import type { WebhookParameters } from './parameters';
 import { stagedMediaType, stagingFolder } from '../staged-files';
 import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
+import { parseKeepingNumbers } from '../json-numbers';
 
 /**
  * The webhook's output for one received request (SPEC §2.2), keyed later by the node name:
@@ -104,10 +105,13 @@ export function decodeInMemory(bytes: Buffer, kind: BodyKind, charset: string | 
   }
 }
 
-/** A body too large for the receiver's check may nest deeper than anything after this can take. */
+/**
+ * A body too large for the receiver's check may nest deeper than anything after this can take. Numbers a double
+ * would change (past 2^53, past its range) are kept as written (json-numbers.ts).
+ */
 function parseJson(text: string): unknown {
   if (jsonNestsDeeperThan(text)) throw new IngressError('payload-parse-error', `the body is ${TOO_DEEP}`);
-  return JSON.parse(text);
+  return parseKeepingNumbers(text);
 }
 
 /**
