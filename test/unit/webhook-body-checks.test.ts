@@ -30,3 +30,19 @@ test('a URL-encoded form in a charset whose characters are not single ASCII byte
   expect(answerOf(await inspect('application/json; charset=utf-16le', Buffer.from('{"a":1}', 'utf16le')))).toBe('accepted');
   expect(answerOf(await inspect('application/x-www-form-urlencoded; charset=utf-16le', Buffer.from('a=1', 'utf16le'), { rawBody: true }))).toBe('accepted');
 });
+
+test('a JSON idempotency key and $json templates read an id past 2^53 as written, as the decoder does, not rounded', async () => {
+  // Rounded, 18446744073709551617 and 18446744073709551616 were one key: the second order was dropped as a repeat.
+  const node = { name: 'Hook', type: 'webhook', parameters: { options: { idempotencyKey: { json: 'order.id' }, responseData: '{"id":{{ $json.order.id }},"text":"{{ $json.order.id }}"}' } } };
+  const keyOf = async (id: string) => {
+    const bytes = Buffer.from(`{"order":{"id":${id}}}`);
+    const request: InboundRequest = { requestId: 'r', workflowId: 'wf', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: 0, headers: { 'content-type': 'application/json' } };
+    const outcome = await trigger.inspect(request, node, { size: bytes.length, inline: bytes, sha256: () => '', readStaged: null }, services);
+    if (!outcome.ok) throw new Error('refused');
+    const answer = await trigger.accepted(request, node, {} as never, outcome.inspection, { ...services, logger: { warn: () => undefined } } as never);
+    return { key: trigger.idempotency!(node)!.keyOf(request, {} as never, outcome.inspection), answer: answer.body.toString() };
+  };
+  expect(await keyOf('18446744073709551617')).toEqual({ key: '18446744073709551617', answer: '{"id":18446744073709551617,"text":"18446744073709551617"}' });
+  expect(await keyOf('18446744073709551616')).toEqual({ key: '18446744073709551616', answer: '{"id":18446744073709551616,"text":"18446744073709551616"}' });
+  expect(await keyOf('42')).toEqual({ key: '42', answer: '{"id":42,"text":"42"}' });
+});

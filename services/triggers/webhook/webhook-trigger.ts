@@ -13,6 +13,7 @@ import { onceEither } from './once-either';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
 import { checkJsonText } from './json-syntax';
 import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
+import { parseKeepingNumbers } from '../json-numbers';
 import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
 import { createSignedBodies, SIGNED_SCHEMES } from './auth/signed-bodies';
@@ -155,7 +156,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     const text = decodeText(bytes, charset);
     if (jsonNestsDeeperThan(text)) return tooDeep();
     try {
-      return { ok: true, inspection: { json: JSON.parse(text) } };
+      // As the decoder reads it: an id past 2^53 rounded would make two orders one idempotency key.
+      return { ok: true, inspection: { json: parseKeepingNumbers(text) } };
     } catch {
       return notJson();
     }
