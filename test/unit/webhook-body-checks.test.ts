@@ -1,4 +1,5 @@
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../../services/triggers/webhook/webhook-trigger';
+import { decodeInMemory } from '../../services/triggers/webhook/decode';
 import type { InboundRequest, InspectOutcome } from '../../services/triggers/trigger';
 
 /** What the receiver answers for a body before anything is accepted (docs/webhook.md, "Bodies"). */
@@ -45,4 +46,22 @@ test('a JSON idempotency key and $json templates read an id past 2^53 as written
   expect(await keyOf('18446744073709551617')).toEqual({ key: '18446744073709551617', answer: '{"id":18446744073709551617,"text":"18446744073709551617"}' });
   expect(await keyOf('18446744073709551616')).toEqual({ key: '18446744073709551616', answer: '{"id":18446744073709551616,"text":"18446744073709551616"}' });
   expect(await keyOf('42')).toEqual({ key: '42', answer: '{"id":42,"text":"42"}' });
+});
+
+test('one leading UTF-8 byte order mark before JSON is dropped, by the receiver\'s check and the decoder alike', async () => {
+  const bom = (text: string) => Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from(text)]);
+  // Checked on the bytes (no template), and parsed for `$json` (a template).
+  for (const options of [{}, { responseData: '{{ $json.a }}' }]) {
+    expect(answerOf(await inspect('application/json', bom('{"a":1}'), options))).toBe('accepted');
+    expect(answerOf(await inspect('application/json', bom(''), options))).toBe('accepted');
+    for (const [type, body] of [['application/json', bom('\ufeff{"a":1}')], ['application/json; charset=iso-8859-1', bom('{"a":1}')]] as const) {
+      expect({ type, options, answer: answerOf(await inspect(type, body, options)) }).toEqual({ type, options, answer: { status: 400, body: { error: 'payload-parse-error', message: 'The request body is not valid JSON' } } });
+    }
+  }
+  expect(decodeInMemory(bom('{"a":1}'), 'json', undefined)).toEqual({ a: 1 });
+  expect(decodeInMemory(bom('{"a":1}'), 'json', 'UTF-8')).toEqual({ a: 1 });
+  expect(decodeInMemory(bom(''), 'json', undefined)).toEqual({});
+  expect(() => decodeInMemory(bom('\ufeff{}'), 'json', undefined)).toThrow('the JSON body could not be read');
+  // Text keeps it: it is the body's text, as sent.
+  expect(decodeInMemory(bom('a'), 'text', undefined)).toEqual({ text: '\ufeffa' });
 });

@@ -5,7 +5,7 @@ import type { DecodeServices } from '../trigger';
 import { ObjectStoreError } from '../../platform/store/object-store';
 import { createInflater, EncodingError, inflateSync, parseEncoding } from './content-encoding';
 import { parseForm } from './form';
-import { bodyKind, decodeText, parseMediaType, type BodyKind } from './media-type';
+import { bodyKind, decodeText, parseMediaType, withoutUtf8Bom, type BodyKind } from './media-type';
 import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
 import type { WebhookParameters } from './parameters';
 import { stagedMediaType, stagingFolder } from '../staged-files';
@@ -95,7 +95,10 @@ export function decodeInMemory(bytes: Buffer, kind: BodyKind, charset: string | 
       case 'form': return parseForm(bytes, charset);
       case 'xml': return decodeText(bytes, charset);
       case 'text': return { text: decodeText(bytes, charset) };
-      default: return bytes.length === 0 ? {} : parseJson(decodeText(bytes, charset));
+      default: {
+        const json = withoutUtf8Bom(bytes, charset);
+        return json.length === 0 ? {} : parseJson(decodeText(json, charset));
+      }
     }
   } catch (error) {
     if (error instanceof IngressError) throw error;

@@ -89,3 +89,14 @@ export function decodeText(bytes: Buffer, charset: string | undefined): string {
   if (label === 'utf-8' || label === 'utf8') return bytes.toString('utf8');
   return new TextDecoder(label).decode(bytes); // throws RangeError for a charset it does not know
 }
+
+const UTF8_BOM = Buffer.from([0xef, 0xbb, 0xbf]);
+
+/**
+ * JSON's bytes without one leading UTF-8 byte order mark, when they are read as UTF-8 (RFC 8259 §8.1 lets a
+ * parser ignore it; Windows tools write it, n8n's parser drops it). TextDecoder drops a UTF-16 one already.
+ */
+export function withoutUtf8Bom(bytes: Buffer, charset: string | undefined): Buffer {
+  const label = (charset ?? 'utf-8').trim().toLowerCase();
+  return (label === 'utf-8' || label === 'utf8') && bytes.subarray(0, 3).equals(UTF8_BOM) ? bytes.subarray(3) : bytes;
+}

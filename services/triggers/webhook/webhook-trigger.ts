@@ -7,7 +7,7 @@ import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
-import { asciiIncompatibleCharset, bodyKind, decodeText, isKnownCharset, parseMediaType } from './media-type';
+import { asciiIncompatibleCharset, bodyKind, decodeText, isKnownCharset, parseMediaType, withoutUtf8Bom } from './media-type';
 import { MultipartError, scanMultipart } from './multipart';
 import { onceEither } from './once-either';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
@@ -142,7 +142,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
     let bytes: Buffer;
     try {
-      bytes = inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes);
+      bytes = withoutUtf8Bom(inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes), media.params.charset);
     } catch {
       return { ok: true, inspection: {} }; // too large to check here, or already judged by the validator
     }
