@@ -39,8 +39,12 @@ const extensionOf = (name: string) => {
 };
 /** Characters Windows refuses in a name, for whoever saves a staged file on Windows or an SMB share. */
 const WINDOWS_RESERVED_CHARS = /[:*?"<>|]/g;
-/** Device names Windows reserves, with any extension (`con.txt` opens the console). */
-const WINDOWS_DEVICE = /^(con|prn|aux|nul|com[0-9¹²³]|lpt[0-9¹²³])(\.|$)/i;
+/**
+ * Device names Windows reserves, with any extension (`con.txt` opens the console), and spaces before it, which
+ * Windows drops (`con .txt` is the console too); `COM¹`–`LPT³` with superscript digits count as `COM1`–`LPT3`.
+ * `CONIN$`/`CONOUT$` open the console's input and output, `CLOCK$` was the clock device.
+ */
+const WINDOWS_DEVICE = /^(con|prn|aux|nul|conin\$|conout\$|clock\$|com[0-9¹²³]|lpt[0-9¹²³]) *(\.|$)/i;
 
 /**
  * A partner-supplied file name made safe for a path segment: no directories (either slash), no control,

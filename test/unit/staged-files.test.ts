@@ -73,6 +73,15 @@ test("Windows' reserved characters become _ and its device names are prefixed, s
   expect(sanitizeFilename('com10.txt')).toBe('com10.txt');
 });
 
+test("the console's CONIN$ and CONOUT$, CLOCK$, superscript COM¹/LPT³ and a device name with spaces before its dot are prefixed too", () => {
+  for (const name of ['CONIN$', 'conout$.txt', 'CLOCK$', 'COM¹.txt', 'lpt³', 'CON .txt', 'nul  .tar.gz', 'Com² .log']) {
+    expect({ name, sanitized: sanitizeFilename(name) }).toEqual({ name, sanitized: `_${name}` });
+  }
+  for (const name of ['conin$x.txt', 'CONIN', 'clock.txt', 'COM⁴.txt', 'con x.txt', 'nul_.txt']) {
+    expect({ name, sanitized: sanitizeFilename(name) }).toEqual({ name, sanitized: name });
+  }
+});
+
 test('a name cut to 200 bytes never ends in a dot or a space, even where the extension is too long to keep', () => {
   const cutAtDot = sanitizeFilename(`${'A'.repeat(199)}.${'B'.repeat(100)}`);
   expect(cutAtDot).toBe('A'.repeat(199));

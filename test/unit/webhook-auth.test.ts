@@ -1,4 +1,4 @@
-import { createHmac, generateKeyPairSync, randomBytes, sign as edSign } from 'node:crypto';
+import { createHash, createHmac, generateKeyPairSync, randomBytes, sign as edSign } from 'node:crypto';
 import { SignJWT, UnsecuredJWT, exportJWK } from 'jose';
 import { Webhook } from 'standardwebhooks';
 import { DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
@@ -398,6 +398,44 @@ describe('stored and named like the other credentials', () => {
     for (const authentication of ['standardWebhooks', 'hmac', 'jwt']) {
       expect(trigger.validateNode!({ name: 'Hook', type: 'webhook', parameters: { authentication }, credentials: { [authentication]: 'cred' } })).toEqual([]);
       expect(trigger.validateNode!({ name: 'Hook', type: 'webhook', parameters: { authentication } })).toEqual([`node "Hook".credentials.${authentication} must name the credential to check callers against`]);
+    }
+  });
+});
+
+describe('RSA signature (rsaSignature)', () => {
+  const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+  const pem = publicKey.export({ type: 'spki', format: 'pem' }) as string;
+  const node = { name: 'Hook', type: 'webhook', parameters: { authentication: 'rsaSignature' }, credentials: { rsaSignature: 'cred-rsa' } };
+  const body = Buffer.from('{"a":1}');
+  const request = (signature: string): InboundRequest => ({
+    requestId: 'r', workflowId: 'wf', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: 0,
+    headers: { 'content-type': 'application/json', 'x-signature': signature },
+  });
+  const received = { size: body.length, inline: body, sha256: () => createHash('sha256').update(body).digest('hex'), readStaged: null } as ReceivedBody;
+
+  async function answers(storedKey: string, signature = edSign('sha256', body, privateKey).toString('base64')) {
+    const logs: Array<Record<string, unknown>> = [];
+    // As stored before `credentials put` checked the key: not through parseCredentialDocument.
+    const services: TriggerServices = { credential: async () => ({ id: 'cred-rsa', type: 'rsaSignature', data: { publicKey: storedKey } }) as never, store: null as never, logger: createLogger({ level: 'debug', write: (line) => logs.push(JSON.parse(line)) }) };
+    const trigger = createWebhookTrigger();
+    const admitted = await trigger.admit(request(signature), node, services);
+    const inspected = await trigger.inspect(request(signature), node, received, services);
+    const status = (outcome: { ok: boolean; answer?: { status: number; body: string | Buffer } }) => (outcome.ok ? 'ok' : `${outcome.answer!.status} ${JSON.parse(outcome.answer!.body.toString()).error}`);
+    return { admitted: status(admitted), inspected: status(inspected), logs };
+  }
+
+  test('a stored key that no longer reads is 500 credential-unavailable (the operator\'s fault), logged without the key, not 403', async () => {
+    expect(await answers(pem)).toMatchObject({ admitted: 'ok', inspected: 'ok', logs: [] });
+    expect(await answers(pem, edSign('sha256', Buffer.from('other'), privateKey).toString('base64'))).toMatchObject({ admitted: 'ok', inspected: '403 authorization-wrong' });
+    const broken = pem.replace(/\n[A-Za-z0-9+/]{10}/, '\n!!!!!!!!!!'); // damaged in storage
+    const ec = generateKeyPairSync('ec', { namedCurve: 'P-256' }).publicKey.export({ type: 'spki', format: 'pem' }) as string;
+    for (const stored of [broken, 'not a key', ec]) {
+      const { admitted, inspected, logs } = await answers(stored);
+      expect({ admitted, inspected }).toEqual({ admitted: '500 credential-unavailable', inspected: '500 credential-unavailable' });
+      // One line for each check that refused (admission, then inspect, as when the key changes while the body arrives).
+      expect(logs).toHaveLength(2);
+      expect(logs[0]).toMatchObject({ level: 'error', msg: 'rsaSignature credential holds no readable RSA public key: refusing', credentialId: 'cred-rsa', workflowId: 'wf' });
+      expect(JSON.stringify(logs)).not.toContain(stored.split('\n')[1] ?? stored);
     }
   });
 });

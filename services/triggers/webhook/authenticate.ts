@@ -1,9 +1,10 @@
+import type { KeyObject } from 'node:crypto';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer } from '../answers';
 import { checkHeaderAuth, nodeCredential } from '../header-auth';
 import type { Admission, InboundRequest, TriggerServices } from '../trigger';
 import type { WebhookParameters } from './parameters';
-import { SIGNATURE_HEADER } from './signature';
+import { rsaPublicKey, SIGNATURE_HEADER } from './signature';
 import { verifyBearer } from './auth/jwt';
 import type { SignedBodies } from './auth/signed-bodies';
 
@@ -30,11 +31,20 @@ export function authenticate(request: InboundRequest, node: WorkflowNode, params
   return checkHeaderAuth(request, node, params.authentication, services).then((outcome) => (outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) }));
 }
 
-/** A node's RSA credential: its public key and the header the signature comes in; null (logged) when unusable. */
-export async function signatureCredential(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<{ publicKey: string; header: string } | null> {
+/**
+ * A node's RSA credential: its public key and the header the signature comes in; null (logged) when unusable,
+ * a key that no longer reads included: that is a 500 for the operator, not a 403 telling the partner its
+ * signature is wrong. The log names the credential, never the key.
+ */
+export async function signatureCredential(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<{ publicKey: KeyObject; header: string } | null> {
   const credential = await nodeCredential(node, 'rsaSignature', request.workflowId, services);
   if (credential?.type !== 'rsaSignature') return null;
-  return { publicKey: credential.data.publicKey, header: (credential.data.header || SIGNATURE_HEADER).toLowerCase() };
+  const publicKey = rsaPublicKey(credential.data.publicKey);
+  if (!publicKey) {
+    services.logger.error('rsaSignature credential holds no readable RSA public key: refusing', { credentialId: node.credentials?.rsaSignature ?? null, node: node.name, workflowId: request.workflowId });
+    return null;
+  }
+  return { publicKey, header: (credential.data.header || SIGNATURE_HEADER).toLowerCase() };
 }
 
 /**

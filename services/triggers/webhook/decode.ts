@@ -5,11 +5,12 @@ import type { DecodeServices } from '../trigger';
 import { ObjectStoreError } from '../../platform/store/object-store';
 import { createInflater, EncodingError, inflateSync, parseEncoding } from './content-encoding';
 import { parseForm } from './form';
-import { bodyKind, decodeText, parseMediaType, type BodyKind } from './media-type';
+import { bodyKind, decodeText, parseMediaType, withoutUtf8Bom, type BodyKind } from './media-type';
 import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
 import type { WebhookParameters } from './parameters';
-import { stagingFolder } from '../staged-files';
+import { stagedMediaType, stagingFolder } from '../staged-files';
 import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
+import { parseKeepingNumbers } from '../json-numbers';
 
 /**
  * The webhook's output for one received request (SPEC §2.2), keyed later by the node name:
@@ -51,7 +52,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
   const stageWhole = async (name: string): Promise<string> => {
     const path = `${folder()}/${name}`;
     try {
-      await services.store.put(path, await decodedStream(), { contentType: media.type || undefined });
+      await services.store.put(path, await decodedStream(), { contentType: media.type ? stagedMediaType(media.type) : undefined });
     } catch (error) {
       throw asInputError(error);
     }
@@ -94,7 +95,10 @@ export function decodeInMemory(bytes: Buffer, kind: BodyKind, charset: string | 
       case 'form': return parseForm(bytes, charset);
       case 'xml': return decodeText(bytes, charset);
       case 'text': return { text: decodeText(bytes, charset) };
-      default: return bytes.length === 0 ? {} : parseJson(decodeText(bytes, charset));
+      default: {
+        const json = withoutUtf8Bom(bytes, charset);
+        return json.length === 0 ? {} : parseJson(decodeText(json, charset));
+      }
     }
   } catch (error) {
     if (error instanceof IngressError) throw error;
@@ -104,10 +108,13 @@ export function decodeInMemory(bytes: Buffer, kind: BodyKind, charset: string | 
   }
 }
 
-/** A body too large for the receiver's check may nest deeper than anything after this can take. */
+/**
+ * A body too large for the receiver's check may nest deeper than anything after this can take. Numbers a double
+ * would change (past 2^53, past its range) are kept as written (json-numbers.ts).
+ */
 function parseJson(text: string): unknown {
   if (jsonNestsDeeperThan(text)) throw new IngressError('payload-parse-error', `the body is ${TOO_DEEP}`);
-  return JSON.parse(text);
+  return parseKeepingNumbers(text);
 }
 
 /**

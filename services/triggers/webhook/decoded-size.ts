@@ -6,6 +6,7 @@ import type { InboundRequest, InspectOutcome, ReceivedBody, TriggerServices } fr
 import { createInflater, EncodingError, encodingAnswer, parseEncoding, type Encoding } from './content-encoding';
 import { bodyKind, parseMediaType, type BodyKind } from './media-type';
 import type { WebhookParameters } from './parameters';
+import { numberWrittenAs } from '../json-numbers';
 
 /**
  * The decoded value of a request travels in one log record (the decoded record, then the execution request),
@@ -102,7 +103,7 @@ const NUMBER_HEAD = 25;
 const inNumber = (c: number) => isDigit(c) || c === 0x2e || c === 0x65 || c === 0x45 || c === 0x2b || c === 0x2d;
 
 /**
- * JSON: what JSON.stringify(JSON.parse(text)) can come to at most. Its text less the whitespace between tokens;
+ * JSON: what the decoder's JSON.stringify(parseKeepingNumbers(text)) can come to at most. Its text less the whitespace between tokens;
  * strings come out no longer than they went in (an escape never grows, a character is re-escaped only if it had
  * to be escaped already), and a `\uXXXX` escape as what its character becomes (what Python sends by default); a number comes out no longer unless it has an exponent (`1e20`: 21 digits), so each
  * such number adds what it grows by.
@@ -113,13 +114,14 @@ function jsonMeter(decoder: TextDecoder): Meter {
   let escaped = false;
   let unicode: string | null = null; // the hex digits of a `\uXXXX` escape so far, carried across chunks
   // A number's first characters and its length, carried across chunks: only one with an exponent, or of 17
-  // digits or more (99999999999999999999 comes out as 100000000000000000000), can come out longer, and none
-  // longer than NUMBER_HEAD, what the longest a number is written (-1.2345678901234567e+308) fits in.
+  // digits or more, can come out longer (`1e20`, `100000000000000000000.0e0`; one a double would change is kept as
+  // written, json-numbers.ts), and none longer than NUMBER_HEAD, what the longest a number is written
+  // (-1.2345678901234567e+308) fits in.
   let number = '';
   let numberLength = 0;
   const closeNumber = () => {
     if (numberLength > 0 && numberLength <= NUMBER_HEAD && (numberLength >= 17 || number.includes('e') || number.includes('E'))) {
-      const out = JSON.stringify(Number(number)) ?? 'null';
+      const out = numberWrittenAs(number);
       if (out.length > number.length) bytes += out.length - number.length;
     }
     number = '';

@@ -56,6 +56,8 @@ export function needsJsonValue(node: WorkflowNode): boolean {
   return option !== null && 'json' in option.source;
 }
 
+const isRawJson = (JSON as unknown as { isRawJSON(value: unknown): value is { rawJSON: string } }).isRawJSON;
+
 function valueAt(json: unknown, path: string[]): string | null {
   let at: unknown = json;
   for (const step of path) {
@@ -64,6 +66,7 @@ function valueAt(json: unknown, path: string[]): string | null {
   }
   if (typeof at === 'string') return at;
   if (typeof at === 'number' && Number.isFinite(at)) return String(at);
+  if (isRawJson(at)) return at.rawJSON; // a number a double would change, as written (json-numbers.ts)
   return null; // objects, arrays, booleans and null name nothing a sender would use as a key
 }
 

@@ -5,7 +5,7 @@
  *
  * Bytes of 0x80 and above are accepted inside strings only: decoding turns any sequence of them into
  * characters (U+FFFD for invalid ones) that a JSON string may hold and that nothing outside a string may
- * be, which is what `JSON.parse` then sees. A byte-order mark is not whitespace, as for `JSON.parse`.
+ * be, which is what `JSON.parse` then sees. A byte-order mark is not whitespace, as for `JSON.parse` (callers drop one leading UTF-8 one first: withoutUtf8Bom).
  * Nesting deeper than MAX_JSON_DEPTH is its own verdict (json-depth.ts); the stack is an array, not recursion.
  *
  * `fault`, when given, receives the byte offset where a text that is not JSON goes wrong (the start of the

@@ -10,27 +10,36 @@ import { constants, createPublicKey, publicDecrypt, timingSafeEqual, type KeyObj
 export const SIGNATURE_HEADER = 'x-signature';
 
 const SHA256_DIGEST_INFO_PREFIX = Buffer.from('3031300d060960864801650304020105000420', 'hex');
-const keys = new Map<string, KeyObject>();
+const keys = new Map<string, KeyObject | null>();
 
-function keyOf(pem: string): KeyObject {
+/**
+ * The credential's RSA public key, parsed once; null when the PEM holds none. `credentials put` checks it, so
+ * only a credential stored before that check can: the node is misconfigured, not the partner's signature wrong.
+ */
+export function rsaPublicKey(pem: string): KeyObject | null {
   let key = keys.get(pem);
-  if (!key) {
-    key = createPublicKey(pem);
+  if (key === undefined) {
+    try {
+      const parsed = createPublicKey(pem);
+      key = parsed.asymmetricKeyType === 'rsa' ? parsed : null;
+    } catch {
+      key = null;
+    }
     if (keys.size > 1000) keys.clear();
     keys.set(pem, key);
   }
   return key;
 }
 
-export function verifyRsaSha256(publicKeyPem: string, signatureBase64: string, bodySha256Hex: string): boolean {
+export function verifyRsaSha256(publicKey: KeyObject, signatureBase64: string, bodySha256Hex: string): boolean {
   const signature = Buffer.from(signatureBase64.trim(), 'base64');
   if (signature.length === 0 || !/^[A-Za-z0-9+/=_-\s]+$/.test(signatureBase64)) return false;
   const expected = Buffer.concat([SHA256_DIGEST_INFO_PREFIX, Buffer.from(bodySha256Hex, 'hex')]);
   let recovered: Buffer;
   try {
-    recovered = publicDecrypt({ key: keyOf(publicKeyPem), padding: constants.RSA_PKCS1_PADDING }, signature);
+    recovered = publicDecrypt({ key: publicKey, padding: constants.RSA_PKCS1_PADDING }, signature);
   } catch {
-    return false; // wrong length, wrong key or bad padding: all simply "wrong"
+    return false; // wrong length or bad padding: simply "wrong" (the key itself was read before)
   }
   return recovered.length === expected.length && timingSafeEqual(recovered, expected);
 }

@@ -7,12 +7,13 @@ import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
-import { bodyKind, decodeText, isKnownCharset, parseMediaType } from './media-type';
+import { asciiIncompatibleCharset, bodyKind, decodeText, isKnownCharset, parseMediaType, withoutUtf8Bom } from './media-type';
 import { MultipartError, scanMultipart } from './multipart';
 import { onceEither } from './once-either';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
 import { checkJsonText } from './json-syntax';
 import { jsonNestsDeeperThan, TOO_DEEP } from '../json-depth';
+import { parseKeepingNumbers } from '../json-numbers';
 import { acceptedAnswer, responseProblems } from './respond';
 import { verifyRsaSha256 } from './signature';
 import { createSignedBodies, SIGNED_SCHEMES } from './auth/signed-bodies';
@@ -46,6 +47,7 @@ export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
 const notJson = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') });
 const tooDeep = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', `The request body is ${TOO_DEEP}`) });
 const unknownCharset = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is in a charset this service cannot decode') });
+const formNotAscii = (charset: string): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', `A URL-encoded form cannot be read in ${charset}, whose characters are not single ASCII bytes: send it in UTF-8 (the default), percent-encoding what is not ASCII`) });
 
 /** Sent as it is; an unsupported coding was refused (415) before any inspection. */
 function isIdentity(request: InboundRequest): boolean {
@@ -127,6 +129,9 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     const kind = bodyKind(media.type);
     // A text body in a charset nothing here can decode would only fail in the decoder: say so now.
     if (kind !== 'multipart' && !isKnownCharset(media.params.charset)) return unknownCharset();
+    // A form is split on its `&` and `=` bytes before it is decoded: in UTF-16 it would come out garbled, accepted.
+    const wide = kind === 'form' ? asciiIncompatibleCharset(media.params.charset) : null;
+    if (wide) return formNotAscii(wide);
     // The decoder reads these kinds whole. A compressed body was held to that bound as it inflated; one
     // sent as it is (MAX_BODY_BYTES may be higher) is held to it here.
     if (kind !== 'multipart' && body.size > limits.maxInMemoryBytes && isIdentity(request)) {
@@ -137,7 +142,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
     let bytes: Buffer;
     try {
-      bytes = inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes);
+      bytes = withoutUtf8Bom(inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes), media.params.charset);
     } catch {
       return { ok: true, inspection: {} }; // too large to check here, or already judged by the validator
     }
@@ -151,7 +156,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     const text = decodeText(bytes, charset);
     if (jsonNestsDeeperThan(text)) return tooDeep();
     try {
-      return { ok: true, inspection: { json: JSON.parse(text) } };
+      // As the decoder reads it: an id past 2^53 rounded would make two orders one idempotency key.
+      return { ok: true, inspection: { json: parseKeepingNumbers(text) } };
     } catch {
       return notJson();
     }

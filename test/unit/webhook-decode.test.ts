@@ -1,0 +1,32 @@
+import { Readable } from 'node:stream';
+import type { Received } from '../../services/platform/avro/records';
+import { silentLogger } from '../../services/platform/logger/logger';
+import type { ObjectStore } from '../../services/platform/store/object-store';
+import { decodeWebhookBody } from '../../services/triggers/webhook/decode';
+import { webhookParameters } from '../../services/triggers/webhook/parameters';
+import { DEFAULT_WEBHOOK_LIMITS } from '../../services/triggers/webhook/webhook-trigger';
+
+/** The webhook decoder (decode.ts) against a store that only notes what it was given. */
+async function decode(contentType: string | null, body: Buffer, options: Record<string, unknown> = {}) {
+  const puts: Array<{ path: string; contentType: string | undefined }> = [];
+  const store = { put: async (path: string, stream: Readable, put?: { contentType?: string }) => {
+    for await (const _ of stream) { /* drained */ }
+    puts.push({ path, contentType: put?.contentType });
+    return { path, size: 0, contentType: put?.contentType ?? null };
+  } } as unknown as ObjectStore;
+  const received = { requestId: 'r-1', workflowId: 'wf', receivedAt: Date.parse('2026-11-27T10:00:00Z'), contentType, headers: {} } as unknown as Received;
+  const services = { store, logger: silentLogger, openBody: async () => Readable.from([body]), readBody: async () => body };
+  const decoded = await decodeWebhookBody(received, webhookParameters({ name: 'Hook', type: 'webhook', parameters: { options } }), DEFAULT_WEBHOOK_LIMITS, services);
+  return { value: JSON.parse(decoded.value) as unknown, puts };
+}
+
+test('a body kept as a file is stored with a content type of two tokens, as AS2 parts are, or none when none was sent', async () => {
+  // The type as sent (RFC 9110 lets a parser take `a b` or `json`); the workflow output and the store must agree.
+  const typeOf = async (sent: string | null, options: Record<string, unknown> = { rawBody: true }) => (await decode(sent, Buffer.from('x'), options)).puts[0].contentType;
+  expect(await typeOf('Application/PDF; name="a.pdf"')).toBe('application/pdf');
+  expect(await typeOf('application/vnd.acme+json')).toBe('application/vnd.acme+json');
+  expect(await typeOf('a b')).toBe('application/octet-stream');
+  expect(await typeOf('json')).toBe('application/octet-stream');
+  expect(await typeOf('text/plain/extra', { binaryData: true })).toBe('application/octet-stream');
+  expect(await typeOf(null)).toBeUndefined();
+});
