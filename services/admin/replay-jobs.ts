@@ -276,6 +276,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const claimNamed = async (request: DeadLetterReplayRequest, replay: string) => {
     if (request.letters === null) return;
     const claims = await ledgerOf();
+    await claims.refresh().catch((error) => { throw new ReplayStoreError(error, 'read'); }); // what another process's replays claimed since
     const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];
