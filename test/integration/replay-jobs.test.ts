@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
 import { rangeReplayId } from '../../services/admin/operations/replays';
 import { CheckpointInUse } from '../../services/admin/operations/refeed';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
@@ -335,6 +335,30 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
       await jobs.listed();
       expect(jobs.get(id)).toMatchObject({ state: 'interrupted', runningIn: null, replayed: 60 });
       expect((await open()).get(id)).toMatchObject({ state: 'interrupted', runningIn: null });
+    } finally {
+      other.kill('SIGKILL');
+    }
+  });
+
+  test('a job another process starts after this one opened is listed within a second; cancelling it here is refused, naming that process', async () => {
+    const jobs = await open();
+    await jobs.listed();
+    const request = range('0');
+    const id = rangeReplayId(request);
+    const checkpoint = path.join(dir, `${id}.json`);
+    const other = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${checkpoint}.lock`)}, process.pid + ' its-token', { flag: 'wx' }); console.log('held'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await once(other.stdout!, 'data');
+      // What a second service on this DATA_DIR writes as it starts the job.
+      writeFileSync(jobFile(id), JSON.stringify({ id, kind: 'range', request, state: 'running', replayed: 0, skipped: 0, startedAt: new Date().toISOString(), finishedAt: null, error: null }));
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      await jobs.listed();
+      expect(jobs.list().map((j) => j.id)).toContain(id);
+      expect(jobs.get(id)).toMatchObject({ state: 'running', runningIn: other.pid });
+      const refused = jobs.cancel(id);
+      await expect(refused).rejects.toThrow(ReplayRunningElsewhere);
+      await expect(refused).rejects.toThrow(`runs in process ${other.pid}`);
+      expect(jobs.get(id)).toMatchObject({ state: 'running', runningIn: other.pid });
     } finally {
       other.kill('SIGKILL');
     }
