@@ -11,7 +11,7 @@ import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type Ski
 import { openReplayLedger, type ReplayLedger } from './operations/replay-ledger';
 import {
   checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, normalDeadLetterRequest, normalRangeRequest,
-  originalOf, rangeReplayId, rangeReplayPlan, readStart, replayableInputs, requestIdOf,
+  namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
 
@@ -297,10 +297,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];
-    const first = request.letters.map((l) => BigInt(l.split('/')[1])).reduce((a, b) => (a < b ? a : b));
     const since = request.since === null ? null : Date.parse(request.since);
     const read = await refeed({
-      log, source: options.context.topics.deadLetter, start: readStart({ offset: first }), until: null, checkpoint: null, signal: new AbortController().signal,
+      log, source: options.context.topics.deadLetter, ...namedSpan(request.letters, null), checkpoint: null, signal: new AbortController().signal,
       quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, progress: { update() {}, finish() {} },
       select: (record) => {
         const letter = selected(record);

@@ -197,8 +197,8 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
   const letters = new WeakMap<OutRecord, { at: string; original: string; requestId: string | null }>();
   return {
     source: ctx.topics.deadLetter,
-    start: readStart(since),
-    until: null,
+    // Named letters: only the offsets between the first and the last of them are read, not the whole topic.
+    ...namedSpan(request.letters, since),
     select: (record) => {
       const letter = selected(record);
       if (!letter) return null;
@@ -239,6 +239,19 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       });
     },
   };
+}
+
+/**
+ * Where a read for dead letters starts and stops: for named letters, from the smallest offset named (or `since`)
+ * to the largest, inclusive, in every partition (a read starts all partitions at one offset); else from `since`
+ * (or the beginning) to the end.
+ */
+export function namedSpan(letters: string[] | null, since: Position | null): { start: ReadStart; until: Until } {
+  if (!letters?.length) return { start: readStart(since), until: null };
+  const offsets = letters.map((l) => BigInt(l.split('/')[1]));
+  const first = offsets.reduce((a, b) => (a < b ? a : b));
+  const last = offsets.reduce((a, b) => (a > b ? a : b));
+  return { start: readStart(since ?? { offset: first }), until: { offset: last } };
 }
 
 /** Who replays a letter's original, as its skip says it. */
