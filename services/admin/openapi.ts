@@ -88,7 +88,7 @@ export function openApiDocument(): Record<string, unknown> {
         get: { summary: "A replay's progress", parameters: [pathParam('id', 'The replay id')], responses: { 200: json(ref('Replay'), 'The replay'), ...errors(...READ, 'not-found') } },
       },
       '/api/v1/replays/{id}/cancel': {
-        post: { summary: 'Stop a running replay after its current batch (it stays resumable)', parameters: [pathParam('id', 'The replay id')], responses: { 200: json(ref('Replay'), 'The replay, cancelled (or as it was when not running)'), ...errors(...WRITE, 'not-found') } },
+        post: { summary: 'Stop a running replay after its current batch (it stays resumable); conflict when another process runs it (runningIn)', parameters: [pathParam('id', 'The replay id')], responses: { 200: json(ref('Replay'), 'The replay, cancelled (or as it was when not running)'), ...errors(...WRITE, 'not-found', 'conflict') } },
       },
       '/api/v1/replays/{id}/resume': {
         post: { summary: 'Go on with a cancelled, interrupted or failed replay from its checkpoint (conflict while its record is unreadable)', parameters: [pathParam('id', 'The replay id')], responses: { 200: json(ref('Replay'), 'Running or complete already'), 202: json(ref('Replay'), 'Resumed'), ...errors(...WRITE, 'not-found', 'conflict') } },

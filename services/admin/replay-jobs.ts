@@ -11,7 +11,7 @@ import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type Ski
 import { openReplayLedger, type ReplayLedger } from './operations/replay-ledger';
 import {
   checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, normalDeadLetterRequest, normalRangeRequest,
-  originalOf, rangeReplayId, rangeReplayPlan, readStart, replayableInputs, requestIdOf,
+  namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
 
@@ -81,7 +81,10 @@ export interface ReplayJobs {
    * ReplayStoreError, since an empty list or a missing job would then be a guess. Starts and resumes wait for it.
    */
   listed(): Promise<void>;
-  /** Stop a running job after its current batch (it stays resumable); null when there is no such job. */
+  /**
+   * Stop a running job after its current batch (it stays resumable); null when there is no such job. Throws
+   * ReplayRunningElsewhere for one another process runs.
+   */
   cancel(id: string): Promise<ReplayJob | null>;
   /** Go on with a job that is not running and not complete. */
   resume(id: string): Promise<{ job: ReplayJob; started: boolean } | null>;
@@ -104,6 +107,8 @@ export interface ReplayJobsOptions {
 }
 
 const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
+/** How often a listing looks in `jobs/` again for jobs other processes started. */
+const RELIST_MS = 1_000;
 /** Far above any job's record (10 000 letters make some 200 KB): a larger file is not one. */
 const MAX_RECORD_BYTES = 16 * 1024 * 1024;
 
@@ -128,6 +133,14 @@ export class ReplayConflict extends Error {
   constructor(readonly problems: string[]) {
     super(`${problems.length} of the dead letters asked for would replay a request another replay replays: none is replayed; leave ${problems.length === 1 ? 'it' : 'them'} out, or replay the letter a failed replay left`);
     this.name = 'ReplayConflict';
+  }
+}
+
+/** A cancel of a job another live process runs (`runningIn`): the API answers 409, naming that process. */
+export class ReplayRunningElsewhere extends Error {
+  constructor(readonly job: ReplayJob) {
+    super(`Replay ${job.id} runs in process ${job.runningIn} (runningIn), another process on this DATA_DIR: cancel it through that process`);
+    this.name = 'ReplayRunningElsewhere';
   }
 }
 
@@ -205,7 +218,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
 
   // Why `jobs/` could not be listed, while it cannot; replays wait for it (each start or resume lists it again).
   let unlisted: Error | null = null;
+  let listedAt = 0;
   const listJobs = async () => {
+    listedAt = Date.now();
     let names: string[];
     try {
       names = await fsp.readdir(jobsDir);
@@ -222,7 +237,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const id = name.slice(0, -'.json'.length);
       if (!JOB_ID.test(id)) { logger.warn('a file in the replay jobs directory is not named as a job is; it is left as it is', { file: path.join(jobsDir, name) }); continue; }
       const job = jobs.has(id) ? null : await readJob(id);
-      if (job) jobs.set(id, job);
+      if (job && !jobs.has(id)) jobs.set(id, job); // not one this process started meanwhile
     }
   };
   // Temp files of saves a kill cut short (the records' and the checkpoints'): nothing names them.
@@ -230,7 +245,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   await sweepStaleTemps(dir);
   await listJobs();
   const listed = async () => {
-    if (unlisted) await listJobs();
+    // Jobs another process on this DATA_DIR (a second service) started since: looked for at most once a second,
+    // as a console polls the list.
+    if (unlisted || Date.now() - listedAt >= RELIST_MS) await listJobs();
     if (unlisted) throw new ReplayStoreError(unlisted, 'read');
     // Its state and progress are the other process's: read again, as interrupted (or complete) once it has let go.
     for (const id of [...elsewhere]) {
@@ -276,13 +293,13 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const claimNamed = async (request: DeadLetterReplayRequest, replay: string) => {
     if (request.letters === null) return;
     const claims = await ledgerOf();
+    await claims.refresh().catch((error) => { throw new ReplayStoreError(error, 'read'); }); // what another process's replays claimed since
     const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];
-    const first = request.letters.map((l) => BigInt(l.split('/')[1])).reduce((a, b) => (a < b ? a : b));
     const since = request.since === null ? null : Date.parse(request.since);
     const read = await refeed({
-      log, source: options.context.topics.deadLetter, start: readStart({ offset: first }), until: null, checkpoint: null, signal: new AbortController().signal,
+      log, source: options.context.topics.deadLetter, ...namedSpan(request.letters, null), checkpoint: null, signal: new AbortController().signal,
       quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, progress: { update() {}, finish() {} },
       select: (record) => {
         const letter = selected(record);
@@ -446,6 +463,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     async cancel(id) {
       const job = jobs.get(id);
       if (!job) return null;
+      // Only the process that runs it can stop it: answered as it was, it would read as "not running".
+      if (job.runningIn !== null) throw new ReplayRunningElsewhere(snapshot(job));
       const entry = running.get(id);
       if (entry) { entry.cancelled = true; entry.abort.abort(); await entry.done; }
       return snapshot(job);

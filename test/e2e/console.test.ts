@@ -14,7 +14,8 @@ import { collectUntilQuiet } from '../support/log-reads';
  * The operator console (docs/management-api.md#console) in a real headless Chromium (Debian's, driven by
  * playwright-core), against the real service on the embedded backends and its admin port over loopback:
  * the token prompt, each view, a hostile payload shown as text with no script run, the CSP in force,
- * a dead letter replayed from the page and its journey in the request journal, and a read token that cannot. Screenshots of each view go to
+ * a dead letter replayed from the page and its journey in the request journal, a second letter of that request
+ * refused (409) in the page, and a read token that cannot. Screenshots of each view go to
  * test-artifacts/console/ (git-ignored).
  */
 // The functions passed to page.evaluate run in the browser; the project compiles without the DOM library.
@@ -42,6 +43,8 @@ let api: AdminApiHandle;
 let browser: Browser;
 const codec = defaultAvroCodec();
 let letter: { partition: number; offset: string; requestId: string; source: string };
+/** Another letter of letter's request, written before letter is replayed: that of a copy of it that failed too. */
+let failedCopy: { partition: number; offset: string; requestId: string; source: string; replayOf: string };
 const problemsOf = new WeakMap<Page, string[]>();
 
 beforeAll(async () => {
@@ -83,7 +86,13 @@ beforeAll(async () => {
   let letters: any[] = [];
   while (letters.length === 0) letters = (await api.call('GET', '/api/v1/dead-letters?workflow=wf-dl')).body.deadLetters;
   letter = letters[0];
-  expect(letter).toMatchObject({ stage: 'decoder', code: 'trigger-missing', requestId: orphanId });
+  expect(letter).toMatchObject({ stage: 'decoder', code: 'trigger-missing', requestId: orphanId, replayOf: null });
+  // A second letter of that request, before any fix: a replay of it (a range replay's copy) that failed again.
+  const [orphan] = (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).filter((r) => codec.decode('Received', r.value).requestId === orphanId);
+  await app.backends.log.append([{ topic: app.topics.received, key: 'wf-dl', value: orphan.value, headers: { ...orphan.headers, 'ingress-replay-of': letter.source } }]);
+  while (letters.length < 2) letters = (await api.call('GET', '/api/v1/dead-letters?workflow=wf-dl')).body.deadLetters;
+  failedCopy = letters.find((l) => l.replayOf !== null);
+  expect(failedCopy).toMatchObject({ stage: 'decoder', code: 'trigger-missing', requestId: orphanId, replayOf: letter.source });
   // The fix, so that a replay succeeds.
   expect((await api.call('PUT', '/api/v1/workflows/wf-dl', { body: { active: true, nodes: [{ name: 'Hook', type: 'webhook' }, { name: 'Gone', type: 'webhook' }] } })).status).toBe(200);
 }, 60_000);
@@ -240,6 +249,7 @@ test('dead letters: a full token replays one from the page, and the API shows th
   await status.waitFor();
   expect(await status.getAttribute('data-state')).toBe('complete');
   const shown = (await status.textContent())!;
+  // Only the letter named is read: not the failed copy's letter after it.
   expect(shown).toMatch(/^replay dl-\S+: complete, 1 replayed, 0 skipped$/);
 
   const jobs = (await api.call('GET', '/api/v1/replays', { token: READ_TOKEN })).body.replays;
@@ -251,6 +261,33 @@ test('dead letters: a full token replays one from the page, and the API shows th
   }
   expect(replayed).toEqual([expect.objectContaining({ workflowId: 'wf-dl', replayOf: letter.source })]);
   await shot(page, '3-dead-letter-replayed');
+  await closeConsole(context, page);
+});
+
+test('dead letters: the "replay of" column names a failed copy\'s original; replaying a second letter of a request replayed already is refused in the page, naming the replay, and the request runs once', async () => {
+  const { context, page } = await openConsole(FULL_TOKEN, 'dead-letters');
+  const original = page.locator(`#dead-letters tr[data-letter="${letter.partition}/${letter.offset}"]`);
+  const copy = page.locator(`#dead-letters tr[data-letter="${failedCopy.partition}/${failedCopy.offset}"]`);
+  await copy.waitFor();
+  expect(await page.locator('#dead-letters thead th').evaluateAll((ths) => ths.map((th) => th.textContent))).toContain('replay of');
+  expect(await copy.locator('.replay-of').textContent()).toBe(letter.source);
+  expect(await original.locator('.replay-of').textContent()).toBe('—');
+  // The previous test replayed `letter`: this letter was there before that replay's copy, so it is a duplicate.
+  const jobs = (await api.call('GET', '/api/v1/replays', { token: READ_TOKEN })).body.replays;
+  const first = jobs.find((j: any) => j.request?.letters?.[0] === `${letter.partition}/${letter.offset}`);
+  expect(first).toMatchObject({ state: 'complete', replayed: 1 });
+  await copy.locator('button.replay').click();
+  const status = copy.locator('.replay-status').filter({ hasText: 'refused' });
+  await status.waitFor();
+  const shown = (await status.textContent())!;
+  expect(shown).toMatch(/^refused: 409 conflict: 1 of the dead letters asked for would replay a request another replay replays/);
+  expect(shown).toContain(`dead letter ${failedCopy.partition}/${failedCopy.offset} (request ${letter.requestId}): its original, request ${letter.requestId}, is replayed by replay ${first.id} with dead letter ${letter.partition}/${letter.offset}`);
+  expect(await copy.locator('button.replay').isDisabled()).toBe(false);
+  await shot(page, '3b-dead-letter-replay-refused');
+  // No job was started for it, and the request was asked to run once in all.
+  expect((await api.call('GET', '/api/v1/replays', { token: READ_TOKEN })).body.replays).toHaveLength(jobs.length);
+  const executions = (await collectUntilQuiet(app.backends.log, app.topics.executions, 500, 500)).map((r) => codec.decode('ExecutionRequested', r.value)).filter((e) => e.requestId === letter.requestId);
+  expect(executions).toEqual([expect.objectContaining({ workflowId: 'wf-dl', replayOf: letter.source })]);
   await closeConsole(context, page);
 });
 

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
 import { rangeReplayId } from '../../services/admin/operations/replays';
 import { CheckpointInUse } from '../../services/admin/operations/refeed';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
@@ -340,6 +340,30 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     }
   });
 
+  test('a job another process starts after this one opened is listed within a second; cancelling it here is refused, naming that process', async () => {
+    const jobs = await open();
+    await jobs.listed();
+    const request = range('0');
+    const id = rangeReplayId(request);
+    const checkpoint = path.join(dir, `${id}.json`);
+    const other = spawn(process.execPath, ['-e', `require('fs').writeFileSync(${JSON.stringify(`${checkpoint}.lock`)}, process.pid + ' its-token', { flag: 'wx' }); console.log('held'); setInterval(() => {}, 1000);`], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      await once(other.stdout!, 'data');
+      // What a second service on this DATA_DIR writes as it starts the job.
+      writeFileSync(jobFile(id), JSON.stringify({ id, kind: 'range', request, state: 'running', replayed: 0, skipped: 0, startedAt: new Date().toISOString(), finishedAt: null, error: null }));
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      await jobs.listed();
+      expect(jobs.list().map((j) => j.id)).toContain(id);
+      expect(jobs.get(id)).toMatchObject({ state: 'running', runningIn: other.pid });
+      const refused = jobs.cancel(id);
+      await expect(refused).rejects.toThrow(ReplayRunningElsewhere);
+      await expect(refused).rejects.toThrow(`runs in process ${other.pid}`);
+      expect(jobs.get(id)).toMatchObject({ state: 'running', runningIn: other.pid });
+    } finally {
+      other.kill('SIGKILL');
+    }
+  });
+
   test('temp files of saves a kill cut short (records, checkpoints) are removed at open once 10 minutes old; others are left', async () => {
     const old = new Date(Date.now() - 11 * 60_000);
     const stale = [path.join(dir, 'jobs', `.${randomUUID()}.tmp`), path.join(dir, `.${randomUUID()}.tmp`)];
@@ -439,6 +463,39 @@ test('a request dead-lettered in the dispatcher, and its range-replay copy in th
     expect(jobs.get(job.id)!.skippedLetters).toEqual([expect.objectContaining({ at: '0/1', requestId: 'req-two-stages', original: 'request req-two-stages' })]);
     const copies = [...await collectUntilQuiet(ownLog, topics.decoded, 300, 500), ...await collectUntilQuiet(ownLog, topics.received, 300, 500)];
     expect(copies.filter((r) => replayOf(r.headers) !== null)).toHaveLength(1);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('a replay of named dead letters reads the topic only from the first of them to the last, its check before the job starts too', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-span-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const letter = (i: number) => ({
+    topic: topics.deadLetter, key: 'wf-9', value: codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-9',
+      source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf-9'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  try {
+    await ownLog.append(Array.from({ length: 300 }, (_, i) => letter(i)));
+    let read = 0;
+    const counted: EventLog = {
+      ...ownLog,
+      read: (topic, options) => ({
+        async* [Symbol.asyncIterator]() {
+          for await (const record of ownLog.read(topic, options)) { if (topic === topics.deadLetter) read++; yield record; }
+        },
+      }),
+    };
+    const jobs = await openReplayJobs({ log: counted, dir: path.join(own, 'replay'), context, logger: silentLogger });
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/120', '0/122'] });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 2, skipped: 1 });
+    // 120 to 122, once for the check and once for the job (a record past the last may be delivered before the read stops).
+    expect(read).toBeLessThanOrEqual(8);
   } finally {
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });

@@ -49,8 +49,11 @@ export interface RefeedOptions {
   until: Until;
   /** The copy of `record` to append, or null (or a Skip, naming why) to skip it. */
   select(record: LogRecord): OutRecord | Skip | null;
-  /** Awaited before each batch is appended (a dead-letter replay makes its claims durable: replay-ledger.ts). */
-  beforeAppend?(log: EventLog): Promise<void>;
+  /**
+   * Awaited before each batch is appended (a dead-letter replay makes its claims durable: replay-ledger.ts); the
+   * copies it returns are taken back out of the batch, each counted skipped for its reason instead of replayed.
+   */
+  beforeAppend?(log: EventLog, batch: readonly OutRecord[]): Promise<Withdrawn[]>;
   checkpoint: CheckpointFile | null;
   /** The caller holds the checkpoint's lock already (the service's jobs take it before they write their record). */
   checkpointLocked?: boolean;
@@ -66,6 +69,14 @@ export interface RefeedOptions {
 export interface Skip {
   skip: string;
   [detail: string]: string | null;
+}
+
+/** A copy taken back out of its batch before the append (another process's replay claimed its original first). */
+export interface Withdrawn {
+  copy: OutRecord;
+  /** Its record's place in the source, `<partition>/<offset>`. */
+  at: string;
+  skip: Skip;
 }
 
 export interface SkippedExample extends Skip {
@@ -208,10 +219,21 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   let delivered = false;
   let batch: OutRecord[] = [];
   let batchBytes = 0;
+  const skip = (reason: Skip, at: string) => {
+    skipped++;
+    reasons[reason.skip] = (reasons[reason.skip] ?? 0) + 1;
+    state.examples ??= [];
+    if (state.examples.length < MAX_SKIP_EXAMPLES) state.examples.push({ ...reason, at });
+  };
   const flush = async () => {
     if (batch.length > 0) {
-      await options.beforeAppend?.(log);
-      await log.append(batch);
+      const withdrawn = await options.beforeAppend?.(log, batch) ?? [];
+      if (withdrawn.length > 0) {
+        const out = new Set(withdrawn.map((w) => w.copy));
+        batch = batch.filter((copy) => !out.has(copy));
+        for (const w of withdrawn) { replayed--; skip(w.skip, w.at); }
+      }
+      if (batch.length > 0) await log.append(batch);
     }
     batch = [];
     batchBytes = 0;
@@ -242,14 +264,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       open.delete(p);
     } else {
       const copy = select(record);
-      if (copy && !('skip' in copy)) { batch.push(copy); batchBytes += copy.value.length; replayed++; } else {
-        skipped++;
-        if (copy) {
-          reasons[copy.skip] = (reasons[copy.skip] ?? 0) + 1;
-          state.examples ??= [];
-          if (state.examples.length < MAX_SKIP_EXAMPLES) state.examples.push({ ...copy, at: `${p}/${offset}` });
-        }
-      }
+      if (copy && !('skip' in copy)) { batch.push(copy); batchBytes += copy.value.length; replayed++; } else if (copy) skip(copy, `${p}/${offset}`); else skipped++;
       state.positions[p] = String(offset + 1n);
       if (offset + 1n >= limit(p)) open.delete(p);
     }

@@ -1,7 +1,7 @@
-import { promises as fsp } from 'node:fs';
+import { constants, promises as fsp } from 'node:fs';
 import * as path from 'node:path';
 import { makeDirectories } from '../../platform/config/data-dir';
-import { readRegularFile } from '../../platform/files/read-regular-file';
+import { whileLockFile } from '../../platform/files/pid-lock';
 import { writeFileAtomically } from '../../platform/registry/atomic-file';
 
 /**
@@ -23,7 +23,13 @@ import { writeFileAtomically } from '../../platform/registry/atomic-file';
  *
  * Kept as JSON lines, one per committed batch of claims (`{"replay","ends","claims":[[original, letter], …]}`),
  * appended and synced; rewritten compact when opened. A last line cut short (a crash mid-write) was never followed
- * by its append, and is dropped.
+ * by its append, and is removed.
+ *
+ * Processes sharing DATA_DIR (two services, the CLI beside a service on Kafka) each keep a copy in memory, and
+ * may each claim one original before either commits. So a commit is made under the file's pid lock
+ * (`replayed-originals.jsonl.lock`), after taking in the lines others appended since this copy last read the file;
+ * a claim another process committed meanwhile wins, and the loser's copy is withdrawn from its batch before the
+ * append (counted a duplicate). Whoever commits first replays; nobody replays after.
  */
 export interface ReplayClaim {
   /** The replay: a job's id (`dl-…`), or a direct `ingress dead-letters replay` run (`cli-…`). */
@@ -41,13 +47,26 @@ export type Verdict =
   /** The ledger is full: this replay cannot record the original, so does not replay it. */
   | { replay: false; reason: 'unrecorded' };
 
+/** A claim taken (in memory) that another process's replay committed first, and that its letter may not overrule. */
+export interface LostClaim {
+  original: string;
+  letter: string;
+  by: ReplayClaim;
+}
+
 export interface ReplayLedger {
   /** What `replay` may do with the letter at `letter` (`<partition>/<offset>`) of `original`, claiming it when it may. */
   take(original: string, replay: string, letter: string): Verdict;
   /** The same verdict, claiming nothing (a request checked before its job starts). */
   check(original: string, replay: string, letter: string): Verdict;
-  /** Make `replay`'s claims since its last commit durable, with the dead-letter topic's ends: before their copies are appended. */
-  commit(replay: string, ends: Record<string, string>): Promise<void>;
+  /** Take in the claims other processes committed to the file since the last look (before a request is checked). */
+  refresh(): Promise<void>;
+  /**
+   * Make `replay`'s claims since its last commit durable, with the dead-letter topic's ends: before their copies are
+   * appended. Those another process committed meanwhile are not made: they are returned, and their copies must
+   * not be appended.
+   */
+  commit(replay: string, ends: Record<string, string>): Promise<LostClaim[]>;
   /** Forget `replay`'s claims that were not committed (its append did not happen): what they replaced holds again. */
   abandon(replay: string): void;
   readonly size: number;
@@ -56,10 +75,27 @@ export interface ReplayLedger {
 /** Far above any dead-letter backlog one replays by hand; 100 000 claims keep some 15 MB in memory. */
 export const MAX_ORIGINALS = 100_000;
 const MAX_FILE_BYTES = 256 * 1024 * 1024;
+/** A commit holds the file's lock for one read of its tail and one synced append: a wait this long is a stuck holder. */
+const LOCK_WAIT_MS = 10_000;
+
+/** One line of the file: claims one replay committed together, with the dead-letter topic's ends then. */
+interface Batch { replay: string; ends: Record<string, string>; claims: [string, string][] }
+
+/**
+ * Where the claims are kept. Several ledgers may keep them in one file (two services on one DATA_DIR, the CLI
+ * beside the service on Kafka), each with its own copy in memory: each commit is made alone, under the file's
+ * lock, after reading what the others appended since its last look.
+ */
+interface ClaimStore {
+  /** Run `work` with no other ledger appending meanwhile, given the batches the others appended since the last look. */
+  alone<T>(work: (others: Batch[]) => Promise<T>): Promise<T>;
+  /** Append a line, synced; only within `alone`. */
+  append(line: string): Promise<void>;
+}
 
 interface Pending { original: string; claim: ReplayClaim; replaced: ReplayClaim | undefined }
 
-function ledger(claims: Map<string, ReplayClaim>, cap: number, persist: (line: string) => Promise<void>): ReplayLedger {
+function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore): ReplayLedger {
   const pending = new Map<string, Pending[]>();
   const verdict = (original: string, replay: string, letter: string): Verdict => {
     const claim = claims.get(original);
@@ -76,7 +112,17 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, persist: (line: s
     }
     pending.delete(replay);
   };
-  let writing: Promise<unknown> = Promise.resolve();
+  // Another process's claim replaces what this copy held, a claim pending here included: its commit came first.
+  const takeIn = (others: Batch[]) => {
+    for (const batch of others) for (const [original, letter] of batch.claims) claims.set(original, { replay: batch.replay, letter, ends: batch.ends });
+  };
+  // One commit at a time in this process too: the file's lock would make a second one poll for it.
+  let queue: Promise<unknown> = Promise.resolve();
+  const oneAtATime = <T>(work: () => Promise<T>): Promise<T> => {
+    const next = queue.then(work);
+    queue = next.catch(() => undefined);
+    return next;
+  };
   return {
     get size() { return claims.size; },
     check: verdict,
@@ -92,22 +138,35 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, persist: (line: s
       }
       return answer;
     },
+    refresh: () => oneAtATime(() => store.alone(async (others) => takeIn(others))),
     async commit(replay, ends) {
       const list = pending.get(replay);
-      if (!list?.length) return;
+      if (!list?.length) return [];
       pending.delete(replay);
-      const line = JSON.stringify({ replay, ends, claims: list.map((p) => [p.original, p.claim.letter]) });
-      const written = writing.then(() => persist(line));
-      writing = written.catch(() => undefined);
+      const lost: LostClaim[] = [];
       try {
-        await written;
+        await oneAtATime(() => store.alone(async (others) => {
+          takeIn(others);
+          const kept = list.filter((p) => {
+            const now = claims.get(p.original);
+            if (now === p.claim) return true;
+            // Committed by another process since this one took it: kept only if the letter came after that
+            // claim's copy (that copy failed again), as a letter read after that commit would have been.
+            const again = verdict(p.original, replay, p.claim.letter);
+            if (again.replay) { claims.set(p.original, p.claim); return true; }
+            lost.push({ original: p.original, letter: p.claim.letter, by: again.reason === 'duplicate' ? again.by : now ?? p.claim });
+            return false;
+          });
+          if (kept.length > 0) await store.append(JSON.stringify({ replay, ends, claims: kept.map((p) => [p.original, p.claim.letter]) }));
+        }));
       } catch (error) {
         // Not durable, so not appended either: the claims are let go rather than left to refuse others' letters.
         pending.set(replay, list);
         abandon(replay);
         throw error;
       }
-      for (const p of list) p.claim.ends = ends;
+      for (const p of list) if (claims.get(p.original) === p.claim) p.claim.ends = ends;
+      return lost;
     },
     abandon,
   };
@@ -115,7 +174,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, persist: (line: s
 
 /** A ledger kept in memory only (tests, and checks that replay nothing). */
 export function memoryLedger(cap = MAX_ORIGINALS): ReplayLedger {
-  return ledger(new Map(), cap, async () => undefined);
+  return ledger(new Map(), cap, { alone: (work) => work([]), append: async () => undefined });
 }
 
 /**
@@ -123,45 +182,101 @@ export function memoryLedger(cap = MAX_ORIGINALS): ReplayLedger {
  * now, by which claims whose letters are all deleted are dropped. Throws when the file cannot be read as one.
  */
 export async function openReplayLedger(file: string, firsts: Record<string, string>, cap = MAX_ORIGINALS): Promise<ReplayLedger> {
-  let text = '';
-  try { text = await readRegularFile(file, MAX_FILE_BYTES); } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new Error(`the replay ledger ${file} is unreadable (${(error as Error).message})`);
-  }
+  const store = fileStore(file);
   const claims = new Map<string, ReplayClaim>();
-  const lines = text.split('\n');
-  let kept = 0;
-  lines.forEach((line, i) => {
-    if (line === '') return;
-    let batch: { replay: string; ends: Record<string, string>; claims: [string, string][] };
-    try {
-      batch = JSON.parse(line);
-      if (typeof batch.replay !== 'string' || typeof batch.ends !== 'object' || !Array.isArray(batch.claims)) throw new Error('not a batch of claims');
-    } catch (error) {
-      if (i === lines.length - 1) return; // cut short by a crash: its copies were never appended
-      throw new Error(`the replay ledger ${file} is unreadable at line ${i + 1} (${(error as Error).message}): it says which originals were replayed, so replays wait until it is repaired`);
-    }
-    for (const [original, letter] of batch.claims) { claims.set(original, { replay: batch.replay, letter, ends: batch.ends }); kept++; }
+  await store.alone(async (batches) => {
+    let kept = 0;
+    for (const batch of batches) for (const [original, letter] of batch.claims) { claims.set(original, { replay: batch.replay, letter, ends: batch.ends }); kept++; }
+    // Every letter a claim guards (those before its ends) is gone: it guards nothing any more.
+    const gone = (ends: Record<string, string>) => Object.entries(ends).every(([p, end]) => BigInt(firsts[p] ?? '0') >= BigInt(end));
+    for (const [original, claim] of claims) if (claim.ends && gone(claim.ends)) claims.delete(original);
+    // Under the lock: a line another process appended between the read and the rename would be lost.
+    if (kept !== claims.size) await store.replace(compact(claims));
   });
-  // Every letter a claim guards (those before its ends) is gone: it guards nothing any more.
-  const gone = (ends: Record<string, string>) => Object.entries(ends).every(([p, end]) => BigInt(firsts[p] ?? '0') >= BigInt(end));
-  for (const [original, claim] of claims) if (claim.ends && gone(claim.ends)) claims.delete(original);
-  if (kept !== claims.size) await writeFileAtomically(file, compact(claims));
-  const append = async (line: string) => {
-    await makeDirectories(path.dirname(file));
-    const handle = await fsp.open(file, 'a');
+  return ledger(claims, cap, store);
+}
+
+/** The file, read from where this ledger last read it: lines another process appended since, or all of it once replaced. */
+function fileStore(file: string): ClaimStore & { replace(text: string): Promise<void> } {
+  let seen: { offset: number; ino: number } | null = null;
+  const failures = {
+    couldNotLock: (error: unknown) => new Error(`the replay ledger's lock ${file}.lock could not be taken (${(error as Error).message})`),
+    heldTooLong: (holder: number, waited: number) => new Error(`the replay ledger's lock ${file}.lock was held by process ${holder || '(starting)'} for more than ${waited} ms`),
+  };
+  const readNew = async (): Promise<Batch[]> => {
+    let handle;
+    try { handle = await fsp.open(file, constants.O_RDWR | constants.O_NONBLOCK); } catch (error) {
+      if ((error as NodeJS.ErrnoException).code === 'ENOENT') { seen = null; return []; }
+      throw new Error(`the replay ledger ${file} is unreadable (${(error as Error).message})`);
+    }
     try {
-      await handle.write(`${line}\n`);
-      await handle.sync();
+      const stat = await handle.stat();
+      if (!stat.isFile()) throw new Error(`the replay ledger ${file} is unreadable (not a regular file)`);
+      // Replaced (compacted by a ledger opened since), or shorter than this one read: read whole again.
+      const from = seen && seen.ino === stat.ino && seen.offset <= stat.size ? seen.offset : 0;
+      if (stat.size - from > MAX_FILE_BYTES) throw new Error(`the replay ledger ${file} is unreadable (${stat.size} bytes, more than the ${MAX_FILE_BYTES} it holds)`);
+      const buffer = Buffer.alloc(stat.size - from);
+      for (let at = 0, bytesRead = -1; bytesRead !== 0 && at < buffer.length; at += bytesRead) {
+        ({ bytesRead } = await handle.read(buffer, at, buffer.length - at, from + at));
+      }
+      const whole = buffer.lastIndexOf(0x0a) + 1;
+      // A last line cut short (a crash mid-write) was never followed by its append: removed, so that the next line
+      // appended does not join it into one that reads as neither. Only a ledger holding the lock gets here.
+      if (whole < buffer.length) { await handle.truncate(from + whole); await handle.sync(); }
+      const batches = parseLines(buffer.toString('utf8', 0, whole), file, from === 0);
+      seen = { offset: from + whole, ino: stat.ino };
+      return batches;
     } finally {
       await handle.close();
     }
   };
-  return ledger(claims, cap, append);
+  const store = {
+    async alone<T>(work: (others: Batch[]) => Promise<T>): Promise<T> {
+      await makeDirectories(path.dirname(file));
+      return whileLockFile(`${file}.lock`, LOCK_WAIT_MS, failures, async () => work(await readNew()));
+    },
+    async append(line: string) {
+      const handle = await fsp.open(file, 'a');
+      try {
+        await handle.write(`${line}\n`);
+        await handle.sync();
+        const stat = await handle.stat();
+        // Under the lock: nothing else was appended since readNew, so this ledger has read up to the end.
+        seen = { offset: stat.size, ino: stat.ino };
+      } finally {
+        await handle.close();
+      }
+    },
+    async replace(text: string) {
+      await writeFileAtomically(file, text);
+      const stat = await fsp.stat(file);
+      seen = { offset: stat.size, ino: stat.ino };
+    },
+  };
+  return store;
+}
+
+/** The batches of claims in `text` (whole lines); a line that is not one makes the ledger unreadable. */
+function parseLines(text: string, file: string, fromStart: boolean): Batch[] {
+  const batches: Batch[] = [];
+  const lines = text.split('\n');
+  lines.forEach((line, i) => {
+    if (line === '') return;
+    try {
+      const batch = JSON.parse(line) as Batch;
+      if (typeof batch.replay !== 'string' || typeof batch.ends !== 'object' || batch.ends === null || !Array.isArray(batch.claims)) throw new Error('not a batch of claims');
+      batches.push(batch);
+    } catch (error) {
+      const where = fromStart ? `at line ${i + 1}` : 'in a line another process appended';
+      throw new Error(`the replay ledger ${file} is unreadable ${where} (${(error as Error).message}): it says which originals were replayed, so replays wait until it is repaired`);
+    }
+  });
+  return batches;
 }
 
 /** The claims as lines again, one per replay and ends they share. */
 function compact(claims: Map<string, ReplayClaim>): string {
-  const batches = new Map<Record<string, string>, { replay: string; ends: Record<string, string>; claims: [string, string][] }>();
+  const batches = new Map<Record<string, string>, Batch>();
   for (const [original, claim] of claims) {
     const ends = claim.ends!;
     const batch = batches.get(ends) ?? { replay: claim.replay, ends, claims: [] };

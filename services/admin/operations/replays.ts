@@ -5,7 +5,7 @@ import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/l
 import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-keys';
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import type { PipelineTopics } from '../../platform/log/topics';
-import type { Skip, Until } from './refeed';
+import type { Skip, Until, Withdrawn } from './refeed';
 import { MAX_ORIGINALS, type ReplayClaim, type ReplayLedger } from './replay-ledger';
 import { parseTime, quoted, TIME_FORMS } from './times';
 
@@ -42,8 +42,8 @@ export interface RefeedPlan {
   start: ReadStart;
   until: Until;
   select(record: LogRecord): OutRecord | Skip | null;
-  /** Before each batch of copies is appended (refeed.ts). */
-  beforeAppend?(log: EventLog): Promise<void>;
+  /** Before each batch of copies is appended; may withdraw copies from it (refeed.ts). */
+  beforeAppend?(log: EventLog, batch: readonly OutRecord[]): Promise<Withdrawn[]>;
 }
 
 export interface ReplayContext {
@@ -193,10 +193,12 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
   const since = request.since === null ? null : parsePosition(request.since, 'since', 'time');
   const stageInputs = replayableInputs(ctx);
   const selected = deadLetterSelector(request, ctx);
+  // Each copy's letter, for one the ledger's commit finds another process claimed first.
+  const letters = new WeakMap<OutRecord, { at: string; original: string; requestId: string | null }>();
   return {
     source: ctx.topics.deadLetter,
-    start: readStart(since),
-    until: null,
+    // Named letters: only the offsets between the first and the last of them are read, not the whole topic.
+    ...namedSpan(request.letters, since),
     select: (record) => {
       const letter = selected(record);
       if (!letter) return null;
@@ -217,12 +219,39 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
         return skip;
       }
       const source = { ...letter.source, key: letter.source.key === null ? null : letter.source.key.toString('utf8') };
-      return { topic: source.topic, key: source.key, value: source.value, headers: replayHeaders(source) };
+      const copy = { topic: source.topic, key: source.key, value: source.value, headers: replayHeaders(source) };
+      letters.set(copy, { at: position, original, requestId: requestIdOf(letter.source.value, ctx.codec) });
+      return copy;
     },
     // Durable before the copies are: a crash between the two leaves claims without copies, which the resumed run
     // (its own claims) appends; the other way round would leave copies another replay could append again.
-    beforeAppend: async (log) => run.ledger.commit(run.replay, Object.fromEntries((await log.endOffsets(ctx.topics.deadLetter)).map((p) => [String(p.partition), p.offset]))),
+    beforeAppend: async (log, batch) => {
+      const lost = await run.ledger.commit(run.replay, Object.fromEntries((await log.endOffsets(ctx.topics.deadLetter)).map((p) => [String(p.partition), p.offset])));
+      if (lost.length === 0) return [];
+      // Another process (a second service on this DATA_DIR, the CLI) committed these originals first: its copies stand.
+      const by = new Map(lost.map((l) => [l.letter, l.by]));
+      return batch.flatMap((copy): Withdrawn[] => {
+        const of = letters.get(copy);
+        const claim = of && by.get(of.at);
+        if (!of || !claim) return [];
+        ctx.skipped?.(`skipped dead letter ${ctx.topics.deadLetter}/${of.at}: its original, ${of.original}, ${duplicateReason(claim, run.replay)}`);
+        return [{ copy, at: of.at, skip: { skip: 'duplicates', requestId: of.requestId, original: of.original, replayedBy: claim.replay, replayedWith: claim.letter } }];
+      });
+    },
   };
+}
+
+/**
+ * Where a read for dead letters starts and stops: for named letters, from the smallest offset named (or `since`)
+ * to the largest, inclusive, in every partition (a read starts all partitions at one offset); else from `since`
+ * (or the beginning) to the end.
+ */
+export function namedSpan(letters: string[] | null, since: Position | null): { start: ReadStart; until: Until } {
+  if (!letters?.length) return { start: readStart(since), until: null };
+  const offsets = letters.map((l) => BigInt(l.split('/')[1]));
+  const first = offsets.reduce((a, b) => (a < b ? a : b));
+  const last = offsets.reduce((a, b) => (a > b ? a : b));
+  return { start: readStart(since ?? { offset: first }), until: { offset: last } };
 }
 
 /** Who replays a letter's original, as its skip says it. */
