@@ -282,18 +282,25 @@ test('the former owner\'s `returned` landing between the new owner\'s read and i
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', alone: true, strikes: 1 });
 });
 
-test('a write that landed but whose answer was lost is its own: the next write goes over it, not taken for another owner\'s', async () => {
-  const marks = memoryMarks();
-  await endsHolding(life(marks), batch(10, 3), true);
-  let lose = true;
-  const lossy: CrashMarks = {
+/** The marks, but the answer to the next swap after loseNext() is lost: the write lands and the call throws. */
+function answerLost(marks: CrashMarks): CrashMarks & { loseNext(): void } {
+  let lose = false;
+  return {
     ...marks,
+    loseNext() { lose = true; },
     async swap(...args) {
       const version = await marks.swap(...args);
       if (lose) { lose = false; throw new Error('no answer within 30000 ms'); }
       return version;
     },
   };
+}
+
+test('a write that landed but whose answer was lost is its own: the next write goes over it, not taken for another owner\'s', async () => {
+  const marks = memoryMarks();
+  await endsHolding(life(marks), batch(10, 3), true);
+  const lossy = answerLost(marks);
+  lossy.loseNext();
   const guard = life(lossy);
   await expect(guard.begin(batch(10, 3), true)).rejects.toThrow('no answer'); // its mark of 10 alone landed
   const retried = await guard.begin(batch(10, 3), false); // the log hands the batch over again
@@ -321,21 +328,13 @@ test('a verdict is the new owner\'s mark: the former owner\'s late `returned` do
 test('an earlier ownership of this member writes nothing over a later one whose first write landed with its answer lost', async () => {
   const marks = memoryMarks();
   await endsHolding(life(marks), batch(10, 3), true);
-  let lose = false;
-  const lossy: CrashMarks = {
-    ...marks,
-    async swap(...args) {
-      const version = await marks.swap(...args);
-      if (lose) { lose = false; throw new Error('no answer within 30000 ms'); }
-      return version;
-    },
-  };
+  const lossy = answerLost(marks);
   const member = life(lossy);
   const frozen = await member.begin(batch(10, 3), true); // 10 alone in hand; the member freezes past its session
   const other = life(marks);
   for (const at of [10, 11, 12]) expect(await handled(other, batch(at, 13 - at), at === 10)).toBe('alone');
   // The partition is this member's again: its new ownership's mark of 13..15 lands, but the answer is lost.
-  lose = true;
+  lossy.loseNext();
   await expect(member.begin(batch(13, 3), true)).rejects.toThrow('no answer');
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '13', alone: false, tenure: 2 });
   await frozen.done(); // told apart by the mark's tenure: the writer alone is this member's either way
