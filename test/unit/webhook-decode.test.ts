@@ -30,3 +30,11 @@ test('a body kept as a file is stored with a content type of two tokens, as AS2 
   expect(await typeOf('text/plain/extra', { binaryData: true })).toBe('application/octet-stream');
   expect(await typeOf(null)).toBeUndefined();
 });
+
+test('a multipart file part is stored with its type cleaned as a body kept whole is', async () => {
+  const part = (type: string | null) => '--B\r\nContent-Disposition: form-data; name="f"; filename="a.txt"\r\n'
+    + (type === null ? '' : `Content-Type: ${type}\r\n`) + '\r\nhello\r\n';
+  const body = Buffer.from([part('Text/CSV; charset=utf-8'), part('a b'), part('text/plain/extra'), part(null), part('application/vnd.acme+json')].join('') + '--B--\r\n', 'latin1');
+  const { puts } = await decode('multipart/form-data; boundary=B', body);
+  expect(puts.map((p) => p.contentType)).toEqual(['text/csv', 'text/plain', 'text/plain', 'text/plain', 'application/vnd.acme+json']);
+});
