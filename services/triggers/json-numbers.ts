@@ -15,6 +15,12 @@ const parseWithSource = JSON.parse as (text: string, reviver: ReviverWithSource)
 const rawJSON = (JSON as unknown as { rawJSON(text: string): unknown }).rawJSON;
 
 /**
+ * Whether a value is a number parseKeepingNumbers kept as written. It is an object with an own `rawJSON`
+ * property, so a reader that walks paths must stop at it as at any number, or `id.rawJSON` finds the digits.
+ */
+export const isRawJson = (JSON as unknown as { isRawJSON(value: unknown): value is { readonly rawJSON: string } }).isRawJSON;
+
+/**
  * A number token (after `[`, `:`, `,` or at the start) that a double may not hold: 16 or more digits (any decimal
  * of 15 significant digits or fewer round-trips), or an exponent (which can leave a double's range). A string that
  * happens to contain `,12345678901234567` only costs the slower parse.

@@ -2,6 +2,7 @@ import { byProtocol } from '../../services/triggers/by-protocol';
 import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
 import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
 import { keyOf } from '../../services/triggers/webhook/idempotency';
+import { parseKeepingNumbers } from '../../services/triggers/json-numbers';
 import type { InboundRequest } from '../../services/triggers/trigger';
 
 /** The webhook node type is served through byProtocol: a plugin step it does not forward is silently lost. */
@@ -26,6 +27,13 @@ test('idempotency keys: header, webhook-id and JSON path; long keys hashed; valu
   for (const path of [['flag'], ['none'], ['obj'], ['missing', 'x'], ['order', 'lines', 'x']]) expect(keyOf({ json: path }, request({}), { json })).toBeNull();
   expect(keyOf({ json: ['order', 'id'] }, request({}), {})).toBeNull(); // a body the receiver did not hold
   expect(keyOf({ header: 'k' }, request({ k: 'x'.repeat(201) }), {})).toMatch(/^sha256:[0-9a-f]{64}$/);
+});
+
+test('idempotency keys: a number kept as written is the key as written, and a path cannot step into it', () => {
+  const request: InboundRequest = { requestId: 'r', workflowId: 'w', pathSuffix: null, query: {}, headers: {}, remoteAddress: null, receivedAt: 0 };
+  const json = parseKeepingNumbers('{"order":{"id":9007199254740993}}');
+  expect(keyOf({ json: ['order', 'id'] }, request, { json })).toBe('9007199254740993');
+  expect(keyOf({ json: ['order', 'id', 'rawJSON'] }, request, { json })).toBeNull();
 });
 
 test('idempotency options: a secret header cannot be the key, and an AS2 node refuses the option', () => {

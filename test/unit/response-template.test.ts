@@ -12,6 +12,7 @@ import {
   type RenderMode,
   type TemplateScope,
 } from '../../services/triggers/webhook/response-template';
+import { parseKeepingNumbers } from '../../services/triggers/json-numbers';
 
 const scope = (overrides: Partial<TemplateScope> = {}): TemplateScope => ({
   $request: { id: 'req-123', receivedAt: '2024-05-01T10:00:00.000Z' },
@@ -96,6 +97,17 @@ describe('path look-ups', () => {
     ['unknown header', "{{ $headers['x-absent'] }}"],
   ])('renders empty for %s', (_name, template) => {
     expect(render(`<${template}>`)).toBe('<>');
+  });
+
+  it('renders a number kept as written (json-numbers.ts) as its digits, and steps into it as into a number', () => {
+    const s = scope({ $json: parseKeepingNumbers('{"id":9007199254740993,"ids":[123456789012345678901234567890]}') });
+    expect(render('{{ $json.id }}|{{ $json.ids[0] }}', 'text', s)).toBe('9007199254740993|123456789012345678901234567890');
+    expect(render('{"id":{{ $json.id }},"s":"{{ $json.id }}","ids":{{ $json.ids }}}', 'json', s))
+      .toBe('{"id":9007199254740993,"s":"9007199254740993","ids":[123456789012345678901234567890]}');
+    expect(render('{{ $json.id }}', 'body', s)).toBe('9007199254740993');
+    expect(render('<{{ $json.id.rawJSON }}>', 'text', s)).toBe('<>');
+    expect(render('{{ $json.id.rawJSON }}', 'json', s)).toBe('null');
+    expect(render('"{{ $json.ids[0].rawJSON }}"', 'json', s)).toBe('""');
   });
 
   it('renders empty when there is no JSON body', () => {

@@ -9,6 +9,7 @@ import { standardWebhooksAdmission } from '../../services/triggers/webhook/auth/
 import { parseSignedContent } from '../../services/platform/registry/signature-credentials';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
+import { firstSighting } from '../../services/triggers/webhook/signature';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -432,10 +433,38 @@ describe('RSA signature (rsaSignature)', () => {
     for (const stored of [broken, 'not a key', ec]) {
       const { admitted, inspected, logs } = await answers(stored);
       expect({ admitted, inspected }).toEqual({ admitted: '500 credential-unavailable', inspected: '500 credential-unavailable' });
-      // One line for each check that refused (admission, then inspect, as when the key changes while the body arrives).
-      expect(logs).toHaveLength(2);
+      // One line for each check that refused (admission, then inspect): each key the credential holds is an
+      // error the first time, then debug.
+      expect(logs.map((line) => line.level)).toEqual(['error', 'debug']);
       expect(logs[0]).toMatchObject({ level: 'error', msg: 'rsaSignature credential holds no readable RSA public key: refusing', credentialId: 'cred-rsa', workflowId: 'wf' });
+      expect(logs[1]).toMatchObject({ msg: logs[0].msg, credentialId: 'cred-rsa', repeated: true });
       expect(JSON.stringify(logs)).not.toContain(stored.split('\n')[1] ?? stored);
     }
+  });
+
+  test('a flood against a broken key logs one error per credential and key, the rest at debug', async () => {
+    const logs: Array<Record<string, unknown>> = [];
+    const stored = new Map<string, string>([['cred-a', 'broken key one'], ['cred-b', 'broken key one']]);
+    const services: TriggerServices = {
+      credential: async (id: string) => ({ id, type: 'rsaSignature', data: { publicKey: stored.get(id)! } }) as never,
+      store: null as never, logger: createLogger({ level: 'debug', write: (line) => logs.push(JSON.parse(line)) }),
+    };
+    const trigger = createWebhookTrigger();
+    const hook = (credentialId: string) => ({ ...node, credentials: { rsaSignature: credentialId } });
+    const errors = () => logs.filter((line) => line.level === 'error').map((line) => line.credentialId);
+    for (let i = 0; i < 50; i++) await trigger.admit(request('sig'), hook('cred-a'), services);
+    expect(errors()).toEqual(['cred-a']);
+    expect(logs).toHaveLength(50);
+    await trigger.admit(request('sig'), hook('cred-b'), services); // another credential with the same key
+    stored.set('cred-a', 'broken key two'); // put again, still broken
+    for (let i = 0; i < 5; i++) await trigger.admit(request('sig'), hook('cred-a'), services);
+    expect(errors()).toEqual(['cred-a', 'cred-b', 'cred-a']);
+  });
+
+  test('firstSighting remembers a bounded number of pairs, forgetting the oldest', () => {
+    const first = firstSighting(2);
+    expect([first('a', 'k'), first('a', 'k'), first('b', 'k'), first('a', 'k2')]).toEqual([true, false, true, true]);
+    expect(first('a', 'k')).toBe(true); // forgotten: the oldest of three
+    expect(first('a', 'k2')).toBe(false);
   });
 });

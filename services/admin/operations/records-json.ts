@@ -1,9 +1,11 @@
 import type { AvroCodec } from '../../platform/avro/codec';
 import type { LogRecord } from '../../platform/log/event-log';
+import { parseKeepingNumbers } from '../../triggers/json-numbers';
 
 /**
  * A log record as one line of JSON for people and jq: the decoded record's fields at the top level,
- * bytes as base64, JSON-text fields (`input`, item `value`s) parsed, and where it sits in `_log`.
+ * bytes as base64, JSON-text fields (`input`, item `value`s) parsed, and where it sits in `_log`. A number a
+ * double would change (an order id past 2^53) is written as the record holds it, not rounded (json-numbers.ts).
  */
 export function recordToJson(record: LogRecord, codec: AvroCodec): string {
   let value: unknown;
@@ -24,5 +26,5 @@ export function recordToJson(record: LogRecord, codec: AvroCodec): string {
 }
 
 function parseOr(text: unknown): unknown {
-  try { return JSON.parse(String(text)); } catch { return text; }
+  try { return parseKeepingNumbers(String(text)); } catch { return text; }
 }

@@ -4,7 +4,7 @@ import { errorAnswer } from '../answers';
 import { checkHeaderAuth, nodeCredential } from '../header-auth';
 import type { Admission, InboundRequest, TriggerServices } from '../trigger';
 import type { WebhookParameters } from './parameters';
-import { rsaPublicKey, SIGNATURE_HEADER } from './signature';
+import { firstSighting, rsaPublicKey, SIGNATURE_HEADER } from './signature';
 import { verifyBearer } from './auth/jwt';
 import type { SignedBodies } from './auth/signed-bodies';
 
@@ -31,6 +31,9 @@ export function authenticate(request: InboundRequest, node: WorkflowNode, params
   return checkHeaderAuth(request, node, params.authentication, services).then((outcome) => (outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) }));
 }
 
+/** Each broken key is logged at error once per process (then at debug): signature.ts firstSighting. */
+const unreadableKeyFirstSeen = firstSighting();
+
 /**
  * A node's RSA credential: its public key and the header the signature comes in; null (logged) when unusable,
  * a key that no longer reads included: that is a 500 for the operator, not a 403 telling the partner its
@@ -41,7 +44,11 @@ export async function signatureCredential(request: InboundRequest, node: Workflo
   if (credential?.type !== 'rsaSignature') return null;
   const publicKey = rsaPublicKey(credential.data.publicKey);
   if (!publicKey) {
-    services.logger.error('rsaSignature credential holds no readable RSA public key: refusing', { credentialId: node.credentials?.rsaSignature ?? null, node: node.name, workflowId: request.workflowId });
+    const credentialId = node.credentials?.rsaSignature ?? null;
+    const first = unreadableKeyFirstSeen(credentialId ?? '', credential.data.publicKey);
+    services.logger[first ? 'error' : 'debug']('rsaSignature credential holds no readable RSA public key: refusing', {
+      credentialId, node: node.name, workflowId: request.workflowId, ...(first ? {} : { repeated: true }),
+    });
     return null;
   }
   return { publicKey, header: (credential.data.header || SIGNATURE_HEADER).toLowerCase() };

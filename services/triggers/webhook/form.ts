@@ -1,4 +1,16 @@
-import { decodeText } from './media-type';
+import { IngressError } from '../answers';
+import { asciiIncompatibleCharset, decodeText } from './media-type';
+
+/**
+ * Why a form in this charset cannot be read, or null when it can. A form is split at its `&`, `=`, `%` and `+`
+ * bytes, which only works in a charset that writes ASCII as single ASCII bytes: in UTF-16 it would come out
+ * garbled. The receiver answers it 400 (webhook-trigger.ts); the decoder dead-letters one it is handed anyway
+ * (a record accepted before the receiver refused them, a replay).
+ */
+export function formCharsetProblem(charset: string | undefined): string | null {
+  const wide = asciiIncompatibleCharset(charset);
+  return wide && `A URL-encoded form cannot be read in ${wide}, whose characters are not single ASCII bytes: send it in UTF-8 (the default), percent-encoding what is not ASCII`;
+}
 
 /**
  * application/x-www-form-urlencoded → field name → string. A field sent more than once becomes an
@@ -6,6 +18,8 @@ import { decodeText } from './media-type';
  * bytes in the Content-Type's charset (UTF-8 by default).
  */
 export function parseForm(bytes: Buffer, charset: string | undefined): Record<string, string | string[]> {
+  const problem = formCharsetProblem(charset);
+  if (problem) throw new IngressError('payload-parse-error', problem);
   const out: Record<string, string | string[]> = Object.create(null);
   const text = bytes.toString('latin1'); // each byte one char: percent-decoding works on bytes
   if (text.length === 0) return {};

@@ -3,6 +3,7 @@ import type { WorkflowNode } from '../../platform/registry/documents';
 import { isSecretHeader } from '../../platform/logger/redact';
 import type { Idempotency, InboundRequest, Inspection } from '../trigger';
 import { HEADER_NAME } from '../../platform/registry/document-checks';
+import { isRawJson } from '../json-numbers';
 
 /**
  * A webhook node's `idempotencyKey` option (DESIGN.md §5): where a request's idempotency key comes from, and
@@ -56,12 +57,10 @@ export function needsJsonValue(node: WorkflowNode): boolean {
   return option !== null && 'json' in option.source;
 }
 
-const isRawJson = (JSON as unknown as { isRawJSON(value: unknown): value is { rawJSON: string } }).isRawJSON;
-
 function valueAt(json: unknown, path: string[]): string | null {
   let at: unknown = json;
   for (const step of path) {
-    if (typeof at !== 'object' || at === null) return null;
+    if (typeof at !== 'object' || at === null || isRawJson(at)) return null;
     at = Array.isArray(at) ? (/^\d+$/.test(step) ? at[Number(step)] : undefined) : (at as Record<string, unknown>)[step];
   }
   if (typeof at === 'string') return at;

@@ -1,7 +1,7 @@
 import busboy from 'busboy';
 import { PassThrough, type Readable } from 'node:stream';
 import type { ObjectStore } from '../../platform/store/object-store';
-import { sanitizeFilename, uniqueNamer } from '../staged-files';
+import { sanitizeFilename, stagedMediaType, uniqueNamer } from '../staged-files';
 import { onceEither } from './once-either';
 import { parseMediaType } from './media-type';
 
@@ -226,7 +226,9 @@ export async function stageMultipart(
       // Recorded in the order the parts came; a failed upload fails the whole body anyway.
       files.push(path);
       add(name, path);
-      const upload = store.put(path, stream, { contentType: mimeType, maxBytes: limits.maxFileBytes }).then(() => undefined);
+      // busboy already gives two lower-case tokens (text/plain for a type it cannot read); cleaned all the same, as
+      // every other staged file is, so what is stored does not hang on its parser.
+      const upload = store.put(path, stream, { contentType: stagedMediaType(mimeType), maxBytes: limits.maxFileBytes }).then(() => undefined);
       upload.catch((error: Error) => fail(error));
       uploads.push(upload);
     };

@@ -10,6 +10,8 @@
  * would exceed MAX_OUTPUT_BYTES.
  */
 
+import { isRawJson } from '../json-numbers';
+
 export const MAX_TEMPLATE_BYTES = 64 * 1024;
 export const MAX_PLACEHOLDERS = 200;
 export const MAX_OUTPUT_BYTES = 1024 * 1024;
@@ -230,12 +232,15 @@ export function compileTemplate(source: string): CompiledTemplate {
 // ---------------------------------------------------------------------------------------------
 // Rendering
 
-/** Follows a path through own properties only; undefined when it leads nowhere. */
+/**
+ * Follows a path through own properties only; undefined when it leads nowhere. A number kept as written
+ * (json-numbers.ts) is a number here: a path stepping into it leads nowhere, as into any other.
+ */
 function lookUp(scope: TemplateScope, root: string, keys: readonly string[]): unknown {
   if (!KNOWN_ROOTS.has(root) || scope === null || typeof scope !== 'object' || !hasOwn(scope, root)) return undefined;
   let value: unknown = (scope as unknown as Record<string, unknown>)[root];
   for (const key of keys) {
-    if (value === null || typeof value !== 'object' || !hasOwn(value, key)) return undefined;
+    if (value === null || typeof value !== 'object' || isRawJson(value) || !hasOwn(value, key)) return undefined;
     value = (value as Record<string, unknown>)[key];
   }
   return value;
@@ -253,6 +258,7 @@ function toJson(value: unknown): string | undefined {
 
 /** The plain-text form: strings as-is, numbers and booleans via String(), objects as JSON. */
 function toText(value: unknown): string {
+  if (isRawJson(value)) return value.rawJSON;
   switch (typeof value) {
     case 'string': return value;
     case 'number': case 'boolean': case 'bigint': return String(value);

@@ -6,8 +6,9 @@ import { authenticate, signatureCredential } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
+import { formCharsetProblem } from './form';
 import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
-import { asciiIncompatibleCharset, bodyKind, decodeText, isKnownCharset, parseMediaType, withoutUtf8Bom } from './media-type';
+import { bodyKind, decodeText, isKnownCharset, parseMediaType, withoutUtf8Bom } from './media-type';
 import { MultipartError, scanMultipart } from './multipart';
 import { onceEither } from './once-either';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
@@ -47,7 +48,6 @@ export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
 const notJson = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is not valid JSON') });
 const tooDeep = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', `The request body is ${TOO_DEEP}`) });
 const unknownCharset = (): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', 'The request body is in a charset this service cannot decode') });
-const formNotAscii = (charset: string): InspectOutcome => ({ ok: false, answer: errorAnswer('payload-parse-error', `A URL-encoded form cannot be read in ${charset}, whose characters are not single ASCII bytes: send it in UTF-8 (the default), percent-encoding what is not ASCII`) });
 
 /** Sent as it is; an unsupported coding was refused (415) before any inspection. */
 function isIdentity(request: InboundRequest): boolean {
@@ -130,8 +130,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     // A text body in a charset nothing here can decode would only fail in the decoder: say so now.
     if (kind !== 'multipart' && !isKnownCharset(media.params.charset)) return unknownCharset();
     // A form is split on its `&` and `=` bytes before it is decoded: in UTF-16 it would come out garbled, accepted.
-    const wide = kind === 'form' ? asciiIncompatibleCharset(media.params.charset) : null;
-    if (wide) return formNotAscii(wide);
+    const formProblem = kind === 'form' ? formCharsetProblem(media.params.charset) : null;
+    if (formProblem) return { ok: false, answer: errorAnswer('payload-parse-error', formProblem) };
     // The decoder reads these kinds whole. A compressed body was held to that bound as it inflated; one
     // sent as it is (MAX_BODY_BYTES may be higher) is held to it here.
     if (kind !== 'multipart' && body.size > limits.maxInMemoryBytes && isIdentity(request)) {
