@@ -131,7 +131,7 @@ export class ReplayStoreError extends Error {
  */
 export class ReplayConflict extends Error {
   constructor(readonly problems: string[]) {
-    super(`${problems.length} of the dead letters asked for would replay a request another replay replays: none is replayed; leave ${problems.length === 1 ? 'it' : 'them'} out, or replay the letter a failed replay left`);
+    super(`${problems.length} of the dead letters asked for would replay a request another replay replays: none is replayed; leave ${problems.length === 1 ? 'it' : 'them'} out. A replay that is not complete appends its copy when resumed (or is appending it now); one whose copy failed again left a newer letter: replay that one`);
     this.name = 'ReplayConflict';
   }
 }

@@ -501,3 +501,38 @@ test('a replay of named dead letters reads the topic only from the first of them
     rmSync(own, { recursive: true, force: true });
   }
 });
+
+test('a replay of named letters that fails after its first batch holds up only the letters it appended (or was appending): another replay may replay the rest', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-failed-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const letter = (i: number) => ({
+    topic: topics.deadLetter, key: 'wf-5', value: codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-5',
+      source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf-5'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  try {
+    await ownLog.append([letter(0), letter(1), letter(2)]);
+    // The second append fails (a log outage): the job fails after its first batch.
+    let appends = 0;
+    const failing: EventLog = { ...ownLog, append: async (records) => { if (++appends === 2) throw new Error('log outage'); return ownLog.append(records); } };
+    const dir = path.join(own, 'replay');
+    const jobs = await openReplayJobs({ log: failing, dir, context, logger: silentLogger, batchSize: 1 });
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1', '0/2'] });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'failed', error: 'log outage' });
+    // 0/0's copy was appended; 0/1's claim is durable (its append failed: the job's resume appends it).
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] })).rejects.toThrow(ReplayConflict);
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] })).rejects.toThrow(ReplayConflict);
+    // 0/2 was never reached: claimed only in memory, let go when the job failed.
+    const other = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/2'] });
+    await jobs.settled(other.job.id);
+    expect(jobs.get(other.job.id)).toMatchObject({ state: 'complete', replayed: 1 });
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies.map((r) => replayOf(r.headers)).sort()).toEqual([`${topics.received}/0/0`, `${topics.received}/0/2`]);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});

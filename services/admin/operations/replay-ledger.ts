@@ -10,7 +10,9 @@ import { writeFileAtomically } from '../../platform/registry/atomic-file';
  * console's Replay button asks) each read one, or the same letter is replayed again after its replay succeeded.
  *
  * An original is claimed by the first replay that selects a letter of it, and the claim is made durable (with the
- * dead-letter topic's end offsets then) before that replay appends its copy. From then on a letter of that
+ * dead-letter topic's end offsets then) with the batch that appends its copy, just before that append. A claim
+ * taken earlier (a named letter, claimed when the request is checked) is held in memory only until then: a job
+ * stopped before it reads that letter holds up nothing once it ends. From then on a letter of that
  * original is replayed again only if it was written after the claim's copy was appended (at or past those end
  * offsets in its partition): the copy failed again, so no execution came of it, and this letter is its failure.
  * A letter that was there before is a duplicate, whatever replay reads it. A resumed run of the claiming replay
@@ -62,11 +64,13 @@ export interface ReplayLedger {
   /** Take in the claims other processes committed to the file since the last look (before a request is checked). */
   refresh(): Promise<void>;
   /**
-   * Make `replay`'s claims since its last commit durable, with the dead-letter topic's ends: before their copies are
-   * appended. Those another process committed meanwhile are not made: they are returned, and their copies must
-   * not be appended.
+   * Make `replay`'s claims of `letters` (the batch about to be appended) durable, with the dead-letter topic's ends
+   * now: before their copies are appended. Its other claims stay in memory (named letters its job has not read
+   * yet): made durable with theirs, they would hold up their originals with no copy, and with ends too early.
+   * Those another process committed meanwhile are not made: they are returned, and their copies must not be
+   * appended.
    */
-  commit(replay: string, ends: Record<string, string>): Promise<LostClaim[]>;
+  commit(replay: string, letters: readonly string[], ends: Record<string, string>): Promise<LostClaim[]>;
   /** Forget `replay`'s claims that were not committed (its append did not happen): what they replaced holds again. */
   abandon(replay: string): void;
   readonly size: number;
@@ -105,11 +109,14 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
     if (claim.ends !== null && BigInt(offset) >= BigInt(claim.ends[partition] ?? '0')) return { replay: true };
     return { replay: false, reason: 'duplicate', by: claim };
   };
-  const abandon = (replay: string) => {
-    for (const p of (pending.get(replay) ?? []).reverse()) {
+  const release = (list: Pending[]) => {
+    for (const p of [...list].reverse()) {
       if (claims.get(p.original) !== p.claim) continue;
       if (p.replaced) claims.set(p.original, p.replaced); else claims.delete(p.original);
     }
+  };
+  const abandon = (replay: string) => {
+    release(pending.get(replay) ?? []);
     pending.delete(replay);
   };
   // Another process's claim replaces what this copy held, a claim pending here included: its commit came first.
@@ -139,10 +146,13 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
       return answer;
     },
     refresh: () => oneAtATime(() => store.alone(async (others) => takeIn(others))),
-    async commit(replay, ends) {
-      const list = pending.get(replay);
-      if (!list?.length) return [];
-      pending.delete(replay);
+    async commit(replay, letters, ends) {
+      const inBatch = new Set(letters);
+      const all = pending.get(replay) ?? [];
+      const list = all.filter((p) => inBatch.has(p.claim.letter));
+      if (!list.length) return [];
+      const rest = all.filter((p) => !inBatch.has(p.claim.letter));
+      if (rest.length > 0) pending.set(replay, rest); else pending.delete(replay);
       const lost: LostClaim[] = [];
       try {
         await oneAtATime(() => store.alone(async (others) => {
@@ -161,8 +171,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
         }));
       } catch (error) {
         // Not durable, so not appended either: the claims are let go rather than left to refuse others' letters.
-        pending.set(replay, list);
-        abandon(replay);
+        release(list);
         throw error;
       }
       for (const p of list) if (claims.get(p.original) === p.claim) p.claim.ends = ends;

@@ -223,10 +223,12 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       letters.set(copy, { at: position, original, requestId: requestIdOf(letter.source.value, ctx.codec) });
       return copy;
     },
-    // Durable before the copies are: a crash between the two leaves claims without copies, which the resumed run
-    // (its own claims) appends; the other way round would leave copies another replay could append again.
+    // Durable before the copies are, and only this batch's: a crash between the two leaves claims without copies,
+    // which the resumed run (its own claims) appends; the other way round would leave copies another replay could
+    // append again.
     beforeAppend: async (log, batch) => {
-      const lost = await run.ledger.commit(run.replay, Object.fromEntries((await log.endOffsets(ctx.topics.deadLetter)).map((p) => [String(p.partition), p.offset])));
+      const ends = Object.fromEntries((await log.endOffsets(ctx.topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
+      const lost = await run.ledger.commit(run.replay, batch.flatMap((copy) => letters.get(copy)?.at ?? []), ends);
       if (lost.length === 0) return [];
       // Another process (a second service on this DATA_DIR, the CLI) committed these originals first: its copies stand.
       const by = new Map(lost.map((l) => [l.letter, l.by]));
