@@ -10,7 +10,7 @@ import type { Logger } from '../platform/logger/logger';
 import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
 import { openReplayLedger, type ReplayLedger } from './operations/replay-ledger';
 import {
-  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, normalDeadLetterRequest, normalRangeRequest,
+  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
   namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
@@ -104,6 +104,8 @@ export interface ReplayJobsOptions {
   firstRecordMs?: number;
   /** Records appended per batch (and checkpoint); default 200. */
   batchSize?: number;
+  /** REPLAY_LEDGER_MAX_ORIGINALS; default MAX_ORIGINALS. */
+  ledgerCap?: number;
 }
 
 const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
@@ -130,9 +132,17 @@ export class ReplayStoreError extends Error {
  * letter in `problems`: replayed, the request would run twice.
  */
 export class ReplayConflict extends Error {
-  constructor(readonly problems: string[]) {
-    super(`${problems.length} of the dead letters asked for would replay a request another replay replays: none is replayed; leave ${problems.length === 1 ? 'it' : 'them'} out. A replay that is not complete appends its copy when resumed (or is appending it now); one whose copy failed again left a newer letter: replay that one`);
+  constructor(readonly problems: string[], message?: string) {
+    super(message ?? `${problems.length} of the dead letters asked for would replay a request another replay replays: none is replayed; leave ${problems.length === 1 ? 'it' : 'them'} out. A replay that is not complete appends its copy when resumed (or is appending it now); one whose copy failed again left a newer letter: replay that one`);
     this.name = 'ReplayConflict';
+  }
+}
+
+/** A replay naming letters of originals the full replay ledger has no room for: refused (409) rather than skipped. */
+export class ReplayLedgerFull extends ReplayConflict {
+  constructor(problems: string[], cap: number) {
+    super(problems, `the replay ledger is full (${cap} originals, REPLAY_LEDGER_MAX_ORIGINALS): ${problems.length} of the dead letters asked for cannot be recorded as replayed, so none is replayed; raise REPLAY_LEDGER_MAX_ORIGINALS and restart the service`);
+    this.name = 'ReplayLedgerFull';
   }
 }
 
@@ -276,7 +286,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const ledgerOf = async (): Promise<ReplayLedger> => {
     if (ledger) return ledger;
     const firsts = Object.fromEntries((await log.firstOffsets(options.context.topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
-    try { ledger = await openReplayLedger(ledgerFile, firsts); } catch (error) { throw new ReplayStoreError(error, 'read'); }
+    try { ledger = await openReplayLedger(ledgerFile, firsts, options.ledgerCap, (message, fields) => logger.warn(message, fields)); } catch (error) { throw new ReplayStoreError(error, 'read'); }
     return ledger;
   };
 
@@ -297,6 +307,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];
+    const unrecorded: string[] = [];
     const since = request.since === null ? null : Date.parse(request.since);
     const read = await refeed({
       log, source: options.context.topics.deadLetter, ...namedSpan(request.letters, null), checkpoint: null, signal: new AbortController().signal,
@@ -311,13 +322,16 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay) {
           const requestId = requestIdOf(letter.source.value, options.context.codec);
           problems.push(`dead letter ${position}${requestId ? ` (request ${requestId})` : ''}: its original, ${original}, ${duplicateReason(verdict.by, replay)}`);
+        } else if (!verdict.replay && verdict.reason === 'unrecorded') {
+          unrecorded.push(`dead letter ${position}: its original, ${original}, ${ledgerFullReason(claims)}`);
         }
         return null;
       },
     }, {});
-    if (read.stalled || problems.length) claims.abandon(replay);
+    if (read.stalled || problems.length || unrecorded.length) claims.abandon(replay);
     if (read.stalled) throw new EventLogError(`${read.stalled}: the letters asked for could not all be read, so whether they were replayed is unknown; ask again`, 'log-unavailable');
     if (problems.length) throw new ReplayConflict(problems);
+    if (unrecorded.length) throw new ReplayLedgerFull(unrecorded, claims.cap);
   };
 
   /** The checkpoint's request: what the CLI would write for the same range replay, so each resumes the other. */

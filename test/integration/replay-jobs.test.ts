@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayLedgerFull, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
 import { rangeReplayId } from '../../services/admin/operations/replays';
 import { CheckpointInUse } from '../../services/admin/operations/refeed';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
@@ -531,6 +531,38 @@ test('a replay of named letters that fails after its first batch holds up only t
     expect(jobs.get(other.job.id)).toMatchObject({ state: 'complete', replayed: 1 });
     const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
     expect(copies.map((r) => replayOf(r.headers)).sort()).toEqual([`${topics.received}/0/0`, `${topics.received}/0/2`]);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('letters named while the replay ledger is full are refused, naming it and its setting, rather than a job that replays none of them', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-ledger-full-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const letter = (i: number) => ({
+    topic: topics.deadLetter, key: 'wf-6', value: codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-6',
+      source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf-6'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  try {
+    await ownLog.append([letter(0), letter(1)]);
+    const warned: string[] = [];
+    const logger = { ...silentLogger, warn: (message: string) => { warned.push(message); } };
+    const jobs = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger, ledgerCap: 1 });
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 1 });
+    const refused = jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] });
+    await expect(refused).rejects.toThrow(ReplayLedgerFull);
+    await expect(refused).rejects.toThrow(/replay ledger is full \(1 originals, REPLAY_LEDGER_MAX_ORIGINALS\)/);
+    await expect(refused).rejects.toMatchObject({ problems: [expect.stringContaining('dead letter 0/1')] });
+    // Said when the ledger is opened again (the next start's first dead-letter replay).
+    const again = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger, ledgerCap: 1 });
+    await expect(again.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] })).rejects.toThrow(ReplayLedgerFull);
+    expect(warned).toContainEqual(expect.stringContaining('holds 1 of its 1 originals'));
   } finally {
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });

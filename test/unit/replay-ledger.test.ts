@@ -61,6 +61,23 @@ test('a commit makes durable only the claims of its batch, with the ends then; t
   expect(reopened.take('request r-2', 'dl-three', '0/7')).toMatchObject({ replay: false, reason: 'duplicate' });
 });
 
+test('past its cap a ledger claims nothing new (unrecorded) and says so when opened; retention that deleted every letter a claim guards drops it, said', async () => {
+  const file = path.join(dir, 'replayed-originals.jsonl');
+  const one = await openReplayLedger(file, {}, 2);
+  expect(one.cap).toBe(2);
+  one.take('request r-1', 'dl-one', '0/1');
+  one.take('request r-2', 'dl-one', '0/2');
+  await one.commit('dl-one', ['0/1', '0/2'], { 0: '5' });
+  expect(one.take('request r-3', 'dl-one', '0/3')).toEqual({ replay: false, reason: 'unrecorded' });
+  const said: string[] = [];
+  await openReplayLedger(file, { 0: '4' }, 2, (message) => said.push(message));
+  expect(said).toEqual([expect.stringContaining('holds 2 of its 2 originals')]);
+  said.length = 0;
+  const retired = await openReplayLedger(file, { 0: '5' }, 2, (message) => said.push(message));
+  expect(retired.size).toBe(0);
+  expect(said).toEqual([expect.stringContaining('dropped claims whose dead letters retention has deleted')]);
+});
+
 test('a line cut short by a crash is removed before the next append, so the file stays readable', async () => {
   const file = path.join(dir, 'replayed-originals.jsonl');
   const one = await openReplayLedger(file, {});

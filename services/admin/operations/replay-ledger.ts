@@ -18,10 +18,12 @@ import { writeFileAtomically } from '../../platform/registry/atomic-file';
  * A letter that was there before is a duplicate, whatever replay reads it. A resumed run of the claiming replay
  * finds its own claims here, so it needs no record of its own of what earlier runs selected.
  *
- * Bounded: at most `cap` originals. Past it a replay claims no new original and skips its letters, counted
- * (`unrecorded`), rather than forget a claim and risk replaying an original twice. Claims whose letters retention
- * has deleted (every partition's first offset past the claim's end offsets) are dropped when the ledger is opened:
- * no letter that they guard is left.
+ * Bounded: at most `cap` originals (REPLAY_LEDGER_MAX_ORIGINALS). Past it a replay claims no new original and
+ * skips its letters, counted (`unrecorded`), rather than forget a claim and risk replaying an original twice. A
+ * claim is dropped only once no letter it guards is left: when retention has deleted them all (every partition's
+ * first offset at or past the claim's end offsets), seen when the ledger is opened. Nothing is ever deleted from
+ * the embedded log's dead-letter topic, so there no claim is dropped; no age would do instead, since every letter a
+ * claim guards can be replayed for as long as it is there.
  *
  * Kept as JSON lines, one per committed batch of claims (`{"replay","ends","claims":[[original, letter], …]}`),
  * appended and synced; rewritten compact when opened. A last line cut short (a crash mid-write) was never followed
@@ -74,9 +76,11 @@ export interface ReplayLedger {
   /** Forget `replay`'s claims that were not committed (its append did not happen): what they replaced holds again. */
   abandon(replay: string): void;
   readonly size: number;
+  /** The most originals it keeps (REPLAY_LEDGER_MAX_ORIGINALS). */
+  readonly cap: number;
 }
 
-/** Far above any dead-letter backlog one replays by hand; 100 000 claims keep some 15 MB in memory. */
+/** The default of REPLAY_LEDGER_MAX_ORIGINALS: far above most dead-letter backlogs; 100 000 claims keep some 15 MB in memory. */
 export const MAX_ORIGINALS = 100_000;
 const MAX_FILE_BYTES = 256 * 1024 * 1024;
 /** A commit holds the file's lock for one read of its tail and one synced append: a wait this long is a stuck holder. */
@@ -132,6 +136,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
   };
   return {
     get size() { return claims.size; },
+    cap,
     check: verdict,
     take(original, replay, letter) {
       const answer = verdict(original, replay, letter);
@@ -181,6 +186,9 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
   };
 }
 
+/** Told what opening the ledger did that an operator should know (claims dropped; the ledger nearly full). */
+export type LedgerNotice = (message: string, fields: Record<string, unknown>) => void;
+
 /** A ledger kept in memory only (tests, and checks that replay nothing). */
 export function memoryLedger(cap = MAX_ORIGINALS): ReplayLedger {
   return ledger(new Map(), cap, { alone: (work) => work([]), append: async () => undefined });
@@ -190,7 +198,7 @@ export function memoryLedger(cap = MAX_ORIGINALS): ReplayLedger {
  * The ledger in `file` (DATA_DIR/replay/replayed-originals.jsonl). `firsts`: the dead-letter topic's first offsets
  * now, by which claims whose letters are all deleted are dropped. Throws when the file cannot be read as one.
  */
-export async function openReplayLedger(file: string, firsts: Record<string, string>, cap = MAX_ORIGINALS): Promise<ReplayLedger> {
+export async function openReplayLedger(file: string, firsts: Record<string, string>, cap = MAX_ORIGINALS, notice?: LedgerNotice): Promise<ReplayLedger> {
   const store = fileStore(file);
   const claims = new Map<string, ReplayClaim>();
   await store.alone(async (batches) => {
@@ -200,8 +208,13 @@ export async function openReplayLedger(file: string, firsts: Record<string, stri
     const gone = (ends: Record<string, string>) => Object.entries(ends).every(([p, end]) => BigInt(firsts[p] ?? '0') >= BigInt(end));
     for (const [original, claim] of claims) if (claim.ends && gone(claim.ends)) claims.delete(original);
     // Under the lock: a line another process appended between the read and the rename would be lost.
-    if (kept !== claims.size) await store.replace(compact(claims));
+    if (kept !== claims.size) {
+      await store.replace(compact(claims));
+      notice?.('the replay ledger dropped claims whose dead letters retention has deleted', { file, dropped: kept - claims.size, kept: claims.size });
+    }
   });
+  // Said at each open (a service's first dead-letter replay, each direct run) rather than found out letter by letter.
+  if (claims.size >= cap * 0.9) notice?.(`the replay ledger holds ${claims.size} of its ${cap} originals; past them, letters of new originals are not replayed (unrecorded) until REPLAY_LEDGER_MAX_ORIGINALS is raised`, { file });
   return ledger(claims, cap, store);
 }
 

@@ -6,7 +6,7 @@ import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import type { PipelineTopics } from '../../platform/log/topics';
 import type { Skip, Until, Withdrawn } from './refeed';
-import { MAX_ORIGINALS, type ReplayClaim, type ReplayLedger } from './replay-ledger';
+import type { ReplayClaim, ReplayLedger } from './replay-ledger';
 import { parseTime, quoted, TIME_FORMS } from './times';
 
 /**
@@ -211,7 +211,7 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       const verdict = run.ledger.take(original, run.replay, position);
       if (!verdict.replay) {
         const requestId = requestIdOf(letter.source.value, ctx.codec);
-        const why = verdict.reason === 'duplicate' ? duplicateReason(verdict.by, run.replay) : `the replay ledger holds ${MAX_ORIGINALS} originals, its most`;
+        const why = verdict.reason === 'duplicate' ? duplicateReason(verdict.by, run.replay) : ledgerFullReason(run.ledger);
         ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: its original, ${original}, ${why}`);
         const skip: Skip = verdict.reason === 'duplicate'
           ? { skip: 'duplicates', requestId, original, replayedBy: verdict.by.replay, replayedWith: verdict.by.letter }
@@ -254,6 +254,11 @@ export function namedSpan(letters: string[] | null, since: Position | null): { s
   const first = offsets.reduce((a, b) => (a < b ? a : b));
   const last = offsets.reduce((a, b) => (a > b ? a : b));
   return { start: readStart(since ?? { offset: first }), until: { offset: last } };
+}
+
+/** Why a letter of an original the ledger has no room for is not replayed, and what to do. */
+export function ledgerFullReason(ledger: ReplayLedger): string {
+  return `cannot be recorded: the replay ledger is full (${ledger.cap} originals, REPLAY_LEDGER_MAX_ORIGINALS); raise it (restarting the service), then replay this letter`;
 }
 
 /** Who replays a letter's original, as its skip says it. */

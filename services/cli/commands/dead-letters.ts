@@ -64,7 +64,7 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
     const request = { verb, run, ...deadLetterRequestFields(filters) };
     const code = await withLog(ctx, true, async (log) => {
       const firsts = Object.fromEntries((await log.firstOffsets(topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
-      const ledger = await openReplayLedger(path.join(ctx.config.dataDir, 'replay', 'replayed-originals.jsonl'), firsts);
+      const ledger = await openReplayLedger(path.join(ctx.config.dataDir, 'replay', 'replayed-originals.jsonl'), firsts, ctx.config.replayLedgerMaxOriginals, (message) => ctx.err(message));
       const plan = deadLetterReplayPlan(filters, context, { ledger, replay: run });
       return runRefeed(ctx, { label: 'dead-letters replay', summary: true, reasons: DUPLICATE_REASONS, request, log, ...plan, checkpoint });
     });
