@@ -8,7 +8,7 @@ import { readRegularFile } from '../platform/files/read-regular-file';
 import { EventLogError, type EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
-import { openReplayLedger, type ReplayLedger } from './operations/replay-ledger';
+import { openReplayLedger, ReplayLedgerUnreadable, type ReplayLedger } from './operations/replay-ledger';
 import {
   checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
   namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
@@ -286,9 +286,12 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const ledgerOf = async (): Promise<ReplayLedger> => {
     if (ledger) return ledger;
     const firsts = Object.fromEntries((await log.firstOffsets(options.context.topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
-    try { ledger = await openReplayLedger(ledgerFile, firsts, options.ledgerCap, (message, fields) => logger.warn(message, fields)); } catch (error) { throw new ReplayStoreError(error, 'read'); }
+    try { ledger = await openReplayLedger(ledgerFile, firsts, options.ledgerCap, (message, fields) => logger.warn(message, fields)); } catch (error) { throw storeError(error); }
     return ledger;
   };
+
+  // A ledger that cannot be read now may be readable at a retry (503); one that does not parse waits for a repair.
+  const storeError = (error: unknown) => (error instanceof ReplayLedgerUnreadable ? error : new ReplayStoreError(error, 'read'));
 
   const plan = async (job: ReplayJob): Promise<RefeedPlan> => (job.kind === 'range'
     ? rangeReplayPlan(job.request as RangeReplayRequest, options.context)
@@ -303,7 +306,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const claimNamed = async (request: DeadLetterReplayRequest, replay: string) => {
     if (request.letters === null) return;
     const claims = await ledgerOf();
-    await claims.refresh().catch((error) => { throw new ReplayStoreError(error, 'read'); }); // what another process's replays claimed since
+    await claims.refresh().catch((error) => { throw storeError(error); }); // what another process's replays claimed since
     const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];

@@ -51,6 +51,17 @@ export type Verdict =
   /** The ledger is full: this replay cannot record the original, so does not replay it. */
   | { replay: false; reason: 'unrecorded' };
 
+/**
+ * The ledger's file holds a line that is not a batch of claims: repaired by hand, not by waiting (the API answers
+ * 409, not 503 with Retry-After). I/O failures stay plain errors: they may pass.
+ */
+export class ReplayLedgerUnreadable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReplayLedgerUnreadable';
+  }
+}
+
 /** A claim taken (in memory) that another process's replay committed first, and that its letter may not overrule. */
 export interface LostClaim {
   original: string;
@@ -290,7 +301,7 @@ function parseLines(text: string, file: string, fromStart: boolean): Batch[] {
       batches.push(batch);
     } catch (error) {
       const where = fromStart ? `at line ${i + 1}` : 'in a line another process appended';
-      throw new Error(`the replay ledger ${file} is unreadable ${where} (${(error as Error).message}): it says which originals were replayed, so replays wait until it is repaired`);
+      throw new ReplayLedgerUnreadable(`the replay ledger ${file} is unreadable ${where} (${(error as Error).message}): it says which originals were replayed, so replays wait until it is repaired`);
     }
   });
   return batches;
