@@ -8,7 +8,7 @@ import { readRegularFile } from '../platform/files/read-regular-file';
 import { EventLogError, type EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
-import { openReplayLedger, ReplayLedgerUnreadable, type ReplayLedger } from './operations/replay-ledger';
+import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
   checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
   namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
@@ -295,7 +295,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
 
   const plan = async (job: ReplayJob): Promise<RefeedPlan> => (job.kind === 'range'
     ? rangeReplayPlan(job.request as RangeReplayRequest, options.context)
-    : deadLetterReplayPlan(job.request as DeadLetterReplayRequest, options.context, { ledger: await ledgerOf(), replay: job.id }));
+    : deadLetterReplayPlan(job.request as DeadLetterReplayRequest, options.context, { ledger: await ledgerOf(), replay: job.id, advice: await directRunAdvice(dir) }));
 
   /**
    * Claims, for `replay`, the originals of the letters `request` names, before its job starts; refuses the request
@@ -311,6 +311,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];
     const unrecorded: string[] = [];
+    const advice = await directRunAdvice(dir);
     const since = request.since === null ? null : Date.parse(request.since);
     const read = await refeed({
       log, source: options.context.topics.deadLetter, ...namedSpan(request.letters, null), checkpoint: null, signal: new AbortController().signal,
@@ -324,7 +325,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         const verdict = claims.take(original, replay, position);
         if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay) {
           const requestId = requestIdOf(letter.source.value, options.context.codec);
-          problems.push(`dead letter ${position}${requestId ? ` (request ${requestId})` : ''}: its original, ${original}, ${duplicateReason(verdict.by, replay)}`);
+          problems.push(`dead letter ${position}${requestId ? ` (request ${requestId})` : ''}: its original, ${original}, ${duplicateReason(verdict.by, replay, { advice })}`);
         } else if (!verdict.replay && verdict.reason === 'unrecorded') {
           unrecorded.push(`dead letter ${position}: its original, ${original}, ${ledgerFullReason(claims)}`);
         }
@@ -497,6 +498,28 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       for (const e of entries) e.abort.abort();
       await Promise.all(entries.map((e) => e.done));
     },
+  };
+}
+
+/**
+ * What to do about a claim of a direct `ingress dead-letters replay` run that did not complete (its checkpoint
+ * `dead-letters-<hash>.json` is left, naming the run): the run may have died between its claim and its append, and
+ * only that run, resumed directly, appends the copy. Whether it did cannot be told from its checkpoint (a crash
+ * between an append and the checkpoint's save leaves the same one), so the service's job does not take it over.
+ */
+async function directRunAdvice(dir: string): Promise<(by: ReplayClaim) => string | null> {
+  const runs = new Map<string, { file: string; request: Record<string, string | null> }>();
+  const names = await fsp.readdir(dir).catch(() => [] as string[]);
+  for (const name of names.filter((n) => /^dead-letters-[0-9a-f]{16}\.json$/.test(n))) {
+    const file = path.join(dir, name);
+    const saved = await checkpointFile(file).load().catch(() => null);
+    if (saved && !saved.complete && typeof saved.request?.run === 'string') runs.set(saved.request.run, { file, request: saved.request });
+  }
+  return (by) => {
+    const run = runs.get(by.replay);
+    if (!run) return null;
+    const flags = (['stage', 'workflow', 'since'] as const).flatMap((f) => (run.request[f] ? [`--${f} ${run.request[f]}`] : [])).join(' ');
+    return `${by.replay} is a direct run that did not complete (its checkpoint ${run.file}), so its copy may not have been appended: stop the service and run \`ingress dead-letters replay${flags ? ` ${flags}` : ''}\` to finish it`;
   };
 }
 

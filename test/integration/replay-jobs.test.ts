@@ -568,3 +568,34 @@ test('letters named while the replay ledger is full are refused, naming it and i
     rmSync(own, { recursive: true, force: true });
   }
 });
+
+test('a letter whose request an unfinished direct run claimed is skipped saying how to finish that run (it alone appends the copy)', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-direct-claim-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const letter = {
+    topic: topics.deadLetter, key: 'wf-8', value: context.codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-8',
+      source: { topic: topics.received, partition: 0, offset: '4', key: Buffer.from('wf-8'), value: Buffer.from('request 4'), headers: {} },
+    }),
+  };
+  try {
+    await ownLog.append([letter]);
+    const dir = path.join(own, 'replay');
+    mkdirSync(dir, { recursive: true });
+    // A direct run that died after its claim: its checkpoint is left, not complete.
+    writeFileSync(path.join(dir, 'replayed-originals.jsonl'), `${JSON.stringify({ replay: 'cli-0011223344556677', ends: { 0: '1' }, claims: [[`${topics.received}/0/4`, '0/0']] })}\n`);
+    writeFileSync(path.join(dir, 'dead-letters-0123456789abcdef.json'), JSON.stringify({
+      request: { verb: 'replay', run: 'cli-0011223344556677', stage: null, workflow: 'wf-8', since: null, letters: null }, positions: {}, replayed: 0, skipped: 0, complete: false,
+    }));
+    const jobs = await openReplayJobs({ log: ownLog, dir, context, logger: silentLogger });
+    const finish = 'stop the service and run `ingress dead-letters replay --workflow wf-8` to finish it';
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: 'wf-8', since: null, letters: null });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 0, duplicates: 1 });
+    expect(jobs.get(job.id)!.skippedLetters).toEqual([expect.objectContaining({ at: '0/0', replayedBy: 'cli-0011223344556677', advice: expect.stringContaining(finish) })]);
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] })).rejects.toMatchObject({ problems: [expect.stringContaining(finish)] });
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});

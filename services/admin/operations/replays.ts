@@ -211,10 +211,11 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       const verdict = run.ledger.take(original, run.replay, position);
       if (!verdict.replay) {
         const requestId = requestIdOf(letter.source.value, ctx.codec);
-        const why = verdict.reason === 'duplicate' ? duplicateReason(verdict.by, run.replay) : ledgerFullReason(run.ledger);
+        const why = verdict.reason === 'duplicate' ? duplicateReason(verdict.by, run.replay, run) : ledgerFullReason(run.ledger);
+        const advice = verdict.reason === 'duplicate' ? run.advice?.(verdict.by) : null;
         ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: its original, ${original}, ${why}`);
         const skip: Skip = verdict.reason === 'duplicate'
-          ? { skip: 'duplicates', requestId, original, replayedBy: verdict.by.replay, replayedWith: verdict.by.letter }
+          ? { skip: 'duplicates', requestId, original, replayedBy: verdict.by.replay, replayedWith: verdict.by.letter, ...(advice ? { advice } : {}) }
           : { skip: 'unrecorded', requestId, original };
         return skip;
       }
@@ -236,7 +237,7 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
         const of = letters.get(copy);
         const claim = of && by.get(of.at);
         if (!of || !claim) return [];
-        ctx.skipped?.(`skipped dead letter ${ctx.topics.deadLetter}/${of.at}: its original, ${of.original}, ${duplicateReason(claim, run.replay)}`);
+        ctx.skipped?.(`skipped dead letter ${ctx.topics.deadLetter}/${of.at}: its original, ${of.original}, ${duplicateReason(claim, run.replay, run)}`);
         return [{ copy, at: of.at, skip: { skip: 'duplicates', requestId: of.requestId, original: of.original, replayedBy: claim.replay, replayedWith: claim.letter } }];
       });
     },
@@ -261,17 +262,19 @@ export function ledgerFullReason(ledger: ReplayLedger): string {
   return `cannot be recorded: the replay ledger is full (${ledger.cap} originals, REPLAY_LEDGER_MAX_ORIGINALS); raise it (restarting the service), then replay this letter`;
 }
 
-/** Who replays a letter's original, as its skip says it. */
-export function duplicateReason(by: ReplayClaim, replay: string): string {
-  return by.replay === replay
-    ? `is replayed by this replay with dead letter ${by.letter}`
-    : `is replayed by replay ${by.replay} with dead letter ${by.letter}${by.ends === null ? ', which runs now' : ''} (a letter that replay's copy left, failing again, may be replayed; this one was there before it)`;
+/** Who replays a letter's original, as its skip says it (with what to do about that replay, when `run` knows). */
+export function duplicateReason(by: ReplayClaim, replay: string, run?: Pick<ReplayRun, 'advice'>): string {
+  if (by.replay === replay) return `is replayed by this replay with dead letter ${by.letter}`;
+  const advice = run?.advice?.(by);
+  return `is replayed by replay ${by.replay} with dead letter ${by.letter}${by.ends === null ? ', which runs now' : ''} (a letter that replay's copy left, failing again, may be replayed; this one was there before it)${advice ? `; ${advice}` : ''}`;
 }
 
 /** A dead-letter replay run: the ledger it claims originals in, under its own name (a job's id, or a direct run's). */
 export interface ReplayRun {
   ledger: ReplayLedger;
   replay: string;
+  /** What to do about the replay that claimed an original, when it is one this run cannot finish (a direct run's). */
+  advice?(by: ReplayClaim): string | null;
 }
 
 /** Refuses a dead-letter replay request that is not sound, in its own words. */
