@@ -420,7 +420,6 @@ test('a dead-letter replay job replays one letter per original, also when resume
     expect(copies.filter((r) => replayOf(r.headers) === original)).toHaveLength(1);
     expect(copies).toHaveLength(FILLERS + 1);
 
-    // Once complete, the same filters are a new replay: again one copy of the original.
     // Once complete, the same filters are a new replay, which replays none of them again: the first replay's claims
     // outlive the restart (DATA_DIR/replay/replayed-originals.jsonl).
     const later = await second.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null });

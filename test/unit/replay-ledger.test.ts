@@ -31,9 +31,9 @@ test('two ledgers on one file: both may take one original, only the first to com
   const lines = readFileSync(file, 'utf8').trim().split('\n').map((line) => JSON.parse(line));
   expect(lines).toEqual([{ replay: 'dl-one', ends, claims: [['request r-1', '0/1']] }, { replay: 'dl-two', ends, claims: [['request r-2', '0/3']] }]);
   // Each copy now knows the other's claims: a third replay is refused either letter of either request.
-  expect(two.check('request r-1', 'dl-three', '0/1')).toMatchObject({ replay: false, reason: 'duplicate', by: { replay: 'dl-one' } });
+  expect(two.take('request r-1', 'dl-three', '0/1')).toMatchObject({ replay: false, reason: 'duplicate', by: { replay: 'dl-one' } });
   await one.refresh();
-  expect(one.check('request r-2', 'dl-three', '0/3')).toMatchObject({ replay: false, reason: 'duplicate', by: { replay: 'dl-two' } });
+  expect(one.take('request r-2', 'dl-three', '0/3')).toMatchObject({ replay: false, reason: 'duplicate', by: { replay: 'dl-two' } });
   // A letter written after the winner's copy was appended (it failed again) is still the loser's to replay.
   const three = await openReplayLedger(file, {});
   expect(three.take('request r-3', 'dl-three', '0/4')).toEqual({ replay: true });
@@ -76,6 +76,17 @@ test('past its cap a ledger claims nothing new (unrecorded) and says so when ope
   const retired = await openReplayLedger(file, { 0: '5' }, 2, (message) => said.push(message));
   expect(retired.size).toBe(0);
   expect(said).toEqual([expect.stringContaining('dropped claims whose dead letters retention has deleted')]);
+});
+
+test.each([
+  ['ends null', { replay: 'dl-x', ends: null, claims: [['request r', '0/1']] }],
+  ['ends an array', { replay: 'dl-x', ends: ['1'], claims: [['request r', '0/1']] }],
+  ['an end not a decimal string', { replay: 'dl-x', ends: { 0: 1 }, claims: [['request r', '0/1']] }],
+  ['a claim not a pair of strings', { replay: 'dl-x', ends: { 0: '1' }, claims: [['request r']] }],
+])('a line with %s is not a batch of claims: the ledger is unreadable, naming the line', async (_, line) => {
+  const file = path.join(dir, 'replayed-originals.jsonl');
+  appendFileSync(file, `${JSON.stringify(line)}\n`);
+  await expect(openReplayLedger(file, {})).rejects.toThrow(/unreadable at line 1 \(not a batch of claims\)/);
 });
 
 test('a line cut short by a crash is removed before the next append, so the file stays readable', async () => {

@@ -72,8 +72,6 @@ export interface LostClaim {
 export interface ReplayLedger {
   /** What `replay` may do with the letter at `letter` (`<partition>/<offset>`) of `original`, claiming it when it may. */
   take(original: string, replay: string, letter: string): Verdict;
-  /** The same verdict, claiming nothing (a request checked before its job starts). */
-  check(original: string, replay: string, letter: string): Verdict;
   /** Take in the claims other processes committed to the file since the last look (before a request is checked). */
   refresh(): Promise<void>;
   /**
@@ -148,7 +146,6 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
   return {
     get size() { return claims.size; },
     cap,
-    check: verdict,
     take(original, replay, letter) {
       const answer = verdict(original, replay, letter);
       const held = claims.get(original);
@@ -297,7 +294,11 @@ function parseLines(text: string, file: string, fromStart: boolean): Batch[] {
     if (line === '') return;
     try {
       const batch = JSON.parse(line) as Batch;
-      if (typeof batch.replay !== 'string' || typeof batch.ends !== 'object' || batch.ends === null || !Array.isArray(batch.claims)) throw new Error('not a batch of claims');
+      // A claim with no ends (null) would read as one that "runs now", refusing every later letter of its request.
+      const ends = batch?.ends as unknown;
+      const endsOk = typeof ends === 'object' && ends !== null && !Array.isArray(ends) && Object.entries(ends).every(([p, end]) => /^\d+$/.test(p) && typeof end === 'string' && /^\d+$/.test(end));
+      const claimsOk = Array.isArray(batch?.claims) && batch.claims.every((c) => Array.isArray(c) && c.length === 2 && typeof c[0] === 'string' && typeof c[1] === 'string');
+      if (typeof batch?.replay !== 'string' || !endsOk || !claimsOk) throw new Error('not a batch of claims');
       batches.push(batch);
     } catch (error) {
       const where = fromStart ? `at line ${i + 1}` : 'in a line another process appended';
