@@ -10,6 +10,7 @@ import { ADMIN_ERRORS, AdminError, errorBody, type AdminErrorCode } from './erro
 import { LOCAL_CLI_TOKEN_NAME } from './local-access';
 import { openApiDocument } from './openapi';
 import { CheckpointInUse } from './operations/refeed';
+import { ReplayLedgerUnreadable } from './operations/replay-ledger';
 import { ReplayConflict, ReplayJobUnreadable, ReplayRunningElsewhere, ReplayStoreError } from './replay-jobs';
 import { credentialRoutes } from './routes/credentials';
 import { deadLetterRoutes } from './routes/dead-letters';
@@ -129,7 +130,7 @@ function errorHandler(deps: AdminApiDeps): ErrorRequestHandler {
       // The registry's and the log's messages are their adapters' (hosts, ids); the replay directory's says what failed.
       const message = error instanceof ReplayStoreError ? `${error.message}; retry once it can be ${error.failed}` : undefined;
       answer = new AdminError('backend-unavailable', message, undefined, { 'retry-after': '5' });
-    } else if (error instanceof ReplayJobUnreadable || error instanceof CheckpointInUse || error instanceof ReplayRunningElsewhere) {
+    } else if (error instanceof ReplayJobUnreadable || error instanceof CheckpointInUse || error instanceof ReplayRunningElsewhere || error instanceof ReplayLedgerUnreadable) {
       answer = new AdminError('conflict', error.message);
     } else if (error instanceof ReplayConflict) {
       answer = new AdminError('conflict', error.message, error.problems);

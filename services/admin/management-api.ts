@@ -42,7 +42,7 @@ export async function startManagementApi(options: ManagementApiOptions): Promise
   const topics = pipelineTopics(config.topicPrefix);
   const codec = defaultAvroCodec();
   const replays = await openReplayJobs({
-    log: options.log, dir: path.join(config.dataDir, 'replay'), logger,
+    log: options.log, dir: path.join(config.dataDir, 'replay'), logger, ledgerCap: config.replayLedgerMaxOriginals,
     context: { topics, codec, recordKey: config.recordKey, skipped: (message) => logger.warn(message) },
   });
   let local: LocalAccessHandle | null = null;

@@ -8,9 +8,9 @@ import { readRegularFile } from '../platform/files/read-regular-file';
 import { EventLogError, type EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
-import { openReplayLedger, type ReplayLedger } from './operations/replay-ledger';
+import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
-  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, normalDeadLetterRequest, normalRangeRequest,
+  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
   namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
@@ -104,6 +104,8 @@ export interface ReplayJobsOptions {
   firstRecordMs?: number;
   /** Records appended per batch (and checkpoint); default 200. */
   batchSize?: number;
+  /** REPLAY_LEDGER_MAX_ORIGINALS; default MAX_ORIGINALS. */
+  ledgerCap?: number;
 }
 
 const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
@@ -130,9 +132,17 @@ export class ReplayStoreError extends Error {
  * letter in `problems`: replayed, the request would run twice.
  */
 export class ReplayConflict extends Error {
-  constructor(readonly problems: string[]) {
-    super(`${problems.length} of the dead letters asked for would replay a request another replay replays: none is replayed; leave ${problems.length === 1 ? 'it' : 'them'} out, or replay the letter a failed replay left`);
+  constructor(readonly problems: string[], message?: string) {
+    super(message ?? `${problems.length} of the dead letters asked for would replay a request another replay replays: none is replayed; leave ${problems.length === 1 ? 'it' : 'them'} out. A replay that is not complete appends its copy when resumed (or is appending it now); one whose copy failed again left a newer letter: replay that one`);
     this.name = 'ReplayConflict';
+  }
+}
+
+/** A replay naming letters of originals the full replay ledger has no room for: refused (409) rather than skipped. */
+export class ReplayLedgerFull extends ReplayConflict {
+  constructor(problems: string[], cap: number) {
+    super(problems, `the replay ledger is full (${cap} originals, REPLAY_LEDGER_MAX_ORIGINALS): ${problems.length} of the dead letters asked for cannot be recorded as replayed, so none is replayed; raise REPLAY_LEDGER_MAX_ORIGINALS and restart the service`);
+    this.name = 'ReplayLedgerFull';
   }
 }
 
@@ -276,13 +286,16 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const ledgerOf = async (): Promise<ReplayLedger> => {
     if (ledger) return ledger;
     const firsts = Object.fromEntries((await log.firstOffsets(options.context.topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
-    try { ledger = await openReplayLedger(ledgerFile, firsts); } catch (error) { throw new ReplayStoreError(error, 'read'); }
+    try { ledger = await openReplayLedger(ledgerFile, firsts, options.ledgerCap, (message, fields) => logger.warn(message, fields)); } catch (error) { throw storeError(error); }
     return ledger;
   };
 
+  // A ledger that cannot be read now may be readable at a retry (503); one that does not parse waits for a repair.
+  const storeError = (error: unknown) => (error instanceof ReplayLedgerUnreadable ? error : new ReplayStoreError(error, 'read'));
+
   const plan = async (job: ReplayJob): Promise<RefeedPlan> => (job.kind === 'range'
     ? rangeReplayPlan(job.request as RangeReplayRequest, options.context)
-    : deadLetterReplayPlan(job.request as DeadLetterReplayRequest, options.context, { ledger: await ledgerOf(), replay: job.id }));
+    : deadLetterReplayPlan(job.request as DeadLetterReplayRequest, options.context, { ledger: await ledgerOf(), replay: job.id, advice: await directRunAdvice(dir) }));
 
   /**
    * Claims, for `replay`, the originals of the letters `request` names, before its job starts; refuses the request
@@ -293,10 +306,12 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const claimNamed = async (request: DeadLetterReplayRequest, replay: string) => {
     if (request.letters === null) return;
     const claims = await ledgerOf();
-    await claims.refresh().catch((error) => { throw new ReplayStoreError(error, 'read'); }); // what another process's replays claimed since
+    await claims.refresh().catch((error) => { throw storeError(error); }); // what another process's replays claimed since
     const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];
+    const unrecorded: string[] = [];
+    const advice = await directRunAdvice(dir);
     const since = request.since === null ? null : Date.parse(request.since);
     const read = await refeed({
       log, source: options.context.topics.deadLetter, ...namedSpan(request.letters, null), checkpoint: null, signal: new AbortController().signal,
@@ -310,14 +325,17 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         const verdict = claims.take(original, replay, position);
         if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay) {
           const requestId = requestIdOf(letter.source.value, options.context.codec);
-          problems.push(`dead letter ${position}${requestId ? ` (request ${requestId})` : ''}: its original, ${original}, ${duplicateReason(verdict.by, replay)}`);
+          problems.push(`dead letter ${position}${requestId ? ` (request ${requestId})` : ''}: its original, ${original}, ${duplicateReason(verdict.by, replay, { advice })}`);
+        } else if (!verdict.replay && verdict.reason === 'unrecorded') {
+          unrecorded.push(`dead letter ${position}: its original, ${original}, ${ledgerFullReason(claims)}`);
         }
         return null;
       },
     }, {});
-    if (read.stalled || problems.length) claims.abandon(replay);
+    if (read.stalled || problems.length || unrecorded.length) claims.abandon(replay);
     if (read.stalled) throw new EventLogError(`${read.stalled}: the letters asked for could not all be read, so whether they were replayed is unknown; ask again`, 'log-unavailable');
     if (problems.length) throw new ReplayConflict(problems);
+    if (unrecorded.length) throw new ReplayLedgerFull(unrecorded, claims.cap);
   };
 
   /** The checkpoint's request: what the CLI would write for the same range replay, so each resumes the other. */
@@ -480,6 +498,28 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       for (const e of entries) e.abort.abort();
       await Promise.all(entries.map((e) => e.done));
     },
+  };
+}
+
+/**
+ * What to do about a claim of a direct `ingress dead-letters replay` run that did not complete (its checkpoint
+ * `dead-letters-<hash>.json` is left, naming the run): the run may have died between its claim and its append, and
+ * only that run, resumed directly, appends the copy. Whether it did cannot be told from its checkpoint (a crash
+ * between an append and the checkpoint's save leaves the same one), so the service's job does not take it over.
+ */
+async function directRunAdvice(dir: string): Promise<(by: ReplayClaim) => string | null> {
+  const runs = new Map<string, { file: string; request: Record<string, string | null> }>();
+  const names = await fsp.readdir(dir).catch(() => [] as string[]);
+  for (const name of names.filter((n) => /^dead-letters-[0-9a-f]{16}\.json$/.test(n))) {
+    const file = path.join(dir, name);
+    const saved = await checkpointFile(file).load().catch(() => null);
+    if (saved && !saved.complete && typeof saved.request?.run === 'string') runs.set(saved.request.run, { file, request: saved.request });
+  }
+  return (by) => {
+    const run = runs.get(by.replay);
+    if (!run) return null;
+    const flags = (['stage', 'workflow', 'since'] as const).flatMap((f) => (run.request[f] ? [`--${f} ${run.request[f]}`] : [])).join(' ');
+    return `${by.replay} is a direct run that did not complete (its checkpoint ${run.file}), so its copy may not have been appended: stop the service and run \`ingress dead-letters replay${flags ? ` ${flags}` : ''}\` to finish it`;
   };
 }
 

@@ -27,6 +27,17 @@ beforeAll(async () => {
 });
 afterAll(async () => { await api?.stop(); await app?.stop(); });
 
+test('a replay ledger with a line that is not one (repaired by hand, not by waiting) is 409 with its message, not 503 with Retry-After', async () => {
+  const ledger = path.join(app.config.dataDir, 'replay', 'replayed-originals.jsonl');
+  writeFileSync(ledger, '{"replay":"dl-x","ends":{"0":"1"},"claims":[["request r","0/0"]]}\nnot a line of claims\n');
+  const answer = await api.call('POST', '/api/v1/dead-letters/replay', { body: {} });
+  expect({ status: answer.status, body: answer.body, retryAfter: answer.headers.get('retry-after') }).toEqual({
+    status: 409, retryAfter: null,
+    body: { error: 'conflict', message: expect.stringMatching(/^the replay ledger .*replayed-originals\.jsonl is unreadable at line 2 \(.*\): it says which originals were replayed, so replays wait until it is repaired$/) },
+  });
+  rmSync(ledger, { force: true });
+});
+
 test('while the replay directory cannot be written, range and dead-letter replays and a resume answer 503 saying so; afterwards they start', async () => {
   expect((await api.call('GET', `/api/v1/replays/${interrupted.id}`)).body).toMatchObject({ state: 'interrupted' });
   // A file where the job records go: every write under it fails (as on a full or read-only disk).

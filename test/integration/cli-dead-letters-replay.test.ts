@@ -1,4 +1,4 @@
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from '../../services/cli/args';
@@ -96,6 +96,18 @@ test('Ctrl-C, then the same command: each dead letter replayed once in all; fini
   // of replayed originals stays, and no letter failed since: it replays no request again, each counted a duplicate.
   expect(existsSync(path.join(dataDir, 'replay')) ? readdirSync(path.join(dataDir, 'replay')) : []).toEqual(['replayed-originals.jsonl']);
   expect((await replay(null)).summary).toMatchObject({ replayed: 0, skipped: LETTERS, duplicates: LETTERS, unrecorded: 0, interrupted: false });
+  expect(await copies()).toHaveLength(LETTERS);
+});
+
+test('a checkpoint written before the replay ledger (its request names no run) is gone on with, not refused as another replay\'s', async () => {
+  const stopped = await replay(2);
+  const file = stopped.summary.checkpoint as string;
+  const saved = JSON.parse(readFileSync(file, 'utf8'));
+  const { run: _run, ...older } = saved.request;
+  writeFileSync(file, JSON.stringify({ ...saved, request: older }));
+  const resumed = await replay(null);
+  expect(resumed.code).toBe(0);
+  expect(resumed.summary).toMatchObject({ replayed: 100, interrupted: false });
   expect(await copies()).toHaveLength(LETTERS);
 });
 

@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayLedgerFull, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
 import { rangeReplayId } from '../../services/admin/operations/replays';
 import { CheckpointInUse } from '../../services/admin/operations/refeed';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
@@ -420,7 +420,6 @@ test('a dead-letter replay job replays one letter per original, also when resume
     expect(copies.filter((r) => replayOf(r.headers) === original)).toHaveLength(1);
     expect(copies).toHaveLength(FILLERS + 1);
 
-    // Once complete, the same filters are a new replay: again one copy of the original.
     // Once complete, the same filters are a new replay, which replays none of them again: the first replay's claims
     // outlive the restart (DATA_DIR/replay/replayed-originals.jsonl).
     const later = await second.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null });
@@ -496,6 +495,104 @@ test('a replay of named dead letters reads the topic only from the first of them
     expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 2, skipped: 1 });
     // 120 to 122, once for the check and once for the job (a record past the last may be delivered before the read stops).
     expect(read).toBeLessThanOrEqual(8);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('a replay of named letters that fails after its first batch holds up only the letters it appended (or was appending): another replay may replay the rest', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-failed-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const letter = (i: number) => ({
+    topic: topics.deadLetter, key: 'wf-5', value: codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-5',
+      source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf-5'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  try {
+    await ownLog.append([letter(0), letter(1), letter(2)]);
+    // The second append fails (a log outage): the job fails after its first batch.
+    let appends = 0;
+    const failing: EventLog = { ...ownLog, append: async (records) => { if (++appends === 2) throw new Error('log outage'); return ownLog.append(records); } };
+    const dir = path.join(own, 'replay');
+    const jobs = await openReplayJobs({ log: failing, dir, context, logger: silentLogger, batchSize: 1 });
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1', '0/2'] });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'failed', error: 'log outage' });
+    // 0/0's copy was appended; 0/1's claim is durable (its append failed: the job's resume appends it).
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] })).rejects.toThrow(ReplayConflict);
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] })).rejects.toThrow(ReplayConflict);
+    // 0/2 was never reached: claimed only in memory, let go when the job failed.
+    const other = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/2'] });
+    await jobs.settled(other.job.id);
+    expect(jobs.get(other.job.id)).toMatchObject({ state: 'complete', replayed: 1 });
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies.map((r) => replayOf(r.headers)).sort()).toEqual([`${topics.received}/0/0`, `${topics.received}/0/2`]);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('letters named while the replay ledger is full are refused, naming it and its setting, rather than a job that replays none of them', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-ledger-full-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const letter = (i: number) => ({
+    topic: topics.deadLetter, key: 'wf-6', value: codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-6',
+      source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf-6'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  try {
+    await ownLog.append([letter(0), letter(1)]);
+    const warned: string[] = [];
+    const logger = { ...silentLogger, warn: (message: string) => { warned.push(message); } };
+    const jobs = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger, ledgerCap: 1 });
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 1 });
+    const refused = jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] });
+    await expect(refused).rejects.toThrow(ReplayLedgerFull);
+    await expect(refused).rejects.toThrow(/replay ledger is full \(1 originals, REPLAY_LEDGER_MAX_ORIGINALS\)/);
+    await expect(refused).rejects.toMatchObject({ problems: [expect.stringContaining('dead letter 0/1')] });
+    // Said when the ledger is opened again (the next start's first dead-letter replay).
+    const again = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger, ledgerCap: 1 });
+    await expect(again.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] })).rejects.toThrow(ReplayLedgerFull);
+    expect(warned).toContainEqual(expect.stringContaining('holds 1 of its 1 originals'));
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('a letter whose request an unfinished direct run claimed is skipped saying how to finish that run (it alone appends the copy)', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-direct-claim-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const letter = {
+    topic: topics.deadLetter, key: 'wf-8', value: context.codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-8',
+      source: { topic: topics.received, partition: 0, offset: '4', key: Buffer.from('wf-8'), value: Buffer.from('request 4'), headers: {} },
+    }),
+  };
+  try {
+    await ownLog.append([letter]);
+    const dir = path.join(own, 'replay');
+    mkdirSync(dir, { recursive: true });
+    // A direct run that died after its claim: its checkpoint is left, not complete.
+    writeFileSync(path.join(dir, 'replayed-originals.jsonl'), `${JSON.stringify({ replay: 'cli-0011223344556677', ends: { 0: '1' }, claims: [[`${topics.received}/0/4`, '0/0']] })}\n`);
+    writeFileSync(path.join(dir, 'dead-letters-0123456789abcdef.json'), JSON.stringify({
+      request: { verb: 'replay', run: 'cli-0011223344556677', stage: null, workflow: 'wf-8', since: null, letters: null }, positions: {}, replayed: 0, skipped: 0, complete: false,
+    }));
+    const jobs = await openReplayJobs({ log: ownLog, dir, context, logger: silentLogger });
+    const finish = 'stop the service and run `ingress dead-letters replay --workflow wf-8` to finish it';
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: 'wf-8', since: null, letters: null });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 0, duplicates: 1 });
+    expect(jobs.get(job.id)!.skippedLetters).toEqual([expect.objectContaining({ at: '0/0', replayedBy: 'cli-0011223344556677', advice: expect.stringContaining(finish) })]);
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] })).rejects.toMatchObject({ problems: [expect.stringContaining(finish)] });
   } finally {
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });

@@ -10,16 +10,20 @@ import { writeFileAtomically } from '../../platform/registry/atomic-file';
  * console's Replay button asks) each read one, or the same letter is replayed again after its replay succeeded.
  *
  * An original is claimed by the first replay that selects a letter of it, and the claim is made durable (with the
- * dead-letter topic's end offsets then) before that replay appends its copy. From then on a letter of that
+ * dead-letter topic's end offsets then) with the batch that appends its copy, just before that append. A claim
+ * taken earlier (a named letter, claimed when the request is checked) is held in memory only until then: a job
+ * stopped before it reads that letter holds up nothing once it ends. From then on a letter of that
  * original is replayed again only if it was written after the claim's copy was appended (at or past those end
  * offsets in its partition): the copy failed again, so no execution came of it, and this letter is its failure.
  * A letter that was there before is a duplicate, whatever replay reads it. A resumed run of the claiming replay
  * finds its own claims here, so it needs no record of its own of what earlier runs selected.
  *
- * Bounded: at most `cap` originals. Past it a replay claims no new original and skips its letters, counted
- * (`unrecorded`), rather than forget a claim and risk replaying an original twice. Claims whose letters retention
- * has deleted (every partition's first offset past the claim's end offsets) are dropped when the ledger is opened:
- * no letter that they guard is left.
+ * Bounded: at most `cap` originals (REPLAY_LEDGER_MAX_ORIGINALS). Past it a replay claims no new original and
+ * skips its letters, counted (`unrecorded`), rather than forget a claim and risk replaying an original twice. A
+ * claim is dropped only once no letter it guards is left: when retention has deleted them all (every partition's
+ * first offset at or past the claim's end offsets), seen when the ledger is opened. Nothing is ever deleted from
+ * the embedded log's dead-letter topic, so there no claim is dropped; no age would do instead, since every letter a
+ * claim guards can be replayed for as long as it is there.
  *
  * Kept as JSON lines, one per committed batch of claims (`{"replay","ends","claims":[[original, letter], …]}`),
  * appended and synced; rewritten compact when opened. A last line cut short (a crash mid-write) was never followed
@@ -47,6 +51,17 @@ export type Verdict =
   /** The ledger is full: this replay cannot record the original, so does not replay it. */
   | { replay: false; reason: 'unrecorded' };
 
+/**
+ * The ledger's file holds a line that is not a batch of claims: repaired by hand, not by waiting (the API answers
+ * 409, not 503 with Retry-After). I/O failures stay plain errors: they may pass.
+ */
+export class ReplayLedgerUnreadable extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ReplayLedgerUnreadable';
+  }
+}
+
 /** A claim taken (in memory) that another process's replay committed first, and that its letter may not overrule. */
 export interface LostClaim {
   original: string;
@@ -57,22 +72,24 @@ export interface LostClaim {
 export interface ReplayLedger {
   /** What `replay` may do with the letter at `letter` (`<partition>/<offset>`) of `original`, claiming it when it may. */
   take(original: string, replay: string, letter: string): Verdict;
-  /** The same verdict, claiming nothing (a request checked before its job starts). */
-  check(original: string, replay: string, letter: string): Verdict;
   /** Take in the claims other processes committed to the file since the last look (before a request is checked). */
   refresh(): Promise<void>;
   /**
-   * Make `replay`'s claims since its last commit durable, with the dead-letter topic's ends: before their copies are
-   * appended. Those another process committed meanwhile are not made: they are returned, and their copies must
-   * not be appended.
+   * Make `replay`'s claims of `letters` (the batch about to be appended) durable, with the dead-letter topic's ends
+   * now: before their copies are appended. Its other claims stay in memory (named letters its job has not read
+   * yet): made durable with theirs, they would hold up their originals with no copy, and with ends too early.
+   * Those another process committed meanwhile are not made: they are returned, and their copies must not be
+   * appended.
    */
-  commit(replay: string, ends: Record<string, string>): Promise<LostClaim[]>;
+  commit(replay: string, letters: readonly string[], ends: Record<string, string>): Promise<LostClaim[]>;
   /** Forget `replay`'s claims that were not committed (its append did not happen): what they replaced holds again. */
   abandon(replay: string): void;
   readonly size: number;
+  /** The most originals it keeps (REPLAY_LEDGER_MAX_ORIGINALS). */
+  readonly cap: number;
 }
 
-/** Far above any dead-letter backlog one replays by hand; 100 000 claims keep some 15 MB in memory. */
+/** The default of REPLAY_LEDGER_MAX_ORIGINALS: far above most dead-letter backlogs; 100 000 claims keep some 15 MB in memory. */
 export const MAX_ORIGINALS = 100_000;
 const MAX_FILE_BYTES = 256 * 1024 * 1024;
 /** A commit holds the file's lock for one read of its tail and one synced append: a wait this long is a stuck holder. */
@@ -105,11 +122,14 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
     if (claim.ends !== null && BigInt(offset) >= BigInt(claim.ends[partition] ?? '0')) return { replay: true };
     return { replay: false, reason: 'duplicate', by: claim };
   };
-  const abandon = (replay: string) => {
-    for (const p of (pending.get(replay) ?? []).reverse()) {
+  const release = (list: Pending[]) => {
+    for (const p of [...list].reverse()) {
       if (claims.get(p.original) !== p.claim) continue;
       if (p.replaced) claims.set(p.original, p.replaced); else claims.delete(p.original);
     }
+  };
+  const abandon = (replay: string) => {
+    release(pending.get(replay) ?? []);
     pending.delete(replay);
   };
   // Another process's claim replaces what this copy held, a claim pending here included: its commit came first.
@@ -125,7 +145,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
   };
   return {
     get size() { return claims.size; },
-    check: verdict,
+    cap,
     take(original, replay, letter) {
       const answer = verdict(original, replay, letter);
       const held = claims.get(original);
@@ -139,10 +159,13 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
       return answer;
     },
     refresh: () => oneAtATime(() => store.alone(async (others) => takeIn(others))),
-    async commit(replay, ends) {
-      const list = pending.get(replay);
-      if (!list?.length) return [];
-      pending.delete(replay);
+    async commit(replay, letters, ends) {
+      const inBatch = new Set(letters);
+      const all = pending.get(replay) ?? [];
+      const list = all.filter((p) => inBatch.has(p.claim.letter));
+      if (!list.length) return [];
+      const rest = all.filter((p) => !inBatch.has(p.claim.letter));
+      if (rest.length > 0) pending.set(replay, rest); else pending.delete(replay);
       const lost: LostClaim[] = [];
       try {
         await oneAtATime(() => store.alone(async (others) => {
@@ -161,8 +184,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
         }));
       } catch (error) {
         // Not durable, so not appended either: the claims are let go rather than left to refuse others' letters.
-        pending.set(replay, list);
-        abandon(replay);
+        release(list);
         throw error;
       }
       for (const p of list) if (claims.get(p.original) === p.claim) p.claim.ends = ends;
@@ -171,6 +193,9 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
     abandon,
   };
 }
+
+/** Told what opening the ledger did that an operator should know (claims dropped; the ledger nearly full). */
+export type LedgerNotice = (message: string, fields: Record<string, unknown>) => void;
 
 /** A ledger kept in memory only (tests, and checks that replay nothing). */
 export function memoryLedger(cap = MAX_ORIGINALS): ReplayLedger {
@@ -181,7 +206,7 @@ export function memoryLedger(cap = MAX_ORIGINALS): ReplayLedger {
  * The ledger in `file` (DATA_DIR/replay/replayed-originals.jsonl). `firsts`: the dead-letter topic's first offsets
  * now, by which claims whose letters are all deleted are dropped. Throws when the file cannot be read as one.
  */
-export async function openReplayLedger(file: string, firsts: Record<string, string>, cap = MAX_ORIGINALS): Promise<ReplayLedger> {
+export async function openReplayLedger(file: string, firsts: Record<string, string>, cap = MAX_ORIGINALS, notice?: LedgerNotice): Promise<ReplayLedger> {
   const store = fileStore(file);
   const claims = new Map<string, ReplayClaim>();
   await store.alone(async (batches) => {
@@ -191,8 +216,13 @@ export async function openReplayLedger(file: string, firsts: Record<string, stri
     const gone = (ends: Record<string, string>) => Object.entries(ends).every(([p, end]) => BigInt(firsts[p] ?? '0') >= BigInt(end));
     for (const [original, claim] of claims) if (claim.ends && gone(claim.ends)) claims.delete(original);
     // Under the lock: a line another process appended between the read and the rename would be lost.
-    if (kept !== claims.size) await store.replace(compact(claims));
+    if (kept !== claims.size) {
+      await store.replace(compact(claims));
+      notice?.('the replay ledger dropped claims whose dead letters retention has deleted', { file, dropped: kept - claims.size, kept: claims.size });
+    }
   });
+  // Said at each open (a service's first dead-letter replay, each direct run) rather than found out letter by letter.
+  if (claims.size >= cap * 0.9) notice?.(`the replay ledger holds ${claims.size} of its ${cap} originals; past them, letters of new originals are not replayed (unrecorded) until REPLAY_LEDGER_MAX_ORIGINALS is raised`, { file });
   return ledger(claims, cap, store);
 }
 
@@ -264,11 +294,15 @@ function parseLines(text: string, file: string, fromStart: boolean): Batch[] {
     if (line === '') return;
     try {
       const batch = JSON.parse(line) as Batch;
-      if (typeof batch.replay !== 'string' || typeof batch.ends !== 'object' || batch.ends === null || !Array.isArray(batch.claims)) throw new Error('not a batch of claims');
+      // A claim with no ends (null) would read as one that "runs now", refusing every later letter of its request.
+      const ends = batch?.ends as unknown;
+      const endsOk = typeof ends === 'object' && ends !== null && !Array.isArray(ends) && Object.entries(ends).every(([p, end]) => /^\d+$/.test(p) && typeof end === 'string' && /^\d+$/.test(end));
+      const claimsOk = Array.isArray(batch?.claims) && batch.claims.every((c) => Array.isArray(c) && c.length === 2 && typeof c[0] === 'string' && typeof c[1] === 'string');
+      if (typeof batch?.replay !== 'string' || !endsOk || !claimsOk) throw new Error('not a batch of claims');
       batches.push(batch);
     } catch (error) {
       const where = fromStart ? `at line ${i + 1}` : 'in a line another process appended';
-      throw new Error(`the replay ledger ${file} is unreadable ${where} (${(error as Error).message}): it says which originals were replayed, so replays wait until it is repaired`);
+      throw new ReplayLedgerUnreadable(`the replay ledger ${file} is unreadable ${where} (${(error as Error).message}): it says which originals were replayed, so replays wait until it is repaired`);
     }
   });
   return batches;

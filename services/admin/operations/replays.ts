@@ -6,7 +6,7 @@ import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import type { PipelineTopics } from '../../platform/log/topics';
 import type { Skip, Until, Withdrawn } from './refeed';
-import { MAX_ORIGINALS, type ReplayClaim, type ReplayLedger } from './replay-ledger';
+import type { ReplayClaim, ReplayLedger } from './replay-ledger';
 import { parseTime, quoted, TIME_FORMS } from './times';
 
 /**
@@ -211,10 +211,11 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       const verdict = run.ledger.take(original, run.replay, position);
       if (!verdict.replay) {
         const requestId = requestIdOf(letter.source.value, ctx.codec);
-        const why = verdict.reason === 'duplicate' ? duplicateReason(verdict.by, run.replay) : `the replay ledger holds ${MAX_ORIGINALS} originals, its most`;
+        const why = verdict.reason === 'duplicate' ? duplicateReason(verdict.by, run.replay, run) : ledgerFullReason(run.ledger);
+        const advice = verdict.reason === 'duplicate' ? run.advice?.(verdict.by) : null;
         ctx.skipped?.(`skipped dead letter ${recordIdentity(record)}: its original, ${original}, ${why}`);
         const skip: Skip = verdict.reason === 'duplicate'
-          ? { skip: 'duplicates', requestId, original, replayedBy: verdict.by.replay, replayedWith: verdict.by.letter }
+          ? { skip: 'duplicates', requestId, original, replayedBy: verdict.by.replay, replayedWith: verdict.by.letter, ...(advice ? { advice } : {}) }
           : { skip: 'unrecorded', requestId, original };
         return skip;
       }
@@ -223,10 +224,12 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       letters.set(copy, { at: position, original, requestId: requestIdOf(letter.source.value, ctx.codec) });
       return copy;
     },
-    // Durable before the copies are: a crash between the two leaves claims without copies, which the resumed run
-    // (its own claims) appends; the other way round would leave copies another replay could append again.
+    // Durable before the copies are, and only this batch's: a crash between the two leaves claims without copies,
+    // which the resumed run (its own claims) appends; the other way round would leave copies another replay could
+    // append again.
     beforeAppend: async (log, batch) => {
-      const lost = await run.ledger.commit(run.replay, Object.fromEntries((await log.endOffsets(ctx.topics.deadLetter)).map((p) => [String(p.partition), p.offset])));
+      const ends = Object.fromEntries((await log.endOffsets(ctx.topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
+      const lost = await run.ledger.commit(run.replay, batch.flatMap((copy) => letters.get(copy)?.at ?? []), ends);
       if (lost.length === 0) return [];
       // Another process (a second service on this DATA_DIR, the CLI) committed these originals first: its copies stand.
       const by = new Map(lost.map((l) => [l.letter, l.by]));
@@ -234,7 +237,7 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
         const of = letters.get(copy);
         const claim = of && by.get(of.at);
         if (!of || !claim) return [];
-        ctx.skipped?.(`skipped dead letter ${ctx.topics.deadLetter}/${of.at}: its original, ${of.original}, ${duplicateReason(claim, run.replay)}`);
+        ctx.skipped?.(`skipped dead letter ${ctx.topics.deadLetter}/${of.at}: its original, ${of.original}, ${duplicateReason(claim, run.replay, run)}`);
         return [{ copy, at: of.at, skip: { skip: 'duplicates', requestId: of.requestId, original: of.original, replayedBy: claim.replay, replayedWith: claim.letter } }];
       });
     },
@@ -254,17 +257,24 @@ export function namedSpan(letters: string[] | null, since: Position | null): { s
   return { start: readStart(since ?? { offset: first }), until: { offset: last } };
 }
 
-/** Who replays a letter's original, as its skip says it. */
-export function duplicateReason(by: ReplayClaim, replay: string): string {
-  return by.replay === replay
-    ? `is replayed by this replay with dead letter ${by.letter}`
-    : `is replayed by replay ${by.replay} with dead letter ${by.letter}${by.ends === null ? ', which runs now' : ''} (a letter that replay's copy left, failing again, may be replayed; this one was there before it)`;
+/** Why a letter of an original the ledger has no room for is not replayed, and what to do. */
+export function ledgerFullReason(ledger: ReplayLedger): string {
+  return `cannot be recorded: the replay ledger is full (${ledger.cap} originals, REPLAY_LEDGER_MAX_ORIGINALS); raise it (restarting the service), then replay this letter`;
+}
+
+/** Who replays a letter's original, as its skip says it (with what to do about that replay, when `run` knows). */
+export function duplicateReason(by: ReplayClaim, replay: string, run?: Pick<ReplayRun, 'advice'>): string {
+  if (by.replay === replay) return `is replayed by this replay with dead letter ${by.letter}`;
+  const advice = run?.advice?.(by);
+  return `is replayed by replay ${by.replay} with dead letter ${by.letter}${by.ends === null ? ', which runs now' : ''} (a letter that replay's copy left, failing again, may be replayed; this one was there before it)${advice ? `; ${advice}` : ''}`;
 }
 
 /** A dead-letter replay run: the ledger it claims originals in, under its own name (a job's id, or a direct run's). */
 export interface ReplayRun {
   ledger: ReplayLedger;
   replay: string;
+  /** What to do about the replay that claimed an original, when it is one this run cannot finish (a direct run's). */
+  advice?(by: ReplayClaim): string | null;
 }
 
 /** Refuses a dead-letter replay request that is not sound, in its own words. */

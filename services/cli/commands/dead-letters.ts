@@ -62,9 +62,14 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
     // replay of the same filters is another replay, whose letters of originals this one replayed are duplicates.
     const run = (!saved?.complete && saved?.request.run) || `cli-${randomBytes(8).toString('hex')}`;
     const request = { verb, run, ...deadLetterRequestFields(filters) };
+    // Written before the ledger (its request names no run): adopted under this run's name, so that the same command
+    // goes on from it rather than being refused as another replay's. That run's letters have no claims to find.
+    if (saved && !saved.complete && saved.request.run === undefined && JSON.stringify(saved.request) === JSON.stringify({ verb, ...deadLetterRequestFields(filters) })) {
+      await checkpoint.save({ ...saved, request });
+    }
     const code = await withLog(ctx, true, async (log) => {
       const firsts = Object.fromEntries((await log.firstOffsets(topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
-      const ledger = await openReplayLedger(path.join(ctx.config.dataDir, 'replay', 'replayed-originals.jsonl'), firsts);
+      const ledger = await openReplayLedger(path.join(ctx.config.dataDir, 'replay', 'replayed-originals.jsonl'), firsts, ctx.config.replayLedgerMaxOriginals, (message) => ctx.err(message));
       const plan = deadLetterReplayPlan(filters, context, { ledger, replay: run });
       return runRefeed(ctx, { label: 'dead-letters replay', summary: true, reasons: DUPLICATE_REASONS, request, log, ...plan, checkpoint });
     });

@@ -72,6 +72,8 @@ export interface Config extends AdminSettings {
   stageThreads: 0 | 1;
   /** STAGE_WATCHDOG_MS: how long the stage worker thread may leave a ping unanswered before it is taken for hung. */
   stageWatchdogMs: number;
+  /** REPLAY_LEDGER_MAX_ORIGINALS: how many replayed originals the dead-letter replay ledger keeps (replay-ledger.ts). */
+  replayLedgerMaxOriginals: number;
   /**
    * The longest idempotency window a node may use, in hours: how far back the decoder reads a partition of the
    * received topic to recover the keys it has seen (services/decoder/idempotency-ledger.ts).
@@ -355,6 +357,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const maxPendingAcceptBytes = size('MAX_PENDING_ACCEPT_BYTES', 64 * 1024 ** 2, 1024, 16 * 1024 ** 3);
 
   const stageThreads = integer('STAGE_THREADS', 1, 0, 1, 'worker threads for the stages beside a receiver: 1, or 0 to run them on the main thread') as 0 | 1;
+  // Nothing is deleted from the embedded log's dead-letter topic, so its ledger never drops a claim: a backlog
+  // larger than the default needs a larger ledger, never a forgetful one.
+  const replayLedgerMaxOriginals = integer('REPLAY_LEDGER_MAX_ORIGINALS', 100_000, 1_000, 2_000_000, 'originals the dead-letter replay ledger keeps (some 150 bytes of memory each)');
   const stageWatchdogMs = integer('STAGE_WATCHDOG_MS', 60_000, 1_000, 3_600_000, 'how long the stage worker thread may go without answering before it is terminated, in milliseconds');
   // Read by libuv, not by us (cli/thread-pool.ts sets 16 when it is unset), which turns anything it cannot use
   // into 1 thread or 1024 without a word: checked here so that a typo stops the start instead.
@@ -420,6 +425,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey, previousEncryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
-    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads, stageWatchdogMs,
+    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads, stageWatchdogMs, replayLedgerMaxOriginals,
   };
 }
