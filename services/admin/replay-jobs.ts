@@ -7,6 +7,7 @@ import type { HeldLock } from '../platform/files/pid-lock';
 import { readRegularFile } from '../platform/files/read-regular-file';
 import { EventLogError, type EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
+import { oneAtATime } from './operations/one-at-a-time';
 import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
 import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
@@ -421,15 +422,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   });
 
   // Starts and resumes one at a time: two identical requests at once must not both start the same job on one checkpoint.
-  let queue: Promise<unknown> = Promise.resolve();
-  const oneAtATime = <T>(work: () => Promise<T>): Promise<T> => {
-    const next = queue.then(work);
-    queue = next.catch(() => undefined);
-    return next;
-  };
+  const inTurn = oneAtATime();
 
   return {
-    startRange: (asked) => oneAtATime(async () => {
+    startRange: (asked) => inTurn(async () => {
       await listed();
       const refeedPlan = rangeReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
       // One spelling of the range, kept in the job and its checkpoint: another spelling of it finds this job.
@@ -445,7 +441,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (job.state === 'complete') { await save(job); return { job: snapshot(job), started: false }; }
       return run(job, refeedPlan);
     }),
-    startDeadLetters: (asked) => oneAtATime(async () => {
+    startDeadLetters: (asked) => inTurn(async () => {
       await listed();
       checkDeadLetterRequest(asked); // refuses a bad request, in its own words, before anything is kept
       const request = normalDeadLetterRequest(asked);
@@ -487,7 +483,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (entry) { entry.cancelled = true; entry.abort.abort(); await entry.done; }
       return snapshot(job);
     },
-    resume: (id) => oneAtATime(async () => {
+    resume: (id) => inTurn(async () => {
       await listed();
       const job = await current(id);
       return job ? startOrResume(job) : null;

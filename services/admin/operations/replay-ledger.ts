@@ -3,6 +3,7 @@ import * as path from 'node:path';
 import { makeDirectories } from '../../platform/config/data-dir';
 import { whileLockFile } from '../../platform/files/pid-lock';
 import { writeFileAtomically } from '../../platform/registry/atomic-file';
+import { oneAtATime } from './one-at-a-time';
 
 /**
  * Which replay replayed each original, kept across restarts: what keeps a dead-letter replay from requesting an
@@ -137,12 +138,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
     for (const batch of others) for (const [original, letter] of batch.claims) claims.set(original, { replay: batch.replay, letter, ends: batch.ends });
   };
   // One commit at a time in this process too: the file's lock would make a second one poll for it.
-  let queue: Promise<unknown> = Promise.resolve();
-  const oneAtATime = <T>(work: () => Promise<T>): Promise<T> => {
-    const next = queue.then(work);
-    queue = next.catch(() => undefined);
-    return next;
-  };
+  const inTurn = oneAtATime();
   return {
     get size() { return claims.size; },
     cap,
@@ -158,7 +154,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
       }
       return answer;
     },
-    refresh: () => oneAtATime(() => store.alone(async (others) => takeIn(others))),
+    refresh: () => inTurn(() => store.alone(async (others) => takeIn(others))),
     async commit(replay, letters, ends) {
       const inBatch = new Set(letters);
       const all = pending.get(replay) ?? [];
@@ -168,7 +164,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
       if (rest.length > 0) pending.set(replay, rest); else pending.delete(replay);
       const lost: LostClaim[] = [];
       try {
-        await oneAtATime(() => store.alone(async (others) => {
+        await inTurn(() => store.alone(async (others) => {
           takeIn(others);
           const kept = list.filter((p) => {
             const now = claims.get(p.original);
