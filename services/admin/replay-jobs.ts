@@ -384,6 +384,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       } catch (error) {
         job.state = 'failed';
         job.error = (error as Error).message;
+        // What it appended before it failed is in its checkpoint, as after a run that ends: shown, not the count it started with.
+        const saved = await checkpoint.load().catch(() => null);
+        if (saved) Object.assign(job, progressOf(saved));
+        job.read = job.replayed + job.skipped;
       } finally {
         job.remaining = null;
         job.finishedAt = new Date().toISOString();

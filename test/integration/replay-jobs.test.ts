@@ -520,7 +520,8 @@ test('a replay of named letters that fails after its first batch holds up only t
     const jobs = await openReplayJobs({ log: failing, dir, context, logger: silentLogger, batchSize: 1 });
     const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1', '0/2'] });
     await jobs.settled(job.id);
-    expect(jobs.get(job.id)).toMatchObject({ state: 'failed', error: 'log outage' });
+    // Its progress is the checkpoint's, as it failed: 0/0's copy appended.
+    expect(jobs.get(job.id)).toMatchObject({ state: 'failed', error: 'log outage', replayed: 1, skipped: 0, read: 1 });
     // 0/0's copy was appended; 0/1's claim is durable (its append failed: the job's resume appends it).
     await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] })).rejects.toThrow(ReplayConflict);
     await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] })).rejects.toThrow(ReplayConflict);
