@@ -146,3 +146,27 @@ test('a batch of copies ends at MAX_READ_BATCH_BYTES as well as at its count: la
   // 400 KiB each: the third reaches 1 MiB and the batch goes; 200 records would have been one append of 2.4 MiB.
   expect(appended).toEqual([3, 3]);
 });
+
+test('a held record is selected again after the batch before it is appended; stopped while held, the run is interrupted before it and a rerun takes it', async () => {
+  const stop = new AbortController();
+  const asked: string[] = [];
+  let appendedWhileHeld: string[] = [];
+  // v4 is held: the batch before it (v2, v3; a batch is 3) is appended while it waits.
+  const first = await run(stop.signal, (r) => {
+    asked.push(r.value.toString());
+    if (r.value.toString() !== 'v4') return copy(r);
+    if (asked.filter((v) => v === 'v4').length === 2) {
+      void collectUntilQuiet(log, 'out', 100).then((out) => { appendedWhileHeld = out.map((o) => o.value.toString()); stop.abort(); });
+    }
+    return { held: 'not yet' };
+  });
+  expect(first).toMatchObject({ replayed: 2, interrupted: true });
+  expect(appendedWhileHeld).toEqual(['v2', 'v3']);
+  expect(asked.filter((v) => v === 'v4').length).toBeGreaterThanOrEqual(2);
+  expect(asked).not.toContain('v5'); // nothing after it is taken, so the checkpoint does not pass it
+  expect(JSON.parse(readFileSync(path.join(dir, 'cp', 'replay.json'), 'utf8'))).toMatchObject({ positions: { 0: '4' }, complete: false });
+
+  const second = await run(new AbortController().signal, copy);
+  expect(second).toMatchObject({ replayed: 6, interrupted: false });
+  expect((await collectUntilQuiet(log, 'out', 300)).map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});

@@ -599,3 +599,51 @@ test('a letter whose request an unfinished direct run claimed is skipped saying 
     rmSync(own, { recursive: true, force: true });
   }
 });
+
+describe('a letter whose request another running replay claimed but has not appended yet waits for that claim, rather than being skipped for good', () => {
+  test.each([
+    ['that replay fails before appending it: this replay replays it', true],
+    ['that replay appends it: this replay skips it as a duplicate', false],
+  ])('%s', async (_, fails) => {
+    const own = mkdtempSync(path.join(tmpdir(), 'replay-pending-claim-'));
+    const ownLog = await openEmbeddedLog({ dataDir: own });
+    const letter = (workflowId: string, offset: number, headers: Record<string, string> = {}) => ({
+      topic: topics.deadLetter, key: workflowId, value: context.codec.encode('DeadLetter', {
+        stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId,
+        source: { topic: topics.received, partition: 0, offset: String(offset), key: Buffer.from(workflowId), value: Buffer.from(`request ${offset}`), headers },
+      }),
+    });
+    try {
+      // 0/0 and 0/1 (replay A names them); 0/2, a letter of 0/1's request too (its copy's), which replay B's filters select.
+      await ownLog.append([letter('wf-a', 0), letter('wf-a', 1), letter('wf-b', 5, { 'ingress-replay-of': `${topics.received}/0/1` })]);
+      // A's first append waits until let go, then fails (a log outage) or goes through.
+      let letGo!: () => void;
+      const gate = new Promise<void>((resolve) => { letGo = resolve; });
+      const gated: EventLog = {
+        ...ownLog,
+        append: async (records) => {
+          if (records.some((r) => r.value.toString() === 'request 0')) { await gate; if (fails) throw new Error('log outage'); }
+          return ownLog.append(records);
+        },
+      };
+      const jobs = await openReplayJobs({ log: gated, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 1 });
+      const a = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1'] });
+      const b = await jobs.startDeadLetters({ stage: null, workflow: 'wf-b', since: null, letters: null });
+      await new Promise((resolve) => setTimeout(resolve, 500));
+      // B waits at 0/2: A's claim of its request is in memory only, and its checkpoint stays before it.
+      expect(jobs.get(b.job.id)).toMatchObject({ state: 'running', replayed: 0, duplicates: 0 });
+      letGo();
+      await jobs.settled(a.job.id);
+      await jobs.settled(b.job.id);
+      expect(jobs.get(a.job.id)).toMatchObject(fails ? { state: 'failed', replayed: 0 } : { state: 'complete', replayed: 2 });
+      expect(jobs.get(b.job.id)).toMatchObject(fails ? { state: 'complete', replayed: 1, duplicates: 0 } : { state: 'complete', replayed: 0, duplicates: 1 });
+      const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+      // Request 0/1 once either way: by B when A failed, by A when it did not.
+      expect(copies.filter((r) => replayOf(r.headers) === `${topics.received}/0/1`)).toHaveLength(1);
+      expect(copies).toHaveLength(fails ? 1 : 2);
+    } finally {
+      await ownLog.close();
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
+});

@@ -31,6 +31,11 @@ import { readRegularFile } from '../../platform/files/read-regular-file';
  * A record skipped for a reason worth reporting apart (a dead letter whose original another letter replays) is
  * counted under that reason as well as in `skipped`, and the first MAX_SKIP_EXAMPLES of them over every run are kept
  * in the checkpoint with what the plan said of them, so a job's record can show them.
+ *
+ * A record the plan cannot decide yet (`Held`: a dead letter whose original another replay in this process has
+ * claimed but not yet made durable) is not passed: the batch before it is appended (so that this run holds no claim
+ * while it waits, and two runs cannot wait on each other), then it is selected again every HELD_RETRY_MS until the
+ * plan decides it. Meanwhile the checkpoint stays before it; stopped while waiting, the run is interrupted there.
  */
 /** Where a refeed reports how far it got: a terminal line for the CLI, a job's counters for the API. */
 export interface RefeedProgress {
@@ -47,8 +52,8 @@ export interface RefeedOptions {
   start: ReadStart;
   /** Inclusive last offset (in every partition), or the time before which records are taken. */
   until: Until;
-  /** The copy of `record` to append, or null (or a Skip, naming why) to skip it. */
-  select(record: LogRecord): OutRecord | Skip | null;
+  /** The copy of `record` to append, or null (or a Skip, naming why) to skip it; Held to ask again later. */
+  select(record: LogRecord): OutRecord | Skip | Held | null;
   /**
    * Awaited before each batch is appended (a dead-letter replay makes its claims durable: replay-ledger.ts); the
    * copies it returns are taken back out of the batch, each counted skipped for its reason instead of replayed.
@@ -70,6 +75,14 @@ export interface Skip {
   skip: string;
   [detail: string]: string | null;
 }
+
+/** A record whose selection waits on something not settled yet; `held` says what. */
+export interface Held {
+  held: string;
+}
+
+/** How often a held record is selected again. */
+export const HELD_RETRY_MS = 100;
 
 /** A copy taken back out of its batch before the append (another process's replay claimed its original first). */
 export interface Withdrawn {
@@ -255,15 +268,22 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   let quiet: NodeJS.Timeout | undefined;
   const arm = (ms: number) => { clearTimeout(quiet); quiet = setTimeout(stopReading, ms); };
 
+  // Stopped while a record was held: records read after it are not taken, so the checkpoint does not pass it.
+  let holding = false;
   const take = async (record: LogRecord) => {
     const p = record.partition;
-    if (!open.has(p)) return;
+    if (holding || !open.has(p)) return;
     const offset = BigInt(record.offset);
     if (offset < next(p)) return; // appended by an earlier run of this checkpoint
     if (offset >= limit(p) || (until && 'time' in until && record.timestamp >= until.time)) {
       open.delete(p);
     } else {
-      const copy = select(record);
+      let copy = select(record);
+      while (copy && 'held' in copy) {
+        await flush();
+        if (!(await pause(HELD_RETRY_MS, options.signal))) { holding = true; return; }
+        copy = select(record);
+      }
       if (copy && !('skip' in copy)) { batch.push(copy); batchBytes += copy.value.length; replayed++; } else if (copy) skip(copy, `${p}/${offset}`); else skipped++;
       state.positions[p] = String(offset + 1n);
       if (offset + 1n >= limit(p)) open.delete(p);
@@ -288,7 +308,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         clearTimeout(quiet);
         delivered = true;
         await take(record);
-        if (open.size === 0) break;
+        if (open.size === 0 || holding) break;
         arm(quietMs);
       }
     }
@@ -315,4 +335,14 @@ async function startOffsets(log: EventLog, topic: string, start: ReadStart): Pro
     case 'time': return new Map((await log.offsetsForTime(topic, start.timestamp)).map((p) => [p.partition, BigInt(p.offset)]));
     default: return new Map();
   }
+}
+
+/** Resolves true after `ms`, or false as soon as the signal aborts. */
+function pause(ms: number, signal: AbortSignal): Promise<boolean> {
+  return new Promise((resolve) => {
+    if (signal.aborted) { resolve(false); return; }
+    const stop = () => { clearTimeout(timer); resolve(false); };
+    const timer = setTimeout(() => { signal.removeEventListener('abort', stop); resolve(true); }, ms);
+    signal.addEventListener('abort', stop, { once: true });
+  });
 }

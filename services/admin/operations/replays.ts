@@ -5,7 +5,7 @@ import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/l
 import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-keys';
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import type { PipelineTopics } from '../../platform/log/topics';
-import type { Skip, Until, Withdrawn } from './refeed';
+import type { Held, Skip, Until, Withdrawn } from './refeed';
 import type { ReplayClaim, ReplayLedger } from './replay-ledger';
 import { parseTime, quoted, TIME_FORMS } from './times';
 
@@ -41,7 +41,7 @@ export interface RefeedPlan {
   source: string;
   start: ReadStart;
   until: Until;
-  select(record: LogRecord): OutRecord | Skip | null;
+  select(record: LogRecord): OutRecord | Skip | Held | null;
   /** Before each batch of copies is appended; may withdraw copies from it (refeed.ts). */
   beforeAppend?(log: EventLog, batch: readonly OutRecord[]): Promise<Withdrawn[]>;
 }
@@ -185,7 +185,9 @@ export function deadLetterSelector(filter: Omit<DeadLetterReplayRequest, 'since'
  * in the decoder. Each letter's original is its request (originalOf); the first letter of it that a replay
  * selects claims it, and every other letter of it is skipped as a `duplicate`, said, unless it was written after
  * the claiming replay's copy was appended (that copy failed again). A resumed run finds its own claims in the
- * ledger. Nothing is lost by taking the first letter read: letters of one stage name sources with the same key and
+ * ledger. A letter whose original another replay of this process has claimed but not yet made durable (a named letter
+ * its job has not reached, or a batch not yet committed) is held (refeed.ts) until that claim is durable (then it is
+ * a duplicate) or let go (then this replay claims it). Nothing is lost by taking the first letter read: letters of one stage name sources with the same key and
  * value, and of letters of two stages the decoder's replay runs both stages again with today's workflows.
  */
 export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: ReplayContext, run: ReplayRun): RefeedPlan {
@@ -209,6 +211,11 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       const original = originalOf(letter.source, ctx.codec);
       const position = `${record.partition}/${record.offset}`;
       const verdict = run.ledger.take(original, run.replay, position);
+      // Another replay here claimed it and has not made the claim durable yet: if its commit fails or it stops
+      // first, nobody would replay this letter, so it is not passed until that claim is durable or let go.
+      if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.ends === null && verdict.by.replay !== run.replay) {
+        return { held: `its original, ${original}, is claimed by replay ${verdict.by.replay} with dead letter ${verdict.by.letter}, not yet appended` };
+      }
       if (!verdict.replay) {
         const requestId = requestIdOf(letter.source.value, ctx.codec);
         const why = verdict.reason === 'duplicate' ? duplicateReason(verdict.by, run.replay, run) : ledgerFullReason(run.ledger);
