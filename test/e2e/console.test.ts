@@ -1,5 +1,5 @@
 import { X509Certificate } from 'node:crypto';
-import { mkdirSync } from 'node:fs';
+import { appendFileSync, mkdirSync } from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -15,7 +15,7 @@ import { collectUntilQuiet } from '../support/log-reads';
  * playwright-core), against the real service on the embedded backends and its admin port over loopback:
  * the token prompt, each view, a hostile payload shown as text with no script run, the CSP in force,
  * a dead letter replayed from the page and its journey in the request journal, a second letter of that request
- * refused (409) in the page, and a read token that cannot. Screenshots of each view go to
+ * refused (409) in the page, one refused while the replay ledger is full, and a read token that cannot. Screenshots of each view go to
  * test-artifacts/console/ (git-ignored).
  */
 // The functions passed to page.evaluate run in the browser; the project compiles without the DOM library.
@@ -62,7 +62,8 @@ beforeAll(async () => {
   const ours = datedCertificate('console-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), key);
   const soon = datedCertificate(HOSTILE_CN, new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 5 * day + 3_600_000), key, '02');
   const later = datedCertificate('later-partner', new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 40 * day + 3_600_000), key, '03');
-  app = await startTestApp('embedded', { ADMIN_TOKENS, WORKFLOW_CACHE_MS: '0', PUBLIC_BASE_URL: 'https://hooks.example.com', JOURNAL_TRACE_URL: TRACE_URL });
+  // The replay ledger's smallest cap: the last dead-letter test fills it.
+  app = await startTestApp('embedded', { ADMIN_TOKENS, WORKFLOW_CACHE_MS: '0', PUBLIC_BASE_URL: 'https://hooks.example.com', JOURNAL_TRACE_URL: TRACE_URL, REPLAY_LEDGER_MAX_ORIGINALS: '1000' });
   api = await startAdminApi(app);
 
   const put = async (route: string, body: unknown) => expect((await api.call('PUT', route, { body })).status).toBe(201);
@@ -303,6 +304,41 @@ test('dead letters: with a read token the replay button is disabled and says why
   expect(refused.status).toBe(403);
   expect(refused.body.error).toBe('scope-insufficient');
   await shot(page, '4-dead-letters-read-token');
+  await closeConsole(context, page);
+});
+
+test('dead letters: with the replay ledger full, a letter is refused in the page naming REPLAY_LEDGER_MAX_ORIGINALS; a job that counted letters unrecorded says so in its status line', async () => {
+  // A new request dead-lettered: for a trigger node wf-dl does not have.
+  const [received] = (await collectUntilQuiet(app.backends.log, app.topics.received, 300, 500)).filter((r) => codec.decode('Received', r.value).requestId === letter.requestId);
+  const requestId = `${letter.requestId}-full`;
+  await app.backends.log.append([{ topic: app.topics.received, key: 'wf-dl', value: codec.encode('Received', { ...codec.decode('Received', received.value), requestId, triggerNode: 'Missing' }) }]);
+  let fresh: any;
+  while (!fresh) { fresh = (await api.call('GET', '/api/v1/dead-letters?workflow=wf-dl')).body.deadLetters.find((d: any) => d.requestId === requestId); if (!fresh) await pause(100); }
+  // Another process on this DATA_DIR (the direct command) claimed 1000 originals: the ledger is at its cap.
+  const claims = Array.from({ length: 1000 }, (_, i) => [`filler ${i}`, `0/${i}`]);
+  mkdirSync(path.join(app.config.dataDir, 'replay'), { recursive: true });
+  appendFileSync(path.join(app.config.dataDir, 'replay', 'replayed-originals.jsonl'), `${JSON.stringify({ replay: 'cli-0000000000000000', ends: { 0: '1000000' }, claims })}\n`);
+
+  const { context, page } = await openConsole(FULL_TOKEN, 'dead-letters');
+  const row = page.locator(`#dead-letters tr[data-letter="${fresh.partition}/${fresh.offset}"]`);
+  await row.locator('button.replay').click();
+  const refused = row.locator('.replay-status').filter({ hasText: 'refused' });
+  await refused.waitFor();
+  expect(await refused.textContent()).toMatch(/^refused: 409 conflict: the replay ledger is full \(1000 originals, REPLAY_LEDGER_MAX_ORIGINALS\): 1 of the dead letters asked for cannot be recorded as replayed.* dead letter \d+\/\d+: its original, request .*-full, cannot be recorded/);
+  expect(await row.locator('button.replay').isDisabled()).toBe(false);
+
+  // A job of named letters is refused rather than started while the ledger is full, so none counts letters
+  // unrecorded: the status line is checked with the job as the API would give one that did (the answer stubbed).
+  const job = {
+    id: 'dl-00000000000000ff', kind: 'dead-letters', request: { stage: null, workflow: null, since: null, letters: [`${fresh.partition}/${fresh.offset}`] }, state: 'complete',
+    replayed: 0, skipped: 1, duplicates: 0, unrecorded: 1, skippedLetters: [], read: 1, remaining: null, startedAt: new Date().toISOString(), finishedAt: new Date().toISOString(), error: null, runningIn: null,
+  };
+  await page.route('**/api/v1/dead-letters/replay', (route) => route.fulfill({ status: 202, contentType: 'application/json', body: JSON.stringify(job) }));
+  await row.locator('button.replay').click();
+  const status = row.locator('.replay-status[data-state="complete"]');
+  await status.waitFor();
+  expect(await status.textContent()).toBe(`replay ${job.id}: complete, 0 replayed, 1 skipped (1 not replayed: the replay ledger is full, REPLAY_LEDGER_MAX_ORIGINALS)`);
+  await shot(page, '4b-dead-letter-ledger-full');
   await closeConsole(context, page);
 });
 
