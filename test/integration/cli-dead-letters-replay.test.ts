@@ -149,7 +149,8 @@ test('a letter whose source is a replayed copy is not replayed beside its origin
   expect(run.code).toBe(0);
   expect(run.summary).toMatchObject({ replayed: LETTERS + 1, skipped: 1, duplicates: 1, interrupted: false });
   expect(run.err.join('\n')).toContain(`skipped dead letter ${topics.deadLetter}/0/${LETTERS + 1}: its original, ${ORIGINAL}, is replayed by this replay with dead letter 0/${LETTERS}`);
-  expect((await copiesOfOriginal()).map((r) => r.headers)).toEqual([{ traceparent: 't', 'ingress-replay-of': ORIGINAL }]);
+  // The copy also names this run and the letter it copies (refeed.ts COPY_HEADER: what a resumed run looks for).
+  expect((await copiesOfOriginal()).map((r) => r.headers)).toEqual([{ traceparent: 't', 'ingress-replay-of': ORIGINAL, 'ingress-replay-copy': expect.stringMatching(/^[0-9a-f-]{36}\/ingress\.dead-letter\.v1\/\d+\/\d+$/) }]);
 });
 
 test('a resumed replay does not replay a second letter of an original whose letter it replayed before Ctrl-C', async () => {

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { readFileSync } from 'node:fs';
-import { checkpointFile, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
+import { checkpointFile, COPY_HEADER, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
@@ -75,6 +75,49 @@ test('the range\'s end is in the checkpoint before the first copy is appended: a
   await run(new AbortController().signal, copy);
   log.append = append;
   expect(endsAtFirstAppend).toEqual({ 0: '10' });
+});
+
+test('a run that dies between an append and its checkpoint (kill -9, an append reported failed that landed): the rerun appends none of that batch again', async () => {
+  const append = log.append.bind(log);
+  let appends = 0;
+  log.append = async (records) => {
+    const offsets = await append(records);
+    if (++appends === 2) throw new Error('killed after the append landed, before the checkpoint was saved');
+    return offsets;
+  };
+  await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
+  log.append = append;
+  const rerun = await run(new AbortController().signal, copy);
+  expect(rerun).toMatchObject({ replayed: 5, interrupted: false });
+  const out = await collectUntilQuiet(log, 'out', 300);
+  expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+  // Each copy names this replay's run and the record it copies.
+  const runs = new Set(out.map((r) => r.headers[COPY_HEADER].split('/')[0]));
+  expect(runs.size).toBe(1);
+  expect(out.map((r) => r.headers[COPY_HEADER].slice(r.headers[COPY_HEADER].indexOf('/') + 1))).toEqual([2, 3, 4, 5, 6, 7, 8, 9].map((o) => `in/0/${o}`));
+  const saved = JSON.parse(readFileSync(path.join(dir, 'cp', 'replay.json'), 'utf8'));
+  expect(saved).toMatchObject({ replayed: 8, complete: true });
+  expect(saved).not.toHaveProperty('appending');
+});
+
+test('a rerun that dies the same way before its first checkpoint: the third run still finds the first run\'s copies', async () => {
+  const append = log.append.bind(log);
+  const dieAt = (n: number) => {
+    let appends = 0;
+    log.append = async (records) => {
+      const offsets = await append(records);
+      if (++appends === n) throw new Error('killed after the append landed');
+      return offsets;
+    };
+  };
+  dieAt(2); // the first run: v5..v7 land unrecorded
+  await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
+  dieAt(1); // the rerun skips v5..v7, appends v8, v9 and dies before saving
+  await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
+  log.append = append;
+  expect(await run(new AbortController().signal, copy)).toMatchObject({ replayed: 5, interrupted: false });
+  const out = await collectUntilQuiet(log, 'out', 300);
+  expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
 });
 
 test('a checkpoint of another request is refused rather than mixed up', async () => {

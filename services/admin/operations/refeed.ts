@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
 import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
@@ -5,6 +6,7 @@ import { writeFileAtomically, type Unflushed } from '../../platform/registry/ato
 import { makeDirectories } from '../../platform/config/data-dir';
 import { lockHolder, tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
 import { readRegularFile } from '../../platform/files/read-regular-file';
+import { recordIdentity } from '../../platform/log/replay-marking';
 
 /**
  * The loop behind `ingress replay` and `ingress dead-letters replay`: read a topic from `start` up to its end as
@@ -24,9 +26,13 @@ import { readRegularFile } from '../../platform/files/read-regular-file';
  * The wait is timed only while the log is asked for a record, never while a batch is appended.
  *
  * With a checkpoint file the run is resumable: after each batch is appended, the next offset of every partition
- * is saved; a rerun skips what was appended already. A crash between an append and its checkpoint appends that
- * batch again on the rerun: its executions keep their ids, so an engine that de-duplicates by executionId absorbs
- * it, and one that does not runs them twice (operations.md, "A batch may be appended twice").
+ * is saved; a rerun skips what was appended already. The append and that save are two writes, so a crash between
+ * them (kill -9; on Kafka also an append reported failed that landed) would leave the checkpoint one batch behind
+ * the log, and the rerun would append that batch again: its requests executed twice. So each batch is announced
+ * first: the checkpoint, still at the batch's start, is saved with `appending` (where each topic the copies go to
+ * ended then), and each copy carries `ingress-replay-copy: <run>/<its source record>`. A rerun that finds
+ * `appending` reads those topics from there to their end, and a copy it finds there is not appended again
+ * (counted replayed, as it was). A read that cannot finish stops the rerun (it cannot tell), never re-appends.
  *
  * A record skipped for a reason worth reporting apart (a dead letter whose original another letter replays) is
  * counted under that reason as well as in `skipped`, and the first MAX_SKIP_EXAMPLES of them over every run are kept
@@ -123,8 +129,15 @@ export interface CheckpointState {
   /** Over every run: skipped records by reason, and the first MAX_SKIP_EXAMPLES of them (absent in older checkpoints). */
   reasons?: Record<string, number>;
   examples?: SkippedExample[];
+  /** This replay's name in its copies' COPY_HEADER (absent in older checkpoints: given at their next run). */
+  run?: string;
+  /** Saved just before a batch is appended: where each topic its copies go to ended then (per partition). */
+  appending?: Record<string, Record<string, string>>;
   complete: boolean;
 }
+
+/** On each copy a checkpointed replay appends: `<run>/<topic>/<partition>/<offset>` of the record it copies. */
+export const COPY_HEADER = 'ingress-replay-copy';
 
 export interface CheckpointFile {
   path: string;
@@ -196,6 +209,11 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   // What earlier runs counted: `state` is the loaded checkpoint itself, so read its totals once, before they change.
   const earlier = { replayed: state.replayed, skipped: state.skipped };
   if (state.complete) return { replayed: 0, skipped: 0, reasons: {}, interrupted: false, stalled: null };
+  state.run ??= randomUUID();
+  // The last run died with a batch announced (see the header): its copies that landed are not appended again.
+  const landed = state.appending ? await copiesLanded(options, state.appending, state.run) : new Set<string>();
+  // Until a checkpoint passes them, those copies stay announced: a rerun that dies too must find them again.
+  let announced = state.appending ?? null;
 
   // The range ends where the topic ended when the first run began, however long ago that was: records
   // appended since (new requests, or this replay's own copies) are not part of it.
@@ -208,6 +226,8 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
     // would otherwise resume with the topic's end then, taking in what arrived meanwhile.
     await checkpoint?.save(state);
   }
+  // What the checkpoint says of the batch being gathered: its start (state moves on as records are taken).
+  let atBatchStart = structuredClone(state);
   const starts = await startOffsets(log, source, options.start);
   // Where each partition begins now: retention deletes from the front (on Kafka), and a partition it emptied has
   // nothing left to read. Nothing below it can be read, whatever the start or an earlier run's position said.
@@ -246,8 +266,22 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         batch = batch.filter((copy) => !out.has(copy));
         for (const w of withdrawn) { replayed--; skip(w.skip, w.at); }
       }
-      if (batch.length > 0) await log.append(batch);
+      if (batch.length > 0) {
+        if (checkpoint) {
+          const topics = [...new Set([...batch.map((copy) => copy.topic), ...Object.keys(announced ?? {})])];
+          const appending = Object.fromEntries(await Promise.all(topics.map(async (topic) => {
+            const ends: Record<string, string> = Object.fromEntries((await log.endOffsets(topic)).map((p) => [String(p.partition), p.offset]));
+            for (const [p, from] of Object.entries(announced?.[topic] ?? {})) if (ends[p] === undefined || BigInt(from) < BigInt(ends[p])) ends[p] = from;
+            return [topic, ends] as const;
+          })));
+          // The checkpoint as it was saved last (at this batch's start), with the announcement.
+          await checkpoint.save({ ...atBatchStart, appending });
+        }
+        await log.append(batch);
+      }
     }
+    delete state.appending;
+    announced = null;
     batch = [];
     batchBytes = 0;
     state.skipped = earlier.skipped + skipped;
@@ -257,6 +291,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       for (const [reason, n] of Object.entries(reasons)) state.reasons[reason] = (state.reasons[reason] ?? 0) + n;
     }
     await checkpoint?.save(state);
+    atBatchStart = structuredClone(state);
   };
 
   const reading = new AbortController();
@@ -284,7 +319,17 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         if (!(await pause(HELD_RETRY_MS, options.signal))) { holding = true; return; }
         copy = select(record);
       }
-      if (copy && !('skip' in copy)) { batch.push(copy); batchBytes += copy.value.length; replayed++; } else if (copy) skip(copy, `${p}/${offset}`); else skipped++;
+      if (copy && !('skip' in copy)) {
+        const tag = `${state.run}/${recordIdentity(record)}`;
+        // Appended by the run that died before its checkpoint said so: replayed, once.
+        if (!landed.has(tag)) {
+          // Tagged in place: the plan knows its copies by identity (beforeAppend).
+          if (checkpoint) copy.headers = { ...copy.headers, [COPY_HEADER]: tag };
+          batch.push(copy);
+          batchBytes += copy.value.length;
+        }
+        replayed++;
+      } else if (copy) skip(copy, `${p}/${offset}`); else skipped++;
       state.positions[p] = String(offset + 1n);
       if (offset + 1n >= limit(p)) open.delete(p);
     }
@@ -326,6 +371,31 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
     options.signal.removeEventListener('abort', stopReading);
     progress.finish();
   }
+}
+
+/**
+ * The copies of `run` found in the topics a died run announced a batch to, from where each ended then to its end
+ * now (their COPY_HEADER values). Read with this same loop, appending nothing. A read that stops short cannot
+ * tell which copies landed: the rerun fails (retried by running it again) rather than append any twice.
+ */
+async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, run: string): Promise<Set<string>> {
+  const found = new Set<string>();
+  for (const [topic, ends] of Object.entries(appending)) {
+    const from = Object.values(ends).reduce((min, o) => (BigInt(o) < min ? BigInt(o) : min), BigInt(Object.values(ends)[0] ?? '0'));
+    const read = await refeedLocked({
+      log: options.log, source: topic, start: { from: 'offset', offset: String(from) }, until: null, checkpoint: null,
+      progress: { update() {}, finish() {} }, signal: options.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs,
+      select: (record) => {
+        const tag = record.headers[COPY_HEADER];
+        if (tag?.startsWith(`${run}/`) && BigInt(record.offset) >= BigInt(ends[record.partition] ?? '0')) found.add(tag);
+        return null;
+      },
+    }, {});
+    if (read.interrupted) {
+      throw new Error(`the last run of this replay ended with a batch announced to ${topic}, and reading ${topic} to find which of its copies were appended stopped short (${read.stalled ?? 'stopped'}): run the replay again; nothing was appended`);
+    }
+  }
+  return found;
 }
 
 /** Where reading begins in each partition, so that an empty range ends at once and the ETA is known. */
