@@ -1,5 +1,6 @@
 import type { WorkflowNode } from '../platform/registry/documents';
 import type { IngressErrorCode } from './answers';
+import { firstSighting } from './first-sighting';
 import { secretsEqual } from './secret-compare';
 import type { InboundRequest, TriggerServices } from './trigger';
 
@@ -15,6 +16,8 @@ export type HeaderAuthOutcome =
 
 export type CredentialCheck = 'none' | 'basicAuth' | 'headerAuth';
 
+const misconfiguredFirstSeen = firstSighting();
+
 /**
  * The credential a node names under `key` (by default the credential type), decrypted and of `type`;
  * null (logged) when it cannot be used.
@@ -26,9 +29,14 @@ export async function nodeCredential(node: WorkflowNode, type: string, workflowI
     return undefined;
   }) : null;
   if (!credential || credential.type !== type) {
-    if (credential !== undefined) services.logger.error('trigger credential is missing or of the wrong type', { credentialId: credentialId ?? null, node: node.name, workflowId, expected: type });
+    if (credential !== undefined) {
+      // At error once (then at debug) until it works again: every request to the workflow meets it meanwhile.
+      const first = misconfiguredFirstSeen(workflowId, node.name, credentialId ?? '', type);
+      services.logger[first ? 'error' : 'debug']('trigger credential is missing or of the wrong type', { credentialId: credentialId ?? null, node: node.name, workflowId, expected: type, ...(first ? {} : { repeated: true }) });
+    }
     return null;
   }
+  misconfiguredFirstSeen.forget(workflowId, node.name, credentialId ?? '', type);
   return credential;
 }
 

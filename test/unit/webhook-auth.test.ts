@@ -9,7 +9,8 @@ import { standardWebhooksAdmission } from '../../services/triggers/webhook/auth/
 import { parseSignedContent } from '../../services/platform/registry/signature-credentials';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
-import { firstSighting } from '../../services/triggers/webhook/signature';
+import { firstSighting } from '../../services/triggers/first-sighting';
+import { nodeCredential } from '../../services/triggers/header-auth';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -461,10 +462,30 @@ describe('RSA signature (rsaSignature)', () => {
     expect(errors()).toEqual(['cred-a', 'cred-b', 'cred-a']);
   });
 
+  test('a credential missing or of the wrong type is logged at error once, then at debug, until it works again', async () => {
+    const logs: Array<Record<string, unknown>> = [];
+    let stored: { id: string; type: string; data: Record<string, string> } | null = null;
+    const services: TriggerServices = {
+      credential: async () => stored as never, store: null as never, logger: createLogger({ level: 'debug', write: (line) => logs.push(JSON.parse(line)) }),
+    };
+    const hook = { name: 'Hook', type: 'webhook', parameters: { authentication: 'headerAuth' }, credentials: { headerAuth: 'cred-h' } };
+    const levels = () => logs.map((line) => `${line.level}${line.repeated ? ' (repeated)' : ''}`);
+    for (let i = 0; i < 20; i++) expect(await nodeCredential(hook, 'headerAuth', 'wf-flood', services)).toBeNull();
+    expect(levels()).toEqual(['error', ...Array(19).fill('debug (repeated)')]);
+    stored = { id: 'cred-h', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }; // mended
+    expect(await nodeCredential(hook, 'headerAuth', 'wf-flood', services)).toMatchObject({ id: 'cred-h' });
+    stored = { id: 'cred-h', type: 'basicAuth', data: { user: 'u', password: 'p' } }; // broken again, otherwise
+    await nodeCredential(hook, 'headerAuth', 'wf-flood', services);
+    expect(levels().slice(20)).toEqual(['error']);
+    expect(logs[20]).toMatchObject({ msg: 'trigger credential is missing or of the wrong type', credentialId: 'cred-h', workflowId: 'wf-flood', expected: 'headerAuth' });
+  });
+
   test('firstSighting remembers a bounded number of pairs, forgetting the oldest', () => {
     const first = firstSighting(2);
     expect([first('a', 'k'), first('a', 'k'), first('b', 'k'), first('a', 'k2')]).toEqual([true, false, true, true]);
     expect(first('a', 'k')).toBe(true); // forgotten: the oldest of three
     expect(first('a', 'k2')).toBe(false);
+    first.forget('a', 'k2'); // it worked again
+    expect(first('a', 'k2')).toBe(true);
   });
 });

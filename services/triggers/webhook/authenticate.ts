@@ -1,10 +1,11 @@
-import type { KeyObject } from 'node:crypto';
+import { createHash, type KeyObject } from 'node:crypto';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { errorAnswer } from '../answers';
 import { checkHeaderAuth, nodeCredential } from '../header-auth';
 import type { Admission, InboundRequest, TriggerServices } from '../trigger';
 import type { WebhookParameters } from './parameters';
-import { firstSighting, rsaPublicKey, SIGNATURE_HEADER } from './signature';
+import { rsaPublicKey, SIGNATURE_HEADER } from './signature';
+import { firstSighting } from '../first-sighting';
 import { verifyBearer } from './auth/jwt';
 import type { SignedBodies } from './auth/signed-bodies';
 
@@ -31,7 +32,7 @@ export function authenticate(request: InboundRequest, node: WorkflowNode, params
   return checkHeaderAuth(request, node, params.authentication, services).then((outcome) => (outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) }));
 }
 
-/** Each broken key is logged at error once per process (then at debug): signature.ts firstSighting. */
+/** Each broken key is logged at error once per process (then at debug); by its PEM's hash, so a key put anew is reported anew. */
 const unreadableKeyFirstSeen = firstSighting();
 
 /**
@@ -45,7 +46,7 @@ export async function signatureCredential(request: InboundRequest, node: Workflo
   const publicKey = rsaPublicKey(credential.data.publicKey);
   if (!publicKey) {
     const credentialId = node.credentials?.rsaSignature ?? null;
-    const first = unreadableKeyFirstSeen(credentialId ?? '', credential.data.publicKey);
+    const first = unreadableKeyFirstSeen(credentialId ?? '', createHash('sha256').update(credential.data.publicKey).digest('base64'));
     services.logger[first ? 'error' : 'debug']('rsaSignature credential holds no readable RSA public key: refusing', {
       credentialId, node: node.name, workflowId: request.workflowId, ...(first ? {} : { repeated: true }),
     });

@@ -1,4 +1,4 @@
-import { constants, createHash, createPublicKey, publicDecrypt, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { constants, createPublicKey, publicDecrypt, timingSafeEqual, type KeyObject } from 'node:crypto';
 
 /**
  * RSA-SHA256 (PKCS#1 v1.5) signatures over the exact body bytes, checked against the SHA-256 the
@@ -29,23 +29,6 @@ export function rsaPublicKey(pem: string): KeyObject | null {
     keys.set(pem, key);
   }
   return key;
-}
-
-/**
- * Whether this is the first time this process meets this credential with this key (its PEM's hash: a key put
- * anew is reported anew) among the last `max` such pairs. A broken key refuses every request (500), and a
- * partner retrying, or a flood, would otherwise write one error line per request; the first is what the
- * operator needs. The oldest pair is forgotten first, so memory stays bounded whatever the ids.
- */
-export function firstSighting(max = 1000): (credentialId: string, pem: string) => boolean {
-  const seen = new Set<string>();
-  return (credentialId, pem) => {
-    const pair = `${credentialId}\u0000${createHash('sha256').update(pem).digest('base64')}`;
-    if (seen.has(pair)) return false;
-    if (seen.size >= max) seen.delete(seen.values().next().value as string);
-    seen.add(pair);
-    return true;
-  };
 }
 
 export function verifyRsaSha256(publicKey: KeyObject, signatureBase64: string, bodySha256Hex: string): boolean {
