@@ -120,6 +120,24 @@ test('a rerun that dies the same way before its first checkpoint: the third run 
   expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
 });
 
+test('a rerun stopped short before it passed every copy that landed (a cancel, a stall) leaves them announced for the next run', async () => {
+  const append = log.append.bind(log);
+  let appends = 0;
+  log.append = async (records) => {
+    const offsets = await append(records);
+    if (++appends === 2) throw new Error('killed after the append landed');
+    return offsets;
+  };
+  await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed'); // v5..v7 landed unrecorded
+  log.append = append;
+  const stop = new AbortController();
+  const second = await run(stop.signal, (r) => { stop.abort(); return copy(r); }); // stopped after v5
+  expect(second.interrupted).toBe(true);
+  await run(new AbortController().signal, copy);
+  const out = await collectUntilQuiet(log, 'out', 300);
+  expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
 test('a checkpoint of another request is refused rather than mixed up', async () => {
   await run(new AbortController().signal, copy);
   await expect(run(new AbortController().signal, copy, { topic: 'other' })).rejects.toThrow(/belongs to another replay/);

@@ -33,6 +33,10 @@ import { recordIdentity } from '../../platform/log/replay-marking';
  * ended then), and each copy carries `ingress-replay-copy: <run>/<its source record>`. A rerun that finds
  * `appending` reads those topics from there to their end, and a copy it finds there is not appended again
  * (counted replayed, as it was). A read that cannot finish stops the rerun (it cannot tell), never re-appends.
+ * The announcement is kept until the checkpoint has passed every copy found (a rerun stopped short leaves them
+ * announced), and on Kafka a rerun looks only LANDING_WINDOW_MS after it. What this cannot see: a copy retention
+ * deleted before the rerun looked, and a send retried past that window (operations.md, "A kill between an append
+ * and its checkpoint").
  *
  * A record skipped for a reason worth reporting apart (a dead letter whose original another letter replays) is
  * counted under that reason as well as in `skipped`, and the first MAX_SKIP_EXAMPLES of them over every run are kept
@@ -133,11 +137,22 @@ export interface CheckpointState {
   run?: string;
   /** Saved just before a batch is appended: where each topic its copies go to ended then (per partition). */
   appending?: Record<string, Record<string, string>>;
+  /** When `appending` was saved (ms since the epoch): on Kafka a rerun looks for its copies only LANDING_WINDOW_MS after. */
+  announcedAt?: number;
   complete: boolean;
 }
 
 /** On each copy a checkpointed replay appends: `<run>/<topic>/<partition>/<offset>` of the record it copies. */
 export const COPY_HEADER = 'ingress-replay-copy';
+
+/**
+ * How long after a batch was announced a rerun on Kafka waits before it looks for the copies that landed. Two
+ * things can hide one for a while: an append given up at its deadline whose send the producer still retries (in
+ * a process that lives on), and a stage's transaction left open by a killed process, which keeps a read_committed
+ * reader (and the end offsets it is given) below copies written after it until the coordinator aborts it (the
+ * 30 s transaction timeout). The embedded log has neither: an append has landed or not once its call returned.
+ */
+export const LANDING_WINDOW_MS = 60_000;
 
 export interface CheckpointFile {
   path: string;
@@ -211,9 +226,12 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   if (state.complete) return { replayed: 0, skipped: 0, reasons: {}, interrupted: false, stalled: null };
   state.run ??= randomUUID();
   // The last run died with a batch announced (see the header): its copies that landed are not appended again.
-  const landed = state.appending ? await copiesLanded(options, state.appending, state.run) : new Set<string>();
-  // Until a checkpoint passes them, those copies stay announced: a rerun that dies too must find them again.
+  const landed = state.appending ? await copiesLanded(options, state.appending, state.announcedAt ?? 0, state.run) : new Set<string>();
+  // Until the checkpoint has passed every one of them, those copies stay announced: a rerun that dies, or stops
+  // short (a cancel, a stall, a held record) before reaching them, leaves them for the next one to find again.
   let announced = state.appending ?? null;
+  const landedAt = [...landed].map((tag) => tag.split('/')).map((parts) => ({ partition: parts.at(-2)!, offset: BigInt(parts.at(-1)!) }));
+  const landedAhead = () => landedAt.some((c) => BigInt(state.positions[c.partition] ?? '0') <= c.offset);
 
   // The range ends where the topic ended when the first run began, however long ago that was: records
   // appended since (new requests, or this replay's own copies) are not part of it.
@@ -275,13 +293,13 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
             return [topic, ends] as const;
           })));
           // The checkpoint as it was saved last (at this batch's start), with the announcement.
-          await checkpoint.save({ ...atBatchStart, appending });
+          await checkpoint.save({ ...atBatchStart, appending, announcedAt: Date.now() });
         }
         await log.append(batch);
       }
     }
-    delete state.appending;
-    announced = null;
+    if (announced && landedAhead()) state.appending = announced;
+    else { delete state.appending; delete state.announcedAt; announced = null; }
     batch = [];
     batchBytes = 0;
     state.skipped = earlier.skipped + skipped;
@@ -314,8 +332,9 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       open.delete(p);
     } else {
       let copy = select(record);
+      // Once, before it waits: a flush on each look would save (and sync) the same checkpoint ten times a second.
+      if (copy && 'held' in copy) await flush();
       while (copy && 'held' in copy) {
-        await flush();
         if (!(await pause(HELD_RETRY_MS, options.signal))) { holding = true; return; }
         copy = select(record);
       }
@@ -378,8 +397,12 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
  * now (their COPY_HEADER values). Read with this same loop, appending nothing. A read that stops short cannot
  * tell which copies landed: the rerun fails (retried by running it again) rather than append any twice.
  */
-async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, run: string): Promise<Set<string>> {
+async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<Set<string>> {
   const found = new Set<string>();
+  const wait = options.log.kind === 'kafka' ? announcedAt + LANDING_WINDOW_MS - Date.now() : 0;
+  if (wait > 0 && !(await pause(wait, options.signal))) {
+    throw new Error(`stopped while waiting ${Math.ceil(wait / 1000)} s for the last run's announced batch to land or not (LANDING_WINDOW_MS): run the replay again; nothing was appended`);
+  }
   for (const [topic, ends] of Object.entries(appending)) {
     const from = Object.values(ends).reduce((min, o) => (BigInt(o) < min ? BigInt(o) : min), BigInt(Object.values(ends)[0] ?? '0'));
     const read = await refeedLocked({
