@@ -46,7 +46,7 @@ export async function signatureCredential(request: InboundRequest, node: Workflo
   const publicKey = rsaPublicKey(credential.data.publicKey);
   if (!publicKey) {
     const credentialId = node.credentials?.rsaSignature ?? null;
-    const first = unreadableKeyFirstSeen(credentialId ?? '', createHash('sha256').update(credential.data.publicKey).digest('base64'));
+    const first = unreadableKeyFirstSeen(credentialId ?? '', createHash('sha256').update(String(credential.data.publicKey)).digest('base64'));
     services.logger[first ? 'error' : 'debug']('rsaSignature credential holds no readable RSA public key: refusing', {
       credentialId, node: node.name, workflowId: request.workflowId, ...(first ? {} : { repeated: true }),
     });
