@@ -24,6 +24,20 @@ const run = (signal: AbortSignal, select: RefeedOptions['select'], request = { t
   checkpoint: checkpointFile(path.join(dir, 'cp', 'replay.json')), progress: quiet, signal, batchSize: 3,
 }, request);
 const copy: RefeedOptions['select'] = (r) => ({ topic: 'out', key: r.key, value: r.value, headers: replayHeaders(r) });
+/**
+ * The log's `n`th append from now lands, then throws: the process died before its checkpoint said so (kill -9, or
+ * on Kafka an append reported failed that landed). Returns the log's own append, to put back.
+ */
+function dieAfterAppend(n: number): EventLog['append'] {
+  const append = log.append.bind(log);
+  let appends = 0;
+  log.append = async (records) => {
+    const offsets = await append(records);
+    if (++appends === n) throw new Error('killed after the append landed, before the checkpoint was saved');
+    return offsets;
+  };
+  return append;
+}
 
 test('stopped half way, a rerun with the same checkpoint replays the rest once; a finished replay does nothing', async () => {
   const stop = new AbortController();
@@ -78,13 +92,7 @@ test('the range\'s end is in the checkpoint before the first copy is appended: a
 });
 
 test('a run that dies between an append and its checkpoint (kill -9, an append reported failed that landed): the rerun appends none of that batch again', async () => {
-  const append = log.append.bind(log);
-  let appends = 0;
-  log.append = async (records) => {
-    const offsets = await append(records);
-    if (++appends === 2) throw new Error('killed after the append landed, before the checkpoint was saved');
-    return offsets;
-  };
+  const append = dieAfterAppend(2);
   await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
   log.append = append;
   const rerun = await run(new AbortController().signal, copy);
@@ -101,18 +109,10 @@ test('a run that dies between an append and its checkpoint (kill -9, an append r
 });
 
 test('a rerun that dies the same way before its first checkpoint: the third run still finds the first run\'s copies', async () => {
-  const append = log.append.bind(log);
-  const dieAt = (n: number) => {
-    let appends = 0;
-    log.append = async (records) => {
-      const offsets = await append(records);
-      if (++appends === n) throw new Error('killed after the append landed');
-      return offsets;
-    };
-  };
-  dieAt(2); // the first run: v5..v7 land unrecorded
+  const append = dieAfterAppend(2); // the first run: v5..v7 land unrecorded
   await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
-  dieAt(1); // the rerun skips v5..v7, appends v8, v9 and dies before saving
+  log.append = append;
+  dieAfterAppend(1); // the rerun skips v5..v7, appends v8, v9 and dies before saving
   await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
   log.append = append;
   expect(await run(new AbortController().signal, copy)).toMatchObject({ replayed: 5, interrupted: false });
@@ -121,13 +121,7 @@ test('a rerun that dies the same way before its first checkpoint: the third run 
 });
 
 test('a rerun stopped short before it passed every copy that landed (a cancel, a stall) leaves them announced for the next run', async () => {
-  const append = log.append.bind(log);
-  let appends = 0;
-  log.append = async (records) => {
-    const offsets = await append(records);
-    if (++appends === 2) throw new Error('killed after the append landed');
-    return offsets;
-  };
+  const append = dieAfterAppend(2);
   await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed'); // v5..v7 landed unrecorded
   log.append = append;
   const stop = new AbortController();
