@@ -7,6 +7,7 @@ import { pipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import type { CredentialSealer } from '../platform/registry/credential-crypto';
 import type { Registry } from '../platform/registry/registry';
+import type { ObjectStore } from '../platform/store/object-store';
 import type { TriggerCatalog } from '../triggers/catalog';
 import { createAdminApi } from './api';
 import { LocalAccessTaken, localAccessTakenNotice, writeLocalAccess, type LocalAccessHandle } from './local-access';
@@ -32,6 +33,8 @@ export interface ManagementApiOptions {
   log: EventLog;
   registry: Registry;
   sealer: CredentialSealer | null;
+  /** Where the replay ledger is kept: the object store every process of the deployment shares. */
+  store: ObjectStore;
   /** For workflow validation and trigger nodes: the catalogue `workflows put` validates with. */
   catalog: TriggerCatalog;
   logger: Logger;
@@ -42,7 +45,7 @@ export async function startManagementApi(options: ManagementApiOptions): Promise
   const topics = pipelineTopics(config.topicPrefix);
   const codec = defaultAvroCodec();
   const replays = await openReplayJobs({
-    log: options.log, dir: path.join(config.dataDir, 'replay'), logger, ledgerCap: config.replayLedgerMaxOriginals,
+    log: options.log, dir: path.join(config.dataDir, 'replay'), logger, ledgerCap: config.replayLedgerMaxOriginals, store: options.store,
     context: { topics, codec, recordKey: config.recordKey, skipped: (message) => logger.warn(message) },
   });
   let local: LocalAccessHandle | null = null;

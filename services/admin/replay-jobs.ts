@@ -7,6 +7,7 @@ import type { HeldLock } from '../platform/files/pid-lock';
 import { readRegularFile } from '../platform/files/read-regular-file';
 import { EventLogError, type EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
+import type { ObjectStore } from '../platform/store/object-store';
 import { oneAtATime } from './operations/one-at-a-time';
 import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
 import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
@@ -107,6 +108,8 @@ export interface ReplayJobsOptions {
   batchSize?: number;
   /** REPLAY_LEDGER_MAX_ORIGINALS; default MAX_ORIGINALS. */
   ledgerCap?: number;
+  /** Where the replay ledger is kept (replay-ledger.ts): the deployment's object store, shared by all its processes. */
+  store: ObjectStore;
 }
 
 const JOB_ID = /^[A-Za-z0-9-]{1,64}$/;
@@ -281,13 +284,17 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   };
   const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request }, skippedLetters: [...job.skippedLetters] });
 
-  // Opened at the first dead-letter replay, not at start: the service starts whatever DATA_DIR/replay holds.
-  const ledgerFile = path.join(dir, 'replayed-originals.jsonl');
+  // Opened at the first dead-letter replay, not at start: the service starts whatever the ledger holds.
   let ledger: ReplayLedger | null = null;
   const ledgerOf = async (): Promise<ReplayLedger> => {
     if (ledger) return ledger;
-    const firsts = Object.fromEntries((await log.firstOffsets(options.context.topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
-    try { ledger = await openReplayLedger(ledgerFile, firsts, options.ledgerCap, (message, fields) => logger.warn(message, fields)); } catch (error) { throw storeError(error); }
+    const deadLetterTopic = options.context.topics.deadLetter;
+    const firsts = Object.fromEntries((await log.firstOffsets(deadLetterTopic)).map((p) => [String(p.partition), p.offset]));
+    try {
+      ledger = await openReplayLedger(options.store, {
+        deadLetterTopic, firsts, cap: options.ledgerCap, notice: (message, fields) => logger.warn(message, fields), legacyFile: path.join(dir, 'replayed-originals.jsonl'),
+      });
+    } catch (error) { throw storeError(error); }
     return ledger;
   };
 

@@ -1,5 +1,5 @@
 import { X509Certificate } from 'node:crypto';
-import { appendFileSync, mkdirSync } from 'node:fs';
+import { mkdirSync } from 'node:fs';
 import * as http from 'node:http';
 import * as path from 'node:path';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
@@ -314,10 +314,13 @@ test('dead letters: with the replay ledger full, a letter is refused in the page
   await app.backends.log.append([{ topic: app.topics.received, key: 'wf-dl', value: codec.encode('Received', { ...codec.decode('Received', received.value), requestId, triggerNode: 'Missing' }) }]);
   let fresh: any;
   while (!fresh) { fresh = (await api.call('GET', '/api/v1/dead-letters?workflow=wf-dl')).body.deadLetters.find((d: any) => d.requestId === requestId); if (!fresh) await pause(100); }
-  // Another process on this DATA_DIR (the direct command) claimed 1000 originals: the ledger is at its cap.
+  // Another process (the direct command) claimed 1000 originals: the ledger is at its cap. Its batch is the next
+  // object of the ledger in the object store, as that process's commit would create it.
   const claims = Array.from({ length: 1000 }, (_, i) => [`filler ${i}`, `0/${i}`]);
-  mkdirSync(path.join(app.config.dataDir, 'replay'), { recursive: true });
-  appendFileSync(path.join(app.config.dataDir, 'replay', 'replayed-originals.jsonl'), `${JSON.stringify({ replay: 'cli-0000000000000000', ends: { 0: '1000000' }, claims })}\n`);
+  const prefix = `replay/ledger/${app.topics.deadLetter}/`;
+  let batches = 0;
+  for await (const _ of app.backends.store.list(prefix)) batches++;
+  await app.backends.store.put(`${prefix}${String(batches + 1).padStart(12, '0')}.json`, Buffer.from(JSON.stringify({ replay: 'cli-0000000000000000', ends: { 0: '1000000' }, claims })), { ifAbsent: true });
 
   const { context, page } = await openConsole(FULL_TOKEN, 'dead-letters');
   const row = page.locator(`#dead-letters tr[data-letter="${fresh.partition}/${fresh.offset}"]`);

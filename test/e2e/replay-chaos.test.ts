@@ -1,9 +1,11 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { readdirSync, statSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import { TOPIC_NAMES } from '../../services/platform/log/topics';
+import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
+import { readObject } from '../../services/platform/store/object-store';
 import { ADMIN_TOKENS, FULL_TOKEN } from '../support/admin-api';
 import { backendEnv } from '../support/app';
 import { CLI, runCli, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
@@ -110,12 +112,14 @@ function onGrowth(name: string, measure: () => number, afterMs: number): Moment 
 
 const afterTime = (ms: number): Moment => ({ name: `${ms}ms`, arm: () => () => pause(ms) });
 
-const ledgerFile = (env: Record<string, string>) => path.join(env.DATA_DIR, 'replay', 'replayed-originals.jsonl');
+/** The replay ledger's objects (one per committed batch of claims), in the filesystem store of DATA_DIR. */
+const LEDGER = `replay/ledger/${TOPIC_NAMES.deadLetter}/`;
+const ledgerBatches = (env: Record<string, string>) => { try { return readdirSync(path.join(env.DATA_DIR, 'objects', 'v2', ...LEDGER.split('/').filter(Boolean))).length; } catch { return 0; } };
 
 /** The moments of a random chaos run: after the ledger's commit (the claim-append-checkpoint windows), or at a random time. */
 function randomMoments(env: Record<string, string>, rng: () => number, count: number, maxDelayMs: number): Moment[] {
   return Array.from({ length: count }, () => (rng() < 0.6
-    ? onGrowth('ledger', () => sizeOf(ledgerFile(env)), Math.floor(rng() * 12))
+    ? onGrowth('ledger', () => ledgerBatches(env), Math.floor(rng() * 12))
     : afterTime(Math.floor(rng() * maxDelayMs))));
 }
 
@@ -150,8 +154,14 @@ async function executionsOf(env: Record<string, string>, requestIds: string[]): 
 
 interface Ledger { replays: Set<string>; originals: Map<string, string[]> }
 
-function readLedger(env: Record<string, string>): Ledger {
-  const lines = readFileSync(ledgerFile(env), 'utf8').split('\n').filter(Boolean).map((l) => JSON.parse(l) as { replay: string; claims: [string, string][] });
+async function readLedger(env: Record<string, string>): Promise<Ledger> {
+  const store = await openFilesystemStore(env.DATA_DIR);
+  const lines: { replay: string; claims: [string, string][] }[] = [];
+  try {
+    for await (const name of store.list(LEDGER)) lines.push(JSON.parse((await readObject(store, name)).toString('utf8')));
+  } finally {
+    await store.close();
+  }
   const originals = new Map<string, string[]>();
   for (const line of lines) for (const [original, letter] of line.claims) originals.set(original, [...(originals.get(original) ?? []), `${line.replay} ${letter}`]);
   return { replays: new Set(lines.map((l) => l.replay)), originals };
@@ -162,7 +172,7 @@ function readLedger(env: Record<string, string>): Ledger {
  * its id, no request requested twice, and the ledger claiming each request once (by the letters
  * replayed: the newest of each request's letters when it has two).
  */
-function expectReplayedOnce(setup: Setup, executions: Execution[], kills: number) {
+async function expectReplayedOnce(setup: Setup, executions: Execution[], kills: number) {
   const perRequest = new Map<string, Execution[]>();
   for (const e of executions) perRequest.set(e.requestId, [...(perRequest.get(e.requestId) ?? []), e]);
   const missing = setup.requestIds.filter((id) => !perRequest.has(id));
@@ -176,7 +186,7 @@ function expectReplayedOnce(setup: Setup, executions: Execution[], kills: number
   if (twice.length > 0) console.log(`${twice.length} of ${setup.requestIds.length} requests were requested more than once (${kills} kills)`);
   expect(twice.map(([id, list]) => `${id} x${list.length}`)).toEqual([]);
 
-  const ledger = readLedger(setup.env);
+  const ledger = await readLedger(setup.env);
   expect(new Set(ledger.originals.keys())).toEqual(new Set(setup.requestIds.map((id) => `request ${id}`)));
 }
 
@@ -256,7 +266,7 @@ describe('dead-letter replays through kill -9 (embedded log)', () => {
       try {
         console.log(`service chaos (${twice ? 'two letters' : 'one letter'} per request): moments ${moments.map((m) => m.name).join(', ')}; ${kills} kills`);
         const executions = await executionsOf(setup.env, setup.requestIds);
-        expectReplayedOnce(setup, executions, kills);
+        await expectReplayedOnce(setup, executions, kills);
         // One job (a kill after it completed leaves a complete job; the same request then starts one that replays nothing).
         const n = setup.requestIds.length;
         expect(jobs.every((j: any) => j.state === 'complete' && j.unrecorded === 0)).toBe(true);
@@ -285,7 +295,7 @@ describe('dead-letter replays through kill -9 (embedded log)', () => {
       expect(readdirSync(path.join(setup.env.DATA_DIR, 'replay')).filter((f) => f.startsWith('dead-letters-') && f.endsWith('.json'))).toEqual([]);
       const stages = await startServiceProcess(setup.env, ['--services', 'decoder,dispatcher']);
       try {
-        expectReplayedOnce(setup, await executionsOf(setup.env, setup.requestIds), kills);
+        await expectReplayedOnce(setup, await executionsOf(setup.env, setup.requestIds), kills);
       } finally {
         await stop(stages);
       }
@@ -310,7 +320,7 @@ describe('dead-letter replays through kill -9 (embedded log)', () => {
       expect(kills).toBe(1);
       const stages = await startServiceProcess(setup.env, ['--services', 'decoder,dispatcher']);
       try {
-        expectReplayedOnce(setup, await executionsOf(setup.env, setup.requestIds), kills);
+        await expectReplayedOnce(setup, await executionsOf(setup.env, setup.requestIds), kills);
       } finally {
         await stop(stages);
       }

@@ -1,5 +1,6 @@
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
+import { pipelineTopics } from '../../services/platform/log/topics';
 import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 
@@ -27,15 +28,15 @@ beforeAll(async () => {
 });
 afterAll(async () => { await api?.stop(); await app?.stop(); });
 
-test('a replay ledger with a line that is not one (repaired by hand, not by waiting) is 409 with its message, not 503 with Retry-After', async () => {
-  const ledger = path.join(app.config.dataDir, 'replay', 'replayed-originals.jsonl');
-  writeFileSync(ledger, '{"replay":"dl-x","ends":{"0":"1"},"claims":[["request r","0/0"]]}\nnot a line of claims\n');
+test('a replay ledger with an object that is not a batch of claims (repaired by hand, not by waiting) is 409 with its message, not 503 with Retry-After', async () => {
+  const damaged = `replay/ledger/${pipelineTopics(app.config.topicPrefix).deadLetter}/000000000001.json`;
+  await app.backends.store.put(damaged, Buffer.from('not a batch of claims'));
   const answer = await api.call('POST', '/api/v1/dead-letters/replay', { body: {} });
   expect({ status: answer.status, body: answer.body, retryAfter: answer.headers.get('retry-after') }).toEqual({
     status: 409, retryAfter: null,
-    body: { error: 'conflict', message: expect.stringMatching(/^the replay ledger .*replayed-originals\.jsonl is unreadable at line 2 \(.*\): it says which originals were replayed, so replays wait until it is repaired$/) },
+    body: { error: 'conflict', message: expect.stringMatching(/^the replay ledger replay\/ledger\/.*\/000000000001\.json is unreadable \(.*\): it says which originals were replayed, so replays wait until it is repaired$/) },
   });
-  rmSync(ledger, { force: true });
+  await app.backends.store.delete(damaged);
 });
 
 test('while the replay directory cannot be written, range and dead-letter replays and a resume answer 503 saying so; afterwards they start', async () => {

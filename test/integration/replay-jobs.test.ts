@@ -4,7 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayLedgerFull, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
+import { openReplayJobs, ReplayConflict, type ReplayJobsOptions, ReplayJobUnreadable, ReplayLedgerFull, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
 import { rangeReplayId } from '../../services/admin/operations/replays';
 import { CheckpointInUse } from '../../services/admin/operations/refeed';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
@@ -14,6 +14,7 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import { replayOf } from '../../services/platform/log/replay-marking';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { createLogger, silentLogger } from '../../services/platform/logger/logger';
+import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { collectUntilQuiet } from '../support/log-reads';
 
 /**
@@ -25,6 +26,8 @@ const context = { topics, codec: defaultAvroCodec(), recordKey: 'workflow' as co
 let dataDir: string;
 let log: EventLog;
 const RECORDS = 1500;
+/** Jobs kept in `options.dir`, with the object store of the DATA_DIR it is in: where their replay ledger lives. */
+const openJobs = async (options: Omit<ReplayJobsOptions, 'store'>) => openReplayJobs({ ...options, store: await openFilesystemStore(path.dirname(options.dir)) });
 
 beforeAll(async () => {
   dataDir = mkdtempSync(path.join(tmpdir(), 'replay-jobs-'));
@@ -35,7 +38,7 @@ afterAll(async () => { await log.close(); rmSync(dataDir, { recursive: true, for
 
 test('a job stopped mid-range, even one left "running" by a crash, is interrupted after a restart and resumes to exactly one copy of each record', async () => {
   const dir = path.join(dataDir, 'replay');
-  const open = () => openReplayJobs({ log, dir, context, logger: silentLogger, batchSize: 1 });
+  const open = () => openJobs({ log, dir, context, logger: silentLogger, batchSize: 1 });
   const first: ReplayJobs = await open();
   const { job, started } = await first.startRange({ topic: topics.received, from: '0', to: null, workflow: null });
   expect(started).toBe(true);
@@ -70,7 +73,7 @@ test('a job stopped mid-range, even one left "running" by a crash, is interrupte
 });
 
 test('cancel stops a running job after its batch; it stays resumable', async () => {
-  const jobs = await openReplayJobs({ log, dir: path.join(dataDir, 'replay-cancel'), context, logger: silentLogger, batchSize: 1 });
+  const jobs = await openJobs({ log, dir: path.join(dataDir, 'replay-cancel'), context, logger: silentLogger, batchSize: 1 });
   const { job } = await jobs.startRange({ topic: topics.received, from: '0', to: String(RECORDS - 1), workflow: null });
   const cancelled = await jobs.cancel(job.id);
   expect(cancelled!.state).toBe('cancelled');
@@ -82,7 +85,7 @@ test('cancel stops a running job after its batch; it stays resumable', async () 
 });
 
 test('the same range asked twice at once starts one job', async () => {
-  const jobs = await openReplayJobs({ log, dir: path.join(dataDir, 'replay-twice'), context, logger: silentLogger, batchSize: 1 });
+  const jobs = await openJobs({ log, dir: path.join(dataDir, 'replay-twice'), context, logger: silentLogger, batchSize: 1 });
   const request = { topic: topics.received, from: '0', to: '99', workflow: null };
   const [a, b] = await Promise.all([jobs.startRange(request), jobs.startRange({ ...request })]);
   expect([a.started, b.started].sort()).toEqual([false, true]);
@@ -97,7 +100,7 @@ test('one range in other spellings is one replay: one job, and each record of th
   const ownLog = await openEmbeddedLog({ dataDir: own });
   try {
     await ownLog.append(Array.from({ length: 100 }, (_, i) => ({ topic: topics.received, key: 'wf', value: Buffer.from(`r${i}`) })));
-    const jobs = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 10 });
+    const jobs = await openJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 10 });
     const ask = (from: string, to: string | null) => jobs.startRange({ topic: topics.received, from, to, workflow: null });
     const byOffset = await Promise.all([ask('0', '49'), ask('00', '049')]);
     // One instant written four ways: with and without milliseconds, at another offset (and lower case), as a bare date.
@@ -132,7 +135,7 @@ test('a dead-letter replay asked again while unfinished goes on with that job (e
     })));
     // Appends slowed, so that the cancel lands mid-way.
     const slow: EventLog = { ...ownLog, append: async (records) => { await new Promise((resolve) => setTimeout(resolve, 20)); return ownLog.append(records); } };
-    const jobs = await openReplayJobs({ log: slow, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 10 });
+    const jobs = await openJobs({ log: slow, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 10 });
     const first = await jobs.startDeadLetters({ stage: 'decoder', workflow: null, since: '2020-01-01T00:00:00Z', letters: null });
     while ((jobs.get(first.job.id)?.read ?? 0) < 30) await new Promise((resolve) => setTimeout(resolve, 5));
     const cancelled = await jobs.cancel(first.job.id);
@@ -177,7 +180,7 @@ test('a dead-letter replay asked again while unfinished goes on with that job (e
 test('a replay whose checkpoint another process is running (a second service on this DATA_DIR, `ingress replay` on Kafka) is refused naming it, appending and writing nothing; once that one ends it runs', async () => {
   const dir = path.join(dataDir, 'replay-locked');
   mkdirSync(dir, { recursive: true });
-  const jobs = await openReplayJobs({ log, dir, context, logger: silentLogger, batchSize: 10 });
+  const jobs = await openJobs({ log, dir, context, logger: silentLogger, batchSize: 10 });
   const request = { topic: topics.received, from: '0', to: '99', workflow: null };
   const checkpoint = path.join(dir, `${rangeReplayId(request)}.json`);
   // The lock as files/pid-lock.ts writes it: the holder's pid first.
@@ -205,7 +208,7 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
   afterEach(() => rmSync(own, { recursive: true, force: true }));
   const logged: Record<string, unknown>[] = [];
   const logger = createLogger({ level: 'warn', write: (line) => logged.push(JSON.parse(line)) });
-  const open = () => openReplayJobs({ log, dir, context, logger, batchSize: 100 });
+  const open = () => openJobs({ log, dir, context, logger, batchSize: 100 });
   const range = (from: string) => ({ topic: topics.received, from, to: '99', workflow: null });
   const jobFile = (id: string) => path.join(dir, 'jobs', `${id}.json`);
 
@@ -404,7 +407,7 @@ test('a dead-letter replay job replays one letter per original, also when resume
     const dir = path.join(own, 'replay');
     // Appends slowed, so that the stop lands after A's copy and before B is read.
     const slow: EventLog = { ...ownLog, append: async (records) => { await new Promise((resolve) => setTimeout(resolve, 5)); return ownLog.append(records); } };
-    const open = () => openReplayJobs({ log: slow, dir, context, logger: silentLogger, batchSize: 1 });
+    const open = () => openJobs({ log: slow, dir, context, logger: silentLogger, batchSize: 1 });
     const first = await open();
     const { job } = await first.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null });
     while ((first.get(job.id)?.read ?? 0) < 10) await new Promise((resolve) => setTimeout(resolve, 5));
@@ -455,7 +458,7 @@ test('a request dead-lettered in the dispatcher, and its range-replay copy in th
       letter('dispatcher', { topic: topics.decoded, offset: '9', value: codec.encode('Decoded', decoded), headers: {} }),
       letter('decoder', { topic: topics.received, offset: '40', value: codec.encode('Received', received), headers: { 'ingress-replay-of': `${topics.received}/0/3` } }),
     ]);
-    const jobs = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger: silentLogger });
+    const jobs = await openJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger: silentLogger });
     const { job } = await jobs.startDeadLetters({ stage: null, workflow: 'wf-2', since: null, letters: null });
     await jobs.settled(job.id);
     expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 1, skipped: 1, duplicates: 1 });
@@ -489,7 +492,7 @@ test('a replay of named dead letters reads the topic only from the first of them
         },
       }),
     };
-    const jobs = await openReplayJobs({ log: counted, dir: path.join(own, 'replay'), context, logger: silentLogger });
+    const jobs = await openJobs({ log: counted, dir: path.join(own, 'replay'), context, logger: silentLogger });
     const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/120', '0/122'] });
     await jobs.settled(job.id);
     expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 2, skipped: 1 });
@@ -517,7 +520,7 @@ test('a replay of named letters that fails after its first batch holds up only t
     let appends = 0;
     const failing: EventLog = { ...ownLog, append: async (records) => { if (++appends === 2) throw new Error('log outage'); return ownLog.append(records); } };
     const dir = path.join(own, 'replay');
-    const jobs = await openReplayJobs({ log: failing, dir, context, logger: silentLogger, batchSize: 1 });
+    const jobs = await openJobs({ log: failing, dir, context, logger: silentLogger, batchSize: 1 });
     const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1', '0/2'] });
     await jobs.settled(job.id);
     // Its progress is the checkpoint's, as it failed: 0/0's copy appended.
@@ -551,7 +554,7 @@ test('letters named while the replay ledger is full are refused, naming it and i
     await ownLog.append([letter(0), letter(1)]);
     const warned: string[] = [];
     const logger = { ...silentLogger, warn: (message: string) => { warned.push(message); } };
-    const jobs = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger, ledgerCap: 1 });
+    const jobs = await openJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger, ledgerCap: 1 });
     const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] });
     await jobs.settled(job.id);
     expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 1 });
@@ -560,7 +563,7 @@ test('letters named while the replay ledger is full are refused, naming it and i
     await expect(refused).rejects.toThrow(/replay ledger is full \(1 originals, REPLAY_LEDGER_MAX_ORIGINALS\)/);
     await expect(refused).rejects.toMatchObject({ problems: [expect.stringContaining('dead letter 0/1')] });
     // Said when the ledger is opened again (the next start's first dead-letter replay).
-    const again = await openReplayJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger, ledgerCap: 1 });
+    const again = await openJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger, ledgerCap: 1 });
     await expect(again.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] })).rejects.toThrow(ReplayLedgerFull);
     expect(warned).toContainEqual(expect.stringContaining('holds 1 of its 1 originals'));
   } finally {
@@ -587,13 +590,16 @@ test('a letter whose request an unfinished direct run claimed is skipped saying 
     writeFileSync(path.join(dir, 'dead-letters-0123456789abcdef.json'), JSON.stringify({
       request: { verb: 'replay', run: 'cli-0011223344556677', stage: null, workflow: 'wf-8', since: null, letters: null }, positions: {}, replayed: 0, skipped: 0, complete: false,
     }));
-    const jobs = await openReplayJobs({ log: ownLog, dir, context, logger: silentLogger });
+    const jobs = await openJobs({ log: ownLog, dir, context, logger: silentLogger });
     const finish = 'stop the service and run `ingress dead-letters replay --workflow wf-8` to finish it';
     const { job } = await jobs.startDeadLetters({ stage: null, workflow: 'wf-8', since: null, letters: null });
     await jobs.settled(job.id);
     expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 0, duplicates: 1 });
     expect(jobs.get(job.id)!.skippedLetters).toEqual([expect.objectContaining({ at: '0/0', replayedBy: 'cli-0011223344556677', advice: expect.stringContaining(finish) })]);
     await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] })).rejects.toMatchObject({ problems: [expect.stringContaining(finish)] });
+    // An earlier release's ledger file, taken into the object store, is renamed so that it is taken in once.
+    expect(existsSync(path.join(dir, 'replayed-originals.jsonl'))).toBe(false);
+    expect(existsSync(path.join(dir, 'replayed-originals.jsonl.imported'))).toBe(true);
   } finally {
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });
@@ -626,7 +632,7 @@ describe('a letter whose request another running replay claimed but has not appe
           return ownLog.append(records);
         },
       };
-      const jobs = await openReplayJobs({ log: gated, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 1 });
+      const jobs = await openJobs({ log: gated, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 1 });
       const a = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1'] });
       const b = await jobs.startDeadLetters({ stage: null, workflow: 'wf-b', since: null, letters: null });
       await new Promise((resolve) => setTimeout(resolve, 500));

@@ -21,7 +21,7 @@ export async function startAdminApi(app: TestApp): Promise<AdminApiHandle> {
   const logger = createLogger({ level: 'debug', write: (line) => app.logs.push(JSON.parse(line)) });
   let api: ManagementApi | null = null;
   const server = await startAdminServer({ port: 0, host: '127.0.0.1', logger, checks: () => [], routes: () => api?.listener ?? null });
-  api = await startManagementApi({ config: app.config, adminPort: server.port, ingressPort: app.port, log: app.backends.log, registry: app.backends.registry, sealer: app.backends.sealer, catalog: triggerCatalog(app.config), logger });
+  api = await startManagementApi({ config: app.config, adminPort: server.port, ingressPort: app.port, log: app.backends.log, registry: app.backends.registry, sealer: app.backends.sealer, store: app.backends.store, catalog: triggerCatalog(app.config), logger });
   const url = `http://127.0.0.1:${server.port}`;
   return {
     url,

@@ -1,8 +1,6 @@
-import { constants, promises as fsp } from 'node:fs';
-import * as path from 'node:path';
-import { makeDirectories } from '../../platform/config/data-dir';
-import { whileLockFile } from '../../platform/files/pid-lock';
-import { writeFileAtomically } from '../../platform/registry/atomic-file';
+import { promises as fsp } from 'node:fs';
+import { readRegularFile } from '../../platform/files/read-regular-file';
+import { ObjectStoreError, type ObjectStore } from '../../platform/store/object-store';
 import { oneAtATime } from './one-at-a-time';
 
 /**
@@ -26,15 +24,19 @@ import { oneAtATime } from './one-at-a-time';
  * the embedded log's dead-letter topic, so there no claim is dropped; no age would do instead, since every letter a
  * claim guards can be replayed for as long as it is there.
  *
- * Kept as JSON lines, one per committed batch of claims (`{"replay","ends","claims":[[original, letter], …]}`),
- * appended and synced; rewritten compact when opened. A last line cut short (a crash mid-write) was never followed
- * by its append, and is removed.
+ * Kept in the object store, where every process of a deployment finds it whatever its DATA_DIR (replicas on
+ * Kafka, the CLI on an operator's machine): `replay/ledger/<dead-letter topic>/<number>.json`, one object per
+ * committed batch of claims (`{"replay","ends","claims":[[original, letter], …]}`), numbered from 1 in 12 digits.
+ * Each process keeps a copy in memory, and processes may each claim one original before either commits. So a
+ * commit reads the batches others created since its copy last looked, decides, and creates the next number with
+ * `ifAbsent`: the store lets one creator have each number. One that finds its number taken reads again and
+ * decides again: a claim another process committed meanwhile wins, and the loser's copy is withdrawn from its
+ * batch before the append (counted a duplicate). Whoever commits first replays; nobody replays after. Objects
+ * whose claims retention has made void are deleted when a ledger is opened, except the last (whose number tells
+ * the next creator where to go on).
  *
- * Processes sharing DATA_DIR (two services, the CLI beside a service on Kafka) each keep a copy in memory, and
- * may each claim one original before either commits. So a commit is made under the file's pid lock
- * (`replayed-originals.jsonl.lock`), after taking in the lines others appended since this copy last read the file;
- * a claim another process committed meanwhile wins, and the loser's copy is withdrawn from its batch before the
- * append (counted a duplicate). Whoever commits first replays; nobody replays after.
+ * An earlier release kept the ledger in DATA_DIR/replay/replayed-originals.jsonl, one line per batch: a ledger
+ * opened with that file beside it takes its lines in as batches, then renames it `….imported`.
  */
 export interface ReplayClaim {
   /** The replay: a job's id (`dl-…`), or a direct `ingress dead-letters replay` run (`cli-…`). */
@@ -53,7 +55,7 @@ export type Verdict =
   | { replay: false; reason: 'unrecorded' };
 
 /**
- * The ledger's file holds a line that is not a batch of claims: repaired by hand, not by waiting (the API answers
+ * An object of the ledger (or a line of a legacy file) is not a batch of claims: repaired by hand, not by waiting (the API answers
  * 409, not 503 with Retry-After). I/O failures stay plain errors: they may pass.
  */
 export class ReplayLedgerUnreadable extends Error {
@@ -73,7 +75,7 @@ export interface LostClaim {
 export interface ReplayLedger {
   /** What `replay` may do with the letter at `letter` (`<partition>/<offset>`) of `original`, claiming it when it may. */
   take(original: string, replay: string, letter: string): Verdict;
-  /** Take in the claims other processes committed to the file since the last look (before a request is checked). */
+  /** Take in the claims other processes committed since the last look (before a request is checked). */
   refresh(): Promise<void>;
   /**
    * Make `replay`'s claims of `letters` (the batch about to be appended) durable, with the dead-letter topic's ends
@@ -92,23 +94,26 @@ export interface ReplayLedger {
 
 /** The default of REPLAY_LEDGER_MAX_ORIGINALS: far above most dead-letter backlogs; 100 000 claims keep some 15 MB in memory. */
 export const MAX_ORIGINALS = 100_000;
-const MAX_FILE_BYTES = 256 * 1024 * 1024;
-/** A commit holds the file's lock for one read of its tail and one synced append: a wait this long is a stuck holder. */
-const LOCK_WAIT_MS = 10_000;
+/** A legacy ledger file larger than this is refused rather than read: 100 000 claims are some 10 MB of lines. */
+const MAX_LEGACY_BYTES = 256 * 1024 * 1024;
+/** How often a commit may find its number taken and try again before it gives up (503): contention this long is a fault. */
+const MAX_ATTEMPTS = 50;
 
-/** One line of the file: claims one replay committed together, with the dead-letter topic's ends then. */
+/** One object (one line of a legacy file): claims one replay committed together, with the dead-letter topic's ends then. */
 interface Batch { replay: string; ends: Record<string, string>; claims: [string, string][] }
 
 /**
- * Where the claims are kept. Several ledgers may keep them in one file (two services on one DATA_DIR, the CLI
- * beside the service on Kafka), each with its own copy in memory: each commit is made alone, under the file's
- * lock, after reading what the others appended since its last look.
+ * Where the claims are kept. Several ledgers keep them in one place (every process of a deployment), each with its
+ * own copy in memory: each commit is decided on every batch the others appended before it.
  */
 interface ClaimStore {
-  /** Run `work` with no other ledger appending meanwhile, given the batches the others appended since the last look. */
+  /**
+   * Run `work` given the batches the others appended since the last look, as if no other ledger appended
+   * meanwhile: when one did, `work` is run again, with the batches it missed. So `work` must decide afresh each time.
+   */
   alone<T>(work: (others: Batch[]) => Promise<T>): Promise<T>;
-  /** Append a line, synced; only within `alone`. */
-  append(line: string): Promise<void>;
+  /** Append a batch, durably; only within `alone`, once. */
+  append(batch: Batch): Promise<void>;
 }
 
 interface Pending { original: string; claim: ReplayClaim; replaced: ReplayClaim | undefined }
@@ -137,7 +142,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
   const takeIn = (others: Batch[]) => {
     for (const batch of others) for (const [original, letter] of batch.claims) claims.set(original, { replay: batch.replay, letter, ends: batch.ends });
   };
-  // One commit at a time in this process too: the file's lock would make a second one poll for it.
+  // One commit at a time in this process too: a second one at once would only find its number taken.
   const inTurn = oneAtATime();
   return {
     get size() { return claims.size; },
@@ -165,6 +170,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
       const lost: LostClaim[] = [];
       try {
         await inTurn(() => store.alone(async (others) => {
+          lost.length = 0; // decided again when another ledger appended first
           takeIn(others);
           const kept = list.filter((p) => {
             const now = claims.get(p.original);
@@ -176,7 +182,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
             lost.push({ original: p.original, letter: p.claim.letter, by: again.reason === 'duplicate' ? again.by : now ?? p.claim });
             return false;
           });
-          if (kept.length > 0) await store.append(JSON.stringify({ replay, ends, claims: kept.map((p) => [p.original, p.claim.letter]) }));
+          if (kept.length > 0) await store.append({ replay, ends, claims: kept.map((p) => [p.original, p.claim.letter]) });
         }));
       } catch (error) {
         // Not durable, so not appended either: the claims are let go rather than left to refuse others' letters.
@@ -190,7 +196,7 @@ function ledger(claims: Map<string, ReplayClaim>, cap: number, store: ClaimStore
   };
 }
 
-/** Told what opening the ledger did that an operator should know (claims dropped; the ledger nearly full). */
+/** Told what opening the ledger did that an operator should know (claims dropped; the ledger nearly full; a legacy file taken in). */
 export type LedgerNotice = (message: string, fields: Record<string, unknown>) => void;
 
 /** A ledger kept in memory only (tests, and checks that replay nothing). */
@@ -198,120 +204,141 @@ export function memoryLedger(cap = MAX_ORIGINALS): ReplayLedger {
   return ledger(new Map(), cap, { alone: (work) => work([]), append: async () => undefined });
 }
 
+export interface LedgerOptions {
+  /** The dead-letter topic whose letters it guards: the ledger of each topic is apart (deployments may share a store). */
+  deadLetterTopic: string;
+  /** The dead-letter topic's first offsets now, by which claims whose letters are all deleted are dropped. */
+  firsts: Record<string, string>;
+  cap?: number;
+  notice?: LedgerNotice;
+  /** An earlier release's ledger file (DATA_DIR/replay/replayed-originals.jsonl), taken in when there. */
+  legacyFile?: string;
+}
+
 /**
- * The ledger in `file` (DATA_DIR/replay/replayed-originals.jsonl). `firsts`: the dead-letter topic's first offsets
- * now, by which claims whose letters are all deleted are dropped. Throws when the file cannot be read as one.
+ * The ledger of `deadLetterTopic` in `objects`. Throws ReplayLedgerUnreadable when an object in its place is not a
+ * batch of claims, and other errors when the store cannot be read.
  */
-export async function openReplayLedger(file: string, firsts: Record<string, string>, cap = MAX_ORIGINALS, notice?: LedgerNotice): Promise<ReplayLedger> {
-  const store = fileStore(file);
+export async function openReplayLedger(objects: ObjectStore, options: LedgerOptions): Promise<ReplayLedger> {
+  const { firsts, cap = MAX_ORIGINALS, notice } = options;
+  const prefix = `replay/ledger/${options.deadLetterTopic}/`;
+  // Through a copy of its own: the ledger below reads every batch, those taken in too.
+  if (options.legacyFile) await takeInLegacy(options.legacyFile, objectClaims(objects, prefix), notice);
+  const store = objectClaims(objects, prefix);
   const claims = new Map<string, ReplayClaim>();
-  await store.alone(async (batches) => {
-    let kept = 0;
-    for (const batch of batches) for (const [original, letter] of batch.claims) { claims.set(original, { replay: batch.replay, letter, ends: batch.ends }); kept++; }
-    // Every letter a claim guards (those before its ends) is gone: it guards nothing any more.
-    const gone = (ends: Record<string, string>) => Object.entries(ends).every(([p, end]) => BigInt(firsts[p] ?? '0') >= BigInt(end));
-    for (const [original, claim] of claims) if (claim.ends && gone(claim.ends)) claims.delete(original);
-    // Under the lock: a line another process appended between the read and the rename would be lost.
-    if (kept !== claims.size) {
-      await store.replace(compact(claims));
-      notice?.('the replay ledger dropped claims whose dead letters retention has deleted', { file, dropped: kept - claims.size, kept: claims.size });
-    }
-  });
+  const read = await store.alone(async (batches) => batches);
+  let kept = 0;
+  for (const batch of read) for (const [original, letter] of batch.claims) { claims.set(original, { replay: batch.replay, letter, ends: batch.ends }); kept++; }
+  // Every letter a claim guards (those before its ends) is gone: it guards nothing any more.
+  const gone = (ends: Record<string, string>) => Object.entries(ends).every(([p, end]) => BigInt(firsts[p] ?? '0') >= BigInt(end));
+  for (const [original, claim] of claims) if (claim.ends && gone(claim.ends)) claims.delete(original);
+  const deleted = await store.deleteVoid(gone);
+  if (kept !== claims.size) notice?.('the replay ledger dropped claims whose dead letters retention has deleted', { dropped: kept - claims.size, kept: claims.size, objectsDeleted: deleted });
   // Said at each open (a service's first dead-letter replay, each direct run) rather than found out letter by letter.
-  if (claims.size >= cap * 0.9) notice?.(`the replay ledger holds ${claims.size} of its ${cap} originals; past them, letters of new originals are not replayed (unrecorded) until REPLAY_LEDGER_MAX_ORIGINALS is raised`, { file });
+  if (claims.size >= cap * 0.9) notice?.(`the replay ledger holds ${claims.size} of its ${cap} originals; past them, letters of new originals are not replayed (unrecorded) until REPLAY_LEDGER_MAX_ORIGINALS is raised`, { deadLetterTopic: options.deadLetterTopic });
   return ledger(claims, cap, store);
 }
 
-/** The file, read from where this ledger last read it: lines another process appended since, or all of it once replaced. */
-function fileStore(file: string): ClaimStore & { replace(text: string): Promise<void> } {
-  let seen: { offset: number; ino: number } | null = null;
-  const failures = {
-    couldNotLock: (error: unknown) => new Error(`the replay ledger's lock ${file}.lock could not be taken (${(error as Error).message})`),
-    heldTooLong: (holder: number, waited: number) => new Error(`the replay ledger's lock ${file}.lock was held by process ${holder || '(starting)'} for more than ${waited} ms`),
+/** Thrown by `append` when another ledger created the number first: `alone` reads again and decides again. */
+class NumberTaken extends Error {}
+
+const NAME = /^(\d{12})\.json$/;
+
+/** The batches as objects under `prefix`, numbered; read from the number after the last this ledger read. */
+function objectClaims(objects: ObjectStore, prefix: string): ClaimStore & { deleteVoid(gone: (ends: Record<string, string>) => boolean): Promise<number> } {
+  let last = 0;
+  /** The batch of each number read, kept by number only until the ledger is opened (deleteVoid lets them go). */
+  let read: Map<number, Batch> | null = new Map();
+  const nameOf = (n: number) => `${prefix}${String(n).padStart(12, '0')}.json`;
+  const numbers = async (): Promise<number[]> => {
+    const found: number[] = [];
+    for await (const name of objects.list(prefix)) {
+      const match = NAME.exec(name.slice(prefix.length));
+      if (match) found.push(Number(match[1]));
+    }
+    return found.sort((a, b) => a - b);
+  };
+  const readBatch = async (n: number): Promise<Batch | null> => {
+    let content: Buffer;
+    try { ({ content } = await objects.readVersioned(nameOf(n))); } catch (error) {
+      // Deleted since it was listed: only ever a batch whose claims retention made void (deleteVoid), which guards nothing.
+      if (error instanceof ObjectStoreError && error.code === 'not-found') return null;
+      if (error instanceof ObjectStoreError && error.code === 'too-large') throw unreadable(nameOf(n), 'larger than a batch of claims');
+      throw error;
+    }
+    try { return parseBatch(content.toString('utf8')); } catch (error) { throw unreadable(nameOf(n), (error as Error).message); }
   };
   const readNew = async (): Promise<Batch[]> => {
-    let handle;
-    try { handle = await fsp.open(file, constants.O_RDWR | constants.O_NONBLOCK); } catch (error) {
-      if ((error as NodeJS.ErrnoException).code === 'ENOENT') { seen = null; return []; }
-      throw new Error(`the replay ledger ${file} is unreadable (${(error as Error).message})`);
+    const fresh = (await numbers()).filter((n) => n > last);
+    const batches: Batch[] = [];
+    // A few at a time: a ledger opened reads every object, and an object store answers each in milliseconds.
+    for (let i = 0; i < fresh.length; i += 8) {
+      const some = await Promise.all(fresh.slice(i, i + 8).map(readBatch));
+      some.forEach((batch, j) => { if (batch) { batches.push(batch); read?.set(fresh[i + j], batch); } });
     }
-    try {
-      const stat = await handle.stat();
-      if (!stat.isFile()) throw new Error(`the replay ledger ${file} is unreadable (not a regular file)`);
-      // Replaced (compacted by a ledger opened since), or shorter than this one read: read whole again.
-      const from = seen && seen.ino === stat.ino && seen.offset <= stat.size ? seen.offset : 0;
-      if (stat.size - from > MAX_FILE_BYTES) throw new Error(`the replay ledger ${file} is unreadable (${stat.size} bytes, more than the ${MAX_FILE_BYTES} it holds)`);
-      const buffer = Buffer.alloc(stat.size - from);
-      for (let at = 0, bytesRead = -1; bytesRead !== 0 && at < buffer.length; at += bytesRead) {
-        ({ bytesRead } = await handle.read(buffer, at, buffer.length - at, from + at));
-      }
-      const whole = buffer.lastIndexOf(0x0a) + 1;
-      // A last line cut short (a crash mid-write) was never followed by its append: removed, so that the next line
-      // appended does not join it into one that reads as neither. Only a ledger holding the lock gets here.
-      if (whole < buffer.length) { await handle.truncate(from + whole); await handle.sync(); }
-      const batches = parseLines(buffer.toString('utf8', 0, whole), file, from === 0);
-      seen = { offset: from + whole, ino: stat.ino };
-      return batches;
-    } finally {
-      await handle.close();
-    }
+    if (fresh.length > 0) last = fresh[fresh.length - 1];
+    return batches;
   };
-  const store = {
-    async alone<T>(work: (others: Batch[]) => Promise<T>): Promise<T> {
-      await makeDirectories(path.dirname(file));
-      return whileLockFile(`${file}.lock`, LOCK_WAIT_MS, failures, async () => work(await readNew()));
+  return {
+    async alone(work) {
+      for (let attempt = 1; ; attempt++) {
+        const others = await readNew();
+        try { return await work(others); } catch (error) {
+          if (!(error instanceof NumberTaken)) throw error;
+          if (attempt >= MAX_ATTEMPTS) throw new Error(`the replay ledger ${prefix} could not be appended to: ${MAX_ATTEMPTS} times another process appended first`);
+        }
+      }
     },
-    async append(line: string) {
-      const handle = await fsp.open(file, 'a');
+    async append(batch) {
       try {
-        await handle.write(`${line}\n`);
-        await handle.sync();
-        const stat = await handle.stat();
-        // Under the lock: nothing else was appended since readNew, so this ledger has read up to the end.
-        seen = { offset: stat.size, ino: stat.ino };
-      } finally {
-        await handle.close();
+        await objects.put(nameOf(last + 1), Buffer.from(JSON.stringify(batch)), { ifAbsent: true, contentType: 'application/json' });
+      } catch (error) {
+        if (error instanceof ObjectStoreError && error.code === 'already-exists') throw new NumberTaken();
+        throw error;
       }
+      last += 1;
     },
-    async replace(text: string) {
-      await writeFileAtomically(file, text);
-      const stat = await fsp.stat(file);
-      seen = { offset: stat.size, ino: stat.ino };
+    // Not the last: the next number is found from it. Deleting one another ledger has not read yet loses nothing it
+    // needs, since every claim in it is void.
+    async deleteVoid(gone) {
+      const batches = read ?? new Map<number, Batch>();
+      read = null;
+      let deleted = 0;
+      for (const [n, batch] of batches) if (n < last && gone(batch.ends) && await objects.delete(nameOf(n))) deleted++;
+      return deleted;
     },
   };
-  return store;
 }
 
-/** The batches of claims in `text` (whole lines); a line that is not one makes the ledger unreadable. */
-function parseLines(text: string, file: string, fromStart: boolean): Batch[] {
-  const batches: Batch[] = [];
-  const lines = text.split('\n');
-  lines.forEach((line, i) => {
-    if (line === '') return;
-    try {
-      const batch = JSON.parse(line) as Batch;
-      // A claim with no ends (null) would read as one that "runs now", refusing every later letter of its request.
-      const ends = batch?.ends as unknown;
-      const endsOk = typeof ends === 'object' && ends !== null && !Array.isArray(ends) && Object.entries(ends).every(([p, end]) => /^\d+$/.test(p) && typeof end === 'string' && /^\d+$/.test(end));
-      const claimsOk = Array.isArray(batch?.claims) && batch.claims.every((c) => Array.isArray(c) && c.length === 2 && typeof c[0] === 'string' && typeof c[1] === 'string');
-      if (typeof batch?.replay !== 'string' || !endsOk || !claimsOk) throw new Error('not a batch of claims');
-      batches.push(batch);
-    } catch (error) {
-      const where = fromStart ? `at line ${i + 1}` : 'in a line another process appended';
-      throw new ReplayLedgerUnreadable(`the replay ledger ${file} is unreadable ${where} (${(error as Error).message}): it says which originals were replayed, so replays wait until it is repaired`);
-    }
-  });
-  return batches;
-}
-
-/** The claims as lines again, one per replay and ends they share. */
-function compact(claims: Map<string, ReplayClaim>): string {
-  const batches = new Map<Record<string, string>, Batch>();
-  for (const [original, claim] of claims) {
-    const ends = claim.ends!;
-    const batch = batches.get(ends) ?? { replay: claim.replay, ends, claims: [] };
-    batch.claims.push([original, claim.letter]);
-    batches.set(ends, batch);
+/** An earlier release's ledger file, taken in batch by batch (a last line cut short by a crash was never appended), then renamed. */
+async function takeInLegacy(file: string, store: ClaimStore, notice?: LedgerNotice): Promise<void> {
+  let text: string;
+  try { text = await readRegularFile(file, MAX_LEGACY_BYTES); } catch (error) {
+    if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
+    throw new Error(`the replay ledger ${file} (an earlier release's) is unreadable (${(error as Error).message})`);
   }
-  return [...batches.values()].map((b) => `${JSON.stringify(b)}\n`).join('');
+  const lines = text.slice(0, text.lastIndexOf('\n') + 1).split('\n');
+  const batches = lines.flatMap((line, i) => {
+    if (line === '') return [];
+    try { return [parseBatch(line)]; } catch (error) { throw unreadable(`${file} at line ${i + 1}`, (error as Error).message); }
+  });
+  // Taken in twice (two processes on one DATA_DIR at once, or a kill before the rename) is harmless: the same claims again.
+  for (const batch of batches) await store.alone(() => store.append(batch));
+  await fsp.rename(file, `${file}.imported`);
+  notice?.('the replay ledger took in an earlier release\'s file', { file, batches: batches.length, renamedTo: `${file}.imported` });
+}
+
+function unreadable(where: string, why: string): ReplayLedgerUnreadable {
+  return new ReplayLedgerUnreadable(`the replay ledger ${where} is unreadable (${why}): it says which originals were replayed, so replays wait until it is repaired`);
+}
+
+/** A batch of claims, or an error saying why the text is not one. */
+function parseBatch(text: string): Batch {
+  const batch = JSON.parse(text) as Batch;
+  // A claim with no ends (null) would read as one that "runs now", refusing every later letter of its request.
+  const ends = batch?.ends as unknown;
+  const endsOk = typeof ends === 'object' && ends !== null && !Array.isArray(ends) && Object.entries(ends).every(([p, end]) => /^\d+$/.test(p) && typeof end === 'string' && /^\d+$/.test(end));
+  const claimsOk = Array.isArray(batch?.claims) && batch.claims.every((c) => Array.isArray(c) && c.length === 2 && typeof c[0] === 'string' && typeof c[1] === 'string');
+  if (typeof batch?.replay !== 'string' || !endsOk || !claimsOk) throw new Error('not a batch of claims');
+  return { replay: batch.replay, ends: batch.ends, claims: batch.claims };
 }

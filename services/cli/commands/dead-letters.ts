@@ -69,9 +69,17 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
     }
     const code = await withLog(ctx, true, async (log) => {
       const firsts = Object.fromEntries((await log.firstOffsets(topics.deadLetter)).map((p) => [String(p.partition), p.offset]));
-      const ledger = await openReplayLedger(path.join(ctx.config.dataDir, 'replay', 'replayed-originals.jsonl'), firsts, ctx.config.replayLedgerMaxOriginals, (message) => ctx.err(message));
-      const plan = deadLetterReplayPlan(filters, context, { ledger, replay: run });
-      return runRefeed(ctx, { label: 'dead-letters replay', summary: true, reasons: DUPLICATE_REASONS, request, log, ...plan, checkpoint });
+      const store = await ctx.openStore();
+      try {
+        const ledger = await openReplayLedger(store, {
+          deadLetterTopic: topics.deadLetter, firsts, cap: ctx.config.replayLedgerMaxOriginals, notice: (message) => ctx.err(message),
+          legacyFile: path.join(ctx.config.dataDir, 'replay', 'replayed-originals.jsonl'),
+        });
+        const plan = deadLetterReplayPlan(filters, context, { ledger, replay: run });
+        return await runRefeed(ctx, { label: 'dead-letters replay', summary: true, reasons: DUPLICATE_REASONS, request, log, ...plan, checkpoint });
+      } finally {
+        await store.close();
+      }
     });
     if (code === 0) await fsp.rm(checkpoint.path, { force: true });
     return code;

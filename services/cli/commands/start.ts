@@ -42,7 +42,7 @@ export async function startCommand(args: ParsedArgs, ctx: CommandContext): Promi
       running = await startServicesInThreads(ctx.config, ctx.env, backends, services, ctx.logger);
       if (admin) {
         api = await startManagementApi({
-          config: ctx.config, adminPort: admin.port, ingressPort: running.port, log: backends.log, registry: backends.registry, sealer: backends.sealer,
+          config: ctx.config, adminPort: admin.port, ingressPort: running.port, log: backends.log, registry: backends.registry, sealer: backends.sealer, store: backends.store,
           catalog: triggerCatalog(ctx.config), logger: ctx.logger,
         }).catch(async (error) => { await running?.stop(); throw error; });
       }
