@@ -9,7 +9,7 @@ import * as path from 'node:path';
  */
 export type Unflushed = (message: string, fields: Record<string, unknown>) => void;
 
-const emitUnflushed: Unflushed = (message, fields) => process.emitWarning(`${message} ${JSON.stringify(fields)}`);
+export const emitUnflushed: Unflushed = (message, fields) => process.emitWarning(`${message} ${JSON.stringify(fields)}`);
 
 /**
  * Replace `file` with `text` atomically: a temp file in the same folder, fsync'd, then renamed over it, so a
