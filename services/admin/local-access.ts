@@ -5,7 +5,7 @@ import { prepareDataDir } from '../platform/config/data-dir';
 import { LOCAL_CLI_TOKEN_NAME, type AdminToken } from '../platform/config/admin-settings';
 import { isAlive } from '../platform/files/pid-lock';
 import { listenUrl } from '../platform/net/listen-url';
-import { sweepStaleTemps, writeFileAtomically } from '../platform/registry/atomic-file';
+import { STALE_TEMP_MS, sweepStaleTemps, writeFileAtomically } from '../platform/registry/atomic-file';
 
 /**
  * How the CLI on this machine finds the running service: while it runs, the service keeps
@@ -74,6 +74,7 @@ export async function writeLocalAccess(dataDir: string, host: string, port: numb
   // Created 0600 from the first byte (not chmod'ed after), then moved into place; what a kill -9 mid-write left
   // of an earlier start's is swept first.
   await sweepStaleTemps(dataDir);
+  await sweepEarlierTemps(dataDir, alive);
   await writeFileAtomically(file, JSON.stringify(access));
   return {
     token: { name: LOCAL_CLI_TOKEN_NAME, scope: 'full', token },
@@ -82,6 +83,29 @@ export async function writeLocalAccess(dataDir: string, host: string, port: numb
       if (current?.pid === process.pid && current.token === token) await fsp.rm(file, { force: true });
     },
   };
+}
+
+/** The temp file releases before writeFileAtomically wrote the file through: `admin-api.json.<pid>.tmp`. */
+const EARLIER_TEMP = /^admin-api\.json\.(\d+)\.tmp$/;
+
+/**
+ * Remove the temp files earlier releases left (a kill -9 between their open and their rename, once per kill): one
+ * whose pid no longer runs, or is this process's (this release never writes that name: it is a former life's,
+ * as it always is for PID 1 in a container), or older than STALE_TEMP_MS (its pid reused since). Not every one
+ * but this process's: an earlier release may still be starting on this DATA_DIR, between its open and its
+ * rename, and its start would fail. Never throws, as sweepStaleTemps.
+ */
+async function sweepEarlierTemps(dataDir: string, alive: (pid: number) => boolean = isAlive, now = Date.now()): Promise<void> {
+  const names = await fsp.readdir(dataDir).catch(() => [] as string[]);
+  for (const name of names) {
+    const pid = EARLIER_TEMP.exec(name)?.[1];
+    if (pid === undefined) continue;
+    const file = path.join(dataDir, name);
+    const stat = await fsp.lstat(file).catch(() => null);
+    if (!stat?.isFile()) continue;
+    const abandoned = Number(pid) === process.pid || !alive(Number(pid)) || now - stat.mtimeMs > STALE_TEMP_MS;
+    if (abandoned) await fsp.rm(file, { force: true }).catch(() => undefined);
+  }
 }
 
 export async function readLocalAccess(dataDir: string): Promise<LocalAccess | null> {

@@ -40,14 +40,14 @@ export async function openLog(config: Config, logger: Logger, options: OpenBacke
   return openEmbeddedLog({ dataDir: config.dataDir, readOnly: options.readOnlyLog, onWarning: (m) => logger.warn(m) });
 }
 
-export async function openStore(config: Config): Promise<ObjectStore> {
+export async function openStore(config: Config, logger?: Logger): Promise<ObjectStore> {
   if (config.blob) {
     const { openAzureBlobStore } = await import('../platform/store/azure-blob-store');
     return openAzureBlobStore(config.blob);
   }
   const { openFilesystemStore } = await import('../platform/store/filesystem-store');
   await prepareDataDir(config.dataDir);
-  return openFilesystemStore(config.dataDir);
+  return openFilesystemStore(config.dataDir, { onUnflushed: logger && ((message, fields) => logger.warn(message, fields)) });
 }
 
 export async function openRegistry(config: Config, logger?: Logger): Promise<Registry> {
@@ -73,7 +73,7 @@ export async function openBackends(config: Config, logger: Logger, options: Open
   const opened: { close(): Promise<void> }[] = [];
   try {
     const registry = await openRegistry(config, logger); opened.push(registry);
-    const store = await openStore(config); opened.push(store);
+    const store = await openStore(config, logger); opened.push(store);
     const log = options.log ?? await openLog(config, logger, options); opened.push(log);
     return {
       log, store, registry, sealer: sealerFor(config),

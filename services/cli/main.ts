@@ -104,7 +104,7 @@ export async function main(argv: string[], env: NodeJS.ProcessEnv): Promise<numb
     err: (line) => process.stderr.write(line + '\n'),
     openLog: () => openLog(config, logger, { readOnlyLog: true }),
     openLogForWriting: () => openLog(config, logger),
-    openStore: () => openStore(config),
+    openStore: () => openStore(config, logger),
     openRegistry: () => openRegistry(config, logger),
     sealer: () => {
       const sealer = sealerFor(config);

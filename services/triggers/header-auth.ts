@@ -17,6 +17,8 @@ export type HeaderAuthOutcome =
 export type CredentialCheck = 'none' | 'basicAuth' | 'headerAuth';
 
 const misconfiguredFirstSeen = firstSighting();
+/** By credential alone: a registry that fails, or a key that cannot decrypt it, fails it for every workflow naming it. */
+const unreadableFirstSeen = firstSighting();
 
 /**
  * The credential a node names under `key` (by default the credential type), decrypted and of `type`;
@@ -24,8 +26,13 @@ const misconfiguredFirstSeen = firstSighting();
  */
 export async function nodeCredential(node: WorkflowNode, type: string, workflowId: string, services: TriggerServices, key = type) {
   const credentialId = node.credentials?.[key];
-  const credential = credentialId ? await services.credential(credentialId).catch((error: Error) => {
-    services.logger.error('credential cannot be read', { credentialId, node: node.name, workflowId, error });
+  const credential = credentialId ? await services.credential(credentialId).then((read) => {
+    unreadableFirstSeen.forget(credentialId);
+    return read;
+  }, (error: Error) => {
+    // At error once (then at debug) until it reads again, as below: a flood while it cannot would log a line a request.
+    const first = unreadableFirstSeen(credentialId);
+    services.logger[first ? 'error' : 'debug']('credential cannot be read', { credentialId, node: node.name, workflowId, error, ...(first ? {} : { repeated: true }) });
     return undefined;
   }) : null;
   if (!credential || credential.type !== type) {

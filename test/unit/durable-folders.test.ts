@@ -1,9 +1,9 @@
-import { mkdirSync, mkdtempSync, rmSync, rmdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, rmdirSync, writeFileSync } from 'node:fs';
 import { promises as fsp } from 'node:fs';
 import type { FileHandle } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { durableFolders, makeDurableFolders } from '../../services/platform/files/durable-folders';
+import { durableFolders, makeDurableFolders, syncFolder } from '../../services/platform/files/durable-folders';
 import { openFileJournal } from '../../services/platform/registry/file-journal';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 
@@ -89,6 +89,44 @@ test('a put into new folders of the filesystem store fsyncs each of them into it
     opens.mockRestore();
     await store.close();
   }
+});
+
+test('a delete of the filesystem store flushes the folder it unlinked from, an earlier release\'s two included, before it resolves', async () => {
+  const { synced, sync } = recorder();
+  const store = await openFilesystemStore(root, { sync });
+  try {
+    await store.put('raw/wf/2024-01-01/one', Buffer.from('a'));
+    synced.length = 0;
+    expect(await store.delete('raw/wf/2024-01-01/one')).toBe(true);
+    expect(synced).toEqual([path.join('objects', 'v2', 'raw', 'wf', '2024-01-01')]);
+    synced.length = 0;
+    // Nothing unlinked, nothing to flush.
+    expect(await store.delete('raw/wf/2024-01-01/one')).toBe(false);
+    expect(synced).toEqual([]);
+  } finally {
+    await store.close();
+  }
+  mkdirSync(path.join(root, 'objects', 'data', 'old'), { recursive: true });
+  mkdirSync(path.join(root, 'objects', 'meta', 'old'), { recursive: true });
+  writeFileSync(path.join(root, 'objects', 'data', 'old', 'one'), 'a');
+  writeFileSync(path.join(root, 'objects', 'meta', 'old', 'one.json'), JSON.stringify({ path: 'old/one', size: 1, sha256: 'x', contentType: null }));
+  const legacy = await openFilesystemStore(root, { sync });
+  synced.length = 0;
+  expect(await legacy.delete('old/one')).toBe(true);
+  expect(synced).toEqual([path.join('objects', 'data', 'old'), path.join('objects', 'meta', 'old')]);
+  expect(await legacy.head('old/one')).toBeNull();
+});
+
+test('a delete whose folder flush fails after the unlink is told as a warning, not as a failed delete: the object is gone', async () => {
+  const told: unknown[] = [];
+  let failing = false;
+  const sync = async (dir: string) => { if (failing) throw Object.assign(new Error('EIO: i/o error, fsync'), { code: 'EIO' }); await syncFolder(dir); };
+  const store = await openFilesystemStore(root, { sync, onUnflushed: (message, fields) => told.push({ message, fields }) });
+  await store.put('raw/wf/one', Buffer.from('a'));
+  failing = true;
+  expect(await store.delete('raw/wf/one')).toBe(true);
+  expect(await store.head('raw/wf/one')).toBeNull();
+  expect(told).toEqual([{ message: expect.stringContaining('it is gone for every reader'), fields: { file: path.join(root, 'objects', 'v2', 'raw', 'wf', 'one'), error: expect.stringContaining('EIO') } }]);
 });
 
 test('the request journal flushes the names of a new day\'s folder and of the index buckets it made before its checkpoint moves past their lines', async () => {

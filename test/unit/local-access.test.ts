@@ -39,6 +39,18 @@ test('the file is written 0600 and atomically; a temp file a killed start left i
   expect(statSync(path.join(dir, LOCAL_ACCESS_FILE)).mode & 0o777).toBe(0o600);
 });
 
+test('the temp files of earlier releases (admin-api.json.<pid>.tmp) are swept: a pid gone, this process\'s own, or one old; a live one\'s is left', async () => {
+  const running = 4242; // an earlier release starting on this DATA_DIR, between its open and its rename
+  const temp = (pid: number | string) => path.join(dir, `${LOCAL_ACCESS_FILE}.${pid}.tmp`);
+  for (const pid of [running, 4343, process.pid, 'x']) writeFileSync(temp(pid), '{"pid":');
+  writeFileSync(temp(4444), '{"pid":');
+  const hourAgo = new Date(Date.now() - 3_600_000);
+  utimesSync(temp(4444), hourAgo, hourAgo); // alive: its pid reused since
+  writeFileSync(path.join(dir, `${LOCAL_ACCESS_FILE}.4343.tmp.keep`), 'not one');
+  await writeLocalAccess(dir, '127.0.0.1', 9080, null, (pid) => pid === running || pid === 4444);
+  expect(readdirSync(dir).sort()).toEqual([LOCAL_ACCESS_FILE, `${LOCAL_ACCESS_FILE}.4242.tmp`, `${LOCAL_ACCESS_FILE}.4343.tmp.keep`, `${LOCAL_ACCESS_FILE}.x.tmp`]);
+});
+
 test('a file naming the address this process listens on is stale, even if its pid now belongs to a live process', async () => {
   other(process.ppid); // a reused pid: alive, but it cannot listen on the port this process holds
   const handle = await writeLocalAccess(dir, '127.0.0.1', 9999);

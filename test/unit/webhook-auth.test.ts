@@ -9,6 +9,7 @@ import { standardWebhooksAdmission } from '../../services/triggers/webhook/auth/
 import { parseSignedContent } from '../../services/platform/registry/signature-credentials';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
+import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
 import { firstSighting } from '../../services/triggers/first-sighting';
 import { nodeCredential } from '../../services/triggers/header-auth';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -478,6 +479,58 @@ describe('RSA signature (rsaSignature)', () => {
     await nodeCredential(hook, 'headerAuth', 'wf-flood', services);
     expect(levels().slice(20)).toEqual(['error']);
     expect(logs[20]).toMatchObject({ msg: 'trigger credential is missing or of the wrong type', credentialId: 'cred-h', workflowId: 'wf-flood', expected: 'headerAuth' });
+  });
+
+  test('a credential that cannot be read (the registry failing) is logged at error once per credential, then at debug, until it reads again; each request is still 500', async () => {
+    const logs: Array<Record<string, unknown>> = [];
+    let failing = true;
+    const services: TriggerServices = {
+      credential: async (id: string) => {
+        if (failing) throw new Error('registry unavailable: ECONNREFUSED');
+        return { id, type: 'headerAuth', data: { name: 'X-Key', value: 'v' } } as never;
+      },
+      store: null as never, logger: createLogger({ level: 'debug', write: (line) => logs.push(JSON.parse(line)) }),
+    };
+    const trigger = createWebhookTrigger();
+    const hook = (credentialId: string) => ({ name: 'Hook', type: 'webhook', parameters: { authentication: 'headerAuth' }, credentials: { headerAuth: credentialId } });
+    const request: InboundRequest = { requestId: 'r', workflowId: 'wf-down', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: 0, headers: { 'x-key': 'v' } };
+    const status = async (credentialId: string) => {
+      const outcome = await trigger.admit(request, hook(credentialId), services);
+      return outcome.ok ? 'ok' : `${outcome.answer.status} ${JSON.parse(outcome.answer.body.toString()).error}`;
+    };
+    const levels = () => logs.map((line) => `${line.level} ${line.credentialId}${line.repeated ? ' (repeated)' : ''}`);
+    for (let i = 0; i < 20; i++) expect(await status('cred-down')).toBe('500 credential-unavailable');
+    expect(await status('cred-other')).toBe('500 credential-unavailable'); // another credential: its own first line
+    expect(levels()).toEqual(['error cred-down', ...Array(19).fill('debug cred-down (repeated)'), 'error cred-other']);
+    expect(logs[0]).toMatchObject({ msg: 'credential cannot be read', credentialId: 'cred-down', workflowId: 'wf-down', error: expect.objectContaining({ message: expect.stringContaining('ECONNREFUSED') }) });
+    failing = false; // it reads again
+    expect(await status('cred-down')).toBe('ok');
+    failing = true; // and fails again: a first sighting again
+    expect(await status('cred-down')).toBe('500 credential-unavailable');
+    expect(levels().slice(21)).toEqual(['error cred-down']);
+  });
+
+  test('AS2: a receiver credential that cannot be read, is missing, or does not open is logged at error once each, then at debug', async () => {
+    const logs: Array<Record<string, unknown>> = [];
+    const stored = new Map<string, () => unknown>([
+      ['cred-as2-down', () => { throw new Error('registry unavailable: ECONNREFUSED'); }],
+      ['cred-as2-gone', () => null],
+      ['cred-as2-torn', () => ({ id: 'cred-as2-torn', type: 'as2ReceiverAuth', data: { certificate: 'not a pem', privateKey: 'not a pem' } })],
+    ]);
+    const services: TriggerServices = {
+      credential: async (id: string) => stored.get(id)!() as never, store: null as never, logger: createLogger({ level: 'debug', write: (line) => logs.push(JSON.parse(line)) }),
+    };
+    const trigger = createAs2Trigger();
+    // No AS2 headers: refused at admission with a failure MDN, signed with the receiver's identity when it has one.
+    const request: InboundRequest = { requestId: 'r', workflowId: 'wf-as2', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: 0, headers: {} };
+    for (const credentialId of stored.keys()) {
+      const node = { name: 'In', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: credentialId } };
+      for (let i = 0; i < 10; i++) expect(await trigger.admit(request, node, services)).toMatchObject({ ok: false, answer: { status: 400 } });
+    }
+    const credentialLines = logs.filter((line) => line.msg !== 'as2.failure' && line.msg !== 'as2.mdn-sent');
+    expect(credentialLines.map((line) => `${line.level} ${line.credentialId}${line.repeated ? ' (repeated)' : ''}`)).toEqual(['cred-as2-down', 'cred-as2-gone', 'cred-as2-torn']
+      .flatMap((id) => [`error ${id}`, ...Array(9).fill(`debug ${id} (repeated)`)]));
+    expect(credentialLines.filter((line) => line.level === 'error').map((line) => line.msg)).toEqual(['credential cannot be read', 'trigger credential is missing or of the wrong type', 'AS2 credential cannot be read']);
   });
 
   test('firstSighting remembers a bounded number of pairs, forgetting the oldest', () => {

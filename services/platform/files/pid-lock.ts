@@ -192,6 +192,15 @@ async function release(file: string, content: string): Promise<void> {
   }
 }
 
+/**
+ * How long whileLockFile waits for a lock held only across one small read and one replace (a registry document's
+ * compare-and-set or sample append, the filesystem store's swap of a crash mark): milliseconds, with its fsyncs.
+ * A holder that ended is taken over at once, so only a running holder is waited for, and one holding it this
+ * long is stuck: the caller gets its retryable "unavailable" error rather than waiting with it. A lock held for
+ * work that grows with a file (the replay ledger's read of the whole file at its open) needs a wait of its own.
+ */
+export const SMALL_UPDATE_LOCK_WAIT_MS = 10_000;
+
 /** What whileLockFile throws, in the caller's own error type: the lock could not be tried, or stayed held. */
 export interface LockFailures {
   couldNotLock(error: unknown): Error;

@@ -9,7 +9,7 @@ import * as path from 'node:path';
  */
 export type Unflushed = (message: string, fields: Record<string, unknown>) => void;
 
-const emitUnflushed: Unflushed = (message, fields) => process.emitWarning(`${message} ${JSON.stringify(fields)}`);
+export const emitUnflushed: Unflushed = (message, fields) => process.emitWarning(`${message} ${JSON.stringify(fields)}`);
 
 /**
  * Replace `file` with `text` atomically: a temp file in the same folder, fsync'd, then renamed over it, so a
@@ -44,7 +44,7 @@ export async function writeFileAtomically(file: string, text: string, onUnflushe
 /** The temp files writeFileAtomically names: no other file matches. */
 const TEMP_FILE = /^\.[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\.tmp$/;
 /** A temp file lives for one small write; one this old was left by a process killed mid-write (kill -9, a crash). */
-const STALE_TEMP_MS = 10 * 60_000;
+export const STALE_TEMP_MS = 10 * 60_000;
 
 /**
  * Remove the temp files writeFileAtomically left in `dir` (a process killed between its open and its rename),

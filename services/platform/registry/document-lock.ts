@@ -1,8 +1,5 @@
-import { whileLockFile } from '../files/pid-lock';
+import { SMALL_UPDATE_LOCK_WAIT_MS, whileLockFile } from '../files/pid-lock';
 import { RegistryError } from './registry';
-
-/** How long a write waits for another process's lock on the same document before it gives up. */
-const LOCK_WAIT_MS = 10_000;
 
 /**
  * Run `write` holding the document's lock file (`<file>.lock`, files/pid-lock.ts); a lock held by a running
@@ -10,7 +7,7 @@ const LOCK_WAIT_MS = 10_000;
  * (or of this one's other stages) that came between its read and its write.
  */
 export function whileLocked<R>(file: string, write: () => Promise<R>): Promise<R> {
-  return whileLockFile(`${file}.lock`, LOCK_WAIT_MS, {
+  return whileLockFile(`${file}.lock`, SMALL_UPDATE_LOCK_WAIT_MS, {
     couldNotLock: (error) => new RegistryError(`registry could not lock ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error }),
     heldTooLong: (holder, waitedMs) => new RegistryError(`registry could not write ${file}: ${holder ? `process ${holder}` : 'another process'} has held its lock for ${waitedMs / 1000} s`, 'registry-unavailable'),
   }, write);

@@ -5,8 +5,9 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { assertObjectPath, createMeter, MAX_VERSIONED_BYTES, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { headerLength, parseHeader, writeHeader, type ObjectHeader } from './object-file';
-import { whileLockFile } from '../files/pid-lock';
-import { durableFolders, makeDurableFolders, syncFolder } from '../files/durable-folders';
+import { SMALL_UPDATE_LOCK_WAIT_MS, whileLockFile } from '../files/pid-lock';
+import { durableFolders, makeDurableFolders, syncFolder, type SyncFolder } from '../files/durable-folders';
+import { emitUnflushed, type Unflushed } from '../registry/atomic-file';
 
 /**
  * The ObjectStore of `npm start`. An object is one file, DATA_DIR/objects/v2/<path>: a header with its size,
@@ -22,21 +23,44 @@ import { durableFolders, makeDurableFolders, syncFolder } from '../files/durable
  *
  * Durable when a put resolves: the file is fsync'd before its rename, then the folder it is renamed into, and
  * every folder of its path the first time this process puts into it (durable-folders.ts), so that an object
- * answered for survives a power loss, not only its content.
+ * answered for survives a power loss, not only its content. A delete flushes the folder it unlinked from, so that
+ * a deleted object does not come back after a power loss (a staged body dropped, a crash mark removed).
  *
  * Objects an earlier release stored are two files, the content under objects/data/<path> and its metadata under
  * objects/meta/<path>.json, written one after the other. They are read as before (`head` describes one whose
  * metadata is missing from its content) until a put of the path replaces them, or a delete removes them.
  */
-export async function openFilesystemStore(dataDir: string): Promise<ObjectStore> {
+export interface FilesystemStoreOptions {
+  /** Flushes a folder's entries (durable-folders.ts); a test records the folders flushed. */
+  sync?: SyncFolder;
+  /** Told when a delete's unlink landed but its folder could not be flushed; by default a process warning. */
+  onUnflushed?: Unflushed;
+}
+
+export async function openFilesystemStore(dataDir: string, options: FilesystemStoreOptions = {}): Promise<ObjectStore> {
+  const sync = options.sync ?? syncFolder;
+  const onUnflushed = options.onUnflushed ?? emitUnflushed;
   const root = path.resolve(dataDir, 'objects');
   const objectRoot = path.join(root, 'v2');
   const tmpRoot = path.join(root, 'tmp');
   const lockRoot = path.join(root, 'locks');
-  for (const d of [objectRoot, tmpRoot, lockRoot]) await makeDurableFolders(d);
-  const folders = durableFolders(objectRoot);
+  for (const d of [objectRoot, tmpRoot, lockRoot]) await makeDurableFolders(d, sync);
+  const folders = durableFolders(objectRoot, sync);
   await sweepAbandoned(tmpRoot);
-  const legacy = await legacyObjects(root);
+  /**
+   * After an unlink landed, its folder is flushed; a flush that fails is not a failed delete (as for
+   * writeFileAtomically's rename): the object is gone for every reader, and a delete reported failed would be
+   * retried for nothing or taken for an object still there. Only a power loss before the folder is next flushed
+   * could bring it back, which the warning says.
+   */
+  const flushRemoval = async (file: string): Promise<void> => {
+    try {
+      await sync(path.dirname(file));
+    } catch (error) {
+      onUnflushed('an object was deleted, but its folder could not be flushed to disk: it is gone for every reader; a power loss before the folder is next flushed may bring it back', { file, error: (error as Error).message });
+    }
+  };
+  const legacy = await legacyObjects(root, flushRemoval);
 
   const fileOf = (p: string) => path.join(objectRoot, ...p.split('/'));
   /** The object's file, open; null when there is none here (an earlier release's copy may still be). */
@@ -95,7 +119,7 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
         } else {
           await fsp.rename(tmp, target);
         }
-        await syncFolder(path.dirname(target));
+        await sync(path.dirname(target));
       } catch (error) {
         await fsp.rm(tmp, { force: true });
         if (error instanceof ObjectStoreError) throw error;
@@ -186,6 +210,7 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
         if ((error as NodeJS.ErrnoException).code !== 'ENOENT') throw new ObjectStoreError(`filesystem store could not delete ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error });
         found = false;
       }
+      if (found) await flushRemoval(fileOf(p));
       return (await legacy?.remove(p)) || found;
     },
 
@@ -201,11 +226,8 @@ export async function openFilesystemStore(dataDir: string): Promise<ObjectStore>
   return store;
 }
 
-/** How long a swap waits for another's lock on the same path (held for a read and a put of a small object). */
-const LOCK_WAIT_MS = 10_000;
-
 function whileLocked<R>(lockFile: string, p: string, work: () => Promise<R>): Promise<R> {
-  return whileLockFile(lockFile, LOCK_WAIT_MS, {
+  return whileLockFile(lockFile, SMALL_UPDATE_LOCK_WAIT_MS, {
     couldNotLock: (error) => new ObjectStoreError(`filesystem store could not lock ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error }),
     heldTooLong: (holder, waitedMs) => new ObjectStoreError(`filesystem store could not swap ${p}: ${holder ? `process ${holder}` : 'another process'} has held its lock for ${waitedMs / 1000} s`, 'store-unavailable'),
   }, work);
@@ -227,7 +249,7 @@ interface LegacyObjects {
  * The objects an earlier release stored under objects/data and objects/meta, or null when there are none (a
  * DATA_DIR made by this release): nothing writes there any more, so none can appear later.
  */
-async function legacyObjects(root: string): Promise<LegacyObjects | null> {
+async function legacyObjects(root: string, flushRemoval: (file: string) => Promise<void>): Promise<LegacyObjects | null> {
   const dataRoot = path.join(root, 'data');
   const metaRoot = path.join(root, 'meta');
   const entries = await fsp.readdir(dataRoot).catch((error: NodeJS.ErrnoException) => {
@@ -273,6 +295,11 @@ async function legacyObjects(root: string): Promise<LegacyObjects | null> {
         found = false;
       }
       await fsp.rm(metaOf(p), { force: true });
+      if (found) {
+        // Both folders: metadata brought back alone by a power loss would have head describe an object get has not.
+        await flushRemoval(fileOf(p));
+        await flushRemoval(metaOf(p));
+      }
       return found;
     },
   };

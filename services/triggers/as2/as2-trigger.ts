@@ -5,6 +5,8 @@ import { BUSY, errorAnswer, type Answer } from '../answers';
 import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from '../trigger';
 // An AS2 node is a webhook node in Protocol AS2: its parameters and header checks are the webhook node's.
 import { authenticate } from '../webhook/authenticate';
+import { firstSighting } from '../first-sighting';
+import { nodeCredential } from '../header-auth';
 import { isBotUserAgent } from '../bot-detector';
 import { parameterProblems, webhookParameters } from '../webhook/parameters';
 import { idempotencyUnsupported } from '../webhook/idempotency';
@@ -51,20 +53,30 @@ type Keep = boolean | 'or-withhold';
 
 interface Accepted { identity: As2Identity; message: Buffer; /** The processed MDN, also in the received record. */ mdn: Mdn; /** Where the mdn stage delivers it; null: it is the HTTP answer. */ asyncMdn: AsyncMdnTarget | null }
 
+/** A credential whose certificates or keys do not open, by id: put again, and readable, it is forgotten. */
+const unopenableFirstSeen = firstSighting();
+
 export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
   /** The message is opened whole; one past INLINE_BODY_MAX is kept while it streams (the receiver caps its size). */
   const whole = wholeBody(limits.maxMessageBytes, () => errorAnswer('payload-too-large'), held);
 
+  /**
+   * The receiver's identity, from the node's credential; null (logged, as nodeCredential logs: at error once per
+   * process until it works again, a flood of messages would log a line each) when it cannot be used.
+   */
   async function identityFor(request: InboundRequest, node: WorkflowNode, services: TriggerServices): Promise<As2Identity | null> {
-    const id = as2Parameters(node).credentialId;
+    const credential = await nodeCredential(node, 'as2ReceiverAuth', request.workflowId, services);
+    if (credential?.type !== 'as2ReceiverAuth') return null;
+    const credentialId = as2Parameters(node).credentialId ?? '';
     try {
-      const credential = id ? await services.credential(id) : null;
-      if (credential?.type === 'as2ReceiverAuth') return identityOf(credential.data);
-      services.logger.error('AS2 credential is missing or of the wrong type', { workflowId: request.workflowId, credentialId: id });
+      const identity = identityOf(credential.data);
+      unopenableFirstSeen.forget(credentialId);
+      return identity;
     } catch (error) {
-      services.logger.error('AS2 credential cannot be read', { workflowId: request.workflowId, credentialId: id, error });
+      const first = unopenableFirstSeen(credentialId);
+      services.logger[first ? 'error' : 'debug']('AS2 credential cannot be read', { workflowId: request.workflowId, credentialId, error, ...(first ? {} : { repeated: true }) });
+      return null;
     }
-    return null;
   }
 
   const log = (services: TriggerServices, request: InboundRequest, event: string, fields: Record<string, unknown> = {}, level: 'info' | 'warn' = 'info') =>
