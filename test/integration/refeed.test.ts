@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { readFileSync } from 'node:fs';
-import { checkpointFile, COPY_HEADER, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
+import { checkpointFile, CheckpointUnreadable, COPY_HEADER, refeed, type CheckpointState, type RefeedOptions } from '../../services/admin/operations/refeed';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
@@ -130,6 +130,36 @@ test('a rerun stopped short before it passed every copy that landed (a cancel, a
   await run(new AbortController().signal, copy);
   const out = await collectUntilQuiet(log, 'out', 300);
   expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
+describe('a damaged checkpoint is refused, naming its file and the field', () => {
+  const at = () => path.join(dir, 'cp', 'replay.json');
+  const died = (): CheckpointState => ({
+    request: { topic: 'in' }, positions: { 0: '5' }, ends: { 0: '10' }, replayed: 3, skipped: 0, run: 'r1',
+    appending: { out: { 0: '3' } }, announcedAt: Date.now(), complete: false,
+  });
+  test.each<[string, (state: Record<string, unknown>) => void, string]>([
+    ['an offset of the announcement', (s) => { s.appending = { out: { 0: 'three' } }; }, 'appending.out.0 is "three", not an offset'],
+    ['the announcement\'s time', (s) => { s.announcedAt = 'a minute ago'; }, 'announcedAt is "a minute ago", not a time'],
+    ['a position', (s) => { s.positions = { 0: 5 }; }, 'positions.0 is 5, not an offset'],
+    ['an end', (s) => { s.ends = { first: '10' }; }, 'ends names "first", not a partition'],
+    ['a count', (s) => { s.replayed = '3'; }, 'replayed is "3", not a count'],
+    ['completion', (s) => { delete s.complete; }, 'complete is undefined, not true or false'],
+  ])('%s', async (_, damage, problem) => {
+    const state = died() as unknown as Record<string, unknown>;
+    damage(state);
+    await checkpointFile(at()).save(state as unknown as CheckpointState);
+    const rerun = run(new AbortController().signal, copy);
+    await expect(rerun).rejects.toThrow(CheckpointUnreadable);
+    await expect(rerun).rejects.toThrow(`checkpoint ${at()} is unreadable (${problem})`);
+    expect(await collectUntilQuiet(log, 'out', 100, 100)).toEqual([]);
+  });
+  test('an undamaged one, and one of an older version (no run, announcement or examples), is taken', async () => {
+    await checkpointFile(at()).save(died());
+    expect(await run(new AbortController().signal, copy)).toMatchObject({ replayed: 5, interrupted: false });
+    await checkpointFile(at()).save({ request: { topic: 'other' }, positions: {}, replayed: 0, skipped: 0, complete: false });
+    expect(await run(new AbortController().signal, copy, { topic: 'other' })).toMatchObject({ replayed: 8, interrupted: false });
+  });
 });
 
 test('a checkpoint of another request is refused rather than mixed up', async () => {

@@ -172,6 +172,14 @@ export class CheckpointInUse extends Error {
   }
 }
 
+/** A checkpoint file that is not JSON, or not the shape a run reads (a hand edit, a damaged disk): never guessed at. */
+export class CheckpointUnreadable extends Error {
+  constructor(file: string, problem: string) {
+    super(`checkpoint ${file} is unreadable (${problem}); repair it, or delete it to start the replay over (appending again what it covered)`);
+    this.name = 'CheckpointUnreadable';
+  }
+}
+
 /** Far above any checkpoint (its request names at most 10 000 letters): a larger file is not one. */
 const MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024;
 
@@ -180,10 +188,16 @@ export function checkpointFile(file: string, onUnflushed?: Unflushed): Checkpoin
   return {
     path: file,
     async load() {
-      try { return JSON.parse(await readRegularFile(file, MAX_CHECKPOINT_BYTES)) as CheckpointState; } catch (error) {
+      let value: unknown;
+      try { value = JSON.parse(await readRegularFile(file, MAX_CHECKPOINT_BYTES)); } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-        throw new Error(`checkpoint ${file} is unreadable (${(error as Error).message}); delete it to start over`);
+        throw new CheckpointUnreadable(file, (error as Error).message);
       }
+      // Checked here rather than where each field is used: a hand-edited offset made a bare BigInt SyntaxError
+      // naming neither file nor field, and a text `announcedAt` silently skipped the landing wait.
+      const problem = checkpointProblem(value);
+      if (problem) throw new CheckpointUnreadable(file, problem);
+      return value as CheckpointState;
     },
     async save(state) {
       await makeDirectories(path.dirname(file));
@@ -200,6 +214,47 @@ export function checkpointFile(file: string, onUnflushed?: Unflushed): Checkpoin
     },
     holder: () => lockHolder(`${file}.lock`),
   };
+}
+
+/** What is wrong with a loaded checkpoint, naming the field; null when every field a run reads has its type. */
+export function checkpointProblem(value: unknown): string | null {
+  const show = (v: unknown) => (JSON.stringify(v) ?? String(v)).slice(0, 40);
+  if (!isObject(value)) return `it holds ${show(value)}, not an object`;
+  const offsets = (field: string, v: unknown): string | null => {
+    if (!isObject(v)) return `${field} is ${show(v)}, not an object of offsets`;
+    for (const [p, o] of Object.entries(v)) {
+      if (!/^\d+$/.test(p)) return `${field} names ${show(p)}, not a partition`;
+      if (typeof o !== 'string' || !/^\d+$/.test(o)) return `${field}.${p} is ${show(o)}, not an offset`;
+    }
+    return null;
+  };
+  const count = (field: string, v: unknown) => (Number.isSafeInteger(v) ? null : `${field} is ${show(v)}, not a count`);
+  const { request, positions, ends, replayed, skipped, reasons, examples, run, appending, announcedAt, complete } = value;
+  if (!isObject(request) || !Object.values(request).every((v) => v === null || typeof v === 'string')) return `request is ${show(request)}, not the replay's request`;
+  const problem = offsets('positions', positions) ?? (ends === undefined ? null : offsets('ends', ends))
+    ?? count('replayed', replayed) ?? count('skipped', skipped);
+  if (problem) return problem;
+  if (reasons !== undefined) {
+    if (!isObject(reasons)) return `reasons is ${show(reasons)}, not an object of counts`;
+    const wrong = Object.entries(reasons).map(([reason, n]) => count(`reasons.${reason}`, n)).find((p) => p !== null);
+    if (wrong) return wrong;
+  }
+  if (examples !== undefined && (!Array.isArray(examples) || !examples.every((e) => isObject(e) && typeof e.skip === 'string' && typeof e.at === 'string'))) {
+    return `examples is ${show(examples)}, not a list of skipped records`;
+  }
+  if (run !== undefined && (typeof run !== 'string' || run === '')) return `run is ${show(run)}, not a run's name`;
+  if (appending !== undefined) {
+    if (!isObject(appending)) return `appending is ${show(appending)}, not an object of topics`;
+    const wrong = Object.entries(appending).map(([topic, ends]) => offsets(`appending.${topic}`, ends)).find((p) => p !== null);
+    if (wrong) return wrong;
+  }
+  if (announcedAt !== undefined && !Number.isFinite(announcedAt)) return `announcedAt is ${show(announcedAt)}, not a time`;
+  if (typeof complete !== 'boolean') return `complete is ${show(complete)}, not true or false`;
+  return null;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export async function refeed(options: RefeedOptions, request: Record<string, string | null>): Promise<RefeedResult> {
