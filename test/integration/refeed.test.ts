@@ -132,6 +132,55 @@ test('a rerun stopped short before it passed every copy that landed (a cancel, a
   expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
 });
 
+/**
+ * The embedded log with `topic` split into partitions, one embedded topic each (`<topic>~<p>`), a record placed by
+ * its key's number (`k3`: 3 % partitions): what a Kafka topic of several partitions is to refeed. A read must name
+ * its partition (`reads` says which, from where, and how many records it was given); one of every partition at once
+ * is refused.
+ */
+function partitioned(inner: EventLog, topic: string, partitions: number, reads: { partition: number; from: string; given: number }[]): EventLog {
+  const each = Array.from({ length: partitions }, (_, p) => p);
+  const placed = (t: string, key: string | null) => (t === topic ? `${topic}~${Number(key!.slice(1)) % partitions}` : t);
+  return {
+    ...inner,
+    append: (records) => inner.append(records.map((r) => ({ ...r, topic: placed(r.topic, r.key) }))),
+    endOffsets: async (t) => (t !== topic ? inner.endOffsets(t) : Promise.all(each.map(async (p) => ({ partition: p, offset: (await inner.endOffsets(`${t}~${p}`))[0].offset })))),
+    firstOffsets: async (t) => (t !== topic ? inner.firstOffsets(t) : each.map((p) => ({ partition: p, offset: '0' }))),
+    async *read(t, options) {
+      if (t !== topic) { yield* inner.read(t, options); return; }
+      const { start } = options;
+      if (start.from !== 'offset' || start.partition === undefined) throw new Error(`a read of every partition of ${t} from ${JSON.stringify(start)}`);
+      const read = { partition: start.partition, from: start.offset, given: 0 };
+      reads.push(read);
+      for await (const r of inner.read(`${t}~${start.partition}`, { ...options, start: { from: 'offset', offset: start.offset } })) {
+        read.given++;
+        yield { ...r, topic: t, partition: start.partition };
+      }
+    },
+  };
+}
+
+test('a rerun looks for the died batch\'s copies in each partition alone, from where that partition ended at the announcement', async () => {
+  // Other traffic on the copies' topic: partition 0 is far ahead of partition 1, as Kafka partitions drift apart.
+  await log.append(Array.from({ length: 30 }, () => ({ topic: 'out~0', key: 'k0', value: Buffer.from('traffic') })));
+  const reads: { partition: number; from: string; given: number }[] = [];
+  const split = partitioned(log, 'out', 2, reads);
+  const runOnSplit = () => refeed({
+    log: split, source: 'in', start: { from: 'offset', offset: '2' }, until: null, select: copy,
+    checkpoint: checkpointFile(path.join(dir, 'cp', 'replay.json')), progress: quiet, signal: new AbortController().signal, batchSize: 3,
+  }, { topic: 'in' });
+  const append = dieAfterAppend(2); // v2 v4 to partition 0, v3 to 1; then v6 to 0, v5 v7 to 1 land unrecorded
+  await expect(runOnSplit()).rejects.toThrow('killed');
+  log.append = append;
+  expect(JSON.parse(readFileSync(path.join(dir, 'cp', 'replay.json'), 'utf8')).appending).toEqual({ out: { 0: '32', 1: '1' } });
+
+  expect(await runOnSplit()).toMatchObject({ replayed: 5, interrupted: false });
+  // Each partition from its own announced end to its end then: 30 records of traffic never read.
+  expect(reads).toEqual([{ partition: 0, from: '32', given: 1 }, { partition: 1, from: '1', given: 2 }]);
+  const values = async (p: number) => (await collectUntilQuiet(log, `out~${p}`, 300)).map((r) => r.value.toString()).filter((v) => v !== 'traffic');
+  expect([...await values(0), ...await values(1)].sort()).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
 describe('a damaged checkpoint is refused, naming its file and the field', () => {
   const at = () => path.join(dir, 'cp', 'replay.json');
   const died = (): CheckpointState => ({

@@ -31,8 +31,9 @@ import { recordIdentity } from '../../platform/log/replay-marking';
  * the log, and the rerun would append that batch again: its requests executed twice. So each batch is announced
  * first: the checkpoint, still at the batch's start, is saved with `appending` (where each topic the copies go to
  * ended then), and each copy carries `ingress-replay-copy: <run>/<its source record>`. A rerun that finds
- * `appending` reads those topics from there to their end, and a copy it finds there is not appended again
- * (counted replayed, as it was). A read that cannot finish stops the rerun (it cannot tell), never re-appends.
+ * `appending` reads each partition of those topics from there to its end (copiesLanded), and a copy it finds
+ * there is not appended again (counted replayed, as it was). A read that cannot finish stops the rerun (it cannot
+ * tell), never re-appends.
  * The announcement is kept until the checkpoint has passed every copy found (a rerun stopped short leaves them
  * announced), and on Kafka a rerun looks only LANDING_WINDOW_MS after it. What this cannot see: a copy retention
  * deleted before the rerun looked, and a send retried past that window (operations.md, "A kill between an append
@@ -315,7 +316,9 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
     const end = ends.get(partition)!;
     return until && 'offset' in until && until.offset + 1n < end ? until.offset + 1n : end;
   };
-  const open = new Set([...ends.keys()].filter((p) => next(p) < limit(p)));
+  // A start naming a partition reads that one alone (copiesLanded): the others are not part of the range.
+  const only = options.start.from === 'offset' ? options.start.partition : undefined;
+  const open = new Set([...ends.keys()].filter((p) => (only === undefined || p === only) && next(p) < limit(p)));
   const remaining = () => Number([...open].reduce((sum, p) => sum + (limit(p) - next(p)), 0n));
 
   let replayed = 0;
@@ -448,9 +451,20 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
 }
 
 /**
- * The copies of `run` found in the topics a died run announced a batch to, from where each ended then to its end
- * now (their COPY_HEADER values). Read with this same loop, appending nothing. A read that stops short cannot
- * tell which copies landed: the rerun fails (retried by running it again) rather than append any twice.
+ * The copies of `run` found in the topics a died run announced a batch to (their COPY_HEADER values): each partition
+ * read alone, from where it ended at the announcement (a partition not announced, added since, from its start),
+ * with this same loop, appending nothing. Partitions of one topic can be millions of offsets apart, so none is read
+ * from another's offset.
+ *
+ * Each read stops at the partition's end taken once the landing wait is over, before any of them is read: by then
+ * every copy the died run will ever land has landed (LANDING_WINDOW_MS; on the embedded log this run holds the lock
+ * the died one held), so nothing past it can be one, and traffic arriving during the scan is not read. A bound by
+ * time (the first record stamped after announcedAt + LANDING_WINDOW_MS) would stop sooner on a rerun long after, but
+ * it would trust the broker's clock against this host's and every producer's timestamps (a topic with CreateTime),
+ * neither of which the wait relies on: a copy stamped early would be missed, and appended again.
+ *
+ * A read that stops short cannot tell which copies landed: the rerun fails (retried by running it again) rather
+ * than append any twice.
  */
 async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<Set<string>> {
   const found = new Set<string>();
@@ -458,19 +472,21 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
   if (wait > 0 && !(await pause(wait, options.signal))) {
     throw new Error(`stopped while waiting ${Math.ceil(wait / 1000)} s for the last run's announced batch to land or not (LANDING_WINDOW_MS): run the replay again; nothing was appended`);
   }
-  for (const [topic, ends] of Object.entries(appending)) {
-    const from = Object.values(ends).reduce((min, o) => (BigInt(o) < min ? BigInt(o) : min), BigInt(Object.values(ends)[0] ?? '0'));
+  const scans = await Promise.all(Object.entries(appending).map(async ([topic, announced]) => (await options.log.endOffsets(topic))
+    .map(({ partition, offset }) => ({ topic, partition, from: BigInt(announced[partition] ?? '0'), end: BigInt(offset) }))));
+  // Where nothing was appended since the announcement there is nothing to read (a reader costs a group join on Kafka).
+  for (const { topic, partition, from, end } of scans.flat().filter((scan) => scan.from < scan.end)) {
     const read = await refeedLocked({
-      log: options.log, source: topic, start: { from: 'offset', offset: String(from) }, until: null, checkpoint: null,
+      log: options.log, source: topic, start: { from: 'offset', offset: String(from), partition }, until: { offset: end - 1n }, checkpoint: null,
       progress: { update() {}, finish() {} }, signal: options.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs,
       select: (record) => {
         const tag = record.headers[COPY_HEADER];
-        if (tag?.startsWith(`${run}/`) && BigInt(record.offset) >= BigInt(ends[record.partition] ?? '0')) found.add(tag);
+        if (tag?.startsWith(`${run}/`)) found.add(tag);
         return null;
       },
     }, {});
     if (read.interrupted) {
-      throw new Error(`the last run of this replay ended with a batch announced to ${topic}, and reading ${topic} to find which of its copies were appended stopped short (${read.stalled ?? 'stopped'}): run the replay again; nothing was appended`);
+      throw new Error(`the last run of this replay ended with a batch announced to ${topic}, and reading its partition ${partition} to find which of its copies were appended stopped short (${read.stalled ?? 'stopped'}): run the replay again; nothing was appended`);
     }
   }
   return found;
