@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { readFileSync } from 'node:fs';
-import { checkpointFile, CheckpointUnreadable, COPY_HEADER, refeed, type CheckpointState, type RefeedOptions } from '../../services/admin/operations/refeed';
+import { checkpointFile, CheckpointUnreadable, COPY_HEADER, refeed, type CheckpointFile, type CheckpointState, type RefeedOptions } from '../../services/admin/operations/refeed';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
@@ -303,4 +303,25 @@ test('a held record is selected again after the batch before it is appended; sto
   const second = await run(new AbortController().signal, copy);
   expect(second).toMatchObject({ replayed: 6, interrupted: false });
   expect((await collectUntilQuiet(log, 'out', 300)).map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
+test('a flush with nothing new saves nothing: a record held right after a batch, or first, does not write the same checkpoint again', async () => {
+  const saves: string[] = [];
+  const file = checkpointFile(path.join(dir, 'cp', 'replay.json'));
+  const counted: CheckpointFile = { ...file, save: (state) => { saves.push(JSON.stringify(state)); return file.save(state); } };
+  const asked = new Map<string, number>();
+  // v2 (the first record) and v5 (the first after a batch of 3) are each held twice.
+  const result = await refeed({
+    log, source: 'in', start: { from: 'offset', offset: '2' }, until: null, checkpoint: counted, progress: quiet, signal: new AbortController().signal, batchSize: 3,
+    select: (r) => {
+      const v = r.value.toString();
+      asked.set(v, (asked.get(v) ?? 0) + 1);
+      return (v === 'v2' || v === 'v5') && asked.get(v)! <= 2 ? { held: 'not yet' } : copy(r);
+    },
+  }, { topic: 'in' });
+  expect(result).toMatchObject({ replayed: 8, interrupted: false });
+  expect(asked.get('v2')).toBe(3);
+  expect(saves.filter((state, i) => state === saves[i - 1])).toEqual([]);
+  // The range's end; then per batch its announcement and its checkpoint (v2-v4, v5-v7, v8-v9).
+  expect(saves).toHaveLength(7);
 });

@@ -276,6 +276,15 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   if (saved && JSON.stringify(saved.request) !== JSON.stringify(request)) {
     throw new Error(`checkpoint ${checkpoint!.path} belongs to another replay (${JSON.stringify(saved.request)}); pass another --checkpoint or delete it`);
   }
+  // What the file holds now: a flush with nothing new since (a record held right after a batch, a stop right after
+  // one) does not write and sync the same checkpoint again.
+  let onDisk = saved && JSON.stringify(saved);
+  const save = async (next: CheckpointState) => {
+    const text = JSON.stringify(next);
+    if (!checkpoint || text === onDisk) return;
+    await checkpoint.save(next);
+    onDisk = text;
+  };
   const state: CheckpointState = saved ?? { request, positions: {}, replayed: 0, skipped: 0, complete: false };
   // What earlier runs counted: `state` is the loaded checkpoint itself, so read its totals once, before they change.
   const earlier = { replayed: state.replayed, skipped: state.skipped };
@@ -298,7 +307,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
     state.ends = Object.fromEntries([...ends].map(([p, offset]) => [String(p), String(offset)]));
     // Kept before the first copy is appended: a run killed after that append and before its first checkpoint
     // would otherwise resume with the topic's end then, taking in what arrived meanwhile.
-    await checkpoint?.save(state);
+    await save(state);
   }
   // What the checkpoint says of the batch being gathered: its start (state moves on as records are taken).
   let atBatchStart = structuredClone(state);
@@ -351,7 +360,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
             return [topic, ends] as const;
           })));
           // The checkpoint as it was saved last (at this batch's start), with the announcement.
-          await checkpoint.save({ ...atBatchStart, appending, announcedAt: Date.now() });
+          await save({ ...atBatchStart, appending, announcedAt: Date.now() });
         }
         await log.append(batch);
       }
@@ -366,7 +375,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       state.reasons = { ...earlierReasons };
       for (const [reason, n] of Object.entries(reasons)) state.reasons[reason] = (state.reasons[reason] ?? 0) + n;
     }
-    await checkpoint?.save(state);
+    await save(state);
     atBatchStart = structuredClone(state);
   };
 
