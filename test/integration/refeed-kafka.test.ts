@@ -3,7 +3,8 @@ import type { Admin, Producer } from 'kafkajs';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { checkpointFile, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
+import { checkpointFile, COPY_HEADER, LANDING_WINDOW_MS, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
+import type { EventLog, ReadOptions } from '../../services/platform/log/event-log';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
 import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
 import { silentLogger } from '../../services/platform/logger/logger';
@@ -142,6 +143,51 @@ test('a dead-letter replay stopped and resumed replays one letter per original, 
     await read(topics.received, { quietMs: 10_000, select: (record) => { copies.push(replayOf(record.headers) ?? ''); return null; } });
     expect(copies.filter((c) => c === original)).toHaveLength(1);
     expect(copies).toHaveLength(21);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test('a rerun looks for the died batch\'s copies in each partition from where that partition ended at the announcement, not all from the smallest', async () => {
+  const source = await newTopic(1);
+  const target = await newTopic(3);
+  const send = (topic: string, partition: number, messages: { value: string; headers?: Record<string, string> }[]) =>
+    plain.send({ topic, messages: messages.map((m) => ({ partition, ...m })) });
+  await send(source, 0, ['s0', 's1', 's2', 's3'].map((value) => ({ value })));
+  // Traffic on the copies' topic before the batch was announced: partition 0 far ahead of the others.
+  await send(target, 0, Array.from({ length: 50 }, () => ({ value: 'traffic' })));
+  await send(target, 1, Array.from({ length: 5 }, () => ({ value: 'traffic' })));
+  // The run that died announced its batch (s0-s3) at those ends; two of its copies landed, amid more traffic.
+  const tag = (offset: number) => `r1/${source}/0/${offset}`;
+  await send(target, 0, [{ value: 's2', headers: { [COPY_HEADER]: tag(2) } }]);
+  await send(target, 1, [{ value: 'traffic' }, { value: 'traffic' }]);
+  await send(target, 2, [{ value: 's0', headers: { [COPY_HEADER]: tag(0) } }]);
+  const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-scan-'));
+  try {
+    const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    await checkpoint.save({
+      request: {}, positions: {}, ends: { 0: '4' }, replayed: 0, skipped: 0, run: 'r1',
+      appending: { [target]: { 0: '50', 1: '5', 2: '0' } }, announcedAt: Date.now() - LANDING_WINDOW_MS, complete: false,
+    });
+    const scanned: string[] = [];
+    const spied: EventLog = Object.assign(Object.create(log), {
+      async *read(topic: string, options: ReadOptions) {
+        for await (const record of log.read(topic, options)) {
+          if (topic === target) scanned.push(`${record.partition}:${record.value.toString()}`);
+          yield record;
+        }
+      },
+    });
+    const result = await refeed({
+      log: spied, source, start: { from: 'beginning' }, until: null, checkpoint, progress: quiet, signal: new AbortController().signal,
+      quietMs: 10_000, firstRecordMs: 30_000, select: (record) => ({ topic: target, key: record.key, value: record.value }),
+    }, {});
+    expect(result).toEqual({ replayed: 4, skipped: 0, reasons: {}, interrupted: false, stalled: null });
+    // The 50 records partition 0 held before the announcement are not read, nor partition 1's first 5.
+    expect(scanned.sort()).toEqual(['0:s2', '1:traffic', '1:traffic', '2:s0']);
+    const copies: string[] = [];
+    await read(target, { quietMs: 10_000, select: (record) => { if (record.value.toString() !== 'traffic') copies.push(record.value.toString()); return null; } });
+    expect(copies.sort()).toEqual(['s0', 's1', 's2', 's3']);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { readFileSync } from 'node:fs';
-import { checkpointFile, COPY_HEADER, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
+import { checkpointFile, CheckpointUnreadable, COPY_HEADER, refeed, type CheckpointFile, type CheckpointState, type RefeedOptions } from '../../services/admin/operations/refeed';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
@@ -132,6 +132,85 @@ test('a rerun stopped short before it passed every copy that landed (a cancel, a
   expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
 });
 
+/**
+ * The embedded log with `topic` split into partitions, one embedded topic each (`<topic>~<p>`), a record placed by
+ * its key's number (`k3`: 3 % partitions): what a Kafka topic of several partitions is to refeed. A read must name
+ * its partition (`reads` says which, from where, and how many records it was given); one of every partition at once
+ * is refused.
+ */
+function partitioned(inner: EventLog, topic: string, partitions: number, reads: { partition: number; from: string; given: number }[]): EventLog {
+  const each = Array.from({ length: partitions }, (_, p) => p);
+  const placed = (t: string, key: string | null) => (t === topic ? `${topic}~${Number(key!.slice(1)) % partitions}` : t);
+  return {
+    ...inner,
+    append: (records) => inner.append(records.map((r) => ({ ...r, topic: placed(r.topic, r.key) }))),
+    endOffsets: async (t) => (t !== topic ? inner.endOffsets(t) : Promise.all(each.map(async (p) => ({ partition: p, offset: (await inner.endOffsets(`${t}~${p}`))[0].offset })))),
+    firstOffsets: async (t) => (t !== topic ? inner.firstOffsets(t) : each.map((p) => ({ partition: p, offset: '0' }))),
+    async *read(t, options) {
+      if (t !== topic) { yield* inner.read(t, options); return; }
+      const { start } = options;
+      if (start.from !== 'offset' || start.partition === undefined) throw new Error(`a read of every partition of ${t} from ${JSON.stringify(start)}`);
+      const read = { partition: start.partition, from: start.offset, given: 0 };
+      reads.push(read);
+      for await (const r of inner.read(`${t}~${start.partition}`, { ...options, start: { from: 'offset', offset: start.offset } })) {
+        read.given++;
+        yield { ...r, topic: t, partition: start.partition };
+      }
+    },
+  };
+}
+
+test('a rerun looks for the died batch\'s copies in each partition alone, from where that partition ended at the announcement', async () => {
+  // Other traffic on the copies' topic: partition 0 is far ahead of partition 1, as Kafka partitions drift apart.
+  await log.append(Array.from({ length: 30 }, () => ({ topic: 'out~0', key: 'k0', value: Buffer.from('traffic') })));
+  const reads: { partition: number; from: string; given: number }[] = [];
+  const split = partitioned(log, 'out', 2, reads);
+  const runOnSplit = () => refeed({
+    log: split, source: 'in', start: { from: 'offset', offset: '2' }, until: null, select: copy,
+    checkpoint: checkpointFile(path.join(dir, 'cp', 'replay.json')), progress: quiet, signal: new AbortController().signal, batchSize: 3,
+  }, { topic: 'in' });
+  const append = dieAfterAppend(2); // v2 v4 to partition 0, v3 to 1; then v6 to 0, v5 v7 to 1 land unrecorded
+  await expect(runOnSplit()).rejects.toThrow('killed');
+  log.append = append;
+  expect(JSON.parse(readFileSync(path.join(dir, 'cp', 'replay.json'), 'utf8')).appending).toEqual({ out: { 0: '32', 1: '1' } });
+
+  expect(await runOnSplit()).toMatchObject({ replayed: 5, interrupted: false });
+  // Each partition from its own announced end to its end then: 30 records of traffic never read.
+  expect(reads).toEqual([{ partition: 0, from: '32', given: 1 }, { partition: 1, from: '1', given: 2 }]);
+  const values = async (p: number) => (await collectUntilQuiet(log, `out~${p}`, 300)).map((r) => r.value.toString()).filter((v) => v !== 'traffic');
+  expect([...await values(0), ...await values(1)].sort()).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
+describe('a damaged checkpoint is refused, naming its file and the field', () => {
+  const at = () => path.join(dir, 'cp', 'replay.json');
+  const died = (): CheckpointState => ({
+    request: { topic: 'in' }, positions: { 0: '5' }, ends: { 0: '10' }, replayed: 3, skipped: 0, run: 'r1',
+    appending: { out: { 0: '3' } }, announcedAt: Date.now(), complete: false,
+  });
+  test.each<[string, (state: Record<string, unknown>) => void, string]>([
+    ['an offset of the announcement', (s) => { s.appending = { out: { 0: 'three' } }; }, 'appending.out.0 is "three", not an offset'],
+    ['the announcement\'s time', (s) => { s.announcedAt = 'a minute ago'; }, 'announcedAt is "a minute ago", not a time'],
+    ['a position', (s) => { s.positions = { 0: 5 }; }, 'positions.0 is 5, not an offset'],
+    ['an end', (s) => { s.ends = { first: '10' }; }, 'ends names "first", not a partition'],
+    ['a count', (s) => { s.replayed = '3'; }, 'replayed is "3", not a count'],
+    ['completion', (s) => { delete s.complete; }, 'complete is undefined, not true or false'],
+  ])('%s', async (_, damage, problem) => {
+    const state = died() as unknown as Record<string, unknown>;
+    damage(state);
+    await checkpointFile(at()).save(state as unknown as CheckpointState);
+    const rerun = run(new AbortController().signal, copy);
+    await expect(rerun).rejects.toThrow(CheckpointUnreadable);
+    await expect(rerun).rejects.toThrow(`checkpoint ${at()} is unreadable (${problem})`);
+    expect(await collectUntilQuiet(log, 'out', 100, 100)).toEqual([]);
+  });
+  test('an undamaged one, and one of an older version (no run, announcement or examples), is taken', async () => {
+    await checkpointFile(at()).save(died());
+    expect(await run(new AbortController().signal, copy)).toMatchObject({ replayed: 5, interrupted: false });
+    await checkpointFile(at()).save({ request: { topic: 'other' }, positions: {}, replayed: 0, skipped: 0, complete: false });
+    expect(await run(new AbortController().signal, copy, { topic: 'other' })).toMatchObject({ replayed: 8, interrupted: false });
+  });
+});
+
 test('a checkpoint of another request is refused rather than mixed up', async () => {
   await run(new AbortController().signal, copy);
   await expect(run(new AbortController().signal, copy, { topic: 'other' })).rejects.toThrow(/belongs to another replay/);
@@ -224,4 +303,25 @@ test('a held record is selected again after the batch before it is appended; sto
   const second = await run(new AbortController().signal, copy);
   expect(second).toMatchObject({ replayed: 6, interrupted: false });
   expect((await collectUntilQuiet(log, 'out', 300)).map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
+test('a flush with nothing new saves nothing: a record held right after a batch, or first, does not write the same checkpoint again', async () => {
+  const saves: string[] = [];
+  const file = checkpointFile(path.join(dir, 'cp', 'replay.json'));
+  const counted: CheckpointFile = { ...file, save: (state) => { saves.push(JSON.stringify(state)); return file.save(state); } };
+  const asked = new Map<string, number>();
+  // v2 (the first record) and v5 (the first after a batch of 3) are each held twice.
+  const result = await refeed({
+    log, source: 'in', start: { from: 'offset', offset: '2' }, until: null, checkpoint: counted, progress: quiet, signal: new AbortController().signal, batchSize: 3,
+    select: (r) => {
+      const v = r.value.toString();
+      asked.set(v, (asked.get(v) ?? 0) + 1);
+      return (v === 'v2' || v === 'v5') && asked.get(v)! <= 2 ? { held: 'not yet' } : copy(r);
+    },
+  }, { topic: 'in' });
+  expect(result).toMatchObject({ replayed: 8, interrupted: false });
+  expect(asked.get('v2')).toBe(3);
+  expect(saves.filter((state, i) => state === saves[i - 1])).toEqual([]);
+  // The range's end; then per batch its announcement and its checkpoint (v2-v4, v5-v7, v8-v9).
+  expect(saves).toHaveLength(7);
 });

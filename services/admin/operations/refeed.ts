@@ -31,8 +31,9 @@ import { recordIdentity } from '../../platform/log/replay-marking';
  * the log, and the rerun would append that batch again: its requests executed twice. So each batch is announced
  * first: the checkpoint, still at the batch's start, is saved with `appending` (where each topic the copies go to
  * ended then), and each copy carries `ingress-replay-copy: <run>/<its source record>`. A rerun that finds
- * `appending` reads those topics from there to their end, and a copy it finds there is not appended again
- * (counted replayed, as it was). A read that cannot finish stops the rerun (it cannot tell), never re-appends.
+ * `appending` reads each partition of those topics from there to its end (copiesLanded), and a copy it finds
+ * there is not appended again (counted replayed, as it was). A read that cannot finish stops the rerun (it cannot
+ * tell), never re-appends.
  * The announcement is kept until the checkpoint has passed every copy found (a rerun stopped short leaves them
  * announced), and on Kafka a rerun looks only LANDING_WINDOW_MS after it. What this cannot see: a copy retention
  * deleted before the rerun looked, and a send retried past that window (operations.md, "A kill between an append
@@ -172,6 +173,14 @@ export class CheckpointInUse extends Error {
   }
 }
 
+/** A checkpoint file that is not JSON, or not the shape a run reads (a hand edit, a damaged disk): never guessed at. */
+export class CheckpointUnreadable extends Error {
+  constructor(file: string, problem: string) {
+    super(`checkpoint ${file} is unreadable (${problem}); repair it, or delete it to start the replay over (appending again what it covered)`);
+    this.name = 'CheckpointUnreadable';
+  }
+}
+
 /** Far above any checkpoint (its request names at most 10 000 letters): a larger file is not one. */
 const MAX_CHECKPOINT_BYTES = 16 * 1024 * 1024;
 
@@ -180,10 +189,16 @@ export function checkpointFile(file: string, onUnflushed?: Unflushed): Checkpoin
   return {
     path: file,
     async load() {
-      try { return JSON.parse(await readRegularFile(file, MAX_CHECKPOINT_BYTES)) as CheckpointState; } catch (error) {
+      let value: unknown;
+      try { value = JSON.parse(await readRegularFile(file, MAX_CHECKPOINT_BYTES)); } catch (error) {
         if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
-        throw new Error(`checkpoint ${file} is unreadable (${(error as Error).message}); delete it to start over`);
+        throw new CheckpointUnreadable(file, (error as Error).message);
       }
+      // Checked here rather than where each field is used: a hand-edited offset made a bare BigInt SyntaxError
+      // naming neither file nor field, and a text `announcedAt` silently skipped the landing wait.
+      const problem = checkpointProblem(value);
+      if (problem) throw new CheckpointUnreadable(file, problem);
+      return value as CheckpointState;
     },
     async save(state) {
       await makeDirectories(path.dirname(file));
@@ -200,6 +215,47 @@ export function checkpointFile(file: string, onUnflushed?: Unflushed): Checkpoin
     },
     holder: () => lockHolder(`${file}.lock`),
   };
+}
+
+/** What is wrong with a loaded checkpoint, naming the field; null when every field a run reads has its type. */
+export function checkpointProblem(value: unknown): string | null {
+  const show = (v: unknown) => (JSON.stringify(v) ?? String(v)).slice(0, 40);
+  if (!isObject(value)) return `it holds ${show(value)}, not an object`;
+  const offsets = (field: string, v: unknown): string | null => {
+    if (!isObject(v)) return `${field} is ${show(v)}, not an object of offsets`;
+    for (const [p, o] of Object.entries(v)) {
+      if (!/^\d+$/.test(p)) return `${field} names ${show(p)}, not a partition`;
+      if (typeof o !== 'string' || !/^\d+$/.test(o)) return `${field}.${p} is ${show(o)}, not an offset`;
+    }
+    return null;
+  };
+  const count = (field: string, v: unknown) => (Number.isSafeInteger(v) ? null : `${field} is ${show(v)}, not a count`);
+  const { request, positions, ends, replayed, skipped, reasons, examples, run, appending, announcedAt, complete } = value;
+  if (!isObject(request) || !Object.values(request).every((v) => v === null || typeof v === 'string')) return `request is ${show(request)}, not the replay's request`;
+  const problem = offsets('positions', positions) ?? (ends === undefined ? null : offsets('ends', ends))
+    ?? count('replayed', replayed) ?? count('skipped', skipped);
+  if (problem) return problem;
+  if (reasons !== undefined) {
+    if (!isObject(reasons)) return `reasons is ${show(reasons)}, not an object of counts`;
+    const wrong = Object.entries(reasons).map(([reason, n]) => count(`reasons.${reason}`, n)).find((p) => p !== null);
+    if (wrong) return wrong;
+  }
+  if (examples !== undefined && (!Array.isArray(examples) || !examples.every((e) => isObject(e) && typeof e.skip === 'string' && typeof e.at === 'string'))) {
+    return `examples is ${show(examples)}, not a list of skipped records`;
+  }
+  if (run !== undefined && (typeof run !== 'string' || run === '')) return `run is ${show(run)}, not a run's name`;
+  if (appending !== undefined) {
+    if (!isObject(appending)) return `appending is ${show(appending)}, not an object of topics`;
+    const wrong = Object.entries(appending).map(([topic, ends]) => offsets(`appending.${topic}`, ends)).find((p) => p !== null);
+    if (wrong) return wrong;
+  }
+  if (announcedAt !== undefined && !Number.isFinite(announcedAt)) return `announcedAt is ${show(announcedAt)}, not a time`;
+  if (typeof complete !== 'boolean') return `complete is ${show(complete)}, not true or false`;
+  return null;
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
 }
 
 export async function refeed(options: RefeedOptions, request: Record<string, string | null>): Promise<RefeedResult> {
@@ -220,6 +276,15 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   if (saved && JSON.stringify(saved.request) !== JSON.stringify(request)) {
     throw new Error(`checkpoint ${checkpoint!.path} belongs to another replay (${JSON.stringify(saved.request)}); pass another --checkpoint or delete it`);
   }
+  // What the file holds now: a flush with nothing new since (a record held right after a batch, a stop right after
+  // one) does not write and sync the same checkpoint again.
+  let onDisk = saved && JSON.stringify(saved);
+  const save = async (next: CheckpointState) => {
+    const text = JSON.stringify(next);
+    if (!checkpoint || text === onDisk) return;
+    await checkpoint.save(next);
+    onDisk = text;
+  };
   const state: CheckpointState = saved ?? { request, positions: {}, replayed: 0, skipped: 0, complete: false };
   // What earlier runs counted: `state` is the loaded checkpoint itself, so read its totals once, before they change.
   const earlier = { replayed: state.replayed, skipped: state.skipped };
@@ -242,7 +307,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
     state.ends = Object.fromEntries([...ends].map(([p, offset]) => [String(p), String(offset)]));
     // Kept before the first copy is appended: a run killed after that append and before its first checkpoint
     // would otherwise resume with the topic's end then, taking in what arrived meanwhile.
-    await checkpoint?.save(state);
+    await save(state);
   }
   // What the checkpoint says of the batch being gathered: its start (state moves on as records are taken).
   let atBatchStart = structuredClone(state);
@@ -260,7 +325,9 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
     const end = ends.get(partition)!;
     return until && 'offset' in until && until.offset + 1n < end ? until.offset + 1n : end;
   };
-  const open = new Set([...ends.keys()].filter((p) => next(p) < limit(p)));
+  // A start naming a partition reads that one alone (copiesLanded): the others are not part of the range.
+  const only = options.start.from === 'offset' ? options.start.partition : undefined;
+  const open = new Set([...ends.keys()].filter((p) => (only === undefined || p === only) && next(p) < limit(p)));
   const remaining = () => Number([...open].reduce((sum, p) => sum + (limit(p) - next(p)), 0n));
 
   let replayed = 0;
@@ -293,7 +360,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
             return [topic, ends] as const;
           })));
           // The checkpoint as it was saved last (at this batch's start), with the announcement.
-          await checkpoint.save({ ...atBatchStart, appending, announcedAt: Date.now() });
+          await save({ ...atBatchStart, appending, announcedAt: Date.now() });
         }
         await log.append(batch);
       }
@@ -308,7 +375,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       state.reasons = { ...earlierReasons };
       for (const [reason, n] of Object.entries(reasons)) state.reasons[reason] = (state.reasons[reason] ?? 0) + n;
     }
-    await checkpoint?.save(state);
+    await save(state);
     atBatchStart = structuredClone(state);
   };
 
@@ -393,9 +460,20 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
 }
 
 /**
- * The copies of `run` found in the topics a died run announced a batch to, from where each ended then to its end
- * now (their COPY_HEADER values). Read with this same loop, appending nothing. A read that stops short cannot
- * tell which copies landed: the rerun fails (retried by running it again) rather than append any twice.
+ * The copies of `run` found in the topics a died run announced a batch to (their COPY_HEADER values): each partition
+ * read alone, from where it ended at the announcement (a partition not announced, added since, from its start),
+ * with this same loop, appending nothing. Partitions of one topic can be millions of offsets apart, so none is read
+ * from another's offset.
+ *
+ * Each read stops at the partition's end taken once the landing wait is over, before any of them is read: by then
+ * every copy the died run will ever land has landed (LANDING_WINDOW_MS; on the embedded log this run holds the lock
+ * the died one held), so nothing past it can be one, and traffic arriving during the scan is not read. A bound by
+ * time (the first record stamped after announcedAt + LANDING_WINDOW_MS) would stop sooner on a rerun long after, but
+ * it would trust the broker's clock against this host's and every producer's timestamps (a topic with CreateTime),
+ * neither of which the wait relies on: a copy stamped early would be missed, and appended again.
+ *
+ * A read that stops short cannot tell which copies landed: the rerun fails (retried by running it again) rather
+ * than append any twice.
  */
 async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<Set<string>> {
   const found = new Set<string>();
@@ -403,19 +481,21 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
   if (wait > 0 && !(await pause(wait, options.signal))) {
     throw new Error(`stopped while waiting ${Math.ceil(wait / 1000)} s for the last run's announced batch to land or not (LANDING_WINDOW_MS): run the replay again; nothing was appended`);
   }
-  for (const [topic, ends] of Object.entries(appending)) {
-    const from = Object.values(ends).reduce((min, o) => (BigInt(o) < min ? BigInt(o) : min), BigInt(Object.values(ends)[0] ?? '0'));
+  const scans = await Promise.all(Object.entries(appending).map(async ([topic, announced]) => (await options.log.endOffsets(topic))
+    .map(({ partition, offset }) => ({ topic, partition, from: BigInt(announced[partition] ?? '0'), end: BigInt(offset) }))));
+  // Where nothing was appended since the announcement there is nothing to read (a reader costs a group join on Kafka).
+  for (const { topic, partition, from, end } of scans.flat().filter((scan) => scan.from < scan.end)) {
     const read = await refeedLocked({
-      log: options.log, source: topic, start: { from: 'offset', offset: String(from) }, until: null, checkpoint: null,
+      log: options.log, source: topic, start: { from: 'offset', offset: String(from), partition }, until: { offset: end - 1n }, checkpoint: null,
       progress: { update() {}, finish() {} }, signal: options.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs,
       select: (record) => {
         const tag = record.headers[COPY_HEADER];
-        if (tag?.startsWith(`${run}/`) && BigInt(record.offset) >= BigInt(ends[record.partition] ?? '0')) found.add(tag);
+        if (tag?.startsWith(`${run}/`)) found.add(tag);
         return null;
       },
     }, {});
     if (read.interrupted) {
-      throw new Error(`the last run of this replay ended with a batch announced to ${topic}, and reading ${topic} to find which of its copies were appended stopped short (${read.stalled ?? 'stopped'}): run the replay again; nothing was appended`);
+      throw new Error(`the last run of this replay ended with a batch announced to ${topic}, and reading its partition ${partition} to find which of its copies were appended stopped short (${read.stalled ?? 'stopped'}): run the replay again; nothing was appended`);
     }
   }
   return found;
