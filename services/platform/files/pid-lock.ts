@@ -197,7 +197,7 @@ async function release(file: string, content: string): Promise<void> {
  * compare-and-set or sample append, the filesystem store's swap of a crash mark): milliseconds, with its fsyncs.
  * A holder that ended is taken over at once, so only a running holder is waited for, and one holding it this
  * long is stuck: the caller gets its retryable "unavailable" error rather than waiting with it. A lock held for
- * work that grows with a file (the replay ledger's read of the whole file at its open) needs a wait of its own.
+ * work that grows with a file would need a wait of its own.
  */
 export const SMALL_UPDATE_LOCK_WAIT_MS = 10_000;
 
