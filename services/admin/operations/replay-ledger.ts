@@ -55,8 +55,8 @@ export type Verdict =
   | { replay: false; reason: 'unrecorded' };
 
 /**
- * An object of the ledger (or a line of a legacy file) is not a batch of claims: repaired by hand, not by waiting (the API answers
- * 409, not 503 with Retry-After). I/O failures stay plain errors: they may pass.
+ * An object of the ledger (or a line of a legacy file) is not a batch of claims: repaired by hand, not by waiting
+ * (the API answers 409, not 503 with Retry-After). I/O failures stay plain errors: they may pass.
  */
 export class ReplayLedgerUnreadable extends Error {
   constructor(message: string) {
