@@ -235,6 +235,18 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       expect(out).not.toHaveProperty('empty');
     });
 
+    maybe('multipart')('a part with an empty filename="" is a file whatever its type: its bytes are staged as sent, not decoded as text', async () => {
+      const png = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0xff, 0x00, 0xfe]);
+      const body = Buffer.concat([
+        Buffer.from(['--b', 'Content-Disposition: form-data; name="picture"; filename=""', 'Content-Type: image/png', '', ''].join('\r\n')), png,
+        Buffer.from(['', '--b', 'Content-Disposition: form-data; name="note"', '', 'a text field', '--b--', ''].join('\r\n')),
+      ]);
+      const out = await output(await post('wf-plain', body, { 'content-type': 'multipart/form-data; boundary=b' })) as Record<string, string>;
+      expect(out.note).toBe('a text field');
+      expect(out.picture).toMatch(/^trigger\/wf-plain\/.+\/picture$/);
+      expect((await readAll(await app.backends.store.get(out.picture))).equals(png)).toBe(true);
+    });
+
     maybe('multipart')('a body cut off inside a file is 400, a file far over its limit 413, and the service lives on', async () => {
       // Both leave busboy with a file part open, which it fails when it is ended or destroyed; that
       // failure once went unheard and took the whole process down.

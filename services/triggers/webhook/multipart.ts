@@ -240,8 +240,8 @@ export async function stageMultipart(
       if (name === undefined) { stream.resume(); return fail(unnamedPart()); }
       if (info.filename) return stage(name, info.filename, stream, info.mimeType);
       // A file input left empty arrives with no file name and no bytes: nothing to stage. A part with
-      // bytes but no file name (busboy counts any application/octet-stream part as a file) is a file all
-      // the same, named after its field.
+      // bytes but no file name (an empty filename="", a file by RFC 7578 as patched into busboy, and any
+      // application/octet-stream part, which busboy counts as a file) is a file all the same, named after its field.
       stream.once('data', (first: Buffer) => {
         stream.pause();
         const rest = new PassThrough();
