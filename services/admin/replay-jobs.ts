@@ -382,8 +382,12 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         // Stopped short by a log that went quiet: said, so that nobody takes it for done; the checkpoint is incomplete.
         if (result.stalled) job.error = `${result.stalled}; stopped short: resume it (POST /api/v1/replays/${job.id}/resume)`;
       } catch (error) {
-        job.state = 'failed';
-        job.error = (error as Error).message;
+        // Stopped (a cancel, the service's stop) where the run throws rather than returns interrupted: while it
+        // waits for, or reads, the copies a died run may have landed (refeed.ts copiesLanded). Its checkpoint is
+        // untouched, so it is resumable as any stopped job, and not failed.
+        const stopped = abort.signal.aborted;
+        job.state = !stopped ? 'failed' : entry.cancelled ? 'cancelled' : 'interrupted';
+        job.error = stopped ? null : (error as Error).message;
         // What it appended before it failed is in its checkpoint, as after a run that ends: shown, not the count it started with.
         const saved = await checkpoint.load().catch(() => null);
         if (saved) Object.assign(job, progressOf(saved));

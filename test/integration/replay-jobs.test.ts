@@ -81,6 +81,54 @@ test('cancel stops a running job after its batch; it stays resumable', async () 
   expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: RECORDS });
 });
 
+describe('a job stopped while its rerun looks for the copies a died run landed is interrupted (or cancelled), not failed, and resumes', () => {
+  test.each([
+    ['the service stops while it reads for them', 'stop', 'embedded'],
+    ['it is cancelled while it reads for them', 'cancel', 'embedded'],
+    ['the service stops while it waits for them to land (Kafka)', 'stop', 'kafka'],
+  ] as const)('%s', async (_, how, kind) => {
+    const own = mkdtempSync(path.join(tmpdir(), 'replay-stopped-scan-'));
+    const ownLog = await openEmbeddedLog({ dataDir: own });
+    try {
+      await ownLog.append(Array.from({ length: 10 }, (_, i) => ({ topic: topics.received, key: 'wf', value: Buffer.from(`r${i}`) })));
+      const request = { topic: topics.received, from: '0', to: null, workflow: null };
+      const dir = path.join(own, 'replay');
+      mkdirSync(dir, { recursive: true });
+      // What a run killed as it appended its first batch leaves: the batch announced, the topic then 5 records long.
+      writeFileSync(path.join(dir, `${rangeReplayId(request)}.json`), JSON.stringify({
+        request, positions: {}, ends: { 0: '10' }, replayed: 0, skipped: 0, run: 'died-run', appending: { [topics.received]: { 0: '5' } }, announcedAt: Date.now(), complete: false,
+      }));
+      // The read for the landed copies (from the announced end) delivers nothing until stopped.
+      let scanning!: () => void;
+      const scanStarted = new Promise<void>((resolve) => { scanning = resolve; });
+      const slow: EventLog = {
+        ...ownLog, kind,
+        read: (topic, options) => (options.start.from === 'offset' && options.start.offset === '5' ? {
+          async* [Symbol.asyncIterator]() {
+            scanning();
+            if (!options.signal.aborted) await new Promise((resolve) => options.signal.addEventListener('abort', resolve, { once: true }));
+          },
+        } : ownLog.read(topic, options)),
+      };
+      const jobs = await openReplayJobs({ log: slow, dir, context, logger: silentLogger, firstRecordMs: 30_000 });
+      const { job } = await jobs.startRange(request);
+      if (kind === 'embedded') await scanStarted;
+      else await new Promise((resolve) => setTimeout(resolve, 200));
+      if (how === 'stop') await jobs.stop(); else await jobs.cancel(job.id);
+      expect(jobs.get(job.id)).toMatchObject({ state: how === 'stop' ? 'interrupted' : 'cancelled', error: null, replayed: 0 });
+      if (kind === 'kafka') return; // resumed, it would wait out the rest of the minute
+      const restarted = await openReplayJobs({ log: ownLog, dir, context, logger: silentLogger });
+      expect(restarted.get(job.id)).toMatchObject({ state: how === 'stop' ? 'interrupted' : 'cancelled' });
+      await restarted.resume(job.id);
+      await restarted.settled(job.id);
+      expect(restarted.get(job.id)).toMatchObject({ state: 'complete', replayed: 10 });
+    } finally {
+      await ownLog.close();
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
+});
+
 test('the same range asked twice at once starts one job', async () => {
   const jobs = await openReplayJobs({ log, dir: path.join(dataDir, 'replay-twice'), context, logger: silentLogger, batchSize: 1 });
   const request = { topic: topics.received, from: '0', to: '99', workflow: null };
