@@ -466,6 +466,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && j.request && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
         .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
       if (unfinished?.state === 'running') return startOrResume(unfinished);
+      // Its last run, still ending (saving its record), lets go of every claim under its id as it ends: waited for
+      // before the claims below are taken, which it would let go of too.
+      if (unfinished) await running.get(unfinished.id)?.done;
       const id = unfinished?.id ?? `dl-${randomBytes(8).toString('hex')}`;
       await claimNamed(request, id);
       try {

@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, promises as fsp, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openReplayJobs, ReplayConflict, ReplayJobUnreadable, ReplayLedgerFull, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
@@ -580,6 +580,66 @@ test('a replay of named letters that fails after its first batch holds up only t
     const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
     expect(copies.map((r) => replayOf(r.headers)).sort()).toEqual([`${topics.received}/0/0`, `${topics.received}/0/2`]);
   } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('named letters asked again while their failed job is still ending keep the claims this request takes: the end of that run does not let them go', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-ending-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const letter = (i: number) => ({
+    topic: topics.deadLetter, key: 'wf-4', value: context.codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-4',
+      source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf-4'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  const dir = path.join(own, 'replay');
+  // The failed run's last save of its record is held (a slow disk), so that it is still ending when asked again.
+  let recordOf: string | null = null;
+  let letRecordGo!: () => void;
+  const recordHeld = new Promise<void>((resolve) => { letRecordGo = resolve; });
+  const rename = fsp.rename.bind(fsp);
+  const renames = jest.spyOn(fsp, 'rename').mockImplementation(async (from, to) => {
+    if (recordOf !== null && String(to) === path.join(dir, 'jobs', `${recordOf}.json`)) await recordHeld;
+    return rename(from, to);
+  });
+  try {
+    await ownLog.append([letter(0), letter(1)]);
+    // The first append fails (a log outage); the resumed run's first append waits until let go.
+    let appends = 0;
+    let job = '';
+    let resumedAppending!: () => void;
+    const atResumedAppend = new Promise<void>((resolve) => { resumedAppending = resolve; });
+    let letResumedGo!: () => void;
+    const resumedHeld = new Promise<void>((resolve) => { letResumedGo = resolve; });
+    const failing: EventLog = {
+      ...ownLog,
+      append: async (records) => {
+        appends++;
+        if (appends === 1) { recordOf = job; throw new Error('log outage'); }
+        if (appends === 2) { resumedAppending(); await resumedHeld; }
+        return ownLog.append(records);
+      },
+    };
+    const jobs = await openReplayJobs({ log: failing, dir, context, logger: silentLogger, batchSize: 1 });
+    const request = { stage: null, workflow: null, since: null, letters: ['0/0', '0/1'] };
+    job = (await jobs.startDeadLetters(request)).job.id;
+    while (jobs.get(job)?.state !== 'failed') await new Promise((resolve) => setTimeout(resolve, 1));
+    const again = jobs.startDeadLetters(request);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    letRecordGo();
+    expect(await again).toMatchObject({ started: true, job: { id: job } });
+    await atResumedAppend; // the resumed run appends 0/0, and has not read 0/1 yet
+    // 0/1 is the resumed job's (its request was answered 202): another request naming it is refused.
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] })).rejects.toThrow(ReplayConflict);
+    letResumedGo();
+    await jobs.settled(job);
+    expect(jobs.get(job)).toMatchObject({ state: 'complete', replayed: 2, duplicates: 0 });
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies.map((r) => replayOf(r.headers)).sort()).toEqual([`${topics.received}/0/0`, `${topics.received}/0/1`]);
+  } finally {
+    renames.mockRestore();
     await ownLog.close();
     rmSync(own, { recursive: true, force: true });
   }
