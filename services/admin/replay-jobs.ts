@@ -303,19 +303,27 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
    * (ReplayConflict, claiming nothing) when another replay replays one of them: the answer a Replay button needs,
    * rather than a job that completes having replayed nothing, and two clicks on two letters of one request meet
    * here, one after the other. A request by filters is decided letter by letter as its job reads them.
+   *
+   * A job going on (`resumed`: resumed, or asked again while unfinished) is checked the same way, for the letters
+   * its checkpoint has not passed (`positions`), but a letter another replay has appended already does not refuse
+   * it: the job skips that letter as a duplicate when it reads it. Refused, the job could never be resumed, and
+   * a letter it claimed durably whose append failed would never get its copy (only its resume appends it). A letter
+   * another replay is appending now (the job would wait for it) or the full ledger refuses it as a new request.
    */
-  const claimNamed = async (request: DeadLetterReplayRequest, replay: string) => {
+  const claimNamed = async (request: DeadLetterReplayRequest, replay: string, resumed?: { positions: Record<string, string> }) => {
     if (request.letters === null) return;
+    const left = resumed ? request.letters.filter((l) => BigInt(l.split('/')[1]) >= BigInt(resumed.positions[l.split('/')[0]] ?? '0')) : request.letters;
+    if (!left.length) return;
     const claims = await ledgerOf();
     await claims.refresh().catch((error) => { throw storeError(error); }); // what another process's replays claimed since
-    const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
+    const selected = deadLetterSelector({ ...request, letters: left }, { ...options.context, skipped: undefined });
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];
     const unrecorded: string[] = [];
     const advice = await directRunAdvice(dir);
     const since = request.since === null ? null : Date.parse(request.since);
     const read = await refeed({
-      log, source: options.context.topics.deadLetter, ...namedSpan(request.letters, null), checkpoint: null, signal: new AbortController().signal,
+      log, source: options.context.topics.deadLetter, ...namedSpan(left, null), checkpoint: null, signal: new AbortController().signal,
       quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, progress: { update() {}, finish() {} },
       select: (record) => {
         const letter = selected(record);
@@ -324,7 +332,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         const position = `${record.partition}/${record.offset}`;
         const original = originalOf(letter.source, options.context.codec);
         const verdict = claims.take(original, replay, position);
-        if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay) {
+        if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay && !(resumed && verdict.by.ends !== null)) {
           const requestId = requestIdOf(letter.source.value, options.context.codec);
           problems.push(`dead letter ${position}${requestId ? ` (request ${requestId})` : ''}: its original, ${original}, ${duplicateReason(verdict.by, replay, { advice })}`);
         } else if (!verdict.replay && verdict.reason === 'unrecorded') {
@@ -335,7 +343,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     }, {});
     if (read.stalled || problems.length || unrecorded.length) claims.abandon(replay);
     if (read.stalled) throw new EventLogError(`${read.stalled}: the letters asked for could not all be read, so whether they were replayed is unknown; ask again`, 'log-unavailable');
-    if (problems.length) throw new ReplayConflict(problems);
+    if (problems.length) {
+      throw new ReplayConflict(problems, !resumed ? undefined : `${problems.length} of the dead letters replay ${replay} has not reached yet would wait for another replay that is appending a copy of their request now: it is not resumed; resume it once that replay has ended (a letter whose request it appended is then skipped as a duplicate)`);
+    }
     if (unrecorded.length) throw new ReplayLedgerFull(unrecorded, claims.cap);
   };
 
@@ -419,10 +429,20 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   }
 
   async function startOrResume(job: ReplayJob): Promise<{ job: ReplayJob; started: boolean }> {
-    // One cancelled a moment ago may still be saving its record and holding its checkpoint: resumed once it is done.
+    // One cancelled a moment ago may still be saving its record and holding its checkpoint, and lets go of every
+    // claim under its id as it ends: resumed once it is done, before its named letters are claimed again below.
     if (job.state !== 'running') await running.get(job.id)?.done;
     if (job.state === 'running' || job.state === 'complete') return { job: snapshot(job), started: false };
-    return run(job, await plan(job));
+    if (job.kind === 'dead-letters') {
+      const saved = await checkpointOf(job.id).load().catch(() => null); // unreadable: its run says so
+      await claimNamed(job.request as DeadLetterReplayRequest, job.id, { positions: saved?.positions ?? {} });
+    }
+    try {
+      return await run(job, await plan(job));
+    } catch (error) {
+      ledger?.abandon(job.id); // not started: its claims hold nothing up
+      throw error;
+    }
   }
 
   const fresh = (id: string, kind: ReplayKind, request: ReplayJob['request']): ReplayJob => ({
@@ -465,14 +485,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const unfinished = [...jobs.values()]
         .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && j.request && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
         .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
-      if (unfinished?.state === 'running') return startOrResume(unfinished);
-      // Its last run, still ending (saving its record), lets go of every claim under its id as it ends: waited for
-      // before the claims below are taken, which it would let go of too.
-      if (unfinished) await running.get(unfinished.id)?.done;
-      const id = unfinished?.id ?? `dl-${randomBytes(8).toString('hex')}`;
+      if (unfinished) return startOrResume(unfinished);
+      const id = `dl-${randomBytes(8).toString('hex')}`;
       await claimNamed(request, id);
       try {
-        if (unfinished) return await startOrResume(unfinished);
         const job = fresh(id, 'dead-letters', request);
         const refeedPlan = await plan(job); // the letters as every later run reads them
         jobs.set(job.id, job);

@@ -645,6 +645,62 @@ test('named letters asked again while their failed job is still ending keep the 
   }
 });
 
+test('a job of named letters is resumed only once no letter it has yet to read waits on another replay appending it now (409 naming them, as a new request); letters another replay appended are then skipped as duplicates', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-resume-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const letter = (offset: number, headers: Record<string, string> = {}) => ({
+    topic: topics.deadLetter, key: 'wf-3', value: context.codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-3',
+      source: { topic: topics.received, partition: 0, offset: String(offset), key: Buffer.from('wf-3'), value: Buffer.from(`request ${offset}`), headers },
+    }),
+  });
+  try {
+    // 0/0..0/3 of four requests; 0/4, a letter of request 2 too (its copy's, which failed again).
+    await ownLog.append([letter(0), letter(1), letter(2), letter(3), letter(9, { 'ingress-replay-of': `${topics.received}/0/2` })]);
+    // A's second append fails (a log outage); C's first waits until let go.
+    let appends = 0;
+    let letCGo!: () => void;
+    const cHeld = new Promise<void>((resolve) => { letCGo = resolve; });
+    const gated: EventLog = {
+      ...ownLog,
+      append: async (records) => {
+        appends++;
+        if (appends === 2) throw new Error('log outage');
+        if (appends === 3) await cHeld;
+        return ownLog.append(records);
+      },
+    };
+    const jobs = await openReplayJobs({ log: gated, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 1 });
+    const a = (await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1', '0/2'] })).job.id;
+    await jobs.settled(a);
+    // 0/0 appended, 0/1 claimed durably (its append failed), 0/2 never reached: let go.
+    expect(jobs.get(a)).toMatchObject({ state: 'failed', replayed: 1 });
+    // C claims request 2 (through 0/4) and, held at its first append, has not made that claim durable.
+    const c = (await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/3', '0/4'] })).job.id;
+    while (appends < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+    const refused = jobs.resume(a);
+    await expect(refused).rejects.toThrow(ReplayConflict);
+    await expect(refused).rejects.toThrow(`replay ${a} has not reached yet would wait for another replay`);
+    await expect(refused).rejects.toMatchObject({ problems: [expect.stringMatching(new RegExp(`^dead letter 0/2: .* is replayed by replay ${c} with dead letter 0/4, which runs now`))] });
+    // Asked again by its letters: the same answer.
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/2', '0/1', '0/0'] })).rejects.toThrow(ReplayConflict);
+    expect(jobs.get(a)).toMatchObject({ state: 'failed', replayed: 1 });
+
+    letCGo();
+    await jobs.settled(c);
+    expect(jobs.get(c)).toMatchObject({ state: 'complete', replayed: 2 });
+    // C appended request 2: A goes on, appends 0/1's copy (only it can) and skips 0/2.
+    expect(await jobs.resume(a)).toMatchObject({ started: true });
+    await jobs.settled(a);
+    expect(jobs.get(a)).toMatchObject({ state: 'complete', replayed: 2, duplicates: 1, skippedLetters: [expect.objectContaining({ at: '0/2', replayedBy: c, replayedWith: '0/4' })] });
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies.map((r) => replayOf(r.headers)).sort()).toEqual([0, 1, 2, 3].map((o) => `${topics.received}/0/${o}`));
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
 test('letters named while the replay ledger is full are refused, naming it and its setting, rather than a job that replays none of them', async () => {
   const own = mkdtempSync(path.join(tmpdir(), 'replay-ledger-full-'));
   const ownLog = await openEmbeddedLog({ dataDir: own });
