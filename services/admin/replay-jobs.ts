@@ -11,7 +11,7 @@ import { oneAtATime } from './operations/one-at-a-time';
 import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
 import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
-  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
+  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, isHeldLetter, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
   namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
@@ -69,6 +69,19 @@ export interface ReplayJob {
   error: string | null;
   /** The pid of another process running it (its checkpoint's lock says so); null when it runs here, or nowhere. */
   runningIn: number | null;
+  /**
+   * While a dead-letter replay waits at a letter (`at`) whose original another replay of this service (`replay`,
+   * with its letter `letter`) has claimed and not yet appended: since when. Null otherwise, and once the job ends.
+   */
+  waitingOn: WaitingOn | null;
+}
+
+export interface WaitingOn {
+  at: string;
+  original: string;
+  replay: string;
+  letter: string;
+  since: string;
 }
 
 export interface ReplayJobs {
@@ -195,7 +208,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const holder = await checkpointOf(job.id).holder().catch(() => null);
       if (holder !== null && holder !== process.pid) {
         elsewhere.add(job.id);
-        return Object.assign(job, { state: 'running', runningIn: holder, finishedAt: null, error: null });
+        return Object.assign(job, { state: 'running', runningIn: holder, finishedAt: null, error: null, waitingOn: null });
       }
     }
     // The process stopped under it; after its checkpoint's last save it had finished, only its record did not say so.
@@ -221,7 +234,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const at = await fsp.lstat(file).then((s) => s.mtime.toISOString(), () => new Date().toISOString());
       return adopt({
         id, kind: id.startsWith('dl-') ? 'dead-letters' : 'range', request: null, state: 'unreadable', replayed: 0, skipped: 0, ...NO_SKIPS, read: 0, remaining: null,
-        startedAt: at, finishedAt: null, runningIn: null,
+        startedAt: at, finishedAt: null, runningIn: null, waitingOn: null,
         error: `its record ${file} cannot be read (${reason}): repair the file, or remove it (a range replay asked again then goes on from its checkpoint ${path.join(dir, `${id}.json`)})`,
       }, file);
     }
@@ -279,7 +292,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       throw new ReplayStoreError(error);
     }
   };
-  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request }, skippedLetters: [...job.skippedLetters] });
+  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request }, skippedLetters: [...job.skippedLetters], waitingOn: job.waitingOn && { ...job.waitingOn } });
 
   // Opened at the first dead-letter replay, not at start: the service starts whatever DATA_DIR/replay holds.
   const ledgerFile = path.join(dir, 'replayed-originals.jsonl');
@@ -358,7 +371,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const abort = new AbortController();
     const checkpoint = checkpointOf(job.id);
     const before = { replayed: job.replayed, skipped: job.skipped };
-    const starting = { state: 'running', error: null, finishedAt: null, remaining: null } as const;
+    const starting = { state: 'running', error: null, finishedAt: null, remaining: null, waitingOn: null } as const;
     // The checkpoint's lock first: another process running this replay (a second service on this DATA_DIR, the
     // CLI on Kafka) keeps its record too, which this one must not write over. Then the record, before it counts as
     // running: a job whose record cannot be written does not start (nor look started).
@@ -375,12 +388,20 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const held = lock;
     Object.assign(job, starting);
     const entry = { abort, cancelled: false, done: Promise.resolve() };
+    // A held letter is selected again every HELD_RETRY_MS until it is decided: shown meanwhile, from its first look.
+    const waitsFor = (choice: ReturnType<RefeedPlan['select']>) => {
+      job.waitingOn = !isHeldLetter(choice) ? null : {
+        at: choice.at, original: choice.original, replay: choice.by.replay, letter: choice.by.letter,
+        since: job.waitingOn?.at === choice.at ? job.waitingOn.since : new Date().toISOString(),
+      };
+      return choice;
+    };
     running.set(job.id, entry);
     logger.info('replay started', { replay: job.id, kind: job.kind, request: job.request });
     entry.done = (async () => {
       try {
         const result = await refeed({
-          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
+          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: (record) => waitsFor(refeedPlan.select(record)), beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
           signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize,
           progress: { update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; }, finish() {} },
         }, checkpointRequest(job));
@@ -404,6 +425,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         job.read = job.replayed + job.skipped;
       } finally {
         job.remaining = null;
+        job.waitingOn = null;
         job.finishedAt = new Date().toISOString();
         await save(job).catch((error) => logger.error('a replay job record could not be saved', { replay: job.id, error: (error as Error).message }));
         await held.release().catch((error) => logger.warn('a replay checkpoint\'s lock could not be released; the next run takes it over', { replay: job.id, error: (error as Error).message }));
@@ -447,6 +469,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
 
   const fresh = (id: string, kind: ReplayKind, request: ReplayJob['request']): ReplayJob => ({
     id, kind, request, state: 'interrupted', replayed: 0, skipped: 0, ...NO_SKIPS, read: 0, remaining: null, startedAt: new Date().toISOString(), finishedAt: null, error: null, runningIn: null,
+    waitingOn: null,
   });
 
   // Starts and resumes one at a time: two identical requests at once must not both start the same job on one checkpoint.
@@ -567,7 +590,7 @@ function parseJob(text: string, id: string): ReplayJob {
     ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped), duplicates: count(job.duplicates), unrecorded: count(job.unrecorded),
     skippedLetters: Array.isArray(job.skippedLetters) ? job.skippedLetters as SkippedExample[] : [],
     finishedAt: typeof job.finishedAt === 'string' ? job.finishedAt : null, error: typeof job.error === 'string' ? job.error : null,
-    runningIn: null,
+    runningIn: null, waitingOn: null,
   };
 }
 

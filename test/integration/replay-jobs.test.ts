@@ -777,12 +777,12 @@ describe('a letter whose request another running replay claimed but has not appe
         source: { topic: topics.received, partition: 0, offset: String(offset), key: Buffer.from(workflowId), value: Buffer.from(`request ${offset}`), headers },
       }),
     });
+    // A's first append waits until let go, then fails (a log outage) or goes through.
+    let letGo!: () => void;
+    const gate = new Promise<void>((resolve) => { letGo = resolve; });
     try {
       // 0/0 and 0/1 (replay A names them); 0/2, a letter of 0/1's request too (its copy's), which replay B's filters select.
       await ownLog.append([letter('wf-a', 0), letter('wf-a', 1), letter('wf-b', 5, { 'ingress-replay-of': `${topics.received}/0/1` })]);
-      // A's first append waits until let go, then fails (a log outage) or goes through.
-      let letGo!: () => void;
-      const gate = new Promise<void>((resolve) => { letGo = resolve; });
       const gated: EventLog = {
         ...ownLog,
         append: async (records) => {
@@ -794,11 +794,18 @@ describe('a letter whose request another running replay claimed but has not appe
       const a = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1'] });
       const b = await jobs.startDeadLetters({ stage: null, workflow: 'wf-b', since: null, letters: null });
       await new Promise((resolve) => setTimeout(resolve, 500));
-      // B waits at 0/2: A's claim of its request is in memory only, and its checkpoint stays before it.
-      expect(jobs.get(b.job.id)).toMatchObject({ state: 'running', replayed: 0, duplicates: 0 });
+      // B waits at 0/2: A's claim of its request is in memory only, and its checkpoint stays before it. It says so.
+      const waitingOn = { at: '0/2', original: `${topics.received}/0/1`, replay: a.job.id, letter: '0/1', since: expect.any(String) };
+      expect(jobs.get(b.job.id)).toMatchObject({ state: 'running', replayed: 0, duplicates: 0, waitingOn });
+      expect(jobs.list().find((j) => j.id === b.job.id)).toMatchObject({ waitingOn });
+      const since = jobs.get(b.job.id)!.waitingOn!.since;
+      expect(Date.now() - Date.parse(since)).toBeGreaterThanOrEqual(400);
+      expect(jobs.get(a.job.id)!.waitingOn).toBeNull();
       letGo();
       await jobs.settled(a.job.id);
       await jobs.settled(b.job.id);
+      expect(jobs.get(b.job.id)!.waitingOn).toBeNull();
+      expect(JSON.parse(readFileSync(path.join(own, 'replay', 'jobs', `${b.job.id}.json`), 'utf8')).waitingOn).toBeNull();
       expect(jobs.get(a.job.id)).toMatchObject(fails ? { state: 'failed', replayed: 0 } : { state: 'complete', replayed: 2 });
       expect(jobs.get(b.job.id)).toMatchObject(fails ? { state: 'complete', replayed: 1, duplicates: 0 } : { state: 'complete', replayed: 0, duplicates: 1 });
       const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
@@ -806,6 +813,7 @@ describe('a letter whose request another running replay claimed but has not appe
       expect(copies.filter((r) => replayOf(r.headers) === `${topics.received}/0/1`)).toHaveLength(1);
       expect(copies).toHaveLength(fails ? 1 : 2);
     } finally {
+      letGo(); // a failed expectation above leaves both jobs running otherwise
       await ownLog.close();
       rmSync(own, { recursive: true, force: true });
     }
