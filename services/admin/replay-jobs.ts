@@ -455,9 +455,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     // claim under its id as it ends: resumed once it is done, before its named letters are claimed again below.
     if (job.state !== 'running') await running.get(job.id)?.done;
     if (job.state === 'running' || job.state === 'complete') return { job: snapshot(job), started: false };
-    if (job.kind === 'dead-letters') {
+    const named = job.kind === 'dead-letters' ? job.request as DeadLetterReplayRequest : null;
+    if (named?.letters) {
       const saved = await checkpointOf(job.id).load().catch(() => null); // unreadable: its run says so
-      await claimNamed(job.request as DeadLetterReplayRequest, job.id, { positions: saved?.positions ?? {} });
+      await claimNamed(named, job.id, { positions: saved?.positions ?? {} });
     }
     try {
       return await run(job, await plan(job));
