@@ -12,7 +12,7 @@ import { oneAtATime } from './operations/one-at-a-time';
 import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
 import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
-  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
+  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, isHeldLetter, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
   namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
@@ -70,6 +70,19 @@ export interface ReplayJob {
   error: string | null;
   /** The pid of another process running it (its checkpoint's lock says so); null when it runs here, or nowhere. */
   runningIn: number | null;
+  /**
+   * While a dead-letter replay waits at a letter (`at`) whose original another replay of this service (`replay`,
+   * with its letter `letter`) has claimed and not yet appended: since when. Null otherwise, and once the job ends.
+   */
+  waitingOn: WaitingOn | null;
+}
+
+export interface WaitingOn {
+  at: string;
+  original: string;
+  replay: string;
+  letter: string;
+  since: string;
 }
 
 export interface ReplayJobs {
@@ -198,7 +211,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const holder = await checkpointOf(job.id).holder().catch(() => null);
       if (holder !== null && holder !== process.pid) {
         elsewhere.add(job.id);
-        return Object.assign(job, { state: 'running', runningIn: holder, finishedAt: null, error: null });
+        return Object.assign(job, { state: 'running', runningIn: holder, finishedAt: null, error: null, waitingOn: null });
       }
     }
     // The process stopped under it; after its checkpoint's last save it had finished, only its record did not say so.
@@ -224,7 +237,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const at = await fsp.lstat(file).then((s) => s.mtime.toISOString(), () => new Date().toISOString());
       return adopt({
         id, kind: id.startsWith('dl-') ? 'dead-letters' : 'range', request: null, state: 'unreadable', replayed: 0, skipped: 0, ...NO_SKIPS, read: 0, remaining: null,
-        startedAt: at, finishedAt: null, runningIn: null,
+        startedAt: at, finishedAt: null, runningIn: null, waitingOn: null,
         error: `its record ${file} cannot be read (${reason}): repair the file, or remove it (a range replay asked again then goes on from its checkpoint ${path.join(dir, `${id}.json`)})`,
       }, file);
     }
@@ -282,7 +295,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       throw new ReplayStoreError(error);
     }
   };
-  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request }, skippedLetters: [...job.skippedLetters] });
+  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request }, skippedLetters: [...job.skippedLetters], waitingOn: job.waitingOn && { ...job.waitingOn } });
 
   // Opened at the first dead-letter replay, not at start: the service starts whatever the ledger holds.
   let ledger: ReplayLedger | null = null;
@@ -310,19 +323,27 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
    * (ReplayConflict, claiming nothing) when another replay replays one of them: the answer a Replay button needs,
    * rather than a job that completes having replayed nothing, and two clicks on two letters of one request meet
    * here, one after the other. A request by filters is decided letter by letter as its job reads them.
+   *
+   * A job going on (`resumed`: resumed, or asked again while unfinished) is checked the same way, for the letters
+   * its checkpoint has not passed (`positions`), but a letter another replay has appended already does not refuse
+   * it: the job skips that letter as a duplicate when it reads it. Refused, the job could never be resumed, and
+   * a letter it claimed durably whose append failed would never get its copy (only its resume appends it). A letter
+   * another replay is appending now (the job would wait for it) or the full ledger refuses it as a new request.
    */
-  const claimNamed = async (request: DeadLetterReplayRequest, replay: string) => {
+  const claimNamed = async (request: DeadLetterReplayRequest, replay: string, resumed?: { positions: Record<string, string> }) => {
     if (request.letters === null) return;
+    const left = resumed ? request.letters.filter((l) => BigInt(l.split('/')[1]) >= BigInt(resumed.positions[l.split('/')[0]] ?? '0')) : request.letters;
+    if (!left.length) return;
     const claims = await ledgerOf();
     await claims.refresh().catch((error) => { throw storeError(error); }); // what another process's replays claimed since
-    const selected = deadLetterSelector(request, { ...options.context, skipped: undefined });
+    const selected = deadLetterSelector({ ...request, letters: left }, { ...options.context, skipped: undefined });
     const inputs = replayableInputs(options.context);
     const problems: string[] = [];
     const unrecorded: string[] = [];
     const advice = await directRunAdvice(dir);
     const since = request.since === null ? null : Date.parse(request.since);
     const read = await refeed({
-      log, source: options.context.topics.deadLetter, ...namedSpan(request.letters, null), checkpoint: null, signal: new AbortController().signal,
+      log, source: options.context.topics.deadLetter, ...namedSpan(left, null), checkpoint: null, signal: new AbortController().signal,
       quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, progress: { update() {}, finish() {} },
       select: (record) => {
         const letter = selected(record);
@@ -331,7 +352,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         const position = `${record.partition}/${record.offset}`;
         const original = originalOf(letter.source, options.context.codec);
         const verdict = claims.take(original, replay, position);
-        if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay) {
+        if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay && !(resumed && verdict.by.ends !== null)) {
           const requestId = requestIdOf(letter.source.value, options.context.codec);
           problems.push(`dead letter ${position}${requestId ? ` (request ${requestId})` : ''}: its original, ${original}, ${duplicateReason(verdict.by, replay, { advice })}`);
         } else if (!verdict.replay && verdict.reason === 'unrecorded') {
@@ -342,7 +363,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     }, {});
     if (read.stalled || problems.length || unrecorded.length) claims.abandon(replay);
     if (read.stalled) throw new EventLogError(`${read.stalled}: the letters asked for could not all be read, so whether they were replayed is unknown; ask again`, 'log-unavailable');
-    if (problems.length) throw new ReplayConflict(problems);
+    if (problems.length) {
+      throw new ReplayConflict(problems, !resumed ? undefined : `${problems.length} of the dead letters replay ${replay} has not reached yet would wait for another replay that is appending a copy of their request now: it is not resumed; resume it once that replay has ended (a letter whose request it appended is then skipped as a duplicate)`);
+    }
     if (unrecorded.length) throw new ReplayLedgerFull(unrecorded, claims.cap);
   };
 
@@ -355,7 +378,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const abort = new AbortController();
     const checkpoint = checkpointOf(job.id);
     const before = { replayed: job.replayed, skipped: job.skipped };
-    const starting = { state: 'running', error: null, finishedAt: null, remaining: null } as const;
+    const starting = { state: 'running', error: null, finishedAt: null, remaining: null, waitingOn: null } as const;
     // The checkpoint's lock first: another process running this replay (a second service on this DATA_DIR, the
     // CLI on Kafka) keeps its record too, which this one must not write over. Then the record, before it counts as
     // running: a job whose record cannot be written does not start (nor look started).
@@ -372,12 +395,20 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const held = lock;
     Object.assign(job, starting);
     const entry = { abort, cancelled: false, done: Promise.resolve() };
+    // A held letter is selected again every HELD_RETRY_MS until it is decided: shown meanwhile, from its first look.
+    const waitsFor = (choice: ReturnType<RefeedPlan['select']>) => {
+      job.waitingOn = !isHeldLetter(choice) ? null : {
+        at: choice.at, original: choice.original, replay: choice.by.replay, letter: choice.by.letter,
+        since: job.waitingOn?.at === choice.at ? job.waitingOn.since : new Date().toISOString(),
+      };
+      return choice;
+    };
     running.set(job.id, entry);
     logger.info('replay started', { replay: job.id, kind: job.kind, request: job.request });
     entry.done = (async () => {
       try {
         const result = await refeed({
-          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: refeedPlan.select, beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
+          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: (record) => waitsFor(refeedPlan.select(record)), beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
           signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize,
           progress: { update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; }, finish() {} },
         }, checkpointRequest(job));
@@ -389,14 +420,19 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         // Stopped short by a log that went quiet: said, so that nobody takes it for done; the checkpoint is incomplete.
         if (result.stalled) job.error = `${result.stalled}; stopped short: resume it (POST /api/v1/replays/${job.id}/resume)`;
       } catch (error) {
-        job.state = 'failed';
-        job.error = (error as Error).message;
+        // Stopped (a cancel, the service's stop) where the run throws rather than returns interrupted: while it
+        // waits for, or reads, the copies a died run may have landed (refeed.ts copiesLanded). Its checkpoint is
+        // untouched, so it is resumable as any stopped job, and not failed.
+        const stopped = abort.signal.aborted;
+        job.state = !stopped ? 'failed' : entry.cancelled ? 'cancelled' : 'interrupted';
+        job.error = stopped ? null : (error as Error).message;
         // What it appended before it failed is in its checkpoint, as after a run that ends: shown, not the count it started with.
         const saved = await checkpoint.load().catch(() => null);
         if (saved) Object.assign(job, progressOf(saved));
         job.read = job.replayed + job.skipped;
       } finally {
         job.remaining = null;
+        job.waitingOn = null;
         job.finishedAt = new Date().toISOString();
         await save(job).catch((error) => logger.error('a replay job record could not be saved', { replay: job.id, error: (error as Error).message }));
         await held.release().catch((error) => logger.warn('a replay checkpoint\'s lock could not be released; the next run takes it over', { replay: job.id, error: (error as Error).message }));
@@ -422,14 +458,26 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   }
 
   async function startOrResume(job: ReplayJob): Promise<{ job: ReplayJob; started: boolean }> {
-    // One cancelled a moment ago may still be saving its record and holding its checkpoint: resumed once it is done.
+    // One cancelled a moment ago may still be saving its record and holding its checkpoint, and lets go of every
+    // claim under its id as it ends: resumed once it is done, before its named letters are claimed again below.
     if (job.state !== 'running') await running.get(job.id)?.done;
     if (job.state === 'running' || job.state === 'complete') return { job: snapshot(job), started: false };
-    return run(job, await plan(job));
+    const named = job.kind === 'dead-letters' ? job.request as DeadLetterReplayRequest : null;
+    if (named?.letters) {
+      const saved = await checkpointOf(job.id).load().catch(() => null); // unreadable: its run says so
+      await claimNamed(named, job.id, { positions: saved?.positions ?? {} });
+    }
+    try {
+      return await run(job, await plan(job));
+    } catch (error) {
+      ledger?.abandon(job.id); // not started: its claims hold nothing up
+      throw error;
+    }
   }
 
   const fresh = (id: string, kind: ReplayKind, request: ReplayJob['request']): ReplayJob => ({
     id, kind, request, state: 'interrupted', replayed: 0, skipped: 0, ...NO_SKIPS, read: 0, remaining: null, startedAt: new Date().toISOString(), finishedAt: null, error: null, runningIn: null,
+    waitingOn: null,
   });
 
   // Starts and resumes one at a time: two identical requests at once must not both start the same job on one checkpoint.
@@ -468,11 +516,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const unfinished = [...jobs.values()]
         .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && j.request && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
         .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
-      if (unfinished?.state === 'running') return startOrResume(unfinished);
-      const id = unfinished?.id ?? `dl-${randomBytes(8).toString('hex')}`;
+      if (unfinished) return startOrResume(unfinished);
+      const id = `dl-${randomBytes(8).toString('hex')}`;
       await claimNamed(request, id);
       try {
-        if (unfinished) return await startOrResume(unfinished);
         const job = fresh(id, 'dead-letters', request);
         const refeedPlan = await plan(job); // the letters as every later run reads them
         jobs.set(job.id, job);
@@ -551,7 +598,7 @@ function parseJob(text: string, id: string): ReplayJob {
     ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped), duplicates: count(job.duplicates), unrecorded: count(job.unrecorded),
     skippedLetters: Array.isArray(job.skippedLetters) ? job.skippedLetters as SkippedExample[] : [],
     finishedAt: typeof job.finishedAt === 'string' ? job.finishedAt : null, error: typeof job.error === 'string' ? job.error : null,
-    runningIn: null,
+    runningIn: null, waitingOn: null,
   };
 }
 

@@ -1,7 +1,7 @@
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, promises as fsp, readFileSync, rmSync, symlinkSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openReplayJobs, ReplayConflict, type ReplayJobsOptions, ReplayJobUnreadable, ReplayLedgerFull, ReplayRunningElsewhere, ReplayStoreError, type ReplayJobs } from '../../services/admin/replay-jobs';
@@ -82,6 +82,54 @@ test('cancel stops a running job after its batch; it stays resumable', async () 
   await jobs.resume(job.id);
   await jobs.settled(job.id);
   expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: RECORDS });
+});
+
+describe('a job stopped while its rerun looks for the copies a died run landed is interrupted (or cancelled), not failed, and resumes', () => {
+  test.each([
+    ['the service stops while it reads for them', 'stop', 'embedded'],
+    ['it is cancelled while it reads for them', 'cancel', 'embedded'],
+    ['the service stops while it waits for them to land (Kafka)', 'stop', 'kafka'],
+  ] as const)('%s', async (_, how, kind) => {
+    const own = mkdtempSync(path.join(tmpdir(), 'replay-stopped-scan-'));
+    const ownLog = await openEmbeddedLog({ dataDir: own });
+    try {
+      await ownLog.append(Array.from({ length: 10 }, (_, i) => ({ topic: topics.received, key: 'wf', value: Buffer.from(`r${i}`) })));
+      const request = { topic: topics.received, from: '0', to: null, workflow: null };
+      const dir = path.join(own, 'replay');
+      mkdirSync(dir, { recursive: true });
+      // What a run killed as it appended its first batch leaves: the batch announced, the topic then 5 records long.
+      writeFileSync(path.join(dir, `${rangeReplayId(request)}.json`), JSON.stringify({
+        request, positions: {}, ends: { 0: '10' }, replayed: 0, skipped: 0, run: 'died-run', appending: { [topics.received]: { 0: '5' } }, announcedAt: Date.now(), complete: false,
+      }));
+      // The read for the landed copies (from the announced end) delivers nothing until stopped.
+      let scanning!: () => void;
+      const scanStarted = new Promise<void>((resolve) => { scanning = resolve; });
+      const slow: EventLog = {
+        ...ownLog, kind,
+        read: (topic, options) => (options.start.from === 'offset' && options.start.offset === '5' ? {
+          async* [Symbol.asyncIterator]() {
+            scanning();
+            if (!options.signal.aborted) await new Promise((resolve) => options.signal.addEventListener('abort', resolve, { once: true }));
+          },
+        } : ownLog.read(topic, options)),
+      };
+      const jobs = await openJobs({ log: slow, dir, context, logger: silentLogger, firstRecordMs: 30_000 });
+      const { job } = await jobs.startRange(request);
+      if (kind === 'embedded') await scanStarted;
+      else await new Promise((resolve) => setTimeout(resolve, 200));
+      if (how === 'stop') await jobs.stop(); else await jobs.cancel(job.id);
+      expect(jobs.get(job.id)).toMatchObject({ state: how === 'stop' ? 'interrupted' : 'cancelled', error: null, replayed: 0 });
+      if (kind === 'kafka') return; // resumed, it would wait out the rest of the minute
+      const restarted = await openJobs({ log: ownLog, dir, context, logger: silentLogger });
+      expect(restarted.get(job.id)).toMatchObject({ state: how === 'stop' ? 'interrupted' : 'cancelled' });
+      await restarted.resume(job.id);
+      await restarted.settled(job.id);
+      expect(restarted.get(job.id)).toMatchObject({ state: 'complete', replayed: 10 });
+    } finally {
+      await ownLog.close();
+      rmSync(own, { recursive: true, force: true });
+    }
+  });
 });
 
 test('the same range asked twice at once starts one job', async () => {
@@ -540,6 +588,122 @@ test('a replay of named letters that fails after its first batch holds up only t
   }
 });
 
+test('named letters asked again while their failed job is still ending keep the claims this request takes: the end of that run does not let them go', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-ending-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const letter = (i: number) => ({
+    topic: topics.deadLetter, key: 'wf-4', value: context.codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-4',
+      source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf-4'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  const dir = path.join(own, 'replay');
+  // The failed run's last save of its record is held (a slow disk), so that it is still ending when asked again.
+  let recordOf: string | null = null;
+  let letRecordGo!: () => void;
+  const recordHeld = new Promise<void>((resolve) => { letRecordGo = resolve; });
+  const rename = fsp.rename.bind(fsp);
+  const renames = jest.spyOn(fsp, 'rename').mockImplementation(async (from, to) => {
+    if (recordOf !== null && String(to) === path.join(dir, 'jobs', `${recordOf}.json`)) await recordHeld;
+    return rename(from, to);
+  });
+  try {
+    await ownLog.append([letter(0), letter(1)]);
+    // The first append fails (a log outage); the resumed run's first append waits until let go.
+    let appends = 0;
+    let job = '';
+    let resumedAppending!: () => void;
+    const atResumedAppend = new Promise<void>((resolve) => { resumedAppending = resolve; });
+    let letResumedGo!: () => void;
+    const resumedHeld = new Promise<void>((resolve) => { letResumedGo = resolve; });
+    const failing: EventLog = {
+      ...ownLog,
+      append: async (records) => {
+        appends++;
+        if (appends === 1) { recordOf = job; throw new Error('log outage'); }
+        if (appends === 2) { resumedAppending(); await resumedHeld; }
+        return ownLog.append(records);
+      },
+    };
+    const jobs = await openJobs({ log: failing, dir, context, logger: silentLogger, batchSize: 1 });
+    const request = { stage: null, workflow: null, since: null, letters: ['0/0', '0/1'] };
+    job = (await jobs.startDeadLetters(request)).job.id;
+    while (jobs.get(job)?.state !== 'failed') await new Promise((resolve) => setTimeout(resolve, 1));
+    const again = jobs.startDeadLetters(request);
+    await new Promise((resolve) => setTimeout(resolve, 300));
+    letRecordGo();
+    expect(await again).toMatchObject({ started: true, job: { id: job } });
+    await atResumedAppend; // the resumed run appends 0/0, and has not read 0/1 yet
+    // 0/1 is the resumed job's (its request was answered 202): another request naming it is refused.
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/1'] })).rejects.toThrow(ReplayConflict);
+    letResumedGo();
+    await jobs.settled(job);
+    expect(jobs.get(job)).toMatchObject({ state: 'complete', replayed: 2, duplicates: 0 });
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies.map((r) => replayOf(r.headers)).sort()).toEqual([`${topics.received}/0/0`, `${topics.received}/0/1`]);
+  } finally {
+    renames.mockRestore();
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
+test('a job of named letters is resumed only once no letter it has yet to read waits on another replay appending it now (409 naming them, as a new request); letters another replay appended are then skipped as duplicates', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-resume-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const letter = (offset: number, headers: Record<string, string> = {}) => ({
+    topic: topics.deadLetter, key: 'wf-3', value: context.codec.encode('DeadLetter', {
+      stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-3',
+      source: { topic: topics.received, partition: 0, offset: String(offset), key: Buffer.from('wf-3'), value: Buffer.from(`request ${offset}`), headers },
+    }),
+  });
+  try {
+    // 0/0..0/3 of four requests; 0/4, a letter of request 2 too (its copy's, which failed again).
+    await ownLog.append([letter(0), letter(1), letter(2), letter(3), letter(9, { 'ingress-replay-of': `${topics.received}/0/2` })]);
+    // A's second append fails (a log outage); C's first waits until let go.
+    let appends = 0;
+    let letCGo!: () => void;
+    const cHeld = new Promise<void>((resolve) => { letCGo = resolve; });
+    const gated: EventLog = {
+      ...ownLog,
+      append: async (records) => {
+        appends++;
+        if (appends === 2) throw new Error('log outage');
+        if (appends === 3) await cHeld;
+        return ownLog.append(records);
+      },
+    };
+    const jobs = await openJobs({ log: gated, dir: path.join(own, 'replay'), context, logger: silentLogger, batchSize: 1 });
+    const a = (await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1', '0/2'] })).job.id;
+    await jobs.settled(a);
+    // 0/0 appended, 0/1 claimed durably (its append failed), 0/2 never reached: let go.
+    expect(jobs.get(a)).toMatchObject({ state: 'failed', replayed: 1 });
+    // C claims request 2 (through 0/4) and, held at its first append, has not made that claim durable.
+    const c = (await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/3', '0/4'] })).job.id;
+    while (appends < 3) await new Promise((resolve) => setTimeout(resolve, 5));
+    const refused = jobs.resume(a);
+    await expect(refused).rejects.toThrow(ReplayConflict);
+    await expect(refused).rejects.toThrow(`replay ${a} has not reached yet would wait for another replay`);
+    await expect(refused).rejects.toMatchObject({ problems: [expect.stringMatching(new RegExp(`^dead letter 0/2: .* is replayed by replay ${c} with dead letter 0/4, which runs now`))] });
+    // Asked again by its letters: the same answer.
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/2', '0/1', '0/0'] })).rejects.toThrow(ReplayConflict);
+    expect(jobs.get(a)).toMatchObject({ state: 'failed', replayed: 1 });
+
+    letCGo();
+    await jobs.settled(c);
+    expect(jobs.get(c)).toMatchObject({ state: 'complete', replayed: 2 });
+    // C appended request 2: A goes on, appends 0/1's copy (only it can) and skips 0/2.
+    expect(await jobs.resume(a)).toMatchObject({ started: true });
+    await jobs.settled(a);
+    expect(jobs.get(a)).toMatchObject({ state: 'complete', replayed: 2, duplicates: 1, skippedLetters: [expect.objectContaining({ at: '0/2', replayedBy: c, replayedWith: '0/4' })] });
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies.map((r) => replayOf(r.headers)).sort()).toEqual([0, 1, 2, 3].map((o) => `${topics.received}/0/${o}`));
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
 test('letters named while the replay ledger is full are refused, naming it and its setting, rather than a job that replays none of them', async () => {
   const own = mkdtempSync(path.join(tmpdir(), 'replay-ledger-full-'));
   const ownLog = await openEmbeddedLog({ dataDir: own });
@@ -619,12 +783,12 @@ describe('a letter whose request another running replay claimed but has not appe
         source: { topic: topics.received, partition: 0, offset: String(offset), key: Buffer.from(workflowId), value: Buffer.from(`request ${offset}`), headers },
       }),
     });
+    // A's first append waits until let go, then fails (a log outage) or goes through.
+    let letGo!: () => void;
+    const gate = new Promise<void>((resolve) => { letGo = resolve; });
     try {
       // 0/0 and 0/1 (replay A names them); 0/2, a letter of 0/1's request too (its copy's), which replay B's filters select.
       await ownLog.append([letter('wf-a', 0), letter('wf-a', 1), letter('wf-b', 5, { 'ingress-replay-of': `${topics.received}/0/1` })]);
-      // A's first append waits until let go, then fails (a log outage) or goes through.
-      let letGo!: () => void;
-      const gate = new Promise<void>((resolve) => { letGo = resolve; });
       const gated: EventLog = {
         ...ownLog,
         append: async (records) => {
@@ -636,11 +800,18 @@ describe('a letter whose request another running replay claimed but has not appe
       const a = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1'] });
       const b = await jobs.startDeadLetters({ stage: null, workflow: 'wf-b', since: null, letters: null });
       await new Promise((resolve) => setTimeout(resolve, 500));
-      // B waits at 0/2: A's claim of its request is in memory only, and its checkpoint stays before it.
-      expect(jobs.get(b.job.id)).toMatchObject({ state: 'running', replayed: 0, duplicates: 0 });
+      // B waits at 0/2: A's claim of its request is in memory only, and its checkpoint stays before it. It says so.
+      const waitingOn = { at: '0/2', original: `${topics.received}/0/1`, replay: a.job.id, letter: '0/1', since: expect.any(String) };
+      expect(jobs.get(b.job.id)).toMatchObject({ state: 'running', replayed: 0, duplicates: 0, waitingOn });
+      expect(jobs.list().find((j) => j.id === b.job.id)).toMatchObject({ waitingOn });
+      const since = jobs.get(b.job.id)!.waitingOn!.since;
+      expect(Date.now() - Date.parse(since)).toBeGreaterThanOrEqual(400);
+      expect(jobs.get(a.job.id)!.waitingOn).toBeNull();
       letGo();
       await jobs.settled(a.job.id);
       await jobs.settled(b.job.id);
+      expect(jobs.get(b.job.id)!.waitingOn).toBeNull();
+      expect(JSON.parse(readFileSync(path.join(own, 'replay', 'jobs', `${b.job.id}.json`), 'utf8')).waitingOn).toBeNull();
       expect(jobs.get(a.job.id)).toMatchObject(fails ? { state: 'failed', replayed: 0 } : { state: 'complete', replayed: 2 });
       expect(jobs.get(b.job.id)).toMatchObject(fails ? { state: 'complete', replayed: 1, duplicates: 0 } : { state: 'complete', replayed: 0, duplicates: 1 });
       const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
@@ -648,6 +819,7 @@ describe('a letter whose request another running replay claimed but has not appe
       expect(copies.filter((r) => replayOf(r.headers) === `${topics.received}/0/1`)).toHaveLength(1);
       expect(copies).toHaveLength(fails ? 1 : 2);
     } finally {
+      letGo(); // a failed expectation above leaves both jobs running otherwise
       await ownLog.close();
       rmSync(own, { recursive: true, force: true });
     }

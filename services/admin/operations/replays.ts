@@ -214,7 +214,8 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       // Another replay here claimed it and has not made the claim durable yet: if its commit fails or it stops
       // first, nobody would replay this letter, so it is not passed until that claim is durable or let go.
       if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.ends === null && verdict.by.replay !== run.replay) {
-        return { held: `its original, ${original}, is claimed by replay ${verdict.by.replay} with dead letter ${verdict.by.letter}, not yet appended` };
+        const held: HeldLetter = { held: `its original, ${original}, is claimed by replay ${verdict.by.replay} with dead letter ${verdict.by.letter}, not yet appended`, at: position, original, by: verdict.by };
+        return held;
       }
       if (!verdict.replay) {
         const requestId = requestIdOf(letter.source.value, ctx.codec);
@@ -249,6 +250,18 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
       });
     },
   };
+}
+
+/** A dead letter held (refeed.ts `Held`): its place, its original, and the claim it waits for. */
+export interface HeldLetter extends Held {
+  at: string;
+  original: string;
+  by: ReplayClaim;
+}
+
+/** Whether a plan's choice is a held letter (a replay job shows what it waits on). */
+export function isHeldLetter(choice: ReturnType<RefeedPlan['select']>): choice is HeldLetter {
+  return choice !== null && 'held' in choice && 'by' in choice;
 }
 
 /**
