@@ -7,18 +7,25 @@
  */
 export interface FirstSighting {
   (...parts: string[]): boolean;
+  /**
+   * As a call, for a subject (`parts`) whose break has a `state` (the hash of a broken key): a break in another
+   * state than the one last met is a first sighting too (a key put again, still broken), and `forget(...parts)`
+   * forgets it whatever its state.
+   */
+  changed(state: string, ...parts: string[]): boolean;
   forget(...parts: string[]): void;
 }
 
 export function firstSighting(max = 1000): FirstSighting {
-  const seen = new Set<string>();
+  const seen = new Map<string, string>();
   const key = (parts: string[]) => parts.join('\u0000');
-  const first = (...parts: string[]) => {
+  const changed = (state: string, ...parts: string[]) => {
     const k = key(parts);
-    if (seen.has(k)) return false;
-    if (seen.size >= max) seen.delete(seen.values().next().value as string);
-    seen.add(k);
+    if (seen.get(k) === state) return false;
+    seen.delete(k); // met again in a new state: now the newest
+    if (seen.size >= max) seen.delete(seen.keys().next().value as string);
+    seen.set(k, state);
     return true;
   };
-  return Object.assign(first, { forget: (...parts: string[]) => { if (seen.size > 0) seen.delete(key(parts)); } });
+  return Object.assign((...parts: string[]) => changed('', ...parts), { changed, forget: (...parts: string[]) => { if (seen.size > 0) seen.delete(key(parts)); } });
 }

@@ -444,7 +444,7 @@ describe('RSA signature (rsaSignature)', () => {
     }
   });
 
-  test('a flood against a broken key logs one error per credential and key, the rest at debug', async () => {
+  test('a flood against a broken key logs one error per credential and key, the rest at debug, until the credential works again', async () => {
     const logs: Array<Record<string, unknown>> = [];
     const stored = new Map<string, string>([['cred-a', 'broken key one'], ['cred-b', 'broken key one']]);
     const services: TriggerServices = {
@@ -461,6 +461,12 @@ describe('RSA signature (rsaSignature)', () => {
     stored.set('cred-a', 'broken key two'); // put again, still broken
     for (let i = 0; i < 5; i++) await trigger.admit(request('sig'), hook('cred-a'), services);
     expect(errors()).toEqual(['cred-a', 'cred-b', 'cred-a']);
+    // Mended, then broken again with the very key it had: a new break, reported anew.
+    stored.set('cred-a', pem);
+    await trigger.admit(request('sig'), hook('cred-a'), services);
+    stored.set('cred-a', 'broken key two');
+    for (let i = 0; i < 5; i++) await trigger.admit(request('sig'), hook('cred-a'), services);
+    expect(errors()).toEqual(['cred-a', 'cred-b', 'cred-a', 'cred-a']);
   });
 
   test('a credential missing or of the wrong type is logged at error once, then at debug, until it works again', async () => {

@@ -32,7 +32,10 @@ export function authenticate(request: InboundRequest, node: WorkflowNode, params
   return checkHeaderAuth(request, node, params.authentication, services).then((outcome) => (outcome.ok ? outcome : { ok: false, answer: errorAnswer(outcome.code) }));
 }
 
-/** Each broken key is logged at error once per process (then at debug); by its PEM's hash, so a key put anew is reported anew. */
+/**
+ * A credential's broken key is logged at error once per process (then at debug) until the credential works again;
+ * by its PEM's hash too, so a key put anew, still broken, is reported anew.
+ */
 const unreadableKeyFirstSeen = firstSighting();
 
 /**
@@ -44,14 +47,15 @@ export async function signatureCredential(request: InboundRequest, node: Workflo
   const credential = await nodeCredential(node, 'rsaSignature', request.workflowId, services);
   if (credential?.type !== 'rsaSignature') return null;
   const publicKey = rsaPublicKey(credential.data.publicKey);
+  const credentialId = node.credentials?.rsaSignature ?? '';
   if (!publicKey) {
-    const credentialId = node.credentials?.rsaSignature ?? null;
-    const first = unreadableKeyFirstSeen(credentialId ?? '', createHash('sha256').update(String(credential.data.publicKey)).digest('base64'));
+    const first = unreadableKeyFirstSeen.changed(createHash('sha256').update(String(credential.data.publicKey)).digest('base64'), credentialId);
     services.logger[first ? 'error' : 'debug']('rsaSignature credential holds no readable RSA public key: refusing', {
       credentialId, node: node.name, workflowId: request.workflowId, ...(first ? {} : { repeated: true }),
     });
     return null;
   }
+  unreadableKeyFirstSeen.forget(credentialId);
   return { publicKey, header: (credential.data.header || SIGNATURE_HEADER).toLowerCase() };
 }
 
