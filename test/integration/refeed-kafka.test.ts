@@ -241,8 +241,9 @@ test('an append given up at its deadline while the broker stalls, whose send lan
   const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-stall-'));
   try {
     const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    const waits: string[] = [];
     const run = () => refeed({
-      log: stalling.log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: quiet, signal: new AbortController().signal,
+      log: stalling.log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: { ...quiet, waiting: (what) => waits.push(what) }, signal: new AbortController().signal,
       quietMs: 10_000, firstRecordMs: 30_000, select: (record) => ({ topic: target, key: record.key, value: record.value }),
     }, {});
     stalling.hold();
@@ -262,6 +263,8 @@ test('an append given up at its deadline while the broker stalls, whose send lan
     expect(failure?.message).toMatch(/not acknowledged within 3000 ms; waited \d+ s for the log to give that send up: it has landed or failed/);
     expect(second).toEqual({ replayed: 1, skipped: 0, reasons: {}, interrupted: false, stalled: null });
     expect(await checkpoint.load()).toMatchObject({ complete: true, replayed: 1 });
+    // What the CLI's progress line shows meanwhile.
+    expect(waits).toEqual([expect.stringMatching(/waiting for the log to give its send up/), expect.stringMatching(/^the last run ended with a batch announced: looking for its copies$/)]);
   } finally {
     await stalling.close();
     rmSync(dir, { recursive: true, force: true });

@@ -53,6 +53,8 @@ import { recordIdentity } from '../../platform/log/replay-marking';
 export interface RefeedProgress {
   /** `done` records so far; `remaining` when known. */
   update(done: number, remaining: number | null): void;
+  /** Told what the run waits for besides records, when that may take long (a given-up send, the landing window). */
+  waiting?(what: string): void;
   finish(): void;
 }
 
@@ -371,7 +373,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         try {
           await log.append(batch);
         } catch (error) {
-          throw await failedAppend(log, options.signal, error, announcement && (() => save({ ...announcement!, announcedAt: Date.now() })));
+          throw await failedAppend(log, options.signal, error, announcement && (() => save({ ...announcement!, announcedAt: Date.now() })), progress);
         }
       }
     }
@@ -488,6 +490,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
 async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<Set<string>> {
   const found = new Set<string>();
   const wait = options.log.kind === 'kafka' ? announcedAt + LANDING_WINDOW_MS - Date.now() : 0;
+  if (options.log.kind === 'kafka') options.progress.waiting?.(`the last run ended with a batch announced: looking for its copies${wait > 0 ? ` in ${Math.ceil(wait / 1000)} s, once any of them could have landed` : ''}`);
   if (wait > 0 && !(await pause(wait, options.signal))) {
     throw new Error(`stopped while waiting ${Math.ceil(wait / 1000)} s for the last run's announced batch to land or not (LANDING_WINDOW_MS): run the replay again; nothing was appended`);
   }
@@ -524,8 +527,9 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
  * A stop while it waits (SIGTERM, a cancelled job) is not held up: the failure says what was left running, and a
  * rerun in this process waits for it before it looks (copiesLanded).
  */
-async function failedAppend(log: EventLog, signal: AbortSignal, error: unknown, announce: (() => Promise<void>) | null): Promise<unknown> {
+async function failedAppend(log: EventLog, signal: AbortSignal, error: unknown, announce: (() => Promise<void>) | null, progress: RefeedProgress): Promise<unknown> {
   const started = Date.now();
+  if (log.kind === 'kafka') progress.waiting?.('an append was not acknowledged in time: waiting for the log to give its send up (its copies may still land) before the run fails; a stop does not wait');
   const outcome = await untilSettled(log, signal);
   const waited = Math.round((Date.now() - started) / 1000);
   let note: string;
