@@ -542,9 +542,9 @@ async function failedAppend(log: EventLog, signal: AbortSignal, error: unknown, 
     }
     note = `waited ${waited} s for the log to give that send up: it has landed or failed, nothing more of it can land`;
   } else if (outcome === 'stopped') {
-    note = `stopped after waiting ${waited} s for that send, which the log still retries, to land or fail: a rerun in this process waits for it first`;
+    note = `stopped after waiting ${waited} s for that send, which the log still retries, to land or fail: a rerun in this process waits for it before it looks for the copies`;
   } else {
-    note = `${outcome.message}; a rerun in this process waits for it first`;
+    note = `${outcome.message}; a rerun in this process does not look for the copies before it has ended`;
   }
   const message = `${error instanceof Error ? error.message : String(error)}; ${note}`;
   return error instanceof EventLogError ? new EventLogError(message, error.code, { cause: error }) : new Error(message, { cause: error });
