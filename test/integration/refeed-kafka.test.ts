@@ -279,9 +279,10 @@ test('a run stopped while it waits for its given-up send ends at once; a rerun i
   const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-stop-'));
   try {
     const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    const waits: string[] = [];
     const run = (signal: AbortSignal) => refeed({
-      log: stalling.log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: quiet, signal,
-      quietMs: 10_000, firstRecordMs: 30_000, select: (record) => ({ topic: target, key: record.key, value: record.value }),
+      log: stalling.log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: { ...quiet, waiting: (what) => waits.push(what) }, signal,
+      quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 2_000, select: (record) => ({ topic: target, key: record.key, value: record.value }),
     }, {});
     stalling.hold();
     const stop = new AbortController();
@@ -293,14 +294,19 @@ test('a run stopped while it waits for its given-up send ends at once; a rerun i
     const failure = await first;
     expect(Date.now() - stoppedAt).toBeLessThan(1_000);
     expect(failure?.message).toMatch(/stopped after waiting \d+ s for that send, which the log still retries, to land or fail/);
-    // Resumed at once (as if the window had passed), while the send still waits for the broker.
-    const saved = await checkpoint.load();
-    await checkpoint.save({ ...saved!, announcedAt: Date.now() - LANDING_WINDOW_MS });
+    // Resumed once the window has passed (shortened to 2 s here), while the send still waits for the broker.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
     const released = stalling.releaseIn(1_500);
+    waits.length = 0;
     const second = await run(new AbortController().signal).catch((error: unknown) => error as Error);
     await released;
     expect(await copiesIn(target)).toEqual(['s0']);
     expect(second).toEqual({ replayed: 1, skipped: 0, reasons: {}, interrupted: false, stalled: null });
+    // The send ended while the rerun waited: the window again from then, for a request the followers had yet to take.
+    expect(waits).toEqual([
+      'the last run ended with a batch announced: looking for its copies',
+      'a send the last run gave up has just ended: looking for its copies in 2 s, once any of them could have landed',
+    ]);
   } finally {
     await stalling.close();
     rmSync(dir, { recursive: true, force: true });

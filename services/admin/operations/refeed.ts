@@ -82,6 +82,8 @@ export interface RefeedOptions {
   quietMs?: number;
   /** How long to wait for the first record (a Kafka reader joins its group first). */
   firstRecordMs?: number;
+  /** On Kafka, how long after its batch's announcement a rerun looks for the copies (default LANDING_WINDOW_MS). */
+  landingWindowMs?: number;
 }
 
 /** A record skipped for a reason counted apart (`skip`, e.g. `duplicates`); the rest is what a report lists of it. */
@@ -489,15 +491,23 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
  */
 async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<Set<string>> {
   const found = new Set<string>();
-  const wait = options.log.kind === 'kafka' ? announcedAt + LANDING_WINDOW_MS - Date.now() : 0;
+  const window = options.landingWindowMs ?? LANDING_WINDOW_MS;
+  const wait = options.log.kind === 'kafka' ? announcedAt + window - Date.now() : 0;
   if (options.log.kind === 'kafka') options.progress.waiting?.(`the last run ended with a batch announced: looking for its copies${wait > 0 ? ` in ${Math.ceil(wait / 1000)} s, once any of them could have landed` : ''}`);
   if (wait > 0 && !(await pause(wait, options.signal))) {
     throw new Error(`stopped while waiting ${Math.ceil(wait / 1000)} s for the last run's announced batch to land or not (LANDING_WINDOW_MS): run the replay again; nothing was appended`);
   }
   // A send of this process that an earlier run gave up (stopped while it waited for it) may still land its copies.
-  const settling = await untilSettled(options.log, options.signal);
-  if (settling === 'stopped') throw new Error('stopped while waiting for a send the last run gave up, which the log still retries, to land or fail: run the replay again; nothing was appended');
-  if (settling instanceof Error) throw new Error(`the last run's announced batch may still land (${settling.message}): run the replay again later; nothing was appended`, { cause: settling });
+  const { outcome, waited } = await untilSettled(options.log, options.signal);
+  if (outcome === 'stopped') throw new Error('stopped while waiting for a send the last run gave up, which the log still retries, to land or fail: run the replay again; nothing was appended');
+  if (outcome instanceof Error) throw new Error(`the last run's announced batch may still land (${outcome.message}): run the replay again later; nothing was appended`, { cause: outcome });
+  // It ended only now: a Produce request of it the leader took may show up to readers later (LANDING_WINDOW_MS).
+  if (waited && options.log.kind === 'kafka') {
+    options.progress.waiting?.(`a send the last run gave up has just ended: looking for its copies in ${Math.ceil(window / 1000)} s, once any of them could have landed`);
+    if (!(await pause(window, options.signal))) {
+      throw new Error(`stopped while waiting ${Math.ceil(window / 1000)} s for the last run's announced batch to land or not (LANDING_WINDOW_MS): run the replay again; nothing was appended`);
+    }
+  }
   const scans = await Promise.all(Object.entries(appending).map(async ([topic, announced]) => (await options.log.endOffsets(topic))
     .map(({ partition, offset }) => ({ topic, partition, from: BigInt(announced[partition] ?? '0'), end: BigInt(offset) }))));
   // Where nothing was appended since the announcement there is nothing to read (a reader costs a group join on Kafka).
@@ -530,11 +540,11 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
 async function failedAppend(log: EventLog, signal: AbortSignal, error: unknown, announce: (() => Promise<void>) | null, progress: RefeedProgress): Promise<unknown> {
   const started = Date.now();
   if (log.kind === 'kafka') progress.waiting?.('an append was not acknowledged in time: waiting for the log to give its send up (its copies may still land) before the run fails; a stop does not wait');
-  const outcome = await untilSettled(log, signal);
+  const { outcome, waited: hadToWait } = await untilSettled(log, signal);
   const waited = Math.round((Date.now() - started) / 1000);
   let note: string;
   if (outcome === 'settled') {
-    if (waited === 0) return error;
+    if (!hadToWait) return error;
     try {
       await announce?.();
     } catch {
@@ -552,15 +562,18 @@ async function failedAppend(log: EventLog, signal: AbortSignal, error: unknown, 
 
 /**
  * EventLog.settled, or 'stopped' as soon as the signal aborts (stopped already: once the log has had a turn of the
- * event loop to answer); its rejection (a send running too long) as the error.
+ * event loop to answer); its rejection (a send running too long) as the error. `waited`: it did not answer within
+ * that turn, so something was still running when asked (a log with nothing to wait for answers at once).
  */
-async function untilSettled(log: EventLog, signal: AbortSignal): Promise<'settled' | 'stopped' | Error> {
+async function untilSettled(log: EventLog, signal: AbortSignal): Promise<{ outcome: 'settled' | 'stopped' | Error; waited: boolean }> {
   let stop = () => {};
+  let waited = false;
   const stopped = new Promise<'stopped'>((resolve) => { stop = () => resolve('stopped'); });
-  const turn = signal.aborted ? setImmediate(stop) : undefined;
+  const turn = setImmediate(() => { waited = true; if (signal.aborted) stop(); });
   signal.addEventListener('abort', stop, { once: true });
   try {
-    return await Promise.race([log.settled().then(() => 'settled' as const, (e: unknown) => (e instanceof Error ? e : new Error(String(e)))), stopped]);
+    const outcome = await Promise.race([log.settled().then(() => 'settled' as const, (e: unknown) => (e instanceof Error ? e : new Error(String(e)))), stopped]);
+    return { outcome, waited };
   } finally {
     clearImmediate(turn);
     signal.removeEventListener('abort', stop);
