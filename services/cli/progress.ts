@@ -5,11 +5,13 @@
 export interface Progress {
   /** `done` records so far; `remaining` when known, for the ETA. */
   update(done: number, remaining: number | null): void;
+  /** What the work waits for now, instead of records (a Kafka send given up at its deadline); shown on the same line. */
+  waiting(what: string): void;
   finish(): void;
 }
 
 export function createProgress(label: string, stream: NodeJS.WriteStream = process.stderr, now: () => number = Date.now): Progress {
-  if (!stream.isTTY) return { update() {}, finish() {} };
+  if (!stream.isTTY) return { update() {}, waiting() {}, finish() {} };
   const started = now();
   let last = 0;
   let shown = false;
@@ -21,6 +23,10 @@ export function createProgress(label: string, stream: NodeJS.WriteStream = proce
       const rate = done / Math.max((t - started) / 1000, 0.001);
       const eta = remaining !== null && rate > 0 ? ` ETA ${formatSeconds(remaining / rate)}` : '';
       stream.write(`\r${label}: ${done} records, ${Math.round(rate)}/s${eta}\u001b[K`);
+      shown = true;
+    },
+    waiting(what) {
+      stream.write(`\r${label}: ${what}\u001b[K`);
       shown = true;
     },
     finish() { if (shown) stream.write('\n'); },

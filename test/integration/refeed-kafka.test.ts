@@ -1,10 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { Admin, Producer } from 'kafkajs';
+import { Kafka, logLevel, type Admin, type Producer } from 'kafkajs';
 import { mkdtempSync, rmSync } from 'node:fs';
+import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { checkpointFile, COPY_HEADER, LANDING_WINDOW_MS, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
-import type { EventLog, ReadOptions } from '../../services/platform/log/event-log';
+import type { EventLog, OutRecord, ReadOptions } from '../../services/platform/log/event-log';
+import { CoalescingProducer, DEFAULT_GROUP_COMMIT } from '../../services/platform/log/kafka/coalescing-producer';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
 import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
 import { silentLogger } from '../../services/platform/logger/logger';
@@ -13,6 +15,7 @@ import { deadLetterReplayPlan } from '../../services/admin/operations/replays';
 import { memoryLedger } from '../../services/admin/operations/replay-ledger';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { replayOf } from '../../services/platform/log/replay-marking';
+import { startStallingProxy } from '../support/stalling-proxy';
 
 /**
  * The replay loop on a real Kafka broker (jest globalSetup starts one; TEST_KAFKA_BROKERS): where a topic written
@@ -192,3 +195,120 @@ test('a rerun looks for the died batch\'s copies in each partition from where th
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+/**
+ * A log whose appends go through a proxy that can hold the broker's traffic (every connection, whatever broker
+ * the metadata names); its reads go direct. Its producer is connected, with `target`'s metadata, before the proxy
+ * holds anything: what is held is the Produce request itself.
+ */
+async function stallingAppends(target: string) {
+  const [host, port] = brokers()[0].split(':');
+  const proxy = await startStallingProxy({ host, port: Number(port) });
+  const kafka = new Kafka({
+    clientId: `refeed-stall-${randomUUID().slice(0, 8)}`, brokers: [`127.0.0.1:${proxy.port}`], logLevel: logLevel.NOTHING,
+    socketFactory: ({ onConnect }) => net.connect({ host: '127.0.0.1', port: proxy.port }, onConnect),
+  });
+  const appender = new CoalescingProducer(kafka, { ...DEFAULT_GROUP_COMMIT, appendTimeoutMs: 3_000 }, silentLogger);
+  const events: string[] = [];
+  let rejected = () => {};
+  const appendRejected = new Promise<void>((resolve) => { rejected = resolve; });
+  const stalling: EventLog = Object.assign(Object.create(log), {
+    append: (records: OutRecord[]) => appender.append(records).catch((error: unknown) => { events.push('append rejected'); rejected(); throw error; }),
+    settled: () => appender.settled(),
+  });
+  await appender.append([{ topic: target, key: null, value: Buffer.from('traffic') }]);
+  let released: Promise<void> = Promise.resolve();
+  return {
+    log: stalling, events, appendRejected,
+    hold: () => proxy.hold(),
+    /** The broker answers again `ms` from now. */
+    releaseIn: (ms: number) => { released = new Promise<void>((resolve) => setTimeout(() => { events.push('released'); proxy.release(); resolve(); }, ms)); return released; },
+    async close() { proxy.release(); await released; await appender.close(); await proxy.close(); },
+  };
+}
+
+const copiesIn = async (target: string) => {
+  const copies: string[] = [];
+  await read(target, { quietMs: 5_000, select: (record) => { if (record.value.toString() !== 'traffic') copies.push(record.value.toString()); return null; } });
+  return copies;
+};
+
+test('an append given up at its deadline while the broker stalls, whose send lands once the broker answers again: the run fails only after it landed, and its rerun finds the copy rather than append it twice', async () => {
+  const source = await newTopic(1);
+  const target = await newTopic(1);
+  await plain.send({ topic: source, messages: [{ value: 's0' }] });
+  const stalling = await stallingAppends(target);
+  const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-stall-'));
+  try {
+    const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    const waits: string[] = [];
+    const run = () => refeed({
+      log: stalling.log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: { ...quiet, waiting: (what) => waits.push(what) }, signal: new AbortController().signal,
+      quietMs: 10_000, firstRecordMs: 30_000, select: (record) => ({ topic: target, key: record.key, value: record.value }),
+    }, {});
+    stalling.hold();
+    const first = run().then(() => null, (error: unknown) => { stalling.events.push('run failed'); return error as Error; });
+    await stalling.appendRejected;
+    // kafkajs's send, still running, lands the copy once the broker answers again.
+    const released = stalling.releaseIn(1_500);
+    const failure = await first;
+    // Resumed as if the landing window had passed (a send retried for more than LANDING_WINDOW_MS does the same).
+    const saved = await checkpoint.load();
+    expect(saved?.appending).toBeDefined();
+    await checkpoint.save({ ...saved!, announcedAt: Date.now() - LANDING_WINDOW_MS });
+    const second = await run().catch((error: unknown) => error as Error);
+    await released;
+    expect(await copiesIn(target)).toEqual(['s0']);
+    expect(stalling.events).toEqual(['append rejected', 'released', 'run failed']);
+    expect(failure?.message).toMatch(/not acknowledged within 3000 ms; waited \d+ s for the log to give that send up: it has landed or failed/);
+    expect(second).toEqual({ replayed: 1, skipped: 0, reasons: {}, interrupted: false, stalled: null });
+    expect(await checkpoint.load()).toMatchObject({ complete: true, replayed: 1 });
+    // What the CLI's progress line shows meanwhile.
+    expect(waits).toEqual([expect.stringMatching(/waiting for the log to give its send up/), expect.stringMatching(/^the last run ended with a batch announced: looking for its copies$/)]);
+  } finally {
+    await stalling.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 60_000);
+
+test('a run stopped while it waits for its given-up send ends at once; a rerun in the same process waits for that send before it looks for the copies', async () => {
+  const source = await newTopic(1);
+  const target = await newTopic(1);
+  await plain.send({ topic: source, messages: [{ value: 's0' }] });
+  const stalling = await stallingAppends(target);
+  const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-stop-'));
+  try {
+    const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    const waits: string[] = [];
+    const run = (signal: AbortSignal) => refeed({
+      log: stalling.log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: { ...quiet, waiting: (what) => waits.push(what) }, signal,
+      quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 2_000, select: (record) => ({ topic: target, key: record.key, value: record.value }),
+    }, {});
+    stalling.hold();
+    const stop = new AbortController();
+    const first = run(stop.signal).then(() => null, (error: unknown) => error as Error);
+    await stalling.appendRejected;
+    // A SIGTERM (the jobs' stop) or a cancel: not held up by the send kafkajs still retries.
+    const stoppedAt = Date.now();
+    stop.abort();
+    const failure = await first;
+    expect(Date.now() - stoppedAt).toBeLessThan(1_000);
+    expect(failure?.message).toMatch(/stopped after waiting \d+ s for that send, which the log still retries, to land or fail/);
+    // Resumed once the window has passed (shortened to 2 s here), while the send still waits for the broker.
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const released = stalling.releaseIn(1_500);
+    waits.length = 0;
+    const second = await run(new AbortController().signal).catch((error: unknown) => error as Error);
+    await released;
+    expect(await copiesIn(target)).toEqual(['s0']);
+    expect(second).toEqual({ replayed: 1, skipped: 0, reasons: {}, interrupted: false, stalled: null });
+    // The send ended while the rerun waited: the window again from then, for a request the followers had yet to take.
+    expect(waits).toEqual([
+      'the last run ended with a batch announced: looking for its copies',
+      'a send the last run gave up has just ended: looking for its copies in 2 s, once any of them could have landed',
+    ]);
+  } finally {
+    await stalling.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}, 60_000);

@@ -20,10 +20,19 @@ test('on a terminal: records, rate and ETA on one rewritten line, at most four t
   ]);
 });
 
+test('on a terminal: what it waits for replaces the line, at once', () => {
+  const { written, s } = stream(true);
+  const progress = createProgress('replay t', s, () => 1000);
+  progress.waiting('waiting for a send');
+  progress.finish();
+  expect(written).toEqual(['\rreplay t: waiting for a send\u001b[K', '\n']);
+});
+
 test('piped: nothing at all', () => {
   const { written, s } = stream(false);
   const progress = createProgress('replay t', s, () => 5000);
   progress.update(10, null);
+  progress.waiting('waiting for a send');
   progress.finish();
   expect(written).toEqual([]);
 });

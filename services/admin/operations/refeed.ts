@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import * as path from 'node:path';
-import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
+import { EventLogError, type EventLog, type LogRecord, type OutRecord, type ReadStart } from '../../platform/log/event-log';
 import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
 import { writeFileAtomically, type Unflushed } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
@@ -35,9 +35,10 @@ import { recordIdentity } from '../../platform/log/replay-marking';
  * there is not appended again (counted replayed, as it was). A read that cannot finish stops the rerun (it cannot
  * tell), never re-appends.
  * The announcement is kept until the checkpoint has passed every copy found (a rerun stopped short leaves them
- * announced), and on Kafka a rerun looks only LANDING_WINDOW_MS after it. What this cannot see: a copy retention
- * deleted before the rerun looked, and a send retried past that window (operations.md, "A kill between an append
- * and its checkpoint").
+ * announced), and on Kafka a rerun looks only LANDING_WINDOW_MS after it. An append reported failed whose send the
+ * log still retries is waited for (EventLog.settled): by the run before it reports the failure (failedAppend), and
+ * by a rerun in the same process before it looks (copiesLanded). What this cannot see: a copy retention deleted
+ * before the rerun looked (operations.md, "A kill between an append and its checkpoint").
  *
  * A record skipped for a reason worth reporting apart (a dead letter whose original another letter replays) is
  * counted under that reason as well as in `skipped`, and the first MAX_SKIP_EXAMPLES of them over every run are kept
@@ -52,6 +53,8 @@ import { recordIdentity } from '../../platform/log/replay-marking';
 export interface RefeedProgress {
   /** `done` records so far; `remaining` when known. */
   update(done: number, remaining: number | null): void;
+  /** Told what the run waits for besides records, when that may take long (a given-up send, the landing window). */
+  waiting?(what: string): void;
   finish(): void;
 }
 
@@ -79,6 +82,8 @@ export interface RefeedOptions {
   quietMs?: number;
   /** How long to wait for the first record (a Kafka reader joins its group first). */
   firstRecordMs?: number;
+  /** On Kafka, how long after its batch's announcement a rerun looks for the copies (default LANDING_WINDOW_MS). */
+  landingWindowMs?: number;
 }
 
 /** A record skipped for a reason counted apart (`skip`, e.g. `duplicates`); the rest is what a report lists of it. */
@@ -148,10 +153,13 @@ export const COPY_HEADER = 'ingress-replay-copy';
 
 /**
  * How long after a batch was announced a rerun on Kafka waits before it looks for the copies that landed. Two
- * things can hide one for a while: an append given up at its deadline whose send the producer still retries (in
- * a process that lives on), and a stage's transaction left open by a killed process, which keeps a read_committed
- * reader (and the end offsets it is given) below copies written after it until the coordinator aborts it (the
- * 30 s transaction timeout). The embedded log has neither: an append has landed or not once its call returned.
+ * things can hide one for a while: a Produce request the leader took whose followers have not caught up (shown
+ * once they have, or once they are dropped from the ISR, replica.lag.time.max.ms: 30 s), and a stage's
+ * transaction left open by a killed process, which keeps a read_committed reader (and the end offsets it is
+ * given) below copies written after it until the coordinator aborts it (the 30 s transaction timeout). A send
+ * still retried in a process that lives on is waited for apart (EventLog.settled); when a run has waited for its
+ * own, the announcement is saved again as made then. The embedded log has none of these: an append has landed or
+ * not once its call returned.
  */
 export const LANDING_WINDOW_MS = 60_000;
 
@@ -352,6 +360,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         for (const w of withdrawn) { replayed--; skip(w.skip, w.at); }
       }
       if (batch.length > 0) {
+        let announcement: CheckpointState | null = null;
         if (checkpoint) {
           const topics = [...new Set([...batch.map((copy) => copy.topic), ...Object.keys(announced ?? {})])];
           const appending = Object.fromEntries(await Promise.all(topics.map(async (topic) => {
@@ -360,9 +369,14 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
             return [topic, ends] as const;
           })));
           // The checkpoint as it was saved last (at this batch's start), with the announcement.
-          await save({ ...atBatchStart, appending, announcedAt: Date.now() });
+          announcement = { ...atBatchStart, appending, announcedAt: Date.now() };
+          await save(announcement);
         }
-        await log.append(batch);
+        try {
+          await log.append(batch);
+        } catch (error) {
+          throw await failedAppend(log, options.signal, error, announcement && (() => save({ ...announcement!, announcedAt: Date.now() })), progress);
+        }
       }
     }
     if (announced && landedAhead()) state.appending = announced;
@@ -477,9 +491,22 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
  */
 async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<Set<string>> {
   const found = new Set<string>();
-  const wait = options.log.kind === 'kafka' ? announcedAt + LANDING_WINDOW_MS - Date.now() : 0;
+  const window = options.landingWindowMs ?? LANDING_WINDOW_MS;
+  const wait = options.log.kind === 'kafka' ? announcedAt + window - Date.now() : 0;
+  if (options.log.kind === 'kafka') options.progress.waiting?.(`the last run ended with a batch announced: looking for its copies${wait > 0 ? ` in ${Math.ceil(wait / 1000)} s, once any of them could have landed` : ''}`);
   if (wait > 0 && !(await pause(wait, options.signal))) {
     throw new Error(`stopped while waiting ${Math.ceil(wait / 1000)} s for the last run's announced batch to land or not (LANDING_WINDOW_MS): run the replay again; nothing was appended`);
+  }
+  // A send of this process that an earlier run gave up (stopped while it waited for it) may still land its copies.
+  const { outcome, waited } = await untilSettled(options.log, options.signal);
+  if (outcome === 'stopped') throw new Error('stopped while waiting for a send the last run gave up, which the log still retries, to land or fail: run the replay again; nothing was appended');
+  if (outcome instanceof Error) throw new Error(`the last run's announced batch may still land (${outcome.message}): run the replay again later; nothing was appended`, { cause: outcome });
+  // It ended only now: a Produce request of it the leader took may show up to readers later (LANDING_WINDOW_MS).
+  if (waited && options.log.kind === 'kafka') {
+    options.progress.waiting?.(`a send the last run gave up has just ended: looking for its copies in ${Math.ceil(window / 1000)} s, once any of them could have landed`);
+    if (!(await pause(window, options.signal))) {
+      throw new Error(`stopped while waiting ${Math.ceil(window / 1000)} s for the last run's announced batch to land or not (LANDING_WINDOW_MS): run the replay again; nothing was appended`);
+    }
   }
   const scans = await Promise.all(Object.entries(appending).map(async ([topic, announced]) => (await options.log.endOffsets(topic))
     .map(({ partition, offset }) => ({ topic, partition, from: BigInt(announced[partition] ?? '0'), end: BigInt(offset) }))));
@@ -499,6 +526,58 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
     }
   }
   return found;
+}
+
+/**
+ * A rejected append may still land: on Kafka its send goes on retrying (EventLog.settled). So the run reports the
+ * failure only once it cannot: a job marked failed while its copies may land, resumed at once in this process,
+ * would look for them before they land and append them again. The announcement is then saved again as made now
+ * (`announce`), so that a rerun's LANDING_WINDOW_MS counts from the send's end: a Produce request the broker took
+ * without answering shows up to readers only once the followers have it, or are dropped from the ISR.
+ * A stop while it waits (SIGTERM, a cancelled job) is not held up: the failure says what was left running, and a
+ * rerun in this process waits for it before it looks (copiesLanded).
+ */
+async function failedAppend(log: EventLog, signal: AbortSignal, error: unknown, announce: (() => Promise<void>) | null, progress: RefeedProgress): Promise<unknown> {
+  const started = Date.now();
+  if (log.kind === 'kafka') progress.waiting?.('an append was not acknowledged in time: waiting for the log to give its send up (its copies may still land) before the run fails; a stop does not wait');
+  const { outcome, waited: hadToWait } = await untilSettled(log, signal);
+  const waited = Math.round((Date.now() - started) / 1000);
+  let note: string;
+  if (outcome === 'settled') {
+    if (!hadToWait) return error;
+    try {
+      await announce?.();
+    } catch {
+      // The announcement saved before the append stands: its window began earlier, which only narrows it.
+    }
+    note = `waited ${waited} s for the log to give that send up: it has landed or failed, nothing more of it can land`;
+  } else if (outcome === 'stopped') {
+    note = `stopped after waiting ${waited} s for that send, which the log still retries, to land or fail: a rerun in this process waits for it before it looks for the copies`;
+  } else {
+    note = `${outcome.message}; a rerun in this process does not look for the copies before it has ended`;
+  }
+  const message = `${error instanceof Error ? error.message : String(error)}; ${note}`;
+  return error instanceof EventLogError ? new EventLogError(message, error.code, { cause: error }) : new Error(message, { cause: error });
+}
+
+/**
+ * EventLog.settled, or 'stopped' as soon as the signal aborts (stopped already: once the log has had a turn of the
+ * event loop to answer); its rejection (a send running too long) as the error. `waited`: it did not answer within
+ * that turn, so something was still running when asked (a log with nothing to wait for answers at once).
+ */
+async function untilSettled(log: EventLog, signal: AbortSignal): Promise<{ outcome: 'settled' | 'stopped' | Error; waited: boolean }> {
+  let stop = () => {};
+  let waited = false;
+  const stopped = new Promise<'stopped'>((resolve) => { stop = () => resolve('stopped'); });
+  const turn = setImmediate(() => { waited = true; if (signal.aborted) stop(); });
+  signal.addEventListener('abort', stop, { once: true });
+  try {
+    const outcome = await Promise.race([log.settled().then(() => 'settled' as const, (e: unknown) => (e instanceof Error ? e : new Error(String(e)))), stopped]);
+    return { outcome, waited };
+  } finally {
+    clearImmediate(turn);
+    signal.removeEventListener('abort', stop);
+  }
 }
 
 /** Where reading begins in each partition, so that an empty range ends at once and the ETA is known. */

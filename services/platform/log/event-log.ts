@@ -136,6 +136,14 @@ export interface EventLog {
    * deterministic execution ids downstream absorb.
    */
   append(records: OutRecord[]): Promise<void>;
+  /**
+   * Resolves once no append this log has rejected so far can still be written by this process. Kafka: kafkajs
+   * cannot cancel a send, and one given up at its deadline goes on retrying (coalescing-producer.ts); this waits
+   * until each such send has landed or failed, and rejects ('log-unavailable') while one runs longer than its
+   * retries and timeouts should allow. Embedded: at once (a failed write is never indexed, and is cut before the
+   * journal writes again). A replay waits for it before it reports a failed append (refeed.ts).
+   */
+  settled(): Promise<void>;
   /** Exactly-once consume-transform-produce: outputs and the input offset commit atomically. */
   runStage(options: StageOptions): Promise<StageHandle>;
   /** Read a topic outside any consumer group (tail, replay). Yields until the signal aborts. */

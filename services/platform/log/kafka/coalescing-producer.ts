@@ -2,7 +2,7 @@ import type { Kafka, Producer } from 'kafkajs';
 import { RememberingPartitioner } from './partitioner';
 import { APPEND_TIMEOUT_MS, EventLogError, type OutRecord } from '../event-log';
 import type { Logger } from '../../logger/logger';
-import { describeKafkaError, unavailable } from './kafka-client';
+import { DEFAULT_CONNECTION_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, describeKafkaError, unavailable } from './kafka-client';
 import { sizeOf, toTopicMessages } from './records';
 
 /**
@@ -20,7 +20,9 @@ import { sizeOf, toTopicMessages } from './records';
  *   company unless `maxRecords` records are queued first. 0 means "the next turn of the event loop".
  * - A producer whose send failed is replaced (new producer id, sequences from 0) for the same reason.
  * - Every append has a deadline (`appendTimeoutMs`); a send still running at its deadline is abandoned (its
- *   producer is replaced) so the pipeline moves on. A rejected append may still have been written.
+ *   producer is replaced) so the pipeline moves on. A rejected append may still have been written, and may still
+ *   be: kafkajs cannot cancel a send, so an abandoned one goes on retrying. `settled()` says when none can land
+ *   any more (EventLog.settled).
  * - At most `maxQueuedRecords` records wait; beyond that appends are rejected at once (back-pressure).
  */
 export interface GroupCommitSettings {
@@ -35,6 +37,21 @@ export interface GroupCommitSettings {
   maxMs: number;
   maxQueuedRecords: number;
   appendTimeoutMs: number;
+  /** How long an abandoned send may go on (abandonedSendMs of the client's timeouts); settled() gives up past it. */
+  abandonedSendMs: number;
+}
+
+const PRODUCER_RETRY = { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 };
+
+/**
+ * How long kafkajs can go on with a send after it was abandoned, by PRODUCER_RETRY and the client's timeouts: each
+ * attempt may (re)connect, ask for metadata and send its Produce request, each waited for up to its timeout, with
+ * up to maxRetryTime between attempts. Not a hard bound (a metadata refresh retries on its own, with the client's
+ * retries), so settled() keeps saying "not yet" for as long as such a send still runs.
+ */
+export function abandonedSendMs(timeouts: { connectionTimeout: number; requestTimeout: number }): number {
+  const attempts = PRODUCER_RETRY.retries + 1;
+  return attempts * (timeouts.connectionTimeout + 2 * timeouts.requestTimeout) + PRODUCER_RETRY.retries * PRODUCER_RETRY.maxRetryTime;
 }
 
 export const DEFAULT_GROUP_COMMIT: GroupCommitSettings = {
@@ -43,6 +60,7 @@ export const DEFAULT_GROUP_COMMIT: GroupCommitSettings = {
   maxMs: 0,
   maxQueuedRecords: 50_000,
   appendTimeoutMs: APPEND_TIMEOUT_MS,
+  abandonedSendMs: abandonedSendMs({ connectionTimeout: DEFAULT_CONNECTION_TIMEOUT_MS, requestTimeout: DEFAULT_REQUEST_TIMEOUT_MS }),
 };
 
 export interface AppendStats {
@@ -66,13 +84,27 @@ interface Waiter {
   settled: boolean;
 }
 
-const PRODUCER_RETRY = { retries: 5, initialRetryTime: 100, maxRetryTime: 2_000 };
+/** One sendBatch of a batch: `givenUp` once its deadline passed, so a producer still connecting then sends nothing. */
+interface Attempt {
+  producer: Promise<Producer> | null;
+  sending: Promise<unknown> | null;
+  givenUp: boolean;
+}
+
+/** A send abandoned at its deadline that kafkajs may still be retrying: `over` resolves when it landed or failed. */
+interface Abandoned {
+  over: Promise<void>;
+  at: number;
+}
 
 export class CoalescingProducer {
   private queue: Waiter[] = [];
   private head = 0;
   private queuedRecords = 0;
   private inFlight: Promise<void> | null = null;
+  /** The appends of the send in flight (some may have been rejected at their own deadline meanwhile). */
+  private inFlightBatch: readonly Waiter[] = [];
+  private readonly abandoned = new Set<Abandoned>();
   private flushTimer: NodeJS.Timeout | null = null;
   private flushImmediate: NodeJS.Immediate | null = null;
   private producer: Promise<Producer> | null = null;
@@ -108,6 +140,33 @@ export class CoalescingProducer {
       this.queuedRecords += records.length;
       this.schedule();
     });
+  }
+
+  /**
+   * Resolves once no append this producer rejected so far can still be written by it: the send in flight, if it
+   * holds one, has returned (by its deadline at the latest), and every send abandoned at its deadline has landed
+   * or failed. An abandoned send still running `abandonedSendMs` after it was abandoned rejects this
+   * ('log-unavailable'): its records may yet land, for as long as this process lives.
+   */
+  async settled(): Promise<void> {
+    if (this.inFlight && this.inFlightBatch.some((waiter) => waiter.settled)) await this.inFlight;
+    const running = [...this.abandoned];
+    if (running.length === 0) return;
+    const last = Math.max(...running.map((a) => a.at));
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        Promise.all(running.map((a) => a.over)),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new EventLogError(
+            `a kafka send abandoned at its deadline ${Math.round((Date.now() - last) / 1000)} s ago is still retried (longer than its retries and timeouts should allow, ${Math.round(this.settings.abandonedSendMs / 1000)} s): its records may yet be written while this process lives`,
+            'log-unavailable',
+          )), Math.max(0, last + this.settings.abandonedSendMs - Date.now()));
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /** Send what is queued, wait for it (each append is bounded by its deadline), then disconnect. */
@@ -162,8 +221,10 @@ export class CoalescingProducer {
     }
     this.compactQueue();
     if (batch.length === 0) { this.notifyIdle(); return; }
+    this.inFlightBatch = batch;
     this.inFlight = this.send(batch, count).finally(() => {
       this.inFlight = null;
+      this.inFlightBatch = [];
       if (this.queuedRecords > 0) this.sendNext();
       else this.notifyIdle();
     });
@@ -171,7 +232,7 @@ export class CoalescingProducer {
 
   private async send(batch: Waiter[], count: number): Promise<void> {
     const records = batch.length === 1 ? batch[0].records : batch.flatMap((w) => w.records);
-    const attempt: { producer: Promise<Producer> | null; sending: Promise<unknown> | null } = { producer: null, sending: null };
+    const attempt: Attempt = { producer: null, sending: null, givenUp: false };
     let deadline: NodeJS.Timeout | undefined;
     try {
       await Promise.race([
@@ -185,6 +246,7 @@ export class CoalescingProducer {
       ]);
       for (const waiter of batch) this.settle(waiter, null);
     } catch (error) {
+      attempt.givenUp = true;
       const topics = [...new Set(records.map((r) => r.topic))].join(', ');
       const failure = unavailable(`kafka append of ${count} record(s) to ${topics} failed`, error);
       for (const waiter of batch) this.settle(waiter, failure);
@@ -195,9 +257,12 @@ export class CoalescingProducer {
     }
   }
 
-  private async sendOnce(records: readonly OutRecord[], attempt: { producer: Promise<Producer> | null; sending: Promise<unknown> | null }): Promise<void> {
+  private async sendOnce(records: readonly OutRecord[], attempt: Attempt): Promise<void> {
     attempt.producer = this.connected();
     const producer = await attempt.producer;
+    // Connected after the deadline: the appends were rejected and the next batch may use this producer already.
+    // Sent now, they would be written after their rejection, untracked, and beside that batch's send.
+    if (attempt.givenUp) throw new EventLogError('connected after the deadline: not sent', 'log-unavailable');
     this.counters.sendBatchCalls++;
     attempt.sending = producer.sendBatch({ topicMessages: toTopicMessages(records), acks: -1 });
     await attempt.sending;
@@ -267,6 +332,9 @@ export class CoalescingProducer {
    */
   private abandon(current: Promise<Producer>, sending: Promise<unknown>): void {
     if (this.producer === current) this.producer = null;
+    const abandoned: Abandoned = { over: sending.then(() => undefined, () => undefined), at: Date.now() };
+    this.abandoned.add(abandoned);
+    void abandoned.over.then(() => this.abandoned.delete(abandoned));
     void current.then(async (producer) => {
       await producer.disconnect().catch(() => undefined);
       await sending.catch(() => undefined);

@@ -21,6 +21,8 @@ export interface KafkaClientOptions {
 }
 
 export const DEFAULT_CLIENT_RETRY: RetryOptions = { initialRetryTime: 200, maxRetryTime: 5_000, retries: 8 };
+export const DEFAULT_CONNECTION_TIMEOUT_MS = 3_000;
+export const DEFAULT_REQUEST_TIMEOUT_MS = 30_000;
 
 export function createKafkaClient(options: KafkaClientOptions): Kafka {
   requirePatchedKafkajs();
@@ -29,8 +31,8 @@ export function createKafkaClient(options: KafkaClientOptions): Kafka {
   return new Kafka({
     clientId: options.clientId,
     brokers: options.brokers,
-    connectionTimeout: options.connectionTimeout ?? 3_000,
-    requestTimeout: options.requestTimeout ?? 30_000,
+    connectionTimeout: options.connectionTimeout ?? DEFAULT_CONNECTION_TIMEOUT_MS,
+    requestTimeout: options.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT_MS,
     retry: { ...DEFAULT_CLIENT_RETRY, ...options.retry },
     logLevel: logLevel.WARN,
     logCreator: () => (entry) => forwardLogEntry(options.logger, entry),

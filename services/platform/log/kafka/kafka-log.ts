@@ -1,8 +1,8 @@
 import type { Admin, RetryOptions } from 'kafkajs';
 import { EventLogError, type EventLog, type StageHandle, type StageOptions } from '../event-log';
 import { silentLogger, type Logger } from '../../logger/logger';
-import { CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
-import { createKafkaClient, unavailable } from './kafka-client';
+import { abandonedSendMs, CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
+import { createKafkaClient, DEFAULT_CONNECTION_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, unavailable } from './kafka-client';
 import { readTopic } from './reader';
 import { applyTopics, createTopicsAndWait, missingTopics, type TopicApplyOptions, type TopicApplyResult } from './topic-admin';
 import type { TopicSpec } from '../topics';
@@ -67,6 +67,10 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     maxMs: options.linger?.maxMs ?? DEFAULT_GROUP_COMMIT.maxMs,
     maxQueuedRecords: options.maxQueuedRecords ?? DEFAULT_GROUP_COMMIT.maxQueuedRecords,
     appendTimeoutMs: options.appendTimeoutMs ?? DEFAULT_GROUP_COMMIT.appendTimeoutMs,
+    abandonedSendMs: abandonedSendMs({
+      connectionTimeout: options.connectionTimeout ?? DEFAULT_CONNECTION_TIMEOUT_MS,
+      requestTimeout: options.requestTimeout ?? DEFAULT_REQUEST_TIMEOUT_MS,
+    }),
   }, logger);
   const topicDefaults = options.topicDefaults ?? TOPIC_DEFAULTS;
   const stageSettings: StageConsumerSettings = {
@@ -108,6 +112,8 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     kind: 'kafka',
 
     append: (records) => appender.append(records),
+
+    settled: () => appender.settled(),
 
     async runStage(stageOptions: StageOptions): Promise<StageHandle> {
       ensureOpen();

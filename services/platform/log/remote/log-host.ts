@@ -50,6 +50,7 @@ export function serveLog(log: EventLog, rpc: () => Rpc): LogHost {
       await handle?.stop();
     },
     'log.append': (packed: PackedRecords<Omit<LogRecord, 'value'>>) => log.append(unpackLogRecords(packed)),
+    'log.settled': () => log.settled(),
     'log.readOpen'(id: number, topic: string, start: ReadStart) {
       const abort = new AbortController();
       reads.set(id, { abort, records: log.read(topic, { start, signal: abort.signal })[Symbol.asyncIterator]() });

@@ -41,6 +41,7 @@ export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
       const packed = packLogRecords(records.map((r) => ({ topic: r.topic, partition: 0, offset: '', key: r.key, value: r.value, headers: r.headers ?? {}, timestamp: 0 })));
       await rpc().call('log.append', [packed], [packed.bytes]);
     },
+    settled: () => rpc().call('log.settled', []),
     async runStage(options) {
       const id = nextStage++;
       stages.set(id, { handle: batchHandlerOf(options), onRetry: options.onRetry });
