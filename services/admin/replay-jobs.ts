@@ -410,7 +410,12 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         const result = await refeed({
           log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: (record) => waitsFor(refeedPlan.select(record)), beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
           signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize,
-          progress: { update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; }, finish() {} },
+          progress: {
+            update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; },
+            finish() {},
+            // A wait of up to minutes on Kafka (the landing window, a send the log still retries) shows in the log.
+            waiting: (what) => logger.info('replay waits', { replay: job.id, what }),
+          },
         }, checkpointRequest(job));
         const saved = await checkpoint.load();
         if (saved) Object.assign(job, progressOf(saved));
