@@ -156,10 +156,10 @@ export async function startServices(config: Config, backends: Backends, services
     if (services.includes('mdn')) {
       // Each attempt checks that its allow-list entry is still listed: removing one stops the retries queued for it.
       const stillAllowed = (d: MdnDelivery) => allowListEntryListed(d.workflowId, d.allowedBy, { workflow: (id) => workflows.get(id), credential: (id) => credentials.get(id) });
-      stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey, stillAllowed }) });
+      stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey, stillAllowed, crashMarks }) });
     }
     if (services.includes('journal')) {
-      stages.push({ name: 'journal', handle: await startJournal({ log: backends.log, topics, codec, journal: backends.registry.journal, logger: logger.child({ service: 'journal' }), metrics, queues, retentionDays: config.journal.retentionDays }) });
+      stages.push({ name: 'journal', handle: await startJournal({ log: backends.log, topics, codec, journal: backends.registry.journal, logger: logger.child({ service: 'journal' }), metrics, queues, retentionDays: config.journal.retentionDays, crashMarks }) });
     }
     if (services.includes('receiver')) {
       refusals = createRefusalJournal({ log: backends.log, topic: topics.refused, codec, logger: logger.child({ service: 'receiver' }), metrics, perMinute: config.journal.refusedPerMinute });

@@ -1,5 +1,7 @@
 import type { AvroCodec } from '../platform/avro/codec';
-import type { EventLog, LogRecord, StageHandle } from '../platform/log/event-log';
+import type { CrashMarks } from '../platform/log/crash-guard';
+import { withCrashGuard } from '../platform/log/crash-guarded';
+import type { EventLog, LogRecord, StageBatchHandler, StageHandle } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
 import { recordIdentity, replayOf } from '../platform/log/replay-marking';
 import type { Logger } from '../platform/logger/logger';
@@ -33,6 +35,11 @@ export interface JournalStageDeps {
   sources?: readonly JournalSource[];
   /** How often to prune, default every 6 hours (and once at start). */
   pruneEveryMs?: number;
+  /**
+   * Where the stage marks the records in hand after a start, so that one that ends the process is found and
+   * skipped after a few restarts (crash-guard.ts); by input topic, under its group.
+   */
+  crashMarks?: CrashMarks;
 }
 
 export interface JournalInput {
@@ -102,34 +109,48 @@ export async function startJournal(deps: JournalStageDeps): Promise<StageHandle>
     }
   }
 
+  /**
+   * A record the crash guard convicted of ending the process: skipped, as one the stage cannot read is, and not
+   * dead-lettered. The stage has no dead letters: replaying one would append its source again to a topic that
+   * other stages read, which would run on a record they already handled (the decoder and the dispatcher: its
+   * executions requested again), and the journal reads the dead-letter topic too, so the letter of a record it
+   * cannot survive, which holds that record, would be the next one. What is lost is its journal entries, never an event.
+   */
+  function crashed(record: LogRecord, source: JournalSource): [] {
+    logger.error('journal skipped a record that ended the process handling it', {
+      event: 'journal.stage-crashed', source: source.name, topic: record.topic, partition: record.partition, offset: record.offset,
+    });
+    return [];
+  }
+
   const stages: StageHandle[] = [];
   try {
     for (const { topic, group, source } of journalInputs(deps.topics, deps.queues, deps.sources)) {
-      stages.push(await deps.log.runStage({
-        group, topic,
-        // One upsert per batch: the file journal makes it one append and one fdatasync (file-journal.ts).
-        async handleBatch(records) {
-          // An entry already past the retention (a new group reading a long topic from its start) is not written:
-          // it would only be pruned again, and on Cosmos its TTL would count from now.
-          const oldest = Date.now() - deps.retentionDays * DAY_MS;
-          const entries: JournalEntry[] = [];
-          for (const record of records) {
-            try {
-              for (const entry of entriesOf(record, source, context)) if (entry.at >= oldest) entries.push(entry);
-            } catch (error) {
-              logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
-            }
-          }
-          // An outage propagates: the log backs off and delivers the batch again. An entry the registry refuses as
-          // such would be refused for ever, and must not stop the topic behind it, nor cost the batch's others.
+      // One upsert per batch: the file journal makes it one append and one fdatasync (file-journal.ts).
+      const handleBatch: StageBatchHandler = async (records) => {
+        // An entry already past the retention (a new group reading a long topic from its start) is not written:
+        // it would only be pruned again, and on Cosmos its TTL would count from now.
+        const oldest = Date.now() - deps.retentionDays * DAY_MS;
+        const entries: JournalEntry[] = [];
+        for (const record of records) {
           try {
-            await upsertSkippingRefused(entries);
+            for (const entry of entriesOf(record, source, context)) if (entry.at >= oldest) entries.push(entry);
           } catch (error) {
-            return { outputs: [], failure: { index: 0, error } };
+            logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
           }
-          for (let i = 0; i < records.length; i++) deps.metrics?.stageRecord('journal', 'processed');
-          return { outputs: records.map(() => []) };
-        },
+        }
+        // An outage propagates: the log backs off and delivers the batch again. An entry the registry refuses as
+        // such would be refused for ever, and must not stop the topic behind it, nor cost the batch's others.
+        try {
+          await upsertSkippingRefused(entries);
+        } catch (error) {
+          return { outputs: [], failure: { index: 0, error } };
+        }
+        for (let i = 0; i < records.length; i++) deps.metrics?.stageRecord('journal', 'processed');
+        return { outputs: records.map(() => []) };
+      };
+      stages.push(await deps.log.runStage({
+        group, topic, handleBatch: deps.crashMarks ? withCrashGuard(handleBatch, { marks: deps.crashMarks, group, stage: 'journal', logger, crashed: (record) => crashed(record, source) }) : handleBatch,
         onRetry: (error, rec, attempt) => logger.warn('journal retrying', { topic, attempt, offset: rec?.offset ?? null, error }),
       }));
     }

@@ -1,8 +1,11 @@
 import type { AvroCodec } from '../platform/avro/codec';
 import type { MdnAttempt, MdnDelivery, MdnOutcome, MdnOutcomeKind } from '../platform/avro/records';
 import type { As2MdnRetrySettings } from '../platform/config/config';
-import { withDeadLettering } from '../platform/log/dead-lettering';
-import type { EventLog, LogRecord, OutRecord, StageHandle } from '../platform/log/event-log';
+import { crashedLetter, withDeadLettering, type DeadLetteringOptions } from '../platform/log/dead-lettering';
+import type { CrashMarks } from '../platform/log/crash-guard';
+import { withCrashGuard } from '../platform/log/crash-guarded';
+import { eachRecord } from '../platform/log/stage-batch';
+import type { EventLog, LogRecord, OutRecord, StageBatchHandler, StageHandle } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
@@ -39,6 +42,11 @@ export interface MdnStageDeps {
   /** Connection bounds and extra trust anchors of the POST (defaults: DEFAULT_POST). */
   post?: Partial<Pick<GuardedPostOptions, 'connectTimeoutMs' | 'responseTimeoutMs' | 'maxResponseBytes' | 'ca'>>;
   now?: () => number;
+  /**
+   * Where the stage marks the deliveries in hand after a start, so that one that ends the process is found and
+   * dead-lettered `stage-crashed` (crash-guard.ts); by input topic, under its group.
+   */
+  crashMarks?: CrashMarks;
 }
 
 export const DEFAULT_POST = { connectTimeoutMs: 10_000, responseTimeoutMs: 20_000, maxResponseBytes: 64 * 1024 };
@@ -111,6 +119,7 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
       .catch((error: Error) => logger.error('AS2 MDN delivery evidence could not be stored', { requestId: delivery.requestId, workflowId: delivery.workflowId, error }));
   }
 
+  const deadLettering: DeadLetteringOptions = { stage: 'mdn', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey };
   const deliver = withDeadLettering(async (record: LogRecord): Promise<OutRecord[]> => {
     const delivery = codec.decode('MdnDelivery', record.value);
     const result = await attempt(delivery);
@@ -140,20 +149,51 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
       out.push({ topic: topics.mdnRetries[retryIndex], key: record.key, value: codec.encode('MdnDelivery', retry) });
     }
     return out;
-  }, { stage: 'mdn', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey });
+  }, deadLettering);
 
-  const handle = async (record: LogRecord): Promise<OutRecord[]> => {
+  const due = async (record: LogRecord): Promise<void> => {
     let dueAt: number | null = null;
     try { dueAt = codec.decode('MdnDelivery', record.value).dueAt; } catch { /* dead-lettered by deliver */ }
     if (dueAt !== null) await gate.wait(record, dueAt);
+  };
+  const handle = async (record: LogRecord): Promise<OutRecord[]> => {
+    await due(record);
     return deliver(record);
   };
+
+  /**
+   * The deliveries of one input under the crash guard. The head of a batch waits for its due time before the
+   * guard takes the batch: a delivery waiting (up to half an hour on a retry topic, a bounded sleep at a time) is
+   * not in hand, so it writes no mark, takes no turn from the thread's other stages while they narrow a crash
+   * down, and an end of the process meanwhile is no strike against it. A later record of the batch that is not
+   * due fails at once (NotDue), and is the head of the next batch. Only failures of the POST's attempt are
+   * dead-lettered record by record (deliver): a wait is retried as ever, whatever its count.
+   */
+  function guarded(marks: CrashMarks, group: string): StageBatchHandler {
+    const handleBatch = withCrashGuard((records, budget) => eachRecord(records, budget, handle), {
+      marks, group, stage: 'mdn', logger, crashed: (record) => crashedLetter(record, deadLettering),
+    });
+    // Partitions whose first batch since owning them waited: the guard is told when it takes the next one.
+    const owed = new Set<number>();
+    return async (records, budget) => {
+      if (records.length === 0) return handleBatch(records, budget);
+      const { partition } = records[0];
+      if (budget.firstSinceOwned) owed.add(partition);
+      try {
+        await due(records[0]);
+      } catch (error) {
+        return { outputs: [], failure: { index: 0, error } };
+      }
+      return handleBatch(records, { ...budget, firstSinceOwned: owed.delete(partition) });
+    };
+  }
 
   const stages: StageHandle[] = [];
   try {
     for (const topic of [topics.mdnDeliveries, ...topics.mdnRetries]) {
+      const group = mdnGroup(topics, topic);
       stages.push(await deps.log.runStage({
-        group: mdnGroup(topics, topic), topic, handle,
+        group, topic, ...(deps.crashMarks ? { handleBatch: guarded(deps.crashMarks, group) } : { handle }),
         onRetry: (error, rec, attempt) => {
           // Waiting for a due time is not a failure: the back-off brings the record back, and the gate then sleeps.
           if (error instanceof NotDue || error instanceof Stopping) logger.debug('mdn stage waits for a due time', { topic, offset: rec?.offset ?? null, reason: error.message });

@@ -6,11 +6,16 @@ import type { LogRecord } from '../../services/platform/log/event-log';
 import { pipelineTopics, TOPIC_NAMES } from '../../services/platform/log/topics';
 import { crashMarksIn } from '../../services/platform/log/crash-guard';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
+import { openFileRegistry } from '../../services/platform/registry/file-registry';
+import type { Registry } from '../../services/platform/registry/registry';
 import { collectUntilQuiet } from '../support/log-reads';
 import { backendEnv } from '../support/app';
 import { CLI, runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 import { MAX_WORKER_RESTARTS } from '../../services/cli/stage-thread';
 import { getFreePort } from '../support/servers';
+import { as2Headers } from '../support/as2-client';
+import { createPeer } from '../support/as2-peer';
+import { startMdnReceiver } from '../support/mdn-receiver';
 
 /**
  * `ingress start` with the stages in their worker thread (STAGE_THREADS=1, the default): what the receiver
@@ -245,6 +250,127 @@ test.each([
     cleanup();
   }
 }, 150_000);
+
+/** The dead letters in DATA_DIR, once `expected` of them are there or nothing more comes. */
+async function deadLetters(dataDir: string, expected: number) {
+  const log = await openEmbeddedLog({ dataDir, readOnly: true });
+  try {
+    let letters: LogRecord[] = [];
+    // Read at least once: expecting none is read too.
+    for (let rounds = 0; rounds < 40 && (rounds === 0 || letters.length < expected); rounds++) letters = await collectUntilQuiet(log, TOPIC_NAMES.deadLetter, 700);
+    return letters.map((r) => codec.decode('DeadLetter', r.value));
+  } finally {
+    await log.close();
+  }
+}
+
+test('a record that ends the worker whenever the journal stage handles it is skipped after four workers (the journal has no dead letters); the records after it are journaled', async () => {
+  const { env, cleanup } = backendEnv('embedded');
+  const poison = 'poison-pill-5d2a';
+  try {
+    // Calls from loopback are refused (403) and journaled as refusals, which the journal stage alone reads: the
+    // pill is the refusal whose entry names the workflow that holds the text.
+    const walled = { options: { ipAllowList: ['203.0.113.0/24'] } };
+    await putWorkflow(env, 'wf-walled', walled);
+    await putWorkflow(env, `wf-walled-${poison}`, walled);
+    const service = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_WRITE_ON: poison }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
+    const registry = await openFileRegistry(env.DATA_DIR);
+    try {
+      const refused = async (workflowId: string) => {
+        const res = await fetch(`${service.baseUrl}/hook/${workflowId}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        expect(res.status).toBe(403);
+        return res.headers.get('x-request-id')!;
+      };
+      const before = await refused('wf-walled');
+      expect(await journaled(registry, before)).toEqual(['refused']);
+      const pill = await refused(`wf-walled-${poison}`);
+      const after = await refused('wf-walled');
+      // The first worker ends on the pill in a batch, the second on its first batch (marked), the third and the
+      // fourth with the pill alone in hand (two strikes); the fifth skips it unhandled and goes on.
+      expect(await journaled(registry, after, 120_000)).toEqual(['refused']);
+      expect(await registry.journal.request(pill)).toEqual([]);
+      const lines = logLines(service);
+      expect(lines.filter((l) => l.msg === 'stage worker thread ended: starting another')).toHaveLength(4);
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'a process ended while this stage held these records: handling them one at a time', stage: 'journal', alone: true }));
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'journal skipped a record that ended the process handling it', topic: TOPIC_NAMES.refused }));
+      expect(await deadLetters(env.DATA_DIR, 0)).toEqual([]);
+    } finally {
+      await registry.close();
+      service.child.kill('SIGTERM');
+      expect(await exitCode(service)).toBe(0);
+    }
+  } finally {
+    cleanup();
+  }
+}, 180_000);
+
+/** The kinds of a request's journal entries, once it has some. */
+async function journaled(registry: Registry, requestId: string, withinMs = 30_000): Promise<string[]> {
+  const deadline = Date.now() + withinMs;
+  let entries = await registry.journal.request(requestId);
+  while (entries.length === 0 && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    entries = await registry.journal.request(requestId);
+  }
+  return entries.map((e) => e.kind);
+}
+
+test('an asynchronous MDN whose POST ends the worker every time is dead-lettered stage-crashed after four workers, the deliveries after it go out, and its dead letter replays', async () => {
+  const { env, cleanup } = backendEnv('embedded', { AS2_MDN_FIRST_ATTEMPT_DELAY: '100ms' });
+  const poison = 'poison-pill-9b3f';
+  const peer = createPeer();
+  const mdns = await startMdnReceiver();
+  try {
+    const receiver = await peer.party('receiver');
+    const credential = path.join(env.DATA_DIR, 'cred.json');
+    writeFileSync(credential, JSON.stringify({ id: 'cred-async', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, asyncMdnUrls: [`http://127.0.0.1:${mdns.port}/mdn`] } }));
+    expect((await runCli(['credentials', 'put', credential], env)).code).toBe(0);
+    const workflow = path.join(env.DATA_DIR, 'wf-async.json');
+    writeFileSync(workflow, JSON.stringify({ id: 'wf-async', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-async' } }] }));
+    expect((await runCli(['workflows', 'put', workflow], env)).code).toBe(0);
+    const service = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_POST_TO: poison }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
+    try {
+      // A plain message from an unpinned partner, with an unsigned receipt asked for asynchronously at `inbox`.
+      const send = async (inbox: string) => {
+        const headers = as2Headers({ 'Disposition-Notification-Options': null, 'Receipt-Delivery-Option': `http://127.0.0.1:${mdns.port}/mdn/${inbox}`, 'Content-Type': 'application/edi-x12' });
+        const res = await fetch(`${service.baseUrl}/hook/wf-async`, { method: 'POST', headers, body: 'ISA*00*~ST*850*0001~SE*2*0001~' });
+        expect(res.status).toBe(200);
+      };
+      await send('before');
+      await mdns.seen(1);
+      await send(poison);
+      await send('after');
+      // The first worker ends on the pill's POST in a batch, the second on its first batch (marked), the third
+      // and the fourth with the pill alone in hand (two strikes); the fifth dead-letters it unsent and goes on.
+      await mdns.seen(2);
+      expect(mdns.posts.map((p) => p.path)).toEqual(['/mdn/before', '/mdn/after']);
+      const letters = await deadLetters(env.DATA_DIR, 1);
+      expect(letters.map((d) => [d.stage, d.errorCode, d.source.topic])).toEqual([['mdn', 'stage-crashed', TOPIC_NAMES.mdnDeliveries]]);
+      expect(codec.decode('MdnDelivery', letters[0].source.value).url).toContain(poison);
+      const lines = logLines(service);
+      expect(lines.filter((l) => l.msg === 'stage worker thread ended: starting another')).toHaveLength(4);
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'a process ended while this stage held these records: handling them one at a time', stage: 'mdn', alone: true }));
+    } finally {
+      service.child.kill('SIGTERM');
+      expect(await exitCode(service)).toBe(0);
+    }
+    // Replayed as any mdn dead letter (once what ended the process is fixed): the MDN goes out, once.
+    const replay = await runCli(['dead-letters', 'replay', '--stage', 'mdn'], env);
+    expect(replay.code).toBe(0);
+    const fixed = await startServiceProcess(env);
+    try {
+      await mdns.seen(3);
+      expect(mdns.posts.map((p) => p.path)).toEqual(['/mdn/before', '/mdn/after', `/mdn/${poison}`]);
+    } finally {
+      fixed.child.kill('SIGTERM');
+      expect(await exitCode(fixed)).toBe(0);
+    }
+  } finally {
+    await mdns.close();
+    peer.cleanup();
+    cleanup();
+  }
+}, 180_000);
 
 test('a stop whose grace runs out while a batch is in hand marks it stopped: the next start runs it as usual, not as a crash', async () => {
   const { env, cleanup } = backendEnv('embedded');

@@ -9,7 +9,12 @@
  *   webhook trigger's decode): a poison record that ends every process handling it, in the middle of its
  *   handling, however it is batched (a record dead-lettered unhandled is never parsed). With
  *   CRASH_STAGE_WORKER_HANG=1 the thread's event loop spins for ever there instead (a handler that never
- *   yields), for the main thread's watchdog to find.
+ *   yields), for the main thread's watchdog to find;
+ * - CRASH_STAGE_WORKER_WRITE_ON=<text>: as the thread writes, through a file handle (FileHandle write or
+ *   writeFile), data that holds the text: the journal stage's append of its entries (file-journal.ts), so a record
+ *   whose entries hold it (a refused request to a workflow whose id holds it) ends every journal handling it;
+ * - CRASH_STAGE_WORKER_POST_TO=<text>: as the thread makes an HTTP(S) request to a URL that holds the text,
+ *   before anything is sent: the mdn stage's POST of an asynchronous MDN (guarded-post.ts) to a URL so chosen.
  * And, not a crash: CRASH_STAGE_WORKER_SLOW_READ=<text>:<ms> delays each read of a file whose path holds the
  * text (fs.promises.readFile: a workflow document of the file registry) by that long, so that a stop can find
  * a batch in hand; and CRASH_STAGE_WORKER_SLOW_CALL=<method>:<ms> delays each call the worker makes to the main
@@ -56,6 +61,41 @@ if (!isMainThread && (exitAt > 0 || poison) && Array.isArray(workerData?.service
         process.exit(70);
       }
       return parse.call(this, text, reviver);
+    };
+  }
+}
+
+const writeOn = process.env.CRASH_STAGE_WORKER_WRITE_ON || null;
+if (!isMainThread && writeOn && Array.isArray(workerData?.services)) {
+  const fsp = require('node:fs').promises;
+  const holds = (data) => (Buffer.isBuffer(data) || data instanceof Uint8Array ? Buffer.from(data.buffer, data.byteOffset, data.byteLength).includes(writeOn) : typeof data === 'string' && data.includes(writeOn));
+  const open = fsp.open;
+  let patched = false;
+  // The file handle's class is not exported: its prototype is patched through the first handle opened.
+  fsp.open = async function (...args) {
+    const handle = await open.apply(this, args);
+    if (!patched) {
+      patched = true;
+      const proto = Object.getPrototypeOf(handle);
+      for (const method of ['write', 'writeFile']) {
+        const original = proto[method];
+        proto[method] = function (data, ...rest) {
+          if (holds(data)) process.exit(70);
+          return original.call(this, data, ...rest);
+        };
+      }
+    }
+    return handle;
+  };
+}
+
+const postTo = process.env.CRASH_STAGE_WORKER_POST_TO || null;
+if (!isMainThread && postTo && Array.isArray(workerData?.services)) {
+  for (const transport of [require('node:http'), require('node:https')]) {
+    const request = transport.request;
+    transport.request = function (url, ...rest) {
+      if (String(url instanceof URL ? url.href : typeof url === 'string' ? url : url?.path ?? '').includes(postTo)) process.exit(70);
+      return request.call(this, url, ...rest);
     };
   }
 }

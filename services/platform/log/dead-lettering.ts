@@ -3,7 +3,8 @@ import type { Logger } from '../logger/logger';
 import type { IngressMetrics } from '../telemetry/metrics';
 import type { LogRecord, OutRecord, StageBatchBudget, StageBatchHandler, StageBatchResult, StageHandler } from './event-log';
 import { budgetSpent } from './stage-batch';
-import { crashGuard, type CrashMarks } from './crash-guard';
+import type { CrashMarks } from './crash-guard';
+import { withCrashGuard } from './crash-guarded';
 import { workflowOfRecord, type RecordKeyMode } from './record-keys';
 
 /**
@@ -50,6 +51,20 @@ export function defaultIsPermanent(error: unknown): boolean {
   return error instanceof Error && PERMANENT_NAMES.has(error.name);
 }
 
+/** Why the crash guard dead-letters a record unhandled (crash-guard.ts): permanent, so its dead letter is at once. */
+function stageCrashed(stage: string): StageInputError {
+  return new StageInputError('stage-crashed', `the ${stage} stage's process ended while it held this record, then twice more with this record alone in hand, none of them a stop asked for (a crash, the heap exhausted, a hang, or a kill): it is not handled again`);
+}
+
+/**
+ * The dead letter of a record the crash guard convicted, for a stage whose failures are dead-lettered record by
+ * record (withDeadLettering) and which runs the guard itself (withCrashGuard): the same letter the batch form
+ * writes.
+ */
+export function crashedLetter(record: LogRecord, options: DeadLetteringOptions): OutRecord[] {
+  return failureVerdict(options, options.now).failed(record, stageCrashed(options.stage));
+}
+
 export function withDeadLettering(handle: StageHandler, options: DeadLetteringOptions): StageHandler {
   const verdict = failureVerdict(options, options.now);
   return async (record: LogRecord): Promise<OutRecord[]> => {
@@ -71,21 +86,9 @@ export function withDeadLettering(handle: StageHandler, options: DeadLetteringOp
  */
 export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadLetteringOptions): StageBatchHandler {
   const verdict = failureVerdict(options, options.now);
-  const guard = options.crashMarks ? crashGuard(options.crashMarks.marks, options.crashMarks.group, options.logger, options.stage) : null;
-  return async (records, budget) => {
-    const outputs: OutRecord[][] = [];
-    const turn = guard && records.length > 0 ? await guard.begin(records, budget.firstSinceOwned === true) : null;
-    const plan = turn?.plan ?? 'batch';
-    if (plan === 'crashed') {
-      const crashed = new StageInputError('stage-crashed', `the ${options.stage} stage's process ended while it held this record, then twice more with this record alone in hand, none of them a stop asked for (a crash, the heap exhausted, a hang, or a kill): it is not handled again`);
-      return { outputs: [verdict.failed(records[0], crashed)] };
-    }
-    try {
-      return await handleRest(plan === 'alone' ? records.slice(0, 1) : records, budget, outputs);
-    } finally {
-      await turn?.done();
-    }
-  };
+  const handleBatch: StageBatchHandler = (records, budget) => handleRest(records, budget, []);
+  if (!options.crashMarks) return handleBatch;
+  return withCrashGuard(handleBatch, { ...options.crashMarks, stage: options.stage, logger: options.logger, crashed: (record) => verdict.failed(record, stageCrashed(options.stage)) });
 
   async function handleRest(records: LogRecord[], budget: StageBatchBudget, outputs: OutRecord[][]): Promise<StageBatchResult> {
     let rest = records;
