@@ -1,5 +1,3 @@
-import { writeFileSync } from 'node:fs';
-import * as path from 'node:path';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import { TOPIC_NAMES } from '../../services/platform/log/topics';
@@ -7,8 +5,8 @@ import { collectUntilQuiet } from '../support/log-reads';
 import { backendEnv } from '../support/app';
 import { as2Headers } from '../support/as2-client';
 import { createPeer } from '../support/as2-peer';
-import { runCli, startServiceProcess, waitForExit } from '../support/cli-process';
-import { startMdnReceiver } from '../support/mdn-receiver';
+import { startServiceProcess, waitForExit } from '../support/cli-process';
+import { putAsyncMdnWorkflow, startMdnReceiver } from '../support/mdn-receiver';
 
 /**
  * An asynchronous MDN's retries are records in the log, not timers: `kill -9` of the service while the
@@ -20,12 +18,7 @@ test('kill -9 mid-retry, restart: the MDN is delivered once the receiver is back
   const mdns = await startMdnReceiver();
   try {
     const receiver = await peer.party('receiver');
-    const credential = path.join(env.DATA_DIR, 'cred.json');
-    writeFileSync(credential, JSON.stringify({ id: 'cred-async', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, asyncMdnUrls: [`http://127.0.0.1:${mdns.port}/mdn`] } }));
-    const workflow = path.join(env.DATA_DIR, 'wf.json');
-    writeFileSync(workflow, JSON.stringify({ id: 'wf-async', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-async' } }] }));
-    expect((await runCli(['credentials', 'put', credential], env)).code).toBe(0);
-    expect((await runCli(['workflows', 'put', workflow], env)).code).toBe(0);
+    expect(await putAsyncMdnWorkflow(env, receiver, mdns)).toBe(true);
 
     mdns.answer = () => ({ status: 503 });
     const first = await startServiceProcess(env);

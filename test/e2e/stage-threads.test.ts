@@ -15,7 +15,7 @@ import { MAX_WORKER_RESTARTS } from '../../services/cli/stage-thread';
 import { getFreePort } from '../support/servers';
 import { as2Headers } from '../support/as2-client';
 import { createPeer } from '../support/as2-peer';
-import { startMdnReceiver } from '../support/mdn-receiver';
+import { putAsyncMdnWorkflow, startMdnReceiver } from '../support/mdn-receiver';
 
 /**
  * `ingress start` with the stages in their worker thread (STAGE_THREADS=1, the default): what the receiver
@@ -322,12 +322,7 @@ test('an asynchronous MDN whose POST ends the worker every time is dead-lettered
   const mdns = await startMdnReceiver();
   try {
     const receiver = await peer.party('receiver');
-    const credential = path.join(env.DATA_DIR, 'cred.json');
-    writeFileSync(credential, JSON.stringify({ id: 'cred-async', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, asyncMdnUrls: [`http://127.0.0.1:${mdns.port}/mdn`] } }));
-    expect((await runCli(['credentials', 'put', credential], env)).code).toBe(0);
-    const workflow = path.join(env.DATA_DIR, 'wf-async.json');
-    writeFileSync(workflow, JSON.stringify({ id: 'wf-async', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-async' } }] }));
-    expect((await runCli(['workflows', 'put', workflow], env)).code).toBe(0);
+    expect(await putAsyncMdnWorkflow(env, receiver, mdns)).toBe(true);
     const service = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_POST_TO: poison }, [], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
     try {
       // A plain message from an unpinned partner, with an unsigned receipt asked for asynchronously at `inbox`.

@@ -1,8 +1,11 @@
+import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import * as path from 'node:path';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { MdnOutcome } from '../../services/platform/avro/records';
 import type { EventLog } from '../../services/platform/log/event-log';
+import { runCli } from './cli-process';
 
 /**
  * A partner's asynchronous MDN endpoint on loopback: records every POST (path, headers, body) and answers
@@ -79,4 +82,16 @@ export async function mdnOutcomes(log: EventLog, topic: string, requestId: strin
     if (!stop.aborted) throw error;
   }
   throw new Error(`no final MDN outcome for ${requestId} within ${guardMs} ms; seen: ${JSON.stringify(found)}`);
+}
+
+/**
+ * Through the CLI of `env`: the credential `cred-async` (the receiver's key pair, asynchronous MDNs allowed to
+ * `mdns`) and the workflow `wf-async`, an AS2 node that uses it; true when both puts succeeded.
+ */
+export async function putAsyncMdnWorkflow(env: Record<string, string>, receiver: { cert: string; key: string }, mdns: Pick<MdnReceiver, 'port'>): Promise<boolean> {
+  const credential = path.join(env.DATA_DIR, 'cred-async.json');
+  writeFileSync(credential, JSON.stringify({ id: 'cred-async', type: 'as2ReceiverAuth', data: { certificate: receiver.cert, privateKey: receiver.key, asyncMdnUrls: [`http://127.0.0.1:${mdns.port}/mdn`] } }));
+  const workflow = path.join(env.DATA_DIR, 'wf-async.json');
+  writeFileSync(workflow, JSON.stringify({ id: 'wf-async', active: true, nodes: [{ name: 'AS2 in', type: 'webhook', parameters: { protocol: 'as2', authentication: 'as2ReceiverAuth' }, credentials: { as2ReceiverAuth: 'cred-async' } }] }));
+  return (await runCli(['credentials', 'put', credential], env)).code === 0 && (await runCli(['workflows', 'put', workflow], env)).code === 0;
 }

@@ -1,31 +1,7 @@
 import { crashGuard, markStopping, recordDigest, turnTaking, type CrashGuard, type CrashMark, type CrashMarks, type CrashPlan, type TurnTaking } from '../../services/platform/log/crash-guard';
 import type { LogRecord } from '../../services/platform/log/event-log';
 import { silentLogger } from '../../services/platform/logger/logger';
-
-/** The guard's decisions over marks held in memory (the object store's own contract is tested elsewhere). */
-function memoryMarks(): CrashMarks & { held: Map<string, CrashMark>; writes: number } {
-  const held = new Map<string, CrashMark>();
-  const versions = new Map<string, string>();
-  let written = 0;
-  const marks = {
-    held,
-    writes: 0,
-    async read(group: string, topic: string, partition: number) { return held.get(`${group}/${topic}/${partition}`) ?? null; },
-    async readVersioned(group: string, topic: string, partition: number) {
-      const key = `${group}/${topic}/${partition}`;
-      return { mark: held.get(key) ?? null, version: versions.get(key) ?? null };
-    },
-    async swap(group: string, topic: string, partition: number, mark: CrashMark, version: string | null) {
-      const key = `${group}/${topic}/${partition}`;
-      if ((versions.get(key) ?? null) !== version) return null;
-      marks.writes++;
-      held.set(key, { ...mark });
-      versions.set(key, `v${++written}`);
-      return versions.get(key)!;
-    },
-  };
-  return marks;
-}
+import { memoryMarks } from '../support/memory-marks';
 
 const batch = (from: number, count: number, partition = 0, log = 'a'): LogRecord[] =>
   Array.from({ length: count }, (_, i) => ({ topic: 't', partition, offset: String(from + i), key: null, value: Buffer.from(`${log}-${from + i}`), headers: {}, timestamp: 0 }));

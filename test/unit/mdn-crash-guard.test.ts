@@ -8,6 +8,7 @@ import { silentLogger } from '../../services/platform/logger/logger';
 import type { ObjectStore } from '../../services/platform/store/object-store';
 import { NotDue } from '../../services/mdn/due-gate';
 import { mdnGroup, startMdnStage } from '../../services/mdn/mdn-stage';
+import { memoryMarks } from '../support/memory-marks';
 
 /**
  * The mdn stage under the crash guard (crash-guard.ts), its batch handler called as an adapter would: a delivery
@@ -16,28 +17,6 @@ import { mdnGroup, startMdnStage } from '../../services/mdn/mdn-stage';
  */
 const codec = defaultAvroCodec();
 const topics = pipelineTopics(undefined);
-
-function memoryMarks(): CrashMarks & { held: Map<string, CrashMark>; writes: number } {
-  const held = new Map<string, CrashMark>();
-  const versions = new Map<string, string>();
-  const marks = {
-    held,
-    writes: 0,
-    async read(group: string, topic: string, partition: number) { return held.get(`${group}/${topic}/${partition}`) ?? null; },
-    async readVersioned(group: string, topic: string, partition: number) {
-      const key = `${group}/${topic}/${partition}`;
-      return { mark: held.get(key) ?? null, version: versions.get(key) ?? null };
-    },
-    async swap(group: string, topic: string, partition: number, mark: CrashMark, version: string | null) {
-      const key = `${group}/${topic}/${partition}`;
-      if ((versions.get(key) ?? null) !== version) return null;
-      held.set(key, { ...mark });
-      versions.set(key, `v${++marks.writes}`);
-      return versions.get(key)!;
-    },
-  };
-  return marks;
-}
 
 /** The stage's batch handler of the deliveries topic, with the clock it runs by. */
 async function mdnStage(marks: CrashMarks) {
