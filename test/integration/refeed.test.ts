@@ -160,6 +160,26 @@ function partitioned(inner: EventLog, topic: string, partitions: number, reads: 
   };
 }
 
+test('a rerun stopped while it looks for the died batch\'s copies is interrupted, not failed, and the next run looks again', async () => {
+  const append = dieAfterAppend(2);
+  await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
+  log.append = append;
+  // The read for the landed copies (from the topic's end at the announcement) delivers nothing until stopped.
+  const read = log.read.bind(log);
+  const stop = new AbortController();
+  log.read = (topic, options) => (topic === 'out' ? {
+    async* [Symbol.asyncIterator]() {
+      stop.abort();
+      if (!options.signal.aborted) await new Promise((resolve) => options.signal.addEventListener('abort', resolve, { once: true }));
+    },
+  } : read(topic, options));
+  expect(await run(stop.signal, copy)).toEqual({ replayed: 0, skipped: 0, reasons: {}, interrupted: true, stalled: null });
+  log.read = read;
+  expect(await run(new AbortController().signal, copy)).toMatchObject({ replayed: 5, interrupted: false });
+  const out = await collectUntilQuiet(log, 'out', 300);
+  expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
 test('a rerun looks for the died batch\'s copies in each partition alone, from where that partition ended at the announcement', async () => {
   // Other traffic on the copies' topic: partition 0 is far ahead of partition 1, as Kafka partitions drift apart.
   await log.append(Array.from({ length: 30 }, () => ({ topic: 'out~0', key: 'k0', value: Buffer.from('traffic') })));

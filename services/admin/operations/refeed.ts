@@ -299,7 +299,15 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   if (state.complete) return { replayed: 0, skipped: 0, reasons: {}, interrupted: false, stalled: null };
   state.run ??= randomUUID();
   // The last run died with a batch announced (see the header): its copies that landed are not appended again.
-  const landed = state.appending ? await copiesLanded(options, state.appending, state.announcedAt ?? 0, state.run) : new Set<string>();
+  let landed = new Set<string>();
+  try {
+    if (state.appending) landed = await copiesLanded(options, state.appending, state.announcedAt ?? 0, state.run);
+  } catch (error) {
+    // Stopped while it waited or read (Ctrl-C, a service's stop, a cancel): no failure. Nothing was appended nor
+    // saved, and the next run looks again, as after any stop.
+    if (options.signal.aborted) return { replayed: 0, skipped: 0, reasons: {}, interrupted: true, stalled: null };
+    throw error;
+  }
   // Until the checkpoint has passed every one of them, those copies stay announced: a rerun that dies, or stops
   // short (a cancel, a stall, a held record) before reaching them, leaves them for the next one to find again.
   let announced = state.appending ?? null;
