@@ -54,6 +54,15 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       expect(new Set(got.map((r) => r.value.toString())).size).toBe(200);
     });
 
+    test('settled() resolves when no append was given up: nothing of this log can land any more', async () => {
+      const log = await fixture.open();
+      const topic = topicName('settled');
+      await log.ensureTopics([topic]);
+      await expect(log.settled()).resolves.toBeUndefined();
+      await log.append([rec(topic, 'k', 'acknowledged')]);
+      await expect(log.settled()).resolves.toBeUndefined();
+    });
+
     test('a reader that follows the log sees records appended later', async () => {
       const log = await fixture.open();
       const topic = topicName('follow');
