@@ -45,7 +45,7 @@ export async function startManagementApi(options: ManagementApiOptions): Promise
   const topics = pipelineTopics(config.topicPrefix);
   const codec = defaultAvroCodec();
   const replays = await openReplayJobs({
-    log: options.log, dir: path.join(config.dataDir, 'replay'), logger, ledgerCap: config.replayLedgerMaxOriginals, store: options.store,
+    log: options.log, dir: path.join(config.dataDir, 'replay'), logger, ledgerCap: config.replayLedgerMaxOriginals, landingWindowMs: config.replayLandingWindowMs, store: options.store,
     context: { topics, codec, recordKey: config.recordKey, skipped: (message) => logger.warn(message) },
   });
   let local: LocalAccessHandle | null = null;

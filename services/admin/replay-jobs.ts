@@ -121,6 +121,8 @@ export interface ReplayJobsOptions {
   batchSize?: number;
   /** REPLAY_LEDGER_MAX_ORIGINALS; default MAX_ORIGINALS. */
   ledgerCap?: number;
+  /** REPLAY_LANDING_WINDOW_MS; default LANDING_WINDOW_MS. */
+  landingWindowMs?: number;
   /** Where the replay ledger is kept (replay-ledger.ts): the deployment's object store, shared by all its processes. */
   store: ObjectStore;
 }
@@ -409,7 +411,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       try {
         const result = await refeed({
           log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: (record) => waitsFor(refeedPlan.select(record)), beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
-          signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize,
+          signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize, landingWindowMs: options.landingWindowMs,
           progress: {
             update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; },
             finish() {},

@@ -192,3 +192,11 @@ test('every variable configuration.md names, given garbage, is read or refused a
     }
   }
 });
+
+test('REPLAY_LANDING_WINDOW_MS: a minute by default, whole milliseconds from 1000, refused otherwise', () => {
+  expect(loadConfig({}).replayLandingWindowMs).toBe(60_000);
+  expect(loadConfig({ REPLAY_LANDING_WINDOW_MS: '5000' }).replayLandingWindowMs).toBe(5_000);
+  expect(problems({ REPLAY_LANDING_WINDOW_MS: '500' })).toEqual([
+    'REPLAY_LANDING_WINDOW_MS="500": how long after a died replay run\'s announced batch a rerun on Kafka waits before it looks for the copies that landed, in milliseconds (a whole number from 1000 to 3600000)',
+  ]);
+});

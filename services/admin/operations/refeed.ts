@@ -4,6 +4,7 @@ import { EventLogError, type EventLog, type LogRecord, type OutRecord, type Read
 import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
 import { writeFileAtomically, type Unflushed } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
+import { DEFAULT_REPLAY_LANDING_WINDOW_MS } from '../../platform/config/config';
 import { lockHolder, tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
 import { readRegularFile } from '../../platform/files/read-regular-file';
 import { recordIdentity } from '../../platform/log/replay-marking';
@@ -159,9 +160,10 @@ export const COPY_HEADER = 'ingress-replay-copy';
  * given) below copies written after it until the coordinator aborts it (the 30 s transaction timeout). A send
  * still retried in a process that lives on is waited for apart (EventLog.settled); when a run has waited for its
  * own, the announcement is saved again as made then. The embedded log has none of these: an append has landed or
- * not once its call returned.
+ * not once its call returned. REPLAY_LANDING_WINDOW_MS sets it (longer for brokers whose replica.lag.time.max.ms or
+ * a transaction timeout is); this is the default.
  */
-export const LANDING_WINDOW_MS = 60_000;
+export const LANDING_WINDOW_MS = DEFAULT_REPLAY_LANDING_WINDOW_MS;
 
 export interface CheckpointFile {
   path: string;

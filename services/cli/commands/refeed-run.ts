@@ -43,7 +43,7 @@ export async function runRefeed(ctx: CommandContext, run: RefeedRun): Promise<nu
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const result = await refeed({ ...run, progress: createProgress(run.label), signal: abort.signal }, run.request);
+    const result = await refeed({ landingWindowMs: ctx.config.replayLandingWindowMs, ...run, progress: createProgress(run.label), signal: abort.signal }, run.request);
     const { stalled, reasons, replayed, skipped, interrupted } = result;
     const apart = Object.fromEntries((run.reasons ?? []).map((r) => [r, reasons[r] ?? 0]));
     if (run.summary) ctx.out(JSON.stringify({ replayed, skipped, ...apart, interrupted, checkpoint: run.checkpoint?.path ?? null }));

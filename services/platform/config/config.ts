@@ -7,6 +7,9 @@ import { adminSettings, listenHostProblem, type AdminSettings } from './admin-se
 import { baseUrlProblem, shownUrl } from './url-values';
 import { listenUrl } from '../net/listen-url';
 
+/** REPLAY_LANDING_WINDOW_MS's default: why a minute is in refeed.ts (LANDING_WINDOW_MS). */
+export const DEFAULT_REPLAY_LANDING_WINDOW_MS = 60_000;
+
 /**
  * The service's configuration, read once from the environment (DESIGN.md §3). Every bad or
  * contradictory value is reported, each on one line naming the variable and what it accepts; nothing
@@ -74,6 +77,8 @@ export interface Config extends AdminSettings {
   stageWatchdogMs: number;
   /** REPLAY_LEDGER_MAX_ORIGINALS: how many replayed originals the dead-letter replay ledger keeps (replay-ledger.ts). */
   replayLedgerMaxOriginals: number;
+  /** REPLAY_LANDING_WINDOW_MS: how long after a died run's announced batch a rerun on Kafka looks for its copies (refeed.ts). */
+  replayLandingWindowMs: number;
   /**
    * The longest idempotency window a node may use, in hours: how far back the decoder reads a partition of the
    * received topic to recover the keys it has seen (services/decoder/idempotency-ledger.ts).
@@ -360,6 +365,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   // Nothing is deleted from the embedded log's dead-letter topic, so its ledger never drops a claim: a backlog
   // larger than the default needs a larger ledger, never a forgetful one.
   const replayLedgerMaxOriginals = integer('REPLAY_LEDGER_MAX_ORIGINALS', 100_000, 1_000, 2_000_000, 'originals the dead-letter replay ledger keeps (some 150 bytes of memory each)');
+  const replayLandingWindowMs = integer('REPLAY_LANDING_WINDOW_MS', DEFAULT_REPLAY_LANDING_WINDOW_MS, 1_000, 3_600_000, 'how long after a died replay run\'s announced batch a rerun on Kafka waits before it looks for the copies that landed, in milliseconds');
   const stageWatchdogMs = integer('STAGE_WATCHDOG_MS', 60_000, 1_000, 3_600_000, 'how long the stage worker thread may go without answering before it is terminated, in milliseconds');
   // Read by libuv, not by us (cli/thread-pool.ts sets 16 when it is unset), which turns anything it cannot use
   // into 1 thread or 1024 without a word: checked here so that a typo stops the start instead.
@@ -425,6 +431,6 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey, previousEncryptionKey,
     maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
-    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads, stageWatchdogMs, replayLedgerMaxOriginals,
+    adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads, stageWatchdogMs, replayLedgerMaxOriginals, replayLandingWindowMs,
   };
 }
