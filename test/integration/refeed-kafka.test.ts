@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import * as net from 'node:net';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { checkpointFile, COPY_HEADER, LANDING_WINDOW_MS, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
+import { checkpointFile, COPY_HEADER, CopiesUnknown, LANDING_WINDOW_MS, refeed, type RefeedOptions } from '../../services/admin/operations/refeed';
 import type { EventLog, OutRecord, ReadOptions } from '../../services/platform/log/event-log';
 import { CoalescingProducer, DEFAULT_GROUP_COMMIT } from '../../services/platform/log/kafka/coalescing-producer';
 import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/kafka/kafka-log';
@@ -312,3 +312,91 @@ test('a run stopped while it waits for its given-up send ends at once; a rerun i
     rmSync(dir, { recursive: true, force: true });
   }
 }, 60_000);
+
+/**
+ * A run that died between its append and its checkpoint (the log's first append lands, then throws): its batch, s0
+ * and s1 of source's s0-s3 (batchSize 2), announced at target's end (2: two records of traffic before it), both copies
+ * landed and a record of traffic after them. Then retention deletes target's records below `retainFrom`.
+ */
+async function diedWithRetention(retainFrom: number) {
+  const source = await newTopic(1);
+  const target = await newTopic(1);
+  await plain.send({ topic: source, messages: ['s0', 's1', 's2', 's3'].map((value) => ({ value })) });
+  await plain.send({ topic: target, messages: [{ value: 'traffic' }, { value: 'traffic' }] });
+  const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-retention-'));
+  const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+  const run = (more: Partial<RefeedOptions> = {}) => refeed({
+    log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: quiet, signal: new AbortController().signal, batchSize: 2,
+    quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 1, select: (record) => ({ topic: target, key: record.key, value: record.value }), ...more,
+  }, {});
+  let appends = 0;
+  const dying: EventLog = Object.assign(Object.create(log), {
+    append: async (records: OutRecord[]) => {
+      const offsets = await log.append(records);
+      if (++appends === 1) throw new Error('killed after the append landed, before the checkpoint was saved');
+      return offsets;
+    },
+  });
+  await expect(run({ log: dying })).rejects.toThrow('killed');
+  await plain.send({ topic: target, messages: [{ value: 'traffic' }] });
+  const died = await checkpoint.load();
+  // The announcement says where target ended, and where the batch ends in the source: what `skip` would skip.
+  expect(died).toMatchObject({ positions: {}, appending: { [target]: { 0: '2' } }, through: { 0: '2' } });
+  await admin.fetchTopicOffsets(target); // kafkajs finds the partitions' leaders in metadata this loads
+  await admin.deleteTopicRecords({ topic: target, partitions: [{ partition: 0, offset: String(retainFrom) }] });
+  expect(await log.firstOffsets(target)).toEqual([{ partition: 0, offset: String(retainFrom) }]);
+  return { source, target, checkpoint, run, died: died!, close: () => rmSync(dir, { recursive: true, force: true }) };
+}
+
+test('retention deleted a copy of the died run\'s announced batch before the rerun looked: the rerun appends nothing and says why; decided `skip`, the copies not found are skipped and listed, never appended', async () => {
+  const died = await diedWithRetention(3); // s0's copy (offset 2) is gone, s1's (3) is left
+  try {
+    const refused = await died.run().then(() => new Error("appended"), (error: unknown) => error as Error);
+    expect(refused).toBeInstanceOf(CopiesUnknown);
+    expect(refused.message).toContain(`retention has since deleted records its copies may be among (${died.target} partition 0: announced at offset 2, its first offset is now 3), so which of them were appended cannot be told; nothing was appended. Resume it deciding the copies not found: unknownCopies "skip" (--unknown-copies skip)`);
+    expect(refused.message).toContain('or "append" (--unknown-copies append) appends them again');
+    expect(await copiesIn(died.target)).toEqual(['s1']);
+    expect(await died.checkpoint.load()).toEqual(died.died); // untouched: the next run looks again
+
+    // An announcement an older version saved says nothing of where its batch ends: `skip` cannot tell its records.
+    const { through: _, ...older } = died.died;
+    await died.checkpoint.save(older);
+    await expect(died.run({ unknownCopies: 'skip' })).rejects.toThrow(`nothing was appended. Its announcement was saved by an older version, which did not record where the batch ends in ${died.source}, so unknownCopies "skip" cannot tell its records: resume it with unknownCopies "append" (--unknown-copies append)`);
+    await died.checkpoint.save(died.died);
+
+    const told: string[] = [];
+    const skipped = await died.run({ unknownCopies: 'skip', told: (message) => told.push(message) });
+    // s0 skipped (its copy may have been appended), s1 found and not appended again, s2 and s3 (not in the batch) appended.
+    expect(skipped).toEqual({ replayed: 3, skipped: 1, reasons: { unknownCopies: 1 }, interrupted: false, stalled: null });
+    expect((await copiesIn(died.target)).sort()).toEqual(['s1', 's2', 's3']);
+    const saved = await died.checkpoint.load();
+    expect(saved).toMatchObject({ complete: true, replayed: 3, skipped: 1, reasons: { unknownCopies: 1 } });
+    expect(saved?.examples).toEqual([{ skip: 'unknownCopies', at: '0/0', topic: died.target, copy: `${saved!.run}/${died.source}/0/0` }]);
+    expect(saved).not.toHaveProperty('appending');
+    expect(told).toEqual([`skipped ${died.source}/0/0 (unknownCopies: skip): its copy to ${died.target}, ${saved!.run}/${died.source}/0/0, was announced by the last run and not found where retention has deleted records; it may have been appended, or not`]);
+  } finally {
+    died.close();
+  }
+}, 90_000);
+
+test('decided `append`, the copies of the announced batch not found are appended again (at least once), those found are not', async () => {
+  const died = await diedWithRetention(3);
+  try {
+    expect(await died.run({ unknownCopies: 'append' })).toEqual({ replayed: 4, skipped: 0, reasons: {}, interrupted: false, stalled: null });
+    // s0's first copy was deleted: appended again. s1's first copy is found: not.
+    expect((await copiesIn(died.target)).sort()).toEqual(['s0', 's1', 's2', 's3']);
+    expect(await died.checkpoint.load()).toMatchObject({ complete: true, replayed: 4 });
+  } finally {
+    died.close();
+  }
+}, 90_000);
+
+test('retention that deleted only records before the announcement leaves the rerun able to tell: no refusal, no copy twice', async () => {
+  const died = await diedWithRetention(2); // the traffic before the announced offset only
+  try {
+    expect(await died.run()).toEqual({ replayed: 4, skipped: 0, reasons: {}, interrupted: false, stalled: null });
+    expect((await copiesIn(died.target)).sort()).toEqual(['s0', 's1', 's2', 's3']);
+  } finally {
+    died.close();
+  }
+}, 90_000);

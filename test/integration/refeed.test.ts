@@ -95,6 +95,9 @@ test('a run that dies between an append and its checkpoint (kill -9, an append r
   const append = dieAfterAppend(2);
   await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
   log.append = append;
+  // Announced at the batch's start (v5), with where out ended then and where the batch ends in the source (v8):
+  // the records an operator's `unknownCopies: skip` would skip, were retention to delete copies before the rerun.
+  expect(JSON.parse(readFileSync(path.join(dir, 'cp', 'replay.json'), 'utf8'))).toMatchObject({ positions: { 0: '5' }, appending: { out: { 0: '3' } }, through: { 0: '8' } });
   const rerun = await run(new AbortController().signal, copy);
   expect(rerun).toMatchObject({ replayed: 5, interrupted: false });
   const out = await collectUntilQuiet(log, 'out', 300);
@@ -205,11 +208,12 @@ describe('a damaged checkpoint is refused, naming its file and the field', () =>
   const at = () => path.join(dir, 'cp', 'replay.json');
   const died = (): CheckpointState => ({
     request: { topic: 'in' }, positions: { 0: '5' }, ends: { 0: '10' }, replayed: 3, skipped: 0, run: 'r1',
-    appending: { out: { 0: '3' } }, announcedAt: Date.now(), complete: false,
+    appending: { out: { 0: '3' } }, announcedAt: Date.now(), through: { 0: '8' }, complete: false,
   });
   test.each<[string, (state: Record<string, unknown>) => void, string]>([
     ['an offset of the announcement', (s) => { s.appending = { out: { 0: 'three' } }; }, 'appending.out.0 is "three", not an offset'],
     ['the announcement\'s time', (s) => { s.announcedAt = 'a minute ago'; }, 'announcedAt is "a minute ago", not a time'],
+    ['where the announced batch ends', (s) => { s.through = { 0: -8 }; }, 'through.0 is -8, not an offset'],
     ['a position', (s) => { s.positions = { 0: 5 }; }, 'positions.0 is 5, not an offset'],
     ['an end', (s) => { s.ends = { first: '10' }; }, 'ends names "first", not a partition'],
     ['a count', (s) => { s.replayed = '3'; }, 'replayed is "3", not a count'],

@@ -38,8 +38,16 @@ import { recordIdentity } from '../../platform/log/replay-marking';
  * The announcement is kept until the checkpoint has passed every copy found (a rerun stopped short leaves them
  * announced), and on Kafka a rerun looks only LANDING_WINDOW_MS after it. An append reported failed whose send the
  * log still retries is waited for (EventLog.settled): by the run before it reports the failure (failedAppend), and
- * by a rerun in the same process before it looks (copiesLanded). What this cannot see: a copy retention deleted
- * before the rerun looked (operations.md, "A kill between an append and its checkpoint").
+ * by a rerun in the same process before it looks (copiesLanded).
+ *
+ * What the look cannot see: a copy that retention deleted before the rerun read it (Kafka's first offset moved past
+ * where a partition ended at the announcement). Then the rerun cannot tell which copies landed, and fails
+ * (CopiesUnknown) without appending, until the operator decides (`unknownCopies`) what becomes of the copies of
+ * the announced batch it did not find: `skip` counts their records skipped (reason `unknownCopies`, listed among
+ * the examples) and never appends them, at most once; `append` appends them again, at least once. Copies it did
+ * find are never appended again either way. The announcement names where its batch ends in the source (`through`),
+ * so that `skip` knows which records were in it; the decision is for one run (a run stopped before it passed them
+ * leaves them announced, and the next one asks again), and a run without the refusal ignores it.
  *
  * A record skipped for a reason worth reporting apart (a dead letter whose original another letter replays) is
  * counted under that reason as well as in `skipped`, and the first MAX_SKIP_EXAMPLES of them over every run are kept
@@ -85,6 +93,38 @@ export interface RefeedOptions {
   firstRecordMs?: number;
   /** On Kafka, how long after its batch's announcement a rerun looks for the copies (default LANDING_WINDOW_MS). */
   landingWindowMs?: number;
+  /** The operator's decision for the copies of an announced batch that retention may have deleted (CopiesUnknown). */
+  unknownCopies?: UnknownCopies;
+  /** Told of each record skipped by `unknownCopies: skip`, for the operator to check (the CLI's stderr, a job's log). */
+  told?(message: string): void;
+}
+
+/** What a rerun does with the copies of an announced batch it could not find, where retention may have deleted them. */
+export type UnknownCopies = 'skip' | 'append';
+export const UNKNOWN_COPIES: readonly UnknownCopies[] = ['skip', 'append'];
+
+/** The reason a record skipped by `unknownCopies: skip` is counted under (a job's `unknownCopies`). */
+export const UNKNOWN_COPY_SKIP = 'unknownCopies';
+
+/** A partition of an announced topic where retention moved the first offset past where it ended at the announcement. */
+export interface CutPartition {
+  topic: string;
+  partition: number;
+  /** Where it ended at the announcement, where it ended when the rerun looked, and the first offset it holds after the look. */
+  announced: string;
+  end: string;
+  first: string;
+}
+
+/**
+ * A rerun that cannot tell which copies of the died run's announced batch landed, since retention deleted records
+ * past the announcement: nothing is appended until the operator decides (RefeedOptions.unknownCopies).
+ */
+export class CopiesUnknown extends Error {
+  constructor(readonly cut: CutPartition[]) {
+    super(`the last run of this replay ended with a batch announced, and retention has since deleted records its copies may be among (${cut.map((c) => `${c.topic} partition ${c.partition}: announced at offset ${c.announced}, its first offset is now ${c.first}`).join('; ')}), so which of them were appended cannot be told; nothing was appended. Resume it deciding the copies not found: unknownCopies "skip" (--unknown-copies skip) counts their records skipped and appends none of them (at most once: one whose copy never landed is not replayed; they are listed as skipped), or "append" (--unknown-copies append) appends them again (at least once: a request whose copy landed and was deleted runs twice)`);
+    this.name = 'CopiesUnknown';
+  }
 }
 
 /** A record skipped for a reason counted apart (`skip`, e.g. `duplicates`); the rest is what a report lists of it. */
@@ -146,6 +186,11 @@ export interface CheckpointState {
   appending?: Record<string, Record<string, string>>;
   /** When `appending` was saved (ms since the epoch): on Kafka a rerun looks for its copies only LANDING_WINDOW_MS after. */
   announcedAt?: number;
+  /**
+   * Saved with `appending`: each source partition's next offset past the announced batch (absent in older
+   * checkpoints): its records are those from `positions` to here, which `unknownCopies: skip` skips.
+   */
+  through?: Record<string, string>;
   complete: boolean;
 }
 
@@ -240,7 +285,7 @@ export function checkpointProblem(value: unknown): string | null {
     return null;
   };
   const count = (field: string, v: unknown) => (Number.isSafeInteger(v) ? null : `${field} is ${show(v)}, not a count`);
-  const { request, positions, ends, replayed, skipped, reasons, examples, run, appending, announcedAt, complete } = value;
+  const { request, positions, ends, replayed, skipped, reasons, examples, run, appending, announcedAt, through, complete } = value;
   if (!isObject(request) || !Object.values(request).every((v) => v === null || typeof v === 'string')) return `request is ${show(request)}, not the replay's request`;
   const problem = offsets('positions', positions) ?? (ends === undefined ? null : offsets('ends', ends))
     ?? count('replayed', replayed) ?? count('skipped', skipped);
@@ -260,6 +305,7 @@ export function checkpointProblem(value: unknown): string | null {
     if (wrong) return wrong;
   }
   if (announcedAt !== undefined && !Number.isFinite(announcedAt)) return `announcedAt is ${show(announcedAt)}, not a time`;
+  if (through !== undefined) { const wrong = offsets('through', through); if (wrong) return wrong; }
   if (typeof complete !== 'boolean') return `complete is ${show(complete)}, not true or false`;
   return null;
 }
@@ -302,8 +348,22 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   state.run ??= randomUUID();
   // The last run died with a batch announced (see the header): its copies that landed are not appended again.
   let landed = new Set<string>();
+  // Where `unknownCopies: skip` was decided: the records of the announced batch (up to these offsets) whose copy
+  // was not found are skipped rather than appended.
+  let skipThrough: Record<string, string> | null = null;
   try {
-    if (state.appending) landed = await copiesLanded(options, state.appending, state.announcedAt ?? 0, state.run);
+    if (state.appending) {
+      const look = await copiesLanded(options, state.appending, state.announcedAt ?? 0, state.run);
+      landed = look.found;
+      if (look.cut.length > 0) {
+        if (!options.unknownCopies) throw new CopiesUnknown(look.cut);
+        if (options.unknownCopies === 'skip') {
+          // An announcement of an older version does not say where its batch ended: what to skip is unknown.
+          if (!state.through) throw new Error(`${new CopiesUnknown(look.cut).message.split('; nothing was appended')[0]}; nothing was appended. Its announcement was saved by an older version, which did not record where the batch ends in ${source}, so unknownCopies "skip" cannot tell its records: resume it with unknownCopies "append" (--unknown-copies append)`);
+          skipThrough = state.through;
+        }
+      }
+    }
   } catch (error) {
     // Stopped while it waited or read (Ctrl-C, a service's stop, a cancel): no failure. Nothing was appended nor
     // saved, and the next run looks again, as after any stop.
@@ -313,8 +373,11 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   // Until the checkpoint has passed every one of them, those copies stay announced: a rerun that dies, or stops
   // short (a cancel, a stall, a held record) before reaching them, leaves them for the next one to find again.
   let announced = state.appending ?? null;
+  let announcedThrough = state.through ?? null;
   const landedAt = [...landed].map((tag) => tag.split('/')).map((parts) => ({ partition: parts.at(-2)!, offset: BigInt(parts.at(-1)!) }));
-  const landedAhead = () => landedAt.some((c) => BigInt(state.positions[c.partition] ?? '0') <= c.offset);
+  // So are the records `skip` skips: stopped before it passed them, the next run finds the same retention and asks again.
+  const landedAhead = () => landedAt.some((c) => BigInt(state.positions[c.partition] ?? '0') <= c.offset)
+    || Object.entries(skipThrough ?? {}).some(([p, to]) => BigInt(state.positions[p] ?? '0') < BigInt(to));
 
   // The range ends where the topic ended when the first run began, however long ago that was: records
   // appended since (new requests, or this replay's own copies) are not part of it.
@@ -378,8 +441,11 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
             for (const [p, from] of Object.entries(announced?.[topic] ?? {})) if (ends[p] === undefined || BigInt(from) < BigInt(ends[p])) ends[p] = from;
             return [topic, ends] as const;
           })));
+          // Where this batch (with the announced one it keeps, if any) ends in the source: what `skip` would skip.
+          const through = { ...state.positions };
+          for (const [p, to] of Object.entries(announcedThrough ?? {})) if (through[p] === undefined || BigInt(to) > BigInt(through[p])) through[p] = to;
           // The checkpoint as it was saved last (at this batch's start), with the announcement.
-          announcement = { ...atBatchStart, appending, announcedAt: Date.now() };
+          announcement = { ...atBatchStart, appending, through, announcedAt: Date.now() };
           await save(announcement);
         }
         try {
@@ -389,8 +455,8 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         }
       }
     }
-    if (announced && landedAhead()) state.appending = announced;
-    else { delete state.appending; delete state.announcedAt; announced = null; }
+    if (announced && landedAhead()) { state.appending = announced; if (announcedThrough) state.through = announcedThrough; }
+    else { delete state.appending; delete state.announcedAt; delete state.through; announced = null; announcedThrough = null; }
     batch = [];
     batchBytes = 0;
     state.skipped = earlier.skipped + skipped;
@@ -431,14 +497,20 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       }
       if (copy && !('skip' in copy)) {
         const tag = `${state.run}/${recordIdentity(record)}`;
-        // Appended by the run that died before its checkpoint said so: replayed, once.
-        if (!landed.has(tag)) {
-          // Tagged in place: the plan knows its copies by identity (beforeAppend).
-          if (checkpoint) copy.headers = { ...copy.headers, [COPY_HEADER]: tag };
-          batch.push(copy);
-          batchBytes += copy.value.length;
+        if (!landed.has(tag) && skipThrough && offset < BigInt(skipThrough[p] ?? '0')) {
+          // Of the announced batch, its copy not found where retention deleted records: skipped, as decided.
+          skip({ skip: UNKNOWN_COPY_SKIP, copy: tag, topic: copy.topic }, `${p}/${offset}`);
+          options.told?.(`skipped ${recordIdentity(record)} (unknownCopies: skip): its copy to ${copy.topic}, ${tag}, was announced by the last run and not found where retention has deleted records; it may have been appended, or not`);
+        } else {
+          // Appended by the run that died before its checkpoint said so: replayed, once.
+          if (!landed.has(tag)) {
+            // Tagged in place: the plan knows its copies by identity (beforeAppend).
+            if (checkpoint) copy.headers = { ...copy.headers, [COPY_HEADER]: tag };
+            batch.push(copy);
+            batchBytes += copy.value.length;
+          }
+          replayed++;
         }
-        replayed++;
       } else if (copy) skip(copy, `${p}/${offset}`); else skipped++;
       state.positions[p] = String(offset + 1n);
       if (offset + 1n >= limit(p)) open.delete(p);
@@ -498,8 +570,15 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
  *
  * A read that stops short cannot tell which copies landed: the rerun fails (retried by running it again) rather
  * than append any twice.
+ *
+ * Nor can a read of a partition whose first offset is past where it ended at the announcement: retention deleted
+ * records there, which copies may have been. Those partitions (with records appended since) are returned in `cut`,
+ * for the caller to refuse or apply the operator's decision. The first offsets are read after every scan has ended:
+ * a first offset only grows, so one at or below the announced offset then was so throughout, and the scan, which
+ * began there, read every record since. Read before, they would miss retention during the scan (a reader whose
+ * position was deleted is moved on to the new first offset, past copies it never saw).
  */
-async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<Set<string>> {
+async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<{ found: Set<string>; cut: CutPartition[] }> {
   const found = new Set<string>();
   const window = options.landingWindowMs ?? LANDING_WINDOW_MS;
   const wait = options.log.kind === 'kafka' ? announcedAt + window - Date.now() : 0;
@@ -535,7 +614,15 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
       throw new Error(`the last run of this replay ended with a batch announced to ${topic}, and reading its partition ${partition} to find which of its copies were appended stopped short (${read.stalled ?? 'stopped'}): run the replay again; nothing was appended`);
     }
   }
-  return found;
+  const cut: CutPartition[] = [];
+  for (const topic of Object.keys(appending)) {
+    const firsts = new Map((await options.log.firstOffsets(topic)).map((p) => [p.partition, BigInt(p.offset)] as const));
+    for (const { partition, from, end } of scans.flat().filter((scan) => scan.topic === topic && scan.from < scan.end)) {
+      const first = firsts.get(partition) ?? 0n;
+      if (first > from) cut.push({ topic, partition, announced: String(from), end: String(end), first: String(first) });
+    }
+  }
+  return { found, cut };
 }
 
 /**
