@@ -9,7 +9,7 @@ import { EventLogError, type EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import type { ObjectStore } from '../platform/store/object-store';
 import { oneAtATime } from './operations/one-at-a-time';
-import { CheckpointInUse, checkpointFile, refeed, type CheckpointState, type SkippedExample } from './operations/refeed';
+import { CheckpointInUse, checkpointFile, refeed, UNKNOWN_COPY_SKIP, type CheckpointState, type SkippedExample, type UnknownCopies } from './operations/refeed';
 import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
   checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, isHeldLetter, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
@@ -39,6 +39,10 @@ import {
  * finished one does nothing, asking again for an interrupted or cancelled one resumes it. A dead-letter replay
  * asked with the same (normalised) filters as one that is not complete goes on with that one; once complete,
  * asking again is a new replay with a fresh id, since replaying the same dead letters after another fix is one.
+ *
+ * A job that failed because retention deleted records where its last run's announced batch may have landed
+ * (refeed.ts CopiesUnknown) is gone on with by a start or resume that decides those copies (`unknownCopies`); the
+ * decision is for that run only, and a run that finds no such case ignores it.
  */
 export type ReplayKind = 'range' | 'dead-letters';
 export type ReplayState = 'running' | 'complete' | 'cancelled' | 'interrupted' | 'failed' | 'unreadable';
@@ -60,6 +64,11 @@ export interface ReplayJob {
    */
   duplicates: number;
   unrecorded: number;
+  /**
+   * Of `skipped`: records of a died run's announced batch whose copies were not found where retention had deleted
+   * records, skipped because a resume decided `unknownCopies: skip` (listed in `skippedLetters`, skip `unknownCopies`).
+   */
+  unknownCopies: number;
   skippedLetters: SkippedExample[];
   /** Records of the range read so far (replayed or skipped), over every run; updated while running. */
   read: number;
@@ -77,6 +86,11 @@ export interface ReplayJob {
   waitingOn: WaitingOn | null;
 }
 
+/** The operator's decision for a resumed run (refeed.ts RefeedOptions.unknownCopies). */
+export interface Decision {
+  unknownCopies?: UnknownCopies;
+}
+
 export interface WaitingOn {
   at: string;
   original: string;
@@ -86,9 +100,12 @@ export interface WaitingOn {
 }
 
 export interface ReplayJobs {
-  /** Start (or resume) a range replay; `started` false when it was running or complete already. */
-  startRange(request: RangeReplayRequest): Promise<{ job: ReplayJob; started: boolean }>;
-  startDeadLetters(request: DeadLetterReplayRequest): Promise<{ job: ReplayJob; started: boolean }>;
+  /**
+   * Start (or resume) a range replay; `started` false when it was running or complete already. `decision`: what a
+   * resumed run does with copies retention may have deleted (refeed.ts CopiesUnknown), when that is the case.
+   */
+  startRange(request: RangeReplayRequest, decision?: Decision): Promise<{ job: ReplayJob; started: boolean }>;
+  startDeadLetters(request: DeadLetterReplayRequest, decision?: Decision): Promise<{ job: ReplayJob; started: boolean }>;
   get(id: string): ReplayJob | null;
   list(): ReplayJob[];
   /**
@@ -102,7 +119,7 @@ export interface ReplayJobs {
    */
   cancel(id: string): Promise<ReplayJob | null>;
   /** Go on with a job that is not running and not complete. */
-  resume(id: string): Promise<{ job: ReplayJob; started: boolean } | null>;
+  resume(id: string, decision?: Decision): Promise<{ job: ReplayJob; started: boolean } | null>;
   /** Resolves when the job is no longer running. */
   settled(id: string): Promise<void>;
   /** Stop every running job (each one `interrupted`, resumable after a restart). */
@@ -376,7 +393,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     ? { ...(job.request as RangeReplayRequest) }
     : { verb: 'replay', id: job.id, ...deadLetterRequestFields(job.request as DeadLetterReplayRequest) });
 
-  async function run(job: ReplayJob, refeedPlan: RefeedPlan): Promise<{ job: ReplayJob; started: boolean }> {
+  async function run(job: ReplayJob, refeedPlan: RefeedPlan, decision: Decision = {}): Promise<{ job: ReplayJob; started: boolean }> {
     const abort = new AbortController();
     const checkpoint = checkpointOf(job.id);
     const before = { replayed: job.replayed, skipped: job.skipped };
@@ -412,6 +429,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         const result = await refeed({
           log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: (record) => waitsFor(refeedPlan.select(record)), beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
           signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize, landingWindowMs: options.landingWindowMs,
+          unknownCopies: decision.unknownCopies, told: (message) => logger.warn(message, { replay: job.id }),
           progress: {
             update: (done, remaining) => { job.read = before.replayed + before.skipped + done; job.remaining = remaining; },
             finish() {},
@@ -464,7 +482,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     return again;
   }
 
-  async function startOrResume(job: ReplayJob): Promise<{ job: ReplayJob; started: boolean }> {
+  async function startOrResume(job: ReplayJob, decision?: Decision): Promise<{ job: ReplayJob; started: boolean }> {
     // One cancelled a moment ago may still be saving its record and holding its checkpoint, and lets go of every
     // claim under its id as it ends: resumed once it is done, before its named letters are claimed again below.
     if (job.state !== 'running') await running.get(job.id)?.done;
@@ -475,7 +493,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       await claimNamed(named, job.id, { positions: saved?.positions ?? {} });
     }
     try {
-      return await run(job, await plan(job));
+      return await run(job, await plan(job), decision);
     } catch (error) {
       ledger?.abandon(job.id); // not started: its claims hold nothing up
       throw error;
@@ -491,23 +509,23 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
   const inTurn = oneAtATime();
 
   return {
-    startRange: (asked) => inTurn(async () => {
+    startRange: (asked, decision) => inTurn(async () => {
       await listed();
       const refeedPlan = rangeReplayPlan(asked, options.context); // refuses a bad request, in its own words, before anything is kept
       // One spelling of the range, kept in the job and its checkpoint: another spelling of it finds this job.
       const request = normalRangeRequest(asked);
       const id = rangeReplayId(request);
       const known = await current(id);
-      if (known) return startOrResume(known);
+      if (known) return startOrResume(known, decision);
       // A checkpoint the CLI left (a replay run while the service was stopped) is this job's progress.
       const job = fresh(id, 'range', request);
       const saved = await checkpointOf(id).load().catch(() => null);
       if (saved) { Object.assign(job, progressOf(saved)); job.read = saved.replayed + saved.skipped; if (saved.complete) job.state = 'complete'; }
       jobs.set(id, job);
       if (job.state === 'complete') { await save(job); return { job: snapshot(job), started: false }; }
-      return run(job, refeedPlan);
+      return run(job, refeedPlan, decision); // a checkpoint the CLI left may have a batch announced
     }),
-    startDeadLetters: (asked) => inTurn(async () => {
+    startDeadLetters: (asked, decision) => inTurn(async () => {
       await listed();
       checkDeadLetterRequest(asked); // refuses a bad request, in its own words, before anything is kept
       const request = normalDeadLetterRequest(asked);
@@ -523,7 +541,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       const unfinished = [...jobs.values()]
         .filter((j) => j.kind === 'dead-letters' && j.state !== 'complete' && j.request && sameDeadLetters(j.request as DeadLetterReplayRequest, request))
         .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
-      if (unfinished) return startOrResume(unfinished);
+      if (unfinished) return startOrResume(unfinished, decision);
       const id = `dl-${randomBytes(8).toString('hex')}`;
       await claimNamed(request, id);
       try {
@@ -548,10 +566,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       if (entry) { entry.cancelled = true; entry.abort.abort(); await entry.done; }
       return snapshot(job);
     },
-    resume: (id) => inTurn(async () => {
+    resume: (id, decision) => inTurn(async () => {
       await listed();
       const job = await current(id);
-      return job ? startOrResume(job) : null;
+      return job ? startOrResume(job, decision) : null;
     }),
     async settled(id) { await running.get(id)?.done; },
     async stop() {
@@ -602,19 +620,20 @@ function parseJob(text: string, id: string): ReplayJob {
   if (problem) throw new Error(`not a replay job's record: ${problem}`);
   const count = (n: unknown) => (Number.isSafeInteger(n) && (n as number) >= 0 ? n as number : 0);
   return {
-    ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped), duplicates: count(job.duplicates), unrecorded: count(job.unrecorded),
+    ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped), duplicates: count(job.duplicates), unrecorded: count(job.unrecorded), unknownCopies: count(job.unknownCopies),
     skippedLetters: Array.isArray(job.skippedLetters) ? job.skippedLetters as SkippedExample[] : [],
     finishedAt: typeof job.finishedAt === 'string' ? job.finishedAt : null, error: typeof job.error === 'string' ? job.error : null,
     runningIn: null, waitingOn: null,
   };
 }
 
-const NO_SKIPS = { duplicates: 0, unrecorded: 0, skippedLetters: [] } as const satisfies Partial<ReplayJob>;
+const NO_SKIPS = { duplicates: 0, unrecorded: 0, unknownCopies: 0, skippedLetters: [] } as const satisfies Partial<ReplayJob>;
 
 /** A job's counts as its checkpoint keeps them, over every run. */
-function progressOf(saved: CheckpointState): Pick<ReplayJob, 'replayed' | 'skipped' | 'duplicates' | 'unrecorded' | 'skippedLetters'> {
+function progressOf(saved: CheckpointState): Pick<ReplayJob, 'replayed' | 'skipped' | 'duplicates' | 'unrecorded' | 'unknownCopies' | 'skippedLetters'> {
   return {
     replayed: saved.replayed, skipped: saved.skipped, duplicates: saved.reasons?.duplicates ?? 0, unrecorded: saved.reasons?.unrecorded ?? 0,
+    unknownCopies: saved.reasons?.[UNKNOWN_COPY_SKIP] ?? 0,
     skippedLetters: saved.examples ?? [],
   };
 }

@@ -1,3 +1,4 @@
+import { UNKNOWN_COPIES, type UnknownCopies } from '../admin/operations/refeed';
 import { parsePosition, ReplayRequestError, type Position } from '../admin/operations/replays';
 
 /** A small argument parser: positionals, `--flag`, `--name value` and `--name=value`. */
@@ -66,6 +67,17 @@ export function positionFlag(args: ParsedArgs, name: string, what: 'offset-or-ti
   } catch (error) {
     throw new UsageError((error as Error).message);
   }
+}
+
+/**
+ * `--unknown-copies skip|append`: what a replay resumed after retention deleted records where its last run's announced
+ * batch may have landed does with the copies it cannot find (admin/operations/refeed.ts CopiesUnknown).
+ */
+export function unknownCopiesFlag(args: ParsedArgs): UnknownCopies | undefined {
+  const v = stringFlag(args, 'unknown-copies');
+  if (v === null) return undefined;
+  if (!UNKNOWN_COPIES.includes(v as UnknownCopies)) throw new UsageError(`--unknown-copies takes skip (append none of the copies not found: at most once) or append (append them again: at least once), not ${JSON.stringify(v)}`);
+  return v as UnknownCopies;
 }
 
 export function stringFlag(args: ParsedArgs, name: string): string | null {

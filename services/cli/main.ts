@@ -41,8 +41,8 @@ const COMMANDS: Record<string, { run: typeof startCommand; valued: string[]; usa
   topics: { run: topicsCommand, valued: [], usage: TOPICS_USAGE },
   tail: { run: tailCommand, valued: ['max', 'timeout'], usage: TAIL_USAGE },
   blob: { run: blobCommand, valued: [], usage: BLOB_USAGE },
-  replay: { run: replayCommand, valued: ['from', 'to', 'workflow', 'checkpoint'], usage: REPLAY_USAGE },
-  'dead-letters': { run: deadLettersCommand, valued: ['stage', 'since', 'workflow'], usage: DEAD_LETTERS_USAGE },
+  replay: { run: replayCommand, valued: ['from', 'to', 'workflow', 'checkpoint', 'unknown-copies'], usage: REPLAY_USAGE },
+  'dead-letters': { run: deadLettersCommand, valued: ['stage', 'since', 'workflow', 'unknown-copies'], usage: DEAD_LETTERS_USAGE },
   events: { run: eventsCommand, valued: ['workflow', 'message-id', 'post-id', 'tracking-id', 'since', 'until', 'limit'], usage: EVENTS_USAGE },
 };
 

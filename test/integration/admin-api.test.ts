@@ -186,7 +186,23 @@ describe('bad input answers the JSON error shape', () => {
     expect((await api.call('GET', '/api/v1/workflows/wf-bad')).status).toBe(404);
     const replay = await api.call('POST', '/api/v1/replays', { body: { topic: 'executions.requested.v1', from: 'yesterday', extra: 1 } });
     expect(replay.status).toBe(400);
-    expect(replay.body.problems).toEqual(['"extra" is not a field of a replay (topic, from, to, workflow)']);
+    expect(replay.body.problems).toEqual(['"extra" is not a field of a replay (topic, from, to, workflow, unknownCopies)']);
+    // The decision for copies retention may have deleted (refeed.ts CopiesUnknown): skip or append, nothing else.
+    const decisionProblem = '"unknownCopies" takes "skip" or "append" ("drop" given): "skip" appends none of the copies not found (at most once), "append" appends them again (at least once)';
+    for (const [route, body] of [
+      ['/api/v1/replays/some-job/resume', { unknownCopies: 'drop' }],
+      ['/api/v1/replays', { topic: app.topics.received, from: 0, unknownCopies: 'drop' }],
+      ['/api/v1/dead-letters/replay', { unknownCopies: 'drop' }],
+    ] as const) {
+      const bad = await api.call('POST', route, { body });
+      expect({ route, status: bad.status, problems: bad.body.problems }).toEqual({ route, status: 400, problems: [decisionProblem] });
+    }
+    const resumeExtra = await api.call('POST', '/api/v1/replays/some-job/resume', { body: { unknownCopies: true, force: 1 } });
+    expect({ status: resumeExtra.status, body: resumeExtra.body }).toEqual({ status: 400, body: { error: 'invalid-request', message: 'The resume request is not valid', problems: [
+      decisionProblem.replace('("drop" given)', '(true given)'), '"force" is not a field of a resume (unknownCopies)',
+    ] } });
+    // A sound decision for no such job: 404, as without one.
+    expect((await api.call('POST', '/api/v1/replays/some-job/resume', { body: { unknownCopies: 'skip' } })).status).toBe(404);
     const topic = await api.call('POST', '/api/v1/replays', { body: { topic: 'executions.requested.v1', from: 0 } });
     expect(topic.body).toMatchObject({ error: 'invalid-request', message: expect.stringContaining("replay re-feeds a stage's input topic") });
     const time = await api.call('POST', '/api/v1/replays', { body: { topic: app.topics.received, from: 'yesterday' } });

@@ -3,6 +3,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from '../../services/cli/args';
 import { deadLettersCommand } from '../../services/cli/commands/dead-letters';
+import { replayCommand } from '../../services/cli/commands/replay';
 import type { CommandContext } from '../../services/cli/context';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
@@ -181,4 +182,12 @@ test('dead-letters list names the original a replayed copy replays (replayOf), n
   expect(lines).toHaveLength(LETTERS + 2);
   expect(lines[LETTERS]).toMatchObject({ source: ORIGINAL, replayOf: null });
   expect(lines[LETTERS + 1]).toMatchObject({ source: `${topics.received}/2/1`, replayOf: ORIGINAL });
+});
+
+test('--unknown-copies takes skip or append, and is for replays only', async () => {
+  const ctx = { config: loadConfig({ DATA_DIR: dataDir }), env: {}, logger: silentLogger, out() {}, err() {}, runningService: async () => null } as unknown as CommandContext;
+  const valued = ['stage', 'since', 'workflow', 'unknown-copies'];
+  await expect(deadLettersCommand(parseArgs(['replay', '--unknown-copies', 'drop'], valued), ctx)).rejects.toThrow('--unknown-copies takes skip (append none of the copies not found: at most once) or append (append them again: at least once), not "drop"');
+  await expect(deadLettersCommand(parseArgs(['list', '--unknown-copies', 'skip'], valued), ctx)).rejects.toThrow('--unknown-copies is for replay');
+  await expect(replayCommand(parseArgs([topics.received, '--from', '0', '--unknown-copies=both'], ['from', 'to', 'workflow', 'checkpoint', 'unknown-copies']), ctx)).rejects.toThrow('--unknown-copies takes skip');
 });

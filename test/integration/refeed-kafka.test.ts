@@ -16,6 +16,8 @@ import { memoryLedger } from '../../services/admin/operations/replay-ledger';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { replayOf } from '../../services/platform/log/replay-marking';
 import { startStallingProxy } from '../support/stalling-proxy';
+import { openReplayJobs } from '../../services/admin/replay-jobs';
+import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 
 /**
  * The replay loop on a real Kafka broker (jest globalSetup starts one; TEST_KAFKA_BROKERS): where a topic written
@@ -398,5 +400,57 @@ test('retention that deleted only records before the announcement leaves the rer
     expect((await copiesIn(died.target)).sort()).toEqual(['s0', 's1', 's2', 's3']);
   } finally {
     died.close();
+  }
+}, 90_000);
+
+test('a dead-letter replay job that died with a batch announced, whose copy retention deleted: the job fails saying so, and a resume deciding `skip` completes with that letter counted and listed', async () => {
+  const codec = defaultAvroCodec();
+  const topics = { ...pipelineTopics(), deadLetter: await newTopic(1), received: await newTopic(1) };
+  const letter = (offset: number) => codec.encode('DeadLetter', {
+    stage: 'decoder', errorCode: 'trigger-missing', message: 'm', attempts: 1, failedAt: Date.now(), workflowId: 'wf-7',
+    source: { topic: topics.received, partition: 0, offset: String(offset), key: Buffer.from('wf-7'), value: Buffer.from(`request ${offset}`), headers: {} },
+  });
+  await plain.send({ topic: topics.deadLetter, messages: [0, 1, 2, 3].map((offset) => ({ key: 'wf-7', value: letter(offset) })) });
+  await plain.send({ topic: topics.received, messages: [{ value: 'traffic' }, { value: 'traffic' }] });
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-jobs-'));
+  let appends = 0;
+  const dying: EventLog = Object.assign(Object.create(log), {
+    append: async (records: OutRecord[]) => {
+      const offsets = await log.append(records);
+      if (++appends === 1) throw new Error('killed after the append landed, before the checkpoint was saved');
+      return offsets;
+    },
+  });
+  const open = async (on: EventLog) => openReplayJobs({
+    log: on, dir: path.join(dataDir, 'replay'), context: { topics, codec, recordKey: 'workflow' }, logger: silentLogger, store: await openFilesystemStore(dataDir),
+    batchSize: 2, quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 1,
+  });
+  try {
+    // The first process: its first batch (letters 0 and 1) lands, and it dies before its checkpoint says so.
+    const first = await open(dying);
+    const { job } = await first.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null });
+    await first.settled(job.id);
+    expect(first.get(job.id)).toMatchObject({ state: 'failed', error: expect.stringContaining('killed') });
+    await plain.send({ topic: topics.received, messages: [{ value: 'traffic' }] });
+    await admin.fetchTopicOffsets(topics.received);
+    await admin.deleteTopicRecords({ topic: topics.received, partitions: [{ partition: 0, offset: '3' }] }); // letter 0's copy
+
+    const second = await open(log);
+    expect((await second.resume(job.id))?.started).toBe(true);
+    await second.settled(job.id);
+    expect(second.get(job.id)).toMatchObject({ state: 'failed', replayed: 0, error: expect.stringContaining(`(${topics.received} partition 0: announced at offset 2, its first offset is now 3), so which of them were appended cannot be told; nothing was appended`) });
+    expect(await copiesIn(topics.received)).toEqual(['request 1']);
+
+    // Asked again with the same filters and the decision: it goes on with that job.
+    const again = await second.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null }, { unknownCopies: 'skip' });
+    expect(again.job.id).toBe(job.id);
+    await second.settled(job.id);
+    expect(second.get(job.id)).toMatchObject({
+      state: 'complete', error: null, replayed: 3, skipped: 1, unknownCopies: 1, duplicates: 0,
+      skippedLetters: [{ skip: 'unknownCopies', at: '0/0', topic: topics.received, copy: expect.stringMatching(new RegExp(`/${topics.deadLetter}/0/0$`)) }],
+    });
+    expect((await copiesIn(topics.received)).sort()).toEqual(['request 1', 'request 2', 'request 3']);
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
   }
 }, 90_000);

@@ -111,6 +111,19 @@ test('a run that dies between an append and its checkpoint (kill -9, an append r
   expect(saved).not.toHaveProperty('appending');
 });
 
+test('a decision for copies retention deleted (unknownCopies) is ignored by a rerun that can tell which copies landed', async () => {
+  const append = dieAfterAppend(2);
+  await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
+  log.append = append;
+  const rerun = await refeed({
+    log, source: 'in', start: { from: 'offset', offset: '2' }, until: null, select: copy, unknownCopies: 'skip',
+    checkpoint: checkpointFile(path.join(dir, 'cp', 'replay.json')), progress: quiet, signal: new AbortController().signal, batchSize: 3,
+  }, { topic: 'in' });
+  expect(rerun).toEqual({ replayed: 5, skipped: 0, reasons: {}, interrupted: false, stalled: null });
+  const out = await collectUntilQuiet(log, 'out', 300);
+  expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
 test('a rerun that dies the same way before its first checkpoint: the third run still finds the first run\'s copies', async () => {
   const append = dieAfterAppend(2); // the first run: v5..v7 land unrecorded
   await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');

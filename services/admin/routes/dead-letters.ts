@@ -4,7 +4,7 @@ import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { refeed } from '../operations/refeed';
 import { deadLetterSelector, deadLetterSummary, parsePosition, readStart, ReplayRequestError, type DeadLetterReplayRequest } from '../operations/replays';
-import { onlyQueries, optionalString, queryString, queryWholeNumber, replayAnswer } from './request-fields';
+import { onlyQueries, optionalString, queryString, queryWholeNumber, replayAnswer, replayDecision } from './request-fields';
 
 /**
  * Dead letters: the newest first, filtered as `ingress dead-letters list` filters them (stage, workflow,
@@ -70,10 +70,12 @@ export function deadLetterRoutes(deps: AdminApiDeps): Router {
       else if (body.letters.length > MAX_LETTERS) problems.push(`"letters" holds at most ${MAX_LETTERS} positions (${body.letters.length} given): replay them in several requests, or select by stage, workflow and since`);
       else request.letters = body.letters as string[];
     }
-    for (const key of Object.keys(body)) if (!['stage', 'workflow', 'since', 'letters'].includes(key)) problems.push(`"${key}" is not a field of a dead-letter replay (stage, workflow, since, letters)`);
+    // Applies when the request goes on with an unfinished job of the same filters whose last run it concerns.
+    const decision = replayDecision(body, problems);
+    for (const key of Object.keys(body)) if (!['stage', 'workflow', 'since', 'letters', 'unknownCopies'].includes(key)) problems.push(`"${key}" is not a field of a dead-letter replay (stage, workflow, since, letters, unknownCopies)`);
     if (problems.length) throw new AdminError('invalid-request', 'The dead-letter replay request is not valid', problems);
     try {
-      replayAnswer(res, await deps.replays.startDeadLetters(request));
+      replayAnswer(res, await deps.replays.startDeadLetters(request, decision));
     } catch (error) {
       if (error instanceof ReplayRequestError) throw new AdminError('invalid-request', error.message);
       throw error;

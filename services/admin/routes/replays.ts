@@ -2,7 +2,7 @@ import { Router } from 'express';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
 import { ReplayRequestError, type RangeReplayRequest } from '../operations/replays';
-import { optionalString, replayAnswer } from './request-fields';
+import { optionalString, replayAnswer, replayDecision } from './request-fields';
 
 /**
  * Replays run by the service (replay-jobs.ts): start a range replay (`ingress replay TOPIC --from --to
@@ -35,12 +35,13 @@ export function replayRoutes(deps: AdminApiDeps): Router {
     };
     // Kept as given here; the replay jobs normalise it (replays.ts normalRangeRequest) for its id and checkpoint.
     const request: RangeReplayRequest = { topic: optionalString(body, 'topic', problems) ?? '', from: position('from') ?? '', to: position('to'), workflow: optionalString(body, 'workflow', problems) };
+    const decision = replayDecision(body, problems);
     if (!request.topic) problems.push('"topic" is required: the stage input topic to replay');
     if (body.from === undefined || body.from === null) problems.push('"from" is required: an offset or an ISO time');
-    for (const key of Object.keys(body)) if (!['topic', 'from', 'to', 'workflow'].includes(key)) problems.push(`"${key}" is not a field of a replay (topic, from, to, workflow)`);
+    for (const key of Object.keys(body)) if (!['topic', 'from', 'to', 'workflow', 'unknownCopies'].includes(key)) problems.push(`"${key}" is not a field of a replay (topic, from, to, workflow, unknownCopies)`);
     if (problems.length) throw new AdminError('invalid-request', 'The replay request is not valid', problems);
     try {
-      replayAnswer(res, await deps.replays.startRange(request));
+      replayAnswer(res, await deps.replays.startRange(request, decision));
     } catch (error) {
       if (error instanceof ReplayRequestError) throw new AdminError('invalid-request', error.message);
       throw error;
@@ -55,8 +56,15 @@ export function replayRoutes(deps: AdminApiDeps): Router {
   });
 
   router.post('/replays/:id/resume', async (req, res) => {
+    // No body, or one deciding the copies a retention hid from the look (refeed.ts CopiesUnknown).
+    const body = (req.body ?? {}) as Record<string, unknown>;
+    if (typeof body !== 'object' || Array.isArray(body)) throw new AdminError('invalid-request', 'The body must be a JSON object');
+    const problems: string[] = [];
+    const decision = replayDecision(body, problems);
+    for (const key of Object.keys(body)) if (key !== 'unknownCopies') problems.push(`"${key}" is not a field of a resume (unknownCopies)`);
+    if (problems.length) throw new AdminError('invalid-request', 'The resume request is not valid', problems);
     await job(req.params.id);
-    replayAnswer(res, (await deps.replays.resume(req.params.id))!);
+    replayAnswer(res, (await deps.replays.resume(req.params.id, decision))!);
   });
   return router;
 }

@@ -1,6 +1,7 @@
 import type { Response } from 'express';
 import { AdminError } from '../errors';
-import type { ReplayJob } from '../replay-jobs';
+import { UNKNOWN_COPIES, type UnknownCopies } from '../operations/refeed';
+import type { Decision, ReplayJob } from '../replay-jobs';
 
 /** Small readers of query strings and JSON bodies that name the field at fault. */
 
@@ -38,6 +39,20 @@ export function optionalString(body: Record<string, unknown>, name: string, prob
   if (v === undefined || v === null) return null;
   if (typeof v !== 'string' || v === '') { problems.push(`"${name}" must be a non-empty string`); return null; }
   return v;
+}
+
+/**
+ * `unknownCopies` of a replay request or resume: what a run resumed after retention deleted records where its last
+ * run's announced batch may have landed does with the copies it cannot find (refeed.ts CopiesUnknown).
+ */
+export function replayDecision(body: Record<string, unknown>, problems: string[]): Decision {
+  const v = body.unknownCopies;
+  if (v === undefined || v === null) return {};
+  if (typeof v !== 'string' || !UNKNOWN_COPIES.includes(v as UnknownCopies)) {
+    problems.push(`"unknownCopies" takes ${UNKNOWN_COPIES.map((d) => `"${d}"`).join(' or ')} (${JSON.stringify(v)?.slice(0, 40)} given): "skip" appends none of the copies not found (at most once), "append" appends them again (at least once)`);
+    return {};
+  }
+  return { unknownCopies: v as UnknownCopies };
 }
 
 /** 202 with the job when it started now, 200 when it was running or complete already; Location names it. */

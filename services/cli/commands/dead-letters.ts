@@ -6,7 +6,7 @@ import { checkpointFile } from '../../admin/operations/refeed';
 import { openReplayLedger } from '../../admin/operations/replay-ledger';
 import { pipelineTopics } from '../../platform/log/topics';
 import { checkDeadLetterRequest, deadLetterReplayId, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, deadLetterSummary, normalDeadLetterRequest, readStart, ReplayRequestError, type ReplayContext } from '../../admin/operations/replays';
-import { allowOnly, positionFlag, stringFlag, switchFlag, UsageError, type ParsedArgs } from '../args';
+import { allowOnly, positionFlag, stringFlag, switchFlag, unknownCopiesFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { runRefeed, withLog } from './refeed-run';
 import { replayThroughApi } from './through-api';
@@ -14,7 +14,7 @@ import { replayThroughApi } from './through-api';
 /** Skipped letters a replay's summary counts apart from those its filters left out. */
 const DUPLICATE_REASONS = ['duplicates', 'unrecorded'];
 
-export const DEAD_LETTERS_USAGE = 'ingress dead-letters list|replay [--stage S] [--since ISO-TIME] [--workflow ID] [--with-source (list)]';
+export const DEAD_LETTERS_USAGE = 'ingress dead-letters list|replay [--stage S] [--since ISO-TIME] [--workflow ID] [--with-source (list)] [--unknown-copies skip|append (replay)]';
 
 /**
  * `list`: one JSON line per dead letter (where it sits, why it failed, which request), without the source
@@ -25,10 +25,12 @@ export const DEAD_LETTERS_USAGE = 'ingress dead-letters list|replay [--stage S] 
  * the filters>.json`, removed once complete) or through the service (its unfinished job of the same filters).
  */
 export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
-  allowOnly(args, ['stage', 'since', 'workflow', 'with-source']);
+  allowOnly(args, ['stage', 'since', 'workflow', 'with-source', 'unknown-copies']);
   const [verb, ...extra] = args.positionals;
   if ((verb !== 'list' && verb !== 'replay') || extra.length > 0) throw new UsageError(`usage: ${DEAD_LETTERS_USAGE}`);
   if (verb === 'replay' && args.flags.has('with-source')) throw new UsageError('--with-source is for list');
+  if (verb === 'list' && args.flags.has('unknown-copies')) throw new UsageError('--unknown-copies is for replay');
+  const unknownCopies = unknownCopiesFlag(args);
   switchFlag(args, 'with-source');
   const stage = stringFlag(args, 'stage');
   const workflow = stringFlag(args, 'workflow');
@@ -48,7 +50,7 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
   if (verb === 'replay') {
     const api = await ctx.runningService();
     // The service goes on with an unfinished replay of the same filters (replay-jobs.ts), so the same command resumes.
-    if (api) return replayThroughApi(ctx, api, 'dead-letters replay', '/api/v1/dead-letters/replay', { stage, workflow, since: sinceText });
+    if (api) return replayThroughApi(ctx, api, 'dead-letters replay', '/api/v1/dead-letters/replay', { stage, workflow, since: sinceText, ...(unknownCopies ? { unknownCopies } : {}) });
     const asked = { stage, workflow, since: sinceText, letters: null };
     checkDeadLetterRequest(asked); // refuses bad filters in their own words
     const filters = normalDeadLetterRequest(asked);
@@ -76,7 +78,7 @@ export async function deadLettersCommand(args: ParsedArgs, ctx: CommandContext):
           legacyFile: path.join(ctx.config.dataDir, 'replay', 'replayed-originals.jsonl'),
         });
         const plan = deadLetterReplayPlan(filters, context, { ledger, replay: run });
-        return await runRefeed(ctx, { label: 'dead-letters replay', summary: true, reasons: DUPLICATE_REASONS, request, log, ...plan, checkpoint });
+        return await runRefeed(ctx, { label: 'dead-letters replay', summary: true, reasons: DUPLICATE_REASONS, request, log, ...plan, checkpoint, unknownCopies });
       } finally {
         await store.close();
       }

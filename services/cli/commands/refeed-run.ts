@@ -1,7 +1,7 @@
 import { EventLogError, type EventLog } from '../../platform/log/event-log';
 import type { CommandContext } from '../context';
 import { createProgress } from '../progress';
-import { refeed, type RefeedOptions } from '../../admin/operations/refeed';
+import { refeed, UNKNOWN_COPY_SKIP, type RefeedOptions } from '../../admin/operations/refeed';
 
 /**
  * What `replay` and both `dead-letters` verbs share when they run on the backends directly (no service
@@ -43,9 +43,11 @@ export async function runRefeed(ctx: CommandContext, run: RefeedRun): Promise<nu
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const result = await refeed({ landingWindowMs: ctx.config.replayLandingWindowMs, ...run, progress: createProgress(run.label), signal: abort.signal }, run.request);
+    const result = await refeed({ landingWindowMs: ctx.config.replayLandingWindowMs, told: (message) => ctx.err(message), ...run, progress: createProgress(run.label), signal: abort.signal }, run.request);
     const { stalled, reasons, replayed, skipped, interrupted } = result;
     const apart = Object.fromEntries((run.reasons ?? []).map((r) => [r, reasons[r] ?? 0]));
+    // Skipped by `--unknown-copies skip` (each named on stderr as it was): counted apart only when there were some.
+    if (reasons[UNKNOWN_COPY_SKIP]) apart[UNKNOWN_COPY_SKIP] = reasons[UNKNOWN_COPY_SKIP];
     if (run.summary) ctx.out(JSON.stringify({ replayed, skipped, ...apart, interrupted, checkpoint: run.checkpoint?.path ?? null }));
     if (stalled) {
       // Not done, and not asked to stop: a failure (exit 1), which the same command again goes on from.

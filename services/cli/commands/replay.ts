@@ -3,12 +3,12 @@ import { defaultAvroCodec } from '../../platform/avro/codec';
 import { pipelineTopics } from '../../platform/log/topics';
 import { checkpointFile } from '../../admin/operations/refeed';
 import { normalRangeRequest, rangeReplayId, rangeReplayPlan, ReplayRequestError, type RangeReplayRequest } from '../../admin/operations/replays';
-import { allowOnly, positionFlag, stringFlag, UsageError, type ParsedArgs } from '../args';
+import { allowOnly, positionFlag, stringFlag, unknownCopiesFlag, UsageError, type ParsedArgs } from '../args';
 import type { CommandContext } from '../context';
 import { runRefeed, withLog } from './refeed-run';
 import { replayThroughApi } from './through-api';
 
-export const REPLAY_USAGE = 'ingress replay TOPIC --from OFFSET|ISO-TIME [--to OFFSET|ISO-TIME] [--workflow ID] [--checkpoint FILE]';
+export const REPLAY_USAGE = 'ingress replay TOPIC --from OFFSET|ISO-TIME [--to OFFSET|ISO-TIME] [--workflow ID] [--checkpoint FILE] [--unknown-copies skip|append]';
 
 /**
  * Re-feed a range of a stage's input topic into that stage (admin/operations/replays.ts says how). While a
@@ -17,10 +17,12 @@ export const REPLAY_USAGE = 'ingress replay TOPIC --from OFFSET|ISO-TIME [--to O
  *
  * Resumable: the checkpoint (default `$DATA_DIR/replay/<hash of the normalised request>.json`, the file the service uses
  * for the same request) records each partition's progress; the same command again goes on where Ctrl-C stopped
- * it, and once complete does nothing.
+ * it, and once complete does nothing. `--unknown-copies` decides, for that run, the copies of a died run's announced
+ * batch that retention may have deleted (refeed.ts CopiesUnknown: the run fails without it, saying so).
  */
 export async function replayCommand(args: ParsedArgs, ctx: CommandContext): Promise<number> {
-  allowOnly(args, ['from', 'to', 'workflow', 'checkpoint']);
+  allowOnly(args, ['from', 'to', 'workflow', 'checkpoint', 'unknown-copies']);
+  const unknownCopies = unknownCopiesFlag(args);
   const [topic] = args.positionals;
   const from = positionFlag(args, 'from', 'offset-or-time');
   if (!topic || args.positionals.length > 1 || !from) throw new UsageError(`usage: ${REPLAY_USAGE}`);
@@ -41,7 +43,7 @@ export async function replayCommand(args: ParsedArgs, ctx: CommandContext): Prom
   const api = await ctx.runningService();
   if (api) {
     if (args.flags.has('checkpoint')) throw new UsageError(`a service is running (${api.url}): it runs the replay and keeps its checkpoint under its DATA_DIR/replay; leave out --checkpoint`);
-    return replayThroughApi(ctx, api, `replay ${topic}`, '/api/v1/replays', request);
+    return replayThroughApi(ctx, api, `replay ${topic}`, '/api/v1/replays', { ...request, ...(unknownCopies ? { unknownCopies } : {}) });
   }
   const file = stringFlag(args, 'checkpoint') ?? path.join(ctx.config.dataDir, 'replay', `${rangeReplayId(request)}.json`);
   return withLog(ctx, true, (log) => runRefeed(ctx, {
@@ -51,5 +53,6 @@ export async function replayCommand(args: ParsedArgs, ctx: CommandContext): Prom
     log,
     ...plan,
     checkpoint: checkpointFile(file),
+    unknownCopies,
   }));
 }

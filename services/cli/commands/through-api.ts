@@ -40,9 +40,9 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
   if (started.status !== 200 && started.status !== 202) throw refusal(api, started, 'the replay');
   let job = started.body as {
     id: string; state: string; replayed: number; skipped: number; read: number; remaining: number | null; error: string | null;
-    duplicates?: number; unrecorded?: number; skippedLetters?: Record<string, string | null>[];
+    duplicates?: number; unrecorded?: number; unknownCopies?: number; skippedLetters?: Record<string, string | null>[];
   };
-  const before = { replayed: job.replayed, skipped: job.skipped, duplicates: job.duplicates ?? 0, unrecorded: job.unrecorded ?? 0, listed: job.skippedLetters?.length ?? 0 };
+  const before = { replayed: job.replayed, skipped: job.skipped, duplicates: job.duplicates ?? 0, unrecorded: job.unrecorded ?? 0, unknownCopies: job.unknownCopies ?? 0, listed: job.skippedLetters?.length ?? 0 };
   ctx.err(`replay ${job.id} runs in the service at ${api.url} (found through ${api.via === 'ADMIN_URL' ? 'ADMIN_URL' : 'DATA_DIR/admin-api.json'})`);
   const progress = createProgress(label);
   let interrupted = false;
@@ -72,7 +72,10 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
   const ran = started.status === 202;
   // The letters the service skipped as duplicates, as the direct command names them on stderr (the job keeps the first 100).
   if (ran) for (const s of job.skippedLetters?.slice(before.listed) ?? []) ctx.err(skippedLine(s));
-  const apart = job.duplicates === undefined ? {} : { duplicates: ran ? job.duplicates - before.duplicates : 0, unrecorded: ran ? (job.unrecorded ?? 0) - before.unrecorded : 0 };
+  const apart: Record<string, number> = job.duplicates === undefined ? {} : { duplicates: ran ? job.duplicates - before.duplicates : 0, unrecorded: ran ? (job.unrecorded ?? 0) - before.unrecorded : 0 };
+  // Skipped by --unknown-copies skip, as the direct command counts them: only when there were some.
+  const unknown = ran ? (job.unknownCopies ?? 0) - before.unknownCopies : 0;
+  if (unknown > 0) apart.unknownCopies = unknown;
   ctx.out(JSON.stringify({ replayed: ran ? job.replayed - before.replayed : 0, skipped: ran ? job.skipped - before.skipped : 0, ...apart, interrupted: stopped, replay: job.id }));
   if (stopped && job.error) {
     // Stopped short by the service (its log went quiet), not by Ctrl-C: a failure, as the direct command's.
@@ -88,6 +91,7 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
 
 /** A skipped letter of a job's record (replay-jobs.ts), as one line. */
 function skippedLine(s: Record<string, string | null>): string {
+  if (s.skip === 'unknownCopies') return `skipped ${s.at} (unknownCopies: skip): its copy to ${s.topic}, ${s.copy}, was announced by the last run and not found where retention has deleted records; it may have been appended, or not`;
   const why = s.skip === 'duplicates' ? `replayed by ${s.replayedBy} with dead letter ${s.replayedWith}` : 'not recorded: the replay ledger is full';
   return `skipped dead letter ${s.at}${s.requestId ? ` (request ${s.requestId})` : ''}: its original, ${s.original}, is ${why}`;
 }
