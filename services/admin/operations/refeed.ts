@@ -122,9 +122,13 @@ export interface CutPartition {
  */
 export class CopiesUnknown extends Error {
   constructor(readonly cut: CutPartition[]) {
-    super(`the last run of this replay ended with a batch announced, and retention has since deleted records its copies may be among (${cut.map((c) => `${c.topic} partition ${c.partition}: announced at offset ${c.announced}, its first offset is now ${c.first}`).join('; ')}), so which of them were appended cannot be told; nothing was appended. Resume it deciding the copies not found: unknownCopies "skip" (--unknown-copies skip) counts their records skipped and appends none of them (at most once: one whose copy never landed is not replayed; they are listed as skipped), or "append" (--unknown-copies append) appends them again (at least once: a request whose copy landed and was deleted runs twice)`);
+    super(`${cutText(cut)}; nothing was appended. Resume it deciding the copies not found: unknownCopies "skip" (--unknown-copies skip) counts their records skipped and appends none of them (at most once: one whose copy never landed is not replayed; they are listed as skipped), or "append" (--unknown-copies append) appends them again (at least once: a request whose copy landed and was deleted runs twice)`);
     this.name = 'CopiesUnknown';
   }
+}
+
+function cutText(cut: CutPartition[]): string {
+  return `the last run of this replay ended with a batch announced, and retention has since deleted records its copies may be among (${cut.map((c) => `${c.topic} partition ${c.partition}: announced at offset ${c.announced}, its first offset is now ${c.first}`).join('; ')}), so which of them were appended cannot be told`;
 }
 
 /** A record skipped for a reason counted apart (`skip`, e.g. `duplicates`); the rest is what a report lists of it. */
@@ -359,7 +363,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         if (!options.unknownCopies) throw new CopiesUnknown(look.cut);
         if (options.unknownCopies === 'skip') {
           // An announcement of an older version does not say where its batch ended: what to skip is unknown.
-          if (!state.through) throw new Error(`${new CopiesUnknown(look.cut).message.split('; nothing was appended')[0]}; nothing was appended. Its announcement was saved by an older version, which did not record where the batch ends in ${source}, so unknownCopies "skip" cannot tell its records: resume it with unknownCopies "append" (--unknown-copies append)`);
+          if (!state.through) throw new Error(`${cutText(look.cut)}; nothing was appended. Its announcement was saved by an older version, which did not record where the batch ends in ${source}, so unknownCopies "skip" cannot tell its records: resume it with unknownCopies "append" (--unknown-copies append)`);
           skipThrough = state.through;
         }
       }
