@@ -22,8 +22,9 @@ import { dueGate, NotDue, Stopping } from './due-gate';
  * 5 min, then 30 min, repeated: AS2_MDN_RETRY_DELAYS), until the next attempt would fall after the retry
  * window (AS2_MDN_RETRY_HOURS from the accept): then it gives up. Each attempt also writes an MdnOutcome, in
  * the same atomic output as its retry record, and the attempts so far to `mdn-delivery.json` beside the MDN's
- * evidence; a delivery the crash guard dead-letters writes one beside its dead letter (`dead_lettered`). The POST is a side effect no transaction covers: a crash between a delivered POST and the commit
- * sends the same MDN (same bytes, same Message-ID) again. Delivery is at least once.
+ * evidence; a delivery the crash guard dead-letters writes one beside its dead letter (`dead_lettered`). The
+ * POST is a side effect no transaction covers: a crash between a delivered POST and the commit sends the same
+ * MDN (same bytes, same Message-ID) again. Delivery is at least once.
  */
 export interface MdnStageDeps {
   log: EventLog;
