@@ -115,11 +115,13 @@ export async function startJournal(deps: JournalStageDeps): Promise<StageHandle>
    * other stages read, which would run on a record they already handled (the decoder and the dispatcher: its
    * executions requested again), and the journal reads the dead-letter topic too, so the letter of a record it
    * cannot survive, which holds that record, would be the next one. What is lost is its journal entries, never an event.
+   * Counted as skipped, where another stage's would count as dead-lettered.
    */
   function crashed(record: LogRecord, source: JournalSource): [] {
     logger.error('journal skipped a record that ended the process handling it', {
       event: 'journal.stage-crashed', source: source.name, topic: record.topic, partition: record.partition, offset: record.offset,
     });
+    deps.metrics?.stageRecord('journal', 'skipped', 'stage-crashed');
     return [];
   }
 

@@ -145,7 +145,7 @@ const deadLetters: JournalSource = {
   },
 };
 
-/** AS2 asynchronous MDN deliveries (services/mdn/, docs/as2-async-mdn.md): one entry per attempt, `mdn-delivered`, `mdn-retrying` or `mdn-given-up`. */
+/** AS2 asynchronous MDN deliveries (services/mdn/, docs/as2-async-mdn.md): one entry per attempt, `mdn-delivered`, `mdn-retrying` or `mdn-given-up`, and `mdn-dead-lettered` for a delivery the crash guard dead-lettered. */
 const mdnOutcomes: JournalSource = {
   name: 'mdn-outcomes',
   topics: ({ topics }) => [topics.mdnOutcomes],

@@ -22,8 +22,9 @@ import { dueGate, NotDue, Stopping } from './due-gate';
  * 5 min, then 30 min, repeated: AS2_MDN_RETRY_DELAYS), until the next attempt would fall after the retry
  * window (AS2_MDN_RETRY_HOURS from the accept): then it gives up. Each attempt also writes an MdnOutcome, in
  * the same atomic output as its retry record, and the attempts so far to `mdn-delivery.json` beside the MDN's
- * evidence. The POST is a side effect no transaction covers: a crash between a delivered POST and the commit
- * sends the same MDN (same bytes, same Message-ID) again. Delivery is at least once.
+ * evidence; a delivery the crash guard dead-letters writes one beside its dead letter (`dead_lettered`). The
+ * POST is a side effect no transaction covers: a crash between a delivered POST and the commit sends the same
+ * MDN (same bytes, same Message-ID) again. Delivery is at least once.
  */
 export interface MdnStageDeps {
   log: EventLog;
@@ -48,6 +49,9 @@ export interface MdnStageDeps {
    */
   crashMarks?: CrashMarks;
 }
+
+/** The reason of a delivery's `dead_lettered` outcome: its dead letter's code first, as operators search for it. */
+export const STAGE_CRASHED_REASON = 'stage-crashed: the process ended each time this delivery was in hand; dead-lettered without another attempt (dead-letters replay --stage mdn sends it again)';
 
 export const DEFAULT_POST = { connectTimeoutMs: 10_000, responseTimeoutMs: 20_000, maxResponseBytes: 64 * 1024 };
 
@@ -162,6 +166,33 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
   };
 
   /**
+   * A delivery the crash guard convicted: its dead letter, and an MdnOutcome `dead_lettered` beside it, so that
+   * the journal and dashboards see the delivery end as they see one given up. Both are made from the record alone:
+   * nothing an attempt runs (the allow-list, the store, the POST) runs again. Decoding it is no new risk: the due
+   * wait decoded it before the guard took the batch. Not an attempt, so not in `ingress.as2.mdn_deliveries` (its
+   * dead letter is counted); `mdn-delivery.json` stays as the last attempt that came back left it. A record that
+   * does not decode has its dead letter alone.
+   */
+  function crashed(record: LogRecord): OutRecord[] {
+    const letter = crashedLetter(record, deadLettering);
+    let delivery: MdnDelivery;
+    try {
+      delivery = codec.decode('MdnDelivery', record.value);
+    } catch {
+      return letter;
+    }
+    const outcome: MdnOutcome = {
+      requestId: delivery.requestId, workflowId: delivery.workflowId, messageId: delivery.messageId, mdnMessageId: delivery.mdnMessageId, url: loggableUrl(delivery.url),
+      outcome: 'dead_lettered', attempts: delivery.attempts.length, at: now(), status: null, reason: STAGE_CRASHED_REASON, nextAttemptAt: null,
+    };
+    logger.warn('as2.mdn-dead-lettered', {
+      event: 'as2.mdn-dead-lettered', workflowId: delivery.workflowId, messageId: delivery.messageId, requestId: delivery.requestId,
+      mdnMessageId: delivery.mdnMessageId, url: outcome.url, attempts: outcome.attempts, status: null, reason: STAGE_CRASHED_REASON,
+    });
+    return [...letter, { topic: topics.mdnOutcomes, key: record.key, value: codec.encode('MdnOutcome', outcome) }];
+  }
+
+  /**
    * The deliveries of one input under the crash guard. The head of a batch waits for its due time before the
    * guard takes the batch: a delivery waiting (up to half an hour on a retry topic, a bounded sleep at a time) is
    * not in hand, so it writes no mark, takes no turn from the thread's other stages while they narrow a crash
@@ -170,9 +201,7 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
    * dead-lettered record by record (deliver): a wait is retried as ever, whatever its count.
    */
   function guarded(marks: CrashMarks, group: string): StageBatchHandler {
-    const handleBatch = withCrashGuard((records, budget) => eachRecord(records, budget, handle), {
-      marks, group, stage: 'mdn', logger, crashed: (record) => crashedLetter(record, deadLettering),
-    });
+    const handleBatch = withCrashGuard((records, budget) => eachRecord(records, budget, handle), { marks, group, stage: 'mdn', logger, crashed });
     // Partitions whose first batch since owning them waited: the guard is told when it takes the next one.
     const owed = new Set<number>();
     return async (records, budget) => {

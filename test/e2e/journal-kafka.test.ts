@@ -6,14 +6,21 @@ import { loadConfig, type Config } from '../../services/platform/config/config';
 import { silentLogger } from '../../services/platform/logger/logger';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import type { JournalEntry } from '../../services/platform/registry/journal';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { backendEnv } from '../support/app';
-import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { as2Headers } from '../support/as2-client';
+import { createPeer } from '../support/as2-peer';
+import { runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { collect } from '../support/log-reads';
+import { mdnOutcomes, putAsyncMdnWorkflow, startMdnReceiver } from '../support/mdn-receiver';
 
 /**
  * The journal stage on Kafka writes to Cosmos DB outside the log's transaction: a crash between the write
  * and the commit delivers records again. Here the journal runs as a process of its own, is killed with
  * SIGKILL while it works and restarted, and then every journal group is rewound to the start of its topics
  * (every record delivered a second time); the journal must still hold exactly one entry per thing that happened.
+ * Then the mdn and journal stages, in a process of their own, meet a record each that ends their worker thread
+ * every time: their crash guards convict both on Kafka, and what came after is delivered and journaled once.
  */
 const REQUESTS = 40;
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
@@ -26,7 +33,8 @@ let pipeline: RunningServices | null = null;
 let journal: ServiceProcess | null = null;
 
 beforeAll(async () => {
-  ({ env, cleanup } = backendEnv('real', { WORKFLOW_CACHE_MS: '0' }));
+  // An asynchronous MDN is due at once: the decoder here writes the deliveries.
+  ({ env, cleanup } = backendEnv('real', { WORKFLOW_CACHE_MS: '0', AS2_MDN_FIRST_ATTEMPT_DELAY: '100ms' }));
   expect((await runCli(['topics', 'apply'], env)).code).toBe(0);
   config = loadConfig(env);
   backends = await openBackends(config, silentLogger);
@@ -40,6 +48,7 @@ afterAll(async () => {
   cleanup?.();
 });
 
+const codec = defaultAvroCodec();
 const entries = () => backends.registry.journal.search({ workflowId: 'wf-kj', limit: 1000 });
 async function until<T>(what: string, read: () => Promise<T>, done: (value: T) => boolean, patienceMs = 45_000): Promise<T> {
   const deadline = Date.now() + patienceMs;
@@ -94,3 +103,68 @@ test('a journal killed mid-work and restarted, then fed everything again, holds 
     expect(journey.map((e) => e.kind)).toEqual(['received', 'decoded', 'execution-requested']);
   }
 }, 90_000);
+
+test('on Kafka, a delivery that ends the mdn worker every time and a record that ends the journal\'s are convicted; what came after is delivered and journaled once', async () => {
+  if (journal) { journal.child.kill('SIGTERM'); await waitForExit(journal.child); journal = null; }
+  const mdnPoison = 'poison-pill-4e81';
+  const journalPoison = 'poison-pill-a7c3';
+  const peer = createPeer();
+  const mdns = await startMdnReceiver();
+  try {
+    expect(await putAsyncMdnWorkflow(env, await peer.party('receiver'), mdns)).toBe(true);
+    // Calls from loopback are refused (403) and journaled as refusals, which the journal alone reads: its pill is
+    // the refusal whose entry names the workflow that holds the text, and whose upsert to Cosmos DB holds it.
+    const walled = { options: { ipAllowList: ['203.0.113.0/24'] } };
+    for (const id of ['wf-walled', `wf-walled-${journalPoison}`]) await backends.registry.workflows.put({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: walled }] });
+    const refused = async (workflowId: string) => {
+      const res = await fetch(`http://127.0.0.1:${pipeline!.port}/hook/${workflowId}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+      expect(res.status).toBe(403);
+      return res.headers.get('x-request-id')!;
+    };
+    // A plain message from an unpinned partner, with an unsigned receipt asked for asynchronously at `inbox`.
+    const sent = async (inbox: string) => {
+      const headers = as2Headers({ 'Disposition-Notification-Options': null, 'Receipt-Delivery-Option': `http://127.0.0.1:${mdns.port}/mdn/${inbox}`, 'Content-Type': 'application/edi-x12' });
+      const res = await fetch(`http://127.0.0.1:${pipeline!.port}/hook/wf-async`, { method: 'POST', headers, body: 'ISA*00*~ST*850*0001~SE*2*0001~' });
+      expect(res.status).toBe(200);
+      return res.headers.get('x-request-id')!;
+    };
+    // With a receiver beside them (unused), the stages run in a worker thread, which the hooks end and the process
+    // starts again: as under `npm start`. Alone, they would run on the main thread, for a supervisor to restart.
+    const stages = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_POST_TO: mdnPoison, CRASH_STAGE_WORKER_WRITE_ON: journalPoison }, ['--services', 'receiver,mdn,journal'], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
+    try {
+      // Both pills at once, each followed by a record that must go on (the MDN's on its partition, keyed by
+      // workflow): the first batch of each partition since the start is marked, so each pill costs three ends at
+      // most, fewer where the two pills are in hand at one end.
+      const mdnPill = await sent(mdnPoison);
+      const journalPill = await refused(`wf-walled-${journalPoison}`);
+      const mdnAfter = await sent('after');
+      const journalAfter = await refused('wf-walled');
+      await mdns.seen(1);
+      const delivered = await mdnOutcomes(backends.log, pipelineTopics(config.topicPrefix).mdnOutcomes, mdnAfter);
+      expect(delivered.map((o) => o.outcome)).toEqual(['delivered']);
+      // The pill's outcome: dead-lettered, with its dead letter, never attempted again.
+      const crashed = await mdnOutcomes(backends.log, pipelineTopics(config.topicPrefix).mdnOutcomes, mdnPill);
+      expect(crashed.map((o) => [o.outcome, o.attempts, o.status])).toEqual([['dead_lettered', 0, null]]);
+      const letters = (await collect(backends.log, pipelineTopics(config.topicPrefix).deadLetter, 1)).map((r) => codec.decode('DeadLetter', r.value));
+      expect(letters.map((d) => [d.stage, d.errorCode, codec.decode('MdnDelivery', d.source.value).requestId])).toEqual([['mdn', 'stage-crashed', mdnPill]]);
+      const journeyOf = (requestId: string, done: (kinds: string[]) => boolean) => until(`the journal of ${requestId}`, async () => (await backends.registry.journal.request(requestId)).map((e) => e.kind), done, 90_000);
+      expect(await journeyOf(journalAfter, (k) => k.length > 0)).toEqual(['refused']);
+      // The mdn pill's request reads what became of its MDN, as a given-up one would, beside its dead letter.
+      const pillJourney = await journeyOf(mdnPill, (k) => k.includes('mdn-dead-lettered') && k.includes('dead-lettered'));
+      expect(pillJourney.filter((k) => k.startsWith('mdn-') || k === 'dead-lettered').sort()).toEqual(['dead-lettered', 'mdn-dead-lettered']);
+      await until('the journal to skip its pill', async () => stages.output().includes('journal skipped a record that ended the process handling it'), (seen) => seen, 90_000);
+      expect(await backends.registry.journal.request(journalPill)).toEqual([]);
+      // Once each: the MDN after the pill went out once, and nothing else did.
+      expect(mdns.posts.map((p) => p.path)).toEqual(['/mdn/after']);
+      const lines = stages.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; stage?: string; event?: string });
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'journal skipped a record that ended the process handling it', event: 'journal.stage-crashed' }));
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'as2.mdn-dead-lettered' }));
+    } finally {
+      stages.child.kill('SIGTERM');
+      await waitForExit(stages.child);
+    }
+  } finally {
+    await mdns.close();
+    peer.cleanup();
+  }
+}, 120_000);

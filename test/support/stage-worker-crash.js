@@ -11,8 +11,9 @@
  *   CRASH_STAGE_WORKER_HANG=1 the thread's event loop spins for ever there instead (a handler that never
  *   yields), for the main thread's watchdog to find;
  * - CRASH_STAGE_WORKER_WRITE_ON=<text>: as the thread writes, through a file handle (FileHandle write or
- *   writeFile), data that holds the text: the journal stage's append of its entries (file-journal.ts), so a record
- *   whose entries hold it (a refused request to a workflow whose id holds it) ends every journal handling it;
+ *   writeFile) or in the body of an HTTP(S) request (ClientRequest write or end), data that holds the text: the
+ *   journal stage's append of its entries (file-journal.ts), or its upsert to Cosmos DB, so a record whose entries
+ *   hold it (a refused request to a workflow whose id holds it) ends every journal handling it;
  * - CRASH_STAGE_WORKER_POST_TO=<text>: as the thread makes an HTTP(S) request to a URL that holds the text,
  *   before anything is sent: the mdn stage's POST of an asynchronous MDN (guarded-post.ts) to a URL so chosen.
  * And, not a crash: CRASH_STAGE_WORKER_SLOW_READ=<text>:<ms> delays each read of a file whose path holds the
@@ -87,6 +88,14 @@ if (!isMainThread && writeOn && Array.isArray(workerData?.services)) {
     }
     return handle;
   };
+  const { ClientRequest } = require('node:http');
+  for (const method of ['write', 'end']) {
+    const original = ClientRequest.prototype[method];
+    ClientRequest.prototype[method] = function (data, ...rest) {
+      if (holds(data)) process.exit(70);
+      return original.call(this, data, ...rest);
+    };
+  }
 }
 
 const postTo = process.env.CRASH_STAGE_WORKER_POST_TO || null;

@@ -547,6 +547,20 @@ describe('Avro codec', () => {
       expect(codec.decode('Received', plainBuf)).toEqual(receivedInline());
     });
 
+    it('(b) an MdnOutcome written before `dead_lettered` (schemas/history/MdnOutcome.1.avsc) still decodes', () => {
+      const previous = JSON.parse(fs.readFileSync(path.join(SCHEMA_DIR, 'history', 'MdnOutcome.1.avsc'), 'utf8'));
+      const symbols = (schema: any) => schema.fields.find((f: { name: string }) => f.name === 'outcome').type.symbols;
+      expect(symbols(previous)).toEqual(['delivered', 'retrying', 'given_up']);
+      expect(symbols(loadSchema('MdnOutcome'))).toEqual(['delivered', 'retrying', 'given_up', 'dead_lettered']);
+      const old = {
+        requestId: 'r-1', workflowId: 'wf', messageId: '<m@p>', mdnMessageId: '<mdn@i>', url: 'https://partner.example/mdn',
+        outcome: 'given_up' as const, attempts: 3, at: 1_700_000_000_000, status: 500, reason: 'HTTP 500', nextAttemptAt: null,
+      };
+      const buf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(old)]);
+      expect(buf.subarray(2, 10).equals(codec.fingerprintOf('MdnOutcome'))).toBe(false);
+      expect(codec.decode('MdnOutcome', buf)).toEqual(old);
+    });
+
     it('(c) a reader field without a default that the writer lacks is a clear incompatible-schema error', () => {
       const newer = JSON.parse(JSON.stringify(current));
       newer.fields.push({ name: 'tenantId', type: 'string', doc: 'new, and no default' });

@@ -75,7 +75,7 @@ test('an asynchronous MDN: the disposition entry says so, and each delivery atte
   const asyncReceived: Received = { ...received, as2: { ...received.as2!, asyncMdn: { url: 'https://partner.example/mdn?token=secret', allowedBy: 'https://partner.example/mdn' } } };
   const [, disposition] = entriesOf(record(topics.received, codec.encode('Received', asyncReceived)), sourceOf(topics.received), context);
   expect(disposition.detail).toEqual({ delivery: 'asynchronous', url: 'https://partner.example/mdn?…', messageId: '<m-1@acme>', disposition: 'automatic-action/MDN-sent-automatically; processed' });
-  const outcome = (o: 'delivered' | 'retrying' | 'given_up', attempts: number) => codec.encode('MdnOutcome', {
+  const outcome = (o: 'delivered' | 'retrying' | 'given_up' | 'dead_lettered', attempts: number) => codec.encode('MdnOutcome', {
     requestId: 'req-1', workflowId: 'wf', messageId: '<m-1@acme>', mdnMessageId: '<mdn-1@us>', url: 'https://partner.example/mdn?token=secret', outcome: o, attempts, at: 1_700_000_100_000 + attempts,
     status: o === 'delivered' ? 200 : 503, reason: o === 'delivered' ? null : 'HTTP 503', nextAttemptAt: o === 'retrying' ? 1_700_000_200_000 : null,
   });
@@ -83,6 +83,8 @@ test('an asynchronous MDN: the disposition entry says so, and each delivery atte
   expect(retrying).toMatchObject({ requestId: 'req-1', kind: 'mdn-retrying', at: 1_700_000_100_001, keys: ['messageId:m-1@acme'], detail: { url: 'https://partner.example/mdn?…', attempts: 1, status: 503, reason: 'HTTP 503', nextAttemptAt: 1_700_000_200_000 } });
   expect(entriesOf(record(topics.mdnOutcomes, outcome('delivered', 2), {}, '8'), sourceOf(topics.mdnOutcomes), context)[0]).toMatchObject({ kind: 'mdn-delivered', detail: { status: 200, reason: null } });
   expect(entriesOf(record(topics.mdnOutcomes, outcome('given_up', 9), {}, '9'), sourceOf(topics.mdnOutcomes), context)[0]).toMatchObject({ kind: 'mdn-given-up' });
+  // A delivery the mdn stage's crash guard dead-lettered (stage-crashed).
+  expect(entriesOf(record(topics.mdnOutcomes, outcome('dead_lettered', 1), {}, '10'), sourceOf(topics.mdnOutcomes), context)[0]).toMatchObject({ kind: 'mdn-dead-lettered', keys: ['messageId:m-1@acme'] });
 });
 
 test('an MDN\'s disposition is read from its text, signed or not, or null', () => {

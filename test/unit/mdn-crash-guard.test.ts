@@ -7,7 +7,7 @@ import { pipelineTopics } from '../../services/platform/log/topics';
 import { silentLogger } from '../../services/platform/logger/logger';
 import type { ObjectStore } from '../../services/platform/store/object-store';
 import { NotDue } from '../../services/mdn/due-gate';
-import { mdnGroup, startMdnStage } from '../../services/mdn/mdn-stage';
+import { mdnGroup, STAGE_CRASHED_REASON, startMdnStage } from '../../services/mdn/mdn-stage';
 import { memoryMarks } from '../support/memory-marks';
 
 /**
@@ -39,10 +39,10 @@ async function mdnStage(marks: CrashMarks) {
   return { handle: handlers.get(topics.mdnDeliveries)!, stage, advance: (ms: number) => { clock += ms; }, now: () => clock };
 }
 
-function deliveryRecord(offset: string, dueAt: number): LogRecord {
+function deliveryRecord(offset: string, dueAt: number, attempts: MdnDelivery['attempts'] = []): LogRecord {
   const delivery: MdnDelivery = {
     requestId: `r-${offset}`, workflowId: 'wf', messageId: '<m@p>', mdnMessageId: '<mdn@i>', url: 'https://partner.example/mdn', allowedBy: 'https://partner.example/',
-    mdn: Buffer.from('message-id: <mdn@i>\r\n\r\nx'), receivedAt: dueAt - 100, dueAt, attempts: [],
+    mdn: Buffer.from('message-id: <mdn@i>\r\n\r\nx'), receivedAt: dueAt - 100, dueAt, attempts,
   };
   return { topic: topics.mdnDeliveries, partition: 0, offset, key: 'wf', value: codec.encode('MdnDelivery', delivery), headers: {}, timestamp: 7 };
 }
@@ -71,16 +71,24 @@ test('a first batch whose head is not due writes no mark; the guard is told it i
   }
 });
 
-test('a delivery convicted of ending the process is dead-lettered stage-crashed unsent, from its own topic, as the mdn stage\'s letters are replayed', async () => {
+test('a delivery convicted of ending the process is dead-lettered stage-crashed unsent, from its own topic, as the mdn stage\'s letters are replayed, with an outcome that says so', async () => {
   const marks = memoryMarks();
   const { handle, stage, now } = await mdnStage(marks);
   try {
-    const pill = deliveryRecord('9', now());
+    const pill = deliveryRecord('9', now(), [{ at: now() - 30_000, status: 503, reason: 'HTTP 503' }]);
     // What a life that ended with this delivery alone in hand, after an earlier one had (a strike), leaves behind.
     await marks.swap(mdnGroup(topics, topics.mdnDeliveries), topics.mdnDeliveries, 0, { from: '9', record: recordDigest(pill), to: '10', alone: true, strikes: 1, writer: 'a life that ended', at: now() }, null);
     const result = await handle([pill, deliveryRecord('10', now())], stageBatchBudget(1 << 20, true));
     expect(result.outputs).toHaveLength(1);
-    const [letter] = result.outputs[0];
+    const [letter, outcome] = result.outputs[0];
+    expect(result.outputs[0]).toHaveLength(2);
+    // What a given-up delivery leaves on the outcomes topic, keyed as the delivery: made from the record, no attempt run.
+    expect(outcome.topic).toBe(topics.mdnOutcomes);
+    expect(outcome.key).toBe('wf');
+    expect(codec.decode('MdnOutcome', outcome.value)).toEqual({
+      requestId: 'r-9', workflowId: 'wf', messageId: '<m@p>', mdnMessageId: '<mdn@i>', url: 'https://partner.example/mdn',
+      outcome: 'dead_lettered', attempts: 1, at: now(), status: null, reason: STAGE_CRASHED_REASON, nextAttemptAt: null,
+    });
     expect(letter.topic).toBe(topics.deadLetter);
     const dead = codec.decode('DeadLetter', letter.value);
     expect([dead.stage, dead.errorCode, dead.workflowId, dead.source.topic, dead.source.offset]).toEqual(['mdn', 'stage-crashed', 'wf', topics.mdnDeliveries, '9']);

@@ -197,7 +197,7 @@ export interface MdnDelivery {
 }
 
 /** Enum `ingress.v1.MdnOutcomeKind`. */
-export type MdnOutcomeKind = 'delivered' | 'retrying' | 'given_up';
+export type MdnOutcomeKind = 'delivered' | 'retrying' | 'given_up' | 'dead_lettered';
 
 /** Record `ingress.v1.MdnOutcome`: what one delivery attempt came to. */
 export interface MdnOutcome {

@@ -12,8 +12,11 @@ export interface IngressMetrics {
    * many body bytes, and what the answer said beyond its status when the kind says more (AS2 dispositions).
    */
   request(status: number, triggerKind: string | null, seconds: number, bodyBytes: number, outcome?: string): void;
-  /** One input record a stage finished: processed, or dead-lettered with an error code. */
-  stageRecord(stage: string, outcome: 'processed' | 'dead-lettered', errorCode?: string): void;
+  /**
+   * One input record a stage finished: processed, dead-lettered with an error code, or skipped with the reason
+   * (a stage without dead letters, the journal, passing over a record it must not handle: `stage-crashed`).
+   */
+  stageRecord(stage: string, outcome: 'processed' | 'dead-lettered' | 'skipped', errorCode?: string): void;
   /** A hook request refused with 429 rate-limited, by workflow. */
   rateLimited(workflowId: string): void;
   /** A hook request refused with 403 ip-not-allowed, by workflow. */
@@ -78,7 +81,8 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
     rateLimited: (workflowId) => rateLimited.add(1, { 'workflow.id': workflowId }),
     ipNotAllowed: (workflowId) => ipNotAllowed.add(1, { 'workflow.id': workflowId }),
     stageRecord(stage, outcome, errorCode) {
-      stageRecords.add(1, { 'ingress.stage': stage, 'ingress.outcome': outcome });
+      // A skip has no dead letter to count it by its code: the reason rides on the record count itself.
+      stageRecords.add(1, outcome === 'skipped' ? { 'ingress.stage': stage, 'ingress.outcome': outcome, 'error.type': errorCode ?? 'error' } : { 'ingress.stage': stage, 'ingress.outcome': outcome });
       if (outcome === 'dead-lettered') deadLetters.add(1, { 'ingress.stage': stage, 'error.type': errorCode ?? 'error' });
     },
     refusalNotJournaled: (reason, count = 1) => refusalsNotJournaled.add(count, { 'ingress.reason': reason }),
