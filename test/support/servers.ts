@@ -488,7 +488,7 @@ export function requireTestEnv(name: (typeof TEST_ENV)[keyof typeof TEST_ENV]): 
 
 interface StartKafkaModule {
   startKafka(opts?: { dir?: string; port?: number; controllerPort?: number; version?: string; advertisedPort?: number }): Promise<KafkaHandle>;
-  startKafkaCluster(opts?: { nodes?: number; version?: string }): Promise<Omit<KafkaClusterHandle, 'inSync'>>;
+  startKafkaCluster(opts?: { nodes?: number; version?: string; quickJit?: boolean }): Promise<Omit<KafkaClusterHandle, 'inSync'>>;
 }
 interface FetchModule {
   hasKafkaJars(): boolean;
@@ -528,9 +528,13 @@ export async function startKafkaForTests(opts: { dir?: string; port?: number; ad
   return (await startKafkaModule()).startKafka(opts);
 }
 
-/** A KRaft cluster of `nodes` brokers (default 3), replication factor 3 and min.insync.replicas 2. */
+/**
+ * A KRaft cluster of `nodes` brokers (default 3), replication factor 3 and min.insync.replicas 2. Its JVMs compile
+ * with C1 only (start-kafka.js `quickJit`): the tests restart its brokers under load, and each restart waits for a
+ * JVM's start, which then takes half the CPU.
+ */
 export async function startKafkaClusterForTests(opts: { nodes?: number } = {}): Promise<KafkaClusterHandle> {
-  const cluster = await (await startKafkaModule()).startKafkaCluster(opts);
+  const cluster = await (await startKafkaModule()).startKafkaCluster({ ...opts, quickJit: true });
   return { ...cluster, inSync: (patienceMs = 60_000) => replicasInSync(cluster.brokers, patienceMs) };
 }
 
