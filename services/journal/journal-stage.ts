@@ -134,10 +134,12 @@ export async function startJournal(deps: JournalStageDeps): Promise<StageHandle>
         // it would only be pruned again, and on Cosmos its TTL would count from now.
         const oldest = Date.now() - deps.retentionDays * DAY_MS;
         const entries: JournalEntry[] = [];
+        let unreadable = 0;
         for (const record of records) {
           try {
             for (const entry of entriesOf(record, source, context)) if (entry.at >= oldest) entries.push(entry);
           } catch (error) {
+            unreadable++;
             logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
           }
         }
@@ -148,7 +150,9 @@ export async function startJournal(deps: JournalStageDeps): Promise<StageHandle>
         } catch (error) {
           return { outputs: [], failure: { index: 0, error } };
         }
-        for (let i = 0; i < records.length; i++) deps.metrics?.stageRecord('journal', 'processed');
+        // Counted once the batch is written: a batch the log delivers again is counted when it is.
+        for (let i = 0; i < unreadable; i++) deps.metrics?.stageRecord('journal', 'skipped', 'unreadable');
+        for (let i = unreadable; i < records.length; i++) deps.metrics?.stageRecord('journal', 'processed');
         return { outputs: records.map(() => []) };
       };
       stages.push(await deps.log.runStage({

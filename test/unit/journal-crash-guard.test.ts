@@ -72,3 +72,34 @@ test('a record convicted of ending the process is skipped unhandled and counted 
     await stage.stop();
   }
 });
+
+test('a record the journal cannot read is skipped and counted as skipped unreadable; the batch\'s others are journaled and counted processed', async () => {
+  const reader = new TestReader();
+  const metrics = createIngressMetrics(new MeterProvider({ readers: [reader] }).getMeter('test'));
+  const written: JournalEntry[] = [];
+  const journal = { upsert: async (entries: JournalEntry[]) => { written.push(...entries); }, prune: async () => 0 } as unknown as JournalStore;
+  const handlers = new Map<string, StageBatchHandler>();
+  const log = {
+    async runStage(options: StageOptions) {
+      handlers.set(options.topic, options.handleBatch!);
+      return { stop: async () => undefined, notReady: () => null };
+    },
+  } as unknown as EventLog;
+  const stage = await startJournal({ log, topics, codec, journal, logger: silentLogger, metrics, queues: ['q'], retentionDays: 30 });
+  try {
+    const garbage: LogRecord = { ...refusal('6'), value: Buffer.from('not avro') };
+    const result = await handlers.get(topics.refused)!([refusal('5'), garbage, refusal('7')], stageBatchBudget(1 << 20, false));
+    expect(result.outputs).toEqual([[], [], []]);
+    expect(written.map((e) => e.requestId)).toEqual(['r-5', 'r-7']);
+    const { resourceMetrics } = await reader.collect();
+    const points = resourceMetrics.scopeMetrics.flatMap((s) => s.metrics).filter((m) => m.descriptor.name === 'ingress.stage.records')
+      .flatMap((m) => m.dataPoints as { attributes: Record<string, unknown>; value: unknown }[]);
+    expect(points.map((p) => [p.attributes, p.value])).toEqual(expect.arrayContaining([
+      [{ 'ingress.stage': 'journal', 'ingress.outcome': 'skipped', 'error.type': 'unreadable' }, 1],
+      [{ 'ingress.stage': 'journal', 'ingress.outcome': 'processed' }, 2],
+    ]));
+    expect(points).toHaveLength(2);
+  } finally {
+    await stage.stop();
+  }
+});
