@@ -1,13 +1,14 @@
 import { MeterProvider, MetricReader } from '@opentelemetry/sdk-metrics';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { recordDigest } from '../../services/platform/log/crash-guard';
-import type { EventLog, LogRecord, StageBatchHandler, StageOptions } from '../../services/platform/log/event-log';
+import type { LogRecord } from '../../services/platform/log/event-log';
 import { stageBatchBudget } from '../../services/platform/log/stage-batch';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { silentLogger } from '../../services/platform/logger/logger';
 import type { JournalEntry, JournalStore } from '../../services/platform/registry/journal';
 import { createIngressMetrics } from '../../services/platform/telemetry/metrics';
 import { startJournal } from '../../services/journal/journal-stage';
+import { capturedStages } from '../support/captured-stages';
 import { memoryMarks } from '../support/memory-marks';
 
 /**
@@ -37,13 +38,7 @@ test('a record convicted of ending the process is skipped unhandled and counted 
   const marks = memoryMarks();
   const written: JournalEntry[] = [];
   const journal = { upsert: async (entries: JournalEntry[]) => { written.push(...entries); }, prune: async () => 0 } as unknown as JournalStore;
-  const handlers = new Map<string, { group: string; handle: StageBatchHandler }>();
-  const log = {
-    async runStage(options: StageOptions) {
-      handlers.set(options.topic, { group: options.group, handle: options.handleBatch! });
-      return { stop: async () => undefined, notReady: () => null };
-    },
-  } as unknown as EventLog;
+  const { log, handlers } = capturedStages();
   const stage = await startJournal({ log, topics, codec, journal, logger: silentLogger, metrics, queues: ['q'], retentionDays: 30, crashMarks: marks });
   try {
     const { group, handle } = handlers.get(topics.refused)!;
@@ -78,17 +73,11 @@ test('a record the journal cannot read is skipped and counted as skipped unreada
   const metrics = createIngressMetrics(new MeterProvider({ readers: [reader] }).getMeter('test'));
   const written: JournalEntry[] = [];
   const journal = { upsert: async (entries: JournalEntry[]) => { written.push(...entries); }, prune: async () => 0 } as unknown as JournalStore;
-  const handlers = new Map<string, StageBatchHandler>();
-  const log = {
-    async runStage(options: StageOptions) {
-      handlers.set(options.topic, options.handleBatch!);
-      return { stop: async () => undefined, notReady: () => null };
-    },
-  } as unknown as EventLog;
+  const { log, handlers } = capturedStages();
   const stage = await startJournal({ log, topics, codec, journal, logger: silentLogger, metrics, queues: ['q'], retentionDays: 30 });
   try {
     const garbage: LogRecord = { ...refusal('6'), value: Buffer.from('not avro') };
-    const result = await handlers.get(topics.refused)!([refusal('5'), garbage, refusal('7')], stageBatchBudget(1 << 20, false));
+    const result = await handlers.get(topics.refused)!.handle([refusal('5'), garbage, refusal('7')], stageBatchBudget(1 << 20, false));
     expect(result.outputs).toEqual([[], [], []]);
     expect(written.map((e) => e.requestId)).toEqual(['r-5', 'r-7']);
     const { resourceMetrics } = await reader.collect();

@@ -1,13 +1,14 @@
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { MdnDelivery } from '../../services/platform/avro/records';
 import { recordDigest, type CrashMark, type CrashMarks } from '../../services/platform/log/crash-guard';
-import type { EventLog, LogRecord, StageBatchHandler, StageOptions } from '../../services/platform/log/event-log';
+import type { LogRecord } from '../../services/platform/log/event-log';
 import { stageBatchBudget } from '../../services/platform/log/stage-batch';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { silentLogger } from '../../services/platform/logger/logger';
 import type { ObjectStore } from '../../services/platform/store/object-store';
 import { NotDue } from '../../services/mdn/due-gate';
 import { mdnGroup, STAGE_CRASHED_REASON, startMdnStage } from '../../services/mdn/mdn-stage';
+import { capturedStages } from '../support/captured-stages';
 import { memoryMarks } from '../support/memory-marks';
 
 /**
@@ -21,13 +22,7 @@ const topics = pipelineTopics(undefined);
 /** The stage's batch handler of the deliveries topic, with the clock it runs by. */
 async function mdnStage(marks: CrashMarks) {
   let clock = 1_000_000;
-  const handlers = new Map<string, StageBatchHandler>();
-  const log = {
-    async runStage(options: StageOptions) {
-      handlers.set(options.topic, options.handleBatch!);
-      return { stop: async () => undefined, notReady: () => null };
-    },
-  } as unknown as EventLog;
+  const { log, handlers } = capturedStages();
   // No failure MDN was kept for the request; evidence puts succeed.
   const store = { head: async () => null, put: async () => ({}) } as unknown as ObjectStore;
   const stage = await startMdnStage({
@@ -36,7 +31,7 @@ async function mdnStage(marks: CrashMarks) {
     // Not listed any more: the attempt gives up without a POST.
     stillAllowed: async () => false,
   });
-  return { handle: handlers.get(topics.mdnDeliveries)!, stage, advance: (ms: number) => { clock += ms; }, now: () => clock };
+  return { handle: handlers.get(topics.mdnDeliveries)!.handle, stage, advance: (ms: number) => { clock += ms; }, now: () => clock };
 }
 
 function deliveryRecord(offset: string, dueAt: number, attempts: MdnDelivery['attempts'] = []): LogRecord {
