@@ -10,6 +10,9 @@ import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { collect, collectUntilQuiet } from '../support/log-reads';
 import { datedCertificate } from '../support/dated-certificates';
+import { adminClient } from '../../services/admin/client';
+import { replayThroughApi } from '../../services/cli/commands/through-api';
+import type { CommandContext } from '../../services/cli/context';
 
 /**
  * The management API's contract over real HTTP on loopback, on the embedded backends: authentication and
@@ -583,4 +586,50 @@ describe('without ADMIN_TOKENS, and before the API is up', () => {
       await server.close();
     }
   });
+});
+
+test('the CLI following a dead-letter replay through the API says once when the job waits at a letter another replay holds', async () => {
+  const log = app.backends.log;
+  const deadLetter = app.topics.deadLetter;
+  const base = BigInt((await log.endOffsets(deadLetter))[0].offset);
+  const source = (offset: string, headers: Record<string, string> = {}) => ({ topic: app.topics.received, partition: 0, offset, key: Buffer.from('wf-hold'), value: Buffer.from(`request ${offset}`), headers });
+  const letter = (workflowId: string, src: ReturnType<typeof source>) => ({
+    topic: deadLetter, key: workflowId, value: codec.encode('DeadLetter', { stage: 'decoder', errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId, source: src }),
+  });
+  // a and b (replay A names them), then c: a letter of a's request (its copy's), which replay B's filter selects.
+  await log.append([letter('wf-hold-a', source('900001')), letter('wf-hold-a', source('900002')), letter('wf-hold-b', source('900003', { 'ingress-replay-of': `${app.topics.received}/0/900001` }))]);
+  const [a, b] = [`0/${base}`, `0/${base + 1n}`];
+  // A's job (the second reader to reach b, after the check of its letters) is held before b: it has claimed a's
+  // request, in memory only, until it appends its batch.
+  const read = log.read.bind(log);
+  let readersAtB = 0;
+  let letGo!: () => void;
+  const gate = new Promise<void>((resolve) => { letGo = resolve; });
+  let held!: () => void;
+  const holding = new Promise<void>((resolve) => { held = resolve; });
+  log.read = (topic, options) => (topic !== deadLetter ? read(topic, options) : (async function* () {
+    for await (const record of read(topic, options)) {
+      if (`${record.partition}/${record.offset}` === b && ++readersAtB === 2) { held(); await gate; }
+      yield record;
+    }
+  })());
+  try {
+    const started = await api.call('POST', '/api/v1/dead-letters/replay', { body: { letters: [a, b] } });
+    expect(started.status).toBe(202);
+    await holding;
+    const said: string[] = [];
+    const ctx = { out: (line: string) => said.push(`out ${line}`), err: (line: string) => said.push(line) } as unknown as CommandContext;
+    const following = replayThroughApi(ctx, adminClient(api.url, FULL_TOKEN, 'ADMIN_URL'), 'dead-letters replay', '/api/v1/dead-letters/replay', { workflow: 'wf-hold-b' });
+    const waiting = async () => ((await api.call('GET', '/api/v1/replays')).body.replays as any[]).some((j) => j.waitingOn?.replay === started.body.id);
+    while (!(await waiting())) await new Promise((resolve) => setTimeout(resolve, 50));
+    await new Promise((resolve) => setTimeout(resolve, 1_000)); // a few of the CLI's polls, still waiting: said once
+    letGo();
+    expect(await following).toBe(0);
+    const waits = said.filter((l) => l.includes(' waits at dead letter'));
+    expect(waits).toEqual([expect.stringMatching(new RegExp(`^replay dl-\\S+ waits at dead letter 0/${base + 2n}: its original, ${app.topics.received}/0/900001, is claimed by replay ${started.body.id} with dead letter ${a}, not yet appended`))]);
+    expect(JSON.parse(said.find((l) => l.startsWith('out '))!.slice(4))).toMatchObject({ replayed: 0, duplicates: 1, interrupted: false });
+  } finally {
+    letGo();
+    log.read = read;
+  }
 });

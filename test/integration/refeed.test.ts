@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { readFileSync } from 'node:fs';
-import { checkpointFile, CheckpointUnreadable, COPY_HEADER, refeed, type CheckpointFile, type CheckpointState, type RefeedOptions } from '../../services/admin/operations/refeed';
+import { checkpointFile, CheckpointUnreadable, COPY_HEADER, LANDING_READS, refeed, type CheckpointFile, type CheckpointState, type RefeedOptions } from '../../services/admin/operations/refeed';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
@@ -213,6 +213,50 @@ test('a rerun looks for the died batch\'s copies in each partition alone, from w
   expect(await runOnSplit()).toMatchObject({ replayed: 5, interrupted: false });
   // Each partition from its own announced end to its end then: 30 records of traffic never read.
   expect(reads).toEqual([{ partition: 0, from: '32', given: 1 }, { partition: 1, from: '1', given: 2 }]);
+  const values = async (p: number) => (await collectUntilQuiet(log, `out~${p}`, 300)).map((r) => r.value.toString()).filter((v) => v !== 'traffic');
+  expect([...await values(0), ...await values(1)].sort()).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
+});
+
+test('a rerun reads the partitions for the died batch\'s copies LANDING_READS at a time, each to its end', async () => {
+  const reads: { partition: number; from: string; given: number }[] = [];
+  const split = partitioned(log, 'out', 6, reads);
+  // The first LANDING_READS reads deliver nothing until that many are running: read one after another, the first
+  // would wait for the others until firstRecordMs stops it short, and the rerun would fail.
+  let running = 0;
+  let most = 0;
+  let started = 0;
+  let allIn!: () => void;
+  const together = new Promise<void>((resolve) => { allIn = resolve; });
+  const counted: EventLog = {
+    ...split,
+    read(topic, options) {
+      if (topic !== 'out') return split.read(topic, options);
+      return (async function* () {
+        running++;
+        most = Math.max(most, running);
+        if (++started === LANDING_READS) allIn();
+        try {
+          if (started <= LANDING_READS) await Promise.race([together, new Promise((resolve) => options.signal?.addEventListener('abort', resolve, { once: true }))]);
+          yield* split.read(topic, options);
+        } finally {
+          running--;
+        }
+      })();
+    },
+  };
+  const runOn = (l: EventLog) => refeed({
+    log: l, source: 'in', start: { from: 'offset', offset: '2' }, until: null, select: copy, firstRecordMs: 3_000,
+    checkpoint: checkpointFile(path.join(dir, 'cp', 'replay.json')), progress: quiet, signal: new AbortController().signal, batchSize: 3,
+  }, { topic: 'in' });
+  const append = dieAfterAppend(2); // copies to partitions 0 and 1 land unrecorded
+  await expect(runOn(split)).rejects.toThrow('killed');
+  log.append = append;
+  // Traffic since in every partition: six to read.
+  await log.append(Array.from({ length: 6 }, (_, p) => ({ topic: `out~${p}`, key: `k${p}`, value: Buffer.from('traffic') })));
+
+  expect(await runOn(counted)).toMatchObject({ replayed: 5, interrupted: false });
+  expect(reads.map((r) => r.partition).sort()).toEqual([0, 1, 2, 3, 4, 5]);
+  expect(most).toBe(LANDING_READS);
   const values = async (p: number) => (await collectUntilQuiet(log, `out~${p}`, 300)).map((r) => r.value.toString()).filter((v) => v !== 'traffic');
   expect([...await values(0), ...await values(1)].sort()).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
 });

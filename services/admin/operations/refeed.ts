@@ -214,6 +214,9 @@ export const COPY_HEADER = 'ingress-replay-copy';
  */
 export const LANDING_WINDOW_MS = DEFAULT_REPLAY_LANDING_WINDOW_MS;
 
+/** How many partitions a rerun reads at once for the died batch's copies (copiesLanded): each is a reader of its own. */
+export const LANDING_READS = 4;
+
 export interface CheckpointFile {
   path: string;
   load(): Promise<CheckpointState | null>;
@@ -572,8 +575,9 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
  * it would trust the broker's clock against this host's and every producer's timestamps (a topic with CreateTime),
  * neither of which the wait relies on: a copy stamped early would be missed, and appended again.
  *
- * A read that stops short cannot tell which copies landed: the rerun fails (retried by running it again) rather
- * than append any twice.
+ * The partitions are read LANDING_READS at a time (on Kafka each read joins a consumer group first: seconds). A read
+ * that stops short cannot tell which copies landed: the rerun fails (retried by running it again) rather than
+ * append any twice, and the reads still running are stopped.
  *
  * Nor can a read of a partition whose first offset is past where it ended at the announcement: retention deleted
  * records there, which copies may have been. Those partitions (with records appended since) are returned in `cut`,
@@ -604,10 +608,18 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
   const scans = await Promise.all(Object.entries(appending).map(async ([topic, announced]) => (await options.log.endOffsets(topic))
     .map(({ partition, offset }) => ({ topic, partition, from: BigInt(announced[partition] ?? '0'), end: BigInt(offset) }))));
   // Where nothing was appended since the announcement there is nothing to read (a reader costs a group join on Kafka).
-  for (const { topic, partition, from, end } of scans.flat().filter((scan) => scan.from < scan.end)) {
+  const toRead = scans.flat().filter((scan) => scan.from < scan.end);
+  // A few at a time: each read is a group join on Kafka (seconds), and a topic may have dozens of partitions. The
+  // first read that stops short (or fails) stops the others: the rerun cannot tell, whatever they find.
+  const reading = new AbortController();
+  const stopAll = () => reading.abort();
+  options.signal.addEventListener('abort', stopAll, { once: true });
+  if (options.signal.aborted) stopAll();
+  let failure: unknown = null;
+  const scan = async ({ topic, partition, from, end }: typeof toRead[number]) => {
     const read = await refeedLocked({
       log: options.log, source: topic, start: { from: 'offset', offset: String(from), partition }, until: { offset: end - 1n }, checkpoint: null,
-      progress: { update() {}, finish() {} }, signal: options.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs,
+      progress: { update() {}, finish() {} }, signal: reading.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs,
       select: (record) => {
         const tag = record.headers[COPY_HEADER];
         if (tag?.startsWith(`${run}/`)) found.add(tag);
@@ -617,7 +629,20 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
     if (read.interrupted) {
       throw new Error(`the last run of this replay ended with a batch announced to ${topic}, and reading its partition ${partition} to find which of its copies were appended stopped short (${read.stalled ?? 'stopped'}): run the replay again; nothing was appended`);
     }
+  };
+  try {
+    let next = 0;
+    await Promise.all(Array.from({ length: Math.min(LANDING_READS, toRead.length) }, async () => {
+      while (next < toRead.length && failure === null) {
+        const one = toRead[next++];
+        // Only the first failure is told: the reads it stopped end short too, by its doing.
+        try { await scan(one); } catch (error) { if (failure === null) { failure = error; stopAll(); } }
+      }
+    }));
+  } finally {
+    options.signal.removeEventListener('abort', stopAll);
   }
+  if (failure !== null) throw failure;
   const cut: CutPartition[] = [];
   for (const topic of Object.keys(appending)) {
     const firsts = new Map((await options.log.firstOffsets(topic)).map((p) => [p.partition, BigInt(p.offset)] as const));

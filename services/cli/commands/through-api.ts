@@ -41,11 +41,13 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
   let job = started.body as {
     id: string; state: string; replayed: number; skipped: number; read: number; remaining: number | null; error: string | null;
     duplicates?: number; unrecorded?: number; unknownCopies?: number; skippedLetters?: Record<string, string | null>[];
+    waitingOn?: WaitingOn | null;
   };
   const before = { replayed: job.replayed, skipped: job.skipped, duplicates: job.duplicates ?? 0, unrecorded: job.unrecorded ?? 0, unknownCopies: job.unknownCopies ?? 0, listed: job.skippedLetters?.length ?? 0 };
   ctx.err(`replay ${job.id} runs in the service at ${api.url} (found through ${api.via === 'ADMIN_URL' ? 'ADMIN_URL' : 'DATA_DIR/admin-api.json'})`);
   const progress = createProgress(label);
   let interrupted = false;
+  let waitingSaid: string | null = null;
   const onSignal = () => { interrupted = true; };
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
@@ -60,7 +62,13 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
       const polled = await api.request('GET', `/api/v1/replays/${job.id}`);
       if (polled.status !== 200) throw new Error(`${api.url} lost track of replay ${job.id}: ${describeErrorAnswer(polled)}`);
       job = polled.body;
-      progress.update(job.read - before.replayed - before.skipped, job.remaining);
+      const waits = job.waitingOn ?? null;
+      // Said once per wait (a wait is its letter and since when), not at every poll; shown on the line while it lasts.
+      const key = waits && `${waits.at} ${waits.since}`;
+      if (waits && key !== waitingSaid) ctx.err(waitingLine(job.id, waits));
+      waitingSaid = key;
+      if (waits) progress.waiting(`waits at dead letter ${waits.at} for replay ${waits.replay} since ${waits.since}`);
+      else progress.update(job.read - before.replayed - before.skipped, job.remaining);
     }
   } finally {
     progress.finish();
@@ -87,6 +95,13 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
     return 130;
   }
   return 0;
+}
+
+/** A job's `waitingOn` (replay-jobs.ts): a letter whose original another replay of the service claimed and has not appended. */
+interface WaitingOn { at: string; original: string; replay: string; letter: string; since: string }
+
+function waitingLine(id: string, w: WaitingOn): string {
+  return `replay ${id} waits at dead letter ${w.at}: its original, ${w.original}, is claimed by replay ${w.replay} with dead letter ${w.letter}, not yet appended; it goes on once that replay appends it (then this letter is a duplicate) or ends without (then this one replays it)`;
 }
 
 /** A skipped letter of a job's record (replay-jobs.ts), as one line. */
