@@ -63,6 +63,18 @@ const read = (topic: string, more: Partial<RefeedOptions> = {}) => refeed({
 }, {});
 beforeEach(() => { seen.length = 0; });
 
+
+/** The log whose first append lands and then throws, as a run killed before it saved its checkpoint sees it. */
+function diesAfterFirstAppend(log: EventLog): EventLog {
+  let appends = 0;
+  return Object.assign(Object.create(log), {
+    append: async (records: OutRecord[]) => {
+      const offsets = await log.append(records);
+      if (++appends === 1) throw new Error('killed after the append landed, before the checkpoint was saved');
+      return offsets;
+    },
+  });
+}
 test('partitions ending in a commit marker, in aborted records, or holding aborted records only are read to their end without waiting for quiet', async () => {
   const topic = await newTopic(3);
   await inTransaction(topic, 0, ['a0', 'a1', 'a2'], 'commit');
@@ -331,14 +343,7 @@ async function diedWithRetention(retainFrom: number) {
     log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: quiet, signal: new AbortController().signal, batchSize: 2,
     quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 1, select: (record) => ({ topic: target, key: record.key, value: record.value }), ...more,
   }, {});
-  let appends = 0;
-  const dying: EventLog = Object.assign(Object.create(log), {
-    append: async (records: OutRecord[]) => {
-      const offsets = await log.append(records);
-      if (++appends === 1) throw new Error('killed after the append landed, before the checkpoint was saved');
-      return offsets;
-    },
-  });
+  const dying = diesAfterFirstAppend(log);
   await expect(run({ log: dying })).rejects.toThrow('killed');
   await plain.send({ topic: target, messages: [{ value: 'traffic' }] });
   const died = await checkpoint.load();
@@ -413,14 +418,7 @@ test('a dead-letter replay job that died with a batch announced, whose copy rete
   await plain.send({ topic: topics.deadLetter, messages: [0, 1, 2, 3].map((offset) => ({ key: 'wf-7', value: letter(offset) })) });
   await plain.send({ topic: topics.received, messages: [{ value: 'traffic' }, { value: 'traffic' }] });
   const dataDir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-jobs-'));
-  let appends = 0;
-  const dying: EventLog = Object.assign(Object.create(log), {
-    append: async (records: OutRecord[]) => {
-      const offsets = await log.append(records);
-      if (++appends === 1) throw new Error('killed after the append landed, before the checkpoint was saved');
-      return offsets;
-    },
-  });
+  const dying = diesAfterFirstAppend(log);
   const open = async (on: EventLog) => openReplayJobs({
     log: on, dir: path.join(dataDir, 'replay'), context: { topics, codec, recordKey: 'workflow' }, logger: silentLogger, store: await openFilesystemStore(dataDir),
     batchSize: 2, quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 1,
