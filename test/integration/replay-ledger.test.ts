@@ -141,60 +141,6 @@ describe.each(places)('on %s', (_, openStore) => {
     expect(one.take('request r-4', 'dl-three', '0/6')).toMatchObject({ replay: false, reason: 'duplicate', by: { replay: 'dl-two' } });
   });
 
-  test('a commit reads only the numbers after its copy\'s last, one by one until one is absent: no list of the whole ledger', async () => {
-    let lists = 0;
-    const counted = (store: ObjectStore): ObjectStore => ({ ...store, kind: store.kind, put: store.put.bind(store), get: store.get.bind(store), head: store.head.bind(store), readVersioned: store.readVersioned.bind(store), swap: store.swap.bind(store), delete: store.delete.bind(store), close: store.close.bind(store), list: (prefix) => { lists++; return store.list(prefix); } });
-    const first = await openReplayLedger(stores[0], options);
-    first.take('request r-0', 'dl-zero', '0/0');
-    await first.commit('dl-zero', ['0/0'], ends);
-    const one = await openReplayLedger(counted(stores[0]), options);
-    const two = await openReplayLedger(counted(stores[1]), options);
-    expect(lists).toBe(2); // each open lists once
-    for (let i = 1; i <= 6; i++) {
-      // Both take each original: the second to commit finds its number taken, reads on and decides again.
-      one.take(`request r-${i}`, 'dl-one', `0/${i}`);
-      two.take(`request r-${i}`, 'dl-two', `0/${i}`);
-      await Promise.all([one.commit('dl-one', [`0/${i}`], ends), two.commit('dl-two', [`0/${i}`], ends)]);
-    }
-    await one.refresh();
-    await two.refresh();
-    expect(lists).toBe(2);
-    expect((await batches(stores[0])).map(([name]) => name)).toEqual(Array.from({ length: 7 }, (_, i) => `${String(i + 1).padStart(12, '0')}.json`));
-  });
-
-  test('a copy whose last number an open elsewhere deleted as void finds the numbers after the deleted ones, and creates the next of those', async () => {
-    const one = await openReplayLedger(stores[0], options);
-    one.take('request r-1', 'dl-one', '0/1');
-    await one.commit('dl-one', ['0/1'], { 0: '4' });
-    const two = await openReplayLedger(stores[1], options);
-    two.take('request r-2', 'dl-two', '0/2');
-    await two.commit('dl-two', ['0/2'], { 0: '5' });
-    two.take('request r-3', 'dl-two', '0/3');
-    await two.commit('dl-two', ['0/3'], { 0: '6' });
-    // Retention deleted letters up to offset 5: numbers 1 and 2 are void, and go; 3 is the last, and stays.
-    await openReplayLedger(stores[1], { ...options, firsts: { 0: '5' } });
-    expect((await batches(stores[0])).map(([name]) => name)).toEqual(['000000000003.json']);
-    // The first copy read number 1 last: 2 is absent, and so is 1, so it is behind. Created again, number 2 would
-    // be read by no copy that has passed it, its claim unseen.
-    one.take('request r-4', 'dl-one', '0/7');
-    await one.commit('dl-one', ['0/7'], { 0: '8' });
-    expect((await batches(stores[0])).map(([name]) => name)).toEqual(['000000000003.json', '000000000004.json']);
-    expect(one.take('request r-3', 'dl-x', '0/3')).toMatchObject({ replay: false, reason: 'duplicate', by: { replay: 'dl-two' } });
-    await two.refresh();
-    expect(two.take('request r-4', 'dl-x', '0/7')).toMatchObject({ replay: false, reason: 'duplicate', by: { replay: 'dl-one' } });
-  });
-
-  test('an open deletes void objects from the oldest up only: one that still guards a letter keeps the void ones after it', async () => {
-    const one = await openReplayLedger(stores[0], options);
-    for (const [i, end] of [[1, '9'], [2, '3'], [3, '4']] as const) {
-      one.take(`request r-${i}`, 'dl-one', `0/${i}`);
-      await one.commit('dl-one', [`0/${i}`], { 0: end });
-    }
-    // Number 1 guards letters up to offset 9; 2 is void, but deleting it would leave a gap a copy at 1 reads as the end.
-    await openReplayLedger(stores[1], { ...options, firsts: { 0: '5' } });
-    expect((await batches(stores[0])).map(([name]) => name)).toEqual(['000000000001.json', '000000000002.json', '000000000003.json']);
-  });
-
   test.each([
     ['not JSON', '{"replay":"dl-x","ends":{"0":"1'],
     ['ends null', JSON.stringify({ replay: 'dl-x', ends: null, claims: [['request r', '0/1']] })],

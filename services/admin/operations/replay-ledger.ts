@@ -28,13 +28,12 @@ import { oneAtATime } from './one-at-a-time';
  * Kafka, the CLI on an operator's machine): `replay/ledger/<dead-letter topic>/<number>.json`, one object per
  * committed batch of claims (`{"replay","ends","claims":[[original, letter], …]}`), numbered from 1 in 12 digits.
  * Each process keeps a copy in memory, and processes may each claim one original before either commits. So a
- * commit reads the batches others created since its copy last looked (the numbers after its last, one by one until
- * one is absent: no list of the whole ledger), decides, and creates the next number with `ifAbsent`: the store
- * lets one creator have each number. One that finds its number taken reads again and
+ * commit reads the batches others created since its copy last looked, decides, and creates the next number with
+ * `ifAbsent`: the store lets one creator have each number. One that finds its number taken reads again and
  * decides again: a claim another process committed meanwhile wins, and the loser's copy is withdrawn from its
  * batch before the append (counted a duplicate). Whoever commits first replays; nobody replays after. Objects
- * whose claims retention has made void are deleted when a ledger is opened, from the oldest up to the first that
- * is not, and never the last (whose number tells the next creator where to go on).
+ * whose claims retention has made void are deleted when a ledger is opened, except the last (whose number tells
+ * the next creator where to go on).
  *
  * An earlier release kept the ledger in DATA_DIR/replay/replayed-originals.jsonl, one line per batch: a ledger
  * opened with that file beside it takes its lines in as batches, then renames it `….imported`.
@@ -245,15 +244,7 @@ class NumberTaken extends Error {}
 
 const NAME = /^(\d{12})\.json$/;
 
-/**
- * The batches as objects under `prefix`, numbered; read from the number after the last this ledger read.
- *
- * Numbers are created one after another (`ifAbsent`), and deleted only from the oldest up (deleteVoid): the objects
- * there are always one unbroken run of numbers. So a copy that has read number `last` finds what others created
- * since by reading `last + 1`, `last + 2`, … until one is absent, then creates that one: a few requests per commit,
- * however long the ledger. Only a copy that has read nothing yet (opened on an empty ledger), or whose `last` has
- * been deleted since (an open elsewhere found it void, so it is below the run), lists the prefix to find the run.
- */
+/** The batches as objects under `prefix`, numbered; read from the number after the last this ledger read. */
 function objectClaims(objects: ObjectStore, prefix: string): ClaimStore & { deleteVoid(gone: (ends: Record<string, string>) => boolean): Promise<number> } {
   let last = 0;
   /** The batch of each number read, kept by number only until the ledger is opened (deleteVoid lets them go). */
@@ -267,46 +258,26 @@ function objectClaims(objects: ObjectStore, prefix: string): ClaimStore & { dele
     }
     return found.sort((a, b) => a - b);
   };
-  /** The batch of number `n`, or null when there is none (never created, or deleted as void). */
   const readBatch = async (n: number): Promise<Batch | null> => {
     let content: Buffer;
     try { ({ content } = await objects.readVersioned(nameOf(n))); } catch (error) {
+      // Deleted since it was listed: only ever a batch whose claims retention made void (deleteVoid), which guards nothing.
       if (error instanceof ObjectStoreError && error.code === 'not-found') return null;
       if (error instanceof ObjectStoreError && error.code === 'too-large') throw unreadable(nameOf(n), 'larger than a batch of claims');
       throw error;
     }
     try { return parseBatch(content.toString('utf8')); } catch (error) { throw unreadable(nameOf(n), (error as Error).message); }
   };
-  const took = (n: number, batch: Batch, into: Batch[]) => { into.push(batch); read?.set(n, batch); last = n; };
-  // Every number under the prefix: at an open, and when this copy has lost its place in the run.
-  const readListed = async (): Promise<Batch[]> => {
+  const readNew = async (): Promise<Batch[]> => {
     const fresh = (await numbers()).filter((n) => n > last);
     const batches: Batch[] = [];
     // A few at a time: a ledger opened reads every object, and an object store answers each in milliseconds.
     for (let i = 0; i < fresh.length; i += 8) {
       const some = await Promise.all(fresh.slice(i, i + 8).map(readBatch));
-      // One deleted since it was listed (deleteVoid) guarded nothing any more.
-      some.forEach((batch, j) => { if (batch) took(fresh[i + j], batch, batches); });
+      some.forEach((batch, j) => { if (batch) { batches.push(batch); read?.set(fresh[i + j], batch); } });
     }
-    if (fresh.length > 0) last = Math.max(last, fresh[fresh.length - 1]);
+    if (fresh.length > 0) last = fresh[fresh.length - 1];
     return batches;
-  };
-  const readNew = async (): Promise<Batch[]> => {
-    if (last === 0) return readListed();
-    const batches: Batch[] = [];
-    // One at first (most commits find nothing new), more at a time while every one is there: a copy far behind
-    // catches up in a few round trips. Only the unbroken run from `last` counts; a number read absent ends it.
-    for (let width = 1; ; width = Math.min(width * 2, 8)) {
-      const from = last + 1;
-      const some = await Promise.all(Array.from({ length: width }, (_, i) => readBatch(from + i)));
-      const absent = some.indexOf(null);
-      (absent < 0 ? some : some.slice(0, absent)).forEach((batch, i) => took(from + i, batch!, batches));
-      if (absent < 0) continue;
-      // The first one after `last` absent: the end of the run, unless `last` itself has been deleted meanwhile
-      // (and with it every number up to some later one): then the run is further on, and a list finds it.
-      if (absent === 0 && batches.length === 0 && !(await objects.head(nameOf(last)))) return readListed();
-      return batches;
-    }
   };
   return {
     async alone(work) {
@@ -327,17 +298,13 @@ function objectClaims(objects: ObjectStore, prefix: string): ClaimStore & { dele
       }
       last += 1;
     },
-    // From the oldest up, and not past the first that still guards a letter: the numbers left stay one unbroken
-    // run, which is how the others find what is new (readNew). Nor the last: the next number is found from it.
-    // Deleting one another ledger has not read yet loses nothing it needs, since every claim in it is void.
+    // Not the last: the next number is found from it. Deleting one another ledger has not read yet loses nothing it
+    // needs, since every claim in it is void.
     async deleteVoid(gone) {
-      const batches = [...(read ?? new Map<number, Batch>())].sort(([a], [b]) => a - b);
+      const batches = read ?? new Map<number, Batch>();
       read = null;
       let deleted = 0;
-      for (const [n, batch] of batches) {
-        if (n >= last || !gone(batch.ends)) break;
-        if (await objects.delete(nameOf(n))) deleted++;
-      }
+      for (const [n, batch] of batches) if (n < last && gone(batch.ends) && await objects.delete(nameOf(n))) deleted++;
       return deleted;
     },
   };
