@@ -76,6 +76,37 @@ describe.each(places)('on %s', (_, openStore) => {
     expect(await one.commit('dl-one', ['0/5'], { 0: '12' })).toEqual([]);
   });
 
+  test('a commit whose listing went stale (its newest objects deleted as void before it read them, a newer one created) lists again, and never creates a number again', async () => {
+    let stale: string[] | null = null;
+    const base = stores[0];
+    // What a list answered just before an open elsewhere deleted its objects as void and a newer batch was created.
+    const lagging = new Proxy(base, {
+      get(target, prop) {
+        if (prop === 'list' && stale) { const names = stale; stale = null; return async function* () { yield* names; }; }
+        const value = Reflect.get(target, prop, target) as unknown;
+        return typeof value === 'function' ? value.bind(target) : value;
+      },
+    });
+    const one = await openReplayLedger(lagging, options);
+    const two = await openReplayLedger(stores[1], options);
+    for (const [request, letter] of [['request r-1', '0/1'], ['request r-2', '0/2'], ['request r-3', '0/3'], ['request r-4', '0/4']]) {
+      expect(two.take(request, 'dl-two', letter)).toEqual({ replay: true });
+      expect(await two.commit('dl-two', [letter], ends)).toEqual([]);
+    }
+    const prefix = `replay/ledger/${options.deadLetterTopic}/`;
+    stale = [`${prefix}000000000001.json`, `${prefix}000000000002.json`];
+    for (const n of [1, 2, 3]) await stores[1].delete(`${prefix}00000000000${n}.json`);
+    expect(one.take('request r-4', 'dl-one', '0/9')).toEqual({ replay: true });
+    // It has read number 4 (request r-4 is dl-two's) and created 5: not 3, which was deleted.
+    expect(await one.commit('dl-one', ['0/9'], ends)).toEqual([{ original: 'request r-4', letter: '0/9', by: { replay: 'dl-two', letter: '0/4', ends } }]);
+    expect(one.take('request r-5', 'dl-one', '0/10')).toEqual({ replay: true });
+    expect(await one.commit('dl-one', ['0/10'], ends)).toEqual([]);
+    expect((await batches(stores[0])).map(([name, batch]) => [name, batch.claims])).toEqual([
+      ['000000000004.json', [['request r-4', '0/4']]],
+      ['000000000005.json', [['request r-5', '0/10']]],
+    ]);
+  });
+
   test('commits at the same instant from two processes: each number is created once, and each original is kept by one of them', async () => {
     const one = await openReplayLedger(stores[0], options);
     const two = await openReplayLedger(stores[1], options);
