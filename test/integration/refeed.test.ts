@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { checkpointFile, CheckpointUnreadable, COPY_HEADER, LANDING_READS, refeed, type CheckpointFile, type CheckpointState, type RefeedOptions } from '../../services/admin/operations/refeed';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import type { EventLog } from '../../services/platform/log/event-log';
@@ -89,6 +89,28 @@ test('the range\'s end is in the checkpoint before the first copy is appended: a
   await run(new AbortController().signal, copy);
   log.append = append;
   expect(endsAtFirstAppend).toEqual({ 0: '10' });
+});
+
+test('a rerun that keeps an older version\'s announcement (no `through`) announces its own batch without one either, so `skip` stays refused for it', async () => {
+  const cp = path.join(dir, 'cp', 'replay.json');
+  let append = dieAfterAppend(2);
+  await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
+  log.append = append;
+  // As an earlier version saved it: the batch announced, where it ends in the source not said.
+  const older = JSON.parse(readFileSync(cp, 'utf8'));
+  delete older.through;
+  writeFileSync(cp, JSON.stringify(older));
+  // The rerun finds that batch's copies (v5–v7), announces its own (v8, v9) while it still keeps the older
+  // announcement, and dies after that append too.
+  append = dieAfterAppend(1);
+  await expect(run(new AbortController().signal, copy)).rejects.toThrow('killed');
+  log.append = append;
+  const saved = JSON.parse(readFileSync(cp, 'utf8'));
+  expect(saved).toMatchObject({ positions: { 0: '5' }, appending: { out: { 0: '3' } } });
+  expect(saved.through).toBeUndefined();
+  await run(new AbortController().signal, copy);
+  const out = await collectUntilQuiet(log, 'out', 300);
+  expect(out.map((r) => r.value.toString())).toEqual(['v2', 'v3', 'v4', 'v5', 'v6', 'v7', 'v8', 'v9']);
 });
 
 test('a run that dies between an append and its checkpoint (kill -9, an append reported failed that landed): the rerun appends none of that batch again', async () => {

@@ -449,10 +449,13 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
             return [topic, ends] as const;
           })));
           // Where this batch (with the announced one it keeps, if any) ends in the source: what `skip` would skip.
+          // An announcement kept from an older version says nothing of where its batch ends, and this batch may end
+          // inside it: no `through` then, so that `skip` stays refused rather than skip too few.
+          const keepsUnbounded = announced !== null && announcedThrough === null;
           const through = { ...state.positions };
           for (const [p, to] of Object.entries(announcedThrough ?? {})) if (through[p] === undefined || BigInt(to) > BigInt(through[p])) through[p] = to;
           // The checkpoint as it was saved last (at this batch's start), with the announcement.
-          announcement = { ...atBatchStart, appending, through, announcedAt: Date.now() };
+          announcement = { ...atBatchStart, appending, ...(keepsUnbounded ? {} : { through }), announcedAt: Date.now() };
           await save(announcement);
         }
         try {
