@@ -11,7 +11,7 @@ import { backendEnv } from '../support/app';
 import { as2Headers } from '../support/as2-client';
 import { createPeer } from '../support/as2-peer';
 import { runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
-import { collect } from '../support/log-reads';
+import { collectUntilQuiet } from '../support/log-reads';
 import { mdnOutcomes, putAsyncMdnWorkflow, startMdnReceiver } from '../support/mdn-receiver';
 
 /**
@@ -131,32 +131,49 @@ test('on Kafka, a delivery that ends the mdn worker every time and a record that
     // With a receiver beside them (unused), the stages run in a worker thread, which the hooks end and the process
     // starts again: as under `npm start`. Alone, they would run on the main thread, for a supervisor to restart.
     const stages = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_POST_TO: mdnPoison, CRASH_STAGE_WORKER_WRITE_ON: journalPoison }, ['--services', 'receiver,mdn,journal'], { nodeArgs: ['--require', STAGE_WORKER_CRASH] });
+    // The output so far as log lines: only whole lines (the child may be writing the last one), and only JSON ones.
+    const logLines = () => {
+      const text = stages.output();
+      const whole = text.endsWith('\n') ? text : text.slice(0, text.lastIndexOf('\n') + 1);
+      return whole.split('\n').flatMap((l) => {
+        if (!l.startsWith('{')) return [];
+        try { return [JSON.parse(l) as { msg: string; stage?: string; event?: string; topic?: string }]; } catch { return []; }
+      });
+    };
     try {
-      // Both pills at once, each followed by a record that must go on (the MDN's on its partition, keyed by
-      // workflow): the first batch of each partition since the start is marked, so each pill costs three ends at
-      // most, fewer where the two pills are in hand at one end.
-      const mdnPill = await sent(mdnPoison);
+      // The journal's pill first, until it is skipped and that skip committed: a pill ending the worker (the mdn and
+      // journal stages share it) after the POST of `/mdn/after` and before its commit would send that MDN again, as
+      // MDN delivery is at least once. The mdn pill then comes before the MDN after it on their partition (keyed by
+      // workflow), whose deliveries are attempted in order: the pill's attempt ends the worker before that POST,
+      // and once the pill is convicted nothing ends it any more.
+      const topics = pipelineTopics(config.topicPrefix);
       const journalPill = await refused(`wf-walled-${journalPoison}`);
+      await until('the journal to skip its pill', async () => logLines().some((l) => l.event === 'journal.stage-crashed'), (seen) => seen, 90_000);
+      await until('the journal to commit past its pill', () => backends.log.consumerLag(topics.group('journal', topics.refused), topics.refused), (l) => l === 0, 90_000);
+      const mdnPill = await sent(mdnPoison);
       const mdnAfter = await sent('after');
       const journalAfter = await refused('wf-walled');
       await mdns.seen(1);
-      const delivered = await mdnOutcomes(backends.log, pipelineTopics(config.topicPrefix).mdnOutcomes, mdnAfter);
-      expect(delivered.map((o) => o.outcome)).toEqual(['delivered']);
-      // The pill's outcome: dead-lettered, with its dead letter, never attempted again.
-      const crashed = await mdnOutcomes(backends.log, pipelineTopics(config.topicPrefix).mdnOutcomes, mdnPill);
-      expect(crashed.map((o) => [o.outcome, o.attempts, o.status])).toEqual([['dead_lettered', 0, null]]);
-      const letters = (await collect(backends.log, pipelineTopics(config.topicPrefix).deadLetter, 1)).map((r) => codec.decode('DeadLetter', r.value));
-      expect(letters.map((d) => [d.stage, d.errorCode, codec.decode('MdnDelivery', d.source.value).requestId])).toEqual([['mdn', 'stage-crashed', mdnPill]]);
+      // The final outcomes, waited for; then every outcome of each request, read until the topic is quiet.
+      await mdnOutcomes(backends.log, topics.mdnOutcomes, mdnAfter);
+      await mdnOutcomes(backends.log, topics.mdnOutcomes, mdnPill);
+      const outcomes = (await collectUntilQuiet(backends.log, topics.mdnOutcomes, 2_000)).map((r) => codec.decode('MdnOutcome', r.value));
+      const outcomesOf = (requestId: string) => outcomes.filter((o) => o.requestId === requestId);
+      expect(outcomesOf(mdnAfter).map((o) => o.outcome)).toEqual(['delivered']);
+      // The pill's outcome: dead-lettered once, with its one dead letter, never attempted again.
+      expect(outcomesOf(mdnPill).map((o) => [o.outcome, o.attempts, o.status])).toEqual([['dead_lettered', 0, null]]);
+      const letters = (await collectUntilQuiet(backends.log, topics.deadLetter, 2_000)).map((r) => codec.decode('DeadLetter', r.value));
+      const mdnLetters = letters.filter((d) => d.stage === 'mdn').map((d) => [d.stage, d.errorCode, codec.decode('MdnDelivery', d.source.value).requestId]);
+      expect(mdnLetters.filter(([, , requestId]) => requestId === mdnPill || requestId === mdnAfter)).toEqual([['mdn', 'stage-crashed', mdnPill]]);
       const journeyOf = (requestId: string, done: (kinds: string[]) => boolean) => until(`the journal of ${requestId}`, async () => (await backends.registry.journal.request(requestId)).map((e) => e.kind), done, 90_000);
       expect(await journeyOf(journalAfter, (k) => k.length > 0)).toEqual(['refused']);
       // The mdn pill's request reads what became of its MDN, as a given-up one would, beside its dead letter.
       const pillJourney = await journeyOf(mdnPill, (k) => k.includes('mdn-dead-lettered') && k.includes('dead-lettered'));
       expect(pillJourney.filter((k) => k.startsWith('mdn-') || k === 'dead-lettered').sort()).toEqual(['dead-lettered', 'mdn-dead-lettered']);
-      await until('the journal to skip its pill', async () => stages.output().includes('journal skipped a record that ended the process handling it'), (seen) => seen, 90_000);
       expect(await backends.registry.journal.request(journalPill)).toEqual([]);
       // Once each: the MDN after the pill went out once, and nothing else did.
       expect(mdns.posts.map((p) => p.path)).toEqual(['/mdn/after']);
-      const lines = stages.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { msg: string; stage?: string; event?: string });
+      const lines = logLines();
       expect(lines).toContainEqual(expect.objectContaining({ msg: 'journal skipped a record that ended the process handling it', event: 'journal.stage-crashed' }));
       expect(lines).toContainEqual(expect.objectContaining({ msg: 'as2.mdn-dead-lettered' }));
     } finally {

@@ -161,7 +161,14 @@ test('spans of the stages in the worker continue the receiver\'s trace (the work
   }
 }, 90_000);
 
-const logLines = (service: ServiceProcess) => service.output().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l) as { level: string; msg: string; code?: number; alone?: boolean; errorCode?: string });
+/** The service's log lines so far: only whole ones (it may be writing the last), and only JSON ones. */
+const logLines = (service: ServiceProcess) => {
+  const text = service.output();
+  return text.slice(0, text.lastIndexOf('\n') + 1).split('\n').flatMap((l) => {
+    if (!l.startsWith('{')) return [];
+    try { return [JSON.parse(l) as { level: string; msg: string; code?: number; alone?: boolean; errorCode?: string }]; } catch { return []; }
+  });
+};
 
 test('a stage worker that exits mid-batch is started again in the process: the receiver goes on accepting, and nothing is lost or doubled', async () => {
   const { env, cleanup } = backendEnv('embedded');
@@ -341,9 +348,32 @@ test('an asynchronous MDN whose POST ends the worker every time is dead-lettered
       expect(mdns.posts.map((p) => p.path)).toEqual(['/mdn/before', '/mdn/after']);
       const letters = await deadLetters(env.DATA_DIR, 1);
       expect(letters.map((d) => [d.stage, d.errorCode, d.source.topic])).toEqual([['mdn', 'stage-crashed', TOPIC_NAMES.mdnDeliveries]]);
-      expect(codec.decode('MdnDelivery', letters[0].source.value).url).toContain(poison);
+      const pill = codec.decode('MdnDelivery', letters[0].source.value);
+      expect(pill.url).toContain(poison);
+      // Beside its dead letter, the delivery's one outcome, dead_lettered and unattempted, and the request's journal reads it.
+      const log = await openEmbeddedLog({ dataDir: env.DATA_DIR, readOnly: true });
+      try {
+        const outcomes = (await collectUntilQuiet(log, TOPIC_NAMES.mdnOutcomes, 700)).map((r) => codec.decode('MdnOutcome', r.value)).filter((o) => o.requestId === pill.requestId);
+        expect(outcomes.map((o) => [o.outcome, o.attempts, o.status])).toEqual([['dead_lettered', 0, null]]);
+        expect(outcomes[0].reason).toMatch(/^stage-crashed/);
+      } finally {
+        await log.close();
+      }
+      const registry = await openFileRegistry(env.DATA_DIR);
+      try {
+        const deadline = Date.now() + 30_000;
+        let kinds = await journaled(registry, pill.requestId);
+        while (!kinds.includes('mdn-dead-lettered') && Date.now() < deadline) {
+          await new Promise((resolve) => setTimeout(resolve, 200));
+          kinds = await journaled(registry, pill.requestId);
+        }
+        expect(kinds.filter((k) => k.startsWith('mdn-'))).toEqual(['mdn-dead-lettered']);
+      } finally {
+        await registry.close();
+      }
       const lines = logLines(service);
       expect(lines.filter((l) => l.msg === 'stage worker thread ended: starting another')).toHaveLength(4);
+      expect(lines).toContainEqual(expect.objectContaining({ msg: 'as2.mdn-dead-lettered' }));
       expect(lines).toContainEqual(expect.objectContaining({ msg: 'a process ended while this stage held these records: handling them one at a time', stage: 'mdn', alone: true }));
     } finally {
       service.child.kill('SIGTERM');

@@ -644,3 +644,66 @@ describe('Refused (the request journal\'s record of a refusal)', () => {
     expect(() => refusedCodec.decode('Received', refusedCodec.encode('Refused', value))).toThrow(/Refused/);
   });
 });
+
+/**
+ * Every retired schema must still resolve into the current reader schema of its record: the codec builds a
+ * resolver only when a record of that writer first arrives, so a history file that no longer resolves would
+ * otherwise fail at decode time, in production, as `incompatible-schema`.
+ */
+describe('schemas/history/', () => {
+  const HISTORY_DIR = path.join(SCHEMA_DIR, 'history');
+  const files = fs.readdirSync(HISTORY_DIR).filter((f) => f.endsWith('.avsc')).sort();
+  // Parsed as the codec parses them (codec.ts parseSchema), so the resolvers are the ones it would build.
+  const parse = (schema: object) => Type.forSchema(schema as any, { wrapUnions: 'auto', omitRecordMethods: true });
+
+  it('holds only <Record>.<n>.avsc files, numbered 1, 2, … per record', () => {
+    expect(files.length).toBeGreaterThan(0);
+    const numbers = new Map<string, number[]>();
+    for (const file of files) {
+      const m = /^([A-Za-z]+)\.([1-9][0-9]*)\.avsc$/.exec(file);
+      expect({ file, named: m !== null && (RECORDS as string[]).includes(m[1]) }).toEqual({ file, named: true });
+      numbers.set(m![1], [...(numbers.get(m![1]) ?? []), Number(m![2])]);
+    }
+    for (const [name, ns] of numbers) expect({ name, numbers: ns.sort((a, b) => a - b) }).toEqual({ name, numbers: ns.map((_, i) => i + 1) });
+  });
+
+  it.each(files)('%s resolves into the current reader schema of its record', (file) => {
+    const name = file.split('.')[0] as RecordName;
+    const writer = parse(JSON.parse(fs.readFileSync(path.join(HISTORY_DIR, file), 'utf8')));
+    const reader = parse(loadSchema(name));
+    expect(writer.name).toBe(`ingress.v1.${name}`);
+    expect(fingerprint64(writer)).not.toBe(fingerprint64(reader));
+    expect(() => reader.createResolver(writer)).not.toThrow();
+    // And the codec knows it: a record of that writer, at its defaults, decodes.
+    const codec = createAvroCodec();
+    const sample = writer.random();
+    const buf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(writer), writer.toBuffer(sample)]);
+    expect(() => codec.decode(name, buf)).not.toThrow();
+  });
+
+  /**
+   * The current schemas' fingerprints, pinned. A change to a schema changes its fingerprint, and every reader
+   * older than the change no longer knows the records the new writer writes (docs/records-and-topics.md#records).
+   */
+  const PINNED: Record<RecordName, string> = {
+    Received: '45cd765b1d75d299',
+    Decoded: 'c16377c2376a2f7b',
+    ExecutionRequested: 'c5113479e5b89ade',
+    DeadLetter: 'e100853ed77b4a16',
+    Refused: 'fcfe4b1f2d1ded25',
+    MdnDelivery: '77f3a1143db3aca5',
+    MdnOutcome: '71974268fc2e9189',
+  };
+
+  it.each(RECORDS)('the current %s schema is the pinned one', (name) => {
+    const actual = createAvroCodec().fingerprintOf(name).toString('hex');
+    if (actual !== PINNED[name]) {
+      const next = files.filter((f) => f.startsWith(`${name}.`)).length + 1;
+      throw new Error(
+        `schemas/${name}.avsc changed (fingerprint ${PINNED[name]} → ${actual}). Keep the schema as it was before the change as ` +
+        `schemas/history/${name}.${next}.avsc (git show HEAD:schemas/${name}.avsc), so that records already written with it still ` +
+        `decode; say in docs/records-and-topics.md what it lacks and in which order to upgrade; then pin ${actual} here.`,
+      );
+    }
+  });
+});

@@ -14,7 +14,8 @@ export interface IngressMetrics {
   request(status: number, triggerKind: string | null, seconds: number, bodyBytes: number, outcome?: string): void;
   /**
    * One input record a stage finished: processed, dead-lettered with an error code, or skipped with the reason
-   * (a stage without dead letters, the journal, passing over a record it must not handle: `stage-crashed`).
+   * (a stage without dead letters, the journal, passing over a record it must not or cannot handle:
+   * `stage-crashed`, a record that ended the process handling it, or `unreadable`, one it cannot decode).
    */
   stageRecord(stage: string, outcome: 'processed' | 'dead-lettered' | 'skipped', errorCode?: string): void;
   /** A hook request refused with 429 rate-limited, by workflow. */
