@@ -7,11 +7,13 @@ export interface Progress {
   update(done: number, remaining: number | null): void;
   /** What the work waits for now, instead of records (a Kafka send given up at its deadline); shown on the same line. */
   waiting(what: string): void;
+  /** Clears the line before something else is written to the terminal (a message of its own line), then redraws on the next update. */
+  clear(): void;
   finish(): void;
 }
 
 export function createProgress(label: string, stream: NodeJS.WriteStream = process.stderr, now: () => number = Date.now): Progress {
-  if (!stream.isTTY) return { update() {}, waiting() {}, finish() {} };
+  if (!stream.isTTY) return { update() {}, waiting() {}, clear() {}, finish() {} };
   const started = now();
   let last = 0;
   let shown = false;
@@ -28,6 +30,11 @@ export function createProgress(label: string, stream: NodeJS.WriteStream = proce
     waiting(what) {
       stream.write(`\r${label}: ${what}\u001b[K`);
       shown = true;
+    },
+    clear() {
+      if (shown) stream.write('\r\u001b[K');
+      shown = false;
+      last = 0;
     },
     finish() { if (shown) stream.write('\n'); },
   };

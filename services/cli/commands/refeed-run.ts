@@ -43,7 +43,9 @@ export async function runRefeed(ctx: CommandContext, run: RefeedRun): Promise<nu
   process.once('SIGINT', onSignal);
   process.once('SIGTERM', onSignal);
   try {
-    const result = await refeed({ landingWindowMs: ctx.config.replayLandingWindowMs, told: (message) => ctx.err(message), ...run, progress: createProgress(run.label), signal: abort.signal }, run.request);
+    // A line told mid-run goes on a line of its own, not over the half-drawn progress line.
+    const progress = createProgress(run.label);
+    const result = await refeed({ landingWindowMs: ctx.config.replayLandingWindowMs, told: (message) => { progress.clear(); ctx.err(message); }, ...run, progress, signal: abort.signal }, run.request);
     const { stalled, reasons, replayed, skipped, interrupted } = result;
     const apart = Object.fromEntries((run.reasons ?? []).map((r) => [r, reasons[r] ?? 0]));
     // Skipped by `--unknown-copies skip` (each named on stderr as it was): counted apart only when there were some.

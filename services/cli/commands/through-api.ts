@@ -65,7 +65,7 @@ export async function replayThroughApi(ctx: CommandContext, api: AdminClient, la
       const waits = job.waitingOn ?? null;
       // Said once per wait (a wait is its letter and since when), not at every poll; shown on the line while it lasts.
       const key = waits && `${waits.at} ${waits.since}`;
-      if (waits && key !== waitingSaid) ctx.err(waitingLine(job.id, waits));
+      if (waits && key !== waitingSaid) { progress.clear(); ctx.err(waitingLine(job.id, waits)); }
       waitingSaid = key;
       if (waits) progress.waiting(`waits at dead letter ${waits.at} for replay ${waits.replay} since ${waits.since}`);
       else progress.update(job.read - before.replayed - before.skipped, job.remaining);
