@@ -170,9 +170,9 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
    * the journal and dashboards see the delivery end as they see one given up. Both are made from the record alone:
    * the allow-list check, the store and the POST do not run again. Two things an attempt runs do: decoding it (the
    * due wait decoded it before the guard took the batch) and parsing its URL (`loggableUrl`'s `new URL`, which
-   * catches a failure): the receiver parsed that URL when it accepted the message and recorded the parse's href. Not an attempt, so not in `ingress.as2.mdn_deliveries` (its
-   * dead letter is counted); `mdn-delivery.json` stays as the last attempt that came back left it. A record that
-   * does not decode has its dead letter alone.
+   * catches a failure): the receiver parsed that URL when it accepted the message and recorded the parse's href.
+   * Not an attempt, so not in `ingress.as2.mdn_deliveries` (its dead letter is counted); `mdn-delivery.json` stays
+   * as the last attempt that came back left it. A record that does not decode has its dead letter alone.
    */
   function crashed(record: LogRecord): OutRecord[] {
     const letter = crashedLetter(record, deadLettering);

@@ -621,7 +621,10 @@ test('the CLI following a dead-letter replay through the API says once when the 
     const ctx = { out: (line: string) => said.push(`out ${line}`), err: (line: string) => said.push(line) } as unknown as CommandContext;
     const following = replayThroughApi(ctx, adminClient(api.url, FULL_TOKEN, 'ADMIN_URL'), 'dead-letters replay', '/api/v1/dead-letters/replay', { workflow: 'wf-hold-b' });
     const waiting = async () => ((await api.call('GET', '/api/v1/replays')).body.replays as any[]).some((j) => j.waitingOn?.replay === started.body.id);
-    while (!(await waiting())) await new Promise((resolve) => setTimeout(resolve, 50));
+    for (const deadline = Date.now() + 30_000; !(await waiting());) {
+      if (Date.now() > deadline) throw new Error('the second replay never showed waitingOn for the held one within 30 s');
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
     await new Promise((resolve) => setTimeout(resolve, 1_000)); // a few of the CLI's polls, still waiting: said once
     letGo();
     expect(await following).toBe(0);

@@ -18,6 +18,7 @@ import { replayOf } from '../../services/platform/log/replay-marking';
 import { startStallingProxy } from '../support/stalling-proxy';
 import { openReplayJobs } from '../../services/admin/replay-jobs';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
+import type { ObjectStore } from '../../services/platform/store/object-store';
 
 /**
  * The replay loop on a real Kafka broker (jest globalSetup starts one; TEST_KAFKA_BROKERS): where a topic written
@@ -63,7 +64,6 @@ const read = (topic: string, more: Partial<RefeedOptions> = {}) => refeed({
 }, {});
 beforeEach(() => { seen.length = 0; });
 
-
 /** The log whose first append lands and then throws, as a run killed before it saved its checkpoint sees it. */
 function diesAfterFirstAppend(log: EventLog): EventLog {
   let appends = 0;
@@ -75,6 +75,7 @@ function diesAfterFirstAppend(log: EventLog): EventLog {
     },
   });
 }
+
 test('partitions ending in a commit marker, in aborted records, or holding aborted records only are read to their end without waiting for quiet', async () => {
   const topic = await newTopic(3);
   await inTransaction(topic, 0, ['a0', 'a1', 'a2'], 'commit');
@@ -419,10 +420,15 @@ test('a dead-letter replay job that died with a batch announced, whose copy rete
   await plain.send({ topic: topics.received, messages: [{ value: 'traffic' }, { value: 'traffic' }] });
   const dataDir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-jobs-'));
   const dying = diesAfterFirstAppend(log);
-  const open = async (on: EventLog) => openReplayJobs({
-    log: on, dir: path.join(dataDir, 'replay'), context: { topics, codec, recordKey: 'workflow' }, logger: silentLogger, store: await openFilesystemStore(dataDir),
-    batchSize: 2, quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 1,
-  });
+  const stores: ObjectStore[] = [];
+  const open = async (on: EventLog) => {
+    const store = await openFilesystemStore(dataDir);
+    stores.push(store);
+    return openReplayJobs({
+      log: on, dir: path.join(dataDir, 'replay'), context: { topics, codec, recordKey: 'workflow' }, logger: silentLogger, store,
+      batchSize: 2, quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 1,
+    });
+  };
   try {
     // The first process: its first batch (letters 0 and 1) lands, and it dies before its checkpoint says so.
     const first = await open(dying);
@@ -449,6 +455,7 @@ test('a dead-letter replay job that died with a batch announced, whose copy rete
     });
     expect((await copiesIn(topics.received)).sort()).toEqual(['request 1', 'request 2', 'request 3']);
   } finally {
+    for (const store of stores) await store.close();
     rmSync(dataDir, { recursive: true, force: true });
   }
 }, 90_000);

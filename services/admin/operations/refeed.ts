@@ -127,6 +127,11 @@ export class CopiesUnknown extends Error {
   }
 }
 
+/** The line that names a record `unknownCopies: skip` skipped (the direct command's stderr; the CLI following a job). */
+export function unknownCopySkipped(what: string, topic: string, copy: string): string {
+  return `skipped ${what} (unknownCopies: skip): its copy to ${topic}, ${copy}, was announced by the last run and not found where retention has deleted records; it may have been appended, or not`;
+}
+
 function cutText(cut: CutPartition[]): string {
   return `the last run of this replay ended with a batch announced, and retention has since deleted records its copies may be among (${cut.map((c) => `${c.topic} partition ${c.partition}: announced at offset ${c.announced}, its first offset is now ${c.first}`).join('; ')}), so which of them were appended cannot be told`;
 }
@@ -510,7 +515,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         if (!landed.has(tag) && skipThrough && offset < BigInt(skipThrough[p] ?? '0')) {
           // Of the announced batch, its copy not found where retention deleted records: skipped, as decided.
           skip({ skip: UNKNOWN_COPY_SKIP, copy: tag, topic: copy.topic }, `${p}/${offset}`);
-          options.told?.(`skipped ${recordIdentity(record)} (unknownCopies: skip): its copy to ${copy.topic}, ${tag}, was announced by the last run and not found where retention has deleted records; it may have been appended, or not`);
+          options.told?.(unknownCopySkipped(recordIdentity(record), copy.topic, tag));
         } else {
           // Appended by the run that died before its checkpoint said so: replayed, once.
           if (!landed.has(tag)) {
@@ -649,7 +654,7 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
   const cut: CutPartition[] = [];
   for (const topic of Object.keys(appending)) {
     const firsts = new Map((await options.log.firstOffsets(topic)).map((p) => [p.partition, BigInt(p.offset)] as const));
-    for (const { partition, from, end } of scans.flat().filter((scan) => scan.topic === topic && scan.from < scan.end)) {
+    for (const { partition, from, end } of toRead.filter((scan) => scan.topic === topic)) {
       const first = firsts.get(partition) ?? 0n;
       if (first > from) cut.push({ topic, partition, announced: String(from), end: String(end), first: String(first) });
     }

@@ -1,5 +1,6 @@
 import { describeErrorAnswer, type AdminClient, type AdminAnswer } from '../../admin/client';
 import { ConfigError } from '../../platform/config/config';
+import { unknownCopySkipped } from '../../admin/operations/refeed';
 import type { CommandContext } from '../context';
 import { createProgress } from '../progress';
 
@@ -106,7 +107,7 @@ function waitingLine(id: string, w: WaitingOn): string {
 
 /** A skipped letter of a job's record (replay-jobs.ts), as one line. */
 function skippedLine(s: Record<string, string | null>): string {
-  if (s.skip === 'unknownCopies') return `skipped ${s.at} (unknownCopies: skip): its copy to ${s.topic}, ${s.copy}, was announced by the last run and not found where retention has deleted records; it may have been appended, or not`;
+  if (s.skip === 'unknownCopies') return unknownCopySkipped(s.at ?? '?', s.topic ?? '?', s.copy ?? '?');
   const why = s.skip === 'duplicates' ? `replayed by ${s.replayedBy} with dead letter ${s.replayedWith}` : 'not recorded: the replay ledger is full';
   return `skipped dead letter ${s.at}${s.requestId ? ` (request ${s.requestId})` : ''}: its original, ${s.original}, is ${why}`;
 }
