@@ -10,6 +10,9 @@ test('a number a double would change comes out as written: past 2^53, past its r
     expect({ n, out: decoded(`{"id":${n},"list":[${n}, ${n}]}`) }).toEqual({ n, out: `{"id":${n},"list":[${n},${n}]}` });
   }
   expect(decoded('123456789012345678901234567890')).toBe('123456789012345678901234567890');
+  // Whitespace of every kind between the punctuation (or the start) and the number, and a sign.
+  expect(decoded(' \r\n\t-1e400')).toBe('-1e400');
+  expect(decoded('{"a" :\n\t 12345678901234567890,\r\n"b":[\n-9007199254740993]}')).toBe('{"a":12345678901234567890,"b":[-9007199254740993]}');
 });
 
 test('numbers a double holds come out as before, whatever way they were written', () => {
