@@ -247,6 +247,35 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       expect((await readAll(await app.backends.store.get(out.picture))).equals(png)).toBe(true);
     });
 
+    maybe('multipart')('base64 and quoted-printable parts are decoded (files and fields); the file limit is on the decoded bytes; other encodings and bad base64 are 400', async () => {
+      const data = Buffer.from(Array.from({ length: 1024 * 1024 }, (_, i) => (i * 131) % 251));
+      const part = (headers: string[], value: string) => [`--b`, ...headers, '', value].join('\r\n');
+      const body = [
+        // Exactly MULTIPART_MAX_FILE_BYTES once decoded, a third more as sent, in 76-character lines.
+        part(['Content-Disposition: form-data; name="scan"; filename="scan.bin"', 'Content-Type: application/octet-stream', 'Content-Transfer-Encoding: base64'], data.toString('base64').replace(/.{76}/g, '$&\r\n')),
+        part(['Content-Disposition: form-data; name="letter"; filename="letter.txt"', 'Content-Transfer-Encoding: quoted-printable'], 'Gr=C3=BC=C3=9Fe aus =\r\nK=C3=B6ln'),
+        part(['Content-Disposition: form-data; name="note"', 'Content-Transfer-Encoding: Base64'], Buffer.from('schöne Grüße').toString('base64')),
+        part(['Content-Disposition: form-data; name="plain"', 'Content-Transfer-Encoding: 8bit'], 'as sent=41'),
+        '--b--', '',
+      ].join('\r\n');
+      const out = await output(await post('wf-plain', body, { 'content-type': 'multipart/form-data; boundary=b' })) as Record<string, string>;
+      expect({ note: out.note, plain: out.plain }).toEqual({ note: 'schöne Grüße', plain: 'as sent=41' });
+      expect((await readAll(await app.backends.store.get(out.scan))).equals(data)).toBe(true);
+      expect(await text(out.letter)).toBe('Grüße aus Köln');
+      const over = part(['Content-Disposition: form-data; name="scan"; filename="scan.bin"', 'Content-Transfer-Encoding: base64'], Buffer.concat([data, Buffer.from('!')]).toString('base64'));
+      const tooLarge = await post('wf-plain', `${over}\r\n--b--\r\n`, { 'content-type': 'multipart/form-data; boundary=b' });
+      expect({ status: tooLarge.status, answer: await tooLarge.json() }).toEqual({ status: 413, answer: { error: 'payload-too-large', message: 'The multipart body has a file larger than 1048576 bytes' } });
+      for (const [headers, value, detail] of [
+        ['Content-Disposition: form-data; name="f"; filename="a.uu"\r\nContent-Transfer-Encoding: x-uuencode', 'begin 644 a', 'a part has a Content-Transfer-Encoding other than base64, quoted-printable, 7bit, 8bit or binary'],
+        ['Content-Disposition: form-data; name="f"\r\nContent-Transfer-Encoding: gzip', 'x', 'a part has a Content-Transfer-Encoding other than base64, quoted-printable, 7bit, 8bit or binary'],
+        ['Content-Disposition: form-data; name="f"; filename="a.bin"\r\nContent-Transfer-Encoding: base64', 'aGVsbG8*', 'a base64 part holds characters outside the base64 alphabet'],
+        ['Content-Disposition: form-data; name="f"\r\nContent-Transfer-Encoding: base64', 'aGVsbG8=aGk=', 'a base64 part has data after its padding'],
+      ]) {
+        const res = await post('wf-plain', `--b\r\n${headers}\r\n\r\n${value}\r\n--b--\r\n`, { 'content-type': 'multipart/form-data; boundary=b' });
+        expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
+      }
+    });
+
     maybe('multipart')('a body cut off inside a file is 400, a file far over its limit 413, and the service lives on', async () => {
       // Both leave busboy with a file part open, which it fails when it is ended or destroyed; that
       // failure once went unheard and took the whole process down.

@@ -1,9 +1,10 @@
 import busboy from 'busboy';
-import { PassThrough, type Readable } from 'node:stream';
+import { PassThrough, Transform, type Readable } from 'node:stream';
 import type { ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, stagedMediaType, uniqueNamer } from '../staged-files';
 import { onceEither } from './once-either';
 import { parseMediaType } from './media-type';
+import { partDecoder, TransferEncodingError, type PartDecoder } from './transfer-encoding';
 
 /**
  * multipart/form-data, with busboy, always streaming. The receiver runs `scanMultipart` over the body
@@ -59,6 +60,32 @@ function fieldProblem(name: string | undefined, value: string | undefined): Mult
   return value === undefined ? undecodableField() : null;
 }
 
+const transferProblem = (error: unknown): MultipartError => {
+  if (error instanceof TransferEncodingError) return new MultipartError(`malformed multipart body: ${error.detail}`, 'malformed', error.detail);
+  throw error;
+};
+
+/** A part's decoder for its Content-Transfer-Encoding (null: the bytes as sent), or the reason there is none. */
+function decoderFor(encoding: string): PartDecoder | null | MultipartError {
+  try { return partDecoder(encoding); } catch (error) { return transferProblem(error); }
+}
+
+/**
+ * A text field's value with its transfer encoding undone. busboy has already read the encoded text (ASCII, in
+ * any charset busboy reads) as a string; the bytes it stands for are read as UTF-8, the form-data default
+ * (RFC 7578 §5.1.2): busboy does not pass the part's charset on.
+ */
+function decodedField(value: string, encoding: string): string | MultipartError {
+  const decoder = decoderFor(encoding);
+  if (decoder === null || decoder instanceof MultipartError) return decoder ?? value;
+  try {
+    const bytes = Buffer.concat([decoder.write(Buffer.from(value, 'utf8')), decoder.end()]);
+    return bytes.toString('utf8');
+  } catch (error) { return transferProblem(error); }
+}
+
+const fileTooLarge = (limits: MultipartLimits) => new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large');
+
 function open(contentType: string, limits: MultipartLimits): busboy.Busboy {
   try {
     return busboy({
@@ -66,8 +93,10 @@ function open(contentType: string, limits: MultipartLimits): busboy.Busboy {
       // File names may be raw UTF-8 (what browsers send) as well as RFC 5987 filename*.
       defParamCharset: 'utf8',
       // busboy calls a size limit hit when a part reaches it; ours are the most a part may have, so a
-      // part is over them at one byte more. Likewise for parts: every file and field may be there.
-      limits: { fileSize: limits.maxFileBytes + 1, files: limits.maxFiles, fields: limits.maxFields, fieldSize: limits.maxFieldBytes + 1, parts: limits.maxFiles + limits.maxFields + 1 },
+      // part is over them at one byte more. Likewise for parts: every file and field may be there. A file's
+      // limit is on what is stored, after its transfer encoding is undone, so it is counted here, not by busboy
+      // (which counts the bytes as sent); a field's is on the bytes as sent, which are what is held.
+      limits: { files: limits.maxFiles, fields: limits.maxFields, fieldSize: limits.maxFieldBytes + 1, parts: limits.maxFiles + limits.maxFields + 1 },
     });
   } catch (error) {
     throw new MultipartError(`multipart body cannot be read: ${(error as Error).message}`, 'malformed');
@@ -148,22 +177,36 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
     if (!bb) return resolve();
     bb.on('close', () => { closed = true; resolve(); });
     watch(bb, limits, (error) => { failure ??= error; resolve(); });
-    bb.on('file', (name, stream) => {
+    bb.on('file', (name, stream, info) => {
       seen++;
       if (name === undefined) failure ??= unnamedPart();
       else counted(jsonBytes(name) + FILE_ENTRY_BYTES);
-      stream.on('limit', () => { failure ??= new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large'); });
       // busboy fails a file part left open when it is ended or destroyed; the verdict is already known
       // (too large, or ended early), and an unheard 'error' would take the process down.
       stream.on('error', () => undefined);
-      stream.resume();
+      const decoder = decoderFor(info.encoding);
+      if (decoder instanceof MultipartError) { failure ??= decoder; stream.resume(); return; }
+      // The decoded bytes are counted and dropped: nothing of the file is kept.
+      let size = 0;
+      const add = (decoded: number) => { size += decoded; if (size > limits.maxFileBytes) failure ??= fileTooLarge(limits); };
+      stream.on('data', (chunk: Buffer) => {
+        if (failure) return;
+        try { add(decoder ? decoder.write(chunk).length : chunk.length); } catch (error) { failure ??= transferProblem(error); }
+      });
+      stream.on('end', () => {
+        if (failure || !decoder) return;
+        try { add(decoder.end().length); } catch (error) { failure ??= transferProblem(error); }
+      });
     });
     bb.on('field', (name, value, info) => {
       seen++;
       if (info.valueTruncated) failure ??= new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large');
       else failure ??= fieldProblem(name, value);
+      if (failure) return;
+      const decoded = decodedField(value, info.encoding);
+      if (decoded instanceof MultipartError) { failure = decoded; return; }
       // The name, the value and their punctuation (a repeated name's array costs no more than its name again).
-      if (!failure) counted(jsonBytes(name) + jsonBytes(value) + 2);
+      counted(jsonBytes(name) + jsonBytes(decoded) + 2);
     });
   });
   return {
@@ -219,9 +262,13 @@ export async function stageMultipart(
       if (info.valueTruncated) return fail(new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large'));
       const problem = fieldProblem(name, v);
       if (problem) return fail(problem);
-      add(name, v);
+      const decoded = decodedField(v, info.encoding);
+      if (decoded instanceof MultipartError) return fail(decoded);
+      add(name, decoded);
     });
-    const stage = (name: string, filename: string, stream: Readable, mimeType: string) => {
+    const stage = (name: string, filename: string, part: Readable, mimeType: string, decoder: PartDecoder | null) => {
+      const stream = part.pipe(storedBytes(decoder, limits, fail));
+      part.on('error', (error) => stream.destroy(error)); // pipe() does not pass a failure on
       const path = `${folder}/${nameFor(sanitizeFilename(filename))}`;
       // Recorded in the order the parts came; a failed upload fails the whole body anyway.
       files.push(path);
@@ -234,11 +281,12 @@ export async function stageMultipart(
     };
     bb.on('file', (name, stream, info) => {
       seen++;
-      stream.on('limit', () => fail(new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large')));
       // busboy fails a part left open when the body is given up; the body's own failure is the one reported.
       stream.on('error', () => undefined);
       if (name === undefined) { stream.resume(); return fail(unnamedPart()); }
-      if (info.filename) return stage(name, info.filename, stream, info.mimeType);
+      const decoder = decoderFor(info.encoding);
+      if (decoder instanceof MultipartError) { stream.resume(); return fail(decoder); }
+      if (info.filename) return stage(name, info.filename, stream, info.mimeType, decoder);
       // A file input left empty arrives with no file name and no bytes: nothing to stage. A part with
       // bytes but no file name (an empty filename="", a file by RFC 7578 as patched into busboy, and any
       // application/octet-stream part, which busboy counts as a file) is a file all the same, named after its field.
@@ -248,7 +296,7 @@ export async function stageMultipart(
         rest.write(first);
         stream.on('error', (error) => rest.destroy(error)); // pipe() does not pass a failure on
         stream.pipe(rest);
-        stage(name, name, rest, info.mimeType);
+        stage(name, name, rest, info.mimeType, decoder);
       });
     });
     bb.on('close', () => {
@@ -262,4 +310,28 @@ export async function stageMultipart(
   });
   await Promise.all(uploads);
   return { value: { ...value }, files };
+}
+
+/**
+ * A file's bytes as stored: its transfer encoding undone, chunk by chunk, and counted against the file limit
+ * (on what is stored, as the receiver's scan counted it). A malformed or oversized file fails the body.
+ */
+function storedBytes(decoder: PartDecoder | null, limits: MultipartLimits, fail: (error: Error) => void): Transform {
+  let size = 0;
+  const counted = (bytes: Buffer) => {
+    size += bytes.length;
+    if (size > limits.maxFileBytes) throw fileTooLarge(limits);
+    return bytes;
+  };
+  const settle = (callback: (error?: Error | null, data?: Buffer) => void, step: () => Buffer) => {
+    try { callback(null, counted(step())); } catch (error) {
+      const problem = error instanceof MultipartError ? error : transferProblem(error);
+      fail(problem);
+      callback(problem);
+    }
+  };
+  return new Transform({
+    transform(chunk: Buffer, _encoding, callback) { settle(callback, () => (decoder ? decoder.write(chunk) : chunk)); },
+    flush(callback) { settle(callback, () => (decoder ? decoder.end() : Buffer.alloc(0))); },
+  });
 }
