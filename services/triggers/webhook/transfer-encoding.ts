@@ -45,9 +45,10 @@ const PAD = 0x3d;
 
 /**
  * RFC 2045 §6.8. Whitespace and line breaks anywhere are skipped; any other byte outside the alphabet is
- * malformed (§6.8 lets a decoder ignore them, but here they mean the part is not base64 at all, and a
- * file silently decoded from half of it would be wrong). `=` only ends the data; a lone trailing
- * character (6 bits) cannot be a byte. Missing padding is accepted, as Node's own decoder does.
+ * malformed (§6.8 lets a decoder ignore them, but here they mean the part is not base64 at all, and a file
+ * silently decoded from half of it would be wrong; Node's own decoder skips them, which is why this one is written
+ * here). `=` only ends the data; a lone trailing character (6 bits) cannot be a byte. Missing padding is accepted,
+ * as Node's own decoder does.
  */
 function base64Decoder(): PartDecoder {
   const quantum = new Uint8Array(4);
