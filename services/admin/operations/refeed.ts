@@ -684,7 +684,9 @@ interface Look {
  *   now were the same at the append. Appended when that partition was not cut.
  * Where it cannot be known, it may be cut, and is skipped: no key (kafkajs spreads those round-robin), a log that
  * does not say, partitions added since the announcement, a topic not announced. A copy never names its partition
- * (OutRecord has no field for it): the partitioner always decides.
+ * (OutRecord has no field for it): the partitioner always decides. Not caught: partitions added less than the
+ * producer's metadata age (kafkajs: 5 minutes) before the died run's append, which it may have spread by the old
+ * count (docs/operations.md says so).
  */
 function mayBeCut(log: EventLog, appending: Record<string, Record<string, string>>, look: Look): (copy: OutRecord) => boolean {
   const cut = new Map<string, Set<number>>();
