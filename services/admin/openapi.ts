@@ -22,7 +22,7 @@ const ifNoneMatch = headerParam('If-None-Match', '*: create only, refused when t
 const CONDITIONAL = ['invalid-request', 'precondition-failed'] as const;
 const etag = { ETag: { description: 'The version of the document, for If-Match', schema: { type: 'string' } } };
 /** A replay's decision for copies retention may have deleted (refeed.ts CopiesUnknown); used only when that is the case. */
-const UNKNOWN_COPIES_FIELD = { type: 'string', enum: ['skip', 'append'], description: 'Only for a run that finds retention deleted records where its last run\'s announced batch may have landed (it fails without it): skip appends none of the copies not found, counted skipped (at most once); append appends them again (at least once). Ignored otherwise' };
+const UNKNOWN_COPIES_FIELD = { type: 'string', enum: ['skip', 'append'], description: 'Only for a run that finds retention deleted records where its last run\'s announced batch may have landed (it fails without it): skip appends none of the copies not found that may have gone where retention deleted records, counted skipped (at most once), and the others once; append appends them again (at least once). Ignored otherwise' };
 const tagged = <T extends object>(response: T) => ({ ...response, headers: etag });
 
 export function openApiDocument(): Record<string, unknown> {

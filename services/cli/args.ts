@@ -76,7 +76,7 @@ export function positionFlag(args: ParsedArgs, name: string, what: 'offset-or-ti
 export function unknownCopiesFlag(args: ParsedArgs): UnknownCopies | undefined {
   const v = stringFlag(args, 'unknown-copies');
   if (v === null) return undefined;
-  if (!UNKNOWN_COPIES.includes(v as UnknownCopies)) throw new UsageError(`--unknown-copies takes skip (append none of the copies not found: at most once) or append (append them again: at least once), not ${JSON.stringify(v)}`);
+  if (!UNKNOWN_COPIES.includes(v as UnknownCopies)) throw new UsageError(`--unknown-copies takes skip (append none of the copies not found that may have gone where retention deleted records: at most once) or append (append them again: at least once), not ${JSON.stringify(v)}`);
   return v as UnknownCopies;
 }
 

@@ -191,7 +191,7 @@ describe('bad input answers the JSON error shape', () => {
     expect(replay.status).toBe(400);
     expect(replay.body.problems).toEqual(['"extra" is not a field of a replay (topic, from, to, workflow, unknownCopies)']);
     // The decision for copies retention may have deleted (refeed.ts CopiesUnknown): skip or append, nothing else.
-    const decisionProblem = '"unknownCopies" takes "skip" or "append" ("drop" given): "skip" appends none of the copies not found (at most once), "append" appends them again (at least once)';
+    const decisionProblem = '"unknownCopies" takes "skip" or "append" ("drop" given): "skip" appends none of the copies not found that may have gone where retention deleted records (at most once), "append" appends them again (at least once)';
     for (const [route, body] of [
       ['/api/v1/replays/some-job/resume', { unknownCopies: 'drop' }],
       ['/api/v1/replays', { topic: app.topics.received, from: 0, unknownCopies: 'drop' }],

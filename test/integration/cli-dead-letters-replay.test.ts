@@ -187,7 +187,7 @@ test('dead-letters list names the original a replayed copy replays (replayOf), n
 test('--unknown-copies takes skip or append, and is for replays only', async () => {
   const ctx = { config: loadConfig({ DATA_DIR: dataDir }), env: {}, logger: silentLogger, out() {}, err() {}, runningService: async () => null } as unknown as CommandContext;
   const valued = ['stage', 'since', 'workflow', 'unknown-copies'];
-  await expect(deadLettersCommand(parseArgs(['replay', '--unknown-copies', 'drop'], valued), ctx)).rejects.toThrow('--unknown-copies takes skip (append none of the copies not found: at most once) or append (append them again: at least once), not "drop"');
+  await expect(deadLettersCommand(parseArgs(['replay', '--unknown-copies', 'drop'], valued), ctx)).rejects.toThrow('--unknown-copies takes skip (append none of the copies not found that may have gone where retention deleted records: at most once) or append (append them again: at least once), not "drop"');
   await expect(deadLettersCommand(parseArgs(['list', '--unknown-copies', 'skip'], valued), ctx)).rejects.toThrow('--unknown-copies is for replay');
   await expect(replayCommand(parseArgs([topics.received, '--from', '0', '--unknown-copies=both'], ['from', 'to', 'workflow', 'checkpoint', 'unknown-copies']), ctx)).rejects.toThrow('--unknown-copies takes skip');
 });

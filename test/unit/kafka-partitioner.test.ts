@@ -1,5 +1,5 @@
 import { Partitioners, type PartitionerArgs } from 'kafkajs';
-import { RememberingPartitioner } from '../../services/platform/log/kafka/partitioner';
+import { keyedPartition, RememberingPartitioner } from '../../services/platform/log/kafka/partitioner';
 
 const metadata = (n: number) => Array.from({ length: n }, (_, partitionId) => ({ partitionId, leader: 1, partitionErrorCode: 0, replicas: [1], isr: [1] }));
 const args = (key: string | Buffer | null, partitions: number, partition?: number): PartitionerArgs =>
@@ -24,4 +24,13 @@ test('a set partition, a Buffer key and no key are the default partitioner\'s bu
   expect(remembering(args('wf-1', 6, 4))).toBe(4);
   expect(remembering(args(Buffer.from('wf-1'), 6))).toBe(reference(args(Buffer.from('wf-1'), 6)));
   expect(remembering(args(null, 6))).toBeGreaterThanOrEqual(0);
+});
+
+test('keyedPartition (a replay rerun\'s EventLog.partitionFor) answers as the default partitioner for a key and a partition count', () => {
+  const reference = Partitioners.DefaultPartitioner();
+  for (const partitions of [1, 3, 7, 12]) {
+    for (let i = 0; i < 300; i++) expect(keyedPartition('ingress.received.v1', `wf-${i}`, partitions)).toBe(reference(args(`wf-${i}`, partitions)));
+  }
+  expect(keyedPartition('t', '', 5)).toBe(reference(args('', 5)));
+  expect(() => keyedPartition('t', 'wf-1', 0)).toThrow('a topic has at least one partition, not 0');
 });

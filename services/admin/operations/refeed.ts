@@ -43,8 +43,9 @@ import { recordIdentity } from '../../platform/log/replay-marking';
  * What the look cannot see: a copy that retention deleted before the rerun read it (Kafka's first offset moved past
  * where a partition ended at the announcement). Then the rerun cannot tell which copies landed, and fails
  * (CopiesUnknown) without appending, until the operator decides (`unknownCopies`) what becomes of the copies of
- * the announced batch it did not find: `skip` counts their records skipped (reason `unknownCopies`, listed among
- * the examples) and never appends them, at most once; `append` appends them again, at least once. Copies it did
+ * the announced batch it did not find: `skip` counts skipped (reason `unknownCopies`, listed among the examples)
+ * and never appends those whose copy may have gone to a cut partition, at most once, and appends once those whose
+ * copy was bound for a partition read whole (mayBeCut); `append` appends them again, at least once. Copies it did
  * find are never appended again either way. The announcement names where its batch ends in the source (`through`),
  * so that `skip` knows which records were in it; the decision is for one run (a run stopped before it passed them
  * leaves them announced, and the next one asks again), and a run without the refusal ignores it.
@@ -122,7 +123,7 @@ export interface CutPartition {
  */
 export class CopiesUnknown extends Error {
   constructor(readonly cut: CutPartition[]) {
-    super(`${cutText(cut)}; nothing was appended. Resume it deciding the copies not found: unknownCopies "skip" (--unknown-copies skip) counts their records skipped and appends none of them (at most once: one whose copy never landed is not replayed; they are listed as skipped), or "append" (--unknown-copies append) appends them again (at least once: a request whose copy landed and was deleted runs twice)`);
+    super(`${cutText(cut)}; nothing was appended. Resume it deciding the copies not found: unknownCopies "skip" (--unknown-copies skip) appends none of those that may have gone to these partitions, counting their records skipped (at most once: one whose copy never landed is not replayed; they are listed as skipped), and the others once, or "append" (--unknown-copies append) appends them again (at least once: a request whose copy landed and was deleted runs twice)`);
     this.name = 'CopiesUnknown';
   }
 }
@@ -363,6 +364,8 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   // Where `unknownCopies: skip` was decided: the records of the announced batch (up to these offsets) whose copy
   // was not found are skipped rather than appended.
   let skipThrough: Record<string, string> | null = null;
+  // Of those, the ones whose copy may have gone where retention deleted records: the rest are appended (mayBeCut).
+  let skips: (copy: OutRecord) => boolean = () => true;
   try {
     if (state.appending) {
       const look = await copiesLanded(options, state.appending, state.announcedAt ?? 0, state.run);
@@ -373,6 +376,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
           // An announcement of an older version does not say where its batch ended: what to skip is unknown.
           if (!state.through) throw new Error(`${cutText(look.cut)}; nothing was appended. Its announcement was saved by an older version, which did not record where the batch ends in ${source}, so unknownCopies "skip" cannot tell its records: resume it with unknownCopies "append" (--unknown-copies append)`);
           skipThrough = state.through;
+          skips = mayBeCut(log, state.appending, look);
         }
       }
     }
@@ -512,7 +516,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
       }
       if (copy && !('skip' in copy)) {
         const tag = `${state.run}/${recordIdentity(record)}`;
-        if (!landed.has(tag) && skipThrough && offset < BigInt(skipThrough[p] ?? '0')) {
+        if (!landed.has(tag) && skipThrough && offset < BigInt(skipThrough[p] ?? '0') && skips(copy)) {
           // Of the announced batch, its copy not found where retention deleted records: skipped, as decided.
           skip({ skip: UNKNOWN_COPY_SKIP, copy: tag, topic: copy.topic }, `${p}/${offset}`);
           options.told?.(unknownCopySkipped(recordIdentity(record), copy.topic, tag));
@@ -594,7 +598,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
  * began there, read every record since. Read before, they would miss retention during the scan (a reader whose
  * position was deleted is moved on to the new first offset, past copies it never saw).
  */
-async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<{ found: Set<string>; cut: CutPartition[] }> {
+async function copiesLanded(options: RefeedOptions, appending: Record<string, Record<string, string>>, announcedAt: number, run: string): Promise<Look> {
   const found = new Set<string>();
   const window = options.landingWindowMs ?? LANDING_WINDOW_MS;
   const wait = options.log.kind === 'kafka' ? announcedAt + window - Date.now() : 0;
@@ -659,7 +663,45 @@ async function copiesLanded(options: RefeedOptions, appending: Record<string, Re
       if (first > from) cut.push({ topic, partition, announced: String(from), end: String(end), first: String(first) });
     }
   }
-  return { found, cut };
+  return { found, cut, partitions: new Map(scans.map((topic, i) => [Object.keys(appending)[i], topic.map((p) => p.partition)])) };
+}
+
+/** What a rerun's look found: the copies that landed, the partitions retention cut, each announced topic's partitions now. */
+interface Look {
+  found: Set<string>;
+  cut: CutPartition[];
+  partitions: Map<string, number[]>;
+}
+
+/**
+ * Under `unknownCopies: skip`, whether a copy of the announced batch that the look did not find may have landed
+ * where retention deleted records (it is skipped), rather than in a partition read whole from the announcement,
+ * where not found means never appended (it is appended: once, not lost). The copy's topic and key tell:
+ * - a topic none of whose partitions was cut was read whole: appended, whatever its key;
+ * - else its partition is the log's answer for its key and the topic's partition count (EventLog.partitionFor,
+ *   the producer's own partitioner), when the topic has the partitions it had at the announcement: the
+ *   announcement names every partition then (its end offsets), and Kafka only adds partitions, so the same ones
+ *   now were the same at the append. Appended when that partition was not cut.
+ * Where it cannot be known, it may be cut, and is skipped: no key (kafkajs spreads those round-robin), a log that
+ * does not say, partitions added since the announcement, a topic not announced. A copy never names its partition
+ * (OutRecord has no field for it): the partitioner always decides. Not caught: partitions added less than the
+ * producer's metadata age (kafkajs: 5 minutes) before the died run's append, which it may have spread by the old
+ * count (docs/operations.md says so).
+ */
+function mayBeCut(log: EventLog, appending: Record<string, Record<string, string>>, look: Look): (copy: OutRecord) => boolean {
+  const cut = new Map<string, Set<number>>();
+  for (const c of look.cut) cut.set(c.topic, (cut.get(c.topic) ?? new Set()).add(c.partition));
+  const ids = (partitions: Iterable<string | number>) => [...partitions].map(Number).sort((a, b) => a - b).join(',');
+  return (copy) => {
+    const announced = appending[copy.topic];
+    if (!announced) return true;
+    const cutHere = cut.get(copy.topic);
+    if (!cutHere) return false;
+    const now = look.partitions.get(copy.topic) ?? [];
+    const unchanged = now.length > 0 && ids(now) === ids(Object.keys(announced)) && ids(now) === ids(now.map((_, i) => i));
+    if (copy.key === null || !log.partitionFor || !unchanged) return true;
+    return cutHere.has(log.partitionFor(copy.topic, copy.key, now.length));
+  };
 }
 
 /**

@@ -49,7 +49,7 @@ export function replayDecision(body: Record<string, unknown>, problems: string[]
   const v = body.unknownCopies;
   if (v === undefined || v === null) return {};
   if (typeof v !== 'string' || !UNKNOWN_COPIES.includes(v as UnknownCopies)) {
-    problems.push(`"unknownCopies" takes ${UNKNOWN_COPIES.map((d) => `"${d}"`).join(' or ')} (${JSON.stringify(v)?.slice(0, 40)} given): "skip" appends none of the copies not found (at most once), "append" appends them again (at least once)`);
+    problems.push(`"unknownCopies" takes ${UNKNOWN_COPIES.map((d) => `"${d}"`).join(' or ')} (${JSON.stringify(v)?.slice(0, 40)} given): "skip" appends none of the copies not found that may have gone where retention deleted records (at most once), "append" appends them again (at least once)`);
     return {};
   }
   return { unknownCopies: v as UnknownCopies };

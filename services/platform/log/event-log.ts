@@ -160,6 +160,13 @@ export interface EventLog {
    * everything, so 0.
    */
   firstOffsets(topic: string): Promise<PartitionOffset[]>;
+  /**
+   * The partition append() gives a record with this key in `topic` when it has `partitionCount` partitions: a pure
+   * function of the three on Kafka (the producer's own partitioner, partitioner.ts), so a replay's rerun knows where
+   * a copy it did not find was bound (refeed.ts, `unknownCopies: skip`). Absent where a log does not say (the
+   * embedded log, which never deletes records, so never asks); a record without a key has no such partition.
+   */
+  partitionFor?(topic: string, key: string, partitionCount: number): number;
   /** Records of the topic the group has not committed yet, over all partitions (for the lag metric). */
   consumerLag(group: string, topic: string): Promise<number>;
   /** Per partition, the offset of the first record at or after the time (the end where there is none). */

@@ -3,6 +3,7 @@ import { EventLogError, type EventLog, type StageHandle, type StageOptions } fro
 import { silentLogger, type Logger } from '../../logger/logger';
 import { abandonedSendMs, CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
 import { createKafkaClient, DEFAULT_CONNECTION_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, unavailable } from './kafka-client';
+import { keyedPartition } from './partitioner';
 import { readTopic } from './reader';
 import { applyTopics, createTopicsAndWait, missingTopics, type TopicApplyOptions, type TopicApplyResult } from './topic-admin';
 import type { TopicSpec } from '../topics';
@@ -44,6 +45,7 @@ export interface KafkaEventLog extends EventLog {
   readonly kind: 'kafka';
   /** Group-commit counters of append(): how many produce requests carried how many appends. */
   stats(): AppendStats;
+  partitionFor(topic: string, key: string, partitionCount: number): number;
   /** `ingress topics apply`: create or update the topics as specified (topic-admin.ts). */
   applyTopics(specs: TopicSpec[], options: TopicApplyOptions): Promise<TopicApplyResult[]>;
 }
@@ -198,6 +200,8 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
 
     endOffsets: (topic) => topicOffsets(topic, 'high'),
     firstOffsets: (topic) => topicOffsets(topic, 'low'),
+
+    partitionFor: (topic, key, partitionCount) => keyedPartition(topic, key, partitionCount),
 
     async consumerLag(group, topic) {
       ensureOpen();
