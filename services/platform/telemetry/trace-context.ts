@@ -1,4 +1,4 @@
-import { context, propagation, trace, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { context, INVALID_SPAN_CONTEXT, isSpanContextValid, propagation, ProxyTracerProvider, trace, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 
 /**
@@ -18,6 +18,38 @@ const getter = {
 const processTracer = trace.getTracer('inbound-event-ingress');
 export const tracer = () => processTracer;
 
+/**
+ * Whether no SDK has registered a tracer provider (no OTEL_* variables: sdk.ts). Then every span is a non-recording
+ * one that only holds a span context, and no context manager runs; building contexts to carry it, as the API does,
+ * cost 1.5 µs a record in each stage (the exact-number JSON parse costs less), so the stages' spans skip it then:
+ * `inConsumerSpan` hands the handler a span wrapping the record's own span context, and `spanTraceHeaders` writes
+ * it straight back, the same text the propagator would write (a unit test compares them on every kind of header).
+ */
+const NO_SDK = new ProxyTracerProvider().getDelegate();
+function tracingOff(): boolean {
+  const provider = trace.getTracerProvider();
+  return provider instanceof ProxyTracerProvider && provider.getDelegate() === NO_SDK;
+}
+
+/**
+ * A `traceparent` the fast path takes as it is: version 00 in lower-case hex, sampled or not, nonzero ids. Anything
+ * else (another version or flag, upper case, a `tracestate` beside it) goes through the propagator, whose parse
+ * and rewrite of it the fast path would otherwise have to copy.
+ */
+const PLAIN_TRACEPARENT = /^00-([0-9a-f]{32})-([0-9a-f]{16})-0([01])$/;
+
+/** Without an SDK: the span the API would give a stage for these headers, or undefined where only the API can tell. */
+function carriedSpan(headers: Record<string, string>): Span | undefined {
+  if (headers.tracestate !== undefined) return undefined;
+  const traceparent = headers.traceparent;
+  if (traceparent === undefined) return NO_PARENT;
+  const match = PLAIN_TRACEPARENT.exec(traceparent);
+  if (!match || match[1] === INVALID_SPAN_CONTEXT.traceId || match[2] === INVALID_SPAN_CONTEXT.spanId) return undefined;
+  return trace.wrapSpanContext({ traceId: match[1], spanId: match[2], traceFlags: Number(match[3]), isRemote: true });
+}
+/** The API's span for a record without a trace: it holds the invalid span context, and does nothing. */
+const NO_PARENT = trace.wrapSpanContext(INVALID_SPAN_CONTEXT);
+
 export function traceHeaders(ctx: Context = context.active()): Record<string, string> {
   const carrier: Record<string, string> = {};
   w3c.inject(ctx, carrier, setter);
@@ -32,6 +64,12 @@ export function traceHeaders(ctx: Context = context.active()): Record<string, st
  * input's trace context unchanged, as a W3C intermediary that does not trace passes it on.
  */
 export function spanTraceHeaders(span: Span): Record<string, string> {
+  const spanContext = span.spanContext();
+  if (!isSpanContextValid(spanContext)) return {};
+  // Without an SDK nothing can suppress tracing, and a fast-path span has no trace state (carriedSpan).
+  if (tracingOff() && spanContext.traceState === undefined && (spanContext.traceFlags === 0 || spanContext.traceFlags === 1)) {
+    return { traceparent: `00-${spanContext.traceId}-${spanContext.spanId}-0${spanContext.traceFlags}` };
+  }
   return traceHeaders(trace.setSpan(context.active(), span));
 }
 
@@ -56,6 +94,8 @@ export async function inConsumerSpan<T>(
   attributes: Record<string, string | number>,
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
+  const carried = tracingOff() ? carriedSpan(headers) : undefined;
+  if (carried) return fn(carried);
   const parent = contextFromHeaders(headers);
   return tracer().startActiveSpan(name, { kind: SpanKind.CONSUMER, attributes }, parent, async (span) => {
     try {
@@ -76,6 +116,8 @@ function failed(span: Span, error: unknown): void {
 
 /** `inConsumerSpan` for work that does not wait: a stage's batch loop runs it with no promise per record. */
 export function inConsumerSpanSync<T>(name: string, headers: Record<string, string>, attributes: Record<string, string | number>, fn: (span: Span) => T): T {
+  const carried = tracingOff() ? carriedSpan(headers) : undefined;
+  if (carried) return fn(carried);
   const parent = contextFromHeaders(headers);
   return tracer().startActiveSpan(name, { kind: SpanKind.CONSUMER, attributes }, parent, (span) => {
     try {
