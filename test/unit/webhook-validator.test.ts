@@ -1,4 +1,7 @@
 import { createHash, generateKeyPairSync, sign } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
 import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { scanMultipart, stageMultipart } from '../../services/triggers/webhook/multipart';
@@ -6,6 +9,8 @@ import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../../services/tri
 import type { InboundRequest } from '../../services/triggers/trigger';
 import { parseCredentialDocument } from '../../services/platform/registry/documents';
 import { createLogger } from '../../services/platform/logger/logger';
+import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
+import { readObject } from '../../services/platform/store/object-store';
 
 /** The receiver-side check of compressed bodies holds each kind to the bound its decoder will hold it to. */
 const trigger = createWebhookTrigger({ ...DEFAULT_WEBHOOK_LIMITS, maxInflatedBytes: 4 * 1024 * 1024, maxInMemoryBytes: 1024 * 1024 });
@@ -88,6 +93,42 @@ test("the decoder's multipart reading ignores the epilogue after the close delim
   const text = '--b\r\nContent-Disposition: form-data; name="keep"\r\n\r\nkept\r\n--b--\r\nepilogue\r\n--b\r\nContent-Type: text/plain\r\n\r\nquoted\r\n';
   const staged = await stageMultipart(Readable.from([Buffer.from(text, 'latin1')]), 'multipart/form-data; boundary=b', DEFAULT_WEBHOOK_LIMITS.multipart, null as never, 'trigger/wf/x');
   expect(staged.value).toEqual({ keep: 'kept' });
+});
+
+test("the decoder's multipart reading keeps the parts' order when a file without a file name is followed by parts in the same chunk", async () => {
+  // Found by test/unit/multipart-fuzz.test.ts: such a file was added at its first byte, after every later part of
+  // the chunk, so a repeated name's array (and which file got ` (2)`) depended on how the body was chunked.
+  const dir = mkdtempSync(path.join(tmpdir(), 'multipart-order-'));
+  try {
+    const store = await openFilesystemStore(dir);
+    const text = '--b\r\nContent-Disposition: form-data; name="doc"\r\nContent-Type: application/octet-stream\r\n\r\nfirst\r\n'
+      + '--b\r\nContent-Disposition: form-data; name="doc"; filename="doc"\r\n\r\nsecond\r\n'
+      + '--b\r\nContent-Disposition: form-data; name="doc"\r\n\r\nthird\r\n--b--\r\n';
+    for (const chunks of [[text], [...text]]) {
+      const folder = `trigger/wf/${chunks.length}`;
+      const staged = await stageMultipart(Readable.from(chunks.map((c) => Buffer.from(c, 'latin1'))), 'multipart/form-data; boundary=b', DEFAULT_WEBHOOK_LIMITS.multipart, store, folder);
+      expect(staged).toEqual({ value: { doc: [`${folder}/doc`, `${folder}/doc (2)`, 'third'] }, files: [`${folder}/doc`, `${folder}/doc (2)`] });
+      expect((await readObject(store, `${folder}/doc`)).toString()).toBe('first');
+    }
+    await store.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("a multipart body busboy cannot read is refused with words of our own, not a bare 'malformed'", async () => {
+  const scanned = async (text: string, contentType = 'multipart/form-data; boundary=b') => {
+    const scan = scanMultipart(contentType, DEFAULT_WEBHOOK_LIMITS.multipart);
+    scan.write(Buffer.from(text, 'latin1'));
+    return scan.end();
+  };
+  const part = '--b\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n';
+  expect(await scanned(part)).toMatchObject({ kind: 'malformed', publicDetail: 'it ends before its close delimiter (--boundary--)' });
+  expect(await scanned(`${part}--b\r\nContent-Disposition: form-data; name="a"\r\n\r\n`)).toMatchObject({ kind: 'malformed', publicDetail: 'it ends before its close delimiter (--boundary--)' });
+  expect(await scanned(`--b\r\n${'x'.repeat(20)}\r\n\r\n1\r\n--b--\r\n`)).toMatchObject({ kind: 'malformed', publicDetail: "a part's header section is malformed" });
+  expect(await scanned(part, 'multipart/form-data')).toMatchObject({ kind: 'malformed', publicDetail: 'its Content-Type has no boundary parameter' });
+  await expect(stageMultipart(Readable.from([Buffer.from(part)]), 'multipart/form-data; boundary=b', DEFAULT_WEBHOOK_LIMITS.multipart, null as never, 'trigger/wf/x'))
+    .rejects.toMatchObject({ kind: 'malformed', publicDetail: 'it ends before its close delimiter (--boundary--)' });
 });
 
 test("a signed body whose read-back for the streaming checks failed is still inflated no further than the decoder's bound when measured", async () => {

@@ -99,7 +99,7 @@ function open(contentType: string, limits: MultipartLimits): busboy.Busboy {
       limits: { files: limits.maxFiles, fields: limits.maxFields, fieldSize: limits.maxFieldBytes + 1, parts: limits.maxFiles + limits.maxFields + 1 },
     });
   } catch (error) {
-    throw new MultipartError(`multipart body cannot be read: ${(error as Error).message}`, 'malformed');
+    throw new MultipartError(`multipart body cannot be read: ${(error as Error).message}`, 'malformed', busboyProblem((error as Error).message));
   }
 }
 
@@ -110,7 +110,20 @@ function watch(bb: busboy.Busboy, limits: MultipartLimits, settle: Settle) {
   bb.on('filesLimit', () => settle(new MultipartError(`more than ${limits.maxFiles} files`, 'too-large')));
   bb.on('fieldsLimit', () => settle(new MultipartError(`more than ${limits.maxFields} fields`, 'too-large')));
   bb.on('partsLimit', () => settle(new MultipartError('too many parts', 'too-large')));
-  bb.on('error', (error: Error) => settle(new MultipartError(`malformed multipart body: ${error.message}`, 'malformed')));
+  bb.on('error', (error: Error) => settle(new MultipartError(`malformed multipart body: ${error.message}`, 'malformed', busboyProblem(error.message))));
+}
+
+const endedEarly = 'it ends before its close delimiter (--boundary--)';
+
+/**
+ * busboy's error messages (1.6, its own words, no partner text) said in ours, so that the answer says why: without
+ * a publicDetail it would only say "malformed".
+ */
+function busboyProblem(message: string): string {
+  if (message === 'Malformed part header') return "a part's header section is malformed";
+  if (message === 'Unexpected end of form' || message === 'Unexpected end of file') return endedEarly;
+  if (message.includes('Boundary not found')) return 'its Content-Type has no boundary parameter';
+  return 'it cannot be read as multipart/form-data';
 }
 
 /**
@@ -222,7 +235,7 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
       if (failure) { bb?.destroy(); return failure; }
       if (bb) bb.end();
       await done;
-      if (!failure && bb && !closed) failure = new MultipartError('malformed multipart body: it ended early', 'malformed');
+      if (!failure && bb && !closed) failure = new MultipartError('malformed multipart body: it ended early', 'malformed', endedEarly);
       if (!failure && delimiters && delimiters.parts > seen) failure = unnamedPart();
       return failure;
     },
@@ -241,17 +254,17 @@ export async function stageMultipart(
   folder: string,
 ): Promise<{ value: Record<string, FormValue>; files: string[] }> {
   const bb = open(contentType, limits);
-  const value: Record<string, FormValue> = Object.create(null);
-  const files: string[] = [];
+  /**
+   * Each part's place, taken when busboy reports it: a file without a file name is only known to be one at its first
+   * byte, which comes after every later part busboy read from the same chunk; added then, it would move behind them.
+   */
+  const entries: Array<{ name: string; value: string; file: boolean } | null> = [];
   const uploads: Promise<void>[] = [];
   const nameFor = uniqueNamer();
   const boundary = parseMediaType(contentType).params.boundary;
   const delimiters = boundary ? delimiterCounter(boundary) : null;
   let seen = 0;
-  const add = (name: string, v: string) => {
-    const existing = value[name];
-    value[name] = existing === undefined ? v : Array.isArray(existing) ? [...existing, v] : [existing, v];
-  };
+  const place = () => entries.push(null) - 1;
   await new Promise<void>((resolve, reject) => {
     let failure: Error | null = null;
     // A store failure keeps its own error (transient: the decoder retries); framing errors are MultipartErrors.
@@ -264,15 +277,13 @@ export async function stageMultipart(
       if (problem) return fail(problem);
       const decoded = decodedField(v, info.encoding);
       if (decoded instanceof MultipartError) return fail(decoded);
-      add(name, decoded);
+      entries[place()] = { name, value: decoded, file: false };
     });
-    const stage = (name: string, filename: string, part: Readable, mimeType: string, decoder: PartDecoder | null) => {
+    const stage = (at: number, name: string, path: string, part: Readable, mimeType: string, decoder: PartDecoder | null) => {
       const stream = part.pipe(storedBytes(decoder, limits, fail));
       part.on('error', (error) => stream.destroy(error)); // pipe() does not pass a failure on
-      const path = `${folder}/${nameFor(sanitizeFilename(filename))}`;
       // Recorded in the order the parts came; a failed upload fails the whole body anyway.
-      files.push(path);
-      add(name, path);
+      entries[at] = { name, value: path, file: true };
       // busboy already gives two lower-case tokens (text/plain for a type it cannot read); cleaned all the same, as
       // every other staged file is, so what is stored does not hang on its parser.
       const upload = store.put(path, stream, { contentType: stagedMediaType(mimeType), maxBytes: limits.maxFileBytes }).then(() => undefined);
@@ -286,7 +297,11 @@ export async function stageMultipart(
       if (name === undefined) { stream.resume(); return fail(unnamedPart()); }
       const decoder = decoderFor(info.encoding);
       if (decoder instanceof MultipartError) { stream.resume(); return fail(decoder); }
-      if (info.filename) return stage(name, info.filename, stream, info.mimeType, decoder);
+      // Named now, in the order the parts came, so that which of two same-named files gets ` (2)` does not hang on
+      // the chunking (a file input left empty below keeps its name unused).
+      const at = place();
+      const path = `${folder}/${nameFor(sanitizeFilename(info.filename || name))}`;
+      if (info.filename) return stage(at, name, path, stream, info.mimeType, decoder);
       // A file input left empty arrives with no file name and no bytes: nothing to stage. A part with
       // bytes but no file name (an empty filename="", a file by RFC 7578 as patched into busboy, and any
       // application/octet-stream part, which busboy counts as a file) is a file all the same, named after its field.
@@ -296,7 +311,7 @@ export async function stageMultipart(
         rest.write(first);
         stream.on('error', (error) => rest.destroy(error)); // pipe() does not pass a failure on
         stream.pipe(rest);
-        stage(name, name, rest, info.mimeType, decoder);
+        stage(at, name, path, rest, info.mimeType, decoder);
       });
     });
     bb.on('close', () => {
@@ -309,7 +324,13 @@ export async function stageMultipart(
     body.pipe(bb);
   });
   await Promise.all(uploads);
-  return { value: { ...value }, files };
+  const value: Record<string, FormValue> = Object.create(null);
+  for (const entry of entries) {
+    if (!entry) continue;
+    const existing = value[entry.name];
+    value[entry.name] = existing === undefined ? entry.value : Array.isArray(existing) ? [...existing, entry.value] : [existing, entry.value];
+  }
+  return { value: { ...value }, files: entries.flatMap((entry) => (entry?.file ? [entry.value] : [])) };
 }
 
 /**
