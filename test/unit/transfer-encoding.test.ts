@@ -33,12 +33,19 @@ describe('a part\'s Content-Transfer-Encoding', () => {
     expect(refusal('aGVsbG8=\r\n-- signature')).toBe('a base64 part holds characters outside the base64 alphabet');
     expect(refusal('aGVsbG8=aGVsbG8=')).toBe('a base64 part has data after its padding');
     expect(refusal('aGVsb')).toBe('a base64 part ends in the middle of a byte');
-    expect(refusal('=')).toBe('a base64 part holds characters outside the base64 alphabet');
+    // Padding only where a quantum of two or three characters ends, and only as much as it lacks.
+    for (const misplaced of ['=', 'QUJD=', 'QQ===', 'QUI==', 'Q=Q=']) expect({ misplaced, detail: refusal(misplaced) }).toEqual({ misplaced, detail: 'a base64 part has padding (=) where no quantum ends' });
+    for (const [padded, text] of [['QQ==', 'A'], ['QUI=', 'AB'], ['QQ=\r\n=', 'A']]) expect(decode(partDecoder('base64')!, padded, 1).toString()).toBe(text);
   });
 
   test('quoted-printable: escapes, soft line breaks (CRLF or LF) across chunk seams; a stray = is kept', () => {
     const text = 'K=C3=B6ln =\r\nist =\nsch=C3=B6n=20\r\na=b =XY end=';
     const expected = Buffer.concat([Buffer.from('Köln ist schön \r\na=b =XY end=')]);
     for (const size of [1, 2, 3, 7, 100]) expect(decode(partDecoder('Quoted-Printable')!, text, size).equals(expected)).toBe(true);
+    // Transport padding between a soft break's = and its line end (RFC 2045 §6.7 rule 5); too long a run, or one
+    // not ending the line, keeps the = as it is.
+    const padded = `a= \t \r\nb=  \nc= d=${' '.repeat(1200)}\r\ne`;
+    const out = `abc= d=${' '.repeat(1200)}\r\ne`;
+    for (const size of [1, 2, 5, 64, 2000]) expect({ size, out: decode(partDecoder('quoted-printable')!, padded, size).toString('latin1') }).toEqual({ size, out });
   });
 });

@@ -149,3 +149,36 @@ test("a signed body whose read-back for the streaming checks failed is still inf
   expect(await inspect(gzipSync(Buffer.alloc(8 * 1024 * 1024, 0x20)).subarray(0, 1000))).toBe(400);
   expect(await inspect(gzipSync('{"a":1}'))).toBe('accepted');
 });
+
+test("a file the decoder refuses while the store has not begun reading it fails the body, and nothing is left unheard", async () => {
+  const unheard: unknown[] = [];
+  const listener = (error: unknown) => unheard.push(error);
+  process.on('uncaughtException', listener);
+  try {
+    // A store that refuses before it reads: the decoded file's stream has no reader when the bad base64 arrives.
+    const store = { put: async () => { throw new Error('store down'); } } as unknown as Parameters<typeof stageMultipart>[3];
+    const part = `--b\r\nContent-Disposition: form-data; name="f"; filename="a"\r\nContent-Transfer-Encoding: base64\r\n\r\n${'QUJD'.repeat(5000)}*${'QUJD'.repeat(5000)}\r\n--b--\r\n`;
+    const chunks = Buffer.from(part).reduce<Buffer[]>((all, _, i, bytes) => (i % 1000 === 0 ? [...all, bytes.subarray(i, i + 1000)] : all), []);
+    await expect(stageMultipart(Readable.from(chunks), 'multipart/form-data; boundary=b', { maxFileBytes: 100_000, maxFiles: 3, maxFields: 5, maxFieldBytes: 200 }, store, 'trigger/x')).rejects.toThrow();
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(unheard).toEqual([]);
+  } finally {
+    process.off('uncaughtException', listener);
+  }
+});
+
+test("a base64 or quoted-printable text field whose bytes are not UTF-8 is refused by the scan and the decoder alike, not read as U+FFFD", async () => {
+  const body = Buffer.from('--b\r\nContent-Disposition: form-data; name="city"\r\nContent-Type: text/plain; charset=iso-8859-1\r\nContent-Transfer-Encoding: quoted-printable\r\n\r\nK=F6ln\r\n--b--\r\n');
+  const limits = { maxFileBytes: 1000, maxFiles: 3, maxFields: 5, maxFieldBytes: 200 };
+  const detail = 'a base64 or quoted-printable text field does not decode to UTF-8 (send the field as 8bit in its charset, or as a file)';
+  const scan = scanMultipart('multipart/form-data; boundary=b', limits);
+  scan.write(body);
+  expect((await scan.end())?.publicDetail).toBe(detail);
+  const dir = mkdtempSync(path.join(tmpdir(), 'qp-field-'));
+  try {
+    const store = await openFilesystemStore(dir);
+    await expect(stageMultipart(Readable.from([body]), 'multipart/form-data; boundary=b', limits, store, 'trigger/x')).rejects.toMatchObject({ publicDetail: detail });
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});

@@ -73,16 +73,24 @@ function decoderFor(encoding: string): PartDecoder | null | MultipartError {
 /**
  * A text field's value with its transfer encoding undone. busboy has already read the encoded text (ASCII, in
  * any charset busboy reads) as a string; the bytes it stands for are read as UTF-8, the form-data default
- * (RFC 7578 §5.1.2): busboy does not pass the part's charset on.
+ * (RFC 7578 §5.1.2): busboy does not pass the part's charset on. Bytes that are not UTF-8 (a Latin-1 field sent
+ * quoted-printable) are refused rather than read as U+FFFD, which would lose them.
  */
 function decodedField(value: string, encoding: string): string | MultipartError {
   const decoder = decoderFor(encoding);
   if (decoder === null || decoder instanceof MultipartError) return decoder ?? value;
+  let bytes: Buffer;
   try {
-    const bytes = Buffer.concat([decoder.write(Buffer.from(value, 'utf8')), decoder.end()]);
-    return bytes.toString('utf8');
+    bytes = Buffer.concat([decoder.write(Buffer.from(value, 'utf8')), decoder.end()]);
   } catch (error) { return transferProblem(error); }
+  try {
+    return STRICT_UTF8.decode(bytes);
+  } catch {
+    const detail = 'a base64 or quoted-printable text field does not decode to UTF-8 (send the field as 8bit in its charset, or as a file)';
+    return new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
+  }
 }
+const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 const fileTooLarge = (limits: MultipartLimits) => new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large');
 
@@ -345,14 +353,21 @@ function storedBytes(decoder: PartDecoder | null, limits: MultipartLimits, fail:
     return bytes;
   };
   const settle = (callback: (error?: Error | null, data?: Buffer) => void, step: () => Buffer) => {
-    try { callback(null, counted(step())); } catch (error) {
+    let out: Buffer;
+    try { out = counted(step()); } catch (error) {
       const problem = error instanceof MultipartError ? error : transferProblem(error);
       fail(problem);
-      callback(problem);
+      return callback(problem);
     }
+    // Outside the try: a throw from downstream is not this part's fault, and the callback must run once.
+    callback(null, out);
   };
-  return new Transform({
+  const transform = new Transform({
     transform(chunk: Buffer, _encoding, callback) { settle(callback, () => (decoder ? decoder.write(chunk) : chunk)); },
     flush(callback) { settle(callback, () => (decoder ? decoder.end() : Buffer.alloc(0))); },
   });
+  // Its failure already went to fail(); a store that has not yet listened (one that refuses before reading) must
+  // not leave it unheard, which would end the process.
+  transform.on('error', () => undefined);
+  return transform;
 }

@@ -53,7 +53,7 @@ const PAD = 0x3d;
 function base64Decoder(): PartDecoder {
   const quantum = new Uint8Array(4);
   let held = 0;
-  let padded = false;
+  let pads = 0;
   const malformed = () => new TransferEncodingError('a base64 part holds characters outside the base64 alphabet');
   return {
     write(chunk) {
@@ -63,11 +63,12 @@ function base64Decoder(): PartDecoder {
         const value = BASE64[byte];
         if (value === -1) continue;
         if (byte === PAD) {
-          if (held < 2) throw malformed();
-          padded = true;
+          // Two sextets held end in `==`, three in `=`: padding anywhere else, or more of it, is not base64.
+          if (held < 2 || pads >= 4 - held) throw new TransferEncodingError('a base64 part has padding (=) where no quantum ends');
+          pads++;
           continue;
         }
-        if (value === -2 || padded) throw value === -2 ? malformed() : new TransferEncodingError('a base64 part has data after its padding');
+        if (value === -2 || pads > 0) throw value === -2 ? malformed() : new TransferEncodingError('a base64 part has data after its padding');
         quantum[held++] = value;
         if (held === 4) {
           out[n++] = (quantum[0] << 2) | (quantum[1] >> 4);
@@ -88,13 +89,18 @@ function base64Decoder(): PartDecoder {
   };
 }
 
+/** The longest line RFC 5322 allows: padding after a soft break's `=` is looked through up to this. */
+const MAX_LINE = 998;
+
 const hex = (byte: number) => (byte >= 0x30 && byte <= 0x39 ? byte - 0x30 : byte >= 0x41 && byte <= 0x46 ? byte - 0x37 : byte >= 0x61 && byte <= 0x66 ? byte - 0x57 : -1);
 
 /**
- * RFC 2045 §6.7: `=XX` is a byte, `=` at a line end (CRLF, or a bare LF) a soft line break. An `=` followed by
- * anything else is kept as it is, as §6.7 (note 1) advises, rather than refused. Trailing whitespace is kept:
- * its deletion (rule 3) is for mail gateways that pad lines, which HTTP has not, and encoders write a
- * meaningful trailing space as `=20`. At most two bytes after an `=` are carried to the next chunk.
+ * RFC 2045 §6.7: `=XX` is a byte, `=` at a line end (CRLF, or a bare LF) a soft line break, spaces and tabs
+ * between the two included (transport padding, rule 5). An `=` followed by anything else is kept as it is, as §6.7
+ * (note 1) advises, rather than refused. Other trailing whitespace is kept: its deletion (rule 3) is for mail
+ * gateways that pad lines, which HTTP has not, and encoders write a meaningful trailing space as `=20`. What follows
+ * an `=` is carried to the next chunk until it decides: two bytes, or a run of padding up to a line's length (998,
+ * RFC 5322), past which the `=` is kept as it is.
  */
 function quotedPrintableDecoder(): PartDecoder {
   let carry = Buffer.alloc(0);
@@ -105,11 +111,13 @@ function quotedPrintableDecoder(): PartDecoder {
     for (; i < bytes.length; i++) {
       const byte = bytes[i];
       if (byte !== PAD) { out[n++] = byte; continue; }
-      if (!final && i + 2 >= bytes.length) break;
+      let blank = i + 1;
+      while (blank < bytes.length && blank - i <= MAX_LINE && (bytes[blank] === 0x20 || bytes[blank] === 0x09)) blank++;
+      if (!final && blank + 1 >= bytes.length && blank - i <= MAX_LINE) break;
+      if (bytes[blank] === 0x0a) { i = blank; continue; }
+      if (bytes[blank] === 0x0d && bytes[blank + 1] === 0x0a) { i = blank + 1; continue; }
       const a = bytes[i + 1];
       const b = bytes[i + 2];
-      if (a === 0x0a) { i += 1; continue; }
-      if (a === 0x0d && b === 0x0a) { i += 2; continue; }
       const high = a === undefined ? -1 : hex(a);
       const low = b === undefined ? -1 : hex(b);
       if (high >= 0 && low >= 0) { out[n++] = (high << 4) | low; i += 2; continue; }
