@@ -306,7 +306,7 @@ export async function stageMultipart(
       const decoder = decoderFor(info.encoding);
       if (decoder instanceof MultipartError) { stream.resume(); return fail(decoder); }
       // Named now, in the order the parts came, so that which of two same-named files gets ` (2)` does not hang on
-      // the chunking (a file input left empty below keeps its name unused).
+      // the chunking (a file input left empty, below, takes a name it then does not use).
       const at = place();
       const path = `${folder}/${nameFor(sanitizeFilename(info.filename || name))}`;
       if (info.filename) return stage(at, name, path, stream, info.mimeType, decoder);
