@@ -50,6 +50,22 @@ const newTopic = async (partitions: number) => {
   await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }], waitForLeaders: true });
   return topic;
 };
+/**
+ * Partitions added, and the wait until every broker answers for them: kafkajs's createPartitions returns before the
+ * new partitions have leaders, and an offsets request meanwhile fails NOT_LEADER_FOR_PARTITION.
+ */
+const addPartitions = async (topic: string, count: number) => {
+  await admin.createPartitions({ topicPartitions: [{ topic, count }] });
+  for (let tries = 0; ; tries++) {
+    try {
+      if ((await log.endOffsets(topic)).length === count) return;
+    } catch (error) {
+      if (tries >= 100) throw error;
+    }
+    if (tries >= 100) throw new Error(`${topic} did not show ${count} partitions within 10 s`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+};
 const inTransaction = async (topic: string, partition: number, values: string[], end: 'commit' | 'abort') => {
   const tx = await producer.transaction();
   await tx.send({ topic, messages: values.map((value) => ({ partition, value })) });
@@ -453,11 +469,48 @@ test('decided `skip`, only the copies that may have gone to the partition retent
 test('decided `skip`, a target given partitions since the announcement cannot say where a copy went: every copy not found is skipped, as without the partitioner', async () => {
   const died = await diedAcrossPartitions(['wf-0', 'wf-1', 'wf-2', 'wf-3'], () => false);
   try {
-    await admin.createPartitions({ topicPartitions: [{ topic: died.target, count: 4 }] });
+    await addPartitions(died.target, 4);
     expect(await died.run({ unknownCopies: 'skip' })).toEqual({ replayed: 0, skipped: 5, reasons: { unknownCopies: 5 }, interrupted: false, stalled: null });
     expect(await died.copies()).toEqual([]);
   } finally {
     died.close();
+  }
+}, 90_000);
+
+test('decided `skip`, copies the producer placed by an older partition count (its metadata is minutes old when partitions are added) are judged by that count too: none that went to the cut partition is appended again', async () => {
+  const source = await newTopic(1);
+  const target = await newTopic(2);
+  // The log's producer learns that the target has two partitions, and keeps that for up to 5 minutes (kafkajs's
+  // metadataMaxAge), a third added meanwhile.
+  await log.append([{ topic: target, key: 'warm-up', value: Buffer.from('traffic') }]);
+  await addPartitions(target, 3);
+  // Keys that two partitions put in 0, and three elsewhere.
+  const keys = Array.from({ length: 200 }, (_, i) => `wf-${i}`).filter((key) => log.partitionFor(target, key, 2) === 0 && log.partitionFor(target, key, 3) !== 0).slice(0, 3);
+  expect(keys).toHaveLength(3);
+  await plain.send({ topic: source, messages: keys.map((key, i) => ({ key, value: `s${i}` })) });
+  const dir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-stale-count-'));
+  try {
+    const checkpoint = checkpointFile(path.join(dir, 'cp.json'));
+    const run = (more: Partial<RefeedOptions> = {}) => refeed({
+      log, source, start: { from: 'beginning' }, until: null, checkpoint, progress: quiet, signal: new AbortController().signal,
+      quietMs: 10_000, firstRecordMs: 30_000, landingWindowMs: 1, select: (record) => ({ topic: target, key: record.key, value: record.value }), ...more,
+    }, {});
+    await expect(run({ log: diesAfterFirstAppend(log) })).rejects.toThrow('killed');
+    // The announcement names the three partitions the topic has, and the two the producer last went by.
+    expect(await checkpoint.load()).toMatchObject({ appending: { [target]: { 0: '1', 1: '0', 2: '0' } }, sentWith: { [target]: 2 } });
+    const landed: string[] = [];
+    await read(target, { quietMs: 5_000, select: (record) => { landed.push(`${record.partition}:${record.value.toString()}`); return null; } });
+    expect(landed.sort()).toEqual(['0:s0', '0:s1', '0:s2', '0:traffic']); // by two partitions, as the premise says
+    const ends = await admin.fetchTopicOffsets(target);
+    await admin.deleteTopicRecords({ topic: target, partitions: [{ partition: 0, offset: ends.find((p) => p.partition === 0)!.high }] });
+    // By three partitions each copy would have gone to 1 or 2, read whole and not found there: appended again, a
+    // second execution. By two, it may be in the cut partition 0: skipped.
+    expect(await run({ unknownCopies: 'skip' })).toEqual({ replayed: 0, skipped: 3, reasons: { unknownCopies: 3 }, interrupted: false, stalled: null });
+    seen.length = 0;
+    await read(target, { quietMs: 5_000 });
+    expect(seen).toEqual([]);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
   }
 }, 90_000);
 

@@ -293,6 +293,8 @@ describe('a damaged checkpoint is refused, naming its file and the field', () =>
     ['an offset of the announcement', (s) => { s.appending = { out: { 0: 'three' } }; }, 'appending.out.0 is "three", not an offset'],
     ['the announcement\'s time', (s) => { s.announcedAt = 'a minute ago'; }, 'announcedAt is "a minute ago", not a time'],
     ['where the announced batch ends', (s) => { s.through = { 0: -8 }; }, 'through.0 is -8, not an offset'],
+    ['the partition count the producer went by', (s) => { s.sentWith = { out: 0 }; }, 'sentWith.out is 0, not a partition count'],
+    ['the partition counts the producer went by', (s) => { s.sentWith = ['out', 2]; }, 'sentWith is ["out",2], not an object of topics'],
     ['a position', (s) => { s.positions = { 0: 5 }; }, 'positions.0 is 5, not an offset'],
     ['an end', (s) => { s.ends = { first: '10' }; }, 'ends names "first", not a partition'],
     ['a count', (s) => { s.replayed = '3'; }, 'replayed is "3", not a count'],

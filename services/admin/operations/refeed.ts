@@ -201,6 +201,13 @@ export interface CheckpointState {
    * checkpoints): its records are those from `positions` to here, which `unknownCopies: skip` skips.
    */
   through?: Record<string, string>;
+  /**
+   * Saved with `appending`, on a log that says (EventLog.partitionCountSent): per target topic, the lowest partition
+   * count the producer may place the batch's copies by. Its metadata can be older than the count `appending` names
+   * (partitions added minutes before), and `unknownCopies: skip` must then look at every count from this one up.
+   * A topic without it (older checkpoints) is skipped without the partitioner (mayBeCut).
+   */
+  sentWith?: Record<string, number>;
   complete: boolean;
 }
 
@@ -298,7 +305,7 @@ export function checkpointProblem(value: unknown): string | null {
     return null;
   };
   const count = (field: string, v: unknown) => (Number.isSafeInteger(v) ? null : `${field} is ${show(v)}, not a count`);
-  const { request, positions, ends, replayed, skipped, reasons, examples, run, appending, announcedAt, through, complete } = value;
+  const { request, positions, ends, replayed, skipped, reasons, examples, run, appending, announcedAt, through, sentWith, complete } = value;
   if (!isObject(request) || !Object.values(request).every((v) => v === null || typeof v === 'string')) return `request is ${show(request)}, not the replay's request`;
   const problem = offsets('positions', positions) ?? (ends === undefined ? null : offsets('ends', ends))
     ?? count('replayed', replayed) ?? count('skipped', skipped);
@@ -319,6 +326,11 @@ export function checkpointProblem(value: unknown): string | null {
   }
   if (announcedAt !== undefined && !Number.isFinite(announcedAt)) return `announcedAt is ${show(announcedAt)}, not a time`;
   if (through !== undefined) { const wrong = offsets('through', through); if (wrong) return wrong; }
+  if (sentWith !== undefined) {
+    if (!isObject(sentWith)) return `sentWith is ${show(sentWith)}, not an object of topics`;
+    const wrong = Object.entries(sentWith).find(([, n]) => !Number.isSafeInteger(n) || (n as number) < 1);
+    if (wrong) return `sentWith.${wrong[0]} is ${show(wrong[1])}, not a partition count`;
+  }
   if (typeof complete !== 'boolean') return `complete is ${show(complete)}, not true or false`;
   return null;
 }
@@ -376,7 +388,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
           // An announcement of an older version does not say where its batch ended: what to skip is unknown.
           if (!state.through) throw new Error(`${cutText(look.cut)}; nothing was appended. Its announcement was saved by an older version, which did not record where the batch ends in ${source}, so unknownCopies "skip" cannot tell its records: resume it with unknownCopies "append" (--unknown-copies append)`);
           skipThrough = state.through;
-          skips = mayBeCut(log, state.appending, look);
+          skips = mayBeCut(log, state.appending, state.sentWith ?? {}, look);
         }
       }
     }
@@ -390,6 +402,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
   // short (a cancel, a stall, a held record) before reaching them, leaves them for the next one to find again.
   let announced = state.appending ?? null;
   let announcedThrough = state.through ?? null;
+  let announcedSentWith = state.sentWith ?? null;
   const landedAt = [...landed].map((tag) => tag.split('/')).map((parts) => ({ partition: parts.at(-2)!, offset: BigInt(parts.at(-1)!) }));
   // So are the records `skip` skips: stopped before it passed them, the next run finds the same retention and asks again.
   const landedAhead = () => landedAt.some((c) => BigInt(state.positions[c.partition] ?? '0') <= c.offset)
@@ -452,9 +465,17 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         let announcement: CheckpointState | null = null;
         if (checkpoint) {
           const topics = [...new Set([...batch.map((copy) => copy.topic), ...Object.keys(announced ?? {})])];
+          const sentWith: Record<string, number> = {};
           const appending = Object.fromEntries(await Promise.all(topics.map(async (topic) => {
-            const ends: Record<string, string> = Object.fromEntries((await log.endOffsets(topic)).map((p) => [String(p.partition), p.offset]));
+            const offsets = await log.endOffsets(topic);
+            const ends: Record<string, string> = Object.fromEntries(offsets.map((p) => [String(p.partition), p.offset]));
             for (const [p, from] of Object.entries(announced?.[topic] ?? {})) if (ends[p] === undefined || BigInt(from) < BigInt(ends[p])) ends[p] = from;
+            // Read after the end offsets: a producer that has not sent to the topic yet fetches its metadata at this
+            // batch's send, so it goes by the count just read or a later one. A kept announcement that said
+            // nothing of the topic leaves it unsaid: its copies may have gone by any count.
+            const sent = log.partitionCountSent?.(topic) ?? offsets.length;
+            const kept = announced?.[topic] === undefined ? sent : announcedSentWith?.[topic];
+            if (log.partitionCountSent && kept !== undefined) sentWith[topic] = Math.min(sent, kept);
             return [topic, ends] as const;
           })));
           // Where this batch (with the announced one it keeps, if any) ends in the source: what `skip` would skip.
@@ -464,7 +485,7 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
           const through = { ...state.positions };
           for (const [p, to] of Object.entries(announcedThrough ?? {})) if (through[p] === undefined || BigInt(to) > BigInt(through[p])) through[p] = to;
           // The checkpoint as it was saved last (at this batch's start), with the announcement.
-          announcement = { ...atBatchStart, appending, ...(keepsUnbounded ? {} : { through }), announcedAt: Date.now() };
+          announcement = { ...atBatchStart, appending, ...(keepsUnbounded ? {} : { through }), ...(Object.keys(sentWith).length > 0 ? { sentWith } : {}), announcedAt: Date.now() };
           await save(announcement);
         }
         try {
@@ -474,8 +495,8 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         }
       }
     }
-    if (announced && landedAhead()) { state.appending = announced; if (announcedThrough) state.through = announcedThrough; }
-    else { delete state.appending; delete state.announcedAt; delete state.through; announced = null; announcedThrough = null; }
+    if (announced && landedAhead()) { state.appending = announced; if (announcedThrough) state.through = announcedThrough; if (announcedSentWith) state.sentWith = announcedSentWith; }
+    else { delete state.appending; delete state.announcedAt; delete state.through; delete state.sentWith; announced = null; announcedThrough = null; announcedSentWith = null; }
     batch = [];
     batchBytes = 0;
     state.skipped = earlier.skipped + skipped;
@@ -678,17 +699,18 @@ interface Look {
  * where retention deleted records (it is skipped), rather than in a partition read whole from the announcement,
  * where not found means never appended (it is appended: once, not lost). The copy's topic and key tell:
  * - a topic none of whose partitions was cut was read whole: appended, whatever its key;
- * - else its partition is the log's answer for its key and the topic's partition count (EventLog.partitionFor,
- *   the producer's own partitioner), when the topic has the partitions it had at the announcement: the
- *   announcement names every partition then (its end offsets), and Kafka only adds partitions, so the same ones
- *   now were the same at the append. Appended when that partition was not cut.
+ * - else its partition is the log's answer for its key and a partition count (EventLog.partitionFor, the
+ *   producer's own partitioner), when the topic has the partitions it had at the announcement: the announcement
+ *   names every partition then (its end offsets), and Kafka only adds partitions, so the same ones now were the
+ *   same at the append. The producer may have gone by an older count, its metadata being up to 5 minutes old:
+ *   every count from the lowest the announcement saved (`sentWith`) up to that one is tried, and the copy is
+ *   appended only when none of them names a cut partition.
  * Where it cannot be known, it may be cut, and is skipped: no key (kafkajs spreads those round-robin), a log that
- * does not say, partitions added since the announcement, a topic not announced. A copy never names its partition
- * (OutRecord has no field for it): the partitioner always decides. Not caught: partitions added less than the
- * producer's metadata age (kafkajs: 5 minutes) before the died run's append, which it may have spread by the old
- * count (docs/operations.md says so).
+ * does not say, partitions added since the announcement, a topic not announced, an announcement without `sentWith`
+ * for the topic (older versions). A copy never names its partition (OutRecord has no field for it): the
+ * partitioner always decides.
  */
-function mayBeCut(log: EventLog, appending: Record<string, Record<string, string>>, look: Look): (copy: OutRecord) => boolean {
+function mayBeCut(log: EventLog, appending: Record<string, Record<string, string>>, sentWith: Record<string, number>, look: Look): (copy: OutRecord) => boolean {
   const cut = new Map<string, Set<number>>();
   for (const c of look.cut) cut.set(c.topic, (cut.get(c.topic) ?? new Set()).add(c.partition));
   const ids = (partitions: Iterable<string | number>) => [...partitions].map(Number).sort((a, b) => a - b).join(',');
@@ -699,8 +721,10 @@ function mayBeCut(log: EventLog, appending: Record<string, Record<string, string
     if (!cutHere) return false;
     const now = look.partitions.get(copy.topic) ?? [];
     const unchanged = now.length > 0 && ids(now) === ids(Object.keys(announced)) && ids(now) === ids(now.map((_, i) => i));
-    if (copy.key === null || !log.partitionFor || !unchanged) return true;
-    return cutHere.has(log.partitionFor(copy.topic, copy.key, now.length));
+    const lowest = sentWith[copy.topic];
+    if (copy.key === null || !log.partitionFor || !unchanged || lowest === undefined || lowest > now.length) return true;
+    for (let count = lowest; count <= now.length; count++) if (cutHere.has(log.partitionFor(copy.topic, copy.key, count))) return true;
+    return false;
   };
 }
 

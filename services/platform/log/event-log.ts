@@ -167,6 +167,13 @@ export interface EventLog {
    * embedded log, which never deletes records, so never asks); a record without a key has no such partition.
    */
   partitionFor?(topic: string, key: string, partitionCount: number): number;
+  /**
+   * The partition count append() last placed a record of `topic` by, in this process; undefined before its first
+   * (which then reads the topic's metadata afresh). On Kafka the producer's metadata may be up to 5 minutes old, so
+   * after partitions are added it goes by the older count a while: a replay's announcement keeps it, for the rerun
+   * to tell where a copy may have gone (refeed.ts, `sentWith`). Absent where a log does not say.
+   */
+  partitionCountSent?(topic: string): number | undefined;
   /** Records of the topic the group has not committed yet, over all partitions (for the lag metric). */
   consumerLag(group: string, topic: string): Promise<number>;
   /** Per partition, the offset of the first record at or after the time (the end where there is none). */

@@ -1,5 +1,5 @@
 import type { Kafka, Producer } from 'kafkajs';
-import { RememberingPartitioner } from './partitioner';
+import { rememberingPartitioner } from './partitioner';
 import { APPEND_TIMEOUT_MS, EventLogError, type OutRecord } from '../event-log';
 import type { Logger } from '../../logger/logger';
 import { DEFAULT_CONNECTION_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, describeKafkaError, unavailable } from './kafka-client';
@@ -111,6 +111,9 @@ export class CoalescingProducer {
   private closed = false;
   private idleWaiters: Array<() => void> = [];
   private readonly counters: AppendStats = { appends: 0, records: 0, sendBatchCalls: 0, produceRequests: 0 };
+  /** Per topic, the partition count the producer last placed a record by (partitionCountSent). */
+  private readonly partitionCounts = new Map<string, number>();
+  private readonly partitioner = rememberingPartitioner(this.partitionCounts);
 
   constructor(
     private readonly kafka: Kafka,
@@ -120,6 +123,15 @@ export class CoalescingProducer {
 
   stats(): AppendStats {
     return { ...this.counters };
+  }
+
+  /**
+   * The partition count this producer last placed a record of `topic` by, or undefined before its first record
+   * there (whose send then fetches the topic's metadata afresh). Its metadata is at most 5 minutes old
+   * (metadataMaxAge), and partition counts only grow: its next record goes by this count or a later one.
+   */
+  partitionCountSent(topic: string): number | undefined {
+    return this.partitionCounts.get(topic);
   }
 
   append(records: readonly OutRecord[]): Promise<void> {
@@ -308,7 +320,7 @@ export class CoalescingProducer {
         idempotent: true,
         maxInFlightRequests: 5, // the most idempotence allows; one sendBatch is in flight anyway
         retry: PRODUCER_RETRY,
-        createPartitioner: RememberingPartitioner,
+        createPartitioner: this.partitioner,
         // Topics come from `ingress topics apply`, never from a broker's auto-creation with its defaults.
         allowAutoTopicCreation: false,
       });

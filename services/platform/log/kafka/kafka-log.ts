@@ -46,6 +46,7 @@ export interface KafkaEventLog extends EventLog {
   /** Group-commit counters of append(): how many produce requests carried how many appends. */
   stats(): AppendStats;
   partitionFor(topic: string, key: string, partitionCount: number): number;
+  partitionCountSent(topic: string): number | undefined;
   /** `ingress topics apply`: create or update the topics as specified (topic-admin.ts). */
   applyTopics(specs: TopicSpec[], options: TopicApplyOptions): Promise<TopicApplyResult[]>;
 }
@@ -202,6 +203,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     firstOffsets: (topic) => topicOffsets(topic, 'low'),
 
     partitionFor: (topic, key, partitionCount) => keyedPartition(topic, key, partitionCount),
+    partitionCountSent: (topic) => appender.partitionCountSent(topic),
 
     async consumerLag(group, topic) {
       ensureOpen();

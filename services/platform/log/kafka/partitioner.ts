@@ -9,7 +9,25 @@ import { Partitioners, type ICustomPartitioner, type PartitionMetadata } from 'k
  */
 const REMEMBERED_KEYS = 4096;
 
-export const RememberingPartitioner: ICustomPartitioner = () => {
+export const RememberingPartitioner: ICustomPartitioner = rememberingPartitioner();
+
+/**
+ * RememberingPartitioner, also telling `counts` the partition count it last placed a record of each topic by: the
+ * count in the producer's metadata, which kafkajs refreshes only every 5 minutes (metadataMaxAge), so after
+ * partitions are added it may place records by the older count for that long (KafkaEventLog.partitionCountSent).
+ */
+export function rememberingPartitioner(counts?: Map<string, number>): ICustomPartitioner {
+  return () => {
+    const place = remembering();
+    if (!counts) return place;
+    return (args) => {
+      if (counts.get(args.topic) !== args.partitionMetadata.length) counts.set(args.topic, args.partitionMetadata.length);
+      return place(args);
+    };
+  };
+}
+
+function remembering(): ReturnType<ICustomPartitioner> {
   const partitionOf = Partitioners.DefaultPartitioner();
   const remembered = new Map<string, number>();
   return (args) => {
@@ -24,7 +42,7 @@ export const RememberingPartitioner: ICustomPartitioner = () => {
     }
     return partition;
   };
-};
+}
 
 const keyed = Partitioners.DefaultPartitioner();
 const metadataByCount = new Map<number, PartitionMetadata[]>();
