@@ -427,7 +427,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     entry.done = (async () => {
       try {
         const result = await refeed({
-          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: (record) => waitsFor(refeedPlan.select(record)), beforeAppend: refeedPlan.beforeAppend, checkpoint, checkpointLocked: true,
+          log, source: refeedPlan.source, start: refeedPlan.start, until: refeedPlan.until, select: (record) => waitsFor(refeedPlan.select(record)), beforeAppend: refeedPlan.beforeAppend, requestIdOf: refeedPlan.requestIdOf, checkpoint, checkpointLocked: true,
           signal: abort.signal, quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, batchSize: options.batchSize, landingWindowMs: options.landingWindowMs,
           unknownCopies: decision.unknownCopies, told: (message) => logger.warn(message, { replay: job.id }),
           progress: {

@@ -11,6 +11,7 @@ import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/ka
 import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
 import { silentLogger } from '../../services/platform/logger/logger';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import type { Received } from '../../services/platform/avro/records';
 import { deadLetterReplayPlan } from '../../services/admin/operations/replays';
 import { memoryLedger } from '../../services/admin/operations/replay-ledger';
 import { pipelineTopics } from '../../services/platform/log/topics';
@@ -258,9 +259,9 @@ async function stallingAppends(target: string) {
   };
 }
 
-const copiesIn = async (target: string) => {
+const copiesIn = async (target: string, show: (value: Buffer) => string = (value) => value.toString()) => {
   const copies: string[] = [];
-  await read(target, { quietMs: 5_000, select: (record) => { if (record.value.toString() !== 'traffic') copies.push(record.value.toString()); return null; } });
+  await read(target, { quietMs: 5_000, select: (record) => { if (record.value.toString() !== 'traffic') copies.push(show(record.value)); return null; } });
   return copies;
 };
 
@@ -538,11 +539,17 @@ test('retention that deleted only records before the announcement leaves the rer
 
 test('a dead-letter replay job that died with a batch announced, whose copy retention deleted: the job fails saying so, and a resume deciding `skip` completes with that letter counted and listed', async () => {
   const codec = defaultAvroCodec();
+  const received = (requestId: string): Received => ({
+    requestId, workflowId: 'wf-7', triggerNode: 'Hook', triggerKind: 'webhook', pathSuffix: null, query: {}, headers: {}, contentType: null,
+    body: { kind: 'inline', data: Buffer.from('{}') }, receivedAt: Date.now(), principal: null, remoteAddress: '192.0.2.9', as2: null, traceparent: null,
+    idempotencyKey: null, duplicateOf: null,
+  });
   const topics = { ...pipelineTopics(), deadLetter: await newTopic(1), received: await newTopic(1) };
   const letter = (offset: number) => codec.encode('DeadLetter', {
     stage: 'decoder', errorCode: 'trigger-missing', message: 'm', attempts: 1, failedAt: Date.now(), workflowId: 'wf-7',
-    source: { topic: topics.received, partition: 0, offset: String(offset), key: Buffer.from('wf-7'), value: Buffer.from(`request ${offset}`), headers: {} },
+    source: { topic: topics.received, partition: 0, offset: String(offset), key: Buffer.from('wf-7'), value: codec.encode('Received', received(`request ${offset}`)), headers: {} },
   });
+  const requests = (value: Buffer) => codec.decode('Received', value).requestId;
   await plain.send({ topic: topics.deadLetter, messages: [0, 1, 2, 3].map((offset) => ({ key: 'wf-7', value: letter(offset) })) });
   await plain.send({ topic: topics.received, messages: [{ value: 'traffic' }, { value: 'traffic' }] });
   const dataDir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-jobs-'));
@@ -570,7 +577,7 @@ test('a dead-letter replay job that died with a batch announced, whose copy rete
     expect((await second.resume(job.id))?.started).toBe(true);
     await second.settled(job.id);
     expect(second.get(job.id)).toMatchObject({ state: 'failed', replayed: 0, error: expect.stringContaining(`(${topics.received} partition 0: announced at offset 2, its first offset is now 3), so which of them were appended cannot be told; nothing was appended`) });
-    expect(await copiesIn(topics.received)).toEqual(['request 1']);
+    expect(await copiesIn(topics.received, requests)).toEqual(['request 1']);
 
     // Asked again with the same filters and the decision: it goes on with that job.
     const again = await second.startDeadLetters({ stage: null, workflow: 'wf-7', since: null, letters: null }, { unknownCopies: 'skip' });
@@ -578,9 +585,9 @@ test('a dead-letter replay job that died with a batch announced, whose copy rete
     await second.settled(job.id);
     expect(second.get(job.id)).toMatchObject({
       state: 'complete', error: null, replayed: 3, skipped: 1, unknownCopies: 1, duplicates: 0,
-      skippedLetters: [{ skip: 'unknownCopies', at: '0/0', topic: topics.received, copy: expect.stringMatching(new RegExp(`/${topics.deadLetter}/0/0$`)) }],
+      skippedLetters: [{ skip: 'unknownCopies', at: '0/0', topic: topics.received, copy: expect.stringMatching(new RegExp(`/${topics.deadLetter}/0/0$`)), requestId: 'request 0' }],
     });
-    expect((await copiesIn(topics.received)).sort()).toEqual(['request 1', 'request 2', 'request 3']);
+    expect((await copiesIn(topics.received, requests)).sort()).toEqual(['request 1', 'request 2', 'request 3']);
   } finally {
     for (const store of stores) await store.close();
     rmSync(dataDir, { recursive: true, force: true });

@@ -96,6 +96,8 @@ export interface RefeedOptions {
   landingWindowMs?: number;
   /** The operator's decision for the copies of an announced batch that retention may have deleted (CopiesUnknown). */
   unknownCopies?: UnknownCopies;
+  /** The request a copy belongs to, named beside a record skipped by `unknownCopies: skip` (replays.ts). */
+  requestIdOf?(copy: OutRecord): string | null;
   /** Told of each record skipped by `unknownCopies: skip`, for the operator to check (the CLI's stderr, a job's log). */
   told?(message: string): void;
 }
@@ -539,8 +541,9 @@ async function refeedLocked(options: RefeedOptions, request: Record<string, stri
         const tag = `${state.run}/${recordIdentity(record)}`;
         if (!landed.has(tag) && skipThrough && offset < BigInt(skipThrough[p] ?? '0') && skips(copy)) {
           // Of the announced batch, its copy not found where retention deleted records: skipped, as decided.
-          skip({ skip: UNKNOWN_COPY_SKIP, copy: tag, topic: copy.topic }, `${p}/${offset}`);
-          options.told?.(unknownCopySkipped(recordIdentity(record), copy.topic, tag));
+          const requestId = options.requestIdOf?.(copy) ?? null;
+          skip({ skip: UNKNOWN_COPY_SKIP, copy: tag, topic: copy.topic, ...(options.requestIdOf ? { requestId } : {}) }, `${p}/${offset}`);
+          options.told?.(unknownCopySkipped(`${recordIdentity(record)}${requestId ? ` (request ${requestId})` : ''}`, copy.topic, tag));
         } else {
           // Appended by the run that died before its checkpoint said so: replayed, once.
           if (!landed.has(tag)) {

@@ -44,6 +44,8 @@ export interface RefeedPlan {
   select(record: LogRecord): OutRecord | Skip | Held | null;
   /** Before each batch of copies is appended; may withdraw copies from it (refeed.ts). */
   beforeAppend?(log: EventLog, batch: readonly OutRecord[]): Promise<Withdrawn[]>;
+  /** The request a copy belongs to, for what a report lists of it (refeed.ts). */
+  requestIdOf?(copy: OutRecord): string | null;
 }
 
 export interface ReplayContext {
@@ -121,6 +123,7 @@ export function rangeReplayPlan(request: RangeReplayRequest, ctx: ReplayContext)
     throw new ReplayRequestError(`from (${request.from}) is not before to (${request.to}): nothing would be replayed`);
   }
   return {
+    requestIdOf: (copy) => requestIdOf(copy.value, ctx.codec),
     source: topic,
     start: readStart(from),
     until: untilOf(to),
@@ -198,6 +201,7 @@ export function deadLetterReplayPlan(request: DeadLetterReplayRequest, ctx: Repl
   // Each copy's letter, for one the ledger's commit finds another process claimed first.
   const letters = new WeakMap<OutRecord, { at: string; original: string; requestId: string | null }>();
   return {
+    requestIdOf: (copy) => requestIdOf(copy.value, ctx.codec),
     source: ctx.topics.deadLetter,
     // Named letters: only the offsets between the first and the last of them are read, not the whole topic.
     ...namedSpan(request.letters, since),
