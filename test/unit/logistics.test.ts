@@ -85,6 +85,9 @@ describe('unwrapping Universal documents (SPEC §2.3)', () => {
 
   test('other documents are recognised as such', () => {
     expect(unwrapUniversal(transactionDocument(), true, budget())).toEqual({ kind: 'other', documentType: 'UniversalTransaction' });
+    for (const name of ['toString', 'hasOwnProperty', 'valueOf']) {
+      expect(unwrapUniversal(`<${name}><undefined>x</undefined></${name}>`, true, budget())).toEqual({ kind: 'other', documentType: name });
+    }
     expect(unwrapUniversal('<Native><Body/></Native>', true, budget())).toEqual({ kind: 'other', documentType: 'Native' });
   });
 
