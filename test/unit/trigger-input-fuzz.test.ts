@@ -226,11 +226,13 @@ function usernameToken(rng: Rng, mutations: string[]): { xml: string; good: bool
   let extra = '';
   if (rng.chance(0.4)) {
     good = false;
-    const kind = rng.int(0, 11);
+    const kind = rng.int(0, 12);
     switch (kind) {
       case 0: mutations.push('token: wrong password'); password = 'wrong'; break;
       case 1: mutations.push('token: nonce missing'); nonceText = null; good = !digest; break;
-      case 2: mutations.push('token: nonce not canonical'); good = !digest; nonceText = rng.pick([nonceText.replace(/=+$/, ''), ` ${nonceText}`, `${nonceText.slice(0, 4)}!${nonceText.slice(4)}`, '', 'A'.repeat(200)]); break;
+      case 2: mutations.push('token: nonce not canonical'); good = !digest; nonceText = rng.pick([nonceText.replace(/=+$/, ''), `${nonceText.slice(0, 4)}!${nonceText.slice(4)}`, '', 'A'.repeat(200)]); break;
+      // Whitespace around it is not part of the text XML gives (values are trimmed): the same nonce.
+      case 12: mutations.push('token: nonce padded with whitespace'); good = true; nonceText = ` ${nonceText}\n`; break;
       case 3: mutations.push('token: created far off'); created = new Date(Date.now() + rng.pick([-1, 1]) * rng.pick([6 * 60_000, 86_400_000, 1e13])).toISOString(); good = !digest; break;
       case 4: mutations.push('token: created ill-formed'); created = rng.pick(['', 'yesterday', '2026-13-45T99:99:99Z', '0', '-271821-04-20T00:00:00.000Z']); good = !digest; break;
       case 5: mutations.push('token: duplicate nonce'); extra = `<o:Nonce>${randomBytes(16).toString('base64')}</o:Nonce>`; good = true; break;
