@@ -1,4 +1,9 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
 import { gzipSync } from 'node:zlib';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { readSendStream, SendStreamError } from '../../services/triggers/logistics/send-stream';
 import { unwrapUniversal } from '../../services/triggers/logistics/universal';
 import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistics/username-token';
@@ -9,6 +14,7 @@ import { DEPTH_LEVELS_PER_UNIT, DISTINCT_NAME_UNITS, FREE_DISTINCT_NAMES, MAX_DE
 import { requestBudget } from '../../services/triggers/logistics/send-stream';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../../services/triggers/logistics/logistics-trigger';
 import type { Received } from '../../services/platform/avro/records';
+import { MAX_RECORD_BYTES } from '../../services/platform/log/event-log';
 import type { WorkflowNode } from '../../services/platform/registry/documents';
 import type { InboundRequest, TriggerServices } from '../../services/triggers/trigger';
 import { encodeMessage, eventDocument, SEND_STREAM_ACTION, sendStreamRequest, shipmentDocument, transactionDocument, type TokenSpec } from '../fixtures/cargowise';
@@ -79,6 +85,9 @@ describe('unwrapping Universal documents (SPEC §2.3)', () => {
 
   test('other documents are recognised as such', () => {
     expect(unwrapUniversal(transactionDocument(), true, budget())).toEqual({ kind: 'other', documentType: 'UniversalTransaction' });
+    for (const name of ['toString', 'hasOwnProperty', 'valueOf']) {
+      expect(unwrapUniversal(`<${name}><undefined>x</undefined></${name}>`, true, budget())).toEqual({ kind: 'other', documentType: name });
+    }
     expect(unwrapUniversal('<Native><Body/></Native>', true, budget())).toEqual({ kind: 'other', documentType: 'Native' });
   });
 
@@ -516,6 +525,52 @@ describe('what the receiver keeps is what the decoder reads', () => {
       expect(answer.body).toContain('the envelope is not valid UTF-8 text');
     }
   });
+
+  test('a TrackingID the item writes twice counts twice: a 4.25 MB one is a 413 Fault, not a 200 whose record is too large to decode', async () => {
+    const plugin = createLogisticsTrigger();
+    const outcome = await inspect(plugin, Buffer.from(sendStreamRequest([{ xml: eventDocument(), trackingId: 'T'.repeat(4_250_000) }])));
+    if (outcome.ok) {
+      // What the decoder would have made of it: one item over the record limit (dead-lettered as output-too-large).
+      const items = await plugin.decode!({ requestId: 'r-1', workflowId: 'wf', receivedAt: Date.now() } as Received, node, { ...services, openBody: null as never, readBody: async () => outcome.inspection.persistBody! });
+      expect(Buffer.byteLength(items[0].value)).toBeLessThanOrEqual(MAX_RECORD_BYTES);
+    }
+    const answer = answerOf(outcome);
+    expect(answer.status).toBe(413);
+    expect(answer.body).toContain('decode to more than one record holds');
+  });
+
+  test('with Raw Body, the path an item writes twice counts: Messages that sum just under the record by the old count are a 413 Fault, not a 200 whose record is too large', async () => {
+    const plugin = createLogisticsTrigger();
+    const raw = { ...node, parameters: { actions: ['event-update'], options: { rawBody: true } } } as WorkflowNode;
+    const xml = '<UniversalEvent><Event/></UniversalEvent>';
+    const fileName = `${'f'.repeat(190)}.xml`;
+    const room = 8 * 1024 * 1024 - 64 * 1024;
+    // The padding that makes 1000 Messages count just under the record when each counts its document twice, its
+    // attributes and 256 bytes (the estimate before this fix).
+    const attributesOf = (pad: number) => ({ ApplicationCode: 'UDM', ClientID: 'ACMESYD', TrackingID: 't', SchemaName: 'http://www.cargowise.com/Schemas/Universal/2011/11#UniversalInterchange', SchemaType: 'Xml', EmailSubject: '', FileName: fileName, Pad: 'p'.repeat(pad) });
+    const oldCount = (pad: number) => 2 * xml.length + Buffer.byteLength(JSON.stringify(attributesOf(pad))) + 256;
+    let pad = 0;
+    while (1000 * oldCount(pad + 1) <= room - 1000) pad++;
+    const text = sendStreamRequest(Array.from({ length: 1000 }, () => ({ xml, trackingId: 't', fileName }))).replace(/ FileName="/g, ` Pad="${'p'.repeat(pad)}" FileName="`);
+    const bytes = Buffer.from(text);
+    const request = { requestId: 'r-raw', workflowId: 'wf', pathSuffix: null, query: {}, headers: { soapaction: SEND_STREAM_ACTION }, remoteAddress: null, receivedAt: Date.now() } as unknown as InboundRequest;
+    const outcome = await plugin.inspect(request, raw, { size: bytes.length, sha256: () => '', inline: bytes, readStaged: null }, services);
+    if (outcome.ok) {
+      const dir = mkdtempSync(path.join(tmpdir(), 'logistics-raw-'));
+      const store = await openFilesystemStore(dir);
+      try {
+        const items = await plugin.decode!({ requestId: 'r-raw', workflowId: 'wf', receivedAt: Date.now() } as Received, raw, { ...services, store, openBody: null as never, readBody: async () => outcome.inspection.persistBody! });
+        const record = defaultAvroCodec().encode('Decoded', { requestId: 'r-raw', workflowId: 'wf', triggerNode: 'Freight', triggerKind: 'logistics', pathSuffix: null, receivedAt: 0, items, duplicateOf: null });
+        expect(record.length).toBeLessThanOrEqual(MAX_RECORD_BYTES);
+      } finally {
+        await store.close();
+        rmSync(dir, { recursive: true, force: true });
+      }
+    }
+    const answer = answerOf(outcome);
+    expect(answer.status).toBe(413);
+    expect(answer.body).toContain('decode to more than one record holds');
+  }, 60_000);
 
   test('an envelope whose redacted copy is longer than the decoder reads is a 413 Fault before the accept, never a 200', async () => {
     const limit = 64 * 1024;

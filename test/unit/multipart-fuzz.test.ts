@@ -6,6 +6,7 @@ import { openFilesystemStore } from '../../services/platform/store/filesystem-st
 import { readObject, type ObjectStore } from '../../services/platform/store/object-store';
 import { MultipartError, scanMultipart, stageMultipart, type FormValue, type MultipartLimits } from '../../services/triggers/webhook/multipart';
 import { numberWrittenAs, parseKeepingNumbers } from '../../services/triggers/json-numbers';
+import { caseSeed as seededCase, prng, type Rng } from '../support/prng';
 
 /**
  * Seeded property tests of the multipart path and of parseKeepingNumbers. The promise under test: a body the
@@ -19,27 +20,7 @@ const MULTIPART_CASES = Number(process.env.FUZZ_CASES ?? 300);
 const JSON_CASES = Number(process.env.FUZZ_CASES ?? 2000);
 const ONLY_CASE = process.env.FUZZ_CASE === undefined ? null : Number(process.env.FUZZ_CASE);
 
-/** mulberry32: small, seeded, enough for choosing inputs. */
-function prng(seed: number) {
-  let a = seed >>> 0;
-  const next = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const int = (lo: number, hi: number) => lo + Math.floor(next() * (hi - lo + 1));
-  return {
-    next,
-    int,
-    chance: (p: number) => next() < p,
-    pick: <T>(items: readonly T[]): T => items[int(0, items.length - 1)],
-    bytes: (n: number) => Buffer.from(Array.from({ length: n }, () => int(0, 255))),
-  };
-}
-type Rng = ReturnType<typeof prng>;
-const caseSeed = (n: number) => (SEED ^ Math.imul(n + 1, 0x9e3779b1)) >>> 0;
+const caseSeed = (n: number) => seededCase(SEED, n);
 
 // ---------------------------------------------------------------------------------------------------------------
 // References, written independently of the code under test.

@@ -83,10 +83,14 @@ function jsonBytesAtMost(xml: string): number {
 /**
  * Whether the items the decoder will make of these Messages surely fit one record (jsonBytesAtMost); only a
  * request whose documents may be larger than that is measured exactly (fitsOneRecord), holding its parsed
- * documents.
+ * documents. An item writes its TrackingID twice (`trackingId`, and among the attributes) and, with Raw Body, a
+ * file's path in its value and in its files: counted once, a 4.2 MB TrackingID was accepted and its record
+ * dead-lettered as too large after the 200.
  */
-function surelyFitsOneRecord(messages: StreamMessage[]): boolean {
-  return messages.reduce((n, message) => n + jsonBytesAtMost(message.xml) + Buffer.byteLength(JSON.stringify(message.attributes)) + 256, 0) <= RECORD_ROOM;
+function surelyFitsOneRecord(messages: StreamMessage[], params: LogisticsParameters): boolean {
+  const paths = params.rawBody ? 2 * LONGEST_PATH.length : 0;
+  return messages.reduce((n, message) => n + jsonBytesAtMost(message.xml) + Buffer.byteLength(JSON.stringify(message.attributes))
+    + Buffer.byteLength(JSON.stringify(message.trackingId)) + paths + 256, 0) <= RECORD_ROOM;
 }
 
 /** Whether the items the decoder will make of these Messages fit one record, by building what it builds. */
@@ -94,7 +98,8 @@ function fitsOneRecord(messages: { message: StreamMessage; unwrapped: Unwrapped 
   let total = 0;
   for (const { message, unwrapped } of messages) {
     if (unwrapped.kind !== 'event' || !params.actions.has(unwrapped.event)) continue;
-    total += Buffer.byteLength(itemValue(unwrapped, message, messages.length, params.rawBody ? { file: LONGEST_PATH } : { data: unwrapped.data }));
+    // With Raw Body the item's files list the path again.
+    total += Buffer.byteLength(itemValue(unwrapped, message, messages.length, params.rawBody ? { file: LONGEST_PATH } : { data: unwrapped.data })) + (params.rawBody ? LONGEST_PATH.length : 0);
     if (total > RECORD_ROOM) return false;
   }
   return true;
@@ -220,7 +225,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         if (refused) return { ok: false, answer: refused };
         if (soapAction(request) === 'ping') return { ok: false, answer: pingAnswer() }; // nothing to accept: answered here
         const messages = sendStreamOf(envelope, limits, budget).messages;
-        const measure = !surelyFitsOneRecord(messages);
+        const measure = !surelyFitsOneRecord(messages, logisticsParameters(node));
         const opened: { message: StreamMessage; unwrapped: Unwrapped }[] = [];
         for (const message of messages) {
           try {

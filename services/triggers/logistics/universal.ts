@@ -42,7 +42,8 @@ export function unwrapUniversal(xml: string, validate: boolean, budget: ParseBud
     if (inner.length > 1 || Array.isArray(inner[0][1])) return { kind: 'other', documentType: 'UniversalInterchange with several Body documents' };
     [documentName, document] = inner[0];
   }
-  const handler = HANDLERS[documentName];
+  // Own entries only: a document named `toString` found Object.prototype's, and its `<undefined>` child made an event of no type.
+  const handler = Object.hasOwn(HANDLERS, documentName) ? HANDLERS[documentName] : undefined;
   if (!handler || Array.isArray(document)) return { kind: 'other', documentType: documentName };
   const data = isObject(document) ? document[handler.element] : undefined;
   if (data === undefined || Array.isArray(data)) return { kind: 'other', documentType: `${documentName} without one ${handler.element}` };
