@@ -332,6 +332,17 @@ describe('inflation: one budget per message, off the event loop, refused early w
     expect(await unwrapMessage(outer, PKCS7Z, null, { identity, maxInflatedBytes: 2 << 20 })).toMatchObject({ compressed: true });
   });
 
+  test('bytes after the end of the zlib stream (a second stream, damage) are refused, not dropped', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const inner = mime('Content-Type: text/plain', Buffer.from('first'));
+    for (const tail of [deflateSync(Buffer.from('second')), Buffer.from([0])]) {
+      const fault = await asyncFaultOf(unwrapMessage(compressedData(inner, Buffer.concat([deflateSync(inner), tail])), PKCS7Z, null, { identity, maxInflatedBytes: 1 << 20 }));
+      expect([fault.code, fault.message]).toEqual(['decompression-failed', 'the compressed data has bytes after the end of its zlib stream']);
+    }
+    expect((await unwrapMessage(compressedData(inner), PKCS7Z, null, { identity, maxInflatedBytes: 1 << 20 })).payload.body.toString()).toBe('first');
+  });
+
   test('the receiver caps inflation at 64 MiB whatever MAX_INFLATED_BYTES says', async () => {
     const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });

@@ -30,6 +30,16 @@ describe('OBJECT IDENTIFIER encoding', () => {
   it('encodes arcs beyond 32 bits (where node-forge cannot) and reads them back', () => {
     expect(oidContent('2.25.340282366920938463463374607431768211455').toString('hex')).toBe(`6983${'ff'.repeat(17)}7f`);
     expect(oidOf(parseDer(oid('1.2.9007199254740991')))).toBe('1.2.9007199254740991');
+    expect(oidOf(parseDer(oid('2.25.340282366920938463463374607431768211455')))).toBe('2.25.340282366920938463463374607431768211455');
+  });
+
+  it.each([
+    ['id-data with a cut subidentifier after it', '060a2a864886f70d01070180'],
+    ['id-data with a subidentifier padded with 0x80', '060a2a80864886f70d010701'],
+    ['a first subidentifier padded with 0x80', '0603800102'],
+    ['one byte that continues', '060188'],
+  ])('refuses %s as malformed rather than reading some other OID', (_name, hex) => {
+    expect(() => oidOf(parseDer(Buffer.from(hex, 'hex')))).toThrow(/malformed \(OBJECT IDENTIFIER/);
   });
 
   it.each(['', '1', '3.1', '1.40', '0.40', '1.2.', '1..2', '1.02', '1.2.-3', '1.2.x', ' 1.2'])('refuses %j', (id) => {

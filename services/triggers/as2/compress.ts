@@ -85,6 +85,8 @@ function inflateBounded(data: Buffer, budget: InflateBudget, check?: HeadCheck):
     inflater.on('error', () => fail(new As2Fault('decompression-failed', 'the compressed data is corrupt')));
     inflater.on('end', () => {
       if (done) return;
+      // zlib stops at the end of its stream and drops what follows (a second stream, damage) without a word.
+      if (inflater.bytesWritten !== data.length) return fail(new As2Fault('decompression-failed', 'the compressed data has bytes after the end of its zlib stream'));
       if (!checked) runCheck();
       if (done) return;
       done = true;

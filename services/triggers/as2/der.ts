@@ -97,15 +97,19 @@ export function oidOf(node: Node | undefined): string {
   if (bytes.length === 0) throw bad('empty OBJECT IDENTIFIER');
   // Real OIDs are a few dozen bytes; an attacker-sized one would be copied (4x as text) into fault details.
   if (bytes.length > MAX_OID_BYTES) throw bad('OBJECT IDENTIFIER too long');
-  const parts: number[] = [];
-  let value = 0;
-  for (const b of bytes) {
-    value = value * 128 + (b & 0x7f);
-    if (!(b & 0x80)) { parts.push(value); value = 0; }
+  // X.690 §8.19.2: each subidentifier ends in a byte below 0x80 and does not start with 0x80. Read loosely, a
+  // cut one (`… 01 07 01 80`) or a padded one would name a real OID (id-data); arcs are BigInt (2.25.<UUID>).
+  if (bytes[bytes.length - 1] & 0x80) throw bad('OBJECT IDENTIFIER ends inside a subidentifier');
+  const parts: bigint[] = [];
+  let value = 0n;
+  for (let k = 0; k < bytes.length; k++) {
+    if (bytes[k] === 0x80 && (k === 0 || !(bytes[k - 1] & 0x80))) throw bad('OBJECT IDENTIFIER subidentifier not minimally encoded');
+    value = (value << 7n) | BigInt(bytes[k] & 0x7f);
+    if (!(bytes[k] & 0x80)) { parts.push(value); value = 0n; }
   }
   const head = parts.shift()!;
-  const a = head < 80 ? Math.floor(head / 40) : 2;
-  return [a, head - a * 40, ...parts].join('.');
+  const a = head < 80n ? head / 40n : 2n;
+  return [a, head - a * 40n, ...parts].join('.');
 }
 
 export function child(node: Node | undefined, index: number, what: string): Node {
