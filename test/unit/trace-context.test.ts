@@ -1,3 +1,5 @@
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { context, trace } from '@opentelemetry/api';
 import { contextFromHeaders, inConsumerSpan, inConsumerSpanSync, spanTraceHeaders, traceHeaders } from '../../services/platform/telemetry/trace-context';
 
 /**
@@ -39,4 +41,18 @@ test('a handler that throws fails the stage span as before: the error comes back
   const error = new Error('boom');
   expect(() => inConsumerSpanSync('stage', CASES[1], {}, () => { throw error; })).toThrow(error);
   await expect(inConsumerSpan('stage', CASES[1], {}, async () => { throw error; })).rejects.toBe(error);
+});
+
+test('an SDK started for metrics only (a context manager, no tracer provider): the record\'s span stays the active one in the handler, for log lines and outgoing calls', async () => {
+  const manager = new AsyncLocalStorageContextManager().enable();
+  context.setGlobalContextManager(manager);
+  try {
+    const headers = CASES[1];
+    const sync = inConsumerSpanSync('stage', headers, {}, () => trace.getActiveSpan()?.spanContext().spanId);
+    const later = await inConsumerSpan('stage', headers, {}, async () => { await new Promise((resolve) => setImmediate(resolve)); return trace.getActiveSpan()?.spanContext().spanId; });
+    expect({ sync, later }).toEqual({ sync: SPAN, later: SPAN });
+    expect(inConsumerSpanSync('stage', headers, {}, (span) => spanTraceHeaders(span))).toEqual({ traceparent: `00-${ID}-${SPAN}-01` });
+  } finally {
+    context.disable();
+  }
 });

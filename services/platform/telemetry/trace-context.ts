@@ -1,4 +1,4 @@
-import { context, INVALID_SPAN_CONTEXT, isSpanContextValid, propagation, ProxyTracerProvider, trace, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { context, createContextKey, INVALID_SPAN_CONTEXT, isSpanContextValid, propagation, ProxyTracerProvider, ROOT_CONTEXT, trace, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 
 /**
@@ -19,16 +19,22 @@ const processTracer = trace.getTracer('inbound-event-ingress');
 export const tracer = () => processTracer;
 
 /**
- * Whether no SDK has registered a tracer provider (no OTEL_* variables: sdk.ts). Then every span is a non-recording
- * one that only holds a span context, and no context manager runs; building contexts to carry it, as the API does,
+ * Whether no SDK runs (no OTEL_* variables: sdk.ts): no tracer provider and no context manager. Then every span is a
+ * non-recording one that only holds a span context, and nothing reads the active context; building contexts to carry it, as the API does,
  * cost 1.5 µs a record in each stage (the exact-number JSON parse costs less), so the stages' spans skip it then:
  * `inConsumerSpan` hands the handler a span wrapping the record's own span context, and `spanTraceHeaders` writes
  * it straight back, the same text the propagator would write (a unit test compares them on every kind of header).
  */
 const NO_SDK = new ProxyTracerProvider().getDelegate();
+/**
+ * An SDK started for metrics alone (OTEL_TRACES_EXPORTER=none) registers a context manager and no tracer provider:
+ * the API's span must then stay the active context's, for the logger's trace ids and outgoing HTTP instrumentation.
+ * A context the no-op manager does not make active tells it apart.
+ */
+const PROBE = ROOT_CONTEXT.setValue(createContextKey('ingress.context-probe'), true);
 function tracingOff(): boolean {
   const provider = trace.getTracerProvider();
-  return provider instanceof ProxyTracerProvider && provider.getDelegate() === NO_SDK;
+  return provider instanceof ProxyTracerProvider && provider.getDelegate() === NO_SDK && context.with(PROBE, () => context.active() !== PROBE);
 }
 
 /**
@@ -66,7 +72,7 @@ export function traceHeaders(ctx: Context = context.active()): Record<string, st
 export function spanTraceHeaders(span: Span): Record<string, string> {
   const spanContext = span.spanContext();
   if (!isSpanContextValid(spanContext)) return {};
-  // Without an SDK nothing can suppress tracing, and a fast-path span has no trace state (carriedSpan).
+  // Without a context manager nothing can suppress tracing, and a fast-path span has no trace state (carriedSpan).
   if (tracingOff() && spanContext.traceState === undefined && (spanContext.traceFlags === 0 || spanContext.traceFlags === 1)) {
     return { traceparent: `00-${spanContext.traceId}-${spanContext.spanId}-0${spanContext.traceFlags}` };
   }
