@@ -97,12 +97,32 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     }
     return adminClient;
   };
+  /** Admin clients replaced for a stale view of a topic's partitions, disconnected once their calls are done. */
+  const retired = new Set<Admin>();
+  const retire = (client: Admin) => {
+    adminClient = null;
+    retired.add(client);
+    setTimeout(() => { retired.delete(client); void client.disconnect().catch(() => undefined); }, 30_000).unref();
+  };
   const ensureOpen = () => { if (closed) throw new EventLogError('kafka log is closed', 'log-closed'); };
-  /** Each partition's first offset left (`low`, after retention) or next one (`high`). */
+  /**
+   * Each partition's first offset left (`low`, after retention) or next one (`high`). kafkajs lists the partitions
+   * from metadata it refreshes every 5 minutes (metadataMaxAge), so for minutes after partitions are added it
+   * leaves them out: a replay reading a topic's ends then misses where its copies went (refeed.ts). A metadata
+   * request of its own (not cached) tells, and an admin client made afresh lists them all.
+   */
   const topicOffsets = async (topic: string, end: 'low' | 'high') => {
     ensureOpen();
     try {
-      return (await (await admin()).fetchTopicOffsets(topic)).map((p) => ({ partition: p.partition, offset: p[end] }));
+      let client = await admin();
+      let offsets = await client.fetchTopicOffsets(topic);
+      const { topics } = await client.fetchTopicMetadata({ topics: [topic] });
+      if ((topics[0]?.partitions.length ?? 0) > offsets.length) {
+        if (adminClient !== null && (await adminClient.catch(() => null)) === client) retire(client);
+        client = await admin();
+        offsets = await client.fetchTopicOffsets(topic);
+      }
+      return offsets.map((p) => ({ partition: p.partition, offset: p[end] }));
     } catch (error) {
       throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
     }
@@ -250,6 +270,8 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       const client = adminClient;
       adminClient = null;
       if (client) await (await client.catch(() => null))?.disconnect().catch(() => undefined);
+      await Promise.all([...retired].map((old) => old.disconnect().catch(() => undefined)));
+      retired.clear();
     },
   };
   return log;
