@@ -23,8 +23,10 @@ import { dueGate, NotDue, Stopping } from './due-gate';
  * window (AS2_MDN_RETRY_HOURS from the accept): then it gives up. Each attempt also writes an MdnOutcome, in
  * the same atomic output as its retry record, and the attempts so far to `mdn-delivery.json` beside the MDN's
  * evidence; a delivery the crash guard dead-letters writes one beside its dead letter (`dead_lettered`). The
- * POST is a side effect no transaction covers: a crash between a delivered POST and the commit sends the same
- * MDN (same bytes, same Message-ID) again. Delivery is at least once.
+ * POST is a side effect no transaction covers. The evidence, written before the commit, is read before each
+ * attempt, so an attempt that was delivered and not committed (fenced, frozen, killed after the write) is not made
+ * again (deliveredBefore); one that ends between the POST and that write sends the same MDN (same bytes, same
+ * Message-ID) again. Delivery is at least once.
  */
 export interface MdnStageDeps {
   log: EventLog;
@@ -123,11 +125,37 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
       .catch((error: Error) => logger.error('AS2 MDN delivery evidence could not be stored', { requestId: delivery.requestId, workflowId: delivery.workflowId, error }));
   }
 
+  /**
+   * This very attempt, already made and delivered, as `mdn-delivery.json` says: its handling went no further than
+   * keeping that evidence before its output was committed (a commit fenced after a rebalance, a process frozen or
+   * killed after the store's write). The MDN is not sent again; the outcome is written from what the evidence
+   * records. Null when it says otherwise, is absent or cannot be read: then the attempt is made (at least once).
+   */
+  async function deliveredBefore(delivery: MdnDelivery): Promise<{ ok: true; status: number | null; at: number } | null> {
+    let text: string;
+    try {
+      const path = deliveryEvidencePath(delivery);
+      if (!(await deps.store.head(path))) return null;
+      text = (await readObject(deps.store, path)).toString('utf8');
+    } catch (error) {
+      logger.warn('AS2 MDN delivery evidence could not be read before an attempt: the attempt is made', { requestId: delivery.requestId, workflowId: delivery.workflowId, error });
+      return null;
+    }
+    let document: { outcome?: unknown; mdnMessageId?: unknown; attempts?: Array<{ at?: unknown; status?: unknown }> };
+    try { document = JSON.parse(text) as typeof document; } catch { return null; }
+    const attempts = Array.isArray(document.attempts) ? document.attempts : [];
+    const last = attempts.at(-1);
+    if (document.outcome !== 'delivered' || document.mdnMessageId !== delivery.mdnMessageId || attempts.length !== delivery.attempts.length + 1 || !last) return null;
+    const at = typeof last.at === 'string' ? Date.parse(last.at) : NaN;
+    return Number.isFinite(at) ? { ok: true, status: typeof last.status === 'number' ? last.status : null, at } : null;
+  }
+
   const deadLettering: DeadLetteringOptions = { stage: 'mdn', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey };
   const deliver = withDeadLettering(async (record: LogRecord): Promise<OutRecord[]> => {
     const delivery = codec.decode('MdnDelivery', record.value);
-    const result = await attempt(delivery);
-    const at = now();
+    const before = await deliveredBefore(delivery);
+    const result = before ?? await attempt(delivery);
+    const at = before?.at ?? now();
     const history = [...delivery.attempts, { at, status: result.status, reason: result.ok ? '' : result.reason }];
     const retryIndex = Math.min(history.length - 1, topics.mdnRetries.length - 1);
     const nextAttemptAt = result.ok ? null : at + deps.retry.delaysMs[retryIndex];
@@ -142,11 +170,16 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
       mdnMessageId: delivery.mdnMessageId, url: loggableUrl(delivery.url), attempts: history.length, status: result.status,
       ...(result.ok ? {} : { reason: result.reason }), ...(kind === 'retrying' ? { nextAttemptAt: new Date(nextAttemptAt!).toISOString() } : {}),
     };
-    if (kind === 'delivered') logger.info(fields.event, fields);
-    else logger.warn(fields.event, fields);
-    deps.metrics?.mdnDelivery(kind);
+    if (before) {
+      // Counted when it was made; said again only for what this process did: no POST.
+      logger.info(fields.event, { ...fields, sentBefore: true });
+    } else {
+      if (kind === 'delivered') logger.info(fields.event, fields);
+      else logger.warn(fields.event, fields);
+      deps.metrics?.mdnDelivery(kind);
+    }
     const outcomes = history.map((a, i) => ({ ...a, outcome: (i === history.length - 1 ? kind : 'retrying') as MdnOutcomeKind }));
-    await keepEvidence(delivery, kind, outcomes, outcome.nextAttemptAt);
+    if (!before) await keepEvidence(delivery, kind, outcomes, outcome.nextAttemptAt);
     const out: OutRecord[] = [{ topic: topics.mdnOutcomes, key: record.key, value: codec.encode('MdnOutcome', outcome) }];
     if (kind === 'retrying') {
       const retry: MdnDelivery = { ...delivery, dueAt: nextAttemptAt!, attempts: history };

@@ -95,6 +95,19 @@ test('delivered: empty 200 at once, then the signed processed MDN POSTed with AS
   expect(app.logs.some((l) => l.event === 'as2.mdn-delivered' && l.requestId === sent.requestId)).toBe(true);
 });
 
+test('a delivery handed to the stage again after its attempt was delivered (a commit fenced, a process frozen or killed after it kept the evidence) is not POSTed again: its outcome is written from the evidence', async () => {
+  const sent = await send(mdnUrl('/as2/mdn/again'));
+  expect(sent.status).toBe(200);
+  expect((await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, sent.requestId)).map((o) => [o.outcome, o.attempts, o.status])).toEqual([['delivered', 1, 200]]);
+  const [record] = (await collectUntilQuiet(app.backends.log, app.topics.mdnDeliveries, 200)).filter((r) => codec.decode('MdnDelivery', r.value).requestId === sent.requestId);
+  // The same record again, as the stage reads it when the output of its handling was not committed.
+  await app.backends.log.append([{ topic: app.topics.mdnDeliveries, key: record.key, value: record.value, headers: record.headers }]);
+  const outcomes = await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, sent.requestId, (o) => o.length === 2);
+  expect(outcomes.map((o) => [o.outcome, o.attempts, o.status, o.at])).toEqual([['delivered', 1, 200, outcomes[0].at], ['delivered', 1, 200, outcomes[0].at]]);
+  expect(postsFor(sent.messageId)).toHaveLength(1);
+  expect(app.logs.filter((l) => l.event === 'as2.mdn-delivered' && l.requestId === sent.requestId).map((l) => l.sentBefore ?? false)).toEqual([false, true]);
+});
+
 test("a token in the MDN URL's query reaches the partner, and nothing else: the outcome record, the evidence, the journal and the logs show the URL without its query", async () => {
   const sent = await send(mdnUrl('/as2/mdn/inbox?access_token=SECRET-MDN-TOKEN'));
   expect(sent.status).toBe(200);
