@@ -1,5 +1,5 @@
 import { writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { hostname, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { AssignerProtocol, Kafka, logLevel, Partitioners, type Admin } from 'kafkajs';
 import { openRegistry } from '../../services/cli/backends';
@@ -20,8 +20,13 @@ import { getFreePort } from './servers';
  * around them: a bounded load of POSTs, a watch of the execution queue, a watch of the stage groups' committed
  * offsets (which must never go backwards), the groups' assignments, and freezing (SIGSTOP), killing and
  * restarting single processes. `close()` thaws and ends every process it started, whatever state it is in.
+ * A role is the `--services` list its processes run (`mdn,journal`: the two stages with side effects outside
+ * Kafka's transactions, in one process).
  */
-export type Role = 'receiver' | 'decoder' | 'dispatcher';
+export type Role = 'receiver' | 'decoder' | 'dispatcher' | 'mdn,journal';
+
+/** A stage whose group's assignments can be watched, by its (first) input topic. */
+export type WatchedStage = 'decoder' | 'dispatcher' | 'mdn';
 
 export interface Member {
   role: Role;
@@ -114,7 +119,8 @@ export class PipelineCluster {
     return cluster;
   }
 
-  group(stage: 'decoder' | 'dispatcher'): string {
+  /** The group of a stage (the mdn stage's of its deliveries topic; its retry topics have groups of their own). */
+  group(stage: WatchedStage): string {
     return this.topics.group(stage);
   }
 
@@ -228,9 +234,12 @@ export class PipelineCluster {
     return watch;
   }
 
-  /** Which client ids (one per process: the default KAFKA_CLIENT_ID names the pid) held which partitions. */
-  watchAssignments(stage: 'decoder' | 'dispatcher', everyMs = 500): AssignmentWatch {
-    const topic = stage === 'decoder' ? this.topics.received : this.topics.decoded;
+  /**
+   * Which client ids (one per process: the default KAFKA_CLIENT_ID names the pid, see clientIdOf) held which
+   * partitions; for the mdn stage, those of its first input, the deliveries topic.
+   */
+  watchAssignments(stage: WatchedStage, everyMs = 500): AssignmentWatch {
+    const topic = stage === 'decoder' ? this.topics.received : stage === 'dispatcher' ? this.topics.decoded : this.topics.mdnDeliveries;
     const watch = new AssignmentWatch(() => this.admin(), this.group(stage), topic, everyMs);
     this.closers.push(() => watch.stop());
     return watch;
@@ -282,6 +291,11 @@ export class PipelineCluster {
     writeFileSync(file, this.outputs());
     return file;
   }
+}
+
+/** The Kafka client id of a member's process: the default KAFKA_CLIENT_ID (config.ts), as AssignmentWatch reports it. */
+export function clientIdOf(member: Member): string {
+  return member.env.KAFKA_CLIENT_ID ?? `ingress-${hostname()}-${member.proc.child.pid}`;
 }
 
 export function isRunning(member: Member): boolean {
@@ -473,6 +487,8 @@ export interface LoadOptions {
   concurrency: number;
   /** The loop ends after this many requests, or at stop(). */
   max: number;
+  /** The `i`th request, when not the default JSON webhook call to workflowIds[i % n] (e.g. an AS2 message). */
+  request?: (i: number) => { workflowId: string; headers: Record<string, string>; body: string };
 }
 
 export interface LoadResult {
@@ -505,9 +521,10 @@ export function startLoad(options: LoadOptions): Load {
       if (due > Date.now()) await sleep(due - Date.now());
       if (stopped) return;
       const urls = options.urls();
-      const url = `${urls[i % urls.length]}/hook/${options.workflowIds[i % options.workflowIds.length]}`;
+      const request = options.request?.(i) ?? { workflowId: options.workflowIds[i % options.workflowIds.length], headers: { 'content-type': 'application/json' }, body: JSON.stringify({ w, i }) };
+      const url = `${urls[i % urls.length]}/hook/${request.workflowId}`;
       try {
-        const res = await fetch(url, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify({ w, i }), signal: AbortSignal.timeout(30_000) });
+        const res = await fetch(url, { method: 'POST', headers: request.headers, body: request.body, signal: AbortSignal.timeout(30_000) });
         await res.arrayBuffer();
         if (res.status === 200) load.accepted.push(res.headers.get('x-request-id')!);
         else load.refused.push({ status: res.status, requestId: res.headers.get('x-request-id') });
