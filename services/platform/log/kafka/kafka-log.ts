@@ -99,10 +99,14 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
   };
   /** Admin clients replaced for a stale view of a topic's partitions, disconnected once their calls are done. */
   const retired = new Set<Admin>();
-  const retire = (client: Admin) => {
+  const retire = (current: Promise<Admin>, client: Admin) => {
+    // Only the client still in use: two callers that both found it stale retire it once, and the second does
+    // not drop the fresh one the first made.
+    if (adminClient !== current || retired.has(client)) return;
     adminClient = null;
     retired.add(client);
-    setTimeout(() => { retired.delete(client); void client.disconnect().catch(() => undefined); }, 30_000).unref();
+    // Calls still on it (a stage's stable-offset read holds one for up to 15 s) end first.
+    setTimeout(() => { retired.delete(client); void client.disconnect().catch(() => undefined); }, 60_000).unref();
   };
   const ensureOpen = () => { if (closed) throw new EventLogError('kafka log is closed', 'log-closed'); };
   /**
@@ -114,13 +118,15 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
   const topicOffsets = async (topic: string, end: 'low' | 'high') => {
     ensureOpen();
     try {
-      let client = await admin();
+      const current = admin();
+      const client = await current;
       let offsets = await client.fetchTopicOffsets(topic);
-      const { topics } = await client.fetchTopicMetadata({ topics: [topic] });
-      if ((topics[0]?.partitions.length ?? 0) > offsets.length) {
-        if (adminClient !== null && (await adminClient.catch(() => null)) === client) retire(client);
-        client = await admin();
-        offsets = await client.fetchTopicOffsets(topic);
+      // A failed look is no sign of staleness: the offsets stand as kafkajs gave them.
+      const listed = await client.fetchTopicMetadata({ topics: [topic] }).then(({ topics }) => topics[0]?.partitions.length, () => undefined);
+      if (listed !== undefined && listed !== offsets.length) {
+        retire(current, client);
+        ensureOpen();
+        offsets = await (await admin()).fetchTopicOffsets(topic);
       }
       return offsets.map((p) => ({ partition: p.partition, offset: p[end] }));
     } catch (error) {
