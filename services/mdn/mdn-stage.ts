@@ -53,7 +53,7 @@ export interface MdnStageDeps {
 }
 
 /** The reason of a delivery's `dead_lettered` outcome: its dead letter's code first, as operators search for it. */
-export const STAGE_CRASHED_REASON = 'stage-crashed: the process ended each time this delivery was in hand; dead-lettered without another attempt (dead-letters replay --stage mdn sends it again)';
+export const STAGE_CRASHED_REASON = 'stage-crashed: the process ended each time this delivery was in hand; dead-lettered without another attempt (dead-letters replay --stage mdn sends it again, unless its evidence shows it delivered)';
 
 export const DEFAULT_POST = { connectTimeoutMs: 10_000, responseTimeoutMs: 20_000, maxResponseBytes: 64 * 1024 };
 
@@ -120,6 +120,9 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
       url: loggableUrl(delivery.url), mdnMessageId: delivery.mdnMessageId, outcome, nextAttemptAt: nextAttemptAt === null ? null : new Date(nextAttemptAt).toISOString(),
       attempts: attempts.map((a) => ({ at: new Date(a.at).toISOString(), outcome: a.outcome, status: a.status, reason: a.reason || null })),
     };
+    // A failed attempt does not write over the evidence of this attempt delivered by another process (a frozen one
+    // thawed, its successor having delivered meanwhile): that evidence decides whether the MDN is sent again.
+    if (outcome !== 'delivered' && await deliveredBefore({ ...delivery, attempts: attempts.slice(0, -1) })) return;
     // After the POST: a store that fails must not make us send the MDN again. The outcome record has it all.
     await deps.store.put(deliveryEvidencePath(delivery), Buffer.from(JSON.stringify(document, null, 2)), { contentType: 'application/json' })
       .catch((error: Error) => logger.error('AS2 MDN delivery evidence could not be stored', { requestId: delivery.requestId, workflowId: delivery.workflowId, error }));

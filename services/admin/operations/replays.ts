@@ -310,8 +310,8 @@ export function checkDeadLetterRequest(request: DeadLetterReplayRequest): void {
 
 /**
  * The topics a dead letter's source is replayed into. The sampler's source, an execution queue, is left out:
- * re-feeding it would request those executions again. The mdn stage's are in: a delivery replayed is sent at least
- * once more, as any MDN retry can be (as2-async-mdn.md).
+ * re-feeding it would request those executions again. The mdn stage's are in: a delivery replayed is sent once
+ * more, as any MDN retry can be, unless its evidence shows that attempt delivered (as2-async-mdn.md).
  */
 export function replayableInputs(ctx: ReplayContext): Set<string> {
   return new Set([ctx.topics.received, ctx.topics.decoded, ctx.topics.mdnDeliveries, ...ctx.topics.mdnRetries]);
