@@ -19,11 +19,12 @@ const processTracer = trace.getTracer('inbound-event-ingress');
 export const tracer = () => processTracer;
 
 /**
- * Whether no SDK runs (no OTEL_* variables: sdk.ts): no tracer provider and no context manager. Then every span is a
- * non-recording one that only holds a span context, and nothing reads the active context; building contexts to carry it, as the API does,
- * cost 1.5 µs a record in each stage (the exact-number JSON parse costs less), so the stages' spans skip it then:
- * `inConsumerSpan` hands the handler a span wrapping the record's own span context, and `spanTraceHeaders` writes
- * it straight back, the same text the propagator would write (a unit test compares them on every kind of header).
+ * Whether no SDK runs (no OTEL_* variables: sdk.ts): no tracer provider and no context manager. Then every span is
+ * a non-recording one that only holds a span context, and nothing reads the active context. Building contexts to
+ * carry it, as the API does, was most of what the stages' spans cost (about a fifth of their CPU per record,
+ * docs/benchmarks.md), so they skip it then: `inConsumerSpan` hands the handler a span wrapping the record's own
+ * span context, and `spanTraceHeaders` writes it straight back, the same text the propagator would write (a unit
+ * test compares them on every kind of header).
  */
 const NO_SDK = new ProxyTracerProvider().getDelegate();
 /**
