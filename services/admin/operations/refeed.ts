@@ -718,13 +718,14 @@ function mayBeCut(log: EventLog, appending: Record<string, Record<string, string
   for (const c of look.cut) cut.set(c.topic, (cut.get(c.topic) ?? new Set()).add(c.partition));
   const ids = (partitions: Iterable<string | number>) => [...partitions].map(Number).sort((a, b) => a - b).join(',');
   return (copy) => {
-    const announced = appending[copy.topic];
+    // Own entries only: the checkpoint is parsed JSON, and a topic named like an Object.prototype member is not one.
+    const announced = Object.hasOwn(appending, copy.topic) ? appending[copy.topic] : undefined;
     if (!announced) return true;
     const cutHere = cut.get(copy.topic);
     if (!cutHere) return false;
     const now = look.partitions.get(copy.topic) ?? [];
     const unchanged = now.length > 0 && ids(now) === ids(Object.keys(announced)) && ids(now) === ids(now.map((_, i) => i));
-    const lowest = sentWith[copy.topic];
+    const lowest = Object.hasOwn(sentWith, copy.topic) ? sentWith[copy.topic] : undefined;
     if (copy.key === null || !log.partitionFor || !unchanged || lowest === undefined || lowest > now.length) return true;
     for (let count = lowest; count <= now.length; count++) if (cutHere.has(log.partitionFor(copy.topic, copy.key, count))) return true;
     return false;
