@@ -16,14 +16,15 @@ export const STAGE_WORKER_CRASH = path.resolve(__dirname, 'stage-worker-crash.js
 /**
  * `ingress start` in a child; resolves once it prints the address it listens on (or, without the receiver, once
  * it started). `nodeArgs` go before the CLI (e.g. `--require` a module); `script` replaces the CLI with code
- * given to `node -e` that starts the service itself.
+ * given to `node -e` that starts the service itself. `upWithinMs` (30 s): how long it may take.
  */
-export function startServiceProcess(env: Record<string, string>, args: string[] = [], options: { nodeArgs?: string[]; script?: string } = {}): Promise<ServiceProcess> {
+export function startServiceProcess(env: Record<string, string>, args: string[] = [], options: { nodeArgs?: string[]; script?: string; upWithinMs?: number } = {}): Promise<ServiceProcess> {
   return new Promise((resolve, reject) => {
     const argv = options.script !== undefined ? [...(options.nodeArgs ?? []), '-e', options.script] : [...(options.nodeArgs ?? []), CLI, 'start', ...args];
     const child = spawn(process.execPath, argv, { env: { PATH: process.env.PATH ?? '', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
-    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`ingress start did not come up in 30 s:\n${out.slice(-3000)}`)); }, 30_000);
+    const within = options.upWithinMs ?? 30_000;
+    const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`ingress start did not come up in ${within / 1000} s:\n${out.slice(-3000)}`)); }, within);
     // Without the receiver there is no address to wait for: the started log line says the stages run.
     const services = args.indexOf('--services') >= 0 ? args[args.indexOf('--services') + 1] : 'receiver';
     const onData = (d: Buffer) => {

@@ -25,6 +25,12 @@ import { getFreePort } from './servers';
  */
 export type Role = 'receiver' | 'decoder' | 'dispatcher' | 'mdn,journal';
 
+/**
+ * How long a process of the role may take to start. One running the mdn stage and the journal joins ten consumer
+ * groups one after another before it says it started: ~15 s alone, over 30 s beside another Kafka test on two cores.
+ */
+const upWithin = (role: string) => (role.includes('mdn') || role.includes('journal') ? 90_000 : 30_000);
+
 /** A stage whose group's assignments can be watched, by its (first) input topic. */
 export type WatchedStage = 'decoder' | 'dispatcher' | 'mdn';
 
@@ -168,7 +174,7 @@ export class PipelineCluster {
     // Stage processes must log at info: startServiceProcess waits for their "ingress started" line. Receivers
     // print their address on stderr at any level; at info they would log one line per request.
     const env = { ...this.env, LOG_LEVEL: role === 'receiver' ? 'warn' : 'info', ...extraEnv, ADMIN_PORT: String(adminPort) };
-    const proc = await startServiceProcess(env, ['--services', role]);
+    const proc = await startServiceProcess(env, ['--services', role], { upWithinMs: upWithin(role) });
     track(proc.child);
     const member: Member = { role, name: `${role}-${this.byRole(role).length + 1}`, adminPort, env, proc, frozen: false, starts: 1, previousOutputs: [] };
     this.members.push(member);
@@ -179,7 +185,7 @@ export class PipelineCluster {
   async restart(member: Member): Promise<Member> {
     if (isRunning(member)) throw new Error(`${member.name} (pid ${member.proc.child.pid}) still runs`);
     member.previousOutputs.push(member.proc.output());
-    member.proc = await startServiceProcess(member.env, ['--services', member.role]);
+    member.proc = await startServiceProcess(member.env, ['--services', member.role], { upWithinMs: upWithin(member.role) });
     track(member.proc.child);
     member.frozen = false;
     member.starts++;
