@@ -1,4 +1,5 @@
 import busboy from 'busboy';
+import { isUtf8 } from 'node:buffer';
 import { PassThrough, Transform, type Readable } from 'node:stream';
 import type { ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, stagedMediaType, uniqueNamer } from '../staged-files';
@@ -83,14 +84,10 @@ function decodedField(value: string, encoding: string): string | MultipartError 
   try {
     bytes = Buffer.concat([decoder.write(Buffer.from(value, 'utf8')), decoder.end()]);
   } catch (error) { return transferProblem(error); }
-  try {
-    return STRICT_UTF8.decode(bytes);
-  } catch {
-    const detail = 'a base64 or quoted-printable text field does not decode to UTF-8 (send the field as 8bit in its charset, or as a file)';
-    return new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
-  }
+  if (isUtf8(bytes)) return bytes.toString('utf8');
+  const detail = 'a base64 or quoted-printable text field does not decode to UTF-8 (send the field as 8bit in its charset, or as a file)';
+  return new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
 }
-const STRICT_UTF8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 const fileTooLarge = (limits: MultipartLimits) => new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large');
 
