@@ -8,12 +8,13 @@ import { readRegularFile } from '../platform/files/read-regular-file';
 import { EventLogError, type EventLog } from '../platform/log/event-log';
 import type { Logger } from '../platform/logger/logger';
 import type { ObjectStore } from '../platform/store/object-store';
+import { requestIdOf } from '../platform/avro/request-id';
 import { oneAtATime } from './operations/one-at-a-time';
 import { CheckpointInUse, checkpointFile, refeed, UNKNOWN_COPY_SKIP, type CheckpointState, type SkippedExample, type UnknownCopies } from './operations/refeed';
 import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
   checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, isHeldLetter, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
-  namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, requestIdOf,
+  namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
 

@@ -1,5 +1,6 @@
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
+import { requestIdOf } from '../platform/avro/request-id';
 import type { LogRecord } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
 import { recordIdentity, replayOf } from '../platform/log/replay-marking';
@@ -159,13 +160,5 @@ const mdnOutcomes: JournalSource = {
   },
 };
 
-function requestIdOf(value: Buffer, codec: AvroCodec): string | null {
-  try {
-    const name = codec.nameOf(value);
-    return name === 'DeadLetter' ? null : codec.decode(name, value).requestId;
-  } catch {
-    return null;
-  }
-}
 
 export const JOURNAL_SOURCES: readonly JournalSource[] = [received, refused, decoded, executions, deadLetters, mdnOutcomes];

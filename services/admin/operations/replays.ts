@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { AvroCodec } from '../../platform/avro/codec';
 import type { DeadLetter } from '../../platform/avro/records';
+import { requestIdOf } from '../../platform/avro/request-id';
 import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
 import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-keys';
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
@@ -340,13 +341,3 @@ export function deadLetterSummary(record: LogRecord, letter: DeadLetter, codec: 
   return line;
 }
 
-/** The request a source record belongs to, when it is one of ours and decodes. */
-export function requestIdOf(value: Buffer, codec: AvroCodec): string | null {
-  try {
-    const name = codec.nameOf(value);
-    if (name !== 'Received' && name !== 'Decoded') return null;
-    return codec.decode(name, value).requestId;
-  } catch {
-    return null;
-  }
-}
