@@ -1,6 +1,7 @@
 import { defaultAvroCodec } from '../platform/avro/codec';
 import { ConfigError, type Config } from '../platform/config/config';
 import type { StageHandle } from '../platform/log/event-log';
+import { startTogether } from '../platform/log/start-together';
 import { pipelineTopics } from '../platform/log/topics';
 import type { Logger } from '../platform/logger/logger';
 import { createTtlCache } from '../platform/registry/ttl-cache';
@@ -143,24 +144,30 @@ export async function startServices(config: Config, backends: Backends, services
     // A record that ends the process handling it is found after a few restarts and dead-lettered (crash-guard.ts).
     const crashMarks = crashMarksIn(backends.store);
     beginThreadLife();
+    const starts: { name: ServiceName; start: () => Promise<StageHandle> }[] = [];
     if (services.includes('decoder')) {
       // AS2 bodies are opened again by the decoder, with the credential as it is now (docs/as2.md, "Where the work happens").
-      stages.push({ name: 'decoder', handle: await startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000, mdnFirstAttemptDelayMs: config.as2MdnRetry.firstAttemptDelayMs, crashMarks }) });
+      starts.push({ name: 'decoder', start: () => startDecoder({ log: backends.log, topics, codec, store: backends.store, workflows, catalog, credential: (id) => credentials.get(id), logger: logger.child({ service: 'decoder' }), metrics, recordKey: config.recordKey, idempotencyLookbackMs: config.idempotencyMaxWindowHours * 3_600_000, mdnFirstAttemptDelayMs: config.as2MdnRetry.firstAttemptDelayMs, crashMarks }) });
     }
     if (services.includes('dispatcher')) {
-      stages.push({ name: 'dispatcher', handle: await startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues, recordKey: config.recordKey, crashMarks }) });
+      starts.push({ name: 'dispatcher', start: () => startDispatcher({ log: backends.log, topics, codec, logger: logger.child({ service: 'dispatcher' }), metrics, executionQueues: config.executionQueues, recordKey: config.recordKey, crashMarks }) });
     }
     if (services.includes('sampler')) {
-      stages.push({ name: 'sampler', handle: await startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey, crashMarks }) });
+      starts.push({ name: 'sampler', start: () => startSampler({ log: backends.log, topics, codec, samples: backends.registry.samples, logger: logger.child({ service: 'sampler' }), metrics, queues, keep: config.sampleDataKeep, recordKey: config.recordKey, crashMarks }) });
     }
     if (services.includes('mdn')) {
       // Each attempt checks that its allow-list entry is still listed: removing one stops the retries queued for it.
       const stillAllowed = (d: MdnDelivery) => allowListEntryListed(d.workflowId, d.allowedBy, { workflow: (id) => workflows.get(id), credential: (id) => credentials.get(id) });
-      stages.push({ name: 'mdn', handle: await startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey, stillAllowed, crashMarks }) });
+      starts.push({ name: 'mdn', start: () => startMdnStage({ log: backends.log, topics, codec, store: backends.store, logger: logger.child({ service: 'mdn' }), metrics, retry: config.as2MdnRetry, recordKey: config.recordKey, stillAllowed, crashMarks }) });
     }
     if (services.includes('journal')) {
-      stages.push({ name: 'journal', handle: await startJournal({ log: backends.log, topics, codec, journal: backends.registry.journal, logger: logger.child({ service: 'journal' }), metrics, queues, retentionDays: config.journal.retentionDays, crashMarks }) });
+      starts.push({ name: 'journal', start: () => startJournal({ log: backends.log, topics, codec, journal: backends.registry.journal, logger: logger.child({ service: 'journal' }), metrics, queues, retentionDays: config.journal.retentionDays, crashMarks }) });
     }
+    // Together: on Kafka each stage's start waits for its groups' joins, so one after another they added up (start-together.ts).
+    // As safe on the embedded log: its runStage claims the group and topic before it first awaits, and every append
+    // goes through the journal's one writer (from a stage worker, by the main thread: log-host.ts), in any order.
+    const handles = await startTogether(starts.map(({ start }) => start));
+    stages.push(...starts.map(({ name }, i) => ({ name, handle: handles[i] })));
     if (services.includes('receiver')) {
       refusals = createRefusalJournal({ log: backends.log, topic: topics.refused, codec, logger: logger.child({ service: 'receiver' }), metrics, perMinute: config.journal.refusedPerMinute });
       receiver = createReceiver({

@@ -3,6 +3,7 @@ import type { CrashMarks } from '../platform/log/crash-guard';
 import { withCrashGuard } from '../platform/log/crash-guarded';
 import type { EventLog, LogRecord, StageBatchHandler, StageHandle } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
+import { startTogether } from '../platform/log/start-together';
 import { recordIdentity, replayOf } from '../platform/log/replay-marking';
 import type { Logger } from '../platform/logger/logger';
 import { entryId, traceOf, type JournalEntry, type JournalStore } from '../platform/registry/journal';
@@ -125,44 +126,46 @@ export async function startJournal(deps: JournalStageDeps): Promise<StageHandle>
     return [];
   }
 
-  const stages: StageHandle[] = [];
-  try {
-    for (const { topic, group, source } of journalInputs(deps.topics, deps.queues, deps.sources)) {
-      // One upsert per batch: the file journal makes it one append and one fdatasync (file-journal.ts).
-      const handleBatch: StageBatchHandler = async (records) => {
-        // An entry already past the retention (a new group reading a long topic from its start) is not written:
-        // it would only be pruned again, and on Cosmos its TTL would count from now.
-        const oldest = Date.now() - deps.retentionDays * DAY_MS;
-        const entries: JournalEntry[] = [];
-        let unreadable = 0;
-        for (const record of records) {
-          try {
-            for (const entry of entriesOf(record, source, context)) if (entry.at >= oldest) entries.push(entry);
-          } catch (error) {
-            unreadable++;
-            logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
-          }
-        }
-        // An outage propagates: the log backs off and delivers the batch again. An entry the registry refuses as
-        // such would be refused for ever, and must not stop the topic behind it, nor cost the batch's others.
+  function runInput({ topic, group, source }: JournalInput): Promise<StageHandle> {
+    // One upsert per batch: the file journal makes it one append and one fdatasync (file-journal.ts).
+    const handleBatch: StageBatchHandler = async (records) => {
+      // An entry already past the retention (a new group reading a long topic from its start) is not written:
+      // it would only be pruned again, and on Cosmos its TTL would count from now.
+      const oldest = Date.now() - deps.retentionDays * DAY_MS;
+      const entries: JournalEntry[] = [];
+      let unreadable = 0;
+      for (const record of records) {
         try {
-          await upsertSkippingRefused(entries);
+          for (const entry of entriesOf(record, source, context)) if (entry.at >= oldest) entries.push(entry);
         } catch (error) {
-          return { outputs: [], failure: { index: 0, error } };
+          unreadable++;
+          logger.warn('journal skipped a record it cannot read', { source: source.name, topic: record.topic, partition: record.partition, offset: record.offset, error });
         }
-        // Counted once the batch is written: a batch the log delivers again is counted when it is.
-        for (let i = 0; i < unreadable; i++) deps.metrics?.stageRecord('journal', 'skipped', 'unreadable');
-        for (let i = unreadable; i < records.length; i++) deps.metrics?.stageRecord('journal', 'processed');
-        return { outputs: records.map(() => []) };
-      };
-      stages.push(await deps.log.runStage({
-        group, topic, handleBatch: deps.crashMarks ? withCrashGuard(handleBatch, { marks: deps.crashMarks, group, stage: 'journal', logger, crashed: (record) => crashed(record, source) }) : handleBatch,
-        onRetry: (error, rec, attempt) => logger.warn('journal retrying', { topic, attempt, offset: rec?.offset ?? null, error }),
-      }));
-    }
+      }
+      // An outage propagates: the log backs off and delivers the batch again. An entry the registry refuses as
+      // such would be refused for ever, and must not stop the topic behind it, nor cost the batch's others.
+      try {
+        await upsertSkippingRefused(entries);
+      } catch (error) {
+        return { outputs: [], failure: { index: 0, error } };
+      }
+      // Counted once the batch is written: a batch the log delivers again is counted when it is.
+      for (let i = 0; i < unreadable; i++) deps.metrics?.stageRecord('journal', 'skipped', 'unreadable');
+      for (let i = unreadable; i < records.length; i++) deps.metrics?.stageRecord('journal', 'processed');
+      return { outputs: records.map(() => []) };
+    };
+    return deps.log.runStage({
+      group, topic, handleBatch: deps.crashMarks ? withCrashGuard(handleBatch, { marks: deps.crashMarks, group, stage: 'journal', logger, crashed: (record) => crashed(record, source) }) : handleBatch,
+      onRetry: (error, rec, attempt) => logger.warn('journal retrying', { topic, attempt, offset: rec?.offset ?? null, error }),
+    });
+  }
+
+  // Each input's group joins at once, not after the one before (start-together.ts).
+  let stages: StageHandle[];
+  try {
+    stages = await startTogether(journalInputs(deps.topics, deps.queues, deps.sources).map((input) => () => runInput(input)));
   } catch (error) {
     clearInterval(pruning);
-    for (const s of stages) await s.stop().catch(() => undefined);
     throw error;
   }
   return {

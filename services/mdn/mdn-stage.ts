@@ -5,6 +5,7 @@ import { crashedLetter, withDeadLettering, type DeadLetteringOptions } from '../
 import type { CrashMarks } from '../platform/log/crash-guard';
 import { withCrashGuard } from '../platform/log/crash-guarded';
 import { eachRecord } from '../platform/log/stage-batch';
+import { startTogether } from '../platform/log/start-together';
 import type { EventLog, LogRecord, OutRecord, StageBatchHandler, StageHandle } from '../platform/log/event-log';
 import type { PipelineTopics } from '../platform/log/topics';
 import type { RecordKeyMode } from '../platform/log/record-keys';
@@ -254,22 +255,24 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
     };
   }
 
-  const stages: StageHandle[] = [];
+  function runInput(topic: string): Promise<StageHandle> {
+    const group = mdnGroup(topics, topic);
+    return deps.log.runStage({
+      group, topic, ...(deps.crashMarks ? { handleBatch: guarded(deps.crashMarks, group) } : { handle }),
+      onRetry: (error, rec, attempt) => {
+        // Waiting for a due time is not a failure: the back-off brings the record back, and the gate then sleeps.
+        if (error instanceof NotDue || error instanceof Stopping) logger.debug('mdn stage waits for a due time', { topic, offset: rec?.offset ?? null, reason: error.message });
+        else logger.warn('mdn stage retrying', { topic, attempt, offset: rec?.offset ?? null, error });
+      },
+    });
+  }
+
+  // Each input's group joins at once, not after the one before (start-together.ts).
+  let stages: StageHandle[];
   try {
-    for (const topic of [topics.mdnDeliveries, ...topics.mdnRetries]) {
-      const group = mdnGroup(topics, topic);
-      stages.push(await deps.log.runStage({
-        group, topic, ...(deps.crashMarks ? { handleBatch: guarded(deps.crashMarks, group) } : { handle }),
-        onRetry: (error, rec, attempt) => {
-          // Waiting for a due time is not a failure: the back-off brings the record back, and the gate then sleeps.
-          if (error instanceof NotDue || error instanceof Stopping) logger.debug('mdn stage waits for a due time', { topic, offset: rec?.offset ?? null, reason: error.message });
-          else logger.warn('mdn stage retrying', { topic, attempt, offset: rec?.offset ?? null, error });
-        },
-      }));
-    }
+    stages = await startTogether([topics.mdnDeliveries, ...topics.mdnRetries].map((topic) => () => runInput(topic)));
   } catch (error) {
     gate.stop();
-    for (const s of stages) await s.stop().catch(() => undefined);
     throw error;
   }
   return {

@@ -3,6 +3,7 @@ import type { EventLog, LogRecord, StageBatchResult, StageHandle } from '../plat
 import { withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import type { CrashMarks } from '../platform/log/crash-guard';
 import type { PipelineTopics } from '../platform/log/topics';
+import { startTogether } from '../platform/log/start-together';
 import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
@@ -51,13 +52,11 @@ export function samplerGroup(topics: PipelineTopics, queue: string): string {
 
 export async function startSampler(deps: SamplerDeps): Promise<StageHandle> {
   const handleBatch = withDeadLetteringBatch((records) => sampleBatch(records, deps), { stage: 'sampler', topic: deps.topics.deadLetter, codec: deps.codec, logger: deps.logger, metrics: deps.metrics, recordKey: deps.recordKey, crashMarks: deps.crashMarks && { marks: deps.crashMarks, group: deps.topics.group('sampler') } });
-  const stages: StageHandle[] = [];
-  for (const topic of deps.queues) {
-    stages.push(await deps.log.runStage({
-      group: samplerGroup(deps.topics, topic), topic, handleBatch,
-      onRetry: (error, rec, attempt) => deps.logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
-    }));
-  }
+  // Each queue's group joins at once, not after the one before; a queue that cannot start stops the others (start-together.ts).
+  const stages = await startTogether(deps.queues.map((topic) => () => deps.log.runStage({
+    group: samplerGroup(deps.topics, topic), topic, handleBatch,
+    onRetry: (error, rec, attempt) => deps.logger.warn('sampler retrying', { attempt, offset: rec?.offset ?? null, error }),
+  })));
   return {
     async stop() { for (const s of stages) await s.stop(); },
     notReady: () => stages.map((s) => s.notReady()).find((reason) => reason !== null) ?? null,

@@ -156,8 +156,8 @@ test('mdn and journal stages frozen past their session and thawed under load, th
       c.thaw(frozen);
       enter('thawed');
 
-      // 2. A rebalance: a third process joins, takes mdn partitions, and leaves under load. Its start (about 15 s:
-      // it joins ten groups, one after the other, each rebalancing) is the thawed zombie's time under load.
+      // 2. A rebalance: a third process joins, takes mdn partitions, and leaves under load. Its start (a few seconds:
+      // it joins ten groups at once, each rebalancing) is the thawed zombie's time under load.
       const joiner: Member = await c.start(STAGES);
       enter('joined');
       await until(`${joiner.name} to hold mdn partitions`, () => holders.current, (held) => [...held.values()].includes(clientIdOf(joiner)), 30_000, 250);

@@ -121,12 +121,12 @@ test('a stop asked for (SIGTERM) is no sign against what is in hand: a batch run
   expect(await handled(life(marks), batch(20, 3), true)).toBe('alone');
 });
 
-test('the stages of one thread start one after another: a later stage\'s guard keeps what an earlier one has in hand, so a stop still marks it', async () => {
+test('the stages of one thread start together: a guard made once another stage\'s batch is in hand keeps it, so a stop still marks it', async () => {
   const marks = memoryMarks();
   const thread = turnTaking();
   const decoder = life(marks, 'g', thread);
   await endsHolding(decoder, batch(10, 3), true); // the decoder's first batch is in hand
-  life(marks, 'g-dispatcher', thread); // then the dispatcher's guard is made
+  life(marks, 'g-dispatcher', thread); // then the dispatcher's guard is made (its start ended later)
   await markStopping(thread);
   expect(marks.held.get('g/t/0')).toMatchObject({ from: '10', stopped: true });
 });

@@ -238,8 +238,8 @@ const THIS_THREAD = turnTaking();
 /**
  * The stages starting on this thread begin a new life of it: one told to stop before (an in-process restart)
  * marks as usual again. Once per start of the stages, not per guard: the decoder's, dispatcher's and sampler's
- * guards share the thread and start one after another, and a later one must not forget the batches an earlier
- * one already has in hand (a stop would then leave their marks saying nothing of it: counted as a crash).
+ * guards share the thread and start together (start-together.ts), and one whose start ends later must not forget
+ * the batches another already has in hand (a stop would then leave their marks saying nothing of it: counted as a crash).
  */
 export function beginThreadLife(thread: TurnTaking = THIS_THREAD): void {
   thread.stopping = false;
