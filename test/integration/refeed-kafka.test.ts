@@ -107,6 +107,61 @@ test('the log lists partitions added after it first read a topic at once, not wh
   expect(await partitions(() => log.firstOffsets(topic))).toEqual([0, 1, 2]);
 });
 
+/**
+ * The other calls that list a topic's partitions, each on a log of its own: the first call to find its admin
+ * client stale renews it, and the calls after it would pass on the renewed one whatever they do themselves.
+ */
+describe('partitions added after the log first looked at a topic count at once', () => {
+  const logs: KafkaEventLog[] = [];
+  afterAll(async () => { await Promise.all(logs.map((l) => l.close())); });
+  /** A log that has cached the topic with two partitions, and the topic grown to three, holding `values` in partition 2. */
+  const grown = async (values: string[]) => {
+    const own = await openKafkaLog({ brokers: brokers(), clientId: `refeed-grown-${randomUUID().slice(0, 8)}` });
+    logs.push(own);
+    const topic = await newTopic(2);
+    expect((await own.offsetsForTime(topic, 0)).map((p) => p.partition).sort()).toEqual([0, 1]);
+    await addPartitions(topic, 3);
+    for (const value of values) await plain.send({ topic, messages: [{ partition: 2, value }] });
+    return { own, topic };
+  };
+  // As in the test above: NOT_LEADER_FOR_PARTITION for a while after partitions are added is retried.
+  const retried = async <T>(call: () => Promise<T>): Promise<T> => {
+    for (let tries = 0; ; tries++) {
+      try { return await call(); } catch (error) { if (tries >= 50) throw error; }
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+  };
+
+  test('the consumer lag counts the records of the new partition', async () => {
+    const { own, topic } = await grown(['x0', 'x1', 'x2']);
+    expect(await retried(() => own.consumerLag(`refeed-grown-${randomUUID().slice(0, 8)}`, topic))).toBe(3);
+  });
+
+  test('offsets for a time list the new partition', async () => {
+    const { own, topic } = await grown(['x0']);
+    expect(await retried(async () => (await own.offsetsForTime(topic, 0)).map((p) => `${p.partition}:${p.offset}`).sort())).toEqual(['0:0', '1:0', '2:0']);
+  });
+
+  test('a read from an offset starts the new partition there too, not at its beginning', async () => {
+    const { own, topic } = await grown(['x0', 'x1', 'x2']);
+    const abort = new AbortController();
+    const read: string[] = [];
+    try {
+      await retried(async () => {
+        read.length = 0;
+        for await (const record of own.read(topic, { start: { from: 'offset', offset: '2' }, signal: abort.signal })) {
+          read.push(`${record.partition}:${record.value.toString()}`);
+          if (record.partition === 2 && record.value.toString() === 'x2') break;
+        }
+      });
+    } finally {
+      abort.abort();
+    }
+    // A partition the reader had no start for would be read from its beginning: x0 and x1 before x2.
+    expect(read).toEqual(['2:x2']);
+  });
+});
+
 test('partitions ending in a commit marker, in aborted records, or holding aborted records only are read to their end without waiting for quiet', async () => {
   const topic = await newTopic(3);
   await inTransaction(topic, 0, ['a0', 'a1', 'a2'], 'commit');
