@@ -3,7 +3,6 @@ import { EventLogError, type EventLog, type StageHandle, type StageOptions } fro
 import { silentLogger, type Logger } from '../../logger/logger';
 import { abandonedSendMs, CoalescingProducer, DEFAULT_GROUP_COMMIT, type AppendStats } from './coalescing-producer';
 import { createKafkaClient, DEFAULT_CONNECTION_TIMEOUT_MS, DEFAULT_REQUEST_TIMEOUT_MS, unavailable } from './kafka-client';
-import { batchedPartitionCounts } from './partition-counts';
 import { keyedPartition } from './partitioner';
 import { readTopic } from './reader';
 import { applyTopics, createTopicsAndWait, missingTopics, type TopicApplyOptions, type TopicApplyResult } from './topic-admin';
@@ -110,45 +109,30 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     setTimeout(() => { retired.delete(client); void client.disconnect().catch(() => undefined); }, 60_000).unref();
   };
   const ensureOpen = () => { if (closed) throw new EventLogError('kafka log is closed', 'log-closed'); };
-  const partitionCounts = batchedPartitionCounts(async (topics) => {
-    ensureOpen();
-    const { topics: listed } = await (await admin()).fetchTopicMetadata({ topics });
-    return new Map(listed.map((t) => [t.name, t.partitions.length]));
-  });
   /**
-   * `call` answered from an admin client whose metadata lists every partition of `topic`. kafkajs lists a topic's
-   * partitions from metadata it refreshes every 5 minutes (metadataMaxAge), so for minutes after partitions are
-   * added its calls leave them out: a replay reading a topic's ends misses where its copies went (refeed.ts), the
-   * lag metric undercounts, the decoder's read-back from a time skips them (received-keys.ts). A metadata request
-   * of its own (not cached; asked beside the call, and shared by the calls of one turn: partition-counts.ts) tells,
-   * and an admin client made afresh lists them all. Off the hot path: the receiver and the stages' steady state
-   * never come here (a read-back does when the decoder recovers a partition, beside the group its read joins).
+   * Each partition's first offset left (`low`, after retention) or next one (`high`). kafkajs lists the partitions
+   * from metadata it refreshes every 5 minutes (metadataMaxAge), so for minutes after partitions are added it
+   * leaves them out: a replay reading a topic's ends then misses where its copies went (refeed.ts). A metadata
+   * request of its own (not cached) tells, and an admin client made afresh lists them all.
    */
-  const onEveryPartition = async <T>(topic: string, call: (client: Admin) => Promise<T>, partitionsIn: (answer: T) => number): Promise<T> => {
-    ensureOpen();
-    const listed = partitionCounts(topic);
-    const current = admin();
-    const client = await current;
-    const answer = await call(client);
-    const count = await listed;
-    // A failed look is no sign of staleness: the answer stands as kafkajs gave it.
-    if (count === undefined || count === partitionsIn(answer)) return answer;
-    retire(current, client);
-    ensureOpen();
-    return call(await admin());
-  };
-  /** Each partition's first offset left (`low`, after retention) and next one (`high`). */
-  const partitionBounds = (topic: string) => onEveryPartition(topic, (client) => client.fetchTopicOffsets(topic), (bounds) => bounds.length);
   const topicOffsets = async (topic: string, end: 'low' | 'high') => {
     ensureOpen();
     try {
-      return (await partitionBounds(topic)).map((p) => ({ partition: p.partition, offset: p[end] }));
+      const current = admin();
+      const client = await current;
+      let offsets = await client.fetchTopicOffsets(topic);
+      // A failed look is no sign of staleness: the offsets stand as kafkajs gave them.
+      const listed = await client.fetchTopicMetadata({ topics: [topic] }).then(({ topics }) => topics[0]?.partitions.length, () => undefined);
+      if (listed !== undefined && listed !== offsets.length) {
+        retire(current, client);
+        ensureOpen();
+        offsets = await (await admin()).fetchTopicOffsets(topic);
+      }
+      return offsets.map((p) => ({ partition: p.partition, offset: p[end] }));
     } catch (error) {
       throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
     }
   };
-  const offsetsForTime = (topic: string, timestamp: number) =>
-    onEveryPartition(topic, (client) => client.fetchTopicOffsetsByTimestamp(topic, timestamp), (found) => found.length);
 
   const stages = new Map<string, StageHandle>();
   const readers = new Set<() => Promise<void>>();
@@ -201,8 +185,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       return readTopic({
         kafka,
         groupPrefix: options.groupPrefix ?? '',
-        bounds: partitionBounds,
-        offsetsForTime,
+        admin,
         register(stop) { readers.add(stop); return () => readers.delete(stop); },
       }, topic, readOptions);
     },
@@ -251,11 +234,8 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     async consumerLag(group, topic) {
       ensureOpen();
       try {
-        // Both lists come from kafkajs's cached metadata: a client that lists every partition answers both.
-        const { ends, committed } = await onEveryPartition(topic, async (client) => {
-          const [high, [done]] = await Promise.all([client.fetchTopicOffsets(topic), client.fetchOffsets({ groupId: group, topics: [topic] })]);
-          return { ends: high, committed: done };
-        }, ({ ends: high }) => high.length);
+        const client = await admin();
+        const [ends, [committed]] = await Promise.all([client.fetchTopicOffsets(topic), client.fetchOffsets({ groupId: group, topics: [topic] })]);
         const done = new Map((committed?.partitions ?? []).map((p) => [p.partition, BigInt(p.offset)]));
         // A partition the group never committed (-1) is behind by everything it holds.
         return ends.reduce((sum, p) => {
@@ -270,7 +250,7 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     async offsetsForTime(topic, timestamp) {
       ensureOpen();
       try {
-        return await offsetsForTime(topic, timestamp);
+        return await (await admin()).fetchTopicOffsetsByTimestamp(topic, timestamp);
       } catch (error) {
         throw unavailable(`kafka could not look up the offsets of ${topic} at a time`, error);
       }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import type { Consumer, Kafka } from 'kafkajs';
+import type { Admin, Consumer, Kafka } from 'kafkajs';
 import type { LogRecord, ReadOptions, ReadStart } from '../event-log';
 import { unavailable } from './kafka-client';
 import { nextOffset, toLogRecord } from './records';
@@ -24,10 +24,7 @@ export interface ReaderContext {
   kafka: Kafka;
   /** INGRESS_TOPIC_PREFIX: group ACLs granted by prefix then cover the readers as they cover the stages. */
   groupPrefix: string;
-  /** Each partition's first offset left and next one, every partition listed (kafka-log.ts: not kafkajs's cached list). */
-  bounds(topic: string): Promise<{ partition: number; low: string; high: string }[]>;
-  /** Each partition's first offset at or after the time (its end where there is none), every partition listed. */
-  offsetsForTime(topic: string, timestamp: number): Promise<{ partition: number; offset: string }[]>;
+  admin(): Promise<Admin>;
   register(stop: () => Promise<void>): () => void;
 }
 
@@ -123,7 +120,8 @@ export async function* readTopic(ctx: ReaderContext, topic: string, { start, sig
 /** Fills `positions` with explicit start offsets; returns the only partition to read, if the start names one. */
 async function startPositions(ctx: ReaderContext, topic: string, start: ReadStart, positions: Map<number, string>): Promise<number | null> {
   if (start.from === 'beginning') return null; // the throwaway group has no offsets: fromBeginning applies
-  const bounds = await ctx.bounds(topic);
+  const admin = await ctx.admin();
+  const bounds = await admin.fetchTopicOffsets(topic);
   const clamp = (partition: number, offset: bigint): string => {
     const b = bounds.find((x) => x.partition === partition);
     if (!b) return offset.toString();
@@ -136,7 +134,7 @@ async function startPositions(ctx: ReaderContext, topic: string, start: ReadStar
       for (const b of bounds) positions.set(b.partition, b.high);
       return null;
     case 'time': {
-      const found = await ctx.offsetsForTime(topic, start.timestamp);
+      const found = await admin.fetchTopicOffsetsByTimestamp(topic, start.timestamp);
       for (const f of found) positions.set(f.partition, clamp(f.partition, BigInt(f.offset)));
       return null;
     }
