@@ -12,7 +12,7 @@ import type { RecordKeyMode } from '../platform/log/record-keys';
 import type { Logger } from '../platform/logger/logger';
 import { guardedPost, type GuardedPostOptions, type GuardedPostResult } from '../platform/net/guarded-post';
 import { loggableUrl } from '../platform/net/url-allow-list';
-import { readObject, type ObjectStore } from '../platform/store/object-store';
+import { ObjectStoreError, readObject, type ObjectStore } from '../platform/store/object-store';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { evidenceFolder, splitEntity } from '../triggers/as2/evidence';
 import { dueGate, NotDue, Stopping } from './due-gate';
@@ -80,9 +80,18 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
    * an `mdn` that is absent (the decode failed before keeping it) or the recorded one lets the delivery go on.
    */
   async function answeredFailure(delivery: MdnDelivery): Promise<boolean> {
-    const path = `${evidenceFolder(delivery.workflowId, delivery.messageId, delivery.requestId)}/mdn`;
-    if (!(await deps.store.head(path))) return false;
-    return splitEntity(await readObject(deps.store, path)).headers['message-id'] !== delivery.mdnMessageId;
+    const kept = await readIfAny(`${evidenceFolder(delivery.workflowId, delivery.messageId, delivery.requestId)}/mdn`);
+    return kept !== null && splitEntity(kept).headers['message-id'] !== delivery.mdnMessageId;
+  }
+
+  /** An evidence object, or null where there is none: one request (a get that may find nothing), not a head and a get. */
+  async function readIfAny(path: string): Promise<Buffer | null> {
+    try {
+      return await readObject(deps.store, path);
+    } catch (error) {
+      if (error instanceof ObjectStoreError && error.code === 'not-found') return null;
+      throw error;
+    }
   }
 
   /** `final`: no later attempt could succeed. */
@@ -138,9 +147,9 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
   async function deliveredBefore(delivery: MdnDelivery): Promise<{ ok: true; status: number | null; at: number } | null> {
     let text: string;
     try {
-      const path = deliveryEvidencePath(delivery);
-      if (!(await deps.store.head(path))) return null;
-      text = (await readObject(deps.store, path)).toString('utf8');
+      const kept = await readIfAny(deliveryEvidencePath(delivery));
+      if (kept === null) return null;
+      text = kept.toString('utf8');
     } catch (error) {
       logger.warn('AS2 MDN delivery evidence could not be read before an attempt: the attempt is made', { requestId: delivery.requestId, workflowId: delivery.workflowId, error });
       return null;

@@ -95,7 +95,33 @@ test('delivered: empty 200 at once, then the signed processed MDN POSTed with AS
   expect(app.logs.some((l) => l.event === 'as2.mdn-delivered' && l.requestId === sent.requestId)).toBe(true);
 });
 
+test('a delivered attempt makes three store requests: the delivery evidence and the kept MDN read once each (no head before a get), the evidence written once', async () => {
+  const { store } = app.backends;
+  const calls: { call: string; path: string }[] = [];
+  const spied = { head: store.head, get: store.get, put: store.put };
+  const name = (path: string) => (path.endsWith('/mdn-delivery.json') ? 'mdn-delivery.json' : path.endsWith('/mdn') ? 'mdn' : null);
+  // The real store, its calls on the two objects an attempt reads or writes counted (the receiver's own put of `mdn` aside).
+  store.head = (path) => { if (name(path)) calls.push({ call: `head ${name(path)}`, path }); return spied.head.call(store, path); };
+  store.get = (path) => { if (name(path)) calls.push({ call: `get ${name(path)}`, path }); return spied.get.call(store, path); };
+  store.put = (path, body, options) => { if (name(path) === 'mdn-delivery.json') calls.push({ call: `put ${name(path)}`, path }); return spied.put.call(store, path, body, options); };
+  try {
+    const sent = await send(mdnUrl('/as2/mdn/counted'));
+    expect(sent.status).toBe(200);
+    calls.length = 0; // what the accept did
+    expect((await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, sent.requestId)).map((o) => o.outcome)).toEqual(['delivered']);
+    // This request's alone (other tests' retries may be under way), from the attempt's first read on (the
+    // decoder looks for the kept MDN before: evidence.ts).
+    const folder = evidenceFolder('wf-async', sent.messageId, sent.requestId);
+    const own = calls.filter((c) => c.path.startsWith(`${folder}/`)).map((c) => c.call);
+    const first = own.findIndex((c) => c.endsWith('mdn-delivery.json'));
+    expect(own.slice(first)).toEqual(['get mdn-delivery.json', 'get mdn', 'put mdn-delivery.json']);
+  } finally {
+    Object.assign(store, spied);
+  }
+});
+
 test('a delivery handed to the stage again after its attempt was delivered (a commit fenced, a process frozen or killed after it kept the evidence) is not POSTed again: its outcome is written from the evidence', async () => {
+  const deliveredBefore = await counted('delivered');
   const sent = await send(mdnUrl('/as2/mdn/again'));
   expect(sent.status).toBe(200);
   expect((await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, sent.requestId)).map((o) => [o.outcome, o.attempts, o.status])).toEqual([['delivered', 1, 200]]);
@@ -106,6 +132,8 @@ test('a delivery handed to the stage again after its attempt was delivered (a co
   expect(outcomes.map((o) => [o.outcome, o.attempts, o.status, o.at])).toEqual([['delivered', 1, 200, outcomes[0].at], ['delivered', 1, 200, outcomes[0].at]]);
   expect(postsFor(sent.messageId)).toHaveLength(1);
   expect(app.logs.filter((l) => l.event === 'as2.mdn-delivered' && l.requestId === sent.requestId).map((l) => l.sentBefore ?? false)).toEqual([false, true]);
+  // Counted by the attempt that POSTed, not again by the handling that found it delivered.
+  expect(await counted('delivered')).toBe(deliveredBefore + 1);
 });
 
 test("a token in the MDN URL's query reaches the partner, and nothing else: the outcome record, the evidence, the journal and the logs show the URL without its query", async () => {

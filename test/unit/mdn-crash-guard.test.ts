@@ -5,7 +5,7 @@ import type { LogRecord } from '../../services/platform/log/event-log';
 import { stageBatchBudget } from '../../services/platform/log/stage-batch';
 import { pipelineTopics } from '../../services/platform/log/topics';
 import { silentLogger } from '../../services/platform/logger/logger';
-import type { ObjectStore } from '../../services/platform/store/object-store';
+import { ObjectStoreError, type ObjectStore } from '../../services/platform/store/object-store';
 import { NotDue } from '../../services/mdn/due-gate';
 import { mdnGroup, STAGE_CRASHED_REASON, startMdnStage } from '../../services/mdn/mdn-stage';
 import { capturedStages } from '../support/captured-stages';
@@ -24,7 +24,7 @@ async function mdnStage(marks: CrashMarks) {
   let clock = 1_000_000;
   const { log, handlers } = capturedStages();
   // No failure MDN was kept for the request; evidence puts succeed.
-  const store = { head: async () => null, put: async () => ({}) } as unknown as ObjectStore;
+  const store = { get: async (path: string) => { throw new ObjectStoreError(`no object at ${path}`, 'not-found'); }, put: async () => ({}) } as unknown as ObjectStore;
   const stage = await startMdnStage({
     log, topics, codec, store, logger: silentLogger, recordKey: 'workflow', crashMarks: marks, now: () => clock,
     retry: { delaysMs: [30_000, 300_000, 1_800_000], windowMs: 3_600_000, firstAttemptDelayMs: 100 },
