@@ -91,7 +91,7 @@ function diesAfterFirstAppend(log: EventLog): EventLog {
   });
 }
 
-test('the log lists partitions added after it first read a topic at once, not when kafkajs next refreshes its metadata (5 minutes)', async () => {
+test('the log lists partitions added after it first read a topic at once (kafkajs\'s admin client keeps no metadata between calls: this guards that)', async () => {
   const topic = await newTopic(2);
   expect((await log.endOffsets(topic)).map((p) => p.partition).sort()).toEqual([0, 1]);
   await addPartitions(topic, 3);
@@ -111,7 +111,7 @@ test('the log lists partitions added after it first read a topic at once, not wh
  * The other calls that list a topic's partitions. They need nothing of ours: kafkajs makes its admin client's
  * cluster without metadataMaxAge, so that client loads a topic's metadata afresh on each call (the 5 minutes are
  * the producers' and consumers'). These guard that against a kafkajs upgrade; each on a log of its own, as one
- * call that found its client stale could hide another's.
+ * call that refreshed a cache could hide another's.
  */
 describe('partitions added after the log first looked at a topic count at once', () => {
   const logs: KafkaEventLog[] = [];

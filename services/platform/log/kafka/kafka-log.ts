@@ -97,37 +97,17 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
     }
     return adminClient;
   };
-  /** Admin clients replaced for a stale view of a topic's partitions, disconnected once their calls are done. */
-  const retired = new Set<Admin>();
-  const retire = (current: Promise<Admin>, client: Admin) => {
-    // Only the client still in use: two callers that both found it stale retire it once, and the second does
-    // not drop the fresh one the first made.
-    if (adminClient !== current || retired.has(client)) return;
-    adminClient = null;
-    retired.add(client);
-    // Calls still on it (a stage's stable-offset read holds one for up to 15 s) end first.
-    setTimeout(() => { retired.delete(client); void client.disconnect().catch(() => undefined); }, 60_000).unref();
-  };
   const ensureOpen = () => { if (closed) throw new EventLogError('kafka log is closed', 'log-closed'); };
   /**
-   * Each partition's first offset left (`low`, after retention) or next one (`high`). kafkajs lists the partitions
-   * from metadata it refreshes every 5 minutes (metadataMaxAge), so for minutes after partitions are added it
-   * leaves them out: a replay reading a topic's ends then misses where its copies went (refeed.ts). A metadata
-   * request of its own (not cached) tells, and an admin client made afresh lists them all.
+   * Each partition's first offset left (`low`, after retention) or next one (`high`). kafkajs's admin client keeps
+   * no metadata between calls (its cluster has no metadataMaxAge: 0), so partitions added while this process runs
+   * are listed at once (test/integration/refeed-kafka.test.ts pins it); the producers' and consumers' 5-minute
+   * cache is what `partitionCountSent` is about.
    */
   const topicOffsets = async (topic: string, end: 'low' | 'high') => {
     ensureOpen();
     try {
-      const current = admin();
-      const client = await current;
-      let offsets = await client.fetchTopicOffsets(topic);
-      // A failed look is no sign of staleness: the offsets stand as kafkajs gave them.
-      const listed = await client.fetchTopicMetadata({ topics: [topic] }).then(({ topics }) => topics[0]?.partitions.length, () => undefined);
-      if (listed !== undefined && listed !== offsets.length) {
-        retire(current, client);
-        ensureOpen();
-        offsets = await (await admin()).fetchTopicOffsets(topic);
-      }
+      const offsets = await (await admin()).fetchTopicOffsets(topic);
       return offsets.map((p) => ({ partition: p.partition, offset: p[end] }));
     } catch (error) {
       throw unavailable(`kafka could not fetch the offsets of ${topic}`, error);
@@ -276,8 +256,6 @@ export async function openKafkaLog(options: KafkaLogOptions): Promise<KafkaEvent
       const client = adminClient;
       adminClient = null;
       if (client) await (await client.catch(() => null))?.disconnect().catch(() => undefined);
-      await Promise.all([...retired].map((old) => old.disconnect().catch(() => undefined)));
-      retired.clear();
     },
   };
   return log;
