@@ -8,7 +8,7 @@ import { openKafkaLog, type KafkaEventLog } from '../../services/platform/log/ka
 import { partitionTransactionalId } from '../../services/platform/log/kafka/transactional-stage';
 import { createKafkaClient } from '../../services/platform/log/kafka/kafka-client';
 import { stableCommittedOffset } from '../../services/platform/log/kafka/stable-offset-fetch';
-import { silentLogger } from '../../services/platform/logger/logger';
+import { createLogger, silentLogger } from '../../services/platform/logger/logger';
 import { describeEventLogContract } from './contracts/event-log.contract';
 import { collect, collectUntilQuiet } from '../support/log-reads';
 import { until } from '../support/pipeline-cluster';
@@ -232,6 +232,53 @@ describe('Kafka EventLog', () => {
       await stage.stop();
     }
   });
+
+  test('a member fenced by a stale predecessor while its group is stable owns the partition anew at once, not a session timeout later: no join, outputs and offsets once', async () => {
+    const input = unique('stale-in');
+    const output = unique('stale-out');
+    const group = `stale-${randomUUID().slice(0, 8)}`;
+    const lines: string[] = [];
+    // A session of 120 s: without owning the partition anew, the fenced member would wait that long for a join
+    // that never comes (the group is stable), far past this test's allowance.
+    const log = await openKafkaLog({
+      brokers: brokers(),
+      clientId: `stale-${randomUUID().slice(0, 8)}`,
+      logger: createLogger({ write: (line) => lines.push(line) }),
+      topicDefaults: { partitions: 1, replicationFactor: 1 },
+      stage: { sessionTimeout: 120_000, heartbeatInterval: 1_000, maxWaitTimeInMs: 200 },
+    });
+    logs.push(log);
+    await log.ensureTopics([input, output]);
+    const said = (what: string) => lines.filter((l) => l.includes(what)).length;
+    const kafka = createKafkaClient({ clientId: `stale-${randomUUID().slice(0, 8)}`, brokers: brokers(), logger: silentLogger });
+    const admin = kafka.admin();
+    await admin.connect();
+    const stage = await log.runStage({ group, topic: input, handle: async (r) => [rec(output, r.key!, `out-of-${r.value.toString()}`)] });
+    try {
+      await log.append(Array.from({ length: 10 }, (_, i) => rec(input, `wf-${i}`, `in-${i}`)));
+      await collect(log, output, 10, 30_000);
+      expect(said('kafka stage joined its group')).toBe(1);
+
+      // The stale predecessor: a member given the partition in an earlier generation whose InitProducerId lands
+      // after the current owner's (two processes joining at once). It fences the stage's producer and goes away.
+      const stale = kafka.producer({ transactionalId: partitionTransactionalId(group, input, 0), idempotent: true, maxInFlightRequests: 1 });
+      await stale.connect();
+      await (await stale.transaction()).abort();
+      await stale.disconnect();
+
+      await log.append(Array.from({ length: 10 }, (_, i) => rec(input, `wf-${10 + i}`, `in-${10 + i}`)));
+      await collect(log, output, 20, 30_000);
+      const values = (await collectUntilQuiet(log, output, 1_000)).map((r) => r.value.toString()).sort();
+      expect(values).toEqual(Array.from({ length: 20 }, (_, i) => `out-of-in-${i}`).sort());
+      expect(await stableCommittedOffset(admin, group, input, 0, Date.now() + 20_000)).toBe('20');
+      // It was fenced, asked the group, and went on as the same member of the same generation.
+      expect(said('kafka stage fenced by a stale predecessor')).toBe(1);
+      expect(said('kafka stage joined its group')).toBe(1);
+    } finally {
+      await stage.stop();
+      await admin.disconnect();
+    }
+  }, 60_000);
 
   test('appends too big to share one broker batch are split into several produce requests', async () => {
     const log = await open();

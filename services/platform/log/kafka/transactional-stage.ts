@@ -8,6 +8,7 @@ import { nextOffset, toLogRecord } from './records';
 import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
 import { stableCommittedOffset } from './stable-offset-fetch';
+import { assignedInStableGroup } from './group-assignment';
 
 /**
  * EventLog.runStage on Kafka: consume-transform-produce, exactly once per input record, however members
@@ -23,8 +24,19 @@ import { stableCommittedOffset } from './stable-offset-fetch';
  * reads the group's committed offset; if the committed offset is ahead of where kafkajs started fetching (a
  * predecessor committed after kafkajs looked it up), it seeks there and handles nothing of that batch. So
  * every transaction starts from an offset read after its producer's epoch was current, and a predecessor that
- * thaws can commit nothing any more: its producer is fenced (INVALID_PRODUCER_EPOCH). A fenced member stops
- * the partition until the group tells it what it owns (the next join), or a session timeout later.
+ * thaws can commit nothing any more: its producer is fenced (INVALID_PRODUCER_EPOCH).
+ *
+ * A fenced member cannot tell by the fence who fenced it, so it asks the group coordinator (DescribeGroups, sent
+ * after the fence): a real zombie, whose partition the group gave away, is no longer listed with it, or the group
+ * is rebalancing; it stops the partition until the group tells it what it owns (the next join), or a session
+ * timeout later. But a member the stable group still lists with the partition, in the join its ownership came
+ * from, was fenced by a stale predecessor: a member that was given the partition in an earlier generation and
+ * whose InitProducerId, in flight across the rebalance, landed after this member's (two processes joining at
+ * once). No join will come for it, so it owns the partition anew after a short back-off (its new producer fences
+ * the stale one, which the predecessor closed at its own join and does not initialise again). That can repeat at
+ * most FENCES_CHECKED times a join before the member waits for the group as a zombie would. None of this bears
+ * on exactly-once: owning anew is the same acquire() as after a join, so the partition's next transaction still
+ * starts from an offset read after its producer's initialisation; a wrong answer costs a fence back and forth.
  * Every join (kafkajs's eager rebalance revokes everything) starts this over for every partition.
  *
  * Where the consumer reads next is kafkajs's "resolved offset" of the partition, and this stage resolves an
@@ -92,6 +104,14 @@ const STABLE_READ_MAX_MS = 15_000;
  */
 const QUIET_COORDINATION_CRASHES = 10;
 
+/**
+ * Fences of one partition in a row (no commit between them) within one join that the member answers by asking the
+ * group whether it still owns the partition, and owning it anew if so; after these it waits for the group.
+ * A stale predecessor fences once (it closed its producer at its own join): more in a row means something
+ * this member cannot see, and owning anew again would only fence whoever it is back.
+ */
+const FENCES_CHECKED = 3;
+
 /** The transactional id of one input partition of one stage: its owner, whoever that is, fences the previous one. */
 export const partitionTransactionalId = (group: string, topic: string, partition: number): string => `${group}-${topic}-${partition}`;
 
@@ -122,7 +142,11 @@ class TransactionalStage {
   private readonly owned = new Map<number, Owned>();
   /** Counts the group joins seen; what a partition's Owned.join is compared with. */
   private joins = 0;
+  /** The member id the group gave this member at its last join (who it is in DescribeGroups). */
+  private memberId: string | null = null;
   private readonly attempts = new Map<number, number>();
+  /** Fences of a partition in a row within one join (FENCES_CHECKED). */
+  private readonly fences = new Map<number, { join: number; count: number }>();
   private readonly timers = new Map<number, NodeJS.Timeout>();
   private restartTimer: NodeJS.Timeout | null = null;
   private crashes = 0;
@@ -165,6 +189,8 @@ class TransactionalStage {
       this.membership = null;
       this.crashes = 0;
       this.joins++;
+      this.memberId = payload.memberId;
+      this.fences.clear();
       const assigned = new Set(payload.memberAssignment[topic] ?? []);
       this.logger.info('kafka stage joined its group', { memberId: payload.memberId, partitions: [...assigned].sort((a, b) => a - b).join(',') || 'none', leader: payload.isLeader });
       // Everything is owned anew. Each assigned partition's producer is initialised, and its offset read, at once
@@ -330,12 +356,15 @@ class TransactionalStage {
         try {
           await output.commit(outputs, { group, topic, partition, offset: next });
         } catch (error) {
+          const owned = this.owned.get(partition);
+          const join = owned?.output === output ? owned.join : null;
           this.lose(partition, output);
-          if (error instanceof TransactionFailure && error.fenced) this.fenced(partition, error.cause);
+          if (error instanceof TransactionFailure && error.fenced) this.fenced(partition, join, error.cause);
           else this.retryLater(partition, error instanceof TransactionFailure ? error.cause : error, null);
           return; // nothing resolved: the partition is fetched again from `first`, and owned anew
         }
         resolveOffset(messages[last].offset);
+        this.fences.delete(partition);
         if (!failure) this.attempts.delete(partition);
       }
       if (failure) { this.retryLater(partition, failure.error, failure.record); return; }
@@ -349,14 +378,45 @@ class TransactionalStage {
   }
 
   /**
-   * Another member initialised this partition's producer: the group gave it the partition, and this member
-   * has not heard yet (it was frozen, or its session expired). It waits for the next join, which says what it
-   * owns; if none comes within a session, it owns the partition anew (and fences in turn).
+   * A newer producer of this partition's transactional id exists. `join` is the join the fenced ownership came
+   * from (null: a join since replaced it). The partition waits for the group (the next join, or a session timeout
+   * later, when it owns the partition anew and fences in turn) unless the coordinator, asked now, still gives this
+   * member the partition in a stable group: then a stale predecessor fenced it, and it owns the partition anew
+   * after a short back-off (the comment at the top of this file).
    */
-  private fenced(partition: number, error: unknown): void {
+  private fenced(partition: number, join: number | null, error: unknown): void {
     if (this.stopping) return;
-    this.logger.warn('kafka stage fenced: another member took over the partition; waiting for the group', { partition, error: describeKafkaError(error) });
+    // A join while the transaction ran has said what this member owns, and owning the partition anew at it
+    // fenced this producer itself: nothing to wait for.
+    if (join !== this.joins) {
+      this.logger.debug('kafka stage fenced after a join: the join decides', { partition, error: describeKafkaError(error) });
+      return;
+    }
+    const previous = this.fences.get(partition);
+    const count = previous?.join === join ? previous.count + 1 : 1;
+    this.fences.set(partition, { join, count });
     this.pauseFor(partition, this.ctx.consumer.sessionTimeout);
+    const waiting = this.timers.get(partition);
+    const fields = { partition, fences: count, error: describeKafkaError(error) };
+    const waitForGroup = (why: string, more?: Record<string, unknown>) => this.logger.warn(`kafka stage fenced: ${why}; waiting for the group`, { ...fields, ...more });
+    if (count > FENCES_CHECKED) { waitForGroup(`fenced ${count} times in a row`); return; }
+    // Decided meanwhile: the member stopped, a join came or is coming, or the session's wait is over.
+    const decided = () => this.stopping || this.joins !== join || this.membership !== null || this.timers.get(partition) !== waiting;
+    void this.assignedNow(partition).then((assigned) => {
+      if (decided()) return;
+      if (!assigned) { waitForGroup('another member took over the partition'); return; }
+      this.logger.warn('kafka stage fenced by a stale predecessor: the group still gives this member the partition; it owns it anew', fields);
+      this.pauseFor(partition, backoffMs(count));
+    }, (checkError: unknown) => {
+      if (!decided()) waitForGroup('another member may have taken over the partition', { check: describeKafkaError(checkError) });
+    });
+  }
+
+  /** Whether the group's coordinator, asked now, gives this member the partition in the group's current generation. */
+  private async assignedNow(partition: number): Promise<boolean> {
+    const { group, topic } = this.options;
+    const { groups } = await (await this.ctx.admin()).describeGroups([group]);
+    return assignedInStableGroup(groups.find((g) => g.groupId === group), this.memberId, topic, partition);
   }
 
   /** Pause the partition, report the attempt, and resume it after the back-off. */
