@@ -176,6 +176,21 @@ describe('layers', () => {
     expect(out.micContent).toEqual(part);
     expect(decodedBody(out.payload).toString()).toBe('ISA*00*~GS*PO~');
   });
+
+  test('a CMS structure with bytes after its end is malformed, as any malformed CMS is', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const message = await peer.encrypt(payload(), receiver, '-aes128');
+    const options = { identity, maxInflatedBytes: 1 << 20 };
+    expect(await unwrapMessage(message.body, message.contentType, null, options)).toMatchObject({ encrypted: true });
+    for (const tail of [Buffer.from([0]), Buffer.from([0, 0]), Buffer.from('\r\n'), message.body]) {
+      const fault = await asyncFaultOf(unwrapMessage(Buffer.concat([message.body, tail]), message.contentType, null, options));
+      expect([fault.code, fault.modifier, fault.message]).toEqual(['malformed-message', 'unexpected-processing-error', `the CMS structure is malformed (${tail.length} bytes after its end)`]);
+    }
+    const compressed = compressedData(payload());
+    expect(parseDer(compressed).outerEnd).toBe(compressed.length);
+    expect(faultOf(() => parseDer(Buffer.concat([compressed, Buffer.from([0x30, 0x00])]))).message).toBe('the CMS structure is malformed (2 bytes after its end)');
+  });
 });
 
 describe('subject key identifiers', () => {
