@@ -339,9 +339,9 @@ describe('inflation: one budget per message, off the event loop, refused early w
   test('two compressed layers each under the limit, together over it, are refused', async () => {
     const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
-    const inner = compressedData(mime('Content-Type: text/plain', Buffer.alloc(600 * 1024, 0x41)));
-    // The outer layer inflates to the inner DER followed by 600 KiB the DER reader never looks at.
-    const outer = compressedData(mime(`Content-Type: ${PKCS7Z}`, Buffer.concat([inner, Buffer.alloc(600 * 1024)])));
+    // Bytes that do not compress: the outer layer inflates to the inner DER, about 600 KiB, and the inner one to 600 KiB.
+    const inner = compressedData(mime('Content-Type: application/octet-stream', randomBytes(600 * 1024)));
+    const outer = compressedData(mime(`Content-Type: ${PKCS7Z}`, inner));
     const fault = await asyncFaultOf(unwrapMessage(outer, PKCS7Z, null, { identity, maxInflatedBytes: 1 << 20 }));
     expect([fault.code, fault.message]).toEqual(['decompression-failed', `the compressed data inflates beyond ${1 << 20} bytes`]);
     expect(await unwrapMessage(outer, PKCS7Z, null, { identity, maxInflatedBytes: 2 << 20 })).toMatchObject({ compressed: true });
