@@ -217,13 +217,41 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
         // busboy skips these without a word: counted by their delimiters, they are refused too.
         [part('Content-Type: text/plain', 'no disposition at all'), 'a part has no name'],
         [part('Content-Disposition: attachment; filename="a.txt"', 'an attachment, not form-data'), 'a part has no name'],
-        [part('Content-Disposition: form-data; name="city"\r\nContent-Type: text/plain; charset=iso-8859-2', '\xb1'), 'a text field is in a charset this service cannot decode (UTF-8, ISO-8859-1/Windows-1252, US-ASCII or UTF-16LE)'],
+        [part('Content-Disposition: form-data; name="city"\r\nContent-Type: text/plain; charset=x-klingon', '\xb1'), 'a text field is in a charset this service cannot decode (one the WHATWG Encoding standard names: UTF-8, ISO-8859-x, Windows-125x, UTF-16LE/BE, …)'],
       ]) {
         const res = await post('wf-plain', Buffer.from(`${part('Content-Disposition: form-data; name="keep"', 'kept')}${body}--b--\r\n`, 'latin1'), { 'content-type': 'multipart/form-data; boundary=b' });
         expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
       }
       const latin = await output(await post('wf-plain', Buffer.from(`${part('Content-Disposition: form-data; name="city"\r\nContent-Type: text/plain; charset=windows-1252', 'K\xf6ln')}--b--\r\n`, 'latin1'), { 'content-type': 'multipart/form-data; boundary=b' }));
       expect(latin).toEqual({ city: 'Köln' });
+    });
+
+    maybe('multipart')('file names in RFC 2231 sections are joined, decoded and sanitised; text fields are read in their charset; what cannot be read is 400', async () => {
+      const part = (headers: string, value: Buffer | string) => Buffer.concat([Buffer.from(`--b\r\n${headers}\r\n\r\n`, 'latin1'), Buffer.from(value), Buffer.from('\r\n')]);
+      const field = (name: string, charset: string, value: Buffer, encoding = '') => part(`Content-Disposition: form-data; name="${name}"\r\nContent-Type: text/plain; charset=${charset}${encoding}`, value);
+      const file = (params: string) => part(`Content-Disposition: form-data; name="f"; ${params}`, 'data');
+      const post2 = (...parts: Buffer[]) => post('wf-plain', Buffer.concat([...parts, Buffer.from('--b--\r\n')]), { 'content-type': 'multipart/form-data; boundary=b' });
+      const out = await output(await post2(
+        field('city', 'iso-8859-2', Buffer.from([0xb1])),
+        field('price', 'windows-1252', Buffer.from([0x80, 0x20, 0x35])),
+        field('le', 'utf-16le', Buffer.from('Grüße', 'utf16le')),
+        field('be', 'UTF-16BE', Buffer.from('Grüße', 'utf16le').swap16()),
+        field('qp', 'iso-8859-1', Buffer.from('K=F6ln'), '\r\nContent-Transfer-Encoding: quoted-printable'),
+        file('filename*0="long"; filename*1="name.pdf"'),
+        file("filename*0*=UTF-8''%E2%82%AC; filename*1*=%20rates.pdf"),
+        file("filename*0*=UTF-8''..%2F..%2Fsecret; filename*1*=%3F.txt"),
+        file('filename*0="a"; filename*2="c"; filename="plain.pdf"'),
+      )) as Record<string, string | string[]>;
+      expect({ ...out, f: (out.f as string[]).map((path) => path.split('/').pop()) }).toEqual({
+        city: 'ą', price: '€ 5', le: 'Grüße', be: 'Grüße', qp: 'Köln', f: ['longname.pdf', '€ rates.pdf', 'secret_.txt', 'plain.pdf'],
+      });
+      for (const [body, detail] of [
+        [file("filename*0*=UTF-8''%E2%82; filename*1*=.pdf"), "a part's file name cannot be read: its RFC 5987/2231 form has bytes that are not valid in its charset, and it has no plain filename to fall back on"],
+        [part('Content-Disposition: form-data; name="note"', Buffer.from([0x4b, 0xf6, 0x6c, 0x6e])), "a text field's bytes are not valid in its charset (UTF-8 when its Content-Type names none; send such bytes as a file)"],
+      ] as const) {
+        const res = await post2(body);
+        expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
+      }
     });
 
     maybe('multipart')('a file part with bytes but no file name is staged, under its field name', async () => {

@@ -176,6 +176,21 @@ describe('layers', () => {
     expect(out.micContent).toEqual(part);
     expect(decodedBody(out.payload).toString()).toBe('ISA*00*~GS*PO~');
   });
+
+  test('a CMS structure with bytes after its end is malformed, as any malformed CMS is', async () => {
+    const receiver = await peer.party('receiver');
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const message = await peer.encrypt(payload(), receiver, '-aes128');
+    const options = { identity, maxInflatedBytes: 1 << 20 };
+    expect(await unwrapMessage(message.body, message.contentType, null, options)).toMatchObject({ encrypted: true });
+    for (const tail of [Buffer.from([0]), Buffer.from([0, 0]), Buffer.from('\r\n'), message.body]) {
+      const fault = await asyncFaultOf(unwrapMessage(Buffer.concat([message.body, tail]), message.contentType, null, options));
+      expect([fault.code, fault.modifier, fault.message]).toEqual(['malformed-message', 'unexpected-processing-error', `the CMS structure is malformed (${tail.length} bytes after its end)`]);
+    }
+    const compressed = compressedData(payload());
+    expect(parseDer(compressed).outerEnd).toBe(compressed.length);
+    expect(faultOf(() => parseDer(Buffer.concat([compressed, Buffer.from([0x30, 0x00])]))).message).toBe('the CMS structure is malformed (2 bytes after its end)');
+  });
 });
 
 describe('subject key identifiers', () => {
@@ -324,9 +339,9 @@ describe('inflation: one budget per message, off the event loop, refused early w
   test('two compressed layers each under the limit, together over it, are refused', async () => {
     const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
-    const inner = compressedData(mime('Content-Type: text/plain', Buffer.alloc(600 * 1024, 0x41)));
-    // The outer layer inflates to the inner DER followed by 600 KiB the DER reader never looks at.
-    const outer = compressedData(mime(`Content-Type: ${PKCS7Z}`, Buffer.concat([inner, Buffer.alloc(600 * 1024)])));
+    // Bytes that do not compress: the outer layer inflates to the inner DER, about 600 KiB, and the inner one to 600 KiB.
+    const inner = compressedData(mime('Content-Type: application/octet-stream', randomBytes(600 * 1024)));
+    const outer = compressedData(mime(`Content-Type: ${PKCS7Z}`, inner));
     const fault = await asyncFaultOf(unwrapMessage(outer, PKCS7Z, null, { identity, maxInflatedBytes: 1 << 20 }));
     expect([fault.code, fault.message]).toEqual(['decompression-failed', `the compressed data inflates beyond ${1 << 20} bytes`]);
     expect(await unwrapMessage(outer, PKCS7Z, null, { identity, maxInflatedBytes: 2 << 20 })).toMatchObject({ compressed: true });

@@ -78,7 +78,11 @@ export function parseDer(buf: Buffer): Node {
     }
     return { cls, tag, constructed, start: at, contentStart, end, outerEnd: end, children, buf };
   };
-  return read(0, buf.length, 0);
+  const root = read(0, buf.length, 0);
+  // One encoding is the whole value (X.690 §8.1.1): bytes after it are no part of what was signed or encrypted, and
+  // no peer sends them (openssl, BouncyCastle, pyas2-lib); read past, they would ride along unchecked.
+  if (root.outerEnd !== buf.length) throw bad(`${buf.length - root.outerEnd} bytes after its end`);
+  return root;
 }
 
 /** The node's whole encoding, tag and length included, exactly as received. */

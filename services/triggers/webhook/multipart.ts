@@ -1,8 +1,9 @@
 import busboy from 'busboy';
-import { isUtf8 } from 'node:buffer';
 import { PassThrough, Transform, type Readable } from 'node:stream';
+import { TextDecoder } from 'node:util';
 import type { ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, stagedMediaType, uniqueNamer } from '../staged-files';
+import { parseDisposition } from './content-disposition';
 import { onceEither } from './once-either';
 import { parseMediaType } from './media-type';
 import { partDecoder, TransferEncodingError, type PartDecoder } from './transfer-encoding';
@@ -48,19 +49,6 @@ export class MultipartError extends Error {
  */
 const unnamedPart = () => new MultipartError('malformed multipart body: a part has no name', 'malformed', 'a part has no name');
 
-/**
- * busboy decodes text fields in UTF-8, Latin-1/Windows-1252, ASCII and UTF-16LE; in any other charset it
- * gives no value at all (busboy 1.6), and the field would silently be lost.
- */
-const undecodableField = () => new MultipartError('malformed multipart body: a text field is in a charset this service cannot decode', 'malformed',
-  'a text field is in a charset this service cannot decode (UTF-8, ISO-8859-1/Windows-1252, US-ASCII or UTF-16LE)');
-
-/** A field's value, or the reason it cannot be one. */
-function fieldProblem(name: string | undefined, value: string | undefined): MultipartError | null {
-  if (name === undefined) return unnamedPart();
-  return value === undefined ? undecodableField() : null;
-}
-
 const transferProblem = (error: unknown): MultipartError => {
   if (error instanceof TransferEncodingError) return new MultipartError(`malformed multipart body: ${error.detail}`, 'malformed', error.detail);
   throw error;
@@ -71,32 +59,68 @@ function decoderFor(encoding: string): PartDecoder | null | MultipartError {
   try { return partDecoder(encoding); } catch (error) { return transferProblem(error); }
 }
 
+const fieldCharsetProblem = (detail: string) => new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
+
 /**
- * A text field's value with its transfer encoding undone. busboy has already read the encoded text (ASCII, in
- * any charset busboy reads) as a string; the bytes it stands for are read as UTF-8, the form-data default
- * (RFC 7578 §5.1.2): busboy does not pass the part's charset on. Bytes that are not UTF-8 (a Latin-1 field sent
- * quoted-printable) are refused rather than read as U+FFFD, which would lose them.
+ * A text field's value: its bytes as sent (busboy, patched, hands them over with the part's charset, UTF-8 when it
+ * names none, RFC 7578 §5.1.2), its transfer encoding undone, then read in that charset by TextDecoder (every
+ * charset the WHATWG Encoding standard names: ISO-8859-x, Windows-125x, UTF-16LE/BE, Shift_JIS, …). A charset it
+ * does not know, or bytes not valid in the charset, is refused rather than read as U+FFFD or dropped: either way
+ * the workflow would get a value the partner never sent. A byte order mark is kept, as busboy kept it: it is part
+ * of the text as sent.
  */
-function decodedField(value: string, encoding: string): string | MultipartError {
+function decodedField(sent: Buffer, encoding: string, charset: string): string | MultipartError {
   const decoder = decoderFor(encoding);
-  if (decoder === null || decoder instanceof MultipartError) return decoder ?? value;
-  let bytes: Buffer;
-  try {
-    bytes = Buffer.concat([decoder.write(Buffer.from(value, 'utf8')), decoder.end()]);
-  } catch (error) { return transferProblem(error); }
-  if (isUtf8(bytes)) return bytes.toString('utf8');
-  const detail = 'a base64 or quoted-printable text field does not decode to UTF-8 (send the field as 8bit in its charset, or as a file)';
-  return new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
+  if (decoder instanceof MultipartError) return decoder;
+  let bytes = sent;
+  if (decoder) {
+    try {
+      bytes = Buffer.concat([decoder.write(sent), decoder.end()]);
+    } catch (error) { return transferProblem(error); }
+  }
+  let text: TextDecoder;
+  try { text = new TextDecoder(charset, { fatal: true, ignoreBOM: true }); } catch {
+    return fieldCharsetProblem('a text field is in a charset this service cannot decode (one the WHATWG Encoding standard names: UTF-8, ISO-8859-x, Windows-125x, UTF-16LE/BE, …)');
+  }
+  try { return text.decode(bytes); } catch {
+    return fieldCharsetProblem("a text field's bytes are not valid in its charset (UTF-8 when its Content-Type names none; send such bytes as a file)");
+  }
 }
+
+/** busboy's field event as patched (`fieldBytes`): the value as bytes, and the part's charset, lower-cased. */
+type FieldListener = (name: string | undefined, value: Buffer, info: { valueTruncated: boolean; encoding: string; charset: string }) => void;
+const onField = (bb: busboy.Busboy, listener: FieldListener) => bb.on('field', listener as unknown as (...args: unknown[]) => void);
 
 const fileTooLarge = (limits: MultipartLimits) => new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large');
 
-function open(contentType: string, limits: MultipartLimits): busboy.Busboy {
+let patched: boolean | undefined;
+/** Without the patch busboy ignores both options, and every text field would be refused as not valid UTF-8. */
+function busboyIsPatched(): boolean {
+  let bytes = false;
+  const bb = busboy({ headers: { 'content-type': 'multipart/form-data; boundary=b' }, ...({ fieldBytes: true } as object) });
+  bb.on('field', (_name, value) => { bytes = Buffer.isBuffer(value); });
+  bb.on('error', () => undefined);
+  bb.end(Buffer.from('--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nx\r\n--b--\r\n'));
+  return bytes;
+}
+
+/**
+ * busboy for one body. `onHeaderProblem` hears a part whose name or file name cannot be read (content-disposition.ts);
+ * the part's own event follows, so the caller fails the body there (or at the close), not inside busboy's parser.
+ */
+function open(contentType: string, limits: MultipartLimits, onHeaderProblem: (problem: MultipartError) => void): busboy.Busboy {
+  patched ??= busboyIsPatched();
+  if (!patched) throw new Error('busboy is missing patches/busboy+1.6.0.patch (npm install applies it with patch-package): multipart bodies cannot be read');
+  const readDisposition = (header: string) => {
+    const disposition = parseDisposition(header);
+    if (disposition?.problem) onHeaderProblem(new MultipartError(`malformed multipart body: ${disposition.problem}`, 'malformed', disposition.problem));
+    return disposition;
+  };
   try {
     return busboy({
       headers: { 'content-type': contentType },
-      // File names may be raw UTF-8 (what browsers send) as well as RFC 5987 filename*.
-      defParamCharset: 'utf8',
+      // Patched options (patches/busboy+1.6.0.patch): RFC 2231 file names, and text fields as their bytes.
+      ...({ parseDisposition: readDisposition, fieldBytes: true } as object),
       // busboy calls a size limit hit when a part reaches it; ours are the most a part may have, so a
       // part is over them at one byte more. Likewise for parts: every file and field may be there. A file's
       // limit is on what is stored, after its transfer encoding is undone, so it is counted here, not by busboy
@@ -179,7 +203,10 @@ export interface MultipartScan {
 export function scanMultipart(contentType: string, limits: MultipartLimits): MultipartScan {
   let failure: MultipartError | null = null;
   let bb: busboy.Busboy | null = null;
-  try { bb = open(contentType, limits); } catch (error) { failure = error as MultipartError; }
+  try { bb = open(contentType, limits, (problem) => { failure ??= problem; }); } catch (error) {
+    if (!(error instanceof MultipartError)) throw error;
+    failure = error;
+  }
   let closed = false;
   const boundary = parseMediaType(contentType).params.boundary;
   const delimiters = boundary ? delimiterCounter(boundary) : null;
@@ -216,12 +243,12 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
         try { add(decoder.end().length); } catch (error) { failure ??= transferProblem(error); }
       });
     });
-    bb.on('field', (name, value, info) => {
+    onField(bb, (name, value, info) => {
       seen++;
       if (info.valueTruncated) failure ??= new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large');
-      else failure ??= fieldProblem(name, value);
-      if (failure) return;
-      const decoded = decodedField(value, info.encoding);
+      else if (name === undefined) failure ??= unnamedPart();
+      if (failure || name === undefined) return;
+      const decoded = decodedField(value, info.encoding, info.charset);
       if (decoded instanceof MultipartError) { failure = decoded; return; }
       // The name, the value and their punctuation (a repeated name's array costs no more than its name again).
       counted(jsonBytes(name) + jsonBytes(decoded) + 2);
@@ -258,7 +285,8 @@ export async function stageMultipart(
   store: ObjectStore,
   folder: string,
 ): Promise<{ value: Record<string, FormValue>; files: string[] }> {
-  const bb = open(contentType, limits);
+  let headerProblem: MultipartError | null = null;
+  const bb = open(contentType, limits, (problem) => { headerProblem ??= problem; });
   /**
    * Each part's place, taken when busboy reports it: a file without a file name is only known to be one at its first
    * byte, which comes after every later part busboy read from the same chunk; added then, it would move behind them.
@@ -275,12 +303,12 @@ export async function stageMultipart(
     // A store failure keeps its own error (transient: the decoder retries); framing errors are MultipartErrors.
     const fail = (error: Error | null) => { if (error && !failure) { failure = error; body.unpipe(bb); bb.destroy(); reject(error); } };
     watch(bb, limits, fail);
-    bb.on('field', (name, v, info) => {
+    onField(bb, (name, v, info) => {
       seen++;
+      if (headerProblem) return fail(headerProblem);
       if (info.valueTruncated) return fail(new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large'));
-      const problem = fieldProblem(name, v);
-      if (problem) return fail(problem);
-      const decoded = decodedField(v, info.encoding);
+      if (name === undefined) return fail(unnamedPart());
+      const decoded = decodedField(v, info.encoding, info.charset);
       if (decoded instanceof MultipartError) return fail(decoded);
       entries[place()] = { name, value: decoded, file: false };
     });
@@ -299,6 +327,7 @@ export async function stageMultipart(
       seen++;
       // busboy fails a part left open when the body is given up; the body's own failure is the one reported.
       stream.on('error', () => undefined);
+      if (headerProblem) { stream.resume(); return fail(headerProblem); }
       if (name === undefined) { stream.resume(); return fail(unnamedPart()); }
       const decoder = decoderFor(info.encoding);
       if (decoder instanceof MultipartError) { stream.resume(); return fail(decoder); }
@@ -321,6 +350,7 @@ export async function stageMultipart(
     });
     bb.on('close', () => {
       if (failure) return;
+      if (headerProblem) return fail(headerProblem);
       if (delimiters && delimiters.parts > seen) return fail(unnamedPart());
       resolve();
     });
