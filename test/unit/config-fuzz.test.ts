@@ -113,7 +113,7 @@ function adminTokens(rng: Rng): string {
     const name = rng.pick(['ops', 'ci', 'local-cli', '', '-x', 'a'.repeat(70), 'n.1', 'ops']);
     const scope = rng.pick(['full', 'read', 'write', '', 'FULL']);
     const token = rng.pick(['', 'short', 'A'.repeat(32)]) + secret(rng).replace(/[ ",:@]/g, '') + rng.pick(['', 'x'.repeat(20), '!', 'é'.repeat(20)]);
-    return rng.pick([`${name}:${scope}:${token}`, `${name}:${token}`, token, `${name}:${scope}:${token}:${token}`, `${name} : ${scope} : ${token}`]);
+    return rng.pick([`${name}:${scope}:${token}`, `${name}:${token}`, token, `${token.padStart(32, 'T')}:${scope}:${name}`, `${scope}:${token}`, `${name}:${scope}:${token}:${token}`, `${name} : ${scope} : ${token}`]);
   });
   return entries.join(rng.pick([',', ', ', ',,', ';']));
 }
