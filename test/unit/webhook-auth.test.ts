@@ -231,6 +231,9 @@ describe('HMAC presets, each against its vendor\'s documented recipe', () => {
     const newTs = String(Number(ts) + 1);
     expect(judge(hmacAdmission({ 'stripe-signature': `t=${newTs},v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('wrong');
     expect(judge(hmacAdmission({ 'stripe-signature': `v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('authorization-wrong');
+    // Spaces around t are taken off; a Unicode space is no part of whole seconds, as in checkTimestamp.
+    expect(judge(hmacAdmission({ 'stripe-signature': `t= ${ts} ,v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'stripe-signature': `t=\u00a0${ts},v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('authorization-wrong');
   });
 
   test('Shopify: X-Shopify-Hmac-Sha256 = base64 HMAC-SHA256(secret, body)', () => {
