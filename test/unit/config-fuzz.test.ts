@@ -1,4 +1,10 @@
+import { checkCredentialDocument, checkWorkflowDocument } from '../../services/admin/operations/documents';
+import { triggerCatalog } from '../../services/cli/start';
 import { ConfigError, loadConfig, type Config } from '../../services/platform/config/config';
+import { DocumentError } from '../../services/platform/registry/documents';
+import { admissionOptions } from '../../services/triggers/webhook/admission-options';
+import { webhookIdempotency } from '../../services/triggers/webhook/idempotency';
+import { webhookParameters } from '../../services/triggers/webhook/parameters';
 import { caseSeed, fuzzSettings, prng, type Rng } from '../support/prng';
 
 /**
@@ -194,4 +200,82 @@ test(`loadConfig gives numbers in their documented ranges or a ConfigError namin
   expect(failures).toEqual([]);
   // Both sides of the property are reached (not every case refused).
   if (ONLY_CASE === null) expect(Math.min(outcomes.loaded, outcomes.refused)).toBeGreaterThan(CASES / 20);
+});
+
+// ---------------------------------------------------------------------------------------------------------------
+// Documents checked at put time (`workflows put`, `credentials put`, the management API's PUTs)
+
+const WEBHOOK_NODE = {
+  name: 'Hook', type: 'webhook', credentials: { headerAuth: 'cred-a' },
+  parameters: {
+    authentication: 'headerAuth', protocol: 'http', httpMethod: 'POST', responseMode: 'onReceived', responseCode: 202,
+    options: {
+      ignoreBots: true, rawBody: false, noResponseBody: false, binaryData: false, binaryPropertyName: 'data', responseData: '{"ok":true}',
+      responseHeaders: [{ name: 'X-A', value: 'b' }], ipAllowList: ['203.0.113.0/24', '2001:db8::/32', '::1'], trustedProxyHops: 1,
+      rateLimit: { perSecond: 10, burst: 20 }, idempotencyKey: { header: 'Idempotency-Key' }, idempotencyWindowHours: 48,
+    },
+  },
+};
+const WORKFLOWS = [
+  { id: 'wf-a', name: 'A', active: true, nodes: [WEBHOOK_NODE, { name: 'Next', type: 'noop' }] },
+  { id: 'wf-b', active: false, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'none', options: { idempotencyKey: { json: 'order.id' }, rateLimit: { perSecond: 0.2, burst: 2 } } } }] },
+  { id: 'wf-c', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'standardWebhooks', options: { idempotencyKey: { standardWebhooks: true } } }, credentials: { standardWebhooks: 'c' } }] },
+  { id: 'wf-d', active: true, nodes: [{ name: 'L', type: 'logistics', parameters: {} }, { name: 'W', type: 'warehouse', parameters: {} }] },
+];
+const CREDENTIALS = [
+  { id: 'c1', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }, { id: 'c2', type: 'basicAuth', data: { user: 'u', password: 'p' } },
+  { id: 'c3', type: 'hmac', data: { secrets: ['a', 'b'], header: 'X-Signature', algorithm: 'sha256', encoding: 'hex', prefix: 'sha256=', signedContent: '{timestamp}.{body}', timestampHeader: 'X-Timestamp', toleranceSeconds: 300 } },
+  { id: 'c4', type: 'hmac', data: { preset: 'stripe', secrets: ['s'] } }, { id: 'c5', type: 'standardWebhooks', data: { secrets: ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw'], toleranceSeconds: 300 } },
+  { id: 'c6', type: 'jwt', data: { keys: ['-----BEGIN PUBLIC KEY-----\nMCowBQYDK2VwAyEA11qYAYKxCrfVS/7TyWQHOg7hcvPapiMlrwIaaPcHURo=\n-----END PUBLIC KEY-----\n'], algorithms: ['EdDSA'], issuer: 'i', audience: 'a' } },
+];
+const ODD_JSON: unknown[] = [null, true, false, 0, -1, 0.5, 1e308, -1e308, 2 ** 53 + 1, NaN, '', ' ', 'x'.repeat(3000), 'é', '\u0000', '\ud800', [], {}, [null], { '': 1 }, 'none', '0.0.0.0/0', '::/0', '10.0.0.0/33', '1.2.3.4/-1', 'fe80::1%eth0', '__proto__', 'constructor'];
+
+function mutateDocument(rng: Rng, value: unknown, depth = 0): unknown {
+  if (depth > 8 || rng.chance(0.15)) return rng.chance(0.6) ? value : rng.pick(ODD_JSON);
+  if (Array.isArray(value)) {
+    const out = value.map((v) => (rng.chance(0.5) ? mutateDocument(rng, v, depth + 1) : v));
+    if (rng.chance(0.15)) out.push(rng.pick(ODD_JSON));
+    return out;
+  }
+  if (value && typeof value === 'object') {
+    const out: Record<string, unknown> = { ...(value as Record<string, unknown>) };
+    for (const key of Object.keys(out)) {
+      if (rng.chance(0.1)) delete out[key];
+      else if (rng.chance(0.35)) out[key] = mutateDocument(rng, out[key], depth + 1);
+    }
+    if (rng.chance(0.15)) out[rng.pick(['extra', 'constructor', 'toString', 'id', 'type', 'nodes', 'data', 'options', 'secrets', ''])] = rng.pick(ODD_JSON);
+    return out;
+  }
+  return rng.pick(ODD_JSON);
+}
+
+test(`documents put: a workflow or credential is accepted or refused with a DocumentError, and an accepted webhook node reads at request time (FUZZ_SEED=${SEED}, ${CASES} cases)`, () => {
+  const catalog = triggerCatalog(loadConfig({}));
+  const failures: string[] = [];
+  const outcomes = { accepted: 0, refused: 0 };
+  for (let n = 0; n < CASES; n++) {
+    if (ONLY_CASE !== null && n !== ONLY_CASE) continue;
+    const rng = prng(caseSeed(SEED ^ 0x5eed, n));
+    const workflow = rng.chance(0.6);
+    // Through JSON, as a PUT's body arrives: no undefined, NaN as null.
+    const input = JSON.parse(JSON.stringify(mutateDocument(rng, rng.pick<unknown>(workflow ? WORKFLOWS : CREDENTIALS))) ?? 'null');
+    const wrong: string[] = [];
+    try {
+      if (workflow) {
+        const doc = checkWorkflowDocument(input, catalog);
+        for (const node of doc.nodes.filter((x) => x.type === 'webhook')) { webhookParameters(node); admissionOptions(node); webhookIdempotency(node); }
+      } else {
+        checkCredentialDocument(input, Date.now());
+      }
+      outcomes.accepted++;
+    } catch (error) {
+      if (!(error instanceof DocumentError)) wrong.push(`threw ${(error as Error)?.name}: ${(error as Error)?.message}`);
+      else if (error.problems.length === 0 || error.problems.some((p) => typeof p !== 'string' || p === '')) wrong.push('a DocumentError without a problem');
+      outcomes.refused++;
+    }
+    if (wrong.length) failures.push(`FUZZ_SEED=${SEED} FUZZ_CASE=${n} ${JSON.stringify(input).slice(0, 800)}:\n  ${wrong.join('\n  ')}`);
+    if (failures.length >= 10) break;
+  }
+  expect(failures).toEqual([]);
+  if (ONLY_CASE === null) expect(Math.min(outcomes.accepted, outcomes.refused)).toBeGreaterThan(CASES / 50);
 });
