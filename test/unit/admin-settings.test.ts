@@ -38,6 +38,8 @@ test('ADMIN_TOKENS problems are precise and never quote a token', () => {
   expect(found.join('\n')).not.toContain(short);
   expect(found.join('\n')).not.toContain(TOKEN_A);
   expect(problems({ ADMIN_TOKENS: `ops:full:${'é'.repeat(32)}` })).toEqual(['ADMIN_TOKENS entry 1 ("ops"): the token may hold only letters, digits and - . _ ~ + / =']);
+  // Found by config-fuzz.test.ts: a token written first was quoted as the entry's name.
+  expect(problems({ ADMIN_TOKENS: `${TOKEN_A}:full:ops` })).toEqual(['ADMIN_TOKENS entry 1: the token must be at least 32 characters (e.g. `openssl rand -base64 32`)']);
 });
 
 test('ADMIN_URL and ADMIN_TOKEN go together', () => {

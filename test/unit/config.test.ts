@@ -84,6 +84,9 @@ test.each([
   [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL="loud": one of/],
   [{ EXECUTION_QUEUE_FAX: 'x' }, /^EXECUTION_QUEUE_FAX: unknown trigger kind/],
   [{ EXECUTION_QUEUE_AS2: 'bad topic!' }, /^EXECUTION_QUEUE_AS2="bad topic!": a Kafka topic name/],
+  // Kafka refuses these names at topic creation; found by config-fuzz.test.ts.
+  [{ EXECUTION_QUEUE_AS2: '..' }, /^EXECUTION_QUEUE_AS2="..": a Kafka topic name .*not "." or ".."/],
+  [{ EXECUTION_QUEUE_WEBHOOK: 'x'.repeat(200), INGRESS_TOPIC_PREFIX: 'p'.repeat(50) }, /^EXECUTION_QUEUE_WEBHOOK="x+": with INGRESS_TOPIC_PREFIX \(50 characters\) longer than the 249 characters Kafka allows/],
   [{ AS2_ALLOW_MD5: 'yes' }, /^AS2_ALLOW_MD5="yes": true or false$/],
   [{ CERT_EXPIRY_WARNING_DAYS: '-1' }, /^CERT_EXPIRY_WARNING_DAYS="-1": how many days before a credential certificate expires .* \(a whole number from 0 to 3650\)$/],
   [{ CERT_EXPIRY_WARNING_DAYS: '30d' }, /^CERT_EXPIRY_WARNING_DAYS="30d"/],
@@ -157,6 +160,10 @@ test('AS2 asynchronous MDN retries: a window in hours and three ascending delays
   expect(problems({ AS2_MDN_RETRY_DELAYS: '5m,30s,30m' })).toEqual(['AS2_MDN_RETRY_DELAYS="5m,30s,30m": durations in ascending order (the first retry comes soonest)']);
   expect(problems({ AS2_MDN_FIRST_ATTEMPT_DELAY: '2h' })).toEqual([expect.stringMatching(/^AS2_MDN_FIRST_ATTEMPT_DELAY="2h": how long after its message was appended .* from 0ms to 1h/)]);
   expect(problems({ AS2_MDN_FIRST_ATTEMPT_DELAY: '30' })).toEqual([expect.stringMatching(/^AS2_MDN_FIRST_ATTEMPT_DELAY="30": /)]);
+  // Found by config-fuzz.test.ts: a fraction of a millisecond made a retry's due time no Avro long, and a window
+  // too small for a millisecond rounded to 0.
+  expect(loadConfig({ AS2_MDN_RETRY_DELAYS: '10.5ms,1.0004s,0.0205m' }).as2MdnRetry.delaysMs).toEqual([11, 1000, 1230]);
+  expect(problems({ AS2_MDN_RETRY_HOURS: '0.0000001' })).toEqual([expect.stringMatching(/^AS2_MDN_RETRY_HOURS="0.0000001": .*at least a millisecond/)]);
 });
 
 test('the request journal: retention, refusal budget and trace link, each checked', () => {

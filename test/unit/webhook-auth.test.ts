@@ -72,6 +72,20 @@ describe('Standard Webhooks', () => {
     expect(judge(standardWebhooksAdmission(headersFor(secret, 'm', new Date(now - 20_000), body), { secrets: [secret], toleranceSeconds: 10 }, now), body)).toBe('timestamp-out-of-tolerance');
   });
 
+  test('a timestamp is whole seconds, with at most spaces or tabs around it: a Unicode space signed with it is still refused', () => {
+    const ts = String(Math.floor(now / 1000));
+    const signedAs = (stamp: string) => ({
+      'webhook-id': 'm', 'webhook-timestamp': stamp,
+      'webhook-signature': `v1,${createHmac('sha256', Buffer.from(secret.slice(6), 'base64')).update(`m.${stamp}.${body}`).digest('base64')}`,
+    });
+    expect(judge(standardWebhooksAdmission(signedAs(`${ts} `), { secrets: [secret] }, now), body)).toBe('verified');
+    // Found by admin-auth-fuzz.test.ts: trim() took U+00A0 (a latin1 header byte 0xA0) off before the check.
+    for (const stamp of [`${ts}\u00a0`, `\u2003${ts}`, `${ts}\u3000`]) {
+      const admission = standardWebhooksAdmission(signedAs(stamp), { secrets: [secret] }, now);
+      expect(admission.ok ? 'admitted' : admission.code).toBe('authorization-wrong');
+    }
+  });
+
   test('v1a: Ed25519 over id.timestamp.body with a whpk_ public key', () => {
     const { publicKey, privateKey } = generateKeyPairSync('ed25519');
     const whpk = `whpk_${Buffer.from(publicKey.export({ format: 'jwk' }).x!, 'base64url').toString('base64')}`;
@@ -217,6 +231,9 @@ describe('HMAC presets, each against its vendor\'s documented recipe', () => {
     const newTs = String(Number(ts) + 1);
     expect(judge(hmacAdmission({ 'stripe-signature': `t=${newTs},v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('wrong');
     expect(judge(hmacAdmission({ 'stripe-signature': `v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('authorization-wrong');
+    // Spaces around t are taken off; a Unicode space is no part of whole seconds, as in checkTimestamp.
+    expect(judge(hmacAdmission({ 'stripe-signature': `t= ${ts} ,v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'stripe-signature': `t=\u00a0${ts},v1=${v1(ts)}` }, { preset: 'stripe', secrets: [stripeSecret] }, now), body)).toBe('authorization-wrong');
   });
 
   test('Shopify: X-Shopify-Hmac-Sha256 = base64 HMAC-SHA256(secret, body)', () => {

@@ -8,7 +8,7 @@ import { baseUrlProblem } from './url-values';
  * - `ADMIN_TOKENS`: who may call the management API, as `name:scope:token` entries separated by commas.
  *   `scope` is `read` (GET, the live tail) or `full` (every route). A token is at least 32 characters of
  *   letters, digits and `-._~+/=`; names and tokens are unique. Problems name the entry by its position and
- *   name, never by its token.
+ *   name, never by its token (nor by a name long enough to be one).
  * - `ADMIN_URL` + `ADMIN_TOKEN`: where the CLI finds a running service's API when it is not the one on this
  *   machine's DATA_DIR (services/admin/client.ts).
  */
@@ -69,7 +69,8 @@ export function parseAdminTokens(raw: string | undefined, problems: string[]): A
     const name = trimmed.slice(0, first);
     const scope = trimmed.slice(first + 1, second);
     const token = trimmed.slice(second + 1);
-    const named = NAME.test(name) ? `${at} ("${name}")` : at;
+    // A name as long as a token may be one, written first (`<token>:full:ops`): such an entry is named by position only.
+    const named = NAME.test(name) && name.length < ADMIN_TOKEN_MIN_LENGTH ? `${at} ("${name}")` : at;
     if (!NAME.test(name)) problems.push(`${at}: the name must be 1-64 letters, digits, ".", "_" or "-", starting with a letter or digit`);
     else if (name === LOCAL_CLI_TOKEN_NAME) problems.push(`${named}: the name ${LOCAL_CLI_TOKEN_NAME} is the running service's own token for the CLI on its machine; choose another`);
     else if (names.has(name)) problems.push(`${named}: the name is used twice`);

@@ -128,7 +128,8 @@ export function parseRetryDelays(raw: string): [number, number, number] | string
   const bad = parts.filter((_, i) => !(delays[i] >= 10 && delays[i] <= 86_400_000));
   if (bad.length) return `each a duration from 10ms to 24h with a unit (ms, s, m, h), e.g. 30s,5m,30m; bad: ${bad.join(', ')}`;
   if (delays[0] > delays[1] || delays[1] > delays[2]) return 'durations in ascending order (the first retry comes soonest)';
-  return delays as [number, number, number];
+  // Whole milliseconds: a retry's due time is an Avro long (`10.5ms` made every retry record fail to encode).
+  return delays.map(Math.round) as [number, number, number];
 }
 
 export type { RecordKeyMode };
@@ -341,7 +342,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   for (const kind of TRIGGER_KINDS) {
     const name = `EXECUTION_QUEUE_${kind.toUpperCase()}`;
     const topic = get(name) ?? TOPIC_NAMES.executions;
-    if (!TOPIC.test(topic)) problems.push(`${name}=${JSON.stringify(topic)}: a Kafka topic name (letters, digits, ".", "_", "-")`);
+    // Kafka's rule applies to the name with its prefix: at most 249 characters, and neither "." nor "..".
+    if (!TOPIC.test(topic) || topic === '.' || topic === '..') problems.push(`${name}=${JSON.stringify(topic)}: a Kafka topic name (letters, digits, ".", "_", "-"; not "." or "..")`);
+    else if (topicPrefix.length + topic.length > 249) problems.push(`${name}=${JSON.stringify(topic)}: with INGRESS_TOPIC_PREFIX (${topicPrefix.length} characters) longer than the 249 characters Kafka allows a topic name`);
     executionQueues[kind] = topicPrefix + topic;
   }
   for (const name of Object.keys(env)) {
@@ -395,8 +398,9 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   const mdnWindowRaw = get('AS2_MDN_RETRY_HOURS');
   if (mdnWindowRaw !== undefined) {
     mdnWindowHours = /^\d+(\.\d+)?$/.test(mdnWindowRaw) ? Number(mdnWindowRaw) : NaN;
-    if (!(mdnWindowHours > 0 && mdnWindowHours <= 8760)) {
-      problems.push(`AS2_MDN_RETRY_HOURS=${JSON.stringify(mdnWindowRaw)}: how long an asynchronous MDN's delivery is retried after the message was accepted, in hours (a number above 0 and at most 8760; decimals allowed, e.g. 0.5)`);
+    // At least a millisecond once converted: a smaller one rounded to a window of 0, in which no retry was ever due.
+    if (!(Math.round(mdnWindowHours * 3_600_000) >= 1 && mdnWindowHours <= 8760)) {
+      problems.push(`AS2_MDN_RETRY_HOURS=${JSON.stringify(mdnWindowRaw)}: how long an asynchronous MDN's delivery is retried after the message was accepted, in hours (a number above 0 and at most 8760, at least a millisecond; decimals allowed, e.g. 0.5)`);
       mdnWindowHours = 1;
     } else if (topicSettings.retentionHours > 0 && mdnWindowHours > topicSettings.retentionHours) {
       problems.push(`AS2_MDN_RETRY_HOURS=${mdnWindowRaw}: at most KAFKA_RETENTION_HOURS (${topicSettings.retentionHours}), or a retry record could be deleted before it is due`);

@@ -21,7 +21,8 @@ function keyValue(value: string): Presented {
     const eq = pair.indexOf('=');
     if (eq < 0) continue;
     const key = pair.slice(0, eq).trim();
-    if (key === 't') presented.timestamp = pair.slice(eq + 1).trim();
+    // Untrimmed but for spaces and tabs, as checkTimestamp takes it: `t=<U+00A0>1492774577` is no whole seconds.
+    if (key === 't') presented.timestamp = pair.slice(eq + 1).replace(/^[ \t]+|[ \t]+$/g, '');
     else if (key === 'v1') presented.signatures.push(pair.slice(eq + 1).trim());
   }
   return presented;

@@ -8,7 +8,10 @@ import type { IngressErrorCode } from '../../answers';
 export type TimestampVerdict = { ok: true } | { ok: false; code: IngressErrorCode; message?: string };
 
 export function checkTimestamp(text: string, nowMs: number, toleranceSeconds: number): TimestampVerdict {
-  if (!/^\d{1,12}$/.test(text.trim())) return { ok: false, code: 'authorization-wrong', message: 'The signature timestamp is not a whole number of seconds' };
-  const skew = Math.abs(nowMs / 1000 - Number(text.trim()));
+  // Only HTTP's white space (space, tab) is not part of it: trim() also took U+00A0 and other Unicode spaces, so
+  // `1700000000<NBSP>`, signed as sent, passed for whole seconds (found by admin-auth-fuzz.test.ts).
+  const seconds = text.replace(/^[ \t]+|[ \t]+$/g, '');
+  if (!/^\d{1,12}$/.test(seconds)) return { ok: false, code: 'authorization-wrong', message: 'The signature timestamp is not a whole number of seconds' };
+  const skew = Math.abs(nowMs / 1000 - Number(seconds));
   return skew <= toleranceSeconds ? { ok: true } : { ok: false, code: 'timestamp-out-of-tolerance' };
 }
