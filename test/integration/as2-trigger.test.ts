@@ -484,19 +484,33 @@ test('compressed data inflates into the memory budget of all requests: with the 
     // Alone it may take the whole budget (a body alone always fits): it inflates, and fails as malformed.
     const alone = await postAs2(other, 'wf', bomb, as2Headers(), peer, receiver);
     expect(alone.report).toContain('a multipart entity is not closed');
-    // An upload that has sent 900 KiB of its body and waits holds most of the budget meanwhile.
+    // An upload that has sent 900 KiB of its body and waits holds most of the budget meanwhile, once the receiver
+    // has read it. No one can see when that is: a message sent before then inflates alone (and the upload, finding
+    // the budget spent, is refused busy), so the upload is begun again with a longer wait, up to five times.
     const url = new URL(`${other.baseUrl}/hook/wf`);
-    const holder = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { ...as2Headers(), 'content-type': 'application/edi-x12', 'content-length': String(2 * 1024 * 1024) } });
-    holder.on('error', () => undefined);
-    await new Promise<void>((resolve) => holder.write(Buffer.alloc(900 * 1024, 0x41), () => resolve()));
-    await new Promise((r) => setTimeout(r, 200)); // until the receiver has read what was sent
-    const refused = await postAs2(other, 'wf', bomb, as2Headers(), peer, receiver);
-    expect(refused.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
-    expect(refused.report).toContain('send it again later');
-    holder.destroy();
-    // The refused message gave back what it took: with the upload gone, it is opened again.
-    await new Promise((r) => setTimeout(r, 200));
-    const again = await postAs2(other, 'wf', bomb, as2Headers(), peer, receiver);
+    let refused: Awaited<ReturnType<typeof postAs2>> | null = null;
+    let holder: ReturnType<typeof request> | null = null;
+    for (let waitMs = 200; waitMs <= 3200 && !refused; waitMs *= 2) {
+      holder?.destroy();
+      const upload = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { ...as2Headers(), 'content-type': 'application/edi-x12', 'content-length': String(2 * 1024 * 1024) } });
+      upload.on('error', () => undefined);
+      holder = upload;
+      await new Promise<void>((resolve) => upload.write(Buffer.alloc(900 * 1024, 0x41), () => resolve()));
+      await new Promise((r) => setTimeout(r, waitMs));
+      const answer = await postAs2(other, 'wf', bomb, as2Headers(), peer, receiver);
+      if (answer.report.includes('send it again later')) refused = answer;
+      else expect(answer.report).toContain('a multipart entity is not closed');
+    }
+    expect(refused?.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+    expect(refused?.report).toContain('send it again later');
+    holder?.destroy();
+    // The refused message gave back what it took: with the upload gone (once the receiver has seen it go), it is
+    // opened again.
+    let again = refused!;
+    for (let waitMs = 200; waitMs <= 3200 && again.report.includes('send it again later'); waitMs *= 2) {
+      await new Promise((r) => setTimeout(r, waitMs));
+      again = await postAs2(other, 'wf', bomb, as2Headers(), peer, receiver);
+    }
     expect(again.report).toContain('a multipart entity is not closed');
   } finally {
     await other.stop();
