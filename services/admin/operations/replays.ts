@@ -324,8 +324,19 @@ export function replayableInputs(ctx: ReplayContext): Set<string> {
  * delivery) the original record its source is, or replays.
  */
 export function originalOf(source: DeadLetter['source'], codec: AvroCodec): string {
-  const requestId = requestIdOf(source.value, codec);
+  // Only these: an MDN delivery's request is also its decoder's and dispatcher's (whose replay sends no MDN),
+  // and an execution request is one of several items of its request.
+  const requestId = isRequestRecord(source.value, codec) ? requestIdOf(source.value, codec) : null;
   return requestId !== null ? `request ${requestId}` : replayOf(source.headers) ?? recordIdentity(source);
+}
+
+function isRequestRecord(value: Buffer, codec: AvroCodec): boolean {
+  try {
+    const name = codec.nameOf(value);
+    return name === 'Received' || name === 'Decoded';
+  } catch {
+    return false;
+  }
 }
 
 /** One dead letter as the CLI prints it and the API answers it: where it sits, why it failed, which request. */
