@@ -242,6 +242,23 @@ describe('azure blob store: adapter specifics', () => {
     expect((await readAll(await store.get(p))).equals(body)).toBe(true);
   });
 
+  test('a container deleted under a running store is an outage, not an object missing: get, head and readVersioned are store-unavailable', async () => {
+    // What a missing object means is acted on (no failure MDN kept: the processed one goes out; no evidence: the
+    // MDN is sent), so a missing container must not read as one.
+    const gone = `it-gone-${randomBytes(4).toString('hex')}`;
+    const doomed = await openAzureBlobStore({ connectionString: conn, container: gone });
+    try {
+      await doomed.put('a/b', Buffer.from('x'));
+      await BlobServiceClient.fromConnectionString(conn).getContainerClient(gone).delete();
+      await expect(doomed.get('a/b')).rejects.toMatchObject({ code: 'store-unavailable' });
+      await expect(doomed.head('a/b')).rejects.toMatchObject({ code: 'store-unavailable' });
+      await expect(doomed.readVersioned('a/b')).rejects.toMatchObject({ code: 'store-unavailable' });
+    } finally {
+      await doomed.close();
+      await BlobServiceClient.fromConnectionString(conn).getContainerClient(gone).deleteIfExists();
+    }
+  });
+
   test('get and head refuse bad paths too', async () => {
     await expect(store.get('../x')).rejects.toMatchObject({ code: 'invalid-path' });
     await expect(store.head('a//b')).rejects.toMatchObject({ code: 'invalid-path' });

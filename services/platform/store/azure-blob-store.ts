@@ -171,7 +171,7 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
         const response = await answered((abortSignal) => blobOf(p).download(0, undefined, { maxRetryRequests: 3, abortSignal }));
         return (response.readableStreamBody as Readable | undefined) ?? Readable.from([]);
       } catch (error) {
-        if (statusOf(error) === 404) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
+        if (isMissingBlob(error)) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
         throw fail(`read ${p}`, error);
       }
     },
@@ -189,7 +189,7 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
           contentType: metadata[META_UNTYPED] === 'true' ? null : properties.contentType ?? null,
         };
       } catch (error) {
-        if (statusOf(error) === 404) return null;
+        if (isMissingBlob(error)) return null;
         throw fail(`read the properties of ${p}`, error);
       }
     },
@@ -209,7 +209,7 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
         return { content: Buffer.concat(chunks), version: response.etag ?? '' };
       } catch (error) {
         if (error instanceof ObjectStoreError) throw error;
-        if (statusOf(error) === 404) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
+        if (isMissingBlob(error)) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
         throw fail(`read ${p}`, error);
       }
     },
@@ -269,6 +269,19 @@ function containerProblem(container: string, error: unknown): string {
     return ` (this connection string may neither create nor list ${container}: a SAS needs the list permission (l), with read, add, create, write and delete: sp=racwdl)`;
   }
   return '';
+}
+
+/**
+ * A 404 for the blob, not for its container: callers act on a missing object (no failure MDN kept, so the processed
+ * one goes out; no delivery evidence, so the MDN is sent), and a container deleted or misnamed under a running
+ * service is an outage. A HEAD's 404 has no body; the service names the error in `x-ms-error-code`, which the SDK
+ * gives as `code` (and the response's header, for older versions).
+ */
+function isMissingBlob(error: unknown): boolean {
+  if (statusOf(error) !== 404) return false;
+  const failed = error as { code?: unknown; response?: { headers?: { get?(name: string): string | undefined } } } | null;
+  const code = typeof failed?.code === 'string' ? failed.code : failed?.response?.headers?.get?.('x-ms-error-code');
+  return code !== 'ContainerNotFound';
 }
 
 function statusOf(error: unknown): number | undefined {
