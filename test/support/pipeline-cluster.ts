@@ -30,7 +30,7 @@ export type Role = 'receiver' | 'decoder' | 'dispatcher' | 'mdn,journal';
  * groups before it says it started: at once (start-together.ts), ~6 s under load, but each join is a rebalance
  * that waits for the group's members, so more beside another Kafka test on two cores.
  */
-const upWithin = (role: string) => (role.includes('mdn') || role.includes('journal') ? 45_000 : 30_000);
+const upWithin = (role: string) => (role.includes('mdn') || role.includes('journal') ? 90_000 : 30_000);
 
 /** A stage whose group's assignments can be watched, by its (first) input topic. */
 export type WatchedStage = 'decoder' | 'dispatcher' | 'mdn';

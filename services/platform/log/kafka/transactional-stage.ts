@@ -415,6 +415,9 @@ class TransactionalStage {
   /** Whether the group's coordinator, asked now, gives this member the partition in the group's current generation. */
   private async assignedNow(partition: number): Promise<boolean> {
     const { group, topic } = this.options;
+    // Known from GROUP_JOIN only: when kafkajs gives up a rejoin and fetches on, an id it was given meanwhile is not
+    // this one, and the answer is "not listed" (a session's wait), the safe way to be wrong.
+    if (this.memberId === null) return false;
     const { groups } = await (await this.ctx.admin()).describeGroups([group]);
     return assignedInStableGroup(groups.find((g) => g.groupId === group), this.memberId, topic, partition);
   }
