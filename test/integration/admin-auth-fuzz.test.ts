@@ -6,6 +6,7 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { startTestApp, type TestApp } from '../support/app';
 import { caseSeed, fuzzSettings, prng, type Rng } from '../support/prng';
+import { FULL_WEBHOOK_NODE } from '../support/fuzz-documents';
 
 /**
  * Seeded random requests over loopback, as raw bytes (so headers can be duplicated, non-ASCII or huge), against
@@ -144,20 +145,8 @@ const QUERY_NAMES = ['since', 'until', 'limit', 'stage', 'workflow', 'topic', 'f
 const QUERY_VALUES = ['', '1', '0', '-1', '1e3', '0x10', '99999999999999999999', 'true', 'false', '2026-01-01T00:00:00Z', 'yesterday', 'decoder', 'wf-a', '%', '%E0', '%00', '%C3%A9', 'a+b', '[]', '{}'];
 
 const WORKFLOW = { id: 'wf-a', name: 'A', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'none', responseMode: 'onReceived' } }, { name: 'Next', type: 'noop' }] };
-/** A webhook node with every option set, for the put-time checks of node parameters to meet. */
-const FULL_WORKFLOW = {
-  id: 'wf-a', active: false, nodes: [{
-    name: 'Hook', type: 'webhook', credentials: { headerAuth: 'cred-a' },
-    parameters: {
-      authentication: 'headerAuth', protocol: 'http', httpMethod: 'POST', responseMode: 'onReceived', responseCode: 202,
-      options: {
-        ignoreBots: true, rawBody: false, noResponseBody: false, binaryData: false, binaryPropertyName: 'data', responseData: '{"ok":true}',
-        responseHeaders: [{ name: 'X-A', value: 'b' }], ipAllowList: ['203.0.113.0/24', '2001:db8::/32', '::1'], trustedProxyHops: 1,
-        rateLimit: { perSecond: 10, burst: 20 }, idempotencyKey: { header: 'Idempotency-Key' }, idempotencyWindowHours: 48,
-      },
-    },
-  }, { name: 'Next', type: 'noop' }],
-};
+/** A workflow whose webhook node has every option set, for the put-time checks of node parameters to meet. */
+const FULL_WORKFLOW = { id: 'wf-a', active: false, nodes: [FULL_WEBHOOK_NODE, { name: 'Next', type: 'noop' }] };
 const CREDENTIAL = { id: 'cred-a', type: 'headerAuth', data: { name: 'X-Key', value: 'cred-a-Secret-value' } };
 const DOCUMENTS: unknown[] = [
   WORKFLOW, CREDENTIAL, { type: 'basicAuth', data: { user: 'u', password: 'p' } }, { type: 'hmac', data: { preset: 'github', secrets: ['s'] } },

@@ -6,6 +6,7 @@ import { admissionOptions } from '../../services/triggers/webhook/admission-opti
 import { webhookIdempotency } from '../../services/triggers/webhook/idempotency';
 import { webhookParameters } from '../../services/triggers/webhook/parameters';
 import { caseSeed, fuzzSettings, prng, type Rng } from '../support/prng';
+import { FULL_WEBHOOK_NODE } from '../support/fuzz-documents';
 
 /**
  * Seeded random environments through loadConfig (docs/configuration.md): each either gives a configuration whose
@@ -205,17 +206,7 @@ test(`loadConfig gives numbers in their documented ranges or a ConfigError namin
 // ---------------------------------------------------------------------------------------------------------------
 // Documents checked at put time (`workflows put`, `credentials put`, the management API's PUTs)
 
-const WEBHOOK_NODE = {
-  name: 'Hook', type: 'webhook', credentials: { headerAuth: 'cred-a' },
-  parameters: {
-    authentication: 'headerAuth', protocol: 'http', httpMethod: 'POST', responseMode: 'onReceived', responseCode: 202,
-    options: {
-      ignoreBots: true, rawBody: false, noResponseBody: false, binaryData: false, binaryPropertyName: 'data', responseData: '{"ok":true}',
-      responseHeaders: [{ name: 'X-A', value: 'b' }], ipAllowList: ['203.0.113.0/24', '2001:db8::/32', '::1'], trustedProxyHops: 1,
-      rateLimit: { perSecond: 10, burst: 20 }, idempotencyKey: { header: 'Idempotency-Key' }, idempotencyWindowHours: 48,
-    },
-  },
-};
+const WEBHOOK_NODE = FULL_WEBHOOK_NODE;
 const WORKFLOWS = [
   { id: 'wf-a', name: 'A', active: true, nodes: [WEBHOOK_NODE, { name: 'Next', type: 'noop' }] },
   { id: 'wf-b', active: false, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'none', options: { idempotencyKey: { json: 'order.id' }, rateLimit: { perSecond: 0.2, burst: 2 } } } }] },
