@@ -87,6 +87,10 @@ test.each([
   // Kafka refuses these names at topic creation; found by config-fuzz.test.ts.
   [{ EXECUTION_QUEUE_AS2: '..' }, /^EXECUTION_QUEUE_AS2="..": a Kafka topic name .*not "." or ".."/],
   [{ EXECUTION_QUEUE_WEBHOOK: 'x'.repeat(200), INGRESS_TOPIC_PREFIX: 'p'.repeat(50) }, /^EXECUTION_QUEUE_WEBHOOK="x+": with INGRESS_TOPIC_PREFIX \(50 characters\) longer than the 249 characters Kafka allows/],
+  // The dispatcher would write executions into the received topic; Kafka refuses the second creation.
+  [{ EXECUTION_QUEUE_AS2: 'ingress.received.v1' }, /^EXECUTION_QUEUE_AS2="ingress.received.v1": is the pipeline topic ingress.received.v1; an execution queue needs a topic of its own$/],
+  [{ EXECUTION_QUEUE_AS2: 'ingress_decoded_v1', INGRESS_TOPIC_PREFIX: 'stg.' }, /^EXECUTION_QUEUE_AS2="ingress_decoded_v1": collides with the pipeline topic stg.ingress.decoded.v1 \(Kafka refuses names that differ only by "." and "_"\)$/],
+  [{ EXECUTION_QUEUE_AS2: 'executions_requested_v1' }, /^EXECUTION_QUEUE_AS2="executions_requested_v1": collides with the execution queue executions.requested.v1 /],
   [{ AS2_ALLOW_MD5: 'yes' }, /^AS2_ALLOW_MD5="yes": true or false$/],
   [{ CERT_EXPIRY_WARNING_DAYS: '-1' }, /^CERT_EXPIRY_WARNING_DAYS="-1": how many days before a credential certificate expires .* \(a whole number from 0 to 3650\)$/],
   [{ CERT_EXPIRY_WARNING_DAYS: '30d' }, /^CERT_EXPIRY_WARNING_DAYS="30d"/],

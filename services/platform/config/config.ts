@@ -347,6 +347,22 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     else if (topicPrefix.length + topic.length > 249) problems.push(`${name}=${JSON.stringify(topic)}: with INGRESS_TOPIC_PREFIX (${topicPrefix.length} characters) longer than the 249 characters Kafka allows a topic name`);
     executionQueues[kind] = topicPrefix + topic;
   }
+  // Kafka keeps "." and "_" apart in names but not in metrics, and refuses a topic that differs from another only
+  // by them. And a queue that is a pipeline topic would have the dispatcher write executions into it.
+  const collides = (name: string) => name.replace(/\./g, '_');
+  const pipeline = new Map(Object.entries(TOPIC_NAMES).flatMap(([, t]) => (Array.isArray(t) ? t : [t])).filter((t) => t !== TOPIC_NAMES.executions).map((t) => [collides(topicPrefix + t), topicPrefix + t]));
+  const byCollision = new Map<string, Set<string>>();
+  for (const queue of Object.values(executionQueues)) byCollision.set(collides(queue), (byCollision.get(collides(queue)) ?? new Set()).add(queue));
+  for (const kind of TRIGGER_KINDS) {
+    const name = `EXECUTION_QUEUE_${kind.toUpperCase()}`;
+    const queue = executionQueues[kind];
+    if (get(name) === undefined) continue;
+    const pipelineTopic = pipeline.get(collides(queue));
+    const others = [...(byCollision.get(collides(queue)) ?? [])].filter((q) => q !== queue);
+    if (pipelineTopic === queue) problems.push(`${name}=${JSON.stringify(get(name))}: is the pipeline topic ${pipelineTopic}; an execution queue needs a topic of its own`);
+    else if (pipelineTopic !== undefined) problems.push(`${name}=${JSON.stringify(get(name))}: collides with the pipeline topic ${pipelineTopic} (Kafka refuses names that differ only by "." and "_")`);
+    else if (others.length > 0) problems.push(`${name}=${JSON.stringify(get(name))}: collides with the execution queue ${others[0]} (Kafka refuses names that differ only by "." and "_")`);
+  }
   for (const name of Object.keys(env)) {
     if (name.startsWith('EXECUTION_QUEUE_') && !TRIGGER_KINDS.includes(name.slice(16).toLowerCase() as TriggerKindName)) {
       problems.push(`${name}: unknown trigger kind; use one of ${TRIGGER_KINDS.map((k) => `EXECUTION_QUEUE_${k.toUpperCase()}`).join(', ')}`);
