@@ -236,6 +236,10 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
         field('price', 'windows-1252', Buffer.from([0x80, 0x20, 0x35])),
         field('le', 'utf-16le', Buffer.from('Grüße', 'utf16le')),
         field('be', 'UTF-16BE', Buffer.from('Grüße', 'utf16le').swap16()),
+        // utf-16 names no byte order: the mark says it (and is dropped), else big-endian.
+        field('u16be', 'utf-16', Buffer.from([0xfe, 0xff, 0x00, 0x41])),
+        field('u16le', 'utf-16', Buffer.from([0xff, 0xfe, 0x41, 0x00])),
+        field('u16', 'unicode', Buffer.from([0x00, 0x4b, 0x00, 0xf6])),
         field('qp', 'iso-8859-1', Buffer.from('K=F6ln'), '\r\nContent-Transfer-Encoding: quoted-printable'),
         file('filename*0="long"; filename*1="name.pdf"'),
         file("filename*0*=UTF-8''%E2%82%AC; filename*1*=%20rates.pdf"),
@@ -243,13 +247,55 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
         file('filename*0="a"; filename*2="c"; filename="plain.pdf"'),
       )) as Record<string, string | string[]>;
       expect({ ...out, f: (out.f as string[]).map((path) => path.split('/').pop()) }).toEqual({
-        city: 'ą', price: '€ 5', le: 'Grüße', be: 'Grüße', qp: 'Köln', f: ['longname.pdf', '€ rates.pdf', 'secret_.txt', 'plain.pdf'],
+        city: 'ą', price: '€ 5', le: 'Grüße', be: 'Grüße', u16be: 'A', u16le: 'A', u16: 'Kö', qp: 'Köln',
+        f: ['longname.pdf', '€ rates.pdf', 'secret_.txt', 'plain.pdf'],
       });
+      const more = (await output(await post2(
+        file("filename*=utf-16''%FE%FF%00K%00%F6%00.%00t; filename=\"plain.pdf\""),
+        // A Latin-1 plain file name, or a malformed section number, falls back as any unreadable form does.
+        file("filename=\"K\xf6ln.txt\"; filename*=UTF-8''K%C3%B6ln2.txt"),
+        file('filename*0="x"; filename*99999999999="y"; filename="fallback.txt"'),
+      ))) as { f: string[] };
+      expect(more.f.map((path) => path.split('/').pop())).toEqual(['Kö.t', 'Köln2.txt', 'fallback.txt']);
       for (const [body, detail] of [
         [file("filename*0*=UTF-8''%E2%82; filename*1*=.pdf"), "a part's file name cannot be read: its RFC 5987/2231 form has bytes that are not valid in its charset, and it has no plain filename to fall back on"],
-        [part('Content-Disposition: form-data; name="note"', Buffer.from([0x4b, 0xf6, 0x6c, 0x6e])), "a text field's bytes are not valid in its charset (UTF-8 when its Content-Type names none; send such bytes as a file)"],
+        [part('Content-Disposition: form-data; name="note"', Buffer.from([0x4b, 0xf6, 0x6c, 0x6e])), "a text field's bytes are not valid in its charset (the form's _charset_, else UTF-8, when its Content-Type names none; send such bytes as a file)"],
+        // utf-16 naming no byte order, without a mark, is big-endian: these bytes would be "\uFFFE䄀" read as UTF-16LE.
+        [field('odd', 'utf-16', Buffer.from([0xfe, 0xff, 0x00])), "a text field's bytes are not valid in its charset (the form's _charset_, else UTF-8, when its Content-Type names none; send such bytes as a file)"],
+        [field('bin', 'x-user-defined', Buffer.from([0x41, 0x80])), 'a text field names x-user-defined as its charset, a pass-through for binary bytes rather than text: send such bytes as a file'],
+        [file('filename="K\xf6ln.txt"'), "a part's file name is not valid UTF-8"],
+        [part('Content-Disposition: form-data; name="K\xf6ln"', 'x'), "a part's name is not valid UTF-8"],
+        [part("Content-Disposition: form-data; name*=UTF-8''a%0Ab%00", 'x'), "a part's name has a control or format character (Unicode Cc or Cf) in it, which the workflow would get in a property name"],
+        [file('filename*0="a"; filename*01="b"'), "a part's file name cannot be read: an RFC 2231 section number of it has a leading zero, and it has no plain filename to fall back on"],
+        [part(`Content-Disposition: form-data; name="many"${'; x=y'.repeat(140)}`, 'x'), "a part's Content-Disposition has more than 132 parameters"],
       ] as const) {
         const res = await post2(body);
+        expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
+      }
+    });
+
+    maybe('multipart')("a _charset_ field (RFC 7578 §4.6) is the charset of every text field that names none, before it or after it; it is kept", async () => {
+      const part = (headers: string, value: Buffer | string) => Buffer.concat([Buffer.from(`--b\r\n${headers}\r\n\r\n`, 'latin1'), Buffer.from(value), Buffer.from('\r\n')]);
+      const field = (name: string, value: Buffer | string, type = '') => part(`Content-Disposition: form-data; name="${name}"${type}`, value);
+      const post2 = (...parts: Buffer[]) => post('wf-plain', Buffer.concat([...parts, Buffer.from('--b--\r\n')]), { 'content-type': 'multipart/form-data; boundary=b' });
+      const out = await output(await post2(
+        field('before', Buffer.from([0x4b, 0xf6, 0x6c, 0x6e])),
+        field('utf8', 'Köln', '\r\nContent-Type: text/plain; charset=utf-8'),
+        part('Content-Disposition: form-data; name="doc"; filename="a.bin"', Buffer.from([0xf6])),
+        field('_charset_', 'windows-1252'),
+        field('after', Buffer.from([0x80, 0x20, 0x35])),
+        field('_charset_', 'shift_jis'),
+        field('last', Buffer.from([0xe9])),
+      )) as Record<string, string | string[]>;
+      expect({ ...out, doc: (out.doc as string).split('/').pop() }).toEqual({
+        before: 'Köln', utf8: 'Köln', doc: 'a.bin', _charset_: ['windows-1252', 'shift_jis'], after: '€ 5', last: 'é',
+      });
+      for (const [parts, detail] of [
+        [[field('_charset_', 'x-klingon'), field('a', 'x')], "the form's _charset_ field names a charset this service cannot decode (one the WHATWG Encoding standard names: UTF-8, ISO-8859-x, Windows-125x, UTF-16LE/BE, …)"],
+        // A field before it that is not valid in the form's charset is refused when it comes.
+        [[field('a', Buffer.from([0x81])), field('_charset_', 'shift_jis')], "a text field's bytes are not valid in its charset (the form's _charset_, else UTF-8, when its Content-Type names none; send such bytes as a file)"],
+      ] as const) {
+        const res = await post2(...parts);
         expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
       }
     });

@@ -1,4 +1,4 @@
-import { TextDecoder } from 'node:util';
+import { readText } from './text-charset';
 
 /**
  * A multipart part's Content-Disposition, read in place of busboy's reader (patched in as `parseDisposition`), which
@@ -7,105 +7,142 @@ import { TextDecoder } from 'node:util';
  *
  * The syntax is busboy's: a type token, then `; name=value` pairs with token or quoted-string values (raw UTF-8
  * allowed in them, as browsers send it), the first of a repeated parameter kept; anything else is no disposition
- * (undefined), which busboy skips and the multipart reader refuses as a part without a name. `name` and `filename`
- * are then read from whichever form the sender used, first readable wins: RFC 5987 `filename*=charset'lang'%XX`,
- * RFC 2231 sections `filename*0`, `filename*1*`, … joined in order and decoded once (a character may be split
- * across two sections), then the plain `filename` (RFC 6266 §4.3: senders add it for recipients that cannot read
- * the others). An extended form that cannot be read (a gap in its numbers, bad percent-encoding, a charset
- * TextDecoder does not know, bytes not valid in it) falls back to the plain one; without one it is a `problem`,
- * in words of our own: the part was meant to carry that name, and a guessed one would stage the file under a
- * name the partner never gave.
+ * (undefined), which busboy skips and the multipart reader refuses as a part without a name. Only `name` and
+ * `filename` are read (busboy reads nothing else), from whichever form the sender used, first readable wins:
+ * RFC 5987 `filename*=charset'lang'%XX`, RFC 2231 sections `filename*0`, `filename*1*`, … joined in order and
+ * decoded once (a character may be split across two sections), then the plain `filename` (RFC 6266 §4.3: senders
+ * add it for recipients that cannot read the others), which must be UTF-8. An extended form that cannot be read (a
+ * malformed or missing section number, bad percent-encoding, a charset we do not read, bytes not valid in it) falls
+ * back to the plain one; without a readable one it is a `problem`, in words of our own: the part was meant to carry
+ * that name, and a guessed one (or one with U+FFFD in it) would stage the file under a name the partner never gave,
+ * or put two fields under one property.
  */
 export interface Disposition {
   type: string;
-  params: Record<string, string>;
-  /** Why `name` or `filename` could not be read, when nothing could stand in for it. */
+  /** `name` and `filename`, when the part has them; no other parameter is kept. */
+  params: { name?: string; filename?: string };
+  /** Why `name` or `filename` could not be read, or the header's parameters were not read at all. */
   problem?: string;
 }
 
 /** Sections one parameter may be split into. A 200-byte name percent-encoded takes 600 characters: a handful. */
 export const MAX_SECTIONS = 64;
+/**
+ * Parameters one header may have: every form of both parameters read, each at the most sections. Parameters nobody
+ * reads are still parsed (the header must be well-formed); the cap bounds that work, and is far above any sender's.
+ */
+export const MAX_PARAMETERS = 2 * (MAX_SECTIONS + 2);
 
-/** The parameters a part is read by; any other parameter is kept as sent and never decoded. */
-const READ = ['name', 'filename'] as const;
+type Read = 'name' | 'filename';
+const READ: readonly Read[] = ['name', 'filename'];
 
-const TOKEN = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+/;
-const OWS = /^[ \t]*/;
+// Sticky: the header is read in place, by index, not sliced at every step.
+const TOKEN = /[!#$%&'*+.^_`|~0-9A-Za-z-]+/y;
+const OWS = /[ \t]*/y;
+const QUOTED = /"((?:[^"\\\x00-\x08\x0a-\x1f\x7f]|\\[^\x00-\x08\x0a-\x1f\x7f])*)"/y;
+/** An extended value up to the next `;` or space: checked when it is read, since a bad escape is a name that cannot be read, not a header that cannot be. */
+const EXTENDED_RAW = /[^;\s]*/y;
 /** RFC 5987 attr-char, or a %XX escape. */
 const EXTENDED_VALUE = /^(?:[!#$&+.^_`|~0-9A-Za-z-]|%[0-9A-Fa-f]{2})*$/;
-const SECTION = /^(.*)\*(0|[1-9][0-9]{0,8})(\*?)$/;
+const SECTION_SUFFIX = /^([0-9]+)(\*?)$/;
 
 interface Raw { plain?: string; extended?: string; sections?: Map<number, { text: string; encoded: boolean }>; sectionProblem?: string }
 
-/** busboy's header strings are Latin-1: one character per byte. Plain values are UTF-8, the form-data default. */
-const utf8 = (latin1: string) => Buffer.from(latin1, 'latin1').toString('utf8');
+const at = (pattern: RegExp, text: string, index: number) => { pattern.lastIndex = index; return pattern.exec(text); };
 
 export function parseDisposition(header: string): Disposition | undefined {
-  let rest = header;
-  const type = TOKEN.exec(rest)?.[0] ?? '';
-  rest = rest.slice(type.length);
-  const raw = new Map<string, Raw>();
-  const other: Record<string, string> = {};
+  const typeMatch = at(TOKEN, header, 0);
+  const type = (typeMatch?.[0] ?? '').toLowerCase();
+  let index = typeMatch ? typeMatch[0].length : 0;
+  const raw = new Map<Read, Raw>();
+  let count = 0;
   for (;;) {
-    rest = rest.replace(OWS, '');
-    if (rest === '') break;
-    if (rest[0] !== ';') return undefined;
-    rest = rest.slice(1).replace(OWS, '');
-    const name = TOKEN.exec(rest)?.[0].toLowerCase();
-    if (!name || rest[name.length] !== '=') return undefined;
-    rest = rest.slice(name.length + 1);
-    let value: string;
+    index += at(OWS, header, index)![0].length;
+    if (index === header.length) break;
+    if (header[index] !== ';') return undefined;
+    index += 1;
+    index += at(OWS, header, index)![0].length;
+    const nameMatch = at(TOKEN, header, index);
+    if (!nameMatch || header[index + nameMatch[0].length] !== '=') return undefined;
+    if (++count > MAX_PARAMETERS) return { type, params: {}, problem: `a part's Content-Disposition has more than ${MAX_PARAMETERS} parameters` };
+    const name = nameMatch[0].toLowerCase();
+    index += name.length + 1;
+    const form = formOf(name);
+    let value: string | undefined;
     if (name.endsWith('*')) {
-      // Checked when it is read: a bad escape is a name that cannot be read, not a header that cannot be.
-      value = /^[^;\s]*/.exec(rest)![0];
-      rest = rest.slice(value.length);
-    } else if (rest[0] === '"') {
-      const quoted = /^"((?:[^"\\\x00-\x08\x0a-\x1f\x7f]|\\[^\x00-\x08\x0a-\x1f\x7f])*)"/.exec(rest);
+      const extended = at(EXTENDED_RAW, header, index)![0];
+      index += extended.length;
+      value = extended;
+    } else if (header[index] === '"') {
+      const quoted = at(QUOTED, header, index);
       if (!quoted) return undefined;
+      index += quoted[0].length;
       // As busboy reads it: only `\"` and `\\` are escapes; a browser sends a Windows path's backslashes as they are.
-      value = quoted[1].replace(/\\(["\\])/g, '$1');
-      rest = rest.slice(quoted[0].length);
+      if (form) value = quoted[1].replace(/\\(["\\])/g, '$1');
     } else {
-      const token = TOKEN.exec(rest)?.[0];
+      const token = at(TOKEN, header, index);
       if (!token) return undefined;
-      value = token;
-      rest = rest.slice(token.length);
+      index += token[0].length;
+      value = token[0];
     }
-    collect(raw, other, name, value);
+    if (form) collect(raw, form, value!);
   }
-  const params: Record<string, string> = other;
+  const params: Disposition['params'] = {};
   let problem: string | undefined;
   for (const name of READ) {
     const found = raw.get(name);
     if (!found) continue;
-    const read = resolve(found);
+    const read = resolve(name, found);
     if (typeof read === 'string') params[name] = read;
-    else problem ??= `a part's ${name === 'filename' ? 'file name' : 'name'} cannot be read: ${read.problem}, and it has no plain ${name} to fall back on`;
+    else problem ??= read.problem;
   }
-  return { type: type.toLowerCase(), params, ...(problem ? { problem } : {}) };
+  if (params.name !== undefined && /[\p{Cc}\p{Cf}]/u.test(params.name)) {
+    problem ??= "a part's name has a control or format character (Unicode Cc or Cf) in it, which the workflow would get in a property name";
+    delete params.name;
+  }
+  return { type, params, ...(problem ? { problem } : {}) };
 }
 
-function collect(raw: Map<string, Raw>, other: Record<string, string>, name: string, value: string) {
-  const section = SECTION.exec(name);
-  const base = section ? section[1] : name.endsWith('*') ? name.slice(0, -1) : name;
-  if (!(READ as readonly string[]).includes(base)) {
-    if (!name.includes('*') && other[name] === undefined) other[name] = utf8(value);
-    return;
+type Form = { base: Read } & ({ kind: 'plain' | 'extended' } | { kind: 'section'; n: number; encoded: boolean } | { kind: 'bad-section'; problem: string });
+
+/** Which form of `name` or `filename` a parameter is; undefined for any other parameter. */
+function formOf(name: string): Form | undefined {
+  const star = name.indexOf('*');
+  const base = star < 0 ? name : name.slice(0, star);
+  if (base !== 'name' && base !== 'filename') return undefined;
+  if (star < 0) return { base, kind: 'plain' };
+  const suffix = name.slice(star + 1);
+  if (suffix === '') return { base, kind: 'extended' };
+  const section = SECTION_SUFFIX.exec(suffix);
+  // Not dropped: the sender meant this to be part of the name, and without it the part could lose its file name.
+  if (!section) return { base, kind: 'bad-section', problem: 'a parameter of it is neither its RFC 5987 form nor an RFC 2231 section (`*` and a number)' };
+  if (section[1].length > 1 && section[1][0] === '0') return { base, kind: 'bad-section', problem: 'an RFC 2231 section number of it has a leading zero' };
+  if (section[1].length > String(MAX_SECTIONS).length || Number(section[1]) >= MAX_SECTIONS) {
+    return { base, kind: 'bad-section', problem: `it is split into more than ${MAX_SECTIONS} sections (one is numbered ${MAX_SECTIONS} or more)` };
   }
-  const entry = raw.get(base) ?? {};
-  raw.set(base, entry);
-  if (section) {
+  return { base, kind: 'section', n: Number(section[1]), encoded: section[2] === '*' };
+}
+
+function collect(raw: Map<Read, Raw>, form: Form, value: string) {
+  const entry = raw.get(form.base) ?? {};
+  raw.set(form.base, entry);
+  if (form.kind === 'bad-section') entry.sectionProblem ??= form.problem;
+  else if (form.kind === 'section') {
     const sections = entry.sections ??= new Map();
-    const n = Number(section[2]);
-    if (sections.has(n)) entry.sectionProblem ??= 'a section of it is sent twice';
-    else if (sections.size >= MAX_SECTIONS) entry.sectionProblem ??= `it is split into more than ${MAX_SECTIONS} sections`;
-    else sections.set(n, { text: value, encoded: section[3] === '*' });
-  } else if (name.endsWith('*')) entry.extended ??= value;
-  else entry.plain ??= utf8(value);
+    if (sections.has(form.n)) entry.sectionProblem ??= 'a section of it is sent twice';
+    else sections.set(form.n, { text: value, encoded: form.encoded });
+  } else if (form.kind === 'extended') entry.extended ??= value;
+  else entry.plain ??= value;
+}
+
+/** busboy's header strings are Latin-1: one character per byte. Plain values are UTF-8, the form-data default. */
+function utf8(latin1: string): string | undefined {
+  const read = readText('utf-8', Buffer.from(latin1, 'latin1'));
+  return 'text' in read ? read.text : undefined;
 }
 
 /** The value, or why none of its forms reads. */
-function resolve(raw: Raw): string | { problem: string } {
+function resolve(name: Read, raw: Raw): string | { problem: string } {
   let problem: string | undefined;
   if (raw.extended !== undefined) {
     const read = decodeExtended(raw.extended);
@@ -117,7 +154,12 @@ function resolve(raw: Raw): string | { problem: string } {
     if (typeof read === 'string') return read;
     problem ??= read.problem;
   }
-  return raw.plain ?? { problem: problem! };
+  const what = name === 'filename' ? 'file name' : 'name';
+  const plain = raw.plain === undefined ? undefined : utf8(raw.plain);
+  if (plain !== undefined) return plain;
+  if (problem === undefined) return { problem: `a part's ${what} is not valid UTF-8` };
+  const fallback = raw.plain === undefined ? `it has no plain ${name} to fall back on` : `its plain ${name} is not valid UTF-8`;
+  return { problem: `a part's ${what} cannot be read: ${problem}, and ${fallback}` };
 }
 
 /** `charset'language'%XX…`: the charset and the bytes. */
@@ -133,11 +175,11 @@ function percentDecoded(encoded: string): Buffer | { problem: string } {
 }
 
 function decodeIn(charset: string, bytes: Buffer): string | { problem: string } {
-  let decoder: TextDecoder;
-  try { decoder = new TextDecoder(charset, { fatal: true, ignoreBOM: true }); } catch {
-    return { problem: 'its RFC 5987/2231 form names a charset this service does not know' };
-  }
-  try { return decoder.decode(bytes); } catch { return { problem: 'its RFC 5987/2231 form has bytes that are not valid in its charset' }; }
+  const read = readText(charset, bytes);
+  if ('text' in read) return read.text;
+  if (read.problem === 'unknown-charset') return { problem: 'its RFC 5987/2231 form names a charset this service does not know' };
+  if (read.problem === 'binary-charset') return { problem: 'its RFC 5987/2231 form names x-user-defined, a pass-through for binary bytes rather than a charset' };
+  return { problem: 'its RFC 5987/2231 form has bytes that are not valid in its charset' };
 }
 
 function decodeExtended(text: string): string | { problem: string } {
@@ -151,7 +193,7 @@ function decodeExtended(text: string): string | { problem: string } {
 function joinSections(sections: Map<number, { text: string; encoded: boolean }>): string | { problem: string } {
   for (let n = 0; n < sections.size; n++) if (!sections.has(n)) return { problem: 'its RFC 2231 sections skip a number' };
   const ordered = [...sections.keys()].sort((a, b) => a - b).map((n) => sections.get(n)!);
-  if (!ordered.some((s) => s.encoded)) return utf8(ordered.map((s) => s.text).join(''));
+  if (!ordered.some((s) => s.encoded)) return utf8(ordered.map((s) => s.text).join('')) ?? { problem: 'its RFC 2231 sections are not valid UTF-8' };
   if (!ordered[0].encoded) return { problem: 'its first RFC 2231 section names no charset' };
   const first = splitExtended(ordered[0].text);
   if ('problem' in first) return first;

@@ -1,9 +1,9 @@
 import busboy from 'busboy';
 import { PassThrough, Transform, type Readable } from 'node:stream';
-import { TextDecoder } from 'node:util';
 import type { ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, stagedMediaType, uniqueNamer } from '../staged-files';
 import { parseDisposition } from './content-disposition';
+import { fieldTexts, LATER, NO_CHARSET } from './field-text';
 import { onceEither } from './once-either';
 import { parseMediaType } from './media-type';
 import { partDecoder, TransferEncodingError, type PartDecoder } from './transfer-encoding';
@@ -59,35 +59,21 @@ function decoderFor(encoding: string): PartDecoder | null | MultipartError {
   try { return partDecoder(encoding); } catch (error) { return transferProblem(error); }
 }
 
-const fieldCharsetProblem = (detail: string) => new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
-
 /**
- * A text field's value: its bytes as sent (busboy, patched, hands them over with the part's charset, UTF-8 when it
- * names none, RFC 7578 §5.1.2), its transfer encoding undone, then read in that charset by TextDecoder (every
- * charset the WHATWG Encoding standard names: ISO-8859-x, Windows-125x, UTF-16LE/BE, Shift_JIS, …). A charset it
- * does not know, or bytes not valid in the charset, is refused rather than read as U+FFFD or dropped: either way
- * the workflow would get a value the partner never sent. A byte order mark is kept, as busboy kept it: it is part
- * of the text as sent.
+ * A text field's bytes with its Content-Transfer-Encoding undone (busboy, patched, hands them over as sent, with the
+ * part's charset); field-text.ts reads them as text.
  */
-function decodedField(sent: Buffer, encoding: string, charset: string): string | MultipartError {
+function transferDecoded(sent: Buffer, encoding: string): Buffer | MultipartError {
   const decoder = decoderFor(encoding);
-  if (decoder instanceof MultipartError) return decoder;
-  let bytes = sent;
-  if (decoder) {
-    try {
-      bytes = Buffer.concat([decoder.write(sent), decoder.end()]);
-    } catch (error) { return transferProblem(error); }
-  }
-  let text: TextDecoder;
-  try { text = new TextDecoder(charset, { fatal: true, ignoreBOM: true }); } catch {
-    return fieldCharsetProblem('a text field is in a charset this service cannot decode (one the WHATWG Encoding standard names: UTF-8, ISO-8859-x, Windows-125x, UTF-16LE/BE, …)');
-  }
-  try { return text.decode(bytes); } catch {
-    return fieldCharsetProblem("a text field's bytes are not valid in its charset (UTF-8 when its Content-Type names none; send such bytes as a file)");
-  }
+  if (decoder instanceof MultipartError || !decoder) return decoder ?? sent;
+  try {
+    return Buffer.concat([decoder.write(sent), decoder.end()]);
+  } catch (error) { return transferProblem(error); }
 }
 
-/** busboy's field event as patched (`fieldBytes`): the value as bytes, and the part's charset, lower-cased. */
+const fieldProblem = ({ detail }: { detail: string }) => new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
+
+/** busboy's field event as patched (`fieldBytes`): the value as bytes, and the part's charset, lower-cased (NO_CHARSET: none). */
 type FieldListener = (name: string | undefined, value: Buffer, info: { valueTruncated: boolean; encoding: string; charset: string }) => void;
 const onField = (bb: busboy.Busboy, listener: FieldListener) => bb.on('field', listener as unknown as (...args: unknown[]) => void);
 
@@ -121,6 +107,7 @@ function open(contentType: string, limits: MultipartLimits, onHeaderProblem: (pr
       headers: { 'content-type': contentType },
       // Patched options (patches/busboy+1.6.0.patch): RFC 2231 file names, and text fields as their bytes.
       ...({ parseDisposition: readDisposition, fieldBytes: true } as object),
+      defCharset: NO_CHARSET,
       // busboy calls a size limit hit when a part reaches it; ours are the most a part may have, so a
       // part is over them at one byte more. Likewise for parts: every file and field may be there. A file's
       // limit is on what is stored, after its transfer encoding is undone, so it is counted here, not by busboy
@@ -210,6 +197,7 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
   let closed = false;
   const boundary = parseMediaType(contentType).params.boundary;
   const delimiters = boundary ? delimiterCounter(boundary) : null;
+  const texts = fieldTexts();
   let seen = 0;
   let valueBytes = 2;
   const counted = (bytes: number) => {
@@ -248,10 +236,15 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
       if (info.valueTruncated) failure ??= new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large');
       else if (name === undefined) failure ??= unnamedPart();
       if (failure || name === undefined) return;
-      const decoded = decodedField(value, info.encoding, info.charset);
-      if (decoded instanceof MultipartError) { failure = decoded; return; }
+      const bytes = transferDecoded(value, info.encoding);
+      if (bytes instanceof MultipartError) { failure = bytes; return; }
+      // A field waiting for the form's charset is held (field-text.ts) and counted meanwhile as the least it can
+      // decode to, half its bytes (UTF-16), so that what is held stays within twice the value's bound.
+      const least = 2 + (bytes.length >> 1);
+      const text = texts.add(name, bytes, info.charset, (later) => counted(jsonBytes(later) - least));
+      if (typeof text === 'object') { failure = fieldProblem(text); return; }
       // The name, the value and their punctuation (a repeated name's array costs no more than its name again).
-      counted(jsonBytes(name) + jsonBytes(decoded) + 2);
+      counted(jsonBytes(name) + (text === LATER ? least : jsonBytes(text)) + 2);
     });
   });
   return {
@@ -269,6 +262,10 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
       await done;
       if (!failure && bb && !closed) failure = new MultipartError('malformed multipart body: it ended early', 'malformed', endedEarly);
       if (!failure && delimiters && delimiters.parts > seen) failure = unnamedPart();
+      if (!failure) {
+        const unread = texts.end();
+        if (unread) failure = fieldProblem(unread);
+      }
       return failure;
     },
     abort() { bb?.destroy(); },
@@ -296,6 +293,7 @@ export async function stageMultipart(
   const nameFor = uniqueNamer();
   const boundary = parseMediaType(contentType).params.boundary;
   const delimiters = boundary ? delimiterCounter(boundary) : null;
+  const texts = fieldTexts();
   let seen = 0;
   const place = () => entries.push(null) - 1;
   await new Promise<void>((resolve, reject) => {
@@ -308,9 +306,13 @@ export async function stageMultipart(
       if (headerProblem) return fail(headerProblem);
       if (info.valueTruncated) return fail(new MultipartError(`a field larger than ${limits.maxFieldBytes} bytes`, 'too-large'));
       if (name === undefined) return fail(unnamedPart());
-      const decoded = decodedField(v, info.encoding, info.charset);
-      if (decoded instanceof MultipartError) return fail(decoded);
-      entries[place()] = { name, value: decoded, file: false };
+      const bytes = transferDecoded(v, info.encoding);
+      if (bytes instanceof MultipartError) return fail(bytes);
+      const entry = { name, value: '', file: false };
+      entries[place()] = entry;
+      const text = texts.add(name, bytes, info.charset, (later) => { entry.value = later; });
+      if (typeof text === 'object') return fail(fieldProblem(text));
+      if (text !== LATER) entry.value = text;
     });
     const stage = (at: number, name: string, path: string, part: Readable, mimeType: string, decoder: PartDecoder | null) => {
       const stream = part.pipe(storedBytes(decoder, limits, fail));
@@ -352,6 +354,8 @@ export async function stageMultipart(
       if (failure) return;
       if (headerProblem) return fail(headerProblem);
       if (delimiters && delimiters.parts > seen) return fail(unnamedPart());
+      const unread = texts.end();
+      if (unread) return fail(fieldProblem(unread));
       resolve();
     });
     body.on('error', (error) => fail(new MultipartError(`the body could not be read: ${error.message}`, 'malformed')));
