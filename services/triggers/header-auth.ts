@@ -59,10 +59,11 @@ export async function checkHeaderAuth(request: InboundRequest, node: WorkflowNod
 
   if (credential.type === 'basicAuth') {
     const header = request.headers.authorization;
-    const match = header ? /^Basic\s+([A-Za-z0-9+/=._~-]*)\s*$/i.exec(header) : null;
     if (!header) return { ok: false, code: 'authorization-required' };
-    if (!match) return { ok: false, code: 'authorization-wrong' };
-    const decoded = Buffer.from(match[1], 'base64').toString('utf8');
+    const token = basicToken(header);
+    // Another form is a wrong credential, answered as one: its form is the caller's, so it tells nothing of the secret.
+    if (token === null) return { ok: false, code: 'authorization-wrong' };
+    const decoded = Buffer.from(token, 'base64').toString('utf8');
     const colon = decoded.indexOf(':');
     const user = colon >= 0 ? decoded.slice(0, colon) : decoded;
     const password = colon >= 0 ? decoded.slice(colon + 1) : '';
@@ -82,6 +83,19 @@ export async function checkHeaderAuth(request: InboundRequest, node: WorkflowNod
       : { ok: false, code: 'authorization-wrong' };
   }
   return { ok: false, code: 'credential-unavailable' };
+}
+
+/**
+ * The token of `Basic <base64>` (RFC 7617): the scheme in any case, then spaces or tabs (HTTP's white space; `\s`
+ * also took U+00A0 and other Unicode spaces), and base64 as RFC 4648 §4 writes it, padding included, in the one
+ * form that decodes and encodes back to itself. Node's decoder alone skips foreign characters, reads the URL-safe
+ * alphabet, stops at the first padding and ignores what follows, so many texts would be one credential. Null for
+ * any other form.
+ */
+function basicToken(header: string): string | null {
+  const match = /^Basic[ \t]+([A-Za-z0-9+/]*={0,2})[ \t]*$/i.exec(header);
+  if (!match) return null;
+  return Buffer.from(match[1], 'base64').toString('base64') === match[1] ? match[1] : null;
 }
 
 /** Triggers whose bodies are compressed inside (SOAP Messages) or always small take no Content-Encoding. */

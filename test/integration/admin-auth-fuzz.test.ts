@@ -310,10 +310,9 @@ function sameCredential(name: string, original: string, damaged: string | undefi
   if (lower === 'authorization') {
     const [schemeA, restA] = [a.slice(0, a.indexOf(' ')), a.slice(a.indexOf(' ')).trim()];
     const m = /^(\S+)[ \t]+(\S+)[ \t]*$/.exec(b);
-    if (schemeA !== 'Basic' && (!m || m[1].toLowerCase() !== schemeA.toLowerCase())) return false;
-    // Basic takes any white space around its token (a U+00A0 too): the same user and password, so no finding.
-    if (schemeA === 'Basic') { const basic = /^Basic\s+(\S*)\s*$/i.exec(damaged!); return basic !== null && Buffer.from(basic[1], 'base64').equals(Buffer.from(restA, 'base64')); }
-    if (!m) return false;
+    if (!m || m[1].toLowerCase() !== schemeA.toLowerCase()) return false;
+    // Basic takes its token in the one encoding of its bytes (RFC 7617, padded), spaces or tabs around it: only the same token.
+    if (schemeA === 'Basic') return m[2] === restA;
     const segments = (t: string) => t.split('.').map((s) => Buffer.from(s, 'base64url').toString('hex')).join('.');
     return segments(m[2]) === segments(restA);
   }

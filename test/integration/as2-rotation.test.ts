@@ -218,3 +218,20 @@ test('a pin added after messages were accepted strands none of them: the decoder
     expect(JSON.parse(execution.input)['AS2 in'].as2.filename).toBe('po.x12');
   }
 });
+
+test('a credential stored before credentials put refused certificates with bytes after their key identifier keeps working: named by key id, messages open, with one warning', async () => {
+  // The authority key id names the same AB:CD, so that openssl takes the receiver certificate as its own issuer when it verifies the MDN.
+  const odd = ['-addext', 'subjectKeyIdentifier=DER:04:02:AB:CD:00:00', '-addext', 'authorityKeyIdentifier=DER:30:04:80:02:AB:CD'];
+  const receiver = await peer.certificate('odd-receiver', ['-subj', '/CN=odd-receiver', ...odd]);
+  const partner = await peer.certificate('odd-partner', ['-subj', '/CN=odd-partner', ...odd]);
+  await putCredential('cred-odd-ski', { certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+  await as2Workflow('wf-odd-ski', 'cred-odd-ski');
+  for (let i = 0; i < 2; i++) {
+    const keyed = peer.encrypt((await peer.sign(payload(), partner, 'sha256', ['-keyid', '-nocerts'])).entity, receiver, '-aes256', ['-keyid']);
+    const m = await postAs2(app, 'wf-odd-ski', keyed, as2Headers(), peer, receiver);
+    expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+  }
+  const warned = app.logs.filter((l) => l.msg === 'AS2 credential certificate is malformed; read as OpenSSL reads it' && l.credentialId === 'cred-odd-ski');
+  expect(warned).toHaveLength(1);
+  expect(warned[0]).toMatchObject({ level: 'warn', warnings: [expect.stringMatching(/^receiver certificate .*: its subjectKeyIdentifier extension has 2 bytes after the key identifier/), expect.stringMatching(/^partner certificate /)] });
+});

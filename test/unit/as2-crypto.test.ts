@@ -1,6 +1,6 @@
 import { constants, publicEncrypt, randomBytes, X509Certificate } from 'node:crypto';
 import { deflateSync } from 'node:zlib';
-import { identityOf, type As2Identity } from '../../services/triggers/as2/certificates';
+import { certificateFacts, identityOf, type As2Identity } from '../../services/triggers/as2/certificates';
 import { DECRYPTION_FAILED, decryptEntity, stripPkcs7 } from '../../services/triggers/as2/decrypt';
 import { octets, oidOf, parseDer, type Node } from '../../services/triggers/as2/der';
 import { As2Fault, MAX_DETAIL_CHARS } from '../../services/triggers/as2/faults';
@@ -204,6 +204,33 @@ describe('subject key identifiers', () => {
     expect(await unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, encrypted: true });
     const other = await peer.sign(payload(), stranger, 'sha256', ['-keyid', '-nocerts']);
     expect((await asyncFaultOf(unwrapMessage(other.body, other.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).modifier).toBe('authentication-failed');
+  });
+});
+
+describe('a subject key identifier with bytes after it (stored before credentials put refused it)', () => {
+  test('is read as OpenSSL reads it: the first element, the rest ignored with a warning; messages naming it by key id open', async () => {
+    const odd = ['-addext', 'subjectKeyIdentifier=DER:04:02:AB:CD:00:00'];
+    const receiver = await peer.certificate('odd-receiver', ['-subj', '/CN=odd-receiver', ...odd]);
+    const partner = await peer.certificate('odd-partner', ['-subj', '/CN=odd-partner', ...odd]);
+    const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    expect(identity.receiver.subjectKeyId?.toString('hex')).toBe('abcd');
+    expect(identity.partners[0].subjectKeyId?.toString('hex')).toBe('abcd');
+    expect(identity.warnings).toEqual([
+      `receiver certificate ${new X509Certificate(receiver.cert).fingerprint256}: its subjectKeyIdentifier extension has 2 bytes after the key identifier, ignored (as OpenSSL ignores them); have the certificate issued again without them`,
+      `partner certificate ${new X509Certificate(partner.cert).fingerprint256}: its subjectKeyIdentifier extension has 2 bytes after the key identifier, ignored (as OpenSSL ignores them); have the certificate issued again without them`,
+    ]);
+    const signed = await peer.sign(payload(), partner, 'sha256', ['-keyid', '-nocerts']);
+    const message = await peer.encrypt(signed.entity, receiver, '-aes128', ['-keyid']);
+    expect(await unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, encrypted: true });
+    // A well-formed certificate has no warning.
+    const plain = await peer.party('receiver');
+    expect(identityOf({ certificate: plain.cert, privateKey: plain.key }).warnings).toEqual([]);
+  });
+
+  test('a certificate the DER reader refuses (a key identifier cut short) is named as a certificate, not as CMS', async () => {
+    const cut = await peer.certificate('cut-ski', ['-subj', '/CN=cut-ski', '-addext', 'subjectKeyIdentifier=DER:04:05:AB:CD']);
+    expect(() => certificateFacts(new X509Certificate(cut.cert))).toThrow(new Error('the certificate is malformed (length beyond the data)'));
+    expect(() => identityOf({ certificate: cut.cert, privateKey: cut.key })).toThrow(new Error('the certificate is malformed (length beyond the data)'));
   });
 });
 

@@ -6,6 +6,7 @@ import * as path from 'node:path';
 import { credentialPutProblems, DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
 import { datedCertificate, rsaKey } from '../support/dated-certificates';
 import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
+import { checkCredentialDocument } from '../../services/admin/operations/documents';
 import { evidenceFolder, messageFolder } from '../../services/triggers/as2/evidence';
 import { createPeer, type Peer } from '../support/as2-peer';
 
@@ -172,6 +173,22 @@ test('credentials put refuses RSA keys under 2048 bits, EC keys on small curves,
   }
   // Put-time only: a credential stored before these checks parses as it did.
   expect(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: weak, privateKey: weakKey, partnerCertificate: good + other } }).type).toBe('as2ReceiverAuth');
+});
+
+test('credentials put (CLI and API) refuses a certificate with bytes after the key identifier in its subjectKeyIdentifier, or one whose DER is cut short, naming the certificate', async () => {
+  const odd = await peer.certificate('odd-ski', ['-subj', '/CN=odd-ski', '-addext', 'subjectKeyIdentifier=DER:04:02:AB:CD:00:00']);
+  const cut = await peer.certificate('cut-ski', ['-subj', '/CN=cut-ski', '-addext', 'subjectKeyIdentifier=DER:04:05:AB:CD']);
+  const good = await peer.party('a');
+  const put = (data: Record<string, unknown>) => problemsOf(() => checkCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data }, Date.now()));
+  expect(put({ certificate: good.cert, privateKey: good.key, partnerCertificate: good.cert })).toEqual([]);
+  const trailing = (field: string) => `${field} has 2 bytes after the key identifier in its subjectKeyIdentifier extension (X.690 allows none; readers differ on its key id, by which CMS names a recipient or signer): have the certificate issued again with a well-formed one`;
+  expect(put({ certificate: odd.cert, privateKey: odd.key, partnerCertificates: [good.cert, odd.cert], receiverKeys: [{ certificate: cut.cert, privateKey: cut.key }] })).toEqual([
+    trailing('data.certificate'),
+    'data.receiverKeys[0].certificate: the certificate is malformed (length beyond the data)',
+    trailing('data.partnerCertificates[1]'),
+  ]);
+  // Put-time only: a credential stored before this check parses as it did (and opens, certificates.ts).
+  expect(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: odd.cert, privateKey: odd.key } }).type).toBe('as2ReceiverAuth');
 });
 
 test('a message id names one folder: kept as it is when it is safe, else made safe and followed by a hash of the whole id', () => {

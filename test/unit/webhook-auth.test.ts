@@ -11,7 +11,9 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { createWebhookTrigger } from '../../services/triggers/webhook/webhook-trigger';
 import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
 import { firstSighting } from '../../services/triggers/first-sighting';
-import { nodeCredential } from '../../services/triggers/header-auth';
+import { checkHeaderAuth, nodeCredential } from '../../services/triggers/header-auth';
+import { decodeSignature } from '../../services/triggers/webhook/auth/mac-set';
+import { verifyRsaSha256 } from '../../services/triggers/webhook/signature';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -563,5 +565,101 @@ describe('RSA signature (rsaSignature)', () => {
     expect(first('a', 'k2')).toBe(false);
     first.forget('a', 'k2'); // it worked again
     expect(first('a', 'k2')).toBe(true);
+  });
+});
+
+describe('credential and signature headers: only HTTP white space (space, tab) around a value, Basic in canonical base64', () => {
+  const NBSP = '\u00a0';
+
+  describe('Basic (RFC 7617)', () => {
+    const node = { name: 'Hook', type: 'webhook', parameters: { authentication: 'basicAuth' }, credentials: { basicAuth: 'cred-basic' } };
+    const services = (password: string): TriggerServices => ({
+      credential: async () => ({ id: 'cred-basic', type: 'basicAuth', data: { user: 'user', password } }) as never,
+      store: null as never, logger: createLogger({ level: 'error', write: () => {} }),
+    });
+    const check = async (authorization: string | undefined, password = 'p~~~') => {
+      const outcome = await checkHeaderAuth({ requestId: 'r', workflowId: 'wf', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: 0, headers: authorization === undefined ? {} : { authorization } }, node, 'basicAuth', services(password));
+      return outcome.ok ? 'ok' : outcome.code;
+    };
+    const token = Buffer.from('user:p~~~').toString('base64');
+
+    test('the scheme in any case, then spaces or tabs, then the base64 with its padding; spaces or tabs after it', async () => {
+      expect(token).toBe('dXNlcjpwfn5+'); // holds '+': the standard alphabet
+      for (const header of [`Basic ${token}`, `basic\t${token}`, `BASIC  ${token} \t`]) expect(await check(header)).toBe('ok');
+      expect(await check(undefined)).toBe('authorization-required');
+      expect(await check(`Basic ${Buffer.from('user:wrong').toString('base64')}`)).toBe('authorization-wrong');
+    });
+
+    test('any other form is authorization-wrong, as a wrong credential is: Unicode spaces, foreign characters, the URL-safe alphabet, data after the padding, padding left out, stray low bits', async () => {
+      const padded = Buffer.from('user:p~~~x').toString('base64');
+      expect(padded).toBe('dXNlcjpwfn5+eA==');
+      expect(await check(`Basic ${padded}`, 'p~~~x')).toBe('ok');
+      const others = [
+        `Basic${NBSP}${token}`, `Basic ${token}${NBSP}`, `Basic ${NBSP}${token}`, // U+00A0 is no HTTP white space
+        `Basic dXNl.cjpwfn5+`, `Basic dXNl~cjpwfn5+`, `Basic dXNl cjpwfn5+`, // characters Node's decoder skips
+        'Basic dXNlcjpwfn5-', // base64url, which Node also reads
+        `Basic ${padded}dXNl`, `Basic ${padded}==`, // after the padding, which Node ignores
+        'Basic dXNlcjpwfn5+eA', // padding left out (RFC 7617 uses RFC 4648 §4 base64, padded)
+        'Basic dXNlcjpwfn5+eB==', // the same bytes but for bits the last character carries past them
+        `Basic${token}`, 'Basic', `Bearer ${token}`,
+      ];
+      for (const header of others) {
+        expect([header, await check(header, header.includes('eA') || header.includes('eB') ? 'p~~~x' : 'p~~~')]).toEqual([header, 'authorization-wrong']);
+      }
+      // Node alone would have read these as the credential: what the strict form refuses.
+      for (const lenient of ['dXNl.cjpwfn5+', 'dXNlcjpwfn5-', `${padded}dXNl`, 'dXNlcjpwfn5+eA', 'dXNlcjpwfn5+eB==']) {
+        expect(['user:p~~~', 'user:p~~~x']).toContain(Buffer.from(lenient, 'base64').toString());
+      }
+    });
+  });
+
+  test('HMAC: a signature header and Stripe\'s keys are trimmed of spaces and tabs only', () => {
+    const secret = 'k1';
+    const body = 'Hello';
+    const now = Date.now();
+    const ts = String(Math.floor(now / 1000));
+    const github = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+    const data = { preset: 'github' as const, secrets: [secret] };
+    expect(judge(hmacAdmission({ 'x-hub-signature-256': ` \t${github}\t ` }, data, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'x-hub-signature-256': `${NBSP}${github}` }, data, now), body)).toBe('authorization-wrong');
+    expect(judge(hmacAdmission({ 'x-hub-signature-256': `${github}${NBSP}` }, data, now), body)).toBe('authorization-wrong');
+    const v1 = createHmac('sha256', secret).update(`${ts}.${body}`).digest('hex');
+    const stripe = { preset: 'stripe' as const, secrets: [secret] };
+    expect(judge(hmacAdmission({ 'stripe-signature': `t=${ts}, v1= ${v1}\t` }, stripe, now), body)).toBe('verified');
+    expect(judge(hmacAdmission({ 'stripe-signature': `t=${ts},${NBSP}v1=${v1}` }, stripe, now), body)).toBe('authorization-wrong');
+    expect(judge(hmacAdmission({ 'stripe-signature': `t=${ts},v1=${v1}${NBSP}` }, stripe, now), body)).toBe('authorization-wrong');
+    expect(judge(hmacAdmission({ 'stripe-signature': `${NBSP}t=${ts},v1=${v1}` }, stripe, now), body)).toBe('authorization-wrong');
+  });
+
+  test('base64 signatures (mac-set decodeSignature): spaces and tabs around, nothing else', () => {
+    const sig = createHmac('sha256', 'k').update('x').digest();
+    expect(decodeSignature(` ${sig.toString('base64')}\t`, 'base64')).toEqual(sig);
+    expect(decodeSignature(`${sig.toString('hex')} `, 'hex')).toEqual(sig);
+    expect(decodeSignature(`${NBSP}${sig.toString('base64')}`, 'base64')).toBeNull();
+    expect(decodeSignature(`${sig.toString('hex')}${NBSP}`, 'hex')).toBeNull();
+  });
+
+  test('JWT: `Bearer` then spaces or tabs; a Unicode space makes it no bearer token', async () => {
+    const secret = 'a-shared-secret-of-at-least-32-bytes!!';
+    const nowS = Math.floor(Date.now() / 1000);
+    const jwt = await new SignJWT({ sub: 's', exp: nowS + 60 }).setProtectedHeader({ alg: 'HS256' }).sign(Buffer.from(secret));
+    const data = { keys: [secret], algorithms: ['HS256'] };
+    expect(await verifyBearer(`Bearer\t${jwt} \t`, data, Date.now())).toEqual({ ok: true, principal: 'jwt:s' });
+    expect(await verifyBearer(`Bearer${NBSP}${jwt}`, data, Date.now())).toEqual({ ok: false, code: 'authorization-required' });
+    expect(await verifyBearer(`Bearer ${jwt}${NBSP}`, data, Date.now())).toEqual({ ok: false, code: 'authorization-wrong' });
+    expect(await verifyBearer(`Bearer ${NBSP}${jwt}`, data, Date.now())).toEqual({ ok: false, code: 'authorization-wrong' });
+  });
+
+  test('RSA signature: base64 or base64url with spaces or tabs around; no white space inside, no Unicode space, no "=" inside', () => {
+    const { publicKey, privateKey } = generateKeyPairSync('rsa', { modulusLength: 2048 });
+    const body = Buffer.from('{"a":1}');
+    const sha = createHash('sha256').update(body).digest('hex');
+    const sig = edSign('sha256', body, privateKey);
+    const b64 = sig.toString('base64');
+    for (const ok of [b64, ` ${b64}\t`, sig.toString('base64url')]) expect(verifyRsaSha256(publicKey, ok, sha)).toBe(true);
+    const cut = (middle: string) => `${b64.slice(0, 100)}${middle}${b64.slice(100)}`;
+    for (const bad of [`${NBSP}${b64}`, `${b64}${NBSP}`, cut(' '), cut('\t'), cut('='), cut(NBSP)]) {
+      expect([JSON.stringify(bad), verifyRsaSha256(publicKey, bad, sha)]).toEqual([JSON.stringify(bad), false]);
+    }
   });
 });

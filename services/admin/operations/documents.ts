@@ -6,6 +6,7 @@ import type { As2CredentialData } from '../../platform/registry/as2-credential';
 import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument, type CredentialDocument, type StoredCredential, type WorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
 import type { TriggerCatalog } from '../../triggers/catalog';
+import { as2CertificateProblems } from '../../triggers/as2/certificates';
 
 /**
  * What `ingress workflows|credentials` and the management API share about documents: one validation of a
@@ -23,7 +24,8 @@ export function checkWorkflowDocument(input: unknown, catalog: Pick<TriggerCatal
 /** A credential document as `credentials put` accepts it at time `at`: its shape, then what would make it useless from the start. */
 export function checkCredentialDocument(input: unknown, at: number): CredentialDocument {
   const doc = parseCredentialDocument(input);
-  const problems = credentialPutProblems(doc, at);
+  // What CMS reads of an AS2 certificate (its key identifier) is the AS2 trigger's to judge, not the registry's.
+  const problems = [...credentialPutProblems(doc, at), ...(doc.type === 'as2ReceiverAuth' ? as2CertificateProblems(doc.data as As2CredentialData) : [])];
   if (problems.length) throw new DocumentError(problems);
   return doc;
 }

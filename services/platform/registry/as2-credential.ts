@@ -95,14 +95,7 @@ const AS2_EC_CURVES = new Set(['prime256v1', 'secp384r1', 'secp521r1', 'brainpoo
  */
 export function as2KeyProblems(data: As2CredentialData): string[] {
   const problems: string[] = [];
-  const certificates: [string, string | undefined][] = [
-    ['data.certificate', data.certificate],
-    ...(data.receiverKeys ?? []).map((pair, i): [string, string] => [`data.receiverKeys[${i}].certificate`, pair.certificate]),
-    ['data.partnerCertificate', data.partnerCertificate],
-    ...(data.partnerCertificates ?? []).map((pem, i): [string, string] => [`data.partnerCertificates[${i}]`, pem]),
-  ];
-  for (const [field, pem] of certificates) {
-    if (typeof pem !== 'string') continue;
+  for (const [field, pem] of as2CertificateFields(data)) {
     const blocks = pem.match(/-----BEGIN CERTIFICATE-----/g)?.length ?? 0;
     if (blocks > 1) problems.push(`${field} holds ${blocks} certificates: give one certificate per field (only the first would be used; a partner's chain is not needed, its own certificate is what is pinned)`);
     let key;
@@ -116,6 +109,17 @@ export function as2KeyProblems(data: As2CredentialData): string[] {
     }
   }
   return problems;
+}
+
+/** Every certificate a put gives (receiver and partner, not the retired ones), with its field for messages. */
+export function as2CertificateFields(data: As2CredentialData): [field: string, pem: string][] {
+  const fields: [string, unknown][] = [
+    ['data.certificate', data.certificate],
+    ...(data.receiverKeys ?? []).map((pair, i): [string, unknown] => [`data.receiverKeys[${i}].certificate`, pair?.certificate]),
+    ['data.partnerCertificate', data.partnerCertificate],
+    ...(data.partnerCertificates ?? []).map((pem, i): [string, unknown] => [`data.partnerCertificates[${i}]`, pem]),
+  ];
+  return fields.filter((entry): entry is [string, string] => typeof entry[1] === 'string');
 }
 
 /** The latest notAfter when every readable certificate among `pems` expired before `at`; null otherwise (or when none is given). */

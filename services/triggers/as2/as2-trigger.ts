@@ -55,6 +55,8 @@ interface Accepted { identity: As2Identity; message: Buffer; /** The processed M
 
 /** A credential whose certificates or keys do not open, by id: put again, and readable, it is forgotten. */
 const unopenableFirstSeen = firstSighting();
+/** A credential whose certificates are read past a fault (As2Identity.warnings), by id and what: warned once, again when that changes. */
+const warnedFirstSeen = firstSighting();
 
 export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
   /** The message is opened whole; one past INLINE_BODY_MAX is kept while it streams (the receiver caps its size). */
@@ -71,6 +73,9 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
     try {
       const identity = identityOf(credential.data);
       unopenableFirstSeen.forget(credentialId);
+      if (identity.warnings.length > 0 && warnedFirstSeen.changed(identity.warnings.join('\n'), credentialId)) {
+        services.logger.warn('AS2 credential certificate is malformed; read as OpenSSL reads it', { workflowId: request.workflowId, credentialId, warnings: identity.warnings });
+      }
       return identity;
     } catch (error) {
       const first = unopenableFirstSeen(credentialId);

@@ -25,6 +25,19 @@ const MAX_NODES = 100_000;
 export const MAX_OID_BYTES = 64;
 
 export function parseDer(buf: Buffer): Node {
+  const root = parseLeadingDer(buf);
+  // One encoding is the whole value (X.690 §8.1.1): bytes after it are no part of what was signed or encrypted, and
+  // no peer sends them (openssl, BouncyCastle, pyas2-lib); read past, they would ride along unchecked.
+  if (root.outerEnd !== buf.length) throw bad(`${buf.length - root.outerEnd} bytes after its end`);
+  return root;
+}
+
+/**
+ * The encoding that starts `buf`, whatever follows it (`outerEnd` says where it ended). Only for a value read
+ * the way its other readers read it (certificates.ts, a certificate's key identifier as OpenSSL takes it); CMS is
+ * read with parseDer.
+ */
+export function parseLeadingDer(buf: Buffer): Node {
   let count = 0;
   const read = (at: number, limit: number, depth: number): Node => {
     if (depth > MAX_DEPTH) throw bad('nested too deeply');
@@ -78,11 +91,7 @@ export function parseDer(buf: Buffer): Node {
     }
     return { cls, tag, constructed, start: at, contentStart, end, outerEnd: end, children, buf };
   };
-  const root = read(0, buf.length, 0);
-  // One encoding is the whole value (X.690 §8.1.1): bytes after it are no part of what was signed or encrypted, and
-  // no peer sends them (openssl, BouncyCastle, pyas2-lib); read past, they would ride along unchecked.
-  if (root.outerEnd !== buf.length) throw bad(`${buf.length - root.outerEnd} bytes after its end`);
-  return root;
+  return read(0, buf.length, 0);
 }
 
 /** The node's whole encoding, tag and length included, exactly as received. */
@@ -124,6 +133,13 @@ export function child(node: Node | undefined, index: number, what: string): Node
 
 export const isContext = (node: Node | undefined, tag: number) => !!node && node.cls === 2 && node.tag === tag;
 
-function bad(detail: string): As2Fault {
-  return new As2Fault('malformed-message', `the CMS structure is malformed (${detail})`);
+/** A fault of the reader, with what was wrong apart, so that a reader of something other than CMS (a certificate) can say what it read. */
+export class DerFault extends As2Fault {
+  constructor(readonly detail: string) {
+    super('malformed-message', `the CMS structure is malformed (${detail})`);
+  }
+}
+
+function bad(detail: string): DerFault {
+  return new DerFault(detail);
 }

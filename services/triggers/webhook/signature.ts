@@ -1,4 +1,5 @@
 import { constants, createPublicKey, publicDecrypt, timingSafeEqual, type KeyObject } from 'node:crypto';
+import { decodeSignature } from './auth/mac-set';
 
 /**
  * RSA-SHA256 (PKCS#1 v1.5) signatures over the exact body bytes, checked against the SHA-256 the
@@ -32,8 +33,10 @@ export function rsaPublicKey(pem: string): KeyObject | null {
 }
 
 export function verifyRsaSha256(publicKey: KeyObject, signatureBase64: string, bodySha256Hex: string): boolean {
-  const signature = Buffer.from(signatureBase64.trim(), 'base64');
-  if (signature.length === 0 || !/^[A-Za-z0-9+/=_-\s]+$/.test(signatureBase64)) return false;
+  // Base64 or base64url, spaces and tabs around it, as every scheme here reads one (mac-set.ts). The class this had,
+  // `[…=_-\s]`, read as `_`, `-` and any white space (not a range): U+00A0 anywhere in the value, and '=' anywhere.
+  const signature = decodeSignature(signatureBase64, 'base64');
+  if (!signature || signature.length === 0) return false;
   const expected = Buffer.concat([SHA256_DIGEST_INFO_PREFIX, Buffer.from(bodySha256Hex, 'hex')]);
   let recovered: Buffer;
   try {

@@ -4,6 +4,7 @@ import type { SignatureAdmission } from './body-signature';
 import type { KeyObject } from 'node:crypto';
 import { anyMatches, createMacSet, decodeSignature, secretKeys } from './mac-set';
 import { checkTimestamp } from './timestamp';
+import { trimOws } from '../../ows';
 
 /**
  * A generic HMAC signature (issue #20 item 2): a header, an algorithm, an encoding, a prefix, the signed
@@ -20,10 +21,10 @@ function keyValue(value: string): Presented {
   for (const pair of value.split(',')) {
     const eq = pair.indexOf('=');
     if (eq < 0) continue;
-    const key = pair.slice(0, eq).trim();
-    // Untrimmed but for spaces and tabs, as checkTimestamp takes it: `t=<U+00A0>1492774577` is no whole seconds.
-    if (key === 't') presented.timestamp = pair.slice(eq + 1).replace(/^[ \t]+|[ \t]+$/g, '');
-    else if (key === 'v1') presented.signatures.push(pair.slice(eq + 1).trim());
+    // Trimmed of spaces and tabs only (ows.ts): `t=<U+00A0>1492774577` is no whole seconds, `<U+00A0>v1` no key.
+    const key = trimOws(pair.slice(0, eq));
+    if (key === 't') presented.timestamp = trimOws(pair.slice(eq + 1));
+    else if (key === 'v1') presented.signatures.push(trimOws(pair.slice(eq + 1)));
   }
   return presented;
 }
@@ -53,7 +54,7 @@ export function hmacAdmission(headers: Record<string, string>, data: HmacData, n
   let presented: Presented;
   if (settings.format === 'keyValue') presented = keyValue(value);
   else {
-    const trimmed = value.trim();
+    const trimmed = trimOws(value);
     // The prefix names the scheme (`sha256=`, `v0=`): one that is not there is a signature of something else.
     presented = { signatures: trimmed.startsWith(settings.prefix) ? [trimmed.slice(settings.prefix.length)] : [], timestamp: null };
     if (settings.timestampHeader) {

@@ -35,9 +35,10 @@ function keysOf(data: JwtData): PreparedKey[] {
 }
 
 export async function verifyBearer(authorization: string | undefined, data: JwtData, nowMs: number): Promise<JwtOutcome> {
-  const match = authorization ? /^Bearer\s+([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)\s*$/i.exec(authorization) : null;
-  // No bearer token at all (no header, or another scheme): authorization is required.
-  if (!authorization || !/^Bearer\s/i.test(authorization)) return { ok: false, code: 'authorization-required' };
+  // Spaces and tabs around the token, as HTTP delimits it (ows.ts); `\s` also took U+00A0 and other Unicode spaces.
+  const match = authorization ? /^Bearer[ \t]+([A-Za-z0-9_-]+\.[A-Za-z0-9_-]*\.[A-Za-z0-9_-]*)[ \t]*$/i.exec(authorization) : null;
+  // No bearer token at all (no header, or another scheme, `Bearer<U+00A0>` included): authorization is required.
+  if (!authorization || !/^Bearer[ \t]/i.test(authorization)) return { ok: false, code: 'authorization-required' };
   if (!match) return { ok: false, code: 'authorization-wrong' };
   const token = match[1];
   let header;

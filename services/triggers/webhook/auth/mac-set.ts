@@ -1,4 +1,5 @@
 import { createHmac, createSecretKey, timingSafeEqual, type Hmac, type KeyObject } from 'node:crypto';
+import { trimOws } from '../../ows';
 
 /**
  * One HMAC per active secret, fed the signed content as the body streams in: the fixed text before the
@@ -48,7 +49,7 @@ const BASE64 = /^[A-Za-z0-9+/_-]+={0,2}$/;
 
 /** A presented signature's bytes; null when it is not in the encoding at all (simply wrong). */
 export function decodeSignature(text: string, encoding: 'hex' | 'base64'): Buffer | null {
-  const s = text.trim();
+  const s = trimOws(text);
   if (encoding === 'hex') return HEX.test(s) ? Buffer.from(s, 'hex') : null;
   return BASE64.test(s) ? Buffer.from(s, 'base64') : null;
 }
