@@ -236,10 +236,10 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
         field('price', 'windows-1252', Buffer.from([0x80, 0x20, 0x35])),
         field('le', 'utf-16le', Buffer.from('Grüße', 'utf16le')),
         field('be', 'UTF-16BE', Buffer.from('Grüße', 'utf16le').swap16()),
-        // utf-16 names no byte order: the mark says it (and is dropped), else big-endian.
+        // utf-16 names no byte order: the mark says it (and is dropped); without one it is refused (below).
         field('u16be', 'utf-16', Buffer.from([0xfe, 0xff, 0x00, 0x41])),
         field('u16le', 'utf-16', Buffer.from([0xff, 0xfe, 0x41, 0x00])),
-        field('u16', 'unicode', Buffer.from([0x00, 0x4b, 0x00, 0xf6])),
+        field('u16', 'unicode', Buffer.from([0xfe, 0xff, 0x00, 0x4b, 0x00, 0xf6])),
         field('qp', 'iso-8859-1', Buffer.from('K=F6ln'), '\r\nContent-Transfer-Encoding: quoted-printable'),
         file('filename*0="long"; filename*1="name.pdf"'),
         file("filename*0*=UTF-8''%E2%82%AC; filename*1*=%20rates.pdf"),
@@ -260,8 +260,9 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       for (const [body, detail] of [
         [file("filename*0*=UTF-8''%E2%82; filename*1*=.pdf"), "a part's file name cannot be read: its RFC 5987/2231 form has bytes that are not valid in its charset, and it has no plain filename to fall back on"],
         [part('Content-Disposition: form-data; name="note"', Buffer.from([0x4b, 0xf6, 0x6c, 0x6e])), "a text field's bytes are not valid in its charset (the form's _charset_, else UTF-8, when its Content-Type names none; send such bytes as a file)"],
-        // utf-16 naming no byte order, without a mark, is big-endian: these bytes would be "\uFFFE䄀" read as UTF-16LE.
+        // A mark and half a character; and no mark, which RFC 2781 reads as big-endian and .NET sends little-endian.
         [field('odd', 'utf-16', Buffer.from([0xfe, 0xff, 0x00])), "a text field's bytes are not valid in its charset (the form's _charset_, else UTF-8, when its Content-Type names none; send such bytes as a file)"],
+        [field('dotnet', 'utf-16', Buffer.from('Köln', 'utf16le')), 'a text field in utf-16 without a byte order mark: name utf-16le or utf-16be, or send a byte order mark'],
         [field('bin', 'x-user-defined', Buffer.from([0x41, 0x80])), 'a text field names x-user-defined as its charset, a pass-through for binary bytes rather than text: send such bytes as a file'],
         [file('filename="K\xf6ln.txt"'), "a part's file name is not valid UTF-8"],
         [part('Content-Disposition: form-data; name="K\xf6ln"', 'x'), "a part's name is not valid UTF-8"],
@@ -294,10 +295,15 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
         [[field('_charset_', 'x-klingon'), field('a', 'x')], "the form's _charset_ field names a charset this service cannot decode (one the WHATWG Encoding standard names: UTF-8, ISO-8859-x, Windows-125x, UTF-16LE/BE, …)"],
         // A field before it that is not valid in the form's charset is refused when it comes.
         [[field('a', Buffer.from([0x81])), field('_charset_', 'shift_jis')], "a text field's bytes are not valid in its charset (the form's _charset_, else UTF-8, when its Content-Type names none; send such bytes as a file)"],
+        [[field('a', 'ok'), field('_charset_', 'utf-16')], "the form's _charset_ field names utf-16le, which would read every field that names no charset, ASCII ones too, as other characters (a browser never sends a form in it): name the charset in the Content-Type of each part sent in it"],
       ] as const) {
         const res = await post2(...parts);
         expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
       }
+      // What waits for _charset_ is held up to a field's limit (1 MiB) together: past it, a later one is too late.
+      const latin1 = Buffer.alloc(600 * 1024, 0xf6);
+      const waited = await post2(field('a', latin1), field('b', latin1), field('_charset_', 'windows-1252'));
+      expect({ status: waited.status, answer: await waited.json() }).toEqual({ status: 413, answer: { error: 'payload-too-large', message: "The multipart body has text fields that name no charset, waiting for its _charset_ field, of more than 1048576 bytes together: send _charset_ before them, or name the charset in each part's Content-Type" } });
     });
 
     maybe('multipart')('a file part with bytes but no file name is staged, under its field name', async () => {

@@ -67,12 +67,15 @@ test('a header busboy could not read is still no disposition; other parameters a
   expect(read('attachment; filename="a.txt"')).toEqual({ type: 'attachment', params: { filename: 'a.txt' } });
 });
 
-test('utf-16 with no byte order named reads its byte order mark, else big-endian (RFC 2781 §4.3); utf-16le and utf-16be keep theirs', () => {
+test('utf-16 with no byte order named reads its byte order mark, and without one is refused (either guess garbles some sender); utf-16le and utf-16be keep theirs', () => {
   const bytes = (...b: number[]) => Buffer.from(b);
   for (const label of ['utf-16', 'UTF-16', 'ucs-2', 'unicode', 'csunicode', 'iso-10646-ucs-2', 'unicodefeff']) {
     expect({ label, read: readText(label, bytes(0xfe, 0xff, 0x00, 0x41)) }).toEqual({ label, read: { text: 'A' } });
     expect({ label, read: readText(label, bytes(0xff, 0xfe, 0x41, 0x00)) }).toEqual({ label, read: { text: 'A' } });
-    expect({ label, read: readText(label, bytes(0x00, 0x41, 0x00, 0x42)) }).toEqual({ label, read: { text: 'AB' } });
+    // Big-endian by RFC 2781 §4.3, little-endian from .NET's Encoding.Unicode: not read as either.
+    expect({ label, read: readText(label, bytes(0x00, 0x41, 0x00, 0x42)) }).toEqual({ label, read: { problem: 'no-byte-order' } });
+    expect({ label, read: readText(label, bytes(0x41, 0x00, 0x42, 0x00)) }).toEqual({ label, read: { problem: 'no-byte-order' } });
+    expect({ label, read: readText(label, bytes()) }).toEqual({ label, read: { text: '' } });
     expect({ label, read: readText(label, bytes(0xfe, 0xff, 0x00)) }).toEqual({ label, read: { problem: 'invalid-bytes' } });
   }
   expect(readText('utf-16le', bytes(0xff, 0xfe, 0x41, 0x00))).toEqual({ text: '\ufeffA' });
@@ -83,7 +86,9 @@ test('utf-16 with no byte order named reads its byte order mark, else big-endian
   expect(readText('iso-2022-kr', bytes(0x41))).toEqual({ problem: 'unknown-charset' });
   // The file name's charset is read by the same helper.
   expect(read("form-data; name=a; filename*=utf-16''%FE%FF%00K%00%F6")?.params.filename).toBe('Kö');
-  expect(read("form-data; name=a; filename*0*=unicode''%00K; filename*1*=%00%F6")?.params.filename).toBe('Kö');
+  expect(read("form-data; name=a; filename*0*=unicode''%FF%FEK%00; filename*1*=%F6%00")?.params.filename).toBe('Kö');
+  expect(parseDisposition("form-data; name=a; filename*0*=unicode''%00K; filename*1*=%00%F6")?.problem)
+    .toBe("a part's file name cannot be read: its RFC 5987/2231 form is in utf-16 without a byte order mark (name utf-16le or utf-16be, or send a byte order mark), and it has no plain filename to fall back on");
 });
 
 test('a plain name or filename is strict UTF-8: a Latin-1 byte falls back to an extended form, else is a problem', () => {

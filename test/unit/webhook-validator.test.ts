@@ -190,3 +190,62 @@ test("a base64 or quoted-printable text field is read in its charset by the scan
     rmSync(dir, { recursive: true, force: true });
   }
 });
+
+describe('text fields and the form\'s _charset_, read alike by the scan and the decoder', () => {
+  const limits = { maxFileBytes: 1000, maxFiles: 3, maxFieldBytes: 200, maxFields: 20 };
+  const type = 'multipart/form-data; boundary=b';
+  const field = (name: string, value: Buffer | string, headers = '') => Buffer.concat([Buffer.from(`--b\r\nContent-Disposition: form-data; name="${name}"${headers}\r\n\r\n`), Buffer.from(value), Buffer.from('\r\n')]);
+  const form = (...parts: Buffer[]) => Buffer.concat([...parts, Buffer.from('--b--\r\n')]);
+  let dir: string;
+  beforeAll(() => { dir = mkdtempSync(path.join(tmpdir(), 'charset-field-')); });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+  /** The scan's verdict and the decoder's, each as the value or the error's kind and words (so both can be compared). */
+  async function both(body: Buffer) {
+    const outcome = (error: unknown) => ({ kind: (error as { kind: string }).kind, message: (error as Error).message });
+    const scan = scanMultipart(type, limits);
+    // In chunks, as a body arrives: the waiting fields are held across them.
+    for (let at = 0; at < body.length; at += 64) scan.write(body.subarray(at, at + 64));
+    const scanned = await scan.end();
+    const store = await openFilesystemStore(dir);
+    const staged = await stageMultipart(Readable.from([body]), type, limits, store, 'trigger/x').then(({ value }) => ({ value }), outcome);
+    return { scan: scanned ? outcome(scanned) : null, stage: staged };
+  }
+
+  test('utf-16 without a byte order mark is refused, not guessed: .NET sends little-endian under that name, RFC 2781 says big', async () => {
+    const detail = 'a text field in utf-16 without a byte order mark: name utf-16le or utf-16be, or send a byte order mark';
+    for (const bytes of [Buffer.from('Köln', 'utf16le'), Buffer.from('Köln', 'utf16le').swap16()]) {
+      expect(await both(form(field('city', bytes, '\r\nContent-Type: text/plain; charset=utf-16')))).toEqual({
+        scan: { kind: 'malformed', message: `malformed multipart body: ${detail}` }, stage: { kind: 'malformed', message: `malformed multipart body: ${detail}` },
+      });
+    }
+    const marked = Buffer.concat([Buffer.from([0xff, 0xfe]), Buffer.from('Köln', 'utf16le')]);
+    expect(await both(form(field('city', marked, '\r\nContent-Type: text/plain; charset=unicode')))).toEqual({ scan: null, stage: { value: { city: 'Köln' } } });
+  });
+
+  test('a _charset_ naming UTF-16 is refused: every ASCII field would be read as other characters', async () => {
+    for (const label of ['utf-16le', 'UTF-16BE', 'utf-16', 'unicodefffe']) {
+      const encoding = label.toLowerCase() === 'utf-16be' || label === 'unicodefffe' ? 'utf-16be' : 'utf-16le';
+      const detail = `the form's _charset_ field names ${encoding}, which would read every field that names no charset, ASCII ones too, as other characters (a browser never sends a form in it): name the charset in the Content-Type of each part sent in it`;
+      const refused = { kind: 'malformed', message: `malformed multipart body: ${detail}` };
+      expect({ label, ...(await both(form(field('a', 'ok'), field('_charset_', label)))) }).toEqual({ label, scan: refused, stage: refused });
+    }
+    // ISO-2022-JP writes ASCII as ASCII (its escapes only when sent), as a URL-encoded form may be sent in it.
+    const jis = Buffer.from([0x1b, 0x24, 0x42, 0x46, 0x7c, 0x4b, 0x5c, 0x1b, 0x28, 0x42]);
+    expect(await both(form(field('_charset_', 'iso-2022-jp'), field('a', 'ok'), field('land', jis)))).toEqual({ scan: null, stage: { value: { _charset_: 'iso-2022-jp', a: 'ok', land: '日本' } } });
+  });
+
+  test("fields waiting for the form's _charset_ are held up to a field's limit together: past it they are UTF-8, and a later _charset_ naming another charset is 413", async () => {
+    const tooLarge = { kind: 'too-large', message: "text fields that name no charset, waiting for its _charset_ field, of more than 200 bytes together: send _charset_ before them, or name the charset in each part's Content-Type" };
+    const latin1 = (n: number) => field(`f${n}`, Buffer.from('K\xf6ln '.repeat(16), 'latin1'));
+    // 3 × 80 bytes: two wait, the third would hold 240.
+    expect(await both(form(latin1(1), latin1(2), latin1(3), field('_charset_', 'windows-1252')))).toEqual({ scan: tooLarge, stage: tooLarge });
+    const utf8 = (n: number) => field(`f${n}`, 'Köln '.repeat(14));
+    expect(await both(form(utf8(1), utf8(2), utf8(3), field('_charset_', 'iso-8859-2')))).toEqual({ scan: tooLarge, stage: tooLarge });
+    // Within the bound, or UTF-8 as the form turns out to be, they are read as ever.
+    const value = 'Köln '.repeat(14);
+    expect(await both(form(utf8(1), utf8(2), utf8(3)))).toEqual({ scan: null, stage: { value: { f1: value, f2: value, f3: value } } });
+    expect(await both(form(utf8(1), utf8(2), utf8(3), field('_charset_', 'UTF-8'), utf8(4)))).toEqual({ scan: null, stage: { value: { f1: value, f2: value, f3: value, _charset_: 'UTF-8', f4: value } } });
+    const koeln = 'Köln '.repeat(16);
+    expect(await both(form(latin1(1), latin1(2), field('_charset_', 'windows-1252'), latin1(3), latin1(4)))).toEqual({ scan: null, stage: { value: { f1: koeln, _charset_: 'windows-1252', f2: koeln, f3: koeln, f4: koeln } } });
+  });
+});

@@ -179,6 +179,7 @@ function decodeIn(charset: string, bytes: Buffer): string | { problem: string } 
   if ('text' in read) return read.text;
   if (read.problem === 'unknown-charset') return { problem: 'its RFC 5987/2231 form names a charset this service does not know' };
   if (read.problem === 'binary-charset') return { problem: 'its RFC 5987/2231 form names x-user-defined, a pass-through for binary bytes rather than a charset' };
+  if (read.problem === 'no-byte-order') return { problem: 'its RFC 5987/2231 form is in utf-16 without a byte order mark (name utf-16le or utf-16be, or send a byte order mark)' };
   return { problem: 'its RFC 5987/2231 form has bytes that are not valid in its charset' };
 }
 

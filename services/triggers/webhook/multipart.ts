@@ -3,7 +3,7 @@ import { PassThrough, Transform, type Readable } from 'node:stream';
 import type { ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, stagedMediaType, uniqueNamer } from '../staged-files';
 import { parseDisposition } from './content-disposition';
-import { fieldTexts, LATER, NO_CHARSET } from './field-text';
+import { fieldTexts, LATER, NO_CHARSET, type FieldProblem } from './field-text';
 import { onceEither } from './once-either';
 import { parseMediaType } from './media-type';
 import { partDecoder, TransferEncodingError, type PartDecoder } from './transfer-encoding';
@@ -71,7 +71,8 @@ function transferDecoded(sent: Buffer, encoding: string): Buffer | MultipartErro
   } catch (error) { return transferProblem(error); }
 }
 
-const fieldProblem = ({ detail }: { detail: string }) => new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
+/** A field's problem as the other limits and faults are told: a limit is `too-large`, its words after "has". */
+const fieldProblem = ({ detail, tooLarge }: FieldProblem) => (tooLarge ? new MultipartError(detail, 'too-large') : new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail));
 
 /** busboy's field event as patched (`fieldBytes`): the value as bytes, and the part's charset, lower-cased (NO_CHARSET: none). */
 type FieldListener = (name: string | undefined, value: Buffer, info: { valueTruncated: boolean; encoding: string; charset: string }) => void;
@@ -197,7 +198,7 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
   let closed = false;
   const boundary = parseMediaType(contentType).params.boundary;
   const delimiters = boundary ? delimiterCounter(boundary) : null;
-  const texts = fieldTexts();
+  const texts = fieldTexts(limits.maxFieldBytes);
   let seen = 0;
   let valueBytes = 2;
   const counted = (bytes: number) => {
@@ -238,8 +239,8 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
       if (failure || name === undefined) return;
       const bytes = transferDecoded(value, info.encoding);
       if (bytes instanceof MultipartError) { failure = bytes; return; }
-      // A field waiting for the form's charset is held (field-text.ts) and counted meanwhile as the least it can
-      // decode to, half its bytes (UTF-16), so that what is held stays within twice the value's bound.
+      // A field waiting for the form's charset is held (field-text.ts, at most maxFieldBytes of them) and counted
+      // meanwhile as the least it can decode to, half its bytes (UTF-16).
       const least = 2 + (bytes.length >> 1);
       const text = texts.add(name, bytes, info.charset, (later) => counted(jsonBytes(later) - least));
       if (typeof text === 'object') { failure = fieldProblem(text); return; }
@@ -249,7 +250,7 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
   });
   return {
     write: (chunk) => {
-      if (failure || !bb) return true;
+      if (failure || !bb) { texts.clear(); return true; }
       delimiters?.write(chunk);
       return bb.write(chunk);
     },
@@ -257,7 +258,7 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
     once: (event, listener) => (failure || !bb ? listener() : onceEither(bb, event, done, listener)),
     async end() {
       // A verdict already reached (a limit) stands: busboy was no longer fed and will not close.
-      if (failure) { bb?.destroy(); return failure; }
+      if (failure) { texts.clear(); bb?.destroy(); return failure; }
       if (bb) bb.end();
       await done;
       if (!failure && bb && !closed) failure = new MultipartError('malformed multipart body: it ended early', 'malformed', endedEarly);
@@ -266,9 +267,10 @@ export function scanMultipart(contentType: string, limits: MultipartLimits): Mul
         const unread = texts.end();
         if (unread) failure = fieldProblem(unread);
       }
+      texts.clear();
       return failure;
     },
-    abort() { bb?.destroy(); },
+    abort() { texts.clear(); bb?.destroy(); },
   };
 }
 
@@ -293,13 +295,13 @@ export async function stageMultipart(
   const nameFor = uniqueNamer();
   const boundary = parseMediaType(contentType).params.boundary;
   const delimiters = boundary ? delimiterCounter(boundary) : null;
-  const texts = fieldTexts();
+  const texts = fieldTexts(limits.maxFieldBytes);
   let seen = 0;
   const place = () => entries.push(null) - 1;
   await new Promise<void>((resolve, reject) => {
     let failure: Error | null = null;
     // A store failure keeps its own error (transient: the decoder retries); framing errors are MultipartErrors.
-    const fail = (error: Error | null) => { if (error && !failure) { failure = error; body.unpipe(bb); bb.destroy(); reject(error); } };
+    const fail = (error: Error | null) => { if (error && !failure) { failure = error; texts.clear(); body.unpipe(bb); bb.destroy(); reject(error); } };
     watch(bb, limits, fail);
     onField(bb, (name, v, info) => {
       seen++;
