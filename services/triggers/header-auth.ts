@@ -63,7 +63,9 @@ export async function checkHeaderAuth(request: InboundRequest, node: WorkflowNod
     const token = basicToken(header);
     // Another form is a wrong credential, answered as one: its form is the caller's, so it tells nothing of the secret.
     if (token === null) return { ok: false, code: 'authorization-wrong' };
-    const decoded = Buffer.from(token, 'base64').toString('utf8');
+    const decoded = utf8(Buffer.from(token, 'base64'));
+    // Not UTF-8 (RFC 7617's charset): replaced by U+FFFD, many byte strings would be one stored password holding it.
+    if (decoded === null) return { ok: false, code: 'authorization-wrong' };
     const colon = decoded.indexOf(':');
     const user = colon >= 0 ? decoded.slice(0, colon) : decoded;
     const password = colon >= 0 ? decoded.slice(colon + 1) : '';
@@ -96,6 +98,13 @@ function basicToken(header: string): string | null {
   const match = /^Basic[ \t]+([A-Za-z0-9+/]*={0,2})[ \t]*$/i.exec(header);
   if (!match) return null;
   return Buffer.from(match[1], 'base64').toString('base64') === match[1] ? match[1] : null;
+}
+
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+
+/** The bytes as UTF-8 text; null when they are not UTF-8. */
+function utf8(bytes: Buffer): string | null {
+  try { return strictUtf8.decode(bytes); } catch { return null; }
 }
 
 /** Triggers whose bodies are compressed inside (SOAP Messages) or always small take no Content-Encoding. */

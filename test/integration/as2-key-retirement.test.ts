@@ -1,5 +1,7 @@
 import { X509Certificate } from 'node:crypto';
 import * as http from 'node:http';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
+import { parseCredentialDocument } from '../../services/platform/registry/documents';
 import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
@@ -137,3 +139,20 @@ test('two puts of one credential at once each keep what the other removed (a com
   expect((await api.call('DELETE', '/api/v1/credentials/cred-race-new', { headers: { 'if-match': etag } })).status).toBe(412);
   expect((await api.call('DELETE', '/api/v1/credentials/cred-race-new', { headers: { 'if-match': (await api.call('GET', '/api/v1/credentials/cred-race-new')).headers.get('etag')! } })).status).toBe(204);
 }, 60_000);
+
+test('a certificate of ours with a malformed key identifier, stored before put refused it, does not block putting the credential again (a rotation); a new one is refused', async () => {
+  const odd = await peer.certificate('retire-odd-ski', ['-subj', '/CN=retire-odd-ski', '-addext', 'subjectKeyIdentifier=DER:04:02:AB:CD:00:00']);
+  const cut = await peer.certificate('retire-cut-ski', ['-subj', '/CN=retire-cut-ski', '-addext', 'subjectKeyIdentifier=DER:04:05:AB:CD']);
+  // As if from before the check: written to the registry, sealed, as `credentials put` stored it then.
+  await app.backends.registry.credentials.put(createCredentialSealer(app.config.encryptionKey!).seal(parseCredentialDocument({ id: 'cred-odd-stored', type: 'as2ReceiverAuth', data: { ...pair(odd), partnerCertificate: partnerOld.cert } })));
+  const put = (data: object) => api.call('PUT', '/api/v1/credentials/cred-odd-stored', { body: { type: 'as2ReceiverAuth', data } });
+  // Rotation's first step: the new key pair beside the stored one.
+  expect((await put({ receiverKeys: [pair(odd), pair(receiverNew)], partnerCertificate: partnerOld.cert })).status).toBe(200);
+  // Rotation's last step (the odd one retired), then putting it back: still the stored one, not new.
+  expect((await put({ receiverKeys: [pair(receiverNew)], partnerCertificate: partnerOld.cert })).status).toBe(200);
+  expect((await put({ receiverKeys: [pair(receiverNew), pair(odd)], partnerCertificate: partnerOld.cert })).status).toBe(200);
+  // A new one of ours with such a key identifier is refused, naming it; a partner's is taken.
+  const refused = await put({ receiverKeys: [pair(receiverNew), pair(odd), pair(cut)], partnerCertificate: partnerOld.cert });
+  expect({ status: refused.status, error: refused.body.error, problems: refused.body.problems }).toEqual({ status: 400, error: 'invalid-document', problems: [expect.stringMatching(/^data\.receiverKeys\[2\]\.certificate has a subjectKeyIdentifier extension whose value cannot be read/)] });
+  expect((await put({ receiverKeys: [pair(receiverNew), pair(odd)], partnerCertificates: [partnerOld.cert, cut.cert] })).status).toBe(200);
+});

@@ -1,6 +1,6 @@
 import { constants, publicEncrypt, randomBytes, X509Certificate } from 'node:crypto';
 import { deflateSync } from 'node:zlib';
-import { certificateFacts, identityOf, type As2Identity } from '../../services/triggers/as2/certificates';
+import { certificateFacts, identityOf, openingIdentityOf, type As2Identity } from '../../services/triggers/as2/certificates';
 import { DECRYPTION_FAILED, decryptEntity, stripPkcs7 } from '../../services/triggers/as2/decrypt';
 import { octets, oidOf, parseDer, type Node } from '../../services/triggers/as2/der';
 import { As2Fault, MAX_DETAIL_CHARS } from '../../services/triggers/as2/faults';
@@ -227,10 +227,41 @@ describe('a subject key identifier with bytes after it (stored before credential
     expect(identityOf({ certificate: plain.cert, privateKey: plain.key }).warnings).toEqual([]);
   });
 
-  test('a certificate the DER reader refuses (a key identifier cut short) is named as a certificate, not as CMS', async () => {
+  test('a key identifier cut short (which OpenSSL issues and Node reads) is no key id: named by issuer and serial the certificate opens messages, with a warning', async () => {
     const cut = await peer.certificate('cut-ski', ['-subj', '/CN=cut-ski', '-addext', 'subjectKeyIdentifier=DER:04:05:AB:CD']);
-    expect(() => certificateFacts(new X509Certificate(cut.cert))).toThrow(new Error('the certificate is malformed (length beyond the data)'));
-    expect(() => identityOf({ certificate: cut.cert, privateKey: cut.key })).toThrow(new Error('the certificate is malformed (length beyond the data)'));
+    const partner = await peer.certificate('cut-partner', ['-subj', '/CN=cut-partner', '-addext', 'subjectKeyIdentifier=DER:04:05:AB:CD']);
+    expect(certificateFacts(new X509Certificate(cut.cert))).toMatchObject({ subjectKeyId: null, subjectKeyIdUnreadable: 'length beyond the data' });
+    const identity = identityOf({ certificate: cut.cert, privateKey: cut.key, partnerCertificate: partner.cert });
+    expect(identity.warnings).toEqual([
+      `receiver certificate ${new X509Certificate(cut.cert).fingerprint256}: its subjectKeyIdentifier extension cannot be read (length beyond the data), so it has no key id: a message naming it by issuer and serial number opens, one naming it by key id does not; have the certificate issued again with a well-formed one`,
+      expect.stringMatching(/^partner certificate .*: its subjectKeyIdentifier extension cannot be read/),
+    ]);
+    const message = await peer.encrypt((await peer.sign(payload(), partner, 'sha256', ['-nocerts'])).entity, cut, '-aes128');
+    expect(await unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, encrypted: true });
+  });
+});
+
+describe('retired keys and certificates the decoder cannot read', () => {
+  test('are skipped with a warning: the current ones still open messages; a current one that cannot be read still fails the credential', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const retiredAt = new Date().toISOString();
+    const data = {
+      certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert,
+      retiredReceiverKeys: [{ certificate: receiver.cert, privateKey: 'not a key', retiredAt }],
+      retiredPartnerCertificates: [{ certificate: '-----BEGIN CERTIFICATE-----\nnope\n-----END CERTIFICATE-----', retiredAt }],
+    };
+    const identity = openingIdentityOf(data);
+    expect(identity.receivers).toHaveLength(1);
+    expect(identity.partners).toHaveLength(1);
+    expect(identity.warnings).toEqual([
+      expect.stringMatching(/^retired receiver key 0 cannot be read and is skipped \(.+\); records that need it no longer open$/),
+      expect.stringMatching(/^retired partner certificate 0 cannot be read and is skipped \(.+\); records that need it no longer open$/),
+    ]);
+    expect(JSON.stringify(identity.warnings)).not.toContain('not a key');
+    const message = await peer.encrypt((await peer.sign(payload(), partner)).entity, receiver, '-aes128');
+    expect(await unwrapMessage(message.body, message.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true, encrypted: true });
+    expect(() => openingIdentityOf({ ...data, privateKey: 'not a key' })).toThrow();
   });
 });
 

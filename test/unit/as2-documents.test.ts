@@ -3,10 +3,11 @@ import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { credentialPutProblems, DocumentError, parseCredentialDocument } from '../../services/platform/registry/documents';
+import { credentialPutProblems, DocumentError, parseCredentialDocument, type CredentialDocument } from '../../services/platform/registry/documents';
 import { datedCertificate, rsaKey } from '../support/dated-certificates';
 import { createAs2Trigger } from '../../services/triggers/as2/as2-trigger';
-import { checkCredentialDocument } from '../../services/admin/operations/documents';
+import { as2PutProblems, checkCredentialDocument } from '../../services/admin/operations/documents';
+import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { evidenceFolder, messageFolder } from '../../services/triggers/as2/evidence';
 import { createPeer, type Peer } from '../support/as2-peer';
 
@@ -175,19 +176,29 @@ test('credentials put refuses RSA keys under 2048 bits, EC keys on small curves,
   expect(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: weak, privateKey: weakKey, partnerCertificate: good + other } }).type).toBe('as2ReceiverAuth');
 });
 
-test('credentials put (CLI and API) refuses a certificate of ours with bytes after the key identifier in its subjectKeyIdentifier, or any whose DER is cut short, naming the certificate; a partner\'s is taken', async () => {
+test('credentials put (CLI and API) refuses a new certificate of ours whose key identifier has bytes after it or cannot be read, naming the certificate; a partner\'s is taken; one the stored credential holds is taken again', async () => {
   const odd = await peer.certificate('odd-ski', ['-subj', '/CN=odd-ski', '-addext', 'subjectKeyIdentifier=DER:04:02:AB:CD:00:00']);
   const cut = await peer.certificate('cut-ski', ['-subj', '/CN=cut-ski', '-addext', 'subjectKeyIdentifier=DER:04:05:AB:CD']);
   const good = await peer.party('a');
-  const put = (data: Record<string, unknown>) => problemsOf(() => checkCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data }, Date.now()));
+  const sealer = createCredentialSealer('k'.repeat(43));
+  const doc = (data: Record<string, unknown>) => checkCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data }, Date.now());
+  const put = (data: Record<string, unknown>, before: Record<string, unknown> | null = null) =>
+    as2PutProblems(doc(data), before && sealer.seal(doc(before) as CredentialDocument), sealer);
   expect(put({ certificate: good.cert, privateKey: good.key, partnerCertificate: good.cert })).toEqual([]);
   const trailing = (field: string) => `${field} has 2 bytes after the key identifier in its subjectKeyIdentifier extension (X.690 allows none; readers differ on its key id, by which CMS names a recipient or signer): have the certificate issued again with a well-formed one`;
-  expect(put({ certificate: odd.cert, privateKey: odd.key, partnerCertificates: [good.cert, odd.cert], receiverKeys: [{ certificate: cut.cert, privateKey: cut.key }] })).toEqual([
-    trailing('data.certificate'),
-    'data.receiverKeys[0].certificate: the certificate is malformed (length beyond the data)',
-  ]);
+  const unreadable = 'data.receiverKeys[0].certificate has a subjectKeyIdentifier extension whose value cannot be read (length beyond the data; readers differ on its key id, by which CMS names a recipient or signer): have the certificate issued again with a well-formed one';
+  const both = { certificate: odd.cert, privateKey: odd.key, partnerCertificates: [good.cert, odd.cert, cut.cert], receiverKeys: [{ certificate: cut.cert, privateKey: cut.key }] };
+  expect(put(both)).toEqual([trailing('data.certificate'), unreadable]);
   // A partner's certificate cannot be issued again by the one who stores it: read as OpenSSL reads it, as a stored one is.
-  expect(put({ certificate: good.cert, privateKey: good.key, partnerCertificate: odd.cert })).toEqual([]);
+  expect(put({ certificate: good.cert, privateKey: good.key, partnerCertificates: [odd.cert, cut.cert] })).toEqual([]);
+  // Ours, already stored (current or retired): a rotation or any other put of the credential is not refused for them.
+  expect(put({ ...both, receiverKeys: [{ certificate: cut.cert, privateKey: cut.key }, { certificate: good.cert, privateKey: good.key }] }, both)).toEqual([]);
+  const retired = { certificate: good.cert, privateKey: good.key, retiredReceiverKeys: [{ certificate: odd.cert, privateKey: odd.key, retiredAt: new Date().toISOString() }] };
+  const stored = sealer.seal({ id: 'cred-as2', type: 'as2ReceiverAuth', data: retired });
+  expect(as2PutProblems(doc({ certificate: odd.cert, privateKey: odd.key }), stored, sealer)).toEqual([]);
+  // A new one beside them still is refused; so is every one when the stored credential cannot be opened.
+  expect(put({ certificate: odd.cert, privateKey: odd.key, receiverKeys: [{ certificate: cut.cert, privateKey: cut.key }] }, { certificate: odd.cert, privateKey: odd.key })).toEqual([unreadable]);
+  expect(as2PutProblems(doc({ certificate: odd.cert, privateKey: odd.key }), stored, createCredentialSealer('o'.repeat(43)))).toEqual([trailing('data.certificate')]);
   // Put-time only: a credential stored before this check parses as it did (and opens, certificates.ts).
   expect(parseCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data: { certificate: odd.cert, privateKey: odd.key } }).type).toBe('as2ReceiverAuth');
 });

@@ -611,6 +611,17 @@ describe('credential and signature headers: only HTTP white space (space, tab) a
         expect(['user:p~~~', 'user:p~~~x']).toContain(Buffer.from(lenient, 'base64').toString());
       }
     });
+
+    test('the credentials are read as UTF-8 (RFC 7617): bytes that are not UTF-8 are authorization-wrong, never U+FFFD matching a stored one', async () => {
+      const basic = (bytes: Buffer) => `Basic ${bytes.toString('base64')}`;
+      expect(await check(basic(Buffer.from('user:pä€')), 'pä€')).toBe('ok');
+      // Each of these decodes to 'user:p\uFFFD' when read leniently: one stored password would match them all.
+      for (const bad of [[0xff], [0xc3], [0xe2, 0x82], [0xed, 0xa0, 0x80], [0xc0, 0xaf]]) {
+        const bytes = Buffer.concat([Buffer.from('user:p'), Buffer.from(bad)]);
+        expect(bytes.toString('utf8')).toMatch(/^user:p\uFFFD+$/);
+        expect([bad, await check(basic(bytes), 'p\uFFFD')]).toEqual([bad, 'authorization-wrong']);
+      }
+    });
   });
 
   test('HMAC: a signature header and Stripe\'s keys are trimmed of spaces and tabs only', () => {

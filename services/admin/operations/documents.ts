@@ -1,7 +1,8 @@
 import type { CertificateFact } from '../../platform/registry/certificate-facts';
 import { credentialCertificates, holdsCertificates, retiredCertificates } from '../../platform/registry/certificate-facts';
+import { X509Certificate } from 'node:crypto';
 import type { CredentialSealer } from '../../platform/registry/credential-crypto';
-import { keepRemovedAsRetired } from '../../platform/registry/as2-retired-keys';
+import { currentReceiverKeys, keepRemovedAsRetired } from '../../platform/registry/as2-retired-keys';
 import type { As2CredentialData } from '../../platform/registry/as2-credential';
 import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument, type CredentialDocument, type StoredCredential, type WorkflowDocument } from '../../platform/registry/documents';
 import type { Registry } from '../../platform/registry/registry';
@@ -21,13 +22,33 @@ export function checkWorkflowDocument(input: unknown, catalog: Pick<TriggerCatal
   return doc;
 }
 
-/** A credential document as `credentials put` accepts it at time `at`: its shape, then what would make it useless from the start. */
+/**
+ * A credential document as `credentials put` accepts it at time `at`: its shape, then what would make it useless
+ * from the start. What depends on the stored credential (an AS2 certificate's key identifier) putCredential checks.
+ */
 export function checkCredentialDocument(input: unknown, at: number): CredentialDocument {
   const doc = parseCredentialDocument(input);
-  // What CMS reads of an AS2 certificate (its key identifier) is the AS2 trigger's to judge, not the registry's.
-  const problems = [...credentialPutProblems(doc, at), ...(doc.type === 'as2ReceiverAuth' ? as2CertificateProblems(doc.data as As2CredentialData) : [])];
+  const problems = credentialPutProblems(doc, at);
   if (problems.length) throw new DocumentError(problems);
   return doc;
+}
+
+/**
+ * What an AS2 credential put refuses in its certificates (as2CertificateProblems: what CMS reads of them is the AS2
+ * trigger's to judge, not the registry's), given `before`: a receiver certificate it already held, current or
+ * retired, is not new in this put and is not refused again. `before` that cannot be opened exempts nothing.
+ */
+export function as2PutProblems(doc: CredentialDocument, before: StoredCredential | null, sealer: CredentialSealer): string[] {
+  if (doc.type !== 'as2ReceiverAuth') return [];
+  const stored = new Set<string>();
+  if (before?.type === 'as2ReceiverAuth') {
+    let data: As2CredentialData | null = null;
+    try { data = sealer.open(before).data as As2CredentialData; } catch { /* credentialToStore says so, unless --forget-retired */ }
+    for (const pair of data ? [...currentReceiverKeys(data), ...(data.retiredReceiverKeys ?? [])] : []) {
+      try { stored.add(new X509Certificate(pair.certificate).fingerprint256); } catch { /* unreadable: matches nothing */ }
+    }
+  }
+  return as2CertificateProblems(doc.data as As2CredentialData, stored);
 }
 
 /**
@@ -45,15 +66,16 @@ export function credentialToStore(doc: CredentialDocument, before: StoredCredent
   return { doc: { ...doc, data: keepRemovedAsRetired(stored.data as As2CredentialData, doc.data as As2CredentialData, new Date(at)) } };
 }
 
-/** What a credential put came to: stored (over an earlier one or not), or a conflict that refused it. */
-export type CredentialPut = { stored: StoredCredential; existed: boolean } | { conflict: string };
+/** What a credential put came to: stored (over an earlier one or not), a conflict that refused it, or problems of the document given what is stored (as2PutProblems). */
+export type CredentialPut = { stored: StoredCredential; existed: boolean } | { conflict: string } | { problems: string[] };
 
 /** How many times a put reads, merges and writes again when another write came between its read and its write. */
 const PUT_ATTEMPTS = 5;
 
 /**
  * Store a checked credential as `credentials put` does, through the CLI or the API: refused while workflows name
- * it under another type (retypeProblem); an AS2 credential keeps what the put removes (credentialToStore). The
+ * it under another type (retypeProblem); an AS2 certificate of ours new in this put is checked (as2PutProblems);
+ * an AS2 credential keeps what the put removes (credentialToStore). The
  * read, the merge and the write are one compare-and-set (`putIf`), done again when another write came between,
  * so that two puts of one credential at once each keep what the other retired. `precondition` may refuse the
  * stored version each time (the API's If-Match) by throwing.
@@ -64,6 +86,8 @@ export async function putCredential(registry: Registry, doc: CredentialDocument,
     precondition(before);
     const retyped = before && retypeProblem(await registry.workflows.list(), doc.id, before.type, doc.type);
     if (retyped) return { conflict: retyped };
+    const problems = as2PutProblems(doc, before, sealer);
+    if (problems.length) return { problems };
     const kept = credentialToStore(doc, before, sealer, forgetRetired, at);
     if ('problem' in kept) return { conflict: kept.problem };
     const stored = sealer.seal(kept.doc);

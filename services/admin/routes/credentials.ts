@@ -54,6 +54,7 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
     if (forgetRetired !== null && forgetRetired !== 'true' && forgetRetired !== 'false') throw new AdminError('invalid-request', 'forgetRetired takes true or false');
     const put = await putCredential(deps.registry, doc, sealer(), forgetRetired === 'true', now(), (before) => checkPreconditions(req, before, `Credential ${doc.id}`));
     if ('conflict' in put) throw new AdminError('conflict', put.conflict);
+    if ('problems' in put) throw new AdminError('invalid-document', 'The credential document is not valid', put.problems);
     res.status(put.existed ? 200 : 201).set('ETag', etagOf(put.stored)).json(credentialMetadata(put.stored, deps.sealer, now()));
   });
 

@@ -114,6 +114,7 @@ export async function credentialsCommand(args: ParsedArgs, ctx: CommandContext):
       const sealer = ctx.sealer();
       const put = await putCredential(registry, doc, sealer, forgetRetired, now);
       if ('conflict' in put) throw new DocumentError([put.conflict]);
+      if ('problems' in put) throw new DocumentError(put.problems);
       ctx.out(JSON.stringify({ id: doc.id, type: doc.type }));
       return 0;
     });

@@ -18,6 +18,12 @@ export interface CertificateFacts {
   subjectKeyId: Buffer | null;
   /** Bytes after the key identifier inside its extension, read past (certificateFacts): 0 but in a misissued certificate. */
   subjectKeyIdTrailingBytes: number;
+  /**
+   * Why the subjectKeyIdentifier extension's value cannot be read (a cut one, `DER:04:05:AB:CD`, which OpenSSL
+   * issues and Node reads), null when it can or there is none: `subjectKeyId` is then null, and issuer + serial
+   * still identify the certificate.
+   */
+  subjectKeyIdUnreadable: string | null;
   fingerprint: string;
 }
 
@@ -43,8 +49,9 @@ export interface As2Identity extends ReceiverKey {
   /** Where asynchronous MDNs may go (the credential's `asyncMdnUrls`, checked at `credentials put`). */
   asyncMdnUrls: UrlPrefix[];
   /**
-   * What is wrong but read past in the credential's certificates (a key identifier with bytes after it): empty
-   * but for a credential stored before `credentials put` refused it. The receiver logs them once per credential.
+   * What is wrong but read past in the credential's certificates (a key identifier with bytes after it, or one that
+   * cannot be read; for the decoder, a retired key or certificate that cannot be read, skipped): empty but for a
+   * credential stored before `credentials put` refused it. The receiver and the decoder log them once per credential.
    */
   warnings: string[];
 }
@@ -66,6 +73,7 @@ function factsOf(cert: X509Certificate): CertificateFacts {
   const at = tbs.children[0]?.cls === 2 ? 1 : 0; // [0] version is optional
   let subjectKeyId: Buffer | null = null;
   let subjectKeyIdTrailingBytes = 0;
+  let subjectKeyIdUnreadable: string | null = null;
   const extensions = tbs.children.find((n) => n.cls === 2 && n.tag === 3)?.children[0];
   for (const ext of extensions?.children ?? []) {
     if (oidOf(ext.children[0]) !== SKI_OID) continue;
@@ -73,27 +81,45 @@ function factsOf(cert: X509Certificate): CertificateFacts {
     // and a partner's `openssl cms -keyid`) reads it, bytes after it ignored: a CMS message names this certificate
     // by that id. Refused at `credentials put` (as2CertificateProblems); one stored before still opens messages.
     const value = octets(ext.children[ext.children.length - 1]);
-    const identifier = parseLeadingDer(value);
+    let identifier: Node;
+    try { identifier = parseLeadingDer(value); } catch (error) {
+      // A key id no reader agrees on names nothing: the certificate is still named by issuer + serial, so the
+      // credential keeps working rather than failing every message.
+      if (!(error instanceof DerFault)) throw error;
+      subjectKeyIdUnreadable = error.detail;
+      continue;
+    }
     subjectKeyId = contentOf(identifier);
     subjectKeyIdTrailingBytes = value.length - identifier.outerEnd;
   }
   return {
     cert, issuer: rawOf(child(tbs, at + 2, 'issuer')), serial: contentOf(child(tbs, at, 'serial')),
-    subjectKeyId, subjectKeyIdTrailingBytes, fingerprint: cert.fingerprint256,
+    subjectKeyId, subjectKeyIdTrailingBytes, subjectKeyIdUnreadable, fingerprint: cert.fingerprint256,
   };
 }
 
-const trailingWarning = (role: string, facts: CertificateFacts) =>
-  `${role} certificate ${facts.fingerprint}: its subjectKeyIdentifier extension has ${facts.subjectKeyIdTrailingBytes} bytes after the key identifier, ignored (as OpenSSL ignores them); have the certificate issued again without them`;
+/** What is wrong but read past in a certificate's key identifier, for As2Identity.warnings; null when nothing is. */
+function keyIdWarning(role: string, facts: CertificateFacts): string | null {
+  if (facts.subjectKeyIdUnreadable !== null) {
+    return `${role} certificate ${facts.fingerprint}: its subjectKeyIdentifier extension cannot be read (${facts.subjectKeyIdUnreadable}), so it has no key id: a message naming it by issuer and serial number opens, one naming it by key id does not; have the certificate issued again with a well-formed one`;
+  }
+  if (facts.subjectKeyIdTrailingBytes > 0) {
+    return `${role} certificate ${facts.fingerprint}: its subjectKeyIdentifier extension has ${facts.subjectKeyIdTrailingBytes} bytes after the key identifier, ignored (as OpenSSL ignores them); have the certificate issued again without them`;
+  }
+  return null;
+}
 
 /**
  * What `credentials put` refuses in an AS2 credential's certificates besides their keys and dates (as2-credential.ts):
- * one whose DER CMS cannot read a recipient or signer id from, and one whose subjectKeyIdentifier extension holds
- * bytes after the key identifier. X.690 gives a value one encoding; readers differ on such a certificate's key id
- * (a strict one refuses it), and CMS names a recipient or signer by it. Put-time only: one stored before is read
- * past its trailing bytes, with a warning (As2Identity.warnings).
+ * one whose DER CMS cannot read a recipient or signer id from, and one of ours whose subjectKeyIdentifier extension
+ * holds bytes after the key identifier or cannot be read. X.690 gives a value one encoding; readers differ on such a
+ * certificate's key id (a strict one refuses it), and CMS names a recipient or signer by it. Only a certificate new
+ * in this put: one of ours whose fingerprint is in `stored` (the stored credential's receiver certificates, current
+ * or retired) was taken before and is read past it, with a warning (As2Identity.warnings), so that putting the
+ * credential again (a rotation, a forgotten key put back) is not refused for what the put does not change. A
+ * partner's is always read so: it cannot be issued again by whoever stores it.
  */
-export function as2CertificateProblems(data: As2CredentialData): string[] {
+export function as2CertificateProblems(data: As2CredentialData, stored: ReadonlySet<string> = new Set()): string[] {
   const problems: string[] = [];
   for (const [field, pem] of as2CertificateFields(data)) {
     let cert: X509Certificate;
@@ -103,9 +129,10 @@ export function as2CertificateProblems(data: As2CredentialData): string[] {
       problems.push(`${field}: ${(error as Error).message}`);
       continue;
     }
-    // Ours only: a partner's certificate cannot be issued again by whoever stores it, and it is read as OpenSSL
-    // reads it (the first element), with a warning, as a stored one is.
-    if (facts.subjectKeyIdTrailingBytes > 0 && !field.startsWith('data.partnerCertificate')) {
+    if (field.startsWith('data.partnerCertificate') || stored.has(facts.fingerprint)) continue;
+    if (facts.subjectKeyIdUnreadable !== null) {
+      problems.push(`${field} has a subjectKeyIdentifier extension whose value cannot be read (${facts.subjectKeyIdUnreadable}; readers differ on its key id, by which CMS names a recipient or signer): have the certificate issued again with a well-formed one`);
+    } else if (facts.subjectKeyIdTrailingBytes > 0) {
       problems.push(`${field} has ${facts.subjectKeyIdTrailingBytes} bytes after the key identifier in its subjectKeyIdentifier extension (X.690 allows none; readers differ on its key id, by which CMS names a recipient or signer): have the certificate issued again with a well-formed one`);
     }
   }
@@ -155,17 +182,32 @@ export function openingIdentityOf(data: As2CredentialData): As2Identity {
 }
 
 function identityFrom(current: As2ReceiverKeyData[], retired: As2ReceiverKeyData[], currentPartners: string[], retiredPartners: string[], data: As2CredentialData): As2Identity {
-  const receivers = [...current, ...retired].map((pair) => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') }));
   if (current.length === 0) throw new Error('the AS2 credential holds no receiver key');
-  const partners = [...currentPartners, ...retiredPartners].map((pem) => certificateFacts(new X509Certificate(pem)));
-  const warnings = [
-    ...receivers.filter((r) => r.receiver.subjectKeyIdTrailingBytes > 0).map((r) => trailingWarning('receiver', r.receiver)),
-    ...partners.filter((p) => p.subjectKeyIdTrailingBytes > 0).map((p) => trailingWarning('partner', p)),
-  ];
+  const warnings: string[] = [];
+  const receiverOf = (pair: As2ReceiverKeyData): ReceiverKey => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') });
+  // A current one that cannot be read fails the credential (the receiver must not answer with part of it); a
+  // retired one is skipped: it only opens records accepted before, and failing on it would fail every record.
+  const receivers = [...current.map(receiverOf), ...readable(retired, receiverOf, 'retired receiver key', warnings)];
+  const partnerOf = (pem: string) => certificateFacts(new X509Certificate(pem));
+  const partners = [...currentPartners.map(partnerOf), ...readable(retiredPartners, partnerOf, 'retired partner certificate', warnings)];
+  warnings.push(
+    ...receivers.map((r) => keyIdWarning('receiver', r.receiver)).filter((w) => w !== null),
+    ...partners.map((p) => keyIdWarning('partner', p)).filter((w) => w !== null),
+  );
   return {
     ...receivers[0], receivers, currentReceivers: current.length,
     partners, pinned: currentPartners.length > 0,
     asyncMdnUrls: (data.asyncMdnUrls ?? []).map(parsePrefix),
     warnings,
   };
+}
+
+/** Each of `items` that `read` reads; one it cannot is left out with a warning that names its place (its error quotes no secret). */
+function readable<T, R>(items: T[], read: (item: T) => R, what: string, warnings: string[]): R[] {
+  return items.flatMap((item, index) => {
+    try { return [read(item)]; } catch (error) {
+      warnings.push(`${what} ${index} cannot be read and is skipped (${(error as Error).message}); records that need it no longer open`);
+      return [];
+    }
+  });
 }

@@ -3,6 +3,7 @@ import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
 import { sanitizeFilename, stagedMediaType, stagingFolder, uniqueNamer } from '../staged-files';
 import { isRepeat } from '../first-request';
+import { firstSighting } from '../first-sighting';
 import { openingIdentityOf } from './certificates';
 import { keepRecordedEvidence, messageFolder } from './evidence';
 import { As2Fault } from './faults';
@@ -18,6 +19,9 @@ import { hasMultipleAttachments, unwrapMessage } from './unwrap';
  * records already accepted; and without the pin or the MD5 refusal, which the receiver applied when it accepted it. A message that no longer opens (its key was dropped with `--forget-retired`) is a
  * permanent fault: it is dead-lettered and can be replayed once the old key is put back.
  */
+/** A credential whose certificates the decoder reads past a fault (As2Identity.warnings), by id and what: warned once, again when that changes. */
+const warnedFirstSeen = firstSighting();
+
 export interface As2DecodeLimits {
   maxInflatedBytes: number;
   maxMessageBytes: number;
@@ -42,6 +46,10 @@ async function openAndStage(received: Received, credentialId: string | null, lim
   // A credential that cannot be read now is retried (and dead-lettered after the bounded retries).
   const credential = await services.credential(credentialId);
   if (!credential || credential.type !== 'as2ReceiverAuth') throw new IngressError('credential-unavailable', `AS2 credential ${credentialId} is missing or not an as2ReceiverAuth credential`);
+  const identity = openingIdentityOf(credential.data);
+  if (identity.warnings.length > 0 && warnedFirstSeen.changed(identity.warnings.join('\n'), credentialId)) {
+    services.logger.warn('AS2 credential certificate is malformed or unreadable; read past it', { workflowId: received.workflowId, credentialId, warnings: identity.warnings });
+  }
   const raw = await services.readBody(received, limits.maxMessageBytes);
   let attachments;
   try {
@@ -51,7 +59,7 @@ async function openAndStage(received: Received, credentialId: string | null, lim
       // then. A pin added since, or MD5 turned off, must not strand what was accepted before (a backlog, a replay):
       // the message is opened without a pin (its signature still verified, with the certificate it carries, or
       // a partner certificate valid at receipt) and with MD5 allowed, only to take its payload out again.
-      identity: { ...openingIdentityOf(credential.data), pinned: false }, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: true,
+      identity: { ...identity, pinned: false }, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: true,
       multipleAttachments: hasMultipleAttachments(received.headers),
       // Certificates are judged at the time of receipt, as the receiver judged them: a replay after a partner certificate expired still opens.
       receivedAt: received.receivedAt,
