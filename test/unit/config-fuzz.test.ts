@@ -160,8 +160,7 @@ function check(env: Record<string, string>): string[] {
   } catch (error) {
     if (!(error instanceof ConfigError)) return [`threw ${(error as Error)?.name}: ${(error as Error)?.message}`];
     const wrong: string[] = [];
-    // Names present but empty count: an unknown EXECUTION_QUEUE_* is refused by its name alone.
-    const set = Object.keys(env);
+    const set = Object.keys(env).filter((name) => env[name].trim() !== '');
     if (error.problems.length === 0) wrong.push('a ConfigError with no problem in it');
     for (const problem of error.problems) {
       if (!set.some((name) => problem.includes(name))) wrong.push(`names no variable that is set: ${problem}`);

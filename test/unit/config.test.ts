@@ -83,6 +83,7 @@ test.each([
   [{ JOURNAL_TRACE_URL: 'https://user:pw@jaeger/trace?t=1' }, /^JOURNAL_TRACE_URL="https:\/\/…@jaeger\/trace…": an http/],
   [{ LOG_LEVEL: 'loud' }, /^LOG_LEVEL="loud": one of/],
   [{ EXECUTION_QUEUE_FAX: 'x' }, /^EXECUTION_QUEUE_FAX: unknown trigger kind/],
+  [{ EXECUTION_QUEUE_FAX: 'x', EXECUTION_QUEUE_TELEX: ' ' }, /^EXECUTION_QUEUE_FAX: unknown trigger kind[^\n]*$/],
   [{ EXECUTION_QUEUE_AS2: 'bad topic!' }, /^EXECUTION_QUEUE_AS2="bad topic!": a Kafka topic name/],
   // Kafka refuses these names at topic creation; found by config-fuzz.test.ts.
   [{ EXECUTION_QUEUE_AS2: '..' }, /^EXECUTION_QUEUE_AS2="..": a Kafka topic name .*not "." or ".."/],

@@ -364,7 +364,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     else if (others.length > 0) problems.push(`${name}=${JSON.stringify(get(name))}: collides with the execution queue ${others[0]} (Kafka refuses names that differ only by "." and "_")`);
   }
   for (const name of Object.keys(env)) {
-    if (name.startsWith('EXECUTION_QUEUE_') && !TRIGGER_KINDS.includes(name.slice(16).toLowerCase() as TriggerKindName)) {
+    // Empty counts as unset here too (as for every variable).
+    if (name.startsWith('EXECUTION_QUEUE_') && get(name) !== undefined && !TRIGGER_KINDS.includes(name.slice(16).toLowerCase() as TriggerKindName)) {
       problems.push(`${name}: unknown trigger kind; use one of ${TRIGGER_KINDS.map((k) => `EXECUTION_QUEUE_${k.toUpperCase()}`).join(', ')}`);
     }
   }
