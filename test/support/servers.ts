@@ -20,6 +20,7 @@ import * as net from 'net';
 import * as os from 'os';
 import * as path from 'path';
 import forge from 'node-forge';
+import { getFreePort } from './free-port';
 import type { CosmosClientOptions } from '@azure/cosmos';
 import { Kafka, logLevel } from 'kafkajs';
 
@@ -110,27 +111,8 @@ export interface KafkaClusterHandle {
 // ---------------------------------------------------------------------------------------------
 // small helpers
 
-const handedOutPorts = new Set<number>();
-
-/** A free TCP port on 127.0.0.1: bind :0, read the port, close. Never the same port twice per process. */
-export async function getFreePort(host = HOST): Promise<number> {
-  for (let i = 0; i < 50; i++) {
-    const port = await new Promise<number>((resolve, reject) => {
-      const srv = net.createServer();
-      srv.unref();
-      srv.on('error', reject);
-      srv.listen({ host, port: 0, exclusive: true }, () => {
-        const { port: p } = srv.address() as net.AddressInfo;
-        srv.close(() => resolve(p));
-      });
-    });
-    if (!handedOutPorts.has(port)) {
-      handedOutPorts.add(port);
-      return port;
-    }
-  }
-  throw new Error('could not find a free TCP port');
-}
+// A free port on loopback, below the ephemeral range (free-port.ts says why).
+export { getFreePort };
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
