@@ -6,7 +6,7 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { startTestApp, type TestApp } from '../support/app';
 import { caseSeed, fuzzSettings, prng, type Rng } from '../support/prng';
-import { FULL_WEBHOOK_NODE } from '../support/fuzz-documents';
+import { FULL_WEBHOOK_NODE, mutateDocument } from '../support/fuzz-documents';
 
 /**
  * Seeded random requests over loopback, as raw bytes (so headers can be duplicated, non-ASCII or huge), against
@@ -155,25 +155,8 @@ const DOCUMENTS: unknown[] = [
 ];
 const ODD_VALUES: unknown[] = [null, true, false, 0, -1, 1.5, 1e308, -1e308, 2 ** 53 + 1, '', ' ', 'x'.repeat(5000), 'é', '\u0000', '\ud800', [], {}, [null], { '': 1 }, 'webhook', 'noop', '__proto__'];
 
-function mutateJson(rng: Rng, value: unknown, depth = 0): unknown {
-  if (depth > 8 || rng.chance(0.2)) return rng.chance(0.6) ? value : rng.pick(ODD_VALUES);
-  if (Array.isArray(value)) {
-    const out = value.map((v) => (rng.chance(0.5) ? mutateJson(rng, v, depth + 1) : v));
-    if (rng.chance(0.2)) out.push(rng.pick(ODD_VALUES));
-    if (rng.chance(0.1)) out.push(...out);
-    return out;
-  }
-  if (value && typeof value === 'object') {
-    const out: Record<string, unknown> = { ...(value as Record<string, unknown>) };
-    for (const key of Object.keys(out)) {
-      if (rng.chance(0.15)) delete out[key];
-      else if (rng.chance(0.4)) out[key] = mutateJson(rng, out[key], depth + 1);
-    }
-    if (rng.chance(0.2)) out[rng.pick(['extra', '__proto__', 'constructor', 'id', 'type', 'nodes', 'data', 'é', ''])] = rng.pick(ODD_VALUES);
-    return out;
-  }
-  return rng.pick(ODD_VALUES);
-}
+const ODD_KEYS = ['extra', '__proto__', 'constructor', 'id', 'type', 'nodes', 'data', 'é', ''];
+const mutateJson = (rng: Rng, value: unknown) => mutateDocument(rng, value, ODD_VALUES, ODD_KEYS);
 
 function adminBody(rng: Rng): Buffer | null {
   switch (rng.int(0, 9)) {

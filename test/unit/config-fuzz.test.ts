@@ -6,7 +6,7 @@ import { admissionOptions } from '../../services/triggers/webhook/admission-opti
 import { webhookIdempotency } from '../../services/triggers/webhook/idempotency';
 import { webhookParameters } from '../../services/triggers/webhook/parameters';
 import { caseSeed, fuzzSettings, prng, type Rng } from '../support/prng';
-import { FULL_WEBHOOK_NODE } from '../support/fuzz-documents';
+import { FULL_WEBHOOK_NODE, mutateDocument } from '../support/fuzz-documents';
 
 /**
  * Seeded random environments through loadConfig (docs/configuration.md): each either gives a configuration whose
@@ -220,24 +220,8 @@ const CREDENTIALS = [
 ];
 const ODD_JSON: unknown[] = [null, true, false, 0, -1, 0.5, 1e308, -1e308, 2 ** 53 + 1, NaN, '', ' ', 'x'.repeat(3000), 'é', '\u0000', '\ud800', [], {}, [null], { '': 1 }, 'none', '0.0.0.0/0', '::/0', '10.0.0.0/33', '1.2.3.4/-1', 'fe80::1%eth0', '__proto__', 'constructor'];
 
-function mutateDocument(rng: Rng, value: unknown, depth = 0): unknown {
-  if (depth > 8 || rng.chance(0.15)) return rng.chance(0.6) ? value : rng.pick(ODD_JSON);
-  if (Array.isArray(value)) {
-    const out = value.map((v) => (rng.chance(0.5) ? mutateDocument(rng, v, depth + 1) : v));
-    if (rng.chance(0.15)) out.push(rng.pick(ODD_JSON));
-    return out;
-  }
-  if (value && typeof value === 'object') {
-    const out: Record<string, unknown> = { ...(value as Record<string, unknown>) };
-    for (const key of Object.keys(out)) {
-      if (rng.chance(0.1)) delete out[key];
-      else if (rng.chance(0.35)) out[key] = mutateDocument(rng, out[key], depth + 1);
-    }
-    if (rng.chance(0.15)) out[rng.pick(['extra', 'constructor', 'toString', 'id', 'type', 'nodes', 'data', 'options', 'secrets', ''])] = rng.pick(ODD_JSON);
-    return out;
-  }
-  return rng.pick(ODD_JSON);
-}
+const ODD_KEYS = ['extra', 'constructor', 'toString', 'id', 'type', 'nodes', 'data', 'options', 'secrets', ''];
+const mutated = (rng: Rng, value: unknown) => mutateDocument(rng, value, ODD_JSON, ODD_KEYS);
 
 test(`documents put: a workflow or credential is accepted or refused with a DocumentError, and an accepted webhook node reads at request time (FUZZ_SEED=${SEED}, ${CASES} cases)`, () => {
   const catalog = triggerCatalog(loadConfig({}));
@@ -248,7 +232,7 @@ test(`documents put: a workflow or credential is accepted or refused with a Docu
     const rng = prng(caseSeed(SEED ^ 0x5eed, n));
     const workflow = rng.chance(0.6);
     // Through JSON, as a PUT's body arrives: no undefined, NaN as null.
-    const input = JSON.parse(JSON.stringify(mutateDocument(rng, rng.pick<unknown>(workflow ? WORKFLOWS : CREDENTIALS))) ?? 'null');
+    const input = JSON.parse(JSON.stringify(mutated(rng, rng.pick<unknown>(workflow ? WORKFLOWS : CREDENTIALS))) ?? 'null');
     const wrong: string[] = [];
     try {
       if (workflow) {
