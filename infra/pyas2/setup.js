@@ -1,14 +1,15 @@
 #!/usr/bin/env node
 'use strict';
 /**
- * Makes sure infra/pyas2/.venv holds pyas2lib (the independent AS2 partner the interoperability tests use).
+ * Makes sure infra/pyas2/.venv holds pyas2lib (the independent AS2 partner the interoperability tests use) and
+ * requests (a partner's Python HTTP client, for the Basic Auth test).
  *
  *   node infra/pyas2/setup.js        (run by `npm test` through the pretest script)
  *
  * - Fast no-op when .venv exists, was built from the current requirements.txt (a hash in
- *   .venv/.requirements.sha256) and `import pyas2lib` works.
+ *   .venv/.requirements.sha256) and `import pyas2lib, requests` works.
  * - Otherwise: `python3 -m venv`, `pip install -r requirements.txt`, the oscrypto fix below, then
- *   `import pyas2lib`; the hash is written last, so an interrupted setup is redone next time.
+ *   the import; the hash is written last, so an interrupted setup is redone next time.
  * - On failure prints one line saying what is missing and exits 1: the suite must not run without it.
  *
  * The oscrypto fix: oscrypto 1.3.0 (the latest on PyPI) finds the OpenSSL version with the regex
@@ -64,7 +65,7 @@ function patchOscrypto() {
 }
 
 function works() {
-  return spawnSync(PYTHON, ['-c', 'import pyas2lib.as2'], { stdio: 'ignore' }).status === 0;
+  return spawnSync(PYTHON, ['-c', 'import pyas2lib.as2, requests'], { stdio: 'ignore' }).status === 0;
 }
 
 function ensureVenv() {
@@ -78,8 +79,8 @@ function ensureVenv() {
   run(PYTHON, ['-m', 'pip', 'install', '--quiet', '--disable-pip-version-check', '-r', REQUIREMENTS], 'pip install -r infra/pyas2/requirements.txt');
   patchOscrypto();
   if (!works()) {
-    const r = spawnSync(PYTHON, ['-c', 'import pyas2lib.as2'], { encoding: 'utf8' });
-    throw new SetupError(`import pyas2lib failed after install: ${(r.stderr || '').trim().split('\n').pop()}`);
+    const r = spawnSync(PYTHON, ['-c', 'import pyas2lib.as2, requests'], { encoding: 'utf8' });
+    throw new SetupError(`import pyas2lib, requests failed after install: ${(r.stderr || '').trim().split('\n').pop()}`);
   }
   fs.writeFileSync(STAMP, `${want}\n`);
   return PYTHON;

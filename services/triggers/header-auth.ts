@@ -63,9 +63,7 @@ export async function checkHeaderAuth(request: InboundRequest, node: WorkflowNod
     const token = basicToken(header);
     // Another form is a wrong credential, answered as one: its form is the caller's, so it tells nothing of the secret.
     if (token === null) return { ok: false, code: 'authorization-wrong' };
-    const decoded = utf8(Buffer.from(token, 'base64'));
-    // Not UTF-8 (RFC 7617's charset): replaced by U+FFFD, many byte strings would be one stored password holding it.
-    if (decoded === null) return { ok: false, code: 'authorization-wrong' };
+    const decoded = basicCredentials(Buffer.from(token, 'base64'));
     const colon = decoded.indexOf(':');
     const user = colon >= 0 ? decoded.slice(0, colon) : decoded;
     const password = colon >= 0 ? decoded.slice(colon + 1) : '';
@@ -102,9 +100,14 @@ function basicToken(header: string): string | null {
 
 const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
 
-/** The bytes as UTF-8 text; null when they are not UTF-8. */
-function utf8(bytes: Buffer): string | null {
-  try { return strictUtf8.decode(bytes); } catch { return null; }
+/**
+ * `user:password` as text: UTF-8 (RFC 7617's `charset="UTF-8"`), and bytes that are not UTF-8 as ISO-8859-1, which
+ * is what Python's requests and other older clients send for a non-ASCII password (RFC 7617 leaves the default
+ * charset open). Each byte is one character in ISO-8859-1, so no two byte strings become one text, as they would
+ * with U+FFFD; and a text read so could also be sent as UTF-8, so the fallback lets no other credential in.
+ */
+function basicCredentials(bytes: Buffer): string {
+  try { return strictUtf8.decode(bytes); } catch { return bytes.toString('latin1'); }
 }
 
 /** Triggers whose bodies are compressed inside (SOAP Messages) or always small take no Content-Encoding. */

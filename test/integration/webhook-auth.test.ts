@@ -1,5 +1,7 @@
 import { createHmac, generateKeyPairSync, randomBytes, sign as edSign } from 'node:crypto';
+import { execFile } from 'node:child_process';
 import { request as httpRequest, type ClientRequest } from 'node:http';
+import { promisify } from 'node:util';
 import { gzipSync } from 'node:zlib';
 import { SignJWT } from 'jose';
 import { Webhook } from 'standardwebhooks';
@@ -9,6 +11,7 @@ import { createCredentialSealer } from '../../services/platform/registry/credent
 import { collectUntilQuiet } from '../support/log-reads';
 import { startTestApp, type TestApp } from '../support/app';
 import { executionsOf } from '../support/executions';
+import { ensurePyas2, PYAS2_PYTHON } from '../support/pyas2';
 
 /**
  * Standard Webhooks, HMAC presets and JWT bearer tokens over real HTTP, through the whole pipeline on the
@@ -39,6 +42,7 @@ beforeAll(async () => {
   await cred('cred-stripe', 'hmac', { preset: 'stripe', secrets: [stripeSecret] });
   await cred('cred-shopify', 'hmac', { preset: 'shopify', secrets: [shopifySecret] });
   await cred('cred-slack', 'hmac', { preset: 'slack', secrets: [slackSecret] });
+  await registry.credentials.put(sealer.seal({ id: 'cred-basic', type: 'basicAuth', data: { user: 'partner', password: 'pässwörd' } } as never));
   await cred('cred-jwt', 'jwt', { keys: [rsa.publicKey.export({ type: 'spki', format: 'pem' })], algorithms: ['RS256'], issuer: 'https://idp.example', audience: 'ingress' });
   const hook = (id: string, authentication: string, credentials?: Record<string, string>) =>
     registry.workflows.put({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication }, credentials }] });
@@ -48,6 +52,7 @@ beforeAll(async () => {
   await hook('wf-shopify', 'hmac', { hmac: 'cred-shopify' });
   await hook('wf-slack', 'hmac', { hmac: 'cred-slack' });
   await hook('wf-jwt', 'jwt', { jwt: 'cred-jwt' });
+  await hook('wf-basic', 'basicAuth', { basicAuth: 'cred-basic' });
   await hook('wf-hmac-dangling', 'hmac', { hmac: 'cred-never-stored' });
   await hook('wf-sw-wrong-type', 'standardWebhooks', { standardWebhooks: 'cred-github' });
 }, 120_000);
@@ -68,6 +73,28 @@ async function receivedFor(requestId: string | null): Promise<Received> {
 const receivedCount = async () => (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length;
 /** The request's one execution's output. */
 const outputOf = async (res: Response) => { expect(res.status).toBe(200); return (await executionsOf(app, res.headers.get('x-request-id'), 1))[0].input.Hook; };
+
+describe('Basic Auth from Python requests', () => {
+  // requests encodes a str user and password as ISO-8859-1 (its _basic_auth_str), not UTF-8.
+  const send = async (password: string) => {
+    const script = 'import json, sys, requests\n'
+      + 'a = json.loads(sys.argv[2])\n'
+      + 'r = requests.post(sys.argv[1], auth=(a[0], a[1]), json={"from": "requests"}, timeout=30)\n'
+      + 'print(json.dumps([r.status_code, r.headers.get("x-request-id")]))\n';
+    // The password travels as JSON escapes, so no locale decides how the argument is read.
+    const args = JSON.stringify(['partner', password]).replace(/[\u0080-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, '0')}`);
+    const { stdout } = await promisify(execFile)(PYAS2_PYTHON, ['-c', script, `${app.baseUrl}/hook/wf-basic`, args], { timeout: 60_000 });
+    return JSON.parse(stdout) as [number, string | null];
+  };
+  beforeAll(ensurePyas2, 300_000);
+
+  test('a non-ASCII password sent as ISO-8859-1 is accepted, and a wrong one is refused', async () => {
+    const [status, requestId] = await send('pässwörd');
+    expect(status).toBe(200);
+    expect((await executionsOf(app, requestId, 1))[0].input.Hook).toMatchObject({ from: 'requests' });
+    expect((await send('passwörd'))[0]).toBe(403);
+  }, 120_000);
+});
 
 describe('Standard Webhooks, signed by the official npm library', () => {
   const signed = (body: string, { secret = swSecret, id = `msg_${randomBytes(6).toString('hex')}`, at = new Date() } = {}) =>

@@ -612,15 +612,22 @@ describe('credential and signature headers: only HTTP white space (space, tab) a
       }
     });
 
-    test('the credentials are read as UTF-8 (RFC 7617): bytes that are not UTF-8 are authorization-wrong, never U+FFFD matching a stored one', async () => {
+    test('the credentials are read as UTF-8 (RFC 7617), else as ISO-8859-1 (Python requests), never with U+FFFD matching a stored one', async () => {
       const basic = (bytes: Buffer) => `Basic ${bytes.toString('base64')}`;
       expect(await check(basic(Buffer.from('user:pä€')), 'pä€')).toBe('ok');
+      // requests' _basic_auth_str encodes a str password as latin1.
+      expect(await check(basic(Buffer.from('user:pä', 'latin1')), 'pä')).toBe('ok');
+      expect(await check(basic(Buffer.from('user:pä', 'latin1')), 'pö')).toBe('authorization-wrong');
       // Each of these decodes to 'user:p\uFFFD' when read leniently: one stored password would match them all.
       for (const bad of [[0xff], [0xc3], [0xe2, 0x82], [0xed, 0xa0, 0x80], [0xc0, 0xaf]]) {
         const bytes = Buffer.concat([Buffer.from('user:p'), Buffer.from(bad)]);
         expect(bytes.toString('utf8')).toMatch(/^user:p\uFFFD+$/);
         expect([bad, await check(basic(bytes), 'p\uFFFD')]).toEqual([bad, 'authorization-wrong']);
+        // Read as ISO-8859-1, each is one text of its own.
+        expect([bad, await check(basic(bytes), `p${Buffer.from(bad).toString('latin1')}`)]).toEqual([bad, 'ok']);
       }
+      // Bytes that are UTF-8 are read so: the ISO-8859-1 reading of 'ä' (0xC3 0xA4) is not the stored password.
+      expect(await check(basic(Buffer.from('user:pä')), 'p\u00c3\u00a4')).toBe('authorization-wrong');
     });
   });
 
