@@ -212,6 +212,17 @@ describe("mode 'json'", () => {
     expect(JSON.parse(render('{"p":"C:\\{{ $json.dir }}"}', 'json', s))).toEqual({ p: 'C:\\"evil' });
   });
 
+  it('reads the literal text after such a placeholder as the rendered JSON has it (found by review)', () => {
+    // The scanner took the dangling backslash to escape the closing quote, and read every later placeholder's
+    // place (in a string or not) the wrong way round: partner data could add members or change types.
+    const template = '{"path": "C:\\{{$json.dir}}", "note": "{{$json.note}}", "ok": true, "n": {{$json.n}}}';
+    for (const note of ['hello', '{", ":":"}', 'true', { a: 1 }]) {
+      const s = scope({ $json: { dir: 'in', note, n: 'x' } });
+      const out = JSON.parse(render(template, 'json', s));
+      expect(out).toEqual({ path: 'C:\\in', note: typeof note === 'string' ? note : JSON.stringify(note), ok: true, n: 'x' });
+    }
+  });
+
   it('handles placeholders in keys and closing braces right after a placeholder', () => {
     const s = scope({ $json: { key: 'k"1', n: 5 } });
     expect(JSON.parse(render('{"{{ $json.key }}":{"n":{{ $json.n }}}}', 'json', s))).toEqual({ 'k"1': { n: 5 } });

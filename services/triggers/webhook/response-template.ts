@@ -215,6 +215,8 @@ export function compileTemplate(source: string): CompiledTemplate {
       afterBackslash: inString && escaped,
     }));
     cursor = parsed.end;
+    // A dangling backslash is paired up when rendered (render, below): it escapes nothing after the placeholder.
+    escaped = false;
   }
   literals.push(source.slice(cursor));
 
