@@ -136,7 +136,7 @@ test('a delivery handed to the stage again after its attempt was delivered (a co
   expect(await counted('delivered')).toBe(deliveredBefore + 1);
 });
 
-test("a token in the MDN URL's query reaches the partner, and nothing else: the outcome record, the evidence, the journal and the logs show the URL without its query", async () => {
+test("a token in the MDN URL's query reaches the partner, and nothing else: the received record's headers, the message kept, the outcome record, the evidence, the journal and the logs show the URL without its query", async () => {
   const sent = await send(mdnUrl('/as2/mdn/inbox?access_token=SECRET-MDN-TOKEN'));
   expect(sent.status).toBe(200);
   const outcomes = await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, sent.requestId);
@@ -145,6 +145,13 @@ test("a token in the MDN URL's query reaches the partner, and nothing else: the 
   const delivery = await evidence(deliveryEvidencePath({ workflowId: 'wf-async', messageId: sent.messageId, requestId: sent.requestId }));
   expect(delivery.url).toBe(`${mdnUrl('/as2/mdn/inbox')}?…`);
   expect(JSON.stringify(app.logs)).not.toContain('SECRET-MDN-TOKEN');
+  // The copy that makes the call is whole; the received record's headers and the message kept (found by review) are not.
+  const received = (await collectUntilQuiet(app.backends.log, app.topics.received, 200)).map((r) => codec.decode('Received', r.value)).find((r) => r.requestId === sent.requestId)!;
+  expect(received.as2?.asyncMdn?.url).toBe(mdnUrl('/as2/mdn/inbox?access_token=SECRET-MDN-TOKEN'));
+  expect(received.headers['receipt-delivery-option']).toBe(`${mdnUrl('/as2/mdn/inbox')}?...`);
+  const kept = splitEntity(await readAll(await app.backends.store.get(`${evidenceFolder('wf-async', sent.messageId, sent.requestId)}/message`)));
+  expect(kept.headers['receipt-delivery-option']).toBe(`${mdnUrl('/as2/mdn/inbox')}?...`);
+  expect(kept.body.toString('latin1')).not.toContain('SECRET-MDN-TOKEN');
 });
 
 test('an allow-list entry removed after the accept stops its delivery: the attempt gives up, nothing is POSTed', async () => {

@@ -1,3 +1,5 @@
+import { loggableUrl } from '../net/url-allow-list';
+
 /**
  * Headers that carry credentials. Their values never reach a log line, a topic or an error message.
  * A node's Header Auth name is added per request (the receiver knows it), on top of these.
@@ -35,12 +37,20 @@ export function isSecretHeader(lower: string): boolean {
   return secret;
 }
 
+/**
+ * Headers whose value is a URL the partner gives for a call back, where partners put a token in the query
+ * (an AS2 asynchronous MDN's): kept with the query shown as `?...` (a header value stays Latin-1). The record that makes the call carries the
+ * URL whole (`Received.as2.asyncMdn.url`, docs/as2-async-mdn.md); every other copy needs only where it points.
+ */
+const CALLBACK_URL_HEADERS = new Set(['receipt-delivery-option']);
+
 export function redactHeaders(headers: Record<string, string>, alsoSecret: readonly string[] = []): Record<string, string> {
   const extra = alsoSecret.length > 0 ? new Set(alsoSecret.map((h) => h.toLowerCase())) : null;
   const out: Record<string, string> = {};
   for (const name in headers) {
     const lower = name.toLowerCase();
-    out[lower] = isSecretHeader(lower) || (extra !== null && extra.has(lower)) ? REDACTED : headers[name];
+    out[lower] = isSecretHeader(lower) || (extra !== null && extra.has(lower)) ? REDACTED
+      : CALLBACK_URL_HEADERS.has(lower) ? loggableUrl(headers[name].trim(), '...') : headers[name];
   }
   return out;
 }

@@ -105,11 +105,14 @@ export function addressAllowed(address: string, prefix: URL): boolean {
   return isIP(host) !== 0 && unmapped(host) === unmapped(address);
 }
 
-/** A URL for the logs: its query (where partners sometimes put a token) shown as `?…`. */
-export function loggableUrl(text: string): string {
+/**
+ * A URL for the logs: its query (where partners sometimes put a token) shown as `?…`; `?...` where the text must
+ * stay Latin-1 (a header value).
+ */
+export function loggableUrl(text: string, ellipsis: '…' | '...' = '…'): string {
   try {
     const url = new URL(text);
-    return `${url.origin}${url.pathname}${url.search ? '?…' : ''}`;
+    return `${url.origin}${url.pathname}${url.search ? `?${ellipsis}` : ''}`;
   } catch {
     return '(not a URL)';
   }

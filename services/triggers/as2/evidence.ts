@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { Received } from '../../platform/avro/records';
+import { redactHeaders } from '../../platform/logger/redact';
 import { ObjectStoreError, type ObjectStore } from '../../platform/store/object-store';
 import type { DecodeServices } from '../trigger';
 import type { Mdn } from './mdn';
@@ -50,7 +51,9 @@ const KEPT = ['content-type', 'content-transfer-encoding', 'message-id', 'as2-fr
 const MDN_HEADERS = ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version'];
 
 function entityHead(headers: Record<string, string>, names: readonly string[]): Buffer {
-  const lines = names.filter((n) => headers[n] !== undefined).map((n) => `${n}: ${headers[n]}`);
+  // As the received record has them: the MDN URL's query (a partner's token) is kept only where it is called.
+  const kept = redactHeaders(headers);
+  const lines = names.filter((n) => kept[n] !== undefined).map((n) => `${n}: ${kept[n]}`);
   return Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1');
 }
 
