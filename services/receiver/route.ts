@@ -5,7 +5,11 @@ export interface HookRoute {
   query: Record<string, string[]>;
 }
 
-export function parseHookRoute(url: string): HookRoute | null {
+export function parseHookRoute(target: string): HookRoute | null {
+  // A fragment is the client's own (RFC 3986 §3.5), never part of the request target (RFC 9112 §3.2), yet Node's
+  // parser passes one on: kept, `/hook/wf#x` addressed the missing workflow `wf#x` and was answered 200, unrecorded.
+  const hash = target.indexOf('#');
+  const url = hash < 0 ? target : target.slice(0, hash);
   const q = url.indexOf('?');
   const pathname = q >= 0 ? url.slice(0, q) : url;
   if (!pathname.startsWith('/hook/')) return null;

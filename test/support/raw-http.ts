@@ -100,6 +100,8 @@ export interface Conversation {
   closed: boolean;
   /** Bytes after the last whole answer (none unless the server sent something that is no answer). */
   rest: Buffer;
+  /** Everything the server sent. */
+  raw: Buffer;
 }
 
 /**
@@ -126,7 +128,7 @@ export function converse(baseUrl: string, request: Buffer, options: { want?: num
     const parse = (final: boolean) => {
       let split;
       try { split = splitRawAnswers(raw, heads, final); } catch (error) { finish(() => reject(error)); return; }
-      if (split.answers.length >= want || final) finish(() => resolve({ answers: split.answers, closed: final, rest: split.rest }));
+      if (split.answers.length >= want || final) finish(() => resolve({ answers: split.answers, closed: final, rest: split.rest, raw }));
     };
     socket.on('data', (d) => { raw = Buffer.concat([raw, d]); parse(false); });
     socket.on('error', () => parse(true));
