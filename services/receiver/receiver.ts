@@ -19,7 +19,7 @@ import type { TriggerCatalog } from '../triggers/catalog';
 import type { InboundRequest, Inspection, TriggerServices } from '../triggers/trigger';
 import type { HeldBytes } from '../triggers/held-bytes';
 import { drainBody, readBody } from './body-reader';
-import { parseHookRoute, type HookRoute } from './route';
+import { parseHookRoute, targetPath, type HookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { AcceptGate } from './accept-gate';
@@ -290,7 +290,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     facts.receivedAt = request.receivedAt;
     const { headers } = request;
     if (logger.enabled('info')) logger.info('inbound event', {
-      requestId, workflowId: workflow.id, method: req.method, path: req.url?.split('?')[0], contentType: headers['content-type'] ?? null,
+      requestId, workflowId: workflow.id, method: req.method, path: targetPath(req.url ?? '/'), contentType: headers['content-type'] ?? null,
       contentLength: headers['content-length'] ?? null, userAgent: headers['user-agent'] ?? null, remoteAddress: request.remoteAddress,
     });
 
@@ -470,7 +470,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, seq, undecided, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
     // Without an SDK the span records nothing: its attributes are not even built.
     if (span.isRecording()) {
-      span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId });
+      span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': targetPath(req.url ?? ''), 'ingress.request_id': requestId });
     }
     let status: number;
     try {
