@@ -63,6 +63,12 @@ export function splitRawAnswers(raw: Buffer, heads: readonly boolean[] = [], fin
       answers.push({ status, statusLine, headers, body: bytes.toString('utf8'), ...(cut ? { cut } : {}) });
       rest = after;
     };
+    // What answers a HEAD has no body, unless it answers no HEAD at all: the parser's refusal of a request line
+    // it could not read, whose body follows (what follows an answer to a HEAD is the next answer).
+    if (head && headers['content-length'] !== undefined && body.length > 0 && !body.toString('latin1').startsWith('HTTP/')) {
+      const length = Number(headers['content-length']);
+      if (body.length >= length) { take(body.subarray(0, length), body.subarray(length)); continue; }
+    }
     if (head || status === 204 || status === 304 || (headers['content-type'] ?? '').startsWith('text/event-stream')) { take(Buffer.alloc(0), body); continue; }
     if (headers['transfer-encoding'] === 'chunked') {
       const chunks: Buffer[] = [];
