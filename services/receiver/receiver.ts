@@ -19,7 +19,7 @@ import type { TriggerCatalog } from '../triggers/catalog';
 import type { InboundRequest, Inspection, TriggerServices } from '../triggers/trigger';
 import type { HeldBytes } from '../triggers/held-bytes';
 import { drainBody, readBody } from './body-reader';
-import { parseHookRoute, type HookRoute } from './route';
+import { parseHookRoute, targetPath, type HookRoute } from './route';
 import { createTtlCache } from '../platform/registry/ttl-cache';
 import { openedCredentials } from '../platform/registry/opened-credentials';
 import type { AcceptGate } from './accept-gate';
@@ -226,8 +226,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     res.once('finish', () => req.socket.destroy());
     return answer.status;
   }
+  const tooLargeMessage = `The request body is larger than ${deps.maxBodyBytes} bytes`;
   const tooLarge = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
-    closing(req, res, requestId, seq, errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' }));
+    closing(req, res, requestId, seq, errorAnswer('payload-too-large', tooLargeMessage, { connection: 'close' }));
   const stalled = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
     closing(req, res, requestId, seq, errorAnswer('request-timeout', undefined, { connection: 'close' }));
 
@@ -290,7 +291,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     facts.receivedAt = request.receivedAt;
     const { headers } = request;
     if (logger.enabled('info')) logger.info('inbound event', {
-      requestId, workflowId: workflow.id, method: req.method, path: req.url?.split('?')[0], contentType: headers['content-type'] ?? null,
+      requestId, workflowId: workflow.id, method: req.method, path: targetPath(req.url ?? '/'), contentType: headers['content-type'] ?? null,
       contentLength: headers['content-length'] ?? null, userAgent: headers['user-agent'] ?? null, remoteAddress: request.remoteAddress,
     });
 
@@ -470,7 +471,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, seq, undecided, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
     // Without an SDK the span records nothing: its attributes are not even built.
     if (span.isRecording()) {
-      span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': (req.url ?? '').split('?')[0], 'ingress.request_id': requestId });
+      span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': targetPath(req.url ?? ''), 'ingress.request_id': requestId });
     }
     let status: number;
     try {
@@ -531,11 +532,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   /** Sockets whose parse error is handled: the parser reports the same error again on every later chunk. */
   const parseFailed = new WeakSet<Socket>();
   /** The parser's refusal, written raw, and the connection closed after it. */
-  function refuseUnparsable(socket: Socket, error: NodeJS.ErrnoException) {
+  function refuseUnparsable(socket: Socket, error: NodeJS.ErrnoException, answer?: Answer) {
     if (socket.writable && error.code !== 'ECONNRESET') {
       const requestId = randomUUID();
       if (logger.enabled('info')) logger.info('request refused by the HTTP parser', { requestId, code: error.code ?? null, remoteAddress: socket.remoteAddress ?? null });
-      socket.write(parserAnswer(error.code, requestId));
+      socket.write(answer ? rawAnswer(answer, requestId) : parserAnswer(error.code, requestId));
     }
     socket.destroy();
   }
@@ -560,7 +561,11 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // The error is in the current request's body. An answer it already has (a refusal sent before its body was
     // read) is its answer; otherwise the parser's refusal follows the earlier answers.
     const settle = () => {
-      if (!current.res.headersSent) return refuseUnparsable(socket, error);
+      // A body declared over the limit is a 413 however it ends. It is answered so once its workflow is looked up
+      // (or found missing); a client's FIN before that must not make it a 400, or the status would tell how long
+      // the look-up took, which differs between a workflow that exists and one that does not (docs/security.md).
+      const declared = Number(current.req.headers['content-length']);
+      if (!current.res.headersSent) return refuseUnparsable(socket, error, declared > deps.maxBodyBytes ? errorAnswer('payload-too-large', tooLargeMessage) : undefined);
       // An answer half written would be corrupted by another: it is finished, and the connection closed.
       afterAnswer(current.res, () => socket.destroy());
     };

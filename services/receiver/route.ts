@@ -5,7 +5,25 @@ export interface HookRoute {
   query: Record<string, string[]>;
 }
 
-export function parseHookRoute(url: string): HookRoute | null {
+/** The scheme and authority of an absolute-form target, with the `/` after them (if any). */
+const ABSOLUTE_FORM = /^https?:\/\/[^/?]*\/?/i;
+
+/** The request target as a path and query, as the route reads it. */
+function originForm(target: string): string {
+  // A fragment is the client's own (RFC 3986 §3.5), never part of the request target (RFC 9112 §3.2), yet Node's
+  // parser passes one on: kept, `/hook/wf#x` addressed the missing workflow `wf#x` and was answered 200, unrecorded.
+  const hash = target.indexOf('#');
+  const url = hash < 0 ? target : target.slice(0, hash);
+  // RFC 9112 §3.2.2: a server accepts the absolute form (`http://host/hook/wf`), which clients send to proxies; its
+  // authority (a `user:password@` too) is not kept.
+  return url[0] === '/' ? url : url.replace(ABSOLUTE_FORM, '/');
+}
+
+/** The target's path, for logs and spans: what the route reads, without the query. */
+export const targetPath = (target: string): string => originForm(target).split('?')[0];
+
+export function parseHookRoute(target: string): HookRoute | null {
+  const url = originForm(target);
   const q = url.indexOf('?');
   const pathname = q >= 0 ? url.slice(0, q) : url;
   if (!pathname.startsWith('/hook/')) return null;

@@ -1,11 +1,11 @@
 import { createHmac, generateKeyPairSync, randomBytes, sign as edSign } from 'node:crypto';
-import * as net from 'node:net';
 import { SignJWT } from 'jose';
 import { Webhook } from 'standardwebhooks';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { startTestApp, type TestApp } from '../support/app';
 import { caseSeed, fuzzSettings, prng, type Rng } from '../support/prng';
+import { exchange, requestBytes, type Answer } from '../support/raw-http';
 import { FULL_WEBHOOK_NODE, mutateDocument } from '../support/fuzz-documents';
 
 /**
@@ -67,59 +67,6 @@ beforeAll(async () => {
   expect((await api.call('PUT', '/api/v1/credentials/cred-a', { body: { type: 'headerAuth', data: { name: 'X-Key', value: 'cred-a-Secret-value' } } })).status).toBe(201);
 }, 120_000);
 afterAll(async () => { await api?.stop(); await app?.stop(); });
-
-interface Answer { status: number; headers: Record<string, string>; body: string }
-
-/**
- * One request as raw bytes on its own connection; the answer once its body is complete (Content-Length or the
- * last chunk), or at its headers for an event stream. Rejects when nothing complete arrives within `ms`: a hang.
- */
-function exchange(baseUrl: string, request: Buffer, ms = 15_000): Promise<Answer> {
-  const { hostname, port } = new URL(baseUrl);
-  return new Promise((resolve, reject) => {
-    let raw = Buffer.alloc(0);
-    // Written, not ended: a server that sees the client's half-close aborts the request it has not answered yet.
-    const socket = net.connect({ host: hostname, port: Number(port) }, () => socket.write(request));
-    const timer = setTimeout(() => { socket.destroy(); reject(new Error(`no complete answer within ${ms} ms`)); }, ms);
-    const done = (answer: Answer) => { clearTimeout(timer); socket.destroy(); resolve(answer); };
-    const parse = (final: boolean) => {
-      const end = raw.indexOf('\r\n\r\n');
-      if (end < 0) { if (final) { clearTimeout(timer); reject(new Error(`connection closed after ${raw.length} bytes and no answer`)); } return; }
-      const [statusLine, ...lines] = raw.subarray(0, end).toString('latin1').split('\r\n');
-      const headers: Record<string, string> = {};
-      for (const line of lines) headers[line.slice(0, line.indexOf(':')).toLowerCase()] = line.slice(line.indexOf(':') + 1).trim();
-      const status = Number(statusLine.slice(9, 12));
-      let rest = raw.subarray(end + 4);
-      if ((headers['content-type'] ?? '').startsWith('text/event-stream')) { done({ status, headers, body: '' }); return; }
-      if (headers['transfer-encoding'] === 'chunked') {
-        const chunks: Buffer[] = [];
-        for (;;) {
-          const eol = rest.indexOf('\r\n');
-          if (eol < 0) break;
-          const size = parseInt(rest.subarray(0, eol).toString('latin1'), 16);
-          if (size === 0) { done({ status, headers, body: Buffer.concat(chunks).toString('utf8') }); return; }
-          if (rest.length < eol + 2 + size + 2) break;
-          chunks.push(rest.subarray(eol + 2, eol + 2 + size));
-          rest = rest.subarray(eol + 2 + size + 2);
-        }
-        if (final) done({ status, headers, body: Buffer.concat(chunks).toString('utf8') });
-        return;
-      }
-      const length = headers['content-length'] === undefined ? null : Number(headers['content-length']);
-      if ((length !== null && rest.length >= length) || final) done({ status, headers, body: rest.toString('utf8') });
-    };
-    socket.on('data', (d) => { raw = Buffer.concat([raw, d]); parse(false); });
-    socket.on('error', () => parse(true));
-    socket.on('end', () => parse(true));
-  });
-}
-
-/** `headers` as lines, each value written as latin1 bytes: a string with U+0080..U+00FF is sent as those bytes. */
-function requestBytes(method: string, path: string, headers: Array<[string, string]>, body: Buffer | null): Buffer {
-  const lines = [`${method} ${path} HTTP/1.1`, 'Host: 127.0.0.1', 'Connection: close', ...headers.map(([n, v]) => `${n}: ${v}`)];
-  if (body !== null) lines.push(`Content-Length: ${body.length}`);
-  return Buffer.concat([Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1'), body ?? Buffer.alloc(0)]);
-}
 
 /** Not one log line holds a token or a secret. */
 function secretsLogged(): string[] {

@@ -1,4 +1,4 @@
-import { parseHookRoute } from '../../services/receiver/route';
+import { parseHookRoute, targetPath } from '../../services/receiver/route';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { Type } from 'avsc';
@@ -20,6 +20,16 @@ test('hook routes: id, suffix of any depth, repeated query values', () => {
   expect(Object.entries(inherited)).toEqual([['toString', ['1', '5']], ['__proto__', ['2']], ['constructor', ['3']], ['hasOwnProperty', ['4']]]);
   // A suffix segment that is not UTF-8 percent-encoding is forwarded as sent; the others are decoded.
   expect(parseHookRoute('/hook/wf-1/100%/caf%E9/a%20b')?.pathSuffix).toBe('100%/caf%E9/a b');
+  // A fragment (which Node's parser passes on) is no part of the id, the suffix or the query; `%23` is a `#` of them.
+  expect(parseHookRoute('/hook/wf-1#frag')).toEqual({ workflowId: 'wf-1', pathSuffix: null, query: {} });
+  expect(parseHookRoute('/hook/wf-1/a?x=1#frag?y=2')).toEqual({ workflowId: 'wf-1', pathSuffix: 'a', query: { x: ['1'] } });
+  expect(parseHookRoute('/hook/wf%231/a%23b?x=%23')).toEqual({ workflowId: 'wf#1', pathSuffix: 'a#b', query: { x: ['#'] } });
+  expect(parseHookRoute('/hook/#wf-1')).toBeNull();
+  // The absolute form (RFC 9112 §3.2.2) is the same route; its authority is kept nowhere, not even in a log's path.
+  expect(parseHookRoute('http://hooks.example.com/hook/wf-1/a?x=1')).toEqual({ workflowId: 'wf-1', pathSuffix: 'a', query: { x: ['1'] } });
+  expect(parseHookRoute('HTTPS://u:p@h:8443/hook/wf-1')).toEqual({ workflowId: 'wf-1', pathSuffix: null, query: {} });
+  for (const bad of ['http://h', 'http://h?x=/hook/wf-1', 'http://h/hooks/wf', 'ftp://h/hook/wf-1', 'hook/wf-1', '*']) expect(parseHookRoute(bad)).toBeNull();
+  expect(targetPath('http://user:secret@h/hook/wf-1/a?token=t#f')).toBe('/hook/wf-1/a');
 });
 
 test('execution ids are deterministic UUIDs per request and batch index', () => {
