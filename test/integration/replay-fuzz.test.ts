@@ -21,7 +21,7 @@ import { caseSeed, fuzzSettings, prng, type Rng } from '../support/prng';
  *
  * FUZZ_CASES (and FUZZ_SEED=n) run more cases; a failure names the seed and case to replay with FUZZ_CASE.
  */
-const { seed: SEED, cases: CASES, only: ONLY_CASE } = fuzzSettings(60);
+const { seed: SEED, cases: CASES, only: ONLY_CASE } = fuzzSettings(150);
 const codec = defaultAvroCodec();
 
 let app: TestApp;
@@ -377,6 +377,14 @@ test(`replay, dead-letter replay, listing and journal requests with edge values 
     else if (kind < 9) await queryCase(rng, what);
     else await jobIdCase(rng, what);
   }
+  // No claim left held: every dead letter replayed by filters ends, with one copy of each original no replay made.
+  const copiesBefore = await copies();
+  const all = await post('/api/v1/dead-letters/replay', '{}');
+  expect(all.status).toBe(202);
+  const sources = letters.map((r) => codec.decode('DeadLetter', r.value).source).filter((s) => [app.topics.received, app.topics.decoded].includes(s.topic));
+  const fresh = new Set(sources.map((s) => requestOf({ value: s.value } as LogRecord)).filter((o) => !state.replayedOriginals.has(o)));
+  expect(await settled(all.body.id)).toMatchObject({ state: 'complete', replayed: fresh.size, waitingOn: null });
+  expect((await copies()) - copiesBefore).toBe(fresh.size);
   // Nothing left running.
   const replays = (await api.call('GET', '/api/v1/replays')).body.replays as any[];
   expect(replays.filter((j) => j.state !== 'complete')).toEqual([]);
