@@ -23,6 +23,9 @@ export function parseArgs(argv: string[], valued: readonly string[]): ParsedArgs
     if (!arg.startsWith('--')) { positionals.push(arg); continue; }
     const eq = arg.indexOf('=');
     const name = arg.slice(2, eq >= 0 ? eq : undefined);
+    // The last of two would win without a word (`--from 0 … --from 500` replays another range than the first says),
+    // as the management API refuses a query parameter given twice.
+    if (flags.has(name)) throw new UsageError(`--${name} is given twice; give it once`);
     if (eq >= 0) flags.set(name, arg.slice(eq + 1));
     else if (valued.includes(name)) {
       if (i + 1 >= argv.length) throw new UsageError(`--${name} needs a value`);
@@ -80,8 +83,12 @@ export function unknownCopiesFlag(args: ParsedArgs): UnknownCopies | undefined {
   return v as UnknownCopies;
 }
 
+/**
+ * A flag's text; null when absent. An empty one (`--workflow=`, `--workflow ""`) is refused as a bare flag is: a
+ * `--workflow` of "" selected nothing, replayed nothing and said nothing (the management API refuses one too).
+ */
 export function stringFlag(args: ParsedArgs, name: string): string | null {
   const v = args.flags.get(name);
-  if (v === true) throw new UsageError(`--${name} needs a value`);
+  if (v === true || v === '') throw new UsageError(`--${name} needs a value`);
   return v ?? null;
 }

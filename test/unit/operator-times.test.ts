@@ -34,6 +34,18 @@ test('what Date.parse took leniently is refused, saying why', () => {
   expect(at('2026-11-22T05:00:00+24:00')).toBe('has a zone offset out of range');
 });
 
+test('a time whose instant in UTC is outside the years 0000 to 9999 is refused: it is kept as that instant, which must read back', () => {
+  expect(at('9999-12-31T23:59:59.999Z')).toBe(Date.parse('9999-12-31T23:59:59.999Z'));
+  expect(at('9999-12-31T23:59:59.999+00:01')).toBe(Date.parse('9999-12-31T23:58:59.999Z'));
+  expect(at('0000-01-01T00:00:00Z')).toBe(Date.parse('0000-01-01T00:00:00Z'));
+  expect(at('0000-01-01T00:00:00-00:01')).toBe(Date.parse('0000-01-01T00:01:00Z'));
+  // Once accepted, a replay kept them as +010000-01-01T23:58:59.000Z and -000001-12-31T23:59:00.000Z, which it then
+  // refused quoting (its job and its resume), or 500.
+  expect(at('9999-12-31T23:59:59-23:59')).toBe('is outside the years 0000 to 9999 in UTC');
+  expect(at('0000-01-01T00:00:00+00:01')).toBe('is outside the years 0000 to 9999 in UTC');
+  expect(() => parsePosition('9999-12-31T23:59:59-23:59', 'since', 'time')).toThrow(/^since takes an ISO time, .*; "9999-12-31T23:59:59-23:59" is outside the years 0000 to 9999 in UTC$/);
+});
+
 test('the API fields and the CLI flags name the field at fault and the text refused', () => {
   expect(() => parsePosition('2026-11-22 junk', 'from', 'offset-or-time')).toThrow(ReplayRequestError);
   expect(() => parsePosition('2026-11-22 junk', 'from', 'offset-or-time')).toThrow(/^from takes an offset or an ISO time, an RFC 3339 date-time .*; "2026-11-22 junk" is not one$/);

@@ -37,8 +37,16 @@ export function parseTime(text: string): ParsedTime {
   const at = new Date(0);
   at.setUTCFullYear(year, month - 1, day);
   at.setUTCHours(hour, minute, second, millis);
-  return { time: at.getTime() - offsetMinutes * 60_000 };
+  const time = at.getTime() - offsetMinutes * 60_000;
+  // A time is kept (a replay's id, checkpoint and job) as its instant in UTC, which must read back as one of
+  // these: 9999-12-31T23:59:59-23:59 is in the year 10000 in UTC, which no four-digit year spells, and was refused
+  // at the resume (or at once) quoting a time the caller never sent.
+  if (time < FIRST_INSTANT || time > LAST_INSTANT) return { problem: 'is outside the years 0000 to 9999 in UTC' };
+  return { time };
 }
+
+const FIRST_INSTANT = Date.parse('0000-01-01T00:00:00.000Z');
+const LAST_INSTANT = Date.parse('9999-12-31T23:59:59.999Z');
 
 /** The text quoted in a refusal, cut short: it is echoed back to whoever sent it. */
 export function quoted(text: string): string {
