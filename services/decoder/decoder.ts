@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type StageBatchBudget, type StageHandle } from '../platform/log/event-log';
-import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
+import { failureFields, StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import type { CrashMarks } from '../platform/log/crash-guard';
 import { eachRecord } from '../platform/log/stage-batch';
 import { carryReplayMark, replayOf } from '../platform/log/replay-marking';
@@ -215,6 +215,6 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   };
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handleBatch,
-    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, key: rec?.key ?? null, error }),
+    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, key: rec?.key ?? null, error, ...failureFields(rec, error, codec) }),
   });
 }
