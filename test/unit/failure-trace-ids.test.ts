@@ -28,7 +28,7 @@ test("'record dead-lettered' and a retry's fields carry the failed span's trace 
   const logger = createLogger({ write: (line) => lines.push(JSON.parse(line)) });
   const handle = withDeadLetteringBatch((records, budget) => eachRecord(records, budget, (r) => inConsumerSpan('t process', r.headers, {}, async () => {
     throw r.offset === '1' ? new StageInputError('trigger-missing', 'gone') : new Error('flaky');
-  })), { stage: 'dispatcher', topic: 'dl', codec, logger, recordKey: 'workflow-id' });
+  })), { stage: 'dispatcher', topic: 'dl', codec, logger, recordKey: 'workflow' });
 
   // Permanent: dead-lettered at once.
   await handle([record('1')], stageBatchBudget(1e6));
