@@ -77,7 +77,10 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
   const dispatch = (record: LogRecord): OutRecord[] => inConsumerSpanSync(spanName, record.headers, attributes, (span) => {
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
-    return executionRecords(decoded, deps, replayOf(record.headers), spanTraceHeaders(span));
+    const replay = replayOf(record.headers);
+    // Two spans of one trace, the first run's and a replay's, are told apart by it.
+    if (replay !== null) span.setAttribute('ingress.replay_of', replay);
+    return executionRecords(decoded, deps, replay, spanTraceHeaders(span));
   });
   const handleBatch = withDeadLetteringBatch((records, budget) => eachRecord(records, budget, dispatch), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey, crashMarks: deps.crashMarks && { marks: deps.crashMarks, group: topics.group('dispatcher') } });
   return deps.log.runStage({

@@ -93,6 +93,9 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     const decoder = await until('the decoder\'s spans', () => spansOf(requestId, `${topics.received} process`), (s) => s.length === 2);
     const dispatcher = await until('the dispatcher\'s spans', () => spansOf(requestId, `${topics.decoded} process`), (s) => s.length === 2);
     expect([...decoder, ...dispatcher].map((s) => s.traceId)).toEqual([http.traceId, http.traceId, http.traceId, http.traceId]);
+    // The replay's spans say so, and what they replay: the first run's do not.
+    const replayOf = entries.find((e) => e.kind === 'replayed')!.replayOf;
+    expect([decoder, dispatcher].map((spans) => spans.map((s) => s.attributes['ingress.replay_of'] ?? null).sort())).toEqual([[replayOf, null], [replayOf, null]]);
   }, 120_000);
 
   test("an asynchronous MDN's attempts stay in the request's trace, and the partner's server gets none of it", async () => {
