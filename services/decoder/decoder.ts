@@ -2,7 +2,7 @@ import { Readable } from 'node:stream';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import { MAX_RECORD_BYTES, type EventLog, type LogRecord, type OutRecord, type StageBatchBudget, type StageHandle } from '../platform/log/event-log';
-import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
+import { failureFields, StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import type { CrashMarks } from '../platform/log/crash-guard';
 import { eachRecord } from '../platform/log/stage-batch';
 import { carryReplayMark, replayOf } from '../platform/log/replay-marking';
@@ -102,14 +102,18 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   const decodeRecord = (record: LogRecord, workflowOf: (id: string, fresh: boolean) => Promise<WorkflowDocument | null>, deliveries: WeakMap<LogRecord, OutRecord>) =>
     inConsumerSpan(spanName, record.headers, spanAttributes, async (span): Promise<OutRecord[]> => {
       const received = codec.decode('Received', record.value);
+      // First: a span that fails early (the ledger's read-back) still says whose record it was.
+      span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
+      if (received.as2) span.setAttribute('as2.message_id', received.as2.messageId);
+      const replay = replayOf(record.headers);
+      // Two spans of one trace, the first run's and a replay's, are told apart by it.
+      if (replay !== null) span.setAttribute('ingress.replay_of', replay);
       const key = recordKey(deps.recordKey, received);
       const mdnOut = owedDelivery(record, received, spanTraceHeaders(span));
       if (mdnOut) deliveries.set(record, mdnOut);
       const accept = acceptOf(received, record.headers, deps.idempotencyLookbackMs);
       // Before anything can fail: every keyed record counts, whatever becomes of it (idempotency-ledger.ts).
       const earlier = await ledger.observe(record.partition, record.offset, accept);
-      span.setAttributes({ 'workflow.id': received.workflowId, 'ingress.request_id': received.requestId });
-      if (received.as2) span.setAttribute('as2.message_id', received.as2.messageId);
       const trigger = (workflow: WorkflowDocument | null) => {
         const node = workflow?.nodes.find((n) => n.name === received.triggerNode);
         const plugin = node ? catalog.pluginFor(node.type) : null;
@@ -215,6 +219,6 @@ export async function startDecoder(deps: DecoderDeps): Promise<StageHandle> {
   };
   return deps.log.runStage({
     group: topics.group('decoder'), topic: topics.received, handleBatch,
-    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, key: rec?.key ?? null, error }),
+    onRetry: (error, rec, attempt) => logger.warn('decoder retrying', { attempt, offset: rec?.offset ?? null, key: rec?.key ?? null, error, ...failureFields(rec, error, codec) }),
   });
 }

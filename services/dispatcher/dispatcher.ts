@@ -1,7 +1,7 @@
 import type { AvroCodec } from '../platform/avro/codec';
 import type { Decoded, TriggerKind } from '../platform/avro/records';
 import type { EventLog, Headers, LogRecord, OutRecord, StageHandle } from '../platform/log/event-log';
-import { StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
+import { failureFields, StageInputError, withDeadLetteringBatch } from '../platform/log/dead-lettering';
 import type { CrashMarks } from '../platform/log/crash-guard';
 import { REPLAY_OF_HEADER, replayOf } from '../platform/log/replay-marking';
 import { recordKey, type RecordKeyMode } from '../platform/log/record-keys';
@@ -77,11 +77,14 @@ export async function startDispatcher(deps: DispatcherDeps): Promise<StageHandle
   const dispatch = (record: LogRecord): OutRecord[] => inConsumerSpanSync(spanName, record.headers, attributes, (span) => {
     const decoded = codec.decode('Decoded', record.value);
     span.setAttributes({ 'workflow.id': decoded.workflowId, 'ingress.request_id': decoded.requestId, 'ingress.batch_size': decoded.items.length });
-    return executionRecords(decoded, deps, replayOf(record.headers), spanTraceHeaders(span));
+    const replay = replayOf(record.headers);
+    // Two spans of one trace, the first run's and a replay's, are told apart by it.
+    if (replay !== null) span.setAttribute('ingress.replay_of', replay);
+    return executionRecords(decoded, deps, replay, spanTraceHeaders(span));
   });
   const handleBatch = withDeadLetteringBatch((records, budget) => eachRecord(records, budget, dispatch), { stage: 'dispatcher', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey, crashMarks: deps.crashMarks && { marks: deps.crashMarks, group: topics.group('dispatcher') } });
   return deps.log.runStage({
     group: topics.group('dispatcher'), topic: topics.decoded, handleBatch,
-    onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error }),
+    onRetry: (error, rec, attempt) => logger.warn('dispatcher retrying', { attempt, offset: rec?.offset ?? null, error, ...failureFields(rec, error, codec) }),
   });
 }

@@ -1,7 +1,8 @@
+import { SpanStatusCode } from '@opentelemetry/api';
 import type { AvroCodec } from '../platform/avro/codec';
 import type { MdnAttempt, MdnDelivery, MdnOutcome, MdnOutcomeKind } from '../platform/avro/records';
 import type { As2MdnRetrySettings } from '../platform/config/config';
-import { crashedLetter, withDeadLettering, type DeadLetteringOptions } from '../platform/log/dead-lettering';
+import { crashedLetter, failureFields, withDeadLettering, type DeadLetteringOptions } from '../platform/log/dead-lettering';
 import type { CrashMarks } from '../platform/log/crash-guard';
 import { withCrashGuard } from '../platform/log/crash-guarded';
 import { eachRecord } from '../platform/log/stage-batch';
@@ -14,6 +15,7 @@ import { guardedPost, type GuardedPostOptions, type GuardedPostResult } from '..
 import { loggableUrl } from '../platform/net/url-allow-list';
 import { ObjectStoreError, readObject, type ObjectStore } from '../platform/store/object-store';
 import type { IngressMetrics } from '../platform/telemetry/metrics';
+import { contextFromHeaders, inConsumerSpan, spanTraceHeaders, stageSpanAttributes, traceHeaders } from '../platform/telemetry/trace-context';
 import { evidenceFolder, splitEntity } from '../triggers/as2/evidence';
 import { dueGate, NotDue, Stopping } from './due-gate';
 
@@ -164,8 +166,16 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
   }
 
   const deadLettering: DeadLetteringOptions = { stage: 'mdn', topic: topics.deadLetter, codec, logger, metrics: deps.metrics, recordKey: deps.recordKey };
-  const deliver = withDeadLettering(async (record: LogRecord): Promise<OutRecord[]> => {
+  // By input topic: the first attempts' and each retry delay's have a group of their own.
+  const spanAttributes = new Map([topics.mdnDeliveries, ...topics.mdnRetries].map((topic) => [topic, stageSpanAttributes(deps.log.kind, topic, mdnGroup(topics, topic))]));
+  /**
+   * Each delivery is handled in a span of the request's trace, from the trace context the decoder wrote on it, and
+   * its outcome and retry records carry that span's: the journal's `mdn-*` entries and every later attempt stay in
+   * the trace. The POST is a CLIENT span under it that tells the partner nothing of it (guarded-post.ts).
+   */
+  const deliver = withDeadLettering((record: LogRecord): Promise<OutRecord[]> => inConsumerSpan(`${record.topic} process`, record.headers, spanAttributes.get(record.topic) ?? {}, async (span) => {
     const delivery = codec.decode('MdnDelivery', record.value);
+    span.setAttributes({ 'workflow.id': delivery.workflowId, 'ingress.request_id': delivery.requestId, 'as2.message_id': delivery.messageId, 'ingress.mdn.attempt': delivery.attempts.length + 1 });
     const before = await deliveredBefore(delivery);
     const result = before ?? await attempt(delivery);
     const at = before?.at ?? now();
@@ -178,6 +188,9 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
       requestId: delivery.requestId, workflowId: delivery.workflowId, messageId: delivery.messageId, mdnMessageId: delivery.mdnMessageId, url: loggableUrl(delivery.url),
       outcome: kind, attempts: history.length, at, status: result.status, reason: result.ok ? null : result.reason, nextAttemptAt: kind === 'retrying' ? nextAttemptAt : null,
     };
+    // A failed attempt is an error of this span, whether it is retried or given up; one found delivered is not.
+    if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.reason });
+    span.setAttribute('ingress.outcome', kind);
     const fields = {
       event: `as2.mdn-${kind === 'given_up' ? 'given-up' : kind}`, workflowId: delivery.workflowId, messageId: delivery.messageId, requestId: delivery.requestId,
       mdnMessageId: delivery.mdnMessageId, url: loggableUrl(delivery.url), attempts: history.length, status: result.status,
@@ -193,13 +206,14 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
     }
     const outcomes = history.map((a, i) => ({ ...a, outcome: (i === history.length - 1 ? kind : 'retrying') as MdnOutcomeKind }));
     if (!before) await keepEvidence(delivery, kind, outcomes, outcome.nextAttemptAt);
-    const out: OutRecord[] = [{ topic: topics.mdnOutcomes, key: record.key, value: codec.encode('MdnOutcome', outcome) }];
+    const headers = spanTraceHeaders(span);
+    const out: OutRecord[] = [{ topic: topics.mdnOutcomes, key: record.key, value: codec.encode('MdnOutcome', outcome), headers }];
     if (kind === 'retrying') {
       const retry: MdnDelivery = { ...delivery, dueAt: nextAttemptAt!, attempts: history };
-      out.push({ topic: topics.mdnRetries[retryIndex], key: record.key, value: codec.encode('MdnDelivery', retry) });
+      out.push({ topic: topics.mdnRetries[retryIndex], key: record.key, value: codec.encode('MdnDelivery', retry), headers });
     }
     return out;
-  }, deadLettering);
+  }), deadLettering);
 
   const due = async (record: LogRecord): Promise<void> => {
     let dueAt: number | null = null;
@@ -236,7 +250,8 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
       event: 'as2.mdn-dead-lettered', workflowId: delivery.workflowId, messageId: delivery.messageId, requestId: delivery.requestId,
       mdnMessageId: delivery.mdnMessageId, url: outcome.url, attempts: outcome.attempts, status: null, reason: STAGE_CRASHED_REASON,
     });
-    return [...letter, { topic: topics.mdnOutcomes, key: record.key, value: codec.encode('MdnOutcome', outcome) }];
+    // The input's trace context as it came: no span of this stage handled the delivery.
+    return [...letter, { topic: topics.mdnOutcomes, key: record.key, value: codec.encode('MdnOutcome', outcome), headers: traceHeaders(contextFromHeaders(record.headers)) }];
   }
 
   /**
@@ -271,7 +286,7 @@ export async function startMdnStage(deps: MdnStageDeps): Promise<StageHandle> {
       onRetry: (error, rec, attempt) => {
         // Waiting for a due time is not a failure: the back-off brings the record back, and the gate then sleeps.
         if (error instanceof NotDue || error instanceof Stopping) logger.debug('mdn stage waits for a due time', { topic, offset: rec?.offset ?? null, reason: error.message });
-        else logger.warn('mdn stage retrying', { topic, attempt, offset: rec?.offset ?? null, error });
+        else logger.warn('mdn stage retrying', { topic, attempt, offset: rec?.offset ?? null, error, ...failureFields(rec, error, codec) });
       },
     });
   }

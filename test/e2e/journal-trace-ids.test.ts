@@ -6,6 +6,9 @@ import { ADMIN_TOKENS } from '../support/admin-api';
 import { runCli, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 import { freePort } from '../support/free-port';
 import { startOtlpCollector, type CollectedSpan, type OtlpCollector } from '../support/otlp-collector';
+import { as2Headers } from '../support/as2-client';
+import { createPeer, type Peer } from '../support/as2-peer';
+import { putAsyncMdnWorkflow, startMdnReceiver, type MdnReceiver } from '../support/mdn-receiver';
 
 /**
  * Trace ids as an operator meets them: `ingress start` with its OpenTelemetry SDK exporting to a collector, on the
@@ -33,11 +36,16 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
   let cleanup: () => void;
   let collector: OtlpCollector;
   let service: ServiceProcess | null = null;
+  let peer: Peer;
+  let mdns: MdnReceiver;
 
   beforeAll(async () => {
     collector = await startOtlpCollector();
+    peer = createPeer();
+    mdns = await startMdnReceiver();
     ({ env, cleanup } = backendEnv(choice, {
       ADMIN_TOKENS, WORKFLOW_CACHE_MS: '0',
+      AS2_MDN_RETRY_DELAYS: '200ms,400ms,800ms', AS2_MDN_RETRY_HOURS: '1', AS2_MDN_FIRST_ATTEMPT_DELAY: '100ms',
       OTEL_TRACES_EXPORTER: 'otlp', OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: collector.tracesUrl, OTEL_EXPORTER_OTLP_TRACES_PROTOCOL: 'http/json',
       OTEL_BSP_SCHEDULE_DELAY: '100', OTEL_METRICS_EXPORTER: 'none',
     }));
@@ -47,11 +55,14 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     const file = path.join(env.DATA_DIR, 'wf.json');
     writeFileSync(file, JSON.stringify({ id: 'wf-traced', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] }));
     expect((await runCli(['workflows', 'put', file], env)).code).toBe(0);
+    expect(await putAsyncMdnWorkflow(env, await peer.party('receiver'), mdns)).toBe(true);
     service = await startServiceProcess(env);
   }, 60_000);
   afterAll(async () => {
     if (service && service.child.exitCode === null) { service.child.kill('SIGTERM'); await waitForExit(service.child); }
     await collector?.close();
+    await mdns?.close();
+    peer?.cleanup();
     cleanup?.();
   });
 
@@ -82,7 +93,39 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     const decoder = await until('the decoder\'s spans', () => spansOf(requestId, `${topics.received} process`), (s) => s.length === 2);
     const dispatcher = await until('the dispatcher\'s spans', () => spansOf(requestId, `${topics.decoded} process`), (s) => s.length === 2);
     expect([...decoder, ...dispatcher].map((s) => s.traceId)).toEqual([http.traceId, http.traceId, http.traceId, http.traceId]);
+    // The replay's spans say so, and what they replay: the first run's do not.
+    const replayOf = entries.find((e) => e.kind === 'replayed')!.replayOf;
+    expect([decoder, dispatcher].map((spans) => spans.map((s) => s.attributes['ingress.replay_of'] ?? null).sort())).toEqual([[replayOf, null], [replayOf, null]]);
   }, 120_000);
+
+  test("an asynchronous MDN's attempts stay in the request's trace, and the partner's server gets none of it", async () => {
+    const topics = pipelineTopics(env.INGRESS_TOPIC_PREFIX ?? '');
+    // The first attempt fails (503), the retry is delivered: the retry record must carry the trace on.
+    mdns.answer = () => ({ status: mdns.posts.length === 1 ? 503 : 200 });
+    const headers = as2Headers({ 'Disposition-Notification-Options': null, 'Receipt-Delivery-Option': `http://127.0.0.1:${mdns.port}/mdn/inbox?token=T`, 'Content-Type': 'application/edi-x12' });
+    const res = await fetch(`${service!.baseUrl}/hook/wf-async`, { method: 'POST', headers, body: 'ISA*00*~ST*850*0001~SE*2*0001~' });
+    expect(res.status).toBe(200);
+    const requestId = res.headers.get('x-request-id')!;
+    const [http] = await until('the receiver\'s span', () => spansOf(requestId, 'POST /hook/{workflowId}'), (s) => s.length === 1);
+    const entries = await until('the MDN entries', () => journey(requestId), (e) => e.some((x) => x.kind === 'mdn-delivered'));
+    expect(entries.filter((e) => e.kind.startsWith('mdn-')).map((e) => e.kind)).toEqual(['mdn-retrying', 'mdn-delivered']);
+    expect(entries.map((e) => `${e.kind}: ${e.traceId}`)).toEqual(entries.map((e) => `${e.kind}: ${http.traceId}`));
+
+    // Both POSTs (on the real backends the http module is instrumented too) carried no trace context of ours.
+    expect(mdns.posts).toHaveLength(2);
+    for (const post of mdns.posts) expect(Object.keys(post.headers).filter((h) => /^(traceparent|tracestate|baggage)$/.test(h))).toEqual([]);
+
+    // The mdn stage's spans, one per attempt, in the request's trace; each has a CLIENT span of its POST, query hidden.
+    const first = await until('the first attempt\'s span', () => spansOf(requestId, `${topics.mdnDeliveries} process`), (s) => s.length === 1);
+    const retry = await until('the retry\'s span', () => spansOf(requestId, `${topics.mdnRetries[0]} process`), (s) => s.length === 1);
+    const attempts = [...first, ...retry];
+    expect(attempts.map((s) => [s.traceId, s.attributes['ingress.mdn.attempt'], s.status])).toEqual([[http.traceId, 1, 2], [http.traceId, 2, 0]]);
+    expect(retry[0].parentSpanId).toBe(first[0].spanId);
+    const posts = await until('the POSTs\' client spans', () => collector.spans().filter((s) => s.kind === 3 && s.name === 'POST' && attempts.some((a) => a.spanId === s.parentSpanId)), (s) => s.length === 2);
+    expect(posts.map((s) => [s.name, s.attributes['url.full'], s.attributes['http.response.status_code']]).sort()).toEqual([
+      ['POST', `http://127.0.0.1:${mdns.port}/mdn/inbox?…`, 200], ['POST', `http://127.0.0.1:${mdns.port}/mdn/inbox?…`, 503],
+    ]);
+  }, 90_000);
 
   if (choice === 'real') {
     test("outgoing calls' client spans (Azure Blob, Cosmos DB) hide the query of url.full, as the logs do: an AS2 partner's MDN URL may carry a token", async () => {

@@ -11,6 +11,10 @@ export interface CollectedSpan {
   spanId: string;
   parentSpanId: string | null;
   name: string;
+  /** OTLP's SpanKind number: 1 internal, 2 server, 3 client, 4 producer, 5 consumer. */
+  kind: number;
+  /** OTLP's status code: 0 unset, 1 ok, 2 error. */
+  status: number;
   attributes: Record<string, string | number | boolean>;
 }
 
@@ -22,7 +26,7 @@ export interface OtlpCollector {
 }
 
 interface OtlpValue { stringValue?: string; intValue?: string | number; boolValue?: boolean; doubleValue?: number }
-interface OtlpSpan { traceId: string; spanId: string; parentSpanId?: string; name: string; attributes?: { key: string; value: OtlpValue }[] }
+interface OtlpSpan { traceId: string; spanId: string; parentSpanId?: string; name: string; kind?: number; status?: { code?: number }; attributes?: { key: string; value: OtlpValue }[] }
 interface OtlpTraces { resourceSpans?: { scopeSpans?: { spans?: OtlpSpan[] }[] }[] }
 
 const valueOf = (v: OtlpValue) => v.stringValue ?? (v.intValue !== undefined ? Number(v.intValue) : v.boolValue ?? v.doubleValue ?? '');
@@ -37,7 +41,7 @@ export async function startOtlpCollector(): Promise<OtlpCollector> {
         const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as OtlpTraces;
         for (const resource of body.resourceSpans ?? []) for (const scope of resource.scopeSpans ?? []) for (const s of scope.spans ?? []) {
           spans.push({
-            traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || null, name: s.name,
+            traceId: s.traceId, spanId: s.spanId, parentSpanId: s.parentSpanId || null, name: s.name, kind: s.kind ?? 0, status: s.status?.code ?? 0,
             attributes: Object.fromEntries((s.attributes ?? []).map((a) => [a.key, valueOf(a.value)])),
           });
         }

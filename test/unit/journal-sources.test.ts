@@ -5,7 +5,9 @@ import { pipelineTopics } from '../../services/platform/log/topics';
 import { replayHeaders } from '../../services/platform/log/replay-marking';
 import { entriesOf, journalInputs } from '../../services/journal/journal-stage';
 import { dispositionOf, JOURNAL_SOURCES } from '../../services/journal/sources';
-import { journalView } from '../../services/platform/registry/journal';
+import { journalView, traceOf } from '../../services/platform/registry/journal';
+import { trace } from '@opentelemetry/api';
+import { contextFromHeaders } from '../../services/platform/telemetry/trace-context';
 
 /** The record → entry table, on records made with the real codec. */
 const codec = defaultAvroCodec();
@@ -90,4 +92,21 @@ test('an asynchronous MDN: the disposition entry says so, and each delivery atte
 test('an MDN\'s disposition is read from its text, signed or not, or null', () => {
   expect(dispositionOf(Buffer.from('a: b\r\nDisposition:   automatic-action/MDN-sent-automatically; processed/error: decryption-failed  \r\n'))).toBe('automatic-action/MDN-sent-automatically; processed/error: decryption-failed');
   expect(dispositionOf(Buffer.from('no such line'))).toBeNull();
+});
+
+test("an entry's trace id is the one the W3C propagator takes from the record's traceparent, and none where it takes none", () => {
+  const id = '0af7651916cd43dd8448eb211c80319c';
+  const span = 'b7ad6b7169203331';
+  const cases = [
+    `00-${id}-${span}-01`, `00-${id}-${span}-00`, `01-${id}-${span}-01-later-fields`, ` 00-${id}-${span}-01 `,
+    // What the propagator refuses: version ff, zero ids, more fields after a version 00, a flags field of three digits.
+    `ff-${id}-${span}-01`, `00-${id}-${'0'.repeat(16)}-01`, `00-${'0'.repeat(32)}-${span}-01`, `00-${id}-${span}-01-extra`, `00-${id}-${span}-010`,
+    `00-${id.toUpperCase()}-${span}-01`, `00-${id}-${span}`, '',
+  ];
+  const propagated = (traceparent: string) => {
+    const parent = trace.getSpanContext(contextFromHeaders({ traceparent }));
+    return parent ? { traceId: parent.traceId, sampled: (parent.traceFlags & 1) === 1 } : null;
+  };
+  expect(cases.map((c) => [c, traceOf(c)])).toEqual(cases.map((c) => [c, propagated(c)]));
+  expect(cases.filter((c) => traceOf(c) !== null)).toHaveLength(4);
 });

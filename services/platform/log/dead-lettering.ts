@@ -1,4 +1,6 @@
 import type { AvroCodec } from '../avro/codec';
+import { requestIdOf } from '../avro/request-id';
+import { failureTraceFields } from '../telemetry/trace-context';
 import type { Logger } from '../logger/logger';
 import type { IngressMetrics } from '../telemetry/metrics';
 import type { LogRecord, OutRecord, StageBatchBudget, StageBatchHandler, StageBatchResult, StageHandler } from './event-log';
@@ -35,6 +37,14 @@ export interface DeadLetteringOptions {
    * restarts, instead of ending every restart.
    */
   crashMarks?: { marks: CrashMarks; group: string };
+}
+
+/**
+ * What ties a line about a record's failure (retrying, dead-lettered) to its request, written when the span of its
+ * handling has ended: the request id, where the record decodes as one of ours, and that span's trace and span ids.
+ */
+export function failureFields(record: LogRecord | null | undefined, error: unknown, codec: AvroCodec): { requestId: string | null; trace_id?: string; span_id?: string } {
+  return { requestId: record ? requestIdOf(record.value, codec) : null, ...failureTraceFields(error, record?.headers ?? undefined) };
 }
 
 const PERMANENT_NAMES = new Set(['IngressError', 'AvroDecodeError', 'SyntaxError', 'DocumentError', 'StageInputError']);
@@ -160,7 +170,7 @@ function failureVerdict(options: DeadLetteringOptions, now: () => number = Date.
       const code = typeof err.code === 'string' ? err.code : err.name ?? 'error';
       options.metrics?.stageRecord(options.stage, 'dead-lettered', code);
       const workflowId = workflowOfRecord(record, options.codec, options.recordKey);
-      options.logger.warn('record dead-lettered', { stage: options.stage, topic: record.topic, partition: record.partition, offset: record.offset, key: record.key, workflowId, errorCode: code, attempts: attempt, error: err });
+      options.logger.warn('record dead-lettered', { stage: options.stage, topic: record.topic, partition: record.partition, offset: record.offset, key: record.key, workflowId, errorCode: code, attempts: attempt, error: err, ...failureFields(record, error, options.codec) });
       const value = options.codec.encode('DeadLetter', {
         stage: options.stage,
         errorCode: code,

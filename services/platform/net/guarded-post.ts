@@ -3,6 +3,8 @@ import * as http from 'node:http';
 import * as https from 'node:https';
 import { isIP } from 'node:net';
 import { rootCertificates } from 'node:tls';
+import { SpanStatusCode } from '@opentelemetry/api';
+import { inUnpropagatedClientSpan } from '../telemetry/trace-context';
 import { addressAllowed, loggableUrl, matchesPrefix } from './url-allow-list';
 
 /**
@@ -15,7 +17,9 @@ import { addressAllowed, loggableUrl, matchesPrefix } from './url-allow-list';
  * - redirects are never followed (a 3xx is a failed attempt); https verifies the certificate (`ca` adds
  *   trust anchors, for tests or a private CA);
  * - a connect timeout and a response deadline; at most `maxResponseBytes` of the answer are read, the rest
- *   is dropped with the connection (no keep-alive: each attempt has its own socket and its own lookup).
+ *   is dropped with the connection (no keep-alive: each attempt has its own socket and its own lookup);
+ * - none of our trace context goes out (no traceparent, tracestate or baggage): the call has a CLIENT span in our
+ *   trace, its url.full without the query, but the partner's server is not told of it.
  */
 export interface GuardedPostOptions {
   url: URL;
@@ -71,6 +75,20 @@ function locationOf(location: string, base: URL): string {
 }
 
 export function guardedPost(options: GuardedPostOptions): Promise<GuardedPostResult> {
+  const { url } = options;
+  const attributes = {
+    'http.request.method': 'POST', 'url.full': loggableUrl(url.href), 'server.address': url.hostname.replace(/^\[|\]$/g, ''),
+    'server.port': Number(url.port) || (url.protocol === 'https:' ? 443 : 80),
+  };
+  return inUnpropagatedClientSpan('POST', attributes, async (span) => {
+    const result = await post(options);
+    if (result.status !== null) span.setAttribute('http.response.status_code', result.status);
+    if (!result.ok) span.setStatus({ code: SpanStatusCode.ERROR, message: result.reason });
+    return result;
+  });
+}
+
+function post(options: GuardedPostOptions): Promise<GuardedPostResult> {
   const { url, allowedBy } = options;
   if (!matchesPrefix(url, allowedBy)) return Promise.resolve({ ok: false, status: null, reason: `${loggableUrl(url.href)} does not match the allow-list entry ${loggableUrl(allowedBy.href)}` });
   const host = url.hostname.replace(/^\[|\]$/g, '');

@@ -1,4 +1,5 @@
 import { createHash } from 'node:crypto';
+import { parseTraceParent } from '@opentelemetry/core';
 import { RegistryError } from './registry';
 
 /**
@@ -95,17 +96,16 @@ export function entryId(topic: string, partition: number, offset: string, n: num
   return plain.length <= MAX_ENTRY_ID ? plain : `h.${createHash('sha256').update(`${topic}\u0000${partition}\u0000${offset}\u0000${n}`).digest('hex')}`;
 }
 
-const TRACEPARENT = /^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-([0-9a-f]{2})/;
-
-/** The trace id of a W3C traceparent, null when absent, malformed or all zeros (invalid by the spec). */
+/** The trace id of a W3C traceparent, null where the W3C propagator would take no parent from it (absent, malformed, version ff, zero ids, more fields after a version 00). */
 export function traceIdOf(traceparent: string | null | undefined): string | null {
   return traceOf(traceparent)?.traceId ?? null;
 }
 
 /** The trace id of a W3C traceparent and whether its trace was sampled (trace-flags bit 0); null as traceIdOf. */
 export function traceOf(traceparent: string | null | undefined): { traceId: string; sampled: boolean } | null {
-  const match = traceparent ? TRACEPARENT.exec(traceparent) : null;
-  return match && !/^0+$/.test(match[1]) ? { traceId: match[1], sampled: (parseInt(match[2], 16) & 1) === 1 } : null;
+  // The propagator's own parse: an entry never links to a trace that no stage's span could have joined.
+  const parsed = traceparent ? parseTraceParent(traceparent) : null;
+  return parsed && { traceId: parsed.traceId, sampled: (parsed.traceFlags & 1) === 1 };
 }
 
 /** Checks a query before any backend sees it: a precise error for each bad part. */

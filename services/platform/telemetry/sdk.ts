@@ -1,4 +1,5 @@
 import type { Logger } from '../logger/logger';
+import { diagLogger } from './diag-logger';
 import { queryHiddenUrl } from './outgoing-url';
 
 /**
@@ -48,6 +49,12 @@ export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Pr
     })],
   });
   sdk.start();
+  // The SDK's own problems (an export refused, timed out) as our warn lines, rate-limited (diag-logger.ts); an
+  // operator who set OTEL_LOG_LEVEL keeps the SDK's console logger at that level instead.
+  if (!env.OTEL_LOG_LEVEL) {
+    const { diag, DiagLogLevel } = await import('@opentelemetry/api');
+    diag.setLogger(diagLogger(logger, env), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
+  }
   logger.info('telemetry started', { exporter: env.OTEL_TRACES_EXPORTER ?? 'otlp' });
   return (withinMs) => boundedShutdown(() => sdk.shutdown(), withinMs, logger);
 }

@@ -1,5 +1,5 @@
-import { context, createContextKey, INVALID_SPAN_CONTEXT, isSpanContextValid, propagation, ProxyTracerProvider, ROOT_CONTEXT, trace, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
-import { W3CTraceContextPropagator } from '@opentelemetry/core';
+import { context, createContextKey, type SpanContext, INVALID_SPAN_CONTEXT, isSpanContextValid, propagation, ProxyTracerProvider, ROOT_CONTEXT, trace, type Context, type Span, SpanKind, SpanStatusCode } from '@opentelemetry/api';
+import { suppressTracing, W3CTraceContextPropagator } from '@opentelemetry/core';
 
 /**
  * Trace context across the log: the receiver's span context travels in each record's headers
@@ -116,7 +116,11 @@ export async function inConsumerSpan<T>(
   });
 }
 
+/** The span each failure was thrown out of, for the lines that tell of it once that span has ended (failureTraceFields). */
+const failedIn = new WeakMap<object, SpanContext>();
+
 function failed(span: Span, error: unknown): void {
+  if (error !== null && typeof error === 'object') failedIn.set(error, span.spanContext());
   span.recordException(error as Error);
   span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
 }
@@ -136,6 +140,34 @@ export function inConsumerSpanSync<T>(name: string, headers: Record<string, stri
       span.end();
     }
   });
+}
+
+/**
+ * Run `fn`, a call to a server that is not ours (a partner's asynchronous MDN URL), inside a CLIENT span of its
+ * own, with propagation suppressed: the partner gets no `traceparent`, `tracestate` or baggage of ours (they would
+ * tell it our trace ids and sampling, and let it join our traces), and the http instrumentation, when it patched
+ * the module, makes neither a span nor headers for it. The span is ours, so it is there on every backend.
+ */
+export async function inUnpropagatedClientSpan<T>(name: string, attributes: Record<string, string | number>, fn: (span: Span) => Promise<T>): Promise<T> {
+  const span = tracer().startSpan(name, { kind: SpanKind.CLIENT, attributes }, context.active());
+  try {
+    return await context.with(suppressTracing(trace.setSpan(context.active(), span)), () => fn(span));
+  } catch (error) {
+    failed(span, error);
+    throw error;
+  } finally {
+    span.end();
+  }
+}
+
+/**
+ * The trace and span ids for a log line about a record's failed handling written after its span ended (a retry,
+ * a dead letter), as the logger writes them for a line inside it: the span `error` was thrown out of, or else (no
+ * SDK: the stage's span is the record's own span context) the record's trace context. None when neither is valid.
+ */
+export function failureTraceFields(error: unknown, headers: Record<string, string> | undefined): { trace_id?: string; span_id?: string } {
+  const spanContext = (error !== null && typeof error === 'object' ? failedIn.get(error) : undefined) ?? (headers && trace.getSpanContext(contextFromHeaders(headers)));
+  return spanContext && isSpanContextValid(spanContext) ? { trace_id: spanContext.traceId, span_id: spanContext.spanId } : {};
 }
 
 export { propagation };
