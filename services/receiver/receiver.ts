@@ -127,7 +127,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const recentKeys = acceptedKeys();
 
   /** The `received` record of an accepted request, secrets redacted; its traceparent is the caller's to set. */
-  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[]; remoteAddress?: string }, as2: Received['as2']): Received {
+  function receivedRecord(request: InboundRequest, triggerNode: string, triggerKind: Received['triggerKind'], body: Received['body'], admission: { principal: string | null; secretHeaders: string[]; callbackUrlHeaders?: readonly string[]; remoteAddress?: string }, as2: Received['as2']): Received {
     return {
       requestId: request.requestId,
       workflowId: request.workflowId,
@@ -135,7 +135,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       triggerKind,
       pathSuffix: request.pathSuffix,
       query: redactQuery(request.query, deps.redactQueryParams),
-      headers: redactHeaders(request.headers, admission.secretHeaders),
+      headers: redactHeaders(request.headers, admission.secretHeaders, admission.callbackUrlHeaders),
       contentType: request.headers['content-type'] ?? null,
       body,
       receivedAt: request.receivedAt,

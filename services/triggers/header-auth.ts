@@ -98,7 +98,8 @@ function basicToken(header: string): string | null {
   return Buffer.from(match[1], 'base64').toString('base64') === match[1] ? match[1] : null;
 }
 
-const strictUtf8 = new TextDecoder('utf-8', { fatal: true });
+// ignoreBOM: a leading U+FEFF is part of the user name, not dropped (`\uFEFFuser` and `user` would be one text).
+const strictUtf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
 
 /**
  * `user:password` as text: UTF-8 (RFC 7617's `charset="UTF-8"`), and bytes that are not UTF-8 as ISO-8859-1, which

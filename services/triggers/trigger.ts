@@ -40,6 +40,8 @@ export interface TriggerServices {
 export type Admission =
   | {
       ok: true; principal: string | null; /** Headers that carried a secret, to redact beyond the defaults. */ secretHeaders: string[];
+      /** Headers whose value is a URL to call back (an AS2 asynchronous MDN's), recorded with the query elided. */
+      callbackUrlHeaders?: readonly string[];
       /** The caller's address as trusted proxies reported it, recorded instead of the socket peer's; absent: the socket peer. */
       remoteAddress?: string;
     }

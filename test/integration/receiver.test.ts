@@ -285,6 +285,12 @@ describe('authentication', () => {
     expect(JSON.stringify(app.logs)).not.toMatch(/tok-123|k-456/);
   });
 
+  test("a webhook's Receipt-Delivery-Option header is kept as sent (only AS2's loses its query)", async () => {
+    const ok = await post('/hook/wf-basic', '{}', { authorization: basic('partner', 'p:ss:word'), 'receipt-delivery-option': 'https://cb.example/x?ref=7' });
+    expect(ok.status).toBe(200);
+    expect((await receivedFor(ok.headers.get('x-request-id')!)).headers['receipt-delivery-option']).toBe('https://cb.example/x?ref=7');
+  });
+
   test('query parameters named as a secret header is (subscription-key, private_key, x-pwd, oauth_state) are redacted in the received record too', async () => {
     const ok = await post('/hook/wf-basic?subscription-key=S3CRET-SUB&private_key=PK-SECRET&x-pwd=P1&oauth_state=O1&idempotency-key=I1&order=42', '{}', { authorization: basic('partner', 'p:ss:word') });
     expect(ok.status).toBe(200);

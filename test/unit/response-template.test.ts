@@ -212,6 +212,14 @@ describe("mode 'json'", () => {
     expect(JSON.parse(render('{"p":"C:\\{{ $json.dir }}"}', 'json', s))).toEqual({ p: 'C:\\"evil' });
   });
 
+  it('refuses a \\u escape that a placeholder would complete (found by review: a partner value made the JSON invalid)', () => {
+    for (const template of ['{"a": "\\u{{$json.x}}"}', '{"a": "\\u00{{$json.x}}"}', '{"a": "x\\u123{{$json.x}}"}']) {
+      expect(() => compileTemplate(template)).toThrow(/cut short by a placeholder/);
+    }
+    // A whole escape, an escaped backslash before a u, and a \\u outside a string are not cut short.
+    for (const template of ['{"a": "\\u00e9{{$json.x}}"}', '{"a": "\\\\u{{$json.x}}"}', '{"a{{$json.x}}": 1}']) expect(() => compileTemplate(template)).not.toThrow();
+  });
+
   it('reads the literal text after such a placeholder as the rendered JSON has it (found by review)', () => {
     // The scanner took the dangling backslash to escape the closing quote, and read every later placeholder's
     // place (in a string or not) the wrong way round: partner data could add members or change types.

@@ -89,3 +89,12 @@ test('credential-bearing headers are redacted, extra ones on request', () => {
   expect(vendors.filter((name) => out[name.toLowerCase()] !== '[redacted]')).toEqual([]);
   expect(plain.filter((name) => out[name] !== 'v')).toEqual([]);
 });
+
+test('a callback URL header loses its query only where the trigger names it (AS2), and a value that is no URL is kept', () => {
+  const headers = { 'Receipt-Delivery-Option': 'https://cb.example/x?ref=7' };
+  // A webhook's header of that name is the partner's data (found by review: it was rewritten for every trigger).
+  expect(redactHeaders(headers)).toEqual({ 'receipt-delivery-option': 'https://cb.example/x?ref=7' });
+  expect(redactHeaders(headers, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': 'https://cb.example/x?...' });
+  expect(redactHeaders({ 'receipt-delivery-option': 'my-callback-42' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': 'my-callback-42' });
+  expect(redactHeaders({ 'receipt-delivery-option': ' ' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': ' ' });
+});

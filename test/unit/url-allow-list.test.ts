@@ -58,7 +58,7 @@ test.each([
   '127.0.0.1', '127.8.9.10', '0.0.0.0', '10.0.0.1', '172.16.5.4', '172.31.255.255', '192.168.1.1', '100.64.0.1', '100.127.255.255', '169.254.169.254',
   '::1', '::', 'fe80::1', 'fc00::1', 'fd12:3456::1', '::ffff:127.0.0.1', '::ffff:7f00:1', '::ffff:a9fe:a9fe', '168.63.129.16', '::ffff:168.63.129.16', 'not-an-address',
   // SIIT's IPv4-translated form and the documentation ranges (found by review).
-  '::ffff:0:127.0.0.1', '::ffff:0:7f00:1', '192.0.2.1', '198.51.100.7', '203.0.113.200',
+  '::ffff:0:127.0.0.1', '::ffff:0:7f00:1', '192.0.2.1', '198.51.100.7', '203.0.113.200', '3fff::1', '5f00::1', '192.88.99.1',
 ])('%s is special', (address) => expect(isSpecialAddress(address)).toBe(true));
 
 test.each(['8.8.8.8', '100.128.0.1', '172.32.0.1', '2606:4700::1111', '::ffff:8.8.8.8'])('%s is public', (address) => expect(isSpecialAddress(address)).toBe(false));

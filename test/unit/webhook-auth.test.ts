@@ -628,6 +628,8 @@ describe('credential and signature headers: only HTTP white space (space, tab) a
       }
       // Bytes that are UTF-8 are read so: the ISO-8859-1 reading of 'ä' (0xC3 0xA4) is not the stored password.
       expect(await check(basic(Buffer.from('user:pä')), 'p\u00c3\u00a4')).toBe('authorization-wrong');
+      // A byte order mark is a character of the user name, not dropped (found by review).
+      expect(await check(basic(Buffer.from('\uFEFFuser:pä')), 'pä')).toBe('authorization-wrong');
     });
   });
 

@@ -38,21 +38,24 @@ export function isSecretHeader(lower: string): boolean {
 }
 
 /**
- * Headers whose value is a URL the partner gives for a call back, where partners put a token in the query
- * (an AS2 asynchronous MDN's): kept with the query shown as `?...` (a header value stays Latin-1). The record that makes the call carries the
- * URL whole (`Received.as2.asyncMdn.url`, docs/as2-async-mdn.md); every other copy needs only where it points.
+ * `headers` with the values of credential-carrying ones `[redacted]`, and those of `callbackUrls` (lower-case names
+ * whose value is a URL the partner gives to be called back at, where partners put a token in the query: an AS2
+ * asynchronous MDN's) with the query shown as `?...` (a header value stays Latin-1).
  */
-const CALLBACK_URL_HEADERS = new Set(['receipt-delivery-option']);
-
-export function redactHeaders(headers: Record<string, string>, alsoSecret: readonly string[] = []): Record<string, string> {
+export function redactHeaders(headers: Record<string, string>, alsoSecret: readonly string[] = [], callbackUrls: readonly string[] = []): Record<string, string> {
   const extra = alsoSecret.length > 0 ? new Set(alsoSecret.map((h) => h.toLowerCase())) : null;
   const out: Record<string, string> = {};
   for (const name in headers) {
     const lower = name.toLowerCase();
     out[lower] = isSecretHeader(lower) || (extra !== null && extra.has(lower)) ? REDACTED
-      : CALLBACK_URL_HEADERS.has(lower) ? loggableUrl(headers[name].trim(), '...') : headers[name];
+      : callbackUrls.length > 0 && callbackUrls.includes(lower) ? withoutQuery(headers[name]) : headers[name];
   }
   return out;
+}
+
+/** A callback URL without its query; a value that is no URL is kept as it came (it is called back at nowhere). */
+export function withoutQuery(value: string): string {
+  return URL.canParse(value.trim()) ? loggableUrl(value.trim(), '...') : value;
 }
 
 /**

@@ -62,14 +62,14 @@ export function allowedBy(target: URL, prefixes: readonly UrlPrefix[]): UrlPrefi
 /**
  * Addresses an outbound call must not reach unless an allow-list entry names them by IP literal: loopback,
  * "this network", private (RFC 1918, ULA), shared (CGNAT 100.64/10), link-local (the metadata services),
- * multicast, documentation (TEST-NET) and reserved ranges, and Azure's WireServer. IPv4-mapped IPv6 forms are checked as the IPv4 address they carry.
+ * multicast, documentation (TEST-NET, 2001:db8::/32, 3fff::/20), relay (6to4 anycast, SRv6 5f00::/16) and reserved ranges, and Azure's WireServer. IPv4-mapped IPv6 forms are checked as the IPv4 address they carry.
  */
 const SPECIAL = new BlockList();
-for (const [net, bits] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4]] as const) SPECIAL.addSubnet(net, bits, 'ipv4');
+for (const [net, bits] of [['0.0.0.0', 8], ['10.0.0.0', 8], ['100.64.0.0', 10], ['127.0.0.0', 8], ['169.254.0.0', 16], ['172.16.0.0', 12], ['192.0.0.0', 24], ['192.0.2.0', 24], ['192.168.0.0', 16], ['198.18.0.0', 15], ['198.51.100.0', 24], ['192.88.99.0', 24], ['203.0.113.0', 24], ['224.0.0.0', 4], ['240.0.0.0', 4]] as const) SPECIAL.addSubnet(net, bits, 'ipv4');
 // Azure's WireServer: a public address, but one every Azure VM reaches for its platform (agent, health, DNS).
 SPECIAL.addAddress('168.63.129.16', 'ipv4');
 // ::ffff:0:0:0/96 is SIIT's IPv4-translated form (RFC 2765), which unmapped() does not read as IPv4.
-for (const [net, bits] of [['::', 96], ['::1', 128], ['::ffff:0:0:0', 96], ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8]] as const) SPECIAL.addSubnet(net, bits, 'ipv6');
+for (const [net, bits] of [['::', 96], ['::1', 128], ['::ffff:0:0:0', 96], ['100::', 64], ['2001::', 32], ['2001:db8::', 32], ['2002::', 16], ['3fff::', 20], ['5f00::', 16], ['64:ff9b::', 96], ['64:ff9b:1::', 48], ['fc00::', 7], ['fe80::', 10], ['fec0::', 10], ['ff00::', 8]] as const) SPECIAL.addSubnet(net, bits, 'ipv6');
 
 /** The IPv4 address an IPv4-mapped (::ffff:a.b.c.d, ::ffff:7f00:1) or compatible IPv6 address carries; else the address. */
 export function unmapped(address: string): string {

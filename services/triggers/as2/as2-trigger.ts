@@ -15,7 +15,7 @@ import { decodeAs2, decodedBytesBound } from './decode';
 import { envelopeFault } from './envelope';
 import { asyncMdnTarget, type AsyncMdnTarget } from './async-mdn';
 import { loggableUrl } from '../../platform/net/url-allow-list';
-import { asEntity, evidenceFolder, keepEvidence, mdnEntity } from './evidence';
+import { CALLBACK_URL_HEADERS, evidenceFolder, keepEvidence, mdnEntity, messageEntity } from './evidence';
 import { As2Fault, asFault } from './faults';
 import { buildMdn, chooseMicalg, computeMic, isMdn, micAlgorithm, parseMdnOptions, type Mdn, type MdnInput } from './mdn';
 import { parseMediaType } from './mime';
@@ -106,7 +106,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
     const messageId = request.headers['message-id'];
     if (messageId && keep) {
       try {
-        await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && asEntity(request.headers, message), mdnEntity(mdn));
+        await keepEvidence(services.store, evidenceFolder(request.workflowId, messageId, request.requestId), message && messageEntity(request.headers, message), mdnEntity(mdn));
       } catch (error) {
         services.logger.error('AS2 evidence could not be stored', { workflowId: request.workflowId, messageId, error });
         if (keep === 'or-withhold') {
@@ -148,7 +148,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
       }
       // No principal: AS2-From is only a claim until the signature is verified, after the body is read, and a
       // stranger naming a partner must not spend that partner's rate limit (rateLimit.perPrincipal).
-      return { ok: true, principal: null, secretHeaders: [] };
+      return { ok: true, principal: null, secretHeaders: [], callbackUrlHeaders: CALLBACK_URL_HEADERS };
     },
 
     validator: (request) => whole.validator(request),

@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { Readable } from 'node:stream';
 import type { Received } from '../../platform/avro/records';
-import { redactHeaders } from '../../platform/logger/redact';
+import { withoutQuery } from '../../platform/logger/redact';
 import { ObjectStoreError, type ObjectStore } from '../../platform/store/object-store';
 import type { DecodeServices } from '../trigger';
 import type { Mdn } from './mdn';
@@ -51,14 +51,25 @@ const KEPT = ['content-type', 'content-transfer-encoding', 'message-id', 'as2-fr
 const MDN_HEADERS = ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version'];
 
 function entityHead(headers: Record<string, string>, names: readonly string[]): Buffer {
-  // As the received record has them: the MDN URL's query (a partner's token) is kept only where it is called.
-  const kept = redactHeaders(headers);
-  const lines = names.filter((n) => kept[n] !== undefined).map((n) => `${n}: ${kept[n]}`);
+  const lines = names.filter((n) => headers[n] !== undefined).map((n) => `${n}: ${headers[n]}`);
   return Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1');
 }
 
 export function asEntity(headers: Record<string, string>, body: Buffer, names: readonly string[] = KEPT): Buffer {
   return Buffer.concat([entityHead(headers, names), body]);
+}
+
+/** The headers an AS2 message's evidence and received record keep a callback URL's query out of: the MDN URL's. */
+export const CALLBACK_URL_HEADERS: readonly string[] = ['receipt-delivery-option'];
+
+/**
+ * The message as kept for evidence: its headers as the received record has them, the asynchronous MDN URL's query
+ * (a partner's token) left out, which only the records the MDN is POSTed from need.
+ */
+export function messageEntity(headers: Record<string, string>, body: Buffer): Buffer {
+  const kept = { ...headers };
+  for (const name of CALLBACK_URL_HEADERS) if (kept[name] !== undefined) kept[name] = withoutQuery(kept[name]);
+  return asEntity(kept, body);
 }
 
 /** The MDN as one MIME entity (headers, blank line, body): what is kept, and what `Received.as2.mdn` carries. */

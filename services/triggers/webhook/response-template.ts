@@ -166,11 +166,14 @@ export function compileTemplate(source: string): CompiledTemplate {
   // string is escaped for the string, a value outside one is a complete JSON value).
   let inString = false;
   let escaped = false;
+  /** Hex digits a `\u` escape still needs: a placeholder among them would make them of a value a partner sends. */
+  let hexLeft = 0;
   const scanLiteral = (text: string) => {
     for (let k = 0; k < text.length; k++) {
       const c = text[k];
       if (!inString) { if (c === '"') inString = true; }
-      else if (escaped) escaped = false;
+      else if (hexLeft > 0) hexLeft = /[0-9a-fA-F]/.test(c) ? hexLeft - 1 : 0;
+      else if (escaped) { escaped = false; if (c === 'u') hexLeft = 4; }
       else if (c === '\\') escaped = true;
       else if (c === '"') inString = false;
     }
@@ -182,6 +185,9 @@ export function compileTemplate(source: string): CompiledTemplate {
     if (open < 0) break;
     const literal = source.slice(cursor, open);
     scanLiteral(literal);
+    if (inString && hexLeft > 0) {
+      throw new TemplateError(`A "\\u" escape at position ${open} is cut short by a placeholder: it needs four hex digits of its own`, open);
+    }
     if (placeholders.length === MAX_PLACEHOLDERS) {
       throw new TemplateError(`Template has more than ${MAX_PLACEHOLDERS} placeholders`, open);
     }
