@@ -13,7 +13,7 @@ import { oneAtATime } from './operations/one-at-a-time';
 import { CheckpointInUse, checkpointFile, refeed, UNKNOWN_COPY_SKIP, type CheckpointState, type SkippedExample, type UnknownCopies } from './operations/refeed';
 import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
-  checkDeadLetterRequest, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, isHeldLetter, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
+  checkDeadLetterRequest, checkLettersExist, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, isHeldLetter, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
   namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
@@ -71,6 +71,12 @@ export interface ReplayJob {
    */
   unknownCopies: number;
   skippedLetters: SkippedExample[];
+  /**
+   * Of a dead-letter replay's named letters (`letters`), those that are no dead letter its filters select: no record
+   * there (retention deleted it; on Kafka, a transaction's marker), a record that is not a dead letter, or a letter
+   * of another stage or workflow, or before `since`. Found by the read before the job starts; [] for other jobs.
+   */
+  lettersNotFound: string[];
   /** Records of the range read so far (replayed or skipped), over every run; updated while running. */
   read: number;
   /** Records left to read in the range, while running and when known. */
@@ -315,7 +321,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       throw new ReplayStoreError(error);
     }
   };
-  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request }, skippedLetters: [...job.skippedLetters], waitingOn: job.waitingOn && { ...job.waitingOn } });
+  const snapshot = (job: ReplayJob): ReplayJob => ({ ...job, request: job.request && { ...job.request }, skippedLetters: [...job.skippedLetters], lettersNotFound: [...job.lettersNotFound], waitingOn: job.waitingOn && { ...job.waitingOn } });
 
   // Opened at the first dead-letter replay, not at start: the service starts whatever the ledger holds.
   let ledger: ReplayLedger | null = null;
@@ -350,10 +356,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
    * a letter it claimed durably whose append failed would never get its copy (only its resume appends it). A letter
    * another replay is appending now (the job would wait for it) or the full ledger refuses it as a new request.
    */
-  const claimNamed = async (request: DeadLetterReplayRequest, replay: string, resumed?: { positions: Record<string, string> }) => {
-    if (request.letters === null) return;
+  const claimNamed = async (request: DeadLetterReplayRequest, replay: string, resumed?: { positions: Record<string, string> }): Promise<string[]> => {
+    if (request.letters === null) return [];
     const left = resumed ? request.letters.filter((l) => BigInt(l.split('/')[1]) >= BigInt(resumed.positions[l.split('/')[0]] ?? '0')) : request.letters;
-    if (!left.length) return;
+    if (!left.length) return [];
     const claims = await ledgerOf();
     await claims.refresh().catch((error) => { throw storeError(error); }); // what another process's replays claimed since
     const selected = deadLetterSelector({ ...request, letters: left }, { ...options.context, skipped: undefined });
@@ -362,14 +368,17 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const unrecorded: string[] = [];
     const advice = await directRunAdvice(dir);
     const since = request.since === null ? null : Date.parse(request.since);
+    const found = new Set<string>();
     const read = await refeed({
       log, source: options.context.topics.deadLetter, ...namedSpan(left, null), checkpoint: null, signal: new AbortController().signal,
       quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, progress: { update() {}, finish() {} },
       select: (record) => {
         const letter = selected(record);
         // Only letters the job will read (from `since` on): a claim it never commits would hold the original up.
-        if (!letter || !inputs.has(letter.source.topic) || (since !== null && record.timestamp < since)) return null;
+        if (!letter || (since !== null && record.timestamp < since)) return null;
         const position = `${record.partition}/${record.offset}`;
+        found.add(position);
+        if (!inputs.has(letter.source.topic)) return null;
         const original = originalOf(letter.source, options.context.codec);
         const verdict = claims.take(original, replay, position);
         if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay && !(resumed && verdict.by.ends !== null)) {
@@ -387,6 +396,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
       throw new ReplayConflict(problems, !resumed ? undefined : `${problems.length} of the dead letters replay ${replay} has not reached yet would wait for another replay that is appending a copy of their request now: it is not resumed; resume it once that replay has ended (a letter whose request it appended is then skipped as a duplicate)`);
     }
     if (unrecorded.length) throw new ReplayLedgerFull(unrecorded, claims.cap);
+    return left.filter((l) => !found.has(l));
   };
 
   /** The checkpoint's request: what the CLI would write for the same range replay, so each resumes the other. */
@@ -491,7 +501,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const named = job.kind === 'dead-letters' ? job.request as DeadLetterReplayRequest : null;
     if (named?.letters) {
       const saved = await checkpointOf(job.id).load().catch(() => null); // unreadable: its run says so
-      await claimNamed(named, job.id, { positions: saved?.positions ?? {} });
+      const notFound = await claimNamed(named, job.id, { positions: saved?.positions ?? {} });
+      // A job kept by an older version learns those it has not passed yet.
+      job.lettersNotFound = [...new Set([...job.lettersNotFound, ...notFound])];
     }
     try {
       return await run(job, await plan(job), decision);
@@ -529,6 +541,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     startDeadLetters: (asked, decision) => inTurn(async () => {
       await listed();
       checkDeadLetterRequest(asked); // refuses a bad request, in its own words, before anything is kept
+      if (asked.letters) checkLettersExist(asked.letters, await log.endOffsets(options.context.topics.deadLetter));
       const request = normalDeadLetterRequest(asked);
       // An unreadable job of these filters (its checkpoint names them) may have replayed some of these letters: it
       // is refused as the job itself is, and gone on with once its record is repaired.
@@ -544,9 +557,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         .sort((a, b) => b.startedAt.localeCompare(a.startedAt))[0];
       if (unfinished) return startOrResume(unfinished, decision);
       const id = `dl-${randomBytes(8).toString('hex')}`;
-      await claimNamed(request, id);
+      const notFound = await claimNamed(request, id);
       try {
-        const job = fresh(id, 'dead-letters', request);
+        const job = { ...fresh(id, 'dead-letters', request), lettersNotFound: notFound };
         const refeedPlan = await plan(job); // the letters as every later run reads them
         jobs.set(job.id, job);
         return await run(job, refeedPlan);
@@ -623,12 +636,13 @@ function parseJob(text: string, id: string): ReplayJob {
   return {
     ...(job as ReplayJob), replayed: count(job.replayed), skipped: count(job.skipped), duplicates: count(job.duplicates), unrecorded: count(job.unrecorded), unknownCopies: count(job.unknownCopies),
     skippedLetters: Array.isArray(job.skippedLetters) ? job.skippedLetters as SkippedExample[] : [],
+    lettersNotFound: Array.isArray(job.lettersNotFound) ? job.lettersNotFound.filter((l): l is string => typeof l === 'string') : [],
     finishedAt: typeof job.finishedAt === 'string' ? job.finishedAt : null, error: typeof job.error === 'string' ? job.error : null,
     runningIn: null, waitingOn: null,
   };
 }
 
-const NO_SKIPS = { duplicates: 0, unrecorded: 0, unknownCopies: 0, skippedLetters: [] } as const satisfies Partial<ReplayJob>;
+const NO_SKIPS = { duplicates: 0, unrecorded: 0, unknownCopies: 0, skippedLetters: [], lettersNotFound: [] } as const satisfies Partial<ReplayJob>;
 
 /** A job's counts as its checkpoint keeps them, over every run. */
 function progressOf(saved: CheckpointState): Pick<ReplayJob, 'replayed' | 'skipped' | 'duplicates' | 'unrecorded' | 'unknownCopies' | 'skippedLetters'> {

@@ -670,3 +670,30 @@ test('a dead-letter replay job that died with a batch announced, whose copy rete
     rmSync(dataDir, { recursive: true, force: true });
   }
 }, 90_000);
+
+test('named dead letters on Kafka: a partition the topic lacks, an empty one, an offset at its end or past 64 bits are refused naming each; a commit marker\'s offset is listed not found', async () => {
+  const codec = defaultAvroCodec();
+  const topics = { ...pipelineTopics(), deadLetter: await newTopic(2), received: await newTopic(1) };
+  // In a transaction: the letter at 0/0, its commit marker at 0/1; partition 1 empty.
+  const tx = await producer.transaction();
+  await tx.send({ topic: topics.deadLetter, messages: [{ partition: 0, key: 'wf-7', value: codec.encode('DeadLetter', {
+    stage: 'decoder', errorCode: 'trigger-missing', message: 'm', attempts: 1, failedAt: Date.now(), workflowId: 'wf-7',
+    source: { topic: topics.received, partition: 0, offset: '0', key: Buffer.from('wf-7'), value: Buffer.from('the request'), headers: {} },
+  }) }] });
+  await tx.commit();
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'refeed-kafka-named-'));
+  const store = await openFilesystemStore(dataDir);
+  try {
+    const jobs = await openReplayJobs({ log, dir: path.join(dataDir, 'replay'), context: { topics, codec, recordKey: 'workflow' }, logger: silentLogger, store, quietMs: 10_000, firstRecordMs: 30_000 });
+    const named = (...letters: string[]) => jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters });
+    await expect(named('2/0', '1/0', '0/2', '0/0')).rejects.toThrow('letters names dead letters the dead-letter topic does not have: 2/0 (the topic has no partition 2: it has 0, 1); 1/0 (partition 1 is empty); 0/2 (partition 0 holds offsets below 2)');
+    await expect(named('0/9999999999999999999')).rejects.toThrow('letters names offsets past the largest a log has (9223372036854775807): 0/9999999999999999999');
+    const { job } = await named('0/0', '0/1');
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 1, lettersNotFound: ['0/1'], error: null });
+    await jobs.stop();
+  } finally {
+    await store.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+}, 60_000);

@@ -525,6 +525,43 @@ test('a request dead-lettered in the dispatcher, and its range-replay copy in th
   }
 });
 
+test('named letters the dead-letter topic cannot have are refused naming them; ones it has that the filters do not select are listed by the job (lettersNotFound)', async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-missing-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const letter = (i: number, stage: string) => ({
+    topic: topics.deadLetter, key: 'wf-4', value: codec.encode('DeadLetter', {
+      stage, errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-4',
+      source: { topic: topics.received, partition: 0, offset: String(i), key: Buffer.from('wf-4'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  try {
+    // 0/0 a decoder letter, 0/1 a dispatcher one, 0/2 no dead letter at all; the topic ends at 3.
+    await ownLog.append([letter(0, 'decoder'), letter(1, 'dispatcher'), { topic: topics.deadLetter, key: null, value: Buffer.from('not a letter') }]);
+    const dir = path.join(own, 'replay');
+    const jobs = await openJobs({ log: ownLog, dir, context, logger: silentLogger });
+    const named = (...letters: string[]) => jobs.startDeadLetters({ stage: 'decoder', workflow: null, since: null, letters });
+    await expect(named('0/0', '7/0')).rejects.toThrow('letters names dead letters the dead-letter topic does not have: 7/0 (the topic has no partition 7: it has 0)');
+    await expect(named('0/3', '0/0', '0/003')).rejects.toThrow('letters names dead letters the dead-letter topic does not have: 0/3 (partition 0 holds offsets below 3); 0/003 (partition 0 holds offsets below 3)');
+    // Beyond a 64-bit offset (Kafka's): refused as such, never read from; the largest one is merely past the end.
+    await expect(named('0/9223372036854775808', '0/9999999999999999999')).rejects.toThrow('letters names offsets past the largest a log has (9223372036854775807): 0/9223372036854775808, 0/9999999999999999999');
+    await expect(named('0/9223372036854775807')).rejects.toThrow('0/9223372036854775807 (partition 0 holds offsets below 3)');
+    expect(jobs.list()).toEqual([]);
+
+    const { job } = await named('0/2', '0/1', '0/0');
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 1, lettersNotFound: ['0/1', '0/2'] });
+    // Kept in the job's record: the same after a restart.
+    await jobs.stop();
+    expect((await openJobs({ log: ownLog, dir, context, logger: silentLogger })).get(job.id)).toMatchObject({ state: 'complete', lettersNotFound: ['0/1', '0/2'] });
+    const copies = (await collectUntilQuiet(ownLog, topics.received, 300, 500)).filter((r) => replayOf(r.headers) !== null);
+    expect(copies.map((r) => replayOf(r.headers))).toEqual([`${topics.received}/0/0`]);
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
 test('a replay of named dead letters reads the topic only from the first of them to the last, its check before the job starts too', async () => {
   const own = mkdtempSync(path.join(tmpdir(), 'replay-named-span-'));
   const ownLog = await openEmbeddedLog({ dataDir: own });

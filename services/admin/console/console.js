@@ -338,7 +338,7 @@ async function replay(position, button, status) {
   status.dataset.state = job.state;
   // A replay that did not complete may be tried again; a complete one is not offered twice.
   if (job.state !== 'complete') button.disabled = false;
-  status.textContent = `replay ${job.id}: ${job.state}, ${job.replayed} replayed, ${job.skipped} skipped${job.duplicates ? ` (${job.duplicates} already replayed)` : ''}${job.unrecorded ? ` (${job.unrecorded} not replayed: the replay ledger is full, REPLAY_LEDGER_MAX_ORIGINALS)` : ''}${job.unknownCopies ? ` (${job.unknownCopies} not replayed: their copies may have been appended before retention deleted them, unknownCopies: skip)` : ''}${job.error ? ` (${job.error})` : ''}`;
+  status.textContent = `replay ${job.id}: ${job.state}, ${job.replayed} replayed, ${job.skipped} skipped${job.duplicates ? ` (${job.duplicates} already replayed)` : ''}${job.unrecorded ? ` (${job.unrecorded} not replayed: the replay ledger is full, REPLAY_LEDGER_MAX_ORIGINALS)` : ''}${job.unknownCopies ? ` (${job.unknownCopies} not replayed: their copies may have been appended before retention deleted them, unknownCopies: skip)` : ''}${job.lettersNotFound?.length ? ` (not among the dead letters selected: ${job.lettersNotFound.join(', ')})` : ''}${job.error ? ` (${job.error})` : ''}`;
 }
 
 // ---- Certificates near expiry ------------------------------------------------------------------------------

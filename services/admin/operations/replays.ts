@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { AvroCodec } from '../../platform/avro/codec';
 import type { DeadLetter } from '../../platform/avro/records';
 import { requestIdOf } from '../../platform/avro/request-id';
-import type { EventLog, LogRecord, OutRecord, ReadStart } from '../../platform/log/event-log';
+import type { EventLog, LogRecord, OutRecord, PartitionOffset, ReadStart } from '../../platform/log/event-log';
 import { workflowOfRecord, type RecordKeyMode } from '../../platform/log/record-keys';
 import { recordIdentity, replayHeaders, replayOf } from '../../platform/log/replay-marking';
 import type { PipelineTopics } from '../../platform/log/topics';
@@ -307,6 +307,28 @@ export function checkDeadLetterRequest(request: DeadLetterReplayRequest): void {
   if (request.since !== null) parsePosition(request.since, 'since', 'time');
   if (request.stage !== null && !DEAD_LETTER_STAGES.includes(request.stage)) throw new ReplayRequestError(`stage takes one of ${DEAD_LETTER_STAGES.join(', ')}`);
   if (request.letters && request.letters.some((l) => !/^\d{1,9}\/\d{1,19}$/.test(l))) throw new ReplayRequestError('letters takes dead-letter positions as "<partition>/<offset>", e.g. "0/42"');
+  // Nineteen digits reach past Kafka's offsets (a signed 64-bit number): read from there, a replay would send the broker one it cannot take.
+  const huge = request.letters?.filter((l) => BigInt(l.split('/')[1]) > MAX_OFFSET) ?? [];
+  if (huge.length) throw new ReplayRequestError(`letters names offsets past the largest a log has (${MAX_OFFSET}): ${[...new Set(huge)].join(', ')}`);
+}
+
+/** The largest offset of a partition (Kafka's are signed 64-bit numbers). */
+export const MAX_OFFSET = 2n ** 63n - 1n;
+
+/**
+ * Refuses named letters the dead-letter topic cannot have (`ends`: its partitions' next offsets as of now): in a
+ * partition it does not have, or at or past a partition's end. Else a replay of them completes having replayed
+ * nothing. A letter below the end that is no dead letter the filters select is only known by reading: the job lists it.
+ */
+export function checkLettersExist(letters: readonly string[], ends: readonly PartitionOffset[]): void {
+  const endOf = new Map(ends.map((p) => [p.partition, BigInt(p.offset)]));
+  const missing = [...new Set(letters)].flatMap((l) => {
+    const [partition, offset] = [Number(l.split('/')[0]), BigInt(l.split('/')[1])];
+    const end = endOf.get(partition);
+    if (end === undefined) return [`${l} (the topic has no partition ${partition}: it has ${[...endOf.keys()].sort((a, b) => a - b).join(', ')})`];
+    return offset >= end ? [`${l} (partition ${partition} ${end === 0n ? 'is empty' : `holds offsets below ${end}`})`] : [];
+  });
+  if (missing.length) throw new ReplayRequestError(`letters names dead letters the dead-letter topic does not have: ${missing.join('; ')}`);
 }
 
 /**
