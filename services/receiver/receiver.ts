@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import * as http from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Span } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, context, isSpanContextValid, trace, type Attributes, type Span } from '@opentelemetry/api';
 import { avroBytesLength, type AvroCodec } from '../platform/avro/codec';
 import type { Received } from '../platform/avro/records';
 import type { EventLog } from '../platform/log/event-log';
@@ -14,6 +14,7 @@ import { DOCUMENT_ID, type Registry } from '../platform/registry/registry';
 import type { CredentialSealer } from '../platform/registry/credential-crypto';
 import type { ObjectStore } from '../platform/store/object-store';
 import { traceHeaders, tracer } from '../platform/telemetry/trace-context';
+import { HOOK_ROUTE, OTHER_METHOD, httpShape, type HttpShape } from '../platform/telemetry/http-semconv';
 import { BUSY, EMPTY_OK, errorAnswer, looksEmpty, type Answer } from '../triggers/answers';
 import type { TriggerCatalog } from '../triggers/catalog';
 import type { InboundRequest, Inspection, TriggerServices } from '../triggers/trigger';
@@ -57,7 +58,7 @@ export interface ReceiverDeps {
   idleBodies: IdleBodies;
   /** Answers that accept nothing wait about as long as a durable accept (accept-timing.ts). */
   acceptTiming: AcceptTiming;
-  metrics: Pick<IngressMetrics, 'request'>;
+  metrics: Pick<IngressMetrics, 'request' | 'refusedByParser'>;
   /** What the received record is keyed by (RECORD_KEY, record-keys.ts). */
   recordKey: RecordKeyMode;
   /** Where refusals of existing workflows are noted for the request journal, after the answer (refusal-journal.ts). */
@@ -77,6 +78,8 @@ interface RequestFacts {
   triggerNode: string | null;
   receivedAt: number;
   accepted: boolean;
+  /** Why nothing was accepted when that was a fault on our side (a 503's cause), for the span: our own words. */
+  failure: { cause: string; error?: unknown } | null;
 }
 
 /** What an answer said beyond its status, for the refusal journal: the AS2 outcome, else the JSON error code. */
@@ -232,14 +235,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const stalled = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
     closing(req, res, requestId, seq, errorAnswer('request-timeout', undefined, { connection: 'close' }));
 
-  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts): Promise<number> {
+  async function handle(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts, route: HookRoute | null): Promise<number> {
     // A request that arrives once close has begun (pipelined, or sent on a kept-alive connection before its last
     // answer said close) is not taken on: the requests in flight are what close waits for.
-    if (closeBegun) { refuse(req, res, requestId, BUSY); return BUSY.status; }
+    if (closeBegun) { facts.failure = STOPPING; refuse(req, res, requestId, BUSY); return BUSY.status; }
     // RFC 9112 §3.2: an HTTP/1.1 request without Host is a 400. Node's own check (requireHostHeader, off here)
     // answers it bare and closes the connection while requests read behind it go on to be accepted, unanswered.
     if (lacksHost(req)) return closing(req, res, requestId, facts.seq, NO_HOST);
-    const route = parseHookRoute(req.url ?? '/');
     if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
     if (req.method !== 'POST') { refuse(req, res, requestId, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
     // Node's parser undoes `chunked` only; under `gzip, chunked` the body it hands over is still compressed and
@@ -256,6 +258,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       workflow = cached !== undefined ? cached : DOCUMENT_ID.test(route.workflowId) ? await workflows.get(route.workflowId) : null;
     } catch (error) {
       logger.error('registry unavailable', { requestId, error });
+      facts.failure = { cause: 'the workflow registry could not be read', error };
       refuse(req, res, requestId, BUSY);
       return 503;
     }
@@ -265,15 +268,16 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       // same empty answer whatever the reason. Where an open hook would refuse (the log saturated, a body
       // over the limit or gone silent, the memory budget spent) the answer is the same refusal at the same
       // moment and in the same order, or that answer would tell the two apart.
-      if (deps.acceptGate.saturated()) { refuse(req, res, requestId, BUSY); return BUSY.status; }
+      if (deps.acceptGate.saturated()) { facts.failure = SATURATED; refuse(req, res, requestId, BUSY); return BUSY.status; }
       if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId, facts.seq);
       const drained = await drainBody(req, deps.maxBodyBytes, { account: { held: deps.heldBodies, inlineMax: deps.inlineBodyMax }, idle: deps.idleBodies });
       if (drained.outcome === 'too-large') return tooLarge(req, res, requestId, facts.seq);
       if (drained.outcome === 'idle') return stalled(req, res, requestId, facts.seq);
-      if (drained.outcome === 'busy') { refuse(req, res, requestId, BUSY); return BUSY.status; }
+      if (drained.outcome === 'busy') { facts.failure = HELD_FULL; refuse(req, res, requestId, BUSY); return BUSY.status; }
       // An open hook's record enters the accept gate here, and is refused when it would not fit. The record
       // this request would have made, for a webhook node, meets the gate the same way (nothing is held).
       if (!deps.acceptGate.admits(wouldBeRecordSize(inboundRequest(req, route, requestId), drained.bytes))) {
+        facts.failure = SATURATED;
         send(res, requestId, BUSY);
         return BUSY.status;
       }
@@ -304,6 +308,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const notAccepted = async (inspection: Inspection): Promise<Answer> =>
       (await plugin.notAccepted?.(request, node, inspection, services)) ?? BUSY;
     if (deps.acceptGate.saturated()) {
+      facts.failure = SATURATED;
       const answer = await notAccepted({});
       refuse(req, res, requestId, answer);
       return answer.status;
@@ -325,6 +330,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       }
       if (outcome.reason === 'store-failed') {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error: outcome.error });
+        facts.failure = { cause: CLAIM_CHECK_FAILED, error: outcome.error };
         const answer = await notAccepted({});
         send(res, requestId, answer);
         // The rest of the upload was not read: the connection cannot carry another request.
@@ -333,6 +339,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       }
       if (outcome.reason === 'busy') {
         logger.warn('bodies held in memory are at MAX_HELD_BODY_BYTES, request refused', { requestId, workflowId: workflow.id });
+        facts.failure = HELD_FULL;
         const answer = await notAccepted({});
         refuse(req, res, requestId, answer);
         return answer.status;
@@ -383,6 +390,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
         }
       } catch (error) {
         logger.error('claim check could not be stored', { requestId, workflowId: workflow.id, error });
+        facts.failure = { cause: CLAIM_CHECK_FAILED, error };
         // The raw bytes are still there, secret and all, and nothing will reference them.
         if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
         return refuseAccepted();
@@ -412,6 +420,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       // A fault of ours, not of the request: it is refused as the trigger refuses what it cannot accept (its
       // notAccepted gives back what inspect claimed, such as a WS-Security token), never answered with a bare 500.
       logger.error('the received record could not be built', { requestId, workflowId: workflow.id, error });
+      facts.failure = { cause: 'the received record could not be built', error };
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       return refuseAccepted();
     }
@@ -423,11 +432,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if ((endingAt.get(req.socket) ?? facts.seq) < facts.seq) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       logger.info('an earlier answer closes the connection: request not accepted', { requestId, workflowId: workflow.id });
+      facts.failure = { cause: 'an earlier answer on the connection closes it: no answer could follow' };
       return refuseAccepted();
     }
     if (!deps.acceptGate.tryEnter(value.length)) {
       if (outcome.stagedPath) void store.delete(outcome.stagedPath).catch(() => undefined);
       logger.warn('log saturated, request refused', { requestId, workflowId: workflow.id, pending: deps.acceptGate.pending().count });
+      facts.failure = SATURATED;
       return refuseAccepted();
     }
     try {
@@ -435,6 +446,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     } catch (error) {
       // The claim check stays: a failed append may still have reached the log (at-least-once).
       logger.error('durable accept failed', { requestId, workflowId: workflow.id, error });
+      facts.failure = { cause: 'durable accept failed: the append to the received log failed', error };
       return refuseAccepted();
     } finally {
       deps.acceptGate.leave(value.length);
@@ -464,29 +476,75 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     });
   }
 
-  /** One request, start to metrics; handle() decides the answer. */
-  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span, { seq, undecided }: InHand): Promise<void> {
-    const requestId = randomUUID();
+  /** What decides a request's answer and returns its status: handle(), or a refusal made before it (a 417). */
+  type Decide = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts, route: HookRoute | null) => Promise<number> | number;
+  /**
+   * Answers written raw over a request in hand by the parser's refusal of its body (clientError): what its client
+   * got, whatever handle() then made of the request cut short (a 499, or the empty 200 of a missing workflow).
+   */
+  const parserAnswers = new WeakMap<http.ServerResponse, Answer>();
+
+  /** One request, start to metrics; `decide` gives the answer. */
+  async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span, { requestId, seq, undecided }: InHand, route: HookRoute | null, shape: HttpShape, decide: Decide): Promise<void> {
     const started = performance.now();
-    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, seq, undecided, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false };
+    const facts: RequestFacts = { triggerKind: null, bodyBytes: 0, seq, undecided, workflowId: null, triggerNode: null, receivedAt: 0, accepted: false, failure: null };
     // Without an SDK the span records nothing: its attributes are not even built.
     if (span.isRecording()) {
-      span.setAttributes({ 'http.request.method': req.method ?? '', 'http.route': '/hook/{workflowId}', 'url.path': targetPath(req.url ?? ''), 'ingress.request_id': requestId });
+      span.setAttributes({ 'http.request.method': shape.method, 'url.scheme': 'http', 'url.path': targetPath(req.url ?? ''), 'ingress.request_id': requestId });
+      if (shape.routed) span.setAttribute('http.route', HOOK_ROUTE);
+      if (shape.method === OTHER_METHOD) span.setAttribute('http.request.method_original', req.method ?? '');
     }
     let status: number;
     try {
-      status = await handle(req, res, requestId, facts);
+      const deciding = decide(req, res, requestId, facts, route);
+      status = typeof deciding === 'number' ? deciding : await deciding;
     } catch (error) {
       logger.error('request failed', { requestId, error });
       send(res, requestId, errorAnswer('internal-error'));
       span.recordException(error as Error);
       status = 500;
     }
-    deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes, outcomes.get(res));
+    const raw = parserAnswers.get(res);
+    if (raw !== undefined) {
+      status = raw.status;
+      codes.set(res, answerCode(raw));
+      outcomes.delete(res);
+    }
+    deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes, outcomes.get(res), shape);
     if (!facts.accepted && facts.workflowId !== null && deps.refusals) noteRefusal(req, res, requestId, status, facts, span);
     span.setAttribute('http.response.status_code', status);
-    if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+    // The error behind a failure of ours, as an exception event: its kind, never its message (exceptionOf).
+    if (facts.failure?.error !== undefined) span.recordException(exceptionOf(facts.failure));
+    if (status >= 500) {
+      span.setAttribute('error.type', String(status));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: facts.failure?.cause });
+    }
     span.end();
+  }
+
+  /** Starts a request's span, named by its method and whether the route matched, and serves the request in it. */
+  function begin(req: http.IncomingMessage, res: http.ServerResponse, entry: InHand, decide: Decide) {
+    const route = parseHookRoute(req.url ?? '/');
+    const shape = httpShape(req.method, route !== null);
+    const span = tracer().startSpan(shape.spanName, { kind: SpanKind.SERVER });
+    // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
+    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span, entry, route, shape, decide);
+    else void serve(req, res, span, entry, route, shape, decide);
+  }
+
+  /**
+   * The span and the count of a request answered raw, with no ServerResponse: a CONNECT (its shape known), or what
+   * the HTTP parser refused before a request existed (no shape: its method is not known, and it has no duration).
+   */
+  function recordRaw(requestId: string, status: number, startedAt: number, shape: HttpShape | null, attributes: Attributes) {
+    const span = tracer().startSpan(shape?.spanName ?? 'HTTP', { kind: SpanKind.SERVER, startTime: performance.timeOrigin + startedAt });
+    if (span.isRecording()) {
+      span.setAttributes({ 'http.request.method': shape?.method ?? OTHER_METHOD, 'url.scheme': 'http', 'ingress.request_id': requestId, 'http.response.status_code': status, ...attributes });
+      if (shape?.routed) span.setAttribute('http.route', HOOK_ROUTE);
+    }
+    span.end();
+    if (shape) deps.metrics.request(status, null, (performance.now() - startedAt) / 1000, 0, undefined, shape);
+    else deps.metrics.refusedByParser(status);
   }
 
   /**
@@ -507,7 +565,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     const seq = prior === undefined ? 0 : prior.seq + 1;
     const owed = prior !== undefined && !prior.res.writableFinished ? prior : undefined;
     const entry: InHand = {
-      req, res, earlier: owed?.res, seq,
+      req, res, requestId: randomUUID(), earlier: owed?.res, seq,
       // A chunked body's size is known only as it is read: one over the limit closes the connection after its
       // answer, decided after its workflow was looked up. Those behind it, until it is answered, wait for that.
       late: req.headers['transfer-encoding'] !== undefined || owed?.late === true,
@@ -523,20 +581,24 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // other, but the requests pipelined behind it are lost, unanswered, on a connection left open. Its answer
     // closes the connection instead: the client knows from it that nothing after it was read.
     if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
-    const entry = track(req, res);
-    const span = tracer().startSpan('POST /hook/{workflowId}', { kind: SpanKind.SERVER });
-    // A span without a valid context (no SDK) has nothing to propagate: the request runs without one.
-    if (isSpanContextValid(span.spanContext())) void context.with(trace.setSpan(context.active(), span), serve, undefined, req, res, span, entry);
-    else void serve(req, res, span, entry);
+    begin(req, res, track(req, res), handle);
   });
   /** Sockets whose parse error is handled: the parser reports the same error again on every later chunk. */
   const parseFailed = new WeakSet<Socket>();
-  /** The parser's refusal, written raw, and the connection closed after it. */
-  function refuseUnparsable(socket: Socket, error: NodeJS.ErrnoException, answer?: Answer) {
+  /**
+   * The parser's refusal, written raw, and the connection closed after it. When it refuses the body of the request
+   * in hand (`current`), that request's id is the answer's, and its span and metrics record this answer (serve);
+   * otherwise the bytes refused are a request of their own, recorded here.
+   */
+  function refuseUnparsable(socket: Socket, error: NodeJS.ErrnoException, current?: InHand, answer?: Answer) {
     if (socket.writable && error.code !== 'ECONNRESET') {
-      const requestId = randomUUID();
+      const startedAt = performance.now();
+      const refusal = answer ?? parserAnswer(error.code);
+      const requestId = current?.requestId ?? randomUUID();
       if (logger.enabled('info')) logger.info('request refused by the HTTP parser', { requestId, code: error.code ?? null, remoteAddress: socket.remoteAddress ?? null });
-      socket.write(answer ? rawAnswer(answer, requestId) : parserAnswer(error.code, requestId));
+      socket.write(rawAnswer(refusal, requestId));
+      if (current !== undefined) parserAnswers.set(current.res, refusal);
+      else recordRaw(requestId, refusal.status, startedAt, null, { 'ingress.parser_error': parserErrorCode(error.code) });
     }
     socket.destroy();
   }
@@ -565,7 +627,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       // (or found missing); a client's FIN before that must not make it a 400, or the status would tell how long
       // the look-up took, which differs between a workflow that exists and one that does not (docs/security.md).
       const declared = Number(current.req.headers['content-length']);
-      if (!current.res.headersSent) return refuseUnparsable(socket, error, declared > deps.maxBodyBytes ? errorAnswer('payload-too-large', tooLargeMessage) : undefined);
+      if (!current.res.headersSent) return refuseUnparsable(socket, error, current, declared > deps.maxBodyBytes ? errorAnswer('payload-too-large', tooLargeMessage) : undefined);
       // An answer half written would be corrupted by another: it is finished, and the connection closed.
       afterAnswer(current.res, () => socket.destroy());
     };
@@ -579,18 +641,22 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
     res.shouldKeepAlive = false; // its body, if any, is not read
     // In hand like any request: a parse error after it must not be answered after its `Connection: close`.
-    track(req, res);
-    const requestId = randomUUID();
-    if (logger.enabled('info')) logger.info('request refused: an expectation other than 100-continue', { requestId, remoteAddress: req.socket.remoteAddress ?? null });
-    send(res, requestId, errorAnswer('expectation-failed'));
+    const entry = track(req, res);
+    if (logger.enabled('info')) logger.info('request refused: an expectation other than 100-continue', { requestId: entry.requestId, remoteAddress: req.socket.remoteAddress ?? null });
+    // Served as any request (a span, its metrics), decided at once.
+    begin(req, res, entry, (_req, _res, requestId) => { send(res, requestId, EXPECTATION_FAILED); return EXPECTATION_FAILED.status; });
   });
   server.on('connect', (req: http.IncomingMessage, socket: Socket) => {
+    const startedAt = performance.now();
     const requestId = randomUUID();
     if (logger.enabled('info')) logger.info('request refused: CONNECT', { requestId, remoteAddress: req.socket.remoteAddress ?? null });
     socket.on('error', () => undefined);
     // The server allows half-open connections, so end() alone would leave the socket open for as long as the
     // client keeps its side: closed once the answer is written (no HTTP timeout covers a handed-over socket).
-    const answer = () => socket.end(rawAnswer(errorAnswer('method-not-allowed', undefined, { allow: 'POST' }), requestId), () => socket.destroy());
+    const answer = () => {
+      socket.end(rawAnswer(CONNECT_REFUSED, requestId), () => socket.destroy());
+      recordRaw(requestId, CONNECT_REFUSED.status, startedAt, httpShape(req.method, parseHookRoute(req.url ?? '') !== null), {});
+    };
     // Requests pipelined before it may still be answering on this socket (Node hands it over all the same):
     // written at once, the refusal would go out before their answers, and the close would cut them off.
     const before = inHand.get(socket);
@@ -653,6 +719,8 @@ function answered(res: http.ServerResponse): Promise<boolean> {
 interface InHand {
   req: http.IncomingMessage;
   res: http.ServerResponse;
+  /** Its id, made as it comes: a parse error in its body is answered with it (refuseUnparsable). */
+  requestId: string;
   earlier: http.ServerResponse | undefined;
   seq: number;
   /** Whether this request, or one whose answer was owed before it when it came, may close the connection late. */
@@ -673,9 +741,29 @@ const PARSER_ERRORS: Record<string, Answer> = {
 };
 const MALFORMED = errorAnswer('request-malformed');
 const NO_HOST = errorAnswer('request-malformed', 'An HTTP/1.1 request must carry a Host header', { connection: 'close' });
-function parserAnswer(code: string | undefined, requestId: string): string {
-  return rawAnswer((code !== undefined && PARSER_ERRORS[code]) || MALFORMED, requestId);
+const EXPECTATION_FAILED = errorAnswer('expectation-failed');
+const CONNECT_REFUSED = errorAnswer('method-not-allowed', undefined, { allow: 'POST' });
+const parserAnswer = (code: string | undefined): Answer => (code !== undefined && PARSER_ERRORS[code]) || MALFORMED;
+/** The parser's error code for a span (`HPE_…`, a fixed set of Node's); anything else is not echoed. */
+const parserErrorCode = (code: string | undefined): string => code !== undefined && /^(HPE|ERR_HTTP)_[A-Z_]{1,48}$/.test(code) ? code : 'other';
+
+/** Causes of a 503 of ours, for the span (RequestFacts.failure). */
+const SATURATED = { cause: 'the log is saturated: back-pressure refuses the accept' };
+const HELD_FULL = { cause: 'bodies held in memory are at MAX_HELD_BODY_BYTES' };
+const STOPPING = { cause: 'the receiver is stopping' };
+const CLAIM_CHECK_FAILED = 'the claim check could not be stored';
+
+/**
+ * The exception event of a failure: our words for its cause, and of the error only its class name and code, both
+ * when they are plain identifiers (an error's message may quote what it failed on: a connection string, a body).
+ */
+function exceptionOf(failure: { cause: string; error?: unknown }): { name: string; message: string; code?: string } {
+  const error = failure.error as { name?: unknown; code?: unknown } | undefined;
+  const name = typeof error?.name === 'string' && IDENTIFIER.test(error.name) ? error.name : 'Error';
+  const code = typeof error?.code === 'string' && IDENTIFIER.test(error.code) ? error.code : undefined;
+  return code === undefined ? { name, message: failure.cause } : { name, message: failure.cause, code };
 }
+const IDENTIFIER = /^[A-Za-z_$][\w$.-]{0,63}$/;
 
 /** An answer written straight to a socket that no ServerResponse has: its headers, a request id, and the close. */
 function rawAnswer(answer: Answer, requestId: string): string {

@@ -4,6 +4,7 @@ import { readGlobalMetrics, type Point } from '../support/metric-points';
 import { X509Certificate } from 'node:crypto';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { datedCertificate } from '../support/dated-certificates';
+import { converse } from '../support/raw-http';
 
 /**
  * The metrics the service records, read with a pull reader from the OpenTelemetry SDK: requests by status
@@ -96,4 +97,52 @@ test('each credential certificate reports its days to expiry, negative once expi
   expect(of('partner').attributes['ingress.certificate.fingerprint']).toBe(new X509Certificate(expiredPartner.cert).fingerprint256);
   expect([days('2020-01-01T00:00:00Z', after), days('2020-01-01T00:00:00Z', before)]).toContain(of('partner').value);
   expect(of('partner').value as number).toBeLessThan(0);
+});
+
+test('requests are recorded with their own method and route, and what reached no handler or trigger is counted too', async () => {
+  await app.backends.registry.workflows.put({ id: 'wf-shapes', active: true, nodes: [{ name: 'Hook', type: 'webhook' }] });
+  const send = async (bytes: string) => (await converse(app.baseUrl, Buffer.from(bytes, 'latin1'))).answers[0].status;
+  const count = async (match: Record<string, unknown>) => sum(await points('ingress.requests'), match);
+  const before = {
+    malformed: await count({ 'http.response.status_code': 400, 'ingress.trigger_kind': 'none' }),
+    expectation: await count({ 'http.response.status_code': 417, 'ingress.trigger_kind': 'none' }),
+    connect: await count({ 'http.response.status_code': 405, 'ingress.trigger_kind': 'none' }),
+  };
+
+  expect(await send('GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n')).toBe(404);
+  expect(await send('POST /hook/wf-shapes HTTP/1.1\r\nHost: x\r\nBad Header\r\n\r\n')).toBe(400);
+  expect(await send('POST /hook/wf-shapes HTTP/1.1\r\nHost: x\r\nExpect: weird\r\nContent-Length: 2\r\n\r\n{}')).toBe(417);
+  expect(await send('CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n')).toBe(405);
+  // The parser's 400 on a body of a request in hand is that request's: of its trigger kind, not a 499.
+  expect(await send('POST /hook/wf-shapes HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n')).toBe(400);
+
+  expect(await count({ 'http.response.status_code': 400, 'ingress.trigger_kind': 'none' })).toBe(before.malformed + 1);
+  expect(await count({ 'http.response.status_code': 417, 'ingress.trigger_kind': 'none' })).toBe(before.expectation + 1);
+  expect(await count({ 'http.response.status_code': 405, 'ingress.trigger_kind': 'none' })).toBe(before.connect + 1);
+  // Recorded once the request's handling sees its connection gone, which may be after its client read the answer.
+  while (await count({ 'ingress.trigger_kind': 'webhook', 'http.response.status_code': 400 }) + await count({ 'http.response.status_code': 499 }) < 1) await tick();
+  expect(await count({ 'http.response.status_code': 400, 'ingress.trigger_kind': 'webhook' })).toBe(1);
+  expect(await count({ 'http.response.status_code': 499 })).toBe(0);
+
+  const durations = await points('http.server.request.duration');
+  const attributesOf = (match: Record<string, unknown>) => durations.filter((p) => Object.entries(match).every(([k, v]) => p.attributes[k] === v)).map((p) => p.attributes);
+  // The method as sent; http.route only where the route matched; never a raw path.
+  expect(attributesOf({ 'http.request.method': 'GET', 'http.response.status_code': 404 })).toEqual([{ 'http.request.method': 'GET', 'url.scheme': 'http', 'http.response.status_code': 404, 'ingress.trigger_kind': 'none' }]);
+  expect(attributesOf({ 'http.request.method': 'CONNECT' })).toEqual([{ 'http.request.method': 'CONNECT', 'url.scheme': 'http', 'http.response.status_code': 405, 'ingress.trigger_kind': 'none' }]);
+  expect(attributesOf({ 'http.response.status_code': 417 })).toEqual([{ 'http.request.method': 'POST', 'http.route': '/hook/{workflowId}', 'url.scheme': 'http', 'http.response.status_code': 417, 'ingress.trigger_kind': 'none' }]);
+  expect(durations.every((p) => p.attributes['http.request.method'] !== undefined && p.attributes['url.path'] === undefined)).toBe(true);
+
+  // A 5xx carries error.type, its status as a string.
+  const log = app.backends.log;
+  const append = log.append.bind(log);
+  log.append = async (records) => {
+    if (records.some((r) => r.topic === app.topics.received)) throw new Error('no log today');
+    return append(records);
+  };
+  try {
+    expect((await fetch(`${app.baseUrl}/hook/wf-shapes`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' })).status).toBe(503);
+  } finally {
+    log.append = append;
+  }
+  expect(sum(await points('http.server.request.duration'), { 'http.response.status_code': 503, 'error.type': '503', 'ingress.trigger_kind': 'webhook' })).toBe(1);
 });

@@ -16,7 +16,8 @@ test('every IngressMetrics method recorded in the worker is applied to the main 
   const worker = forwardingMetrics(() => rpc);
   handlers = metricsFromWorker(main, () => rpc);
 
-  worker.metrics.request(200, 'webhook', 0.01, 10);
+  worker.metrics.request(200, 'webhook', 0.01, 10, undefined, { method: 'POST', routed: true, spanName: 'POST /hook/{workflowId}' });
+  worker.metrics.refusedByParser(400);
   worker.metrics.stageRecord('decoder', 'processed');
   worker.metrics.rateLimited('wf');
   worker.metrics.ipNotAllowed('wf');
@@ -25,7 +26,7 @@ test('every IngressMetrics method recorded in the worker is applied to the main 
   worker.metrics.refusalNotJournaled('queue-full', 2);
   await new Promise((resolve) => setImmediate(resolve));
   expect(applied).toEqual([
-    ['request', [200, 'webhook', 0.01, 10]], ['stageRecord', ['decoder', 'processed']], ['rateLimited', ['wf']], ['ipNotAllowed', ['wf']],
+    ['request', [200, 'webhook', 0.01, 10, undefined, { method: 'POST', routed: true, spanName: 'POST /hook/{workflowId}' }]], ['refusedByParser', [400]], ['stageRecord', ['decoder', 'processed']], ['rateLimited', ['wf']], ['ipNotAllowed', ['wf']],
     ['duplicate', ['wf']], ['mdnDelivery', ['delivered']], ['refusalNotJournaled', ['queue-full', 2]],
   ]);
 });

@@ -9,7 +9,7 @@ import type { IngressMetrics } from './metrics';
 type Observed = 'observeLag' | 'observeCertificates';
 type Recorded = Exclude<keyof IngressMetrics, Observed>;
 /** Every recording method of IngressMetrics: one left out would be undefined in the worker, and a stage calling it would fail. */
-const RECORDED = ['request', 'stageRecord', 'rateLimited', 'ipNotAllowed', 'duplicate', 'mdnDelivery', 'refusalNotJournaled'] as const satisfies readonly Recorded[];
+const RECORDED = ['request', 'refusedByParser', 'stageRecord', 'rateLimited', 'ipNotAllowed', 'duplicate', 'mdnDelivery', 'refusalNotJournaled'] as const satisfies readonly Recorded[];
 // Fails to compile when IngressMetrics gains a recording method RECORDED does not list.
 const everyMethodListed: Exclude<Recorded, (typeof RECORDED)[number]> extends never ? true : never = true;
 void everyMethodListed;

@@ -1,4 +1,5 @@
 import { metrics, type Attributes, type Meter } from '@opentelemetry/api';
+import { HOOK_ROUTE, type HttpShape } from './http-semconv';
 
 /**
  * The service's metrics, through the OpenTelemetry metrics API. The instruments come from the global meter
@@ -11,7 +12,13 @@ export interface IngressMetrics {
    * One hook request answered: its status, its trigger kind (none when no workflow matched), how long, how
    * many body bytes, and what the answer said beyond its status when the kind says more (AS2 dispositions).
    */
-  request(status: number, triggerKind: string | null, seconds: number, bodyBytes: number, outcome?: string): void;
+  request(status: number, triggerKind: string | null, seconds: number, bodyBytes: number, outcome: string | undefined, http: HttpShape): void;
+  /**
+   * One request the HTTP parser refused before it was whole (a bad header line, a bad chunk size), answered raw:
+   * counted in `ingress.requests` (trigger kind none), so a flood of them shows. It has no duration: neither its
+   * method nor when it began is known.
+   */
+  refusedByParser(status: number): void;
   /**
    * One input record a stage finished: processed, dead-lettered with an error code, or skipped with the reason
    * (a stage without dead letters, the journal, passing over a record it must not or cannot handle:
@@ -35,7 +42,7 @@ export interface IngressMetrics {
 }
 
 export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-event-ingress')): IngressMetrics {
-  const requests = meter.createCounter('ingress.requests', { description: 'Hook requests answered, by status and trigger kind', unit: '{request}' });
+  const requests = meter.createCounter('ingress.requests', { description: 'Requests answered (those the HTTP parser refused included), by status and trigger kind', unit: '{request}' });
   const duration = meter.createHistogram('http.server.request.duration', {
     description: 'Time to answer a hook request (the durable accept included)', unit: 's',
     advice: { explicitBucketBoundaries: [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10] },
@@ -53,21 +60,27 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
   const refusalsNotJournaled = meter.createCounter('ingress.journal.refusals_not_journaled', { description: 'Refused requests left out of the request journal, by reason (rate-limited: over the per-workflow budget; queue-full; append-failed)', unit: '{request}' });
   const lag = meter.createObservableGauge('messaging.kafka.consumer.lag', { description: 'Records in the stage input topic not yet committed by the stage', unit: '{record}' });
   const certificateDays = meter.createObservableGauge('ingress.certificate.days_to_expiry', { description: 'Whole days until a credential certificate expires (negative once expired), by credential, role and SHA-256 fingerprint', unit: 'd' });
-  // The hot path allocates no attribute objects: one set per status and trigger kind, made once.
+  // The hot path allocates no attribute objects: one set per status, trigger kind, method and route, made once
+  // (the methods are a fixed set, httpMethod's: a client's made-up method is `_OTHER`, never a new key).
   const requestAttributes = new Map<string, { count: Attributes; duration: Attributes; bytes: Attributes }>();
-  const attributesOf = (status: number, triggerKind: string) => {
-    const key = `${status} ${triggerKind}`;
+  const attributesOf = (status: number, triggerKind: string, http: HttpShape) => {
+    const key = `${status} ${triggerKind} ${http.method} ${http.routed ? 1 : 0}`;
     let set = requestAttributes.get(key);
     if (!set) {
       const count = { 'http.response.status_code': status, 'ingress.trigger_kind': triggerKind };
-      set = { count, duration: { 'http.request.method': 'POST', 'http.route': '/hook/{workflowId}', ...count }, bytes: { 'ingress.trigger_kind': triggerKind } };
+      const duration: Attributes = { 'http.request.method': http.method, 'url.scheme': 'http', ...count };
+      if (http.routed) duration['http.route'] = HOOK_ROUTE;
+      // The conventions' error.type for a server: set on 5xx only, the status code as a string.
+      if (status >= 500) duration['error.type'] = String(status);
+      set = { count, duration, bytes: { 'ingress.trigger_kind': triggerKind } };
       requestAttributes.set(key, set);
     }
     return set;
   };
+  const parserRefusals = new Map<number, Attributes>();
   return {
-    request(status, triggerKind, seconds, bodyBytes, outcome) {
-      const attributes = attributesOf(status, triggerKind ?? 'none');
+    request(status, triggerKind, seconds, bodyBytes, outcome, http) {
+      const attributes = attributesOf(status, triggerKind ?? 'none', http);
       requests.add(1, attributes.count);
       duration.record(seconds, attributes.duration);
       if (bodyBytes > 0) bytesIn.add(bodyBytes, attributes.bytes);
@@ -77,6 +90,11 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
         if (!set) outcomeAttributes.set(key, (set = { 'ingress.trigger_kind': triggerKind ?? 'none', 'ingress.outcome': outcome }));
         outcomes.add(1, set);
       }
+    },
+    refusedByParser(status) {
+      let set = parserRefusals.get(status);
+      if (!set) parserRefusals.set(status, (set = { 'http.response.status_code': status, 'ingress.trigger_kind': 'none' }));
+      requests.add(1, set);
     },
     // Refusals are off the accepting path: their attributes are made per call, and no map of workflow ids grows.
     rateLimited: (workflowId) => rateLimited.add(1, { 'workflow.id': workflowId }),
