@@ -14,7 +14,7 @@ import { CheckpointInUse, checkpointFile, refeed, UNKNOWN_COPY_SKIP, type Checkp
 import { openReplayLedger, ReplayLedgerUnreadable, type ReplayClaim, type ReplayLedger } from './operations/replay-ledger';
 import {
   checkDeadLetterRequest, checkLettersExist, deadLetterReplayPlan, deadLetterRequestFields, deadLetterSelector, duplicateReason, isHeldLetter, ledgerFullReason, normalDeadLetterRequest, normalRangeRequest,
-  namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs,
+  namedSpan, originalOf, rangeReplayId, rangeReplayPlan, replayableInputs, ReplayRequestError,
   type DeadLetterReplayRequest, type RangeReplayRequest, type RefeedPlan, type ReplayContext,
 } from './operations/replays';
 
@@ -369,6 +369,7 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     const advice = await directRunAdvice(dir);
     const since = request.since === null ? null : Date.parse(request.since);
     const found = new Set<string>();
+    const notReplayed: string[] = [];
     const read = await refeed({
       log, source: options.context.topics.deadLetter, ...namedSpan(left, null), checkpoint: null, signal: new AbortController().signal,
       quietMs: options.quietMs, firstRecordMs: options.firstRecordMs, progress: { update() {}, finish() {} },
@@ -378,7 +379,8 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         if (!letter || (since !== null && record.timestamp < since)) return null;
         const position = `${record.partition}/${record.offset}`;
         found.add(position);
-        if (!inputs.has(letter.source.topic)) return null;
+        // Named, it would be found and replay nothing, saying nothing (the console offers every letter's Replay).
+        if (!inputs.has(letter.source.topic)) { notReplayed.push(`${position} (${letter.stage})`); return null; }
         const original = originalOf(letter.source, options.context.codec);
         const verdict = claims.take(original, replay, position);
         if (!verdict.replay && verdict.reason === 'duplicate' && verdict.by.replay !== replay && !(resumed && verdict.by.ends !== null)) {
@@ -390,7 +392,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         return null;
       },
     }, {});
-    if (read.stalled || problems.length || unrecorded.length) claims.abandon(replay);
+    if (read.stalled || problems.length || unrecorded.length || notReplayed.length) claims.abandon(replay);
+    if (notReplayed.length) {
+      throw new ReplayRequestError(`letters names dead letters of a stage that is not replayed (re-feeding an execution queue would request those executions again): ${notReplayed.join('; ')}`);
+    }
     if (read.stalled) throw new EventLogError(`${read.stalled}: the letters asked for could not all be read, so whether they were replayed is unknown; ask again`, 'log-unavailable');
     if (problems.length) {
       throw new ReplayConflict(problems, !resumed ? undefined : `${problems.length} of the dead letters replay ${replay} has not reached yet would wait for another replay that is appending a copy of their request now: it is not resumed; resume it once that replay has ended (a letter whose request it appended is then skipped as a duplicate)`);

@@ -562,6 +562,33 @@ test('named letters the dead-letter topic cannot have are refused naming them; o
   }
 });
 
+test("a named letter of the sampler, whose letters are never replayed, is refused naming it, nothing started (it was found, replayed nothing and said nothing; found by review)", async () => {
+  const own = mkdtempSync(path.join(tmpdir(), 'replay-named-sampler-'));
+  const ownLog = await openEmbeddedLog({ dataDir: own });
+  const codec = context.codec;
+  const letter = (i: number, stage: string, sourceTopic: string) => ({
+    topic: topics.deadLetter, key: 'wf-5', value: codec.encode('DeadLetter', {
+      stage, errorCode: 'e', message: 'm', attempts: 1, failedAt: 1, workflowId: 'wf-5',
+      source: { topic: sourceTopic, partition: 0, offset: String(i), key: Buffer.from('wf-5'), value: Buffer.from(`request ${i}`), headers: {} },
+    }),
+  });
+  try {
+    await ownLog.append([letter(0, 'decoder', topics.received), letter(1, 'sampler', 'executions.sampled')]);
+    const jobs = await openJobs({ log: ownLog, dir: path.join(own, 'replay'), context, logger: silentLogger });
+    await expect(jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0', '0/1'] }))
+      .rejects.toThrow('letters names dead letters of a stage that is not replayed (re-feeding an execution queue would request those executions again): 0/1 (sampler)');
+    expect(jobs.list()).toEqual([]);
+    // The decoder's letter alone is replayed: the refusal let its claim go.
+    const { job } = await jobs.startDeadLetters({ stage: null, workflow: null, since: null, letters: ['0/0'] });
+    await jobs.settled(job.id);
+    expect(jobs.get(job.id)).toMatchObject({ state: 'complete', replayed: 1, lettersNotFound: [] });
+    await jobs.stop();
+  } finally {
+    await ownLog.close();
+    rmSync(own, { recursive: true, force: true });
+  }
+});
+
 test('a replay of named dead letters reads the topic only from the first of them to the last, its check before the job starts too', async () => {
   const own = mkdtempSync(path.join(tmpdir(), 'replay-named-span-'));
   const ownLog = await openEmbeddedLog({ dataDir: own });

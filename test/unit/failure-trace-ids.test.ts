@@ -45,3 +45,13 @@ test("'record dead-lettered' and a retry's fields carry the failed span's trace 
   expect(failureFields(record('3'), new Error('x'), codec)).toEqual({ requestId: 'req-7', trace_id: TRACE, span_id: 'b7ad6b7169203331' });
   expect(failureFields({ ...record('4'), value: Buffer.from('junk'), headers: {} }, new Error('x'), codec)).toEqual({ requestId: null });
 });
+
+test('one error thrown out of two requests\' spans (a shared registry rejection) names each request\'s own span (found by review)', async () => {
+  const shared = new Error('registry unavailable');
+  const other = (offset: string): LogRecord => ({ ...record(offset), headers: { traceparent: '00-1234567890abcdef1234567890abcdef-1111111111111111-01' } });
+  const [a, b] = [record('5'), other('6')];
+  const failedSpans: string[] = [];
+  for (const r of [a, b]) await inConsumerSpan('t process', r.headers, {}, async (span) => { failedSpans.push(span.spanContext().spanId); throw shared; }).catch(() => undefined);
+  expect(failureFields(a, shared, codec)).toEqual({ requestId: 'req-7', trace_id: TRACE, span_id: failedSpans[0] });
+  expect(failureFields(b, shared, codec)).toEqual({ requestId: 'req-7', trace_id: '1234567890abcdef1234567890abcdef', span_id: failedSpans[1] });
+});

@@ -218,6 +218,8 @@ describe("mode 'json'", () => {
     }
     // A whole escape, an escaped backslash before a u, and a \\u outside a string are not cut short.
     for (const template of ['{"a": "\\u00e9{{$json.x}}"}', '{"a": "\\\\u{{$json.x}}"}', '{"a{{$json.x}}": 1}']) expect(() => compileTemplate(template)).not.toThrow();
+    // A quote that cuts an escape short still ends the string: the placeholder after it is a value, not text.
+    expect(compileTemplate('{"a":"\\u12", "b": {{$json.x}}}').expressions[0].inJsonString).toBe(false);
   });
 
   it('reads the literal text after such a placeholder as the rendered JSON has it (found by review)', () => {

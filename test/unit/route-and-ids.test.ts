@@ -90,11 +90,13 @@ test('credential-bearing headers are redacted, extra ones on request', () => {
   expect(plain.filter((name) => out[name] !== 'v')).toEqual([]);
 });
 
-test('a callback URL header loses its query only where the trigger names it (AS2), and a value that is no URL is kept', () => {
+test('a callback URL header loses its query only where the trigger names it (AS2), quoted or not', () => {
   const headers = { 'Receipt-Delivery-Option': 'https://cb.example/x?ref=7' };
   // A webhook's header of that name is the partner's data (found by review: it was rewritten for every trigger).
   expect(redactHeaders(headers)).toEqual({ 'receipt-delivery-option': 'https://cb.example/x?ref=7' });
   expect(redactHeaders(headers, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': 'https://cb.example/x?...' });
-  expect(redactHeaders({ 'receipt-delivery-option': 'my-callback-42' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': 'my-callback-42' });
+  // Quoted, as the delivery takes it (found by review: the token stayed); no URL at all: elided too.
+  expect(redactHeaders({ 'receipt-delivery-option': ' "https://cb.example/x?token=S" ' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': 'https://cb.example/x?...' });
+  expect(redactHeaders({ 'receipt-delivery-option': 'my-callback-42' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': '(not a URL)' });
   expect(redactHeaders({ 'receipt-delivery-option': ' ' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': ' ' });
 });

@@ -53,9 +53,14 @@ export function redactHeaders(headers: Record<string, string>, alsoSecret: reado
   return out;
 }
 
-/** A callback URL without its query; a value that is no URL is kept as it came (it is called back at nowhere). */
+/**
+ * A callback URL without its query, read as the delivery reads it (spaces and double quotes around it dropped:
+ * url-allow-list.ts parseTarget). Blank stays blank (no callback asked for); any other value that is no URL is
+ * elided too, since a partner's token might be in it.
+ */
 export function withoutQuery(value: string): string {
-  return URL.canParse(value.trim()) ? loggableUrl(value.trim(), '...') : value;
+  const text = value.trim().replace(/^"(.*)"$/, '$1').trim();
+  return text === '' ? value : loggableUrl(text, '...');
 }
 
 /**

@@ -16,11 +16,15 @@ export function diagLogger(logger: Logger, env: NodeJS.ProcessEnv, options: { ev
   const last = new Map<string, { at: number; leftOut: number }>();
   const report = (level: string) => (message: string, ...args: unknown[]) => {
     const detail = scrub([describe(message), ...args.map(describe)].filter(Boolean).join(' '), secrets).slice(0, 1000);
-    const seen = last.get(detail);
+    // Distinct by its words, not its numbers: "Dropped 4600 spans", "… on ended Span {<trace id>}" vary per call.
+    const key = detail.replace(/\b[0-9a-f]{16,32}\b/gi, '#').replace(/\d+/g, '#');
+    const seen = last.get(key);
     const at = now();
     if (seen && at - seen.at < everyMs) { seen.leftOut++; return; }
-    if (last.size >= 100) last.clear(); // distinct messages are few; this bounds a flood of varying ones
-    last.set(detail, { at, leftOut: 0 });
+    // Distinct problems are few; a flood of others drops the oldest one's limit, not every one's.
+    if (!seen && last.size >= 100) last.delete(last.keys().next().value!);
+    last.delete(key);
+    last.set(key, { at, leftOut: 0 });
     logger.warn('OpenTelemetry SDK reported a problem: spans or metrics may be lost', { diagLevel: level, detail, ...(seen ? { leftOutSinceLast: seen.leftOut } : {}) });
   };
   const ignore = () => undefined;

@@ -16,8 +16,9 @@ import { queryHiddenUrl } from './outgoing-url';
  *   record's trace context with one of whatever was active at the send (a transaction, a coalesced append),
  *   so on Kafka each hop began a new trace. The stages' spans already carry the messaging.* attributes.
  * (The http module is patched only when something requires it after the SDK started, as the Azure Blob and
- * Cosmos DB clients do. On the embedded backends neither happened; on the real ones both did, and then an
- * asynchronous MDN's POST is traced too: outgoing-url.ts keeps its query, which a partner chose, out of it.)
+ * Cosmos DB clients do. On the embedded backends neither happened; on the real ones both did. An asynchronous
+ * MDN's POST is never traced by it: guarded-post.ts makes its own CLIENT span and suppresses the instrumentation,
+ * so no trace context goes to the partner. outgoing-url.ts keeps the query out of the Blob and Cosmos calls' spans.)
  */
 /** Whether the OTEL_* variables ask for an exporter of traces or metrics, i.e. whether the SDK starts. */
 export function telemetryWanted(env: NodeJS.ProcessEnv): boolean {
@@ -48,13 +49,14 @@ export async function startTelemetry(env: NodeJS.ProcessEnv, logger: Logger): Pr
       },
     })],
   });
-  sdk.start();
-  // The SDK's own problems (an export refused, timed out) as our warn lines, rate-limited (diag-logger.ts); an
-  // operator who set OTEL_LOG_LEVEL keeps the SDK's console logger at that level instead.
+  // The SDK's own problems (an export refused, timed out, an endpoint it cannot parse, which start() reports and
+  // then falls back to localhost) as our warn lines, rate-limited (diag-logger.ts); set before start() for that
+  // reason. An operator who set OTEL_LOG_LEVEL keeps the SDK's console logger at that level instead.
   if (!env.OTEL_LOG_LEVEL) {
     const { diag, DiagLogLevel } = await import('@opentelemetry/api');
     diag.setLogger(diagLogger(logger, env), { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
   }
+  sdk.start();
   logger.info('telemetry started', { exporter: env.OTEL_TRACES_EXPORTER ?? 'otlp' });
   return (withinMs) => boundedShutdown(() => sdk.shutdown(), withinMs, logger);
 }

@@ -108,7 +108,7 @@ export async function inConsumerSpan<T>(
     try {
       return await fn(span);
     } catch (error) {
-      failed(span, error);
+      failed(span, error, headers);
       throw error;
     } finally {
       span.end();
@@ -116,11 +116,19 @@ export async function inConsumerSpan<T>(
   });
 }
 
-/** The span each failure was thrown out of, for the lines that tell of it once that span has ended (failureTraceFields). */
-const failedIn = new WeakMap<object, SpanContext>();
+/**
+ * The span each failure was thrown out of, by the record's trace context, for the lines that tell of it once that
+ * span has ended (failureTraceFields). By record too, since one error object can be thrown out of several records'
+ * spans at once (a registry look-up's rejection, shared by the requests waiting on it).
+ */
+const failedIn = new WeakMap<object, Map<string, SpanContext>>();
 
-function failed(span: Span, error: unknown): void {
-  if (error !== null && typeof error === 'object') failedIn.set(error, span.spanContext());
+function failed(span: Span, error: unknown, headers?: Record<string, string>): void {
+  if (headers && error !== null && typeof error === 'object') {
+    let spans = failedIn.get(error);
+    if (!spans) failedIn.set(error, spans = new Map());
+    spans.set(headers.traceparent ?? '', span.spanContext());
+  }
   span.recordException(error as Error);
   span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
 }
@@ -134,7 +142,7 @@ export function inConsumerSpanSync<T>(name: string, headers: Record<string, stri
     try {
       return fn(span);
     } catch (error) {
-      failed(span, error);
+      failed(span, error, headers);
       throw error;
     } finally {
       span.end();
@@ -166,7 +174,7 @@ export async function inUnpropagatedClientSpan<T>(name: string, attributes: Reco
  * SDK: the stage's span is the record's own span context) the record's trace context. None when neither is valid.
  */
 export function failureTraceFields(error: unknown, headers: Record<string, string> | undefined): { trace_id?: string; span_id?: string } {
-  const spanContext = (error !== null && typeof error === 'object' ? failedIn.get(error) : undefined) ?? (headers && trace.getSpanContext(contextFromHeaders(headers)));
+  const spanContext = (error !== null && typeof error === 'object' ? failedIn.get(error)?.get(headers?.traceparent ?? '') : undefined) ?? (headers && trace.getSpanContext(contextFromHeaders(headers)));
   return spanContext && isSpanContextValid(spanContext) ? { trace_id: spanContext.traceId, span_id: spanContext.spanId } : {};
 }
 

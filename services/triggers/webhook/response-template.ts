@@ -171,8 +171,10 @@ export function compileTemplate(source: string): CompiledTemplate {
   const scanLiteral = (text: string) => {
     for (let k = 0; k < text.length; k++) {
       const c = text[k];
+      // A character that cuts a \u escape short is read as any other (the template is no JSON then, but a quote
+      // still ends the string, as a reader of the rendered text would take it).
+      if (hexLeft > 0) { if (/[0-9a-fA-F]/.test(c)) { hexLeft--; continue; } hexLeft = 0; }
       if (!inString) { if (c === '"') inString = true; }
-      else if (hexLeft > 0) hexLeft = /[0-9a-fA-F]/.test(c) ? hexLeft - 1 : 0;
       else if (escaped) { escaped = false; if (c === 'u') hexLeft = 4; }
       else if (c === '\\') escaped = true;
       else if (c === '"') inString = false;
