@@ -78,7 +78,7 @@ interface RequestFacts {
   triggerNode: string | null;
   receivedAt: number;
   accepted: boolean;
-  /** Why nothing was accepted when that was a fault on our side (a 503's cause), for the span: our own words. */
+  /** Why nothing was accepted when that was a fault on our side (a 503's or 500's cause), for the span: our own words. */
   failure: { cause: string; error?: unknown } | null;
 }
 
@@ -508,7 +508,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     } catch (error) {
       logger.error('request failed', { requestId, error });
       send(res, requestId, errorAnswer('internal-error'));
-      span.recordException(error as Error);
+      // On the span as a 503's cause is (exceptionOf): its kind, never its message.
+      facts.failure = { cause: INTERNAL_ERROR, error };
       status = 500;
     }
     const raw = parserAnswers.get(res);
@@ -762,11 +763,13 @@ const parserAnswer = (code: string | undefined): Answer => (code !== undefined &
 /** The parser's error code for a span (`HPE_…`, a fixed set of Node's); anything else is not echoed. */
 const parserErrorCode = (code: string | undefined): string => code !== undefined && /^(HPE|ERR_HTTP)_[A-Z_]{1,48}$/.test(code) ? code : 'other';
 
-/** Causes of a 503 of ours, for the span (RequestFacts.failure). */
+/** Causes of a 503 (or 500) of ours, for the span (RequestFacts.failure). */
 const SATURATED = { cause: 'the log is saturated: back-pressure refuses the accept' };
 const HELD_FULL = { cause: 'bodies held in memory are at MAX_HELD_BODY_BYTES' };
 const STOPPING = { cause: 'the receiver is stopping' };
 const CLAIM_CHECK_FAILED = 'the claim check could not be stored';
+/** The cause of a 500: a fault in the request handler (a trigger's inspect threw). */
+const INTERNAL_ERROR = 'the request handler failed';
 
 /**
  * The exception event of a failure: our words for its cause, and of the error only its class name and code, both
