@@ -78,7 +78,7 @@ interface RequestFacts {
   triggerNode: string | null;
   receivedAt: number;
   accepted: boolean;
-  /** Why nothing was accepted when that was a fault on our side (a 503's cause), for the span: our own words. */
+  /** Why nothing was accepted when that was a fault on our side (a 503's or 500's cause), for the span: our own words. */
   failure: { cause: string; error?: unknown } | null;
 }
 
@@ -202,10 +202,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     res.end(headersNotAscii && typeof answer.body === 'string' ? Buffer.from(answer.body) : answer.body);
   }
 
+  /** A body declared (Content-Length) over MAX_BODY_BYTES: it is never read through. */
+  const declaredTooLarge = (req: http.IncomingMessage) => Number(req.headers['content-length']) > deps.maxBodyBytes;
+
   /** Answer without reading the body; keep the connection only if the rest of the body is small. */
   function refuse(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, answer: Answer) {
     // A body declared over the limit is not read through: the connection closes after the answer, which says so.
-    if (Number(req.headers['content-length']) > deps.maxBodyBytes) res.shouldKeepAlive = false;
+    if (declaredTooLarge(req)) res.shouldKeepAlive = false;
     send(res, requestId, answer);
     void drainBody(req, deps.maxBodyBytes, { idle: deps.idleBodies }).then(() => {
       if (req.complete) return;
@@ -224,14 +227,17 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   const endsAt = (socket: Socket, seq: number) => { if (!(seq > (endingAt.get(socket) ?? Infinity))) endingAt.set(socket, seq); };
   /** An answer after which the connection, with the rest of the body unread, is closed. */
   function closing(req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number, answer: Answer): number {
+    // The 413 of a body declared too large and cut short by the client is given as the FIN comes (clientError):
+    // handle()'s own, once the workflow is looked up, finds it given.
+    if (res.headersSent) return answer.status;
     endsAt(req.socket, seq);
     send(res, requestId, answer);
     res.once('finish', () => req.socket.destroy());
     return answer.status;
   }
-  const tooLargeMessage = `The request body is larger than ${deps.maxBodyBytes} bytes`;
+  const TOO_LARGE = errorAnswer('payload-too-large', `The request body is larger than ${deps.maxBodyBytes} bytes`, { connection: 'close' });
   const tooLarge = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
-    closing(req, res, requestId, seq, errorAnswer('payload-too-large', tooLargeMessage, { connection: 'close' }));
+    closing(req, res, requestId, seq, TOO_LARGE);
   const stalled = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, seq: number) =>
     closing(req, res, requestId, seq, errorAnswer('request-timeout', undefined, { connection: 'close' }));
 
@@ -269,7 +275,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       // over the limit or gone silent, the memory budget spent) the answer is the same refusal at the same
       // moment and in the same order, or that answer would tell the two apart.
       if (deps.acceptGate.saturated()) { facts.failure = SATURATED; refuse(req, res, requestId, BUSY); return BUSY.status; }
-      if (Number(req.headers['content-length']) > deps.maxBodyBytes) return tooLarge(req, res, requestId, facts.seq);
+      if (declaredTooLarge(req)) return tooLarge(req, res, requestId, facts.seq);
       const drained = await drainBody(req, deps.maxBodyBytes, { account: { held: deps.heldBodies, inlineMax: deps.inlineBodyMax }, idle: deps.idleBodies });
       if (drained.outcome === 'too-large') return tooLarge(req, res, requestId, facts.seq);
       if (drained.outcome === 'idle') return stalled(req, res, requestId, facts.seq);
@@ -479,8 +485,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
   /** What decides a request's answer and returns its status: handle(), or a refusal made before it (a 417). */
   type Decide = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts, route: HookRoute | null) => Promise<number> | number;
   /**
-   * Answers written raw over a request in hand by the parser's refusal of its body (clientError): what its client
-   * got, whatever handle() then made of the request cut short (a 499, or the empty 200 of a missing workflow).
+   * Answers given a request in hand when the parser refused its body (clientError), raw or (a 413) through its
+   * ServerResponse: what its client got, whatever handle() then made of the request cut short (a 499, the empty 200
+   * of a missing workflow, a 401 it could no longer send).
    */
   const parserAnswers = new WeakMap<http.ServerResponse, Answer>();
 
@@ -501,7 +508,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     } catch (error) {
       logger.error('request failed', { requestId, error });
       send(res, requestId, errorAnswer('internal-error'));
-      span.recordException(error as Error);
+      // On the span as a 503's cause is (exceptionOf): its kind, never its message.
+      facts.failure = { cause: INTERNAL_ERROR, error };
       status = 500;
     }
     const raw = parserAnswers.get(res);
@@ -572,7 +580,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       undecided: owed?.late === true ? owed.res : undefined,
     };
     inHand.set(req.socket, entry);
-    if (!res.shouldKeepAlive || Number(req.headers['content-length']) > deps.maxBodyBytes || lacksHost(req)) endsAt(req.socket, seq);
+    if (!res.shouldKeepAlive || declaredTooLarge(req) || lacksHost(req)) endsAt(req.socket, seq);
     return entry;
   }
   const server = http.createServer({ requireHostHeader: false }, (req, res) => {
@@ -590,10 +598,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
    * in hand (`current`), that request's id is the answer's, and its span and metrics record this answer (serve);
    * otherwise the bytes refused are a request of their own, recorded here.
    */
-  function refuseUnparsable(socket: Socket, error: NodeJS.ErrnoException, current?: InHand, answer?: Answer) {
+  function refuseUnparsable(socket: Socket, error: NodeJS.ErrnoException, current?: InHand) {
     if (socket.writable && error.code !== 'ECONNRESET') {
       const startedAt = performance.now();
-      const refusal = answer ?? parserAnswer(error.code);
+      const refusal = parserAnswer(error.code);
       const requestId = current?.requestId ?? randomUUID();
       if (logger.enabled('info')) logger.info('request refused by the HTTP parser', { requestId, code: error.code ?? null, remoteAddress: socket.remoteAddress ?? null });
       socket.write(rawAnswer(refusal, requestId));
@@ -601,6 +609,13 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       else recordRaw(requestId, refusal.status, startedAt, null, { 'ingress.parser_error': parserErrorCode(error.code) });
     }
     socket.destroy();
+  }
+  /** The 413 of a body declared too large and cut short (clientError), as handle() gives it: its later one is a no-op. */
+  function refuseCutShort(socket: Socket, error: NodeJS.ErrnoException, current: InHand) {
+    if (!socket.writable || error.code === 'ECONNRESET') return socket.destroy();
+    if (logger.enabled('info')) logger.info('request refused by the HTTP parser', { requestId: current.requestId, code: error.code ?? null, remoteAddress: socket.remoteAddress ?? null });
+    tooLarge(current.req, current.res, current.requestId, current.seq);
+    parserAnswers.set(current.res, TOO_LARGE);
   }
   // A parse error gets the status Node would give it, as a JSON error with a request id (parserAnswer), but only
   // once the requests pipelined before it are answered: Node's default, and the first version of this handler,
@@ -623,11 +638,12 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // The error is in the current request's body. An answer it already has (a refusal sent before its body was
     // read) is its answer; otherwise the parser's refusal follows the earlier answers.
     const settle = () => {
-      // A body declared over the limit is a 413 however it ends. It is answered so once its workflow is looked up
-      // (or found missing); a client's FIN before that must not make it a 400, or the status would tell how long
-      // the look-up took, which differs between a workflow that exists and one that does not (docs/security.md).
-      const declared = Number(current.req.headers['content-length']);
-      if (!current.res.headersSent) return refuseUnparsable(socket, error, current, declared > deps.maxBodyBytes ? errorAnswer('payload-too-large', tooLargeMessage) : undefined);
+      // A body declared over the limit is a 413 however it ends, the 413 a missing workflow gets. A client's FIN
+      // before the look-up ends must not make it a 400, nor a 413 written raw (its header names, order, no Date):
+      // either would tell how long the look-up took, which differs between a workflow that exists and one that does
+      // not (docs/security.md). It goes out through the request's own ServerResponse, as handle() would send it.
+      if (!current.res.headersSent && declaredTooLarge(current.req)) return refuseCutShort(socket, error, current);
+      if (!current.res.headersSent) return refuseUnparsable(socket, error, current);
       // An answer half written would be corrupted by another: it is finished, and the connection closed.
       afterAnswer(current.res, () => socket.destroy());
     };
@@ -747,11 +763,13 @@ const parserAnswer = (code: string | undefined): Answer => (code !== undefined &
 /** The parser's error code for a span (`HPE_…`, a fixed set of Node's); anything else is not echoed. */
 const parserErrorCode = (code: string | undefined): string => code !== undefined && /^(HPE|ERR_HTTP)_[A-Z_]{1,48}$/.test(code) ? code : 'other';
 
-/** Causes of a 503 of ours, for the span (RequestFacts.failure). */
+/** Causes of a 503 (or 500) of ours, for the span (RequestFacts.failure). */
 const SATURATED = { cause: 'the log is saturated: back-pressure refuses the accept' };
 const HELD_FULL = { cause: 'bodies held in memory are at MAX_HELD_BODY_BYTES' };
 const STOPPING = { cause: 'the receiver is stopping' };
 const CLAIM_CHECK_FAILED = 'the claim check could not be stored';
+/** The cause of a 500: a fault in the request handler (a trigger's inspect threw). */
+const INTERNAL_ERROR = 'the request handler failed';
 
 /**
  * The exception event of a failure: our words for its cause, and of the error only its class name and code, both

@@ -5,25 +5,34 @@ export interface HookRoute {
   query: Record<string, string[]>;
 }
 
-/** The scheme and authority of an absolute-form target, with the `/` after them (if any). */
-const ABSOLUTE_FORM = /^https?:\/\/[^/?]*\/?/i;
+/**
+ * The scheme and authority of an absolute-form target, with the `/` after them (if any). Any scheme (RFC 3986 §3.1):
+ * Node's parser passes on `ftp://user:password@host/…` too, and its authority must reach no log or span either.
+ */
+const ABSOLUTE_FORM = /^([a-z][a-z0-9+.-]*):\/\/[^/?]*\/?/i;
+/** The schemes a hook is reached by; a target of any other (`ftp://h/hook/wf`) is no hook route. */
+const HTTP_SCHEME = /^https?$/i;
 
-/** The request target as a path and query, as the route reads it. */
-function originForm(target: string): string {
+/** The request target as a path and query, as the route reads it; `http` false for an absolute form of another scheme. */
+function originForm(target: string): { url: string; http: boolean } {
   // A fragment is the client's own (RFC 3986 §3.5), never part of the request target (RFC 9112 §3.2), yet Node's
   // parser passes one on: kept, `/hook/wf#x` addressed the missing workflow `wf#x` and was answered 200, unrecorded.
   const hash = target.indexOf('#');
   const url = hash < 0 ? target : target.slice(0, hash);
+  if (url[0] === '/') return { url, http: true };
   // RFC 9112 §3.2.2: a server accepts the absolute form (`http://host/hook/wf`), which clients send to proxies; its
   // authority (a `user:password@` too) is not kept.
-  return url[0] === '/' ? url : url.replace(ABSOLUTE_FORM, '/');
+  const absolute = ABSOLUTE_FORM.exec(url);
+  if (absolute === null) return { url, http: true };
+  return { url: `/${url.slice(absolute[0].length)}`, http: HTTP_SCHEME.test(absolute[1]) };
 }
 
-/** The target's path, for logs and spans: what the route reads, without the query. */
-export const targetPath = (target: string): string => originForm(target).split('?')[0];
+/** The target's path, for logs and spans: what the route reads, without the query (nor any authority). */
+export const targetPath = (target: string): string => originForm(target).url.split('?')[0];
 
 export function parseHookRoute(target: string): HookRoute | null {
-  const url = originForm(target);
+  const { url, http } = originForm(target);
+  if (!http) return null;
   const q = url.indexOf('?');
   const pathname = q >= 0 ? url.slice(0, q) : url;
   if (!pathname.startsWith('/hook/')) return null;

@@ -1,6 +1,6 @@
 import * as http from 'node:http';
 import * as net from 'node:net';
-import { parsedAnswer, rawExchange as rawExchangeWith } from '../support/raw-http';
+import { converse, parsedAnswer, rawExchange as rawExchangeWith } from '../support/raw-http';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { Received } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
@@ -62,25 +62,13 @@ test('bytes that are no request after a whole one (a body longer than its Conten
   expect(broken).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
 });
 
-/** Raw bytes over one connection whose sending side is then shut (FIN); resolves with all the server sent once it closes. */
-function halfClosedExchange(request: string): Promise<string> {
-  const { hostname, port } = new URL(app.baseUrl);
-  return new Promise((resolve, reject) => {
-    let answer = '';
-    const socket = net.connect({ host: hostname, port: Number(port), allowHalfOpen: true }, () => socket.end(request));
-    socket.on('data', (d) => { answer += d.toString('latin1'); });
-    socket.on('error', reject);
-    socket.on('close', () => resolve(answer));
-  });
-}
-
 test('a client that shuts its sending side after the body still gets its answer; one that shuts it mid-body gets a 400 and nothing is accepted', async () => {
-  const whole = await halfClosedExchange('POST /hook/wf-open?marker=half-closed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}');
-  expect(whole).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
-  expect((await receivedFor(/x-request-id: ([^\r]+)/i.exec(whole)![1])).query).toEqual({ marker: ['half-closed'] });
+  const { answers: [whole] } = await converse(app.baseUrl, Buffer.from('POST /hook/wf-open?marker=half-closed HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 7\r\n\r\n{"a":1}'), { end: true });
+  expect(whole.statusLine).toBe('HTTP/1.1 200 OK');
+  expect((await receivedFor(whole.headers['x-request-id'])).query).toEqual({ marker: ['half-closed'] });
   const before = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length;
-  const cut = await halfClosedExchange('POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 70\r\n\r\n{"a":1}');
-  expect(cut).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+  const { answers: [cut] } = await converse(app.baseUrl, Buffer.from('POST /hook/wf-open HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 70\r\n\r\n{"a":1}'), { end: true });
+  expect(cut.statusLine).toBe('HTTP/1.1 400 Bad Request');
   expect((await collectUntilQuiet(app.backends.log, app.topics.received, 300)).length).toBe(before);
 });
 

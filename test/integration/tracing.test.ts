@@ -150,6 +150,20 @@ test('each span says what its client was answered, under the request id it was g
     expect(failedSpan.status).toEqual({ code: SpanStatusCode.ERROR, message: 'durable accept failed: the append to the received log failed' });
     expect(failedSpan.events.map((e) => [e.name, e.attributes?.['exception.type'], e.attributes?.['exception.message']])).toEqual([['exception', 'ESOMETHING', 'durable accept failed: the append to the received log failed']]);
     expect(JSON.stringify(failedSpan.events)).not.toContain('log-Secret-77');
+
+    // A fault in the handler itself (here a workflow document that breaks when read): 500, and as for a 503 the span
+    // has the cause in our words and the error's kind, never its message.
+    const workflows = app.backends.registry.workflows;
+    const get = workflows.get.bind(workflows);
+    workflows.get = async (id) => id !== 'wf-broken' ? get(id) : { id, active: true, get nodes(): never { throw new TypeError('document broke at password=doc-Secret-88'); } } as never;
+    const broken = await fetch(`${app.baseUrl}/hook/wf-broken`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+    workflows.get = get;
+    expect(broken.status).toBe(500);
+    const brokenSpan = await httpSpanOf(broken.headers.get('x-request-id')!);
+    expect(brokenSpan.attributes).toMatchObject({ 'error.type': '500', 'http.response.status_code': 500 });
+    expect(brokenSpan.status).toEqual({ code: SpanStatusCode.ERROR, message: 'the request handler failed' });
+    expect(brokenSpan.events.map((e) => [e.name, e.attributes?.['exception.type'], e.attributes?.['exception.message']])).toEqual([['exception', 'TypeError', 'the request handler failed']]);
+    expect(JSON.stringify(brokenSpan.events)).not.toContain('doc-Secret-88');
   } finally {
     await app.stop();
   }

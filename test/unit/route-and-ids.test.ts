@@ -30,6 +30,13 @@ test('hook routes: id, suffix of any depth, repeated query values', () => {
   expect(parseHookRoute('HTTPS://u:p@h:8443/hook/wf-1')).toEqual({ workflowId: 'wf-1', pathSuffix: null, query: {} });
   for (const bad of ['http://h', 'http://h?x=/hook/wf-1', 'http://h/hooks/wf', 'ftp://h/hook/wf-1', 'hook/wf-1', '*']) expect(parseHookRoute(bad)).toBeNull();
   expect(targetPath('http://user:secret@h/hook/wf-1/a?token=t#f')).toBe('/hook/wf-1/a');
+  // Node's parser passes on an absolute form of any scheme: only http(s) routes, and no authority is logged.
+  for (const other of ['ftp://u:secret@h/hook/wf-1', 'FTP://h/hook/wf-1', 'foo://u:secret@h/hook/wf-1', 'ws://u:secret@h/hook/wf-1', 'a+b.c-d://u:secret@h/hook/wf-1']) {
+    expect([other, parseHookRoute(other)]).toEqual([other, null]);
+  }
+  expect(targetPath('ftp://u:secret@h/hook/wf-1?x=1')).toBe('/hook/wf-1');
+  expect(targetPath('foo://u:secret@h')).toBe('/');
+  expect(targetPath('a+b.c-d://u:secret@h:21?x=1')).toBe('/');
 });
 
 test('execution ids are deterministic UUIDs per request and batch index', () => {
