@@ -88,9 +88,10 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
   const channel = () => rpc!;
   // On Kafka the worker opens its own clients; the embedded journal has one writer, this thread.
   const host = backends.log.kind === 'embedded' ? serveLog(backends.log, channel) : null;
+  const forwarded = metricsFromWorker(createIngressMetrics(), channel);
   rpc = rpcOver(worker, {
     ...host?.handlers,
-    ...metricsFromWorker(createIngressMetrics(), channel),
+    ...forwarded.handlers,
     // Whole lines, a turn's worth at a time: stdout is synchronous on pipes and files, so none is lost on exit.
     'worker.log': (text: string) => { process.stdout.write(text); },
     // Its modules are loaded and its event loop turns: from now on, a silence is the worker's (the watchdog below).
@@ -113,6 +114,8 @@ export async function startStageThread(backends: Backends, env: NodeJS.ProcessEn
       const error = new Error(`the stage worker thread exited with code ${code}${lastError ? `: ${lastError.message}` : ''}`);
       gone = true;
       rpc!.close(error);
+      // Its gauges leave with it: the instruments are the process's, and each successor registers its own.
+      forwarded.close();
       // The batches it held are not committed: the journal still has their records, read again on restart.
       if (host) hostClosed = host.close().catch(() => undefined);
       if (!stopping) {

@@ -194,15 +194,16 @@ export async function startServices(config: Config, backends: Backends, services
     mdn: [topics.mdnDeliveries, ...topics.mdnRetries].map((topic) => ({ topic, group: mdnGroup(topics, topic) })),
     journal: journalInputs(topics, queues),
   };
-  metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
+  const stopObservingLag = metrics.observeLag(async () => (await Promise.all(stages.flatMap(({ name }) => inputs[name].map(async ({ topic, group }) => ({
     stage: name, topic, lag: await backends.log.consumerLag(group, topic),
   }))))));
   // The processes that open credentials watch their certificates: the gauge, and a warning a day (docs/as2.md, "Certificate expiry").
   let certificates: CertificateExpiryWatch | null = null;
+  let stopObservingCertificates: () => void = () => undefined;
   if (backends.sealer && (options.watchCertificates ?? (services.includes('receiver') || services.includes('decoder')))) {
     certificates = watchCertificateExpiry({ registry: backends.registry, sealer: backends.sealer, logger, warningDays: config.certExpiryWarningDays });
     const watch = certificates;
-    metrics.observeCertificates(() => watch.certificates());
+    stopObservingCertificates = metrics.observeCertificates(() => watch.certificates());
     watch.start();
   }
   const listening = receiver;
@@ -222,11 +223,14 @@ export async function startServices(config: Config, backends: Backends, services
       // Bounded: a store that does not answer leaves the end counted as a crash, and the stop goes on.
       const marked = stages.length > 0 ? Promise.race([markStopping(), new Promise((resolve) => setTimeout(resolve, STOP_MARK_WAIT_MS).unref())]) : null;
       certificates?.stop();
+      stopObservingCertificates();
       // Stop taking requests first, so everything answered 200 is in the log before the stages stop.
       await receiver?.close(receiverGraceMs);
       await refusals?.close();
       await marked;
       for (const s of stages) await s.handle.stop();
+      // Stopped stages have no lag to report; services started again (a stage worker's successor) register their own.
+      stopObservingLag();
     },
   };
 }

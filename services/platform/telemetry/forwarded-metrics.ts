@@ -27,10 +27,15 @@ export function forwardingMetrics(rpc: () => Rpc): { metrics: IngressMetrics; ha
     pending.push([method, args]);
   };
   const readers = new Map<number, () => Promise<unknown>>();
+  let lastId = 0;
   const observe = (kind: Observed) => (read: () => Promise<unknown>) => {
-    const id = readers.size + 1;
+    const id = ++lastId;
     readers.set(id, read);
     rpc().notify('metrics.observe', [kind, id]);
+    return () => {
+      if (!readers.delete(id)) return;
+      rpc().notify('metrics.unobserve', [id]);
+    };
   };
   const metrics = {
     ...Object.fromEntries(RECORDED.map((method) => [method, record(method)])),
@@ -42,14 +47,30 @@ export function forwardingMetrics(rpc: () => Rpc): { metrics: IngressMetrics; ha
   };
 }
 
-/** The main thread's side: apply a worker's recordings to `metrics`, and read its gauges on collection. */
-export function metricsFromWorker(metrics: IngressMetrics, rpc: () => Rpc): Record<string, Handler> {
+/**
+ * The main thread's side: apply a worker's recordings to `metrics`, and read its gauges on collection. `close`
+ * when the worker has exited: its gauges' callbacks are removed from the main thread's instruments, which
+ * outlive it (a successor registers its own).
+ */
+export function metricsFromWorker(metrics: IngressMetrics, rpc: () => Rpc): { handlers: Record<string, Handler>; close(): void } {
+  const observing = new Map<number, () => void>();
   return {
-    'metrics.record'(recordings: Recording[]) {
-      for (const [method, args] of recordings) (metrics[method] as (...a: unknown[]) => void)(...args);
+    handlers: {
+      'metrics.record'(recordings: Recording[]) {
+        for (const [method, args] of recordings) (metrics[method] as (...a: unknown[]) => void)(...args);
+      },
+      'metrics.observe'(kind: Observed, id: number) {
+        observing.get(id)?.();
+        observing.set(id, (metrics[kind] as (read: () => Promise<never[]>) => () => void)(() => rpc().call('metrics.read', [id])));
+      },
+      'metrics.unobserve'(id: number) {
+        observing.get(id)?.();
+        observing.delete(id);
+      },
     },
-    'metrics.observe'(kind: Observed, id: number) {
-      (metrics[kind] as (read: () => Promise<never[]>) => void)(() => rpc().call('metrics.read', [id]));
+    close() {
+      for (const stop of observing.values()) stop();
+      observing.clear();
     },
   };
 }

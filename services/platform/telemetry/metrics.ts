@@ -1,4 +1,4 @@
-import { metrics, type Attributes, type Meter } from '@opentelemetry/api';
+import { metrics, type Attributes, type Meter, type ObservableCallback } from '@opentelemetry/api';
 import { HOOK_ROUTE, type HttpShape } from './http-semconv';
 
 /**
@@ -35,10 +35,14 @@ export interface IngressMetrics {
   mdnDelivery(outcome: 'delivered' | 'retrying' | 'given_up'): void;
   /** A refused request the request journal did not get a record of: over its workflow's budget, the queue full, or the append failed. */
   refusalNotJournaled(reason: 'rate-limited' | 'queue-full' | 'append-failed', count?: number): void;
-  /** Report consumer lag (records behind, per stage and topic) whenever metrics are collected. */
-  observeLag(read: () => Promise<{ stage: string; topic: string; lag: number }[]>): void;
-  /** Report each certificate's days to expiry (negative once expired) whenever metrics are collected. */
-  observeCertificates(read: () => Promise<{ credentialId: string; role: string; fingerprint: string; daysToExpiry: number }[]>): void;
+  /**
+   * Report consumer lag (records behind, per stage and topic) whenever metrics are collected, until the returned
+   * function is called: whoever registers `read` stops it when what it reads goes away (a stage worker that
+   * ended), or every collection would go on asking the dead one, and a process would gather one per restart.
+   */
+  observeLag(read: () => Promise<{ stage: string; topic: string; lag: number }[]>): () => void;
+  /** Report each certificate's days to expiry (negative once expired) whenever metrics are collected, until the returned function is called. */
+  observeCertificates(read: () => Promise<{ credentialId: string; role: string; fingerprint: string; daysToExpiry: number }[]>): () => void;
 }
 
 export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-event-ingress')): IngressMetrics {
@@ -112,18 +116,22 @@ export function createIngressMetrics(meter: Meter = metrics.getMeter('inbound-ev
       mdnDeliveries.add(1, mdnOutcomeAttributes[outcome]);
     },
     observeLag(read) {
-      lag.addCallback(async (result) => {
+      const callback: ObservableCallback = async (result) => {
         for (const { stage, topic, lag: value } of await read().catch(() => [])) {
           result.observe(value, { 'ingress.stage': stage, 'messaging.destination.name': topic });
         }
-      });
+      };
+      lag.addCallback(callback);
+      return () => lag.removeCallback(callback);
     },
     observeCertificates(read) {
-      certificateDays.addCallback(async (result) => {
+      const callback: ObservableCallback = async (result) => {
         for (const c of await read().catch(() => [])) {
           result.observe(c.daysToExpiry, { 'ingress.credential.id': c.credentialId, 'ingress.certificate.role': c.role, 'ingress.certificate.fingerprint': c.fingerprint });
         }
-      });
+      };
+      certificateDays.addCallback(callback);
+      return () => certificateDays.removeCallback(callback);
     },
   };
 }
