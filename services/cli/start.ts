@@ -73,6 +73,7 @@ export function triggerCatalog(config: Config, held: HeldBytes = heldBytes(confi
     ...DEFAULT_WEBHOOK_LIMITS,
     maxInflatedBytes: config.maxInflatedBytes,
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
+    maxFormFields: config.maxFormFields,
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },
   }, guards, held);
   const as2 = withAdmissionGuards(createAs2Trigger({ ...DEFAULT_AS2_LIMITS, maxInflatedBytes: config.maxInflatedBytes, maxMessageBytes: config.maxBodyBytes, allowMd5: config.as2AllowMd5 }, held), guards);

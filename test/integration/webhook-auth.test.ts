@@ -304,6 +304,10 @@ describe('HMAC presets', () => {
     const expired = await post('wf-slack', form, sig(form, nowS() - 400));
     expect([expired.status, await errorOf(expired)]).toEqual([403, 'timestamp-out-of-tolerance']);
     expect(await outputOf(await post('wf-slack', large, sig(large)))).toEqual({ big: 'x'.repeat(40 * 1024) });
+    // Once its signature holds, a form is held to FORM_MAX_FIELDS (10000) like any other: read back when staged, 413.
+    const tooMany = 'a&'.repeat(10_000) + 'a';
+    const refused = await post('wf-slack', tooMany, { ...sig(tooMany), 'content-type': 'application/x-www-form-urlencoded' });
+    expect([refused.status, await errorOf(refused)]).toEqual([413, 'payload-too-large']);
   });
 
   test('a missing credential, or one of another type, fails closed with 500 before the body is read', async () => {

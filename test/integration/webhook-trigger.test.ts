@@ -49,7 +49,7 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
   describe(`webhook trigger on ${choice} backends`, () => {
     let app: TestApp;
     beforeAll(async () => {
-      app = await startTestApp(choice, { MAX_BODY_BYTES: '2MiB', MAX_INFLATED_BYTES: '4MiB', MULTIPART_MAX_FILE_BYTES: '1MiB', MULTIPART_MAX_FILES: '5', INLINE_BODY_MAX: '64KiB', WORKFLOW_CACHE_MS: '0' });
+      app = await startTestApp(choice, { MAX_BODY_BYTES: '2MiB', MAX_INFLATED_BYTES: '4MiB', MULTIPART_MAX_FILE_BYTES: '1MiB', MULTIPART_MAX_FILES: '5', FORM_MAX_FIELDS: '50', INLINE_BODY_MAX: '64KiB', WORKFLOW_CACHE_MS: '0' });
       await setUp(app);
     }, 120_000);
     afterAll(async () => { await app?.stop(); });
@@ -142,6 +142,27 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       const wide = await post('wf-plain', Buffer.from('a=1&b=2', 'utf16le'), { 'content-type': 'application/x-www-form-urlencoded; charset=utf-16le' });
       expect(wide.status).toBe(400);
       expect(await wide.json()).toMatchObject({ error: 'payload-parse-error', message: expect.stringContaining('utf-16le') });
+    });
+
+    maybe('forms')('a form of more pairs than FORM_MAX_FIELDS (50 here) is 413 before the 200: held in memory, staged, compressed or signed', async () => {
+      const type = { 'content-type': 'application/x-www-form-urlencoded' };
+      const form = (pairs: number, value = 'v') => Buffer.from(Array.from({ length: pairs }, (_, i) => `f${i}=${value}`).join('&&'));
+      const tooMany = { error: 'payload-too-large', message: 'The URL-encoded form has more than 50 fields, the most this service reads from one form' };
+      expect(Object.keys(await output(await post('wf-plain', form(50), type)) as object)).toHaveLength(50);
+      const staged = form(51, 'x'.repeat(2048));
+      expect(staged.length).toBeGreaterThan(64 * 1024); // over INLINE_BODY_MAX: counted as it streams to the store
+      const signed = (bytes: Buffer) => ({ ...type, 'x-signature': sign('sha256', bytes, privateKey).toString('base64') });
+      for (const [name, res] of [
+        ['inline', await post('wf-plain', form(51), type)],
+        ['staged', await post('wf-plain', staged, type)],
+        ['gzip', await post('wf-plain', gzipSync(form(51)), { ...type, 'content-encoding': 'gzip' })],
+        ['signed', await post('wf-signed', form(51), signed(form(51)))],
+        ['signed and staged', await post('wf-signed', staged, signed(staged))],
+      ] as const) {
+        expect({ name, status: res.status, body: await res.json() }).toEqual({ name, status: 413, body: tooMany });
+      }
+      // Kept whole as a file, nothing is parsed: no bound but the body's size.
+      expect(((await output(await post('wf-raw', form(51), type))) as { file: string }).file).toMatch(/body\.txt$/);
     });
 
     maybe('xml')('XML stays the raw string; text/plain becomes { text }; a path suffix is forwarded', async () => {

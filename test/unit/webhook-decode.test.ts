@@ -48,3 +48,9 @@ test('a form in UTF-16 is a payload-parse-error (dead letter), as the receiver a
   // Charsets that write ASCII as ASCII bytes are read as before.
   expect((await decode('application/x-www-form-urlencoded; charset=shift_jis', Buffer.from('a=%82%A0'))).value).toEqual({ a: 'あ' });
 });
+
+test('the decoder holds a form to its limits\' maxFormFields: more is a payload-too-large dead letter', async () => {
+  const form = Buffer.from(Array.from({ length: DEFAULT_WEBHOOK_LIMITS.maxFormFields + 1 }, (_, i) => `f${i}=${i}`).join('&'));
+  await expect(decode('application/x-www-form-urlencoded', form)).rejects.toMatchObject({ code: 'payload-too-large', message: `The URL-encoded form has more than ${DEFAULT_WEBHOOK_LIMITS.maxFormFields} fields, the most this service reads from one form` });
+  expect(Object.keys((await decode('application/x-www-form-urlencoded', form.subarray(0, form.lastIndexOf('&')))).value as object)).toHaveLength(DEFAULT_WEBHOOK_LIMITS.maxFormFields);
+});

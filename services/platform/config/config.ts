@@ -53,6 +53,8 @@ export interface Config extends AdminSettings {
   /** AS2: accept MD5 as a signature digest and MDN micalg, for a partner that cannot do better (off by default). */
   as2AllowMd5: boolean;
   multipart: { maxFileBytes: number; maxFiles: number; maxFields: number };
+  /** The most `name=value` pairs one URL-encoded form may carry (a name sent twice counts twice). */
+  maxFormFields: number;
   /** How many samples of trigger output are kept per trigger node. */
   sampleDataKeep: number;
   /** Query parameter names (lower case) whose values are redacted in received records, beyond the built-in ones. */
@@ -329,6 +331,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
     maxFiles: integer('MULTIPART_MAX_FILES', 100, 1, 10_000, 'how many files one multipart body may carry'),
     maxFields: integer('MULTIPART_MAX_FIELDS', 1000, 1, 100_000, 'how many text fields one multipart body may carry'),
   };
+  const maxFormFields = integer('FORM_MAX_FIELDS', 10_000, 1, 100_000, 'how many name=value pairs one URL-encoded form may carry');
   const sampleDataKeep = integer('SAMPLE_DATA_KEEP', 5, 1, 100, 'how many samples of trigger output to keep per trigger node');
   const redactQueryParams = new Set((get('REDACT_QUERY_PARAMS') ?? '').split(',').map((n) => n.trim().toLowerCase()).filter(Boolean));
   const workflowCacheMs = integer('WORKFLOW_CACHE_MS', 2000, 0, 3_600_000, 'how long a workflow look-up is cached, in milliseconds');
@@ -451,7 +454,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey, previousEncryptionKey,
-    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, maxFormFields, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
     adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads, stageWatchdogMs, replayLedgerMaxOriginals, replayLandingWindowMs,
   };
 }

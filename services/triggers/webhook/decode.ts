@@ -4,7 +4,7 @@ import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
 import { ObjectStoreError } from '../../platform/store/object-store';
 import { createInflater, EncodingError, inflateSync, parseEncoding } from './content-encoding';
-import { parseForm } from './form';
+import { DEFAULT_FORM_MAX_FIELDS, parseForm } from './form';
 import { bodyKind, decodeText, parseMediaType, withoutUtf8Bom, type BodyKind } from './media-type';
 import { MultipartError, stageMultipart, type MultipartLimits } from './multipart';
 import type { WebhookParameters } from './parameters';
@@ -24,6 +24,8 @@ export interface WebhookDecodeLimits {
   maxInflatedBytes: number;
   /** Largest body decoded in memory (JSON, forms, XML, text); multipart and raw bodies stream. */
   maxInMemoryBytes: number;
+  /** The most pairs one URL-encoded form may carry (FORM_MAX_FIELDS); the receiver holds forms to it too. */
+  maxFormFields: number;
   multipart: MultipartLimits;
 }
 
@@ -81,7 +83,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
   } catch (error) {
     throw asInputError(error);
   }
-  return { value: JSON.stringify(decodeInMemory(bytes, kind, media.params.charset)), files: [] };
+  return { value: JSON.stringify(decodeInMemory(bytes, kind, media.params.charset, limits.maxFormFields)), files: [] };
 }
 
 /**
@@ -89,10 +91,10 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
  * inflated bytes; the receiver runs it too, to measure what a large body decodes to (decoded-size.ts). A body
  * that cannot be read as its type is an IngressError.
  */
-export function decodeInMemory(bytes: Buffer, kind: BodyKind, charset: string | undefined): unknown {
+export function decodeInMemory(bytes: Buffer, kind: BodyKind, charset: string | undefined, maxFormFields = DEFAULT_FORM_MAX_FIELDS): unknown {
   try {
     switch (kind) {
-      case 'form': return parseForm(bytes, charset);
+      case 'form': return parseForm(bytes, charset, maxFormFields);
       case 'xml': return decodeText(bytes, charset);
       case 'text': return { text: decodeText(bytes, charset) };
       default: {

@@ -6,9 +6,9 @@ import { authenticate, signatureCredential } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
 import { createInflater, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
-import { formCharsetProblem } from './form';
+import { DEFAULT_FORM_MAX_FIELDS, formCharsetProblem, formFieldsValidator } from './form';
 import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
-import { bodyKind, decodeText, isKnownCharset, parseMediaType, withoutUtf8Bom } from './media-type';
+import { bodyKind, decodeText, isKnownCharset, parseMediaType, withoutUtf8Bom, type BodyKind } from './media-type';
 import { MultipartError, scanMultipart } from './multipart';
 import { onceEither } from './once-either';
 import { parameterProblems, webhookParameters, type WebhookParameters } from './parameters';
@@ -42,6 +42,7 @@ export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
   // percent-escapes can make a larger body decode to less.
   maxInMemoryBytes: 64 * 1024 * 1024,
   maxJsonCheckBytes: 1024 * 1024,
+  maxFormFields: DEFAULT_FORM_MAX_FIELDS,
   multipart: { maxFileBytes: 64 * 1024 * 1024, maxFiles: 100, maxFields: 1000, maxFieldBytes: 1024 * 1024, maxValueBytes: MAX_DECODED_VALUE_BYTES },
 };
 
@@ -61,20 +62,28 @@ function multipartAnswer(error: MultipartError): Answer {
   return errorAnswer('payload-parse-error', `The multipart body is malformed${error.publicDetail ? `: ${error.publicDetail}` : ''}`);
 }
 
+/** The kinds whose bytes the receiver checks as they stream in. */
+const scannedKind = (kind: BodyKind): 'multipart' | 'form' | null => (kind === 'multipart' || kind === 'form' ? kind : null);
+
 /** A validator that ignores the body and gives one answer at the end. */
 function fixedVerdict(answer: Answer): BodyValidator {
   return { write: () => true, once: (_e, l) => l(), end: async () => answer, abort: () => undefined };
 }
 
-/** `maxInflated`: the bound the decoder will hold the inflated body to, so nothing accepted here fails there for size. */
-function streamingValidator(encoding: Encoding, contentType: string | null, multipart: boolean, maxInflated: number, limits: WebhookLimits): BodyValidator {
-  const scan = multipart ? scanMultipart(contentType ?? '', limits.multipart) : null;
+/**
+ * `maxInflated`: the bound the decoder will hold the inflated body to, so nothing accepted here fails there for size.
+ * `kind`: what is checked in the inflated bytes: multipart framing and limits, a form's pairs, or nothing more.
+ */
+function streamingValidator(encoding: Encoding, contentType: string | null, kind: 'multipart' | 'form' | null, maxInflated: number, limits: WebhookLimits): BodyValidator {
+  const scan = kind === 'multipart' ? scanMultipart(contentType ?? '', limits.multipart) : null;
+  const formFields = kind === 'form' ? formFieldsValidator(limits.maxFormFields) : null;
   const inflater = encoding === 'identity' ? null : createInflater(encoding, maxInflated);
   let encodingFailure: EncodingError | null = null;
   const inflated = inflater
     ? new Promise<void>((resolve) => {
         const sink = new Writable({
           write(chunk: Buffer, _e, cb) {
+            formFields?.write(chunk);
             if (!scan || scan.write(chunk)) cb(); else scan.once('drain', () => cb());
           },
         });
@@ -95,6 +104,7 @@ function streamingValidator(encoding: Encoding, contentType: string | null, mult
     async end() {
       if (inflater) { inflater.end(); await inflated; }
       if (encodingFailure) { scan?.abort(); return encodingAnswer(encodingFailure); }
+      if (formFields) return formFields.end();
       const failure = scan ? await scan.end() : null;
       return failure ? multipartAnswer(failure) : null;
     },
@@ -173,12 +183,12 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   }
 
   /** Inflation and multipart framing, checked while the body streams in; null when there is nothing to check. */
-  /** Whether bodyValidator would make a validator: the body is compressed (or names a coding) or multipart. */
+  /** Whether bodyValidator would make a validator: the body is compressed (or names a coding), multipart or a form. */
   function hasStreamingChecks(request: InboundRequest, node: WorkflowNode): boolean {
     const coding = request.headers['content-encoding'];
     if (coding !== undefined && coding.trim().toLowerCase() !== 'identity') return true;
     const params = webhookParameters(node);
-    return !(params.options.rawBody || params.options.binaryData) && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
+    return !(params.options.rawBody || params.options.binaryData) && scannedKind(bodyKind(parseMediaType(request.headers['content-type']).type)) !== null;
   }
 
   function bodyValidator(request: InboundRequest, node: WorkflowNode): BodyValidator | null {
@@ -186,16 +196,17 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     let encoding: Encoding;
     try { encoding = parseEncoding(request.headers['content-encoding']); } catch (error) { return fixedVerdict(encodingAnswer(error as EncodingError)); }
     const asFile = params.options.rawBody || params.options.binaryData;
-    const multipart = !asFile && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
-    if (encoding === 'identity' && !multipart) return null;
+    const kind = asFile ? null : scannedKind(bodyKind(parseMediaType(request.headers['content-type']).type));
+    // A form's pairs are counted as it arrives: the decoder refuses more than maxFormFields.
+    if (encoding === 'identity' && kind !== 'multipart') return kind === 'form' ? formFieldsValidator(limits.maxFormFields) : null;
     // Files and multipart stream through the decoder; every other kind is decoded in memory.
-    const maxInflated = asFile || multipart ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
-    return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, maxInflated, limits);
+    const maxInflated = asFile || kind === 'multipart' ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
+    return streamingValidator(encoding, request.headers['content-type'] ?? null, kind, maxInflated, limits);
   }
 
   /**
    * The same checks for a signed body, once its signature holds: the bytes held in memory, or a staged body
-   * read back from the store (only signed bodies that are compressed or multipart pay for that read).
+   * read back from the store (only signed bodies that are compressed, multipart or forms pay for that read).
    */
   async function checkedAfterSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
     const validator = bodyValidator(request, node);
