@@ -88,8 +88,8 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
 
 /**
  * The value of a body the decoder reads whole (JSON and any unrecognised type, form, XML, text), from its
- * inflated bytes; the receiver runs it too, to measure what a large body decodes to (decoded-size.ts). A body
- * that cannot be read as its type is an IngressError.
+ * inflated bytes. The receiver measures what it decodes to without building it (decoded-size.ts). A body that
+ * cannot be read as its type is an IngressError.
  */
 export function decodeInMemory(bytes: Buffer, kind: BodyKind, charset: string | undefined, maxFormFields = DEFAULT_FORM_MAX_FIELDS): unknown {
   try {
