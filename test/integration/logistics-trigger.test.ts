@@ -371,4 +371,20 @@ describe('a request whose parsing would hold the event loop for seconds is refus
     const body = sendStreamRequest([{}]).replace(/<h:SendStreamRequestTrackingID([^>]*)>[^<]*</, `<h:SendStreamRequestTrackingID$1>${'&#65;'.repeat(600_000)}<`);
     await expectClientFault(await soap('wf-token', body), 'the envelope is more markup than this service parses for one request');
   });
+
+  // 360 000 attributes on one header element (3.9 MB) fitted the budget and held the receiver 3 s before the
+  // token was checked: fast-xml-parser's cost per attribute grows with how many its element has.
+  test('an element with hundreds of thousands of attributes, in the envelope or in a Message, is a Fault before the token is looked at', async () => {
+    const attributes = (count: number) => Array.from({ length: count }, (_, i) => ` a${i}=""`).join('');
+    const flood = sendStreamRequest([{}]).replace('</s:Header>', `<h${attributes(360_000)}/></s:Header>`);
+    await expectClientFault(await soap('wf-token', flood), 'the envelope is over the limit of 256 attributes on one element (&lt;h&gt;)');
+    const inMessage = sendStreamRequest([{ xml: eventDocument().replace('<EventType>', `<EventType${attributes(257)}>`), trackingId: 'T-ATTRS' }]);
+    await expectClientFault(await soap('wf', inMessage), 'Message 1 is over the limit of 256 attributes on one element (&lt;EventType&gt;)', 'T-ATTRS</TrackingID>');
+  });
+
+  test('two attributes sharing a local name, which would overwrite each other in the output, are a Fault naming the element and the Message', async () => {
+    const event = eventDocument().replace('<Event>', '<Event a:Ref="1" b:Ref="2" xmlns:a="urn:a" xmlns:b="urn:b">');
+    const res = await soap('wf', sendStreamRequest([{ xml: event, trackingId: 'T-REF' }]));
+    await expectClientFault(res, 'Message 1 is not convertible: &lt;Event&gt; has two attributes with the local name Ref (a:Ref and b:Ref)', 'T-REF</TrackingID>');
+  });
 });

@@ -10,7 +10,7 @@ import { checkUsernameToken, nonceBytes } from '../../services/triggers/logistic
 import { withoutPasswords } from '../../services/triggers/logistics/password-redaction';
 import { XMLValidator } from 'fast-xml-parser';
 import { readEnvelope, usernameTokenOf } from '../../services/triggers/logistics/send-stream';
-import { DEPTH_LEVELS_PER_UNIT, DISTINCT_NAME_UNITS, FREE_DISTINCT_NAMES, MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
+import { DEPTH_LEVELS_PER_UNIT, DISTINCT_NAME_UNITS, FREE_DISTINCT_NAMES, MAX_ATTRIBUTES, MAX_DEPTH, parseXml, TEXT_CHARS_PER_UNIT, XmlError } from '../../services/triggers/logistics/xml';
 import { requestBudget } from '../../services/triggers/logistics/send-stream';
 import { createLogisticsTrigger, DEFAULT_LOGISTICS_LIMITS } from '../../services/triggers/logistics/logistics-trigger';
 import type { Received } from '../../services/platform/avro/records';
@@ -141,6 +141,15 @@ describe('reading a SendStreamRequest', () => {
     expect(() => readSendStream(sendStreamRequest([{ xml: half }, { xml: half }, { xml: half }]), LIMITS, true)).toThrow(/inflates beyond/);
   });
 
+  // zlib takes no limit below one byte: once the budget was spent, each further Message could inflate one byte.
+  test('a spent inflation budget refuses the next Message, however small', () => {
+    const exact = { maxInflatedBytes: Buffer.byteLength(eventDocument()), maxMessages: 10, maxParseUnits: 1_000_000 };
+    expect(readSendStream(sendStreamRequest([{ xml: eventDocument() }]), exact, true).messages).toHaveLength(1);
+    const oneByteMore = sendStreamRequest([{ xml: eventDocument() }, { raw: gzipSync('x'), trackingId: 'T-ONE-BYTE' }]);
+    expect(() => readSendStream(oneByteMore, exact, true)).toThrow(SendStreamError);
+    expect(() => readSendStream(oneByteMore, exact, true)).toThrow('Message 2 inflates beyond the limit of this service');
+  });
+
   test('namespace prefixes resolve through the ancestors, the nearest declaration winning', () => {
     const S = 'http://schemas.xmlsoap.org/soap/envelope/';
     // The envelope binds `x` to another namespace (among many decoys); a Body that binds `x` to SOAP's
@@ -265,10 +274,41 @@ describe('bounds of one request', () => {
   });
 
   test('attributes spend the budget too', () => {
-    const attributes = Array.from({ length: 1000 }, (_, i) => ` a${i}="v"`).join('');
-    const doc = `<UniversalInterchange><Body><UniversalEvent${attributes}/></Body></UniversalInterchange>`;
+    const attributes = Array.from({ length: 250 }, (_, i) => ` a${i}="v"`).join('');
+    const doc = `<UniversalInterchange><Body><UniversalEvent>${`<Event${attributes}/>`.repeat(4)}</UniversalEvent></Body></UniversalInterchange>`;
     expect(() => unwrapUniversal(doc, true, { units: 900 })).toThrow(/more markup than this service parses/);
     expect(() => unwrapUniversal(doc, true, { units: 2000 })).not.toThrow();
+  });
+
+  // 360 000 attributes on one element of the envelope's header fitted the budget (a unit each) and held the
+  // receiver 3 s before the UsernameToken was checked: the parser's cost per attribute grows with their number.
+  test(`more than ${MAX_ATTRIBUTES} attributes on one element are refused, where the request arrives and in the decoder, before parsing`, () => {
+    const element = (count: number, name = 'X') => `<${name}${Array.from({ length: count }, (_, i) => ` a${i}="${i % 2 ? 'x=y' : ''}"`).join('')}/>`;
+    const doc = (count: number) => `<UniversalEvent><Event>${element(count)}</Event></UniversalEvent>`;
+    expect(() => unwrapUniversal(doc(MAX_ATTRIBUTES), true, budget())).not.toThrow();
+    const refusal = `over the limit of ${MAX_ATTRIBUTES} attributes on one element (<X>)`;
+    for (const validate of [true, false]) expect(() => unwrapUniversal(doc(MAX_ATTRIBUTES + 1), validate, budget())).toThrow(refusal);
+    // Namespace declarations are attributes to the parser too; a value's `=`, `>` or quote of the other kind is not one.
+    expect(() => parseXml(`<r${Array.from({ length: MAX_ATTRIBUTES + 1 }, (_, i) => ` xmlns:p${i}="u"`).join('')}/>`, 'qualified', true, budget())).toThrow(/over the limit/);
+    expect(parseXml(`<r a='"b="c" d="e"' f="=>=>"/>`, 'local', true, budget())).toEqual({ r: { '@a': '"b="c" d="e"', '@f': '=>=>' } });
+    const flood = sendStreamRequest([{}]).replace('</s:Header>', `${element(360_000, 'h')}</s:Header>`);
+    expect(faultOf(flood).message).toBe(`the envelope is over the limit of ${MAX_ATTRIBUTES} attributes on one element (<h>)`);
+    expect(faultOf(sendStreamRequest([{ xml: doc(300) }])).message).toBe(refusal);
+  });
+
+  // With local names, `a:Ref` and `b:Ref` both became `@Ref`, the last one silently winning.
+  test('two attributes of one element sharing a local name are refused, naming the element and both', () => {
+    const event = '<UniversalEvent><Event a:Ref="1" b:Ref="2" xmlns:a="x" xmlns:b="y"/></UniversalEvent>';
+    expect(() => unwrapUniversal(event, true, budget())).toThrow('not convertible: <Event> has two attributes with the local name Ref (a:Ref and b:Ref)');
+    expect(() => parseXml('<r xml:lang="en" lang="fr"/>', 'local', true, budget())).toThrow('(xml:lang and lang)');
+    expect(() => parseXml('<r b="1" b="2"/>', 'local', true, budget())).toThrow('not well-formed XML (<r> repeats the attribute b)');
+    // Declarations are not attributes of the converted element; different local names, or one per element, are fine.
+    expect(parseXml('<r xmlns:a="x" a="1" a:b="2" xmlns="y"><s a:b="3"/></r>', 'local', true, budget())).toEqual({ r: { '@a': '1', '@b': '2', s: { '@b': '3' } } });
+    // The decoder reads what the receiver accepted (and what it accepted before this check) as it did.
+    expect(unwrapUniversal(event, false, budget())).toMatchObject({ data: { '@Ref': '2' } });
+    // A Message's attributes are read by local name too.
+    const message = sendStreamRequest([{ trackingId: 'T-1' }]).replace('<Message ', '<Message x:TrackingID="T-2" xmlns:x="urn:x" ');
+    expect(faultOf(message).message).toBe('the envelope is not convertible: <Message> has two attributes with the local name TrackingID (x:TrackingID and TrackingID)');
   });
 
   test(`nesting deeper than ${MAX_DEPTH} is refused before parsing; self-closing and sibling elements add no depth`, () => {

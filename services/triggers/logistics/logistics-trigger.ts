@@ -40,8 +40,9 @@ export interface LogisticsLimits extends SendStreamLimits {
  * Parsing is synchronous and the parsed tree costs far more than the bytes, so one request is bounded
  * well below the service-wide limits: 16 MiB held, 8 MiB inflated (what one decoded record holds) and
  * 500 000 parse units in all (xml.ts: an element, attribute or reference each, and 32 characters of text;
- * a 100 KiB shipment is about 7 000), which keeps the worst request within about twice the parsing of one
- * 8 MiB text node, however its bytes are spent (docs/logistics.md has the measurements).
+ * a 100 KiB shipment is about 7 000; at most 256 attributes on one element), which keeps the worst request
+ * within about twice the parsing of one 8 MiB text node, however its bytes are spent (docs/logistics.md has
+ * the measurements, test/bench/logistics-worst.js makes them).
  */
 export const DEFAULT_LOGISTICS_LIMITS: LogisticsLimits = {
   maxEnvelopeBytes: 16 * 1024 * 1024,

@@ -44,3 +44,33 @@ export function tagAt(text: string, i: number): Tag {
   }
   return { name, closing, selfClosing: text.charCodeAt(j - 1) === 0x2f, end: Math.min(j + 1, text.length) };
 }
+
+const isSpace = (c: number) => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
+
+/**
+ * The names of the attributes of the opening tag at `i` (on its `<`), in order, their values skipped whole (a
+ * value may hold `=`, `>` or anything but its own quote). A tag that is not well-formed yields what it can; the
+ * validator refuses it.
+ */
+export function* attributeNames(text: string, i: number, tag: Tag): Generator<string> {
+  let j = i + 1 + tag.name.length;
+  const end = tag.end;
+  const skipValue = (quote: number) => {
+    const close = text.indexOf(String.fromCharCode(quote), j + 1);
+    j = close < 0 || close >= end ? end : close + 1;
+  };
+  while (j < end) {
+    const c = text.charCodeAt(j);
+    if (c === 0x22 || c === 0x27) { skipValue(c); continue; }
+    if (isNameEnd(c) || c === 0x3d) { j++; continue; }
+    const start = j;
+    while (j < end && !isNameEnd(text.charCodeAt(j)) && text.charCodeAt(j) !== 0x3d) j++;
+    yield text.slice(start, j);
+    while (j < end && isSpace(text.charCodeAt(j))) j++;
+    if (text.charCodeAt(j) !== 0x3d) continue;
+    j++;
+    while (j < end && isSpace(text.charCodeAt(j))) j++;
+    const quote = text.charCodeAt(j);
+    if (quote === 0x22 || quote === 0x27) skipValue(quote);
+  }
+}

@@ -138,13 +138,16 @@ function decodeMessage(value: XmlValue, index: number, budget: RequestBudget): S
   if (encoded.length % 4 !== 0 || !BASE64.test(encoded)) throw new SendStreamError(`Message ${index + 1} is not valid base64`, trackingId);
   const gzipped = Buffer.from(encoded, 'base64');
   if (gzipped.length < 18 || gzipped[0] !== 0x1f || gzipped[1] !== 0x8b) throw new SendStreamError(`Message ${index + 1} is not gzip data`, trackingId);
+  const tooLarge = () => new SendStreamError(`Message ${index + 1} inflates beyond the limit of this service`, trackingId);
   let inflated: Buffer;
   try {
+    // zlib takes no limit below 1 byte: a spent budget is checked against what came out instead.
     inflated = gunzipSync(gzipped, { maxOutputLength: Math.max(1, budget.inflatedBytes) });
   } catch (error) {
-    const tooLarge = (error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError;
-    throw new SendStreamError(tooLarge ? `Message ${index + 1} inflates beyond the limit of this service` : `Message ${index + 1} is not valid gzip data`, trackingId);
+    if ((error as NodeJS.ErrnoException).code === 'ERR_BUFFER_TOO_LARGE' || error instanceof RangeError) throw tooLarge();
+    throw new SendStreamError(`Message ${index + 1} is not valid gzip data`, trackingId);
   }
+  if (inflated.length > budget.inflatedBytes) throw tooLarge();
   budget.inflatedBytes -= inflated.length;
   let xml: string;
   try { xml = documentText(inflated); } catch (error) { throw new SendStreamError(`Message ${index + 1} ${(error as Error).message}`, trackingId); }

@@ -1,5 +1,5 @@
 import { XMLParser, XMLValidator } from 'fast-xml-parser';
-import { endOfOther, tagAt } from './markup';
+import { attributeNames, endOfOther, tagAt, type Tag } from './markup';
 
 /**
  * XML as this trigger reads it: well-formedness checked, no DTD at all (SOAP 1.1 forbids one and the
@@ -82,6 +82,19 @@ export const DEPTH_LEVELS_PER_UNIT = 64;
 export const FREE_DISTINCT_NAMES = 256;
 export const DISTINCT_NAME_UNITS = 4;
 
+/**
+ * Attributes one element may have. fast-xml-parser's cost per attribute grows with how many its element has
+ * (350 000 on one element took it over 2 s, seven times what as many spread over elements take), so the budget's
+ * unit per attribute holds only for a bounded number; the platform sends a handful (a Message has seven).
+ */
+export const MAX_ATTRIBUTES = 256;
+
+/** A name as a Fault shows it: as sent, unless it is long. */
+const shown = (name: string) => (name.length > 64 ? `${name.slice(0, 64)}…` : name);
+
+/** A namespace declaration is not an attribute of the converted element (fast-xml-parser drops it under local names). */
+const isDeclaration = (name: string) => name === 'xmlns' || name.startsWith('xmlns:');
+
 const overBudget = () => new XmlError('more markup than this service parses for one request (elements, attributes, references and text together)');
 
 function spend(budget: ParseBudget, units: number): void {
@@ -128,7 +141,7 @@ const NOT_XML_CHAR = /[\x00-\x08\x0B\x0C\x0E-\x1F\uFFFE\uFFFF]|[\uD800-\uDBFF](?
  * the document's length first (so an oversized one is refused without a walk), then in one walk each
  * element start (and one more per DEPTH_LEVELS_PER_UNIT levels of its depth, and DISTINCT_NAME_UNITS more when
  * its name is new among its siblings past the first FREE_DISTINCT_NAMES), each attribute (any `=` inside a tag,
- * conservatively), and each reference (any `&` in text or inside a tag; in a comment, CDATA or processing instruction it is text). A DOCTYPE or ENTITY
+ * conservatively; more than MAX_ATTRIBUTES on one element are refused, see checkAttributes), and each reference (any `&` in text or inside a tag; in a comment, CDATA or processing instruction it is text). A DOCTYPE or ENTITY
  * declaration is refused (no entity bombs, no external entities). Nesting deeper than MAX_DEPTH is refused
  * too, so that nothing later (the converter, JSON.stringify) runs out of stack on a document that parsed.
  * Comments, CDATA and processing instructions are skipped whole: a `</x>` or `<br>` inside them is text, and
@@ -196,6 +209,7 @@ function checkMarkup(xml: string, budget: ParseBudget, strict: boolean): void {
           if (siblings.size > FREE_DISTINCT_NAMES) spend(budget, DISTINCT_NAME_UNITS);
         }
         for (const _ of equalSigns(i, end)) spend(budget, 1);
+        checkAttributes(xml, i, tag, strict);
         if (!tag.selfClosing) {
           if (++depth > MAX_DEPTH) throw new XmlError(`nested more than ${MAX_DEPTH} elements deep`);
           childNames[depth] = undefined;
@@ -207,6 +221,26 @@ function checkMarkup(xml: string, budget: ParseBudget, strict: boolean): void {
     references(end, next === -1 ? xml.length : next);
     plainText(end, next === -1 ? xml.length : next);
     i = next;
+  }
+}
+
+/**
+ * At most MAX_ATTRIBUTES attributes on the element at `i` (in the decoder too, whose time it bounds as well);
+ * and, where the request arrives (`strict`), no two of them sharing a local name (`a:Ref`, `b:Ref`): a document's
+ * attributes are converted by local name, and so are a Message's, so one would overwrite the other silently.
+ * The decoder reads what the receiver accepted, and a request accepted before this check must replay as it did.
+ */
+function checkAttributes(xml: string, i: number, tag: Tag, strict: boolean): void {
+  let count = 0;
+  let seen: Map<string, string> | undefined;
+  for (const name of attributeNames(xml, i, tag)) {
+    if (++count > MAX_ATTRIBUTES) throw new XmlError(`over the limit of ${MAX_ATTRIBUTES} attributes on one element (<${shown(tag.name)}>)`);
+    if (!strict || isDeclaration(name)) continue;
+    const local = localName(name);
+    const before = (seen ??= new Map()).get(local);
+    if (before === name) throw new XmlError(`not well-formed XML (<${shown(tag.name)}> repeats the attribute ${shown(name)})`);
+    if (before !== undefined) throw new XmlError(`not convertible: <${shown(tag.name)}> has two attributes with the local name ${shown(local)} (${shown(before)} and ${shown(name)})`);
+    seen.set(local, name);
   }
 }
 
