@@ -4,7 +4,7 @@ import { errorAnswer, type Answer } from '../answers';
 import type { BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerPlugin, TriggerServices } from '../trigger';
 import { authenticate, signatureCredential } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
-import { createInflater, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding } from './content-encoding';
+import { createInflater, DEFAULT_MAX_INFLATION_RATIO, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding, type InflationBound } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { formCharsetProblem } from './form';
 import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
@@ -38,6 +38,7 @@ export interface WebhookLimits extends WebhookDecodeLimits {
 
 export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
   maxInflatedBytes: 64 * 1024 * 1024,
+  maxInflationRatio: DEFAULT_MAX_INFLATION_RATIO,
   // What it decodes to must also fit one record (decoded-size.ts): measured, since JSON's whitespace or a form's
   // percent-escapes can make a larger body decode to less.
   maxInMemoryBytes: 64 * 1024 * 1024,
@@ -66,10 +67,10 @@ function fixedVerdict(answer: Answer): BodyValidator {
   return { write: () => true, once: (_e, l) => l(), end: async () => answer, abort: () => undefined };
 }
 
-/** `maxInflated`: the bound the decoder will hold the inflated body to, so nothing accepted here fails there for size. */
-function streamingValidator(encoding: Encoding, contentType: string | null, multipart: boolean, maxInflated: number, limits: WebhookLimits): BodyValidator {
+/** `bound`: the bound the decoder will hold the inflated body to, so nothing accepted here fails there for size. */
+function streamingValidator(encoding: Encoding, contentType: string | null, multipart: boolean, bound: InflationBound, limits: WebhookLimits): BodyValidator {
   const scan = multipart ? scanMultipart(contentType ?? '', limits.multipart) : null;
-  const inflater = encoding === 'identity' ? null : createInflater(encoding, maxInflated);
+  const inflater = encoding === 'identity' ? null : createInflater(encoding, bound);
   let encodingFailure: EncodingError | null = null;
   const inflated = inflater
     ? new Promise<void>((resolve) => {
@@ -142,7 +143,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
     let bytes: Buffer;
     try {
-      bytes = withoutUtf8Bom(inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes), media.params.charset);
+      bytes = withoutUtf8Bom(inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), { maxBytes: limits.maxJsonCheckBytes, maxRatio: limits.maxInflationRatio }), media.params.charset);
     } catch {
       return { ok: true, inspection: {} }; // too large to check here, or already judged by the validator
     }
@@ -167,7 +168,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   function checkedBody(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, body: ReceivedBody, services: TriggerServices): InspectOutcome | Promise<InspectOutcome> {
     const syntax = syntaxCheck(request, node, params, body);
     if (!syntax.ok) return syntax;
-    const refusal = decodedSizeRefusal(request, params, body, services, limits.maxInMemoryBytes);
+    const refusal = decodedSizeRefusal(request, params, body, services, { maxBytes: limits.maxInMemoryBytes, maxRatio: limits.maxInflationRatio });
     if (refusal instanceof Promise) return refusal.then((r) => r ?? syntax);
     return refusal ?? syntax;
   }
@@ -189,8 +190,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     const multipart = !asFile && bodyKind(parseMediaType(request.headers['content-type']).type) === 'multipart';
     if (encoding === 'identity' && !multipart) return null;
     // Files and multipart stream through the decoder; every other kind is decoded in memory.
-    const maxInflated = asFile || multipart ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
-    return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, maxInflated, limits);
+    const maxBytes = asFile || multipart ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
+    return streamingValidator(encoding, request.headers['content-type'] ?? null, multipart, { maxBytes, maxRatio: limits.maxInflationRatio }, limits);
   }
 
   /**
