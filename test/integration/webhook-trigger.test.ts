@@ -367,6 +367,8 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
         ['Content-Disposition: form-data; name="f"\r\nContent-Transfer-Encoding: gzip', 'x', 'a part has a Content-Transfer-Encoding other than base64, quoted-printable, 7bit, 8bit or binary'],
         ['Content-Disposition: form-data; name="f"; filename="a.bin"\r\nContent-Transfer-Encoding: base64', 'aGVsbG8*', 'a base64 part holds characters outside the base64 alphabet'],
         ['Content-Disposition: form-data; name="f"\r\nContent-Transfer-Encoding: base64', 'aGVsbG8=aGk=', 'a base64 part has data after its padding'],
+        // Was stored as sent, under its own name, as if it were not compressed.
+        ['Content-Disposition: form-data; name="f"; filename="a.json"\r\nContent-Encoding: gzip', 'x', "a part has a Content-Encoding (only the whole request may be compressed, with the request's Content-Encoding)"],
       ]) {
         const res = await post('wf-plain', `--b\r\n${headers}\r\n\r\n${value}\r\n--b--\r\n`, { 'content-type': 'multipart/form-data; boundary=b' });
         expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
