@@ -72,6 +72,7 @@ export function triggerCatalog(config: Config, held: HeldBytes = heldBytes(confi
   const http = createWebhookTrigger({
     ...DEFAULT_WEBHOOK_LIMITS,
     maxInflatedBytes: config.maxInflatedBytes,
+    maxInflationRatio: config.maxInflationRatio,
     maxInMemoryBytes: Math.min(config.maxInflatedBytes, DEFAULT_WEBHOOK_LIMITS.maxInMemoryBytes),
     maxFormFields: config.maxFormFields,
     multipart: { ...DEFAULT_WEBHOOK_LIMITS.multipart, ...config.multipart },

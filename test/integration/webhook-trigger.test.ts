@@ -1,6 +1,6 @@
 import { generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { request } from 'node:http';
-import { gzipSync, deflateSync } from 'node:zlib';
+import { gzipSync, deflateRawSync, deflateSync } from 'node:zlib';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import type { ExecutionRequested } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
@@ -388,6 +388,8 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
         ['Content-Disposition: form-data; name="f"\r\nContent-Transfer-Encoding: gzip', 'x', 'a part has a Content-Transfer-Encoding other than base64, quoted-printable, 7bit, 8bit or binary'],
         ['Content-Disposition: form-data; name="f"; filename="a.bin"\r\nContent-Transfer-Encoding: base64', 'aGVsbG8*', 'a base64 part holds characters outside the base64 alphabet'],
         ['Content-Disposition: form-data; name="f"\r\nContent-Transfer-Encoding: base64', 'aGVsbG8=aGk=', 'a base64 part has data after its padding'],
+        // Was stored as sent, under its own name, as if it were not compressed.
+        ['Content-Disposition: form-data; name="f"; filename="a.json"\r\nContent-Encoding: gzip', 'x', "a part has a Content-Encoding (only the whole request may be compressed, with the request's Content-Encoding)"],
       ]) {
         const res = await post('wf-plain', `--b\r\n${headers}\r\n\r\n${value}\r\n--b--\r\n`, { 'content-type': 'multipart/form-data; boundary=b' });
         expect({ detail, status: res.status, answer: await res.json() }).toEqual({ detail, status: 400, answer: { error: 'payload-parse-error', message: `The multipart body is malformed: ${detail}` } });
@@ -441,6 +443,29 @@ function describeWebhook(choice: BackendChoice, only?: string[]) {
       const formBytes = Buffer.from(await serialised.arrayBuffer());
       const out = await output(await post('wf-plain', gzipSync(formBytes), { 'content-type': formType, 'content-encoding': 'gzip' })) as { doc: string };
       expect(await text(out.doc)).toBe('inside a gzip');
+    });
+
+    maybe('encoding')('bytes after the end of a compressed stream are 400, not dropped; past the first MiB, inflating over MAX_INFLATION_RATIO times is 413', async () => {
+      const refusal = async (res: Response) => ({ status: res.status, ...((await res.json()) as { error: string; message: string }) });
+      const trailing = { status: 400, error: 'payload-parse-error', message: 'The request body is not valid compressed data: it has bytes after the end of its compressed stream' };
+      const json = { 'content-type': 'application/json' };
+      // Each was answered 200 with the first stream's value only ({"order":1}), the rest dropped without a word.
+      expect(await refusal(await post('wf-plain', Buffer.concat([deflateSync('{"order":1}'), Buffer.from('{"order":2} anything')]), { ...json, 'content-encoding': 'deflate' }))).toEqual(trailing);
+      expect(await refusal(await post('wf-plain', Buffer.concat([deflateRawSync('{"order":1}'), Buffer.from('{"order":2}')]), { ...json, 'content-encoding': 'deflate' }))).toEqual(trailing);
+      expect(await refusal(await post('wf-plain', Buffer.concat([gzipSync('{"order":1}'), Buffer.alloc(5000)]), { ...json, 'content-encoding': 'gzip' }))).toEqual(trailing);
+      expect(await refusal(await post('wf-raw', Buffer.concat([gzipSync('kept as a file'), Buffer.alloc(16)]), { 'content-type': 'application/octet-stream', 'content-encoding': 'gzip' }))).toEqual(trailing);
+      // Several gzip members are one body.
+      expect(await output(await post('wf-plain', Buffer.concat([gzipSync('{"order":'), gzipSync('3}')]), { ...json, 'content-encoding': 'gzip' }))).toEqual({ order: 3 });
+
+      // Within MAX_INFLATED_BYTES (4 MiB here), but some 1000 times its size: answered 413 before anything is accepted.
+      const ratio = { status: 413, error: 'payload-too-large', message: 'The request body inflates to more than 100 times its compressed size (judged past its first 1048576 inflated bytes)' };
+      const spaces = gzipSync(Buffer.concat([Buffer.from('{"a":'), Buffer.alloc(3 * 1024 * 1024, 0x20), Buffer.from('1}')]));
+      expect(await refusal(await post('wf-plain', spaces, { ...json, 'content-encoding': 'gzip' }))).toEqual(ratio);
+      const zeros = gzipSync(Buffer.alloc(3 * 1024 * 1024));
+      expect(await refusal(await post('wf-raw', zeros, { 'content-type': 'application/octet-stream', 'content-encoding': 'gzip' }))).toEqual(ratio);
+      // A body that compresses as data does, past the first MiB, is accepted as before.
+      const hex = randomBytes(700 * 1024).toString('hex');
+      expect(await output(await post('wf-plain', gzipSync(JSON.stringify({ hex })), { ...json, 'content-encoding': 'gzip' }))).toEqual({ hex });
     });
 
     maybe('auth')('RSA signatures over the exact bytes: right 200, wrong 403, missing 401', async () => {

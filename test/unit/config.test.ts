@@ -1,6 +1,8 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { ConfigError, loadConfig } from '../../services/platform/config/config';
+import { gzipSync } from 'node:zlib';
+import { triggerCatalog } from '../../services/cli/start';
 
 const problems = (env: Record<string, string>) => {
   try { loadConfig(env); } catch (error) { if (error instanceof ConfigError) return error.problems; throw error; }
@@ -53,6 +55,22 @@ test('certificate expiry warnings: 30 days by default, 0 for expired certificate
   expect(loadConfig({ CERT_EXPIRY_WARNING_DAYS: '90' }).certExpiryWarningDays).toBe(90);
 });
 
+test('MAX_INFLATION_RATIO: 100 by default, up to 1032 (deflate\'s most), and the webhook trigger is given it', async () => {
+  expect(loadConfig({}).maxInflationRatio).toBe(100);
+  expect(loadConfig({ MAX_INFLATION_RATIO: '1032' }).maxInflationRatio).toBe(1032);
+  expect(loadConfig({ MAX_INFLATION_RATIO: '20' }).maxInflationRatio).toBe(20);
+  // 3 MiB of zeros in some 3 KB: over 100 times, under deflate's most.
+  const bomb = gzipSync(Buffer.alloc(3 * 1024 * 1024));
+  const verdict = async (env: Record<string, string>) => {
+    const request = { requestId: 'r', workflowId: 'wf', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: 0, headers: { 'content-type': 'application/json', 'content-encoding': 'gzip' } };
+    const validator = triggerCatalog(loadConfig(env)).pluginFor('webhook')!.validator!(request, { name: 'Hook', type: 'webhook', parameters: {} })!;
+    validator.write(bomb);
+    return (await validator.end())?.status ?? 'accepted';
+  };
+  expect(await verdict({})).toBe(413);
+  expect(await verdict({ MAX_INFLATION_RATIO: '1032' })).toBe('accepted');
+});
+
 test('sizes accept units', () => {
   expect(loadConfig({ MAX_BODY_BYTES: '10MiB', INLINE_BODY_MAX: '4 KiB' })).toMatchObject({ maxBodyBytes: 10 * 1024 * 1024, inlineBodyMax: 4096 });
   expect(loadConfig({ MAX_HELD_BODY_BYTES: '1MiB', INLINE_BODY_MAX: '480KiB' })).toMatchObject({ maxHeldBodyBytes: 1024 * 1024, inlineBodyMax: 480 * 1024 });
@@ -95,6 +113,9 @@ test.each([
   [{ AS2_ALLOW_MD5: 'yes' }, /^AS2_ALLOW_MD5="yes": true or false$/],
   [{ CERT_EXPIRY_WARNING_DAYS: '-1' }, /^CERT_EXPIRY_WARNING_DAYS="-1": how many days before a credential certificate expires .* \(a whole number from 0 to 3650\)$/],
   [{ CERT_EXPIRY_WARNING_DAYS: '30d' }, /^CERT_EXPIRY_WARNING_DAYS="30d"/],
+  [{ MAX_INFLATION_RATIO: '0' }, /^MAX_INFLATION_RATIO="0": how many times its compressed size a webhook body may inflate to, past its first MiB \(1032, deflate's most, turns the ratio off\) \(a whole number from 2 to 1032\)$/],
+  [{ MAX_INFLATION_RATIO: '5000' }, /^MAX_INFLATION_RATIO="5000": .*\(a whole number from 2 to 1032\)$/],
+  [{ MAX_INFLATION_RATIO: '100x' }, /^MAX_INFLATION_RATIO="100x"/],
   [{ MAX_HELD_BODY_BYTES: '1MiB', INLINE_BODY_MAX: '768KiB' }, /^MAX_HELD_BODY_BYTES=1048576: at least twice INLINE_BODY_MAX \(786432\) plus 64KiB/],
 ])('%j is refused with one clear line', (env, line) => {
   const found = problems(env as Record<string, string>);

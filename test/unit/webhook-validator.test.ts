@@ -1,4 +1,4 @@
-import { createHash, generateKeyPairSync, sign } from 'node:crypto';
+import { createHash, generateKeyPairSync, randomBytes, sign } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
@@ -18,7 +18,8 @@ const request = (contentType: string): InboundRequest => ({
   requestId: 'r', workflowId: 'wf', pathSuffix: null, query: {}, remoteAddress: null, receivedAt: 0,
   headers: { 'content-type': contentType, 'content-encoding': 'gzip' },
 });
-const twoMiB = gzipSync(Buffer.from(JSON.stringify({ pad: 'x'.repeat(2 * 1024 * 1024) })));
+// Data that compresses as real payloads do (about 2 times), so that only the byte bounds are at stake, not MAX_INFLATION_RATIO.
+const twoMiB = gzipSync(Buffer.from(JSON.stringify({ pad: randomBytes(1024 * 1024).toString('hex') })));
 
 async function verdict(contentType: string, options: Record<string, unknown> = {}) {
   const validator = trigger.validator!(request(contentType), { name: 'Hook', type: 'webhook', parameters: { options } })!;
@@ -65,6 +66,28 @@ test("the decoder's multipart reading refuses what the receiver's scan refuses: 
   // A charset the Encoding standard names is read (KOI8-R 0xC1 is Cyrillic а).
   expect((await stage('--b\r\nContent-Disposition: form-data; name="c"\r\nContent-Type: text/plain; charset=koi8-r\r\n\r\n\xc1\r\n')).value).toEqual({ keep: 'kept', c: 'а' });
   expect((await stage('')).value).toEqual({ keep: 'kept' });
+});
+
+test("a part with a Content-Encoding other than identity is refused by the receiver's scan and the decoder alike; identity passes", async () => {
+  const detail = "a part has a Content-Encoding (only the whole request may be compressed, with the request's Content-Encoding)";
+  const body = (headers: string) => `--b\r\nContent-Disposition: form-data; name="doc"; filename="doc.json"\r\n${headers}\r\n\r\n${gzipSync('{"a":1}').toString('latin1')}\r\n--b--\r\n`;
+  const scanned = async (text: string) => {
+    const scan = scanMultipart('multipart/form-data; boundary=b', DEFAULT_WEBHOOK_LIMITS.multipart);
+    scan.write(Buffer.from(text, 'latin1'));
+    return scan.end();
+  };
+  const stage = (text: string, store: never = null as never) => stageMultipart(Readable.from([Buffer.from(text, 'latin1')]), 'multipart/form-data; boundary=b', DEFAULT_WEBHOOK_LIMITS.multipart, store, 'trigger/wf/x');
+  // Was stored as sent, compressed, under its own name (and a field read as garbled text).
+  for (const headers of ['Content-Encoding: gzip', 'content-encoding: GZIP', 'Content-Encoding: identity\r\nContent-Encoding: br']) {
+    expect({ headers, scan: await scanned(body(headers)) }).toEqual({ headers, scan: expect.objectContaining({ kind: 'malformed', publicDetail: detail }) });
+    await expect(stage(body(headers))).rejects.toMatchObject({ kind: 'malformed', publicDetail: detail });
+  }
+  const field = '--b\r\nContent-Disposition: form-data; name="f"\r\nContent-Encoding: deflate\r\n\r\nx\r\n--b--\r\n';
+  expect(await scanned(field)).toMatchObject({ publicDetail: detail });
+  await expect(stage(field)).rejects.toMatchObject({ publicDetail: detail });
+  const identity = '--b\r\nContent-Disposition: form-data; name="f"\r\nContent-Encoding: identity\r\n\r\nx\r\n--b--\r\n';
+  expect(await scanned(identity)).toBeNull();
+  expect((await stage(identity)).value).toEqual({ f: 'x' });
 });
 
 test("the receiver's scan counts delimiters split across chunks, one byte at a time: a skipped part is found, a body of named parts passes", async () => {

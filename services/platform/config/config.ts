@@ -46,6 +46,8 @@ export interface Config extends AdminSettings {
   bodyMinBytesPerSecond: number;
   /** Bounds of the webhook's decoding (SPEC §8 leaves them to us). */
   maxInflatedBytes: number;
+  /** MAX_INFLATION_RATIO: past its first MiB, a webhook body may inflate to at most this many times its compressed size. */
+  maxInflationRatio: number;
   /** What request bodies may hold in memory while they arrive, all together: the receiver's and those of the triggers that keep whole bodies. */
   maxHeldBodyBytes: number;
   /** Certificates of credentials with fewer days than this left are logged as a warning once a day (0: only expired ones, as errors). */
@@ -316,6 +318,8 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   // max.message.bytes, 1 MB) with its headers; larger bodies travel as claim checks anyway.
   const inlineBodyMax = size('INLINE_BODY_MAX', 256 * 1024, 0, 768 * 1024);
   const maxInflatedBytes = size('MAX_INFLATED_BYTES', 256 * 1024 ** 2, 1024, 16 * 1024 ** 3);
+  // deflate cannot inflate to more than about 1032 times its size: 1032 leaves only MAX_INFLATED_BYTES.
+  const maxInflationRatio = integer('MAX_INFLATION_RATIO', 100, 2, 1032, 'how many times its compressed size a webhook body may inflate to, past its first MiB (1032, deflate\'s most, turns the ratio off)');
   const maxHeldBodyBytes = size('MAX_HELD_BODY_BYTES', 256 * 1024 ** 2, 1024 ** 2, 64 * 1024 ** 3);
   // While it arrives, a body is held by the receiver (up to INLINE_BODY_MAX) and, for the triggers that keep
   // whole bodies, by its trigger too, both within this budget: a body alone must always fit, or its sender
@@ -454,7 +458,7 @@ export function loadConfig(env: NodeJS.ProcessEnv): Config {
   if (problems.length) throw new ConfigError(problems);
   return {
     port, host, dataDir, publicBaseUrl, logLevel: level as Config['logLevel'], kafka, recordKey, blob, cosmos, encryptionKey, previousEncryptionKey,
-    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, maxFormFields, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
+    maxBodyBytes, inlineBodyMax, maxInflatedBytes, maxInflationRatio, maxHeldBodyBytes, as2AllowMd5: allowMd5 === 'true', certExpiryWarningDays, multipart, maxFormFields, workflowCacheMs, bodyIdleMs, bodyMinBytesPerSecond, sampleDataKeep, executionQueues, topicPrefix, topicSettings,
     adminPort, ...admin, shutdownGraceMs, maxPendingAccepts, maxPendingAcceptBytes, redactQueryParams, idempotencyMaxWindowHours, journal, as2MdnRetry, stageThreads, stageWatchdogMs, replayLedgerMaxOriginals, replayLandingWindowMs,
   };
 }

@@ -1,5 +1,5 @@
 import type { Readable } from 'node:stream';
-import type { DecodedItem, Received } from '../../platform/avro/records';
+import type { Body, DecodedItem, Received } from '../../platform/avro/records';
 import { IngressError } from '../answers';
 import type { DecodeServices } from '../trigger';
 import { ObjectStoreError } from '../../platform/store/object-store';
@@ -22,12 +22,20 @@ import { parseKeepingNumbers } from '../json-numbers';
  */
 export interface WebhookDecodeLimits {
   maxInflatedBytes: number;
+  /**
+   * MAX_INFLATION_RATIO (content-encoding.ts). The receiver refuses a body past it as it streams in; the decoder
+   * holds bodies to it again, of their whole compressed size, so a record appended before the bound existed (or
+   * under a higher one) costs no more than it allows.
+   */
+  maxInflationRatio: number;
   /** Largest body decoded in memory (JSON, forms, XML, text); multipart and raw bodies stream. */
   maxInMemoryBytes: number;
   /** The most pairs one URL-encoded form may carry (FORM_MAX_FIELDS); the receiver holds forms to it too. */
   maxFormFields: number;
   multipart: MultipartLimits;
 }
+
+const bodySize = (body: Body) => (body.kind === 'inline' ? body.data.length : body.size);
 
 /** The staged file's extension: by what the type really says, `.bin` for anything else. */
 function extensionOf(type: string): string {
@@ -47,7 +55,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
   const decodedStream = async (): Promise<Readable> => {
     const raw = await services.openBody(received);
     if (encoding === 'identity') return raw;
-    const inflater = createInflater(encoding, limits.maxInflatedBytes);
+    const inflater = createInflater(encoding, { maxBytes: limits.maxInflatedBytes, maxRatio: limits.maxInflationRatio, compressedSize: bodySize(received.body) });
     raw.on('error', (e) => inflater.destroy(e));
     return raw.pipe(inflater);
   };
@@ -79,7 +87,7 @@ export async function decodeWebhookBody(received: Received, params: WebhookParam
 
   let bytes: Buffer;
   try {
-    bytes = inflateSync(await services.readBody(received, limits.maxInMemoryBytes), encoding, limits.maxInMemoryBytes);
+    bytes = inflateSync(await services.readBody(received, limits.maxInMemoryBytes), encoding, { maxBytes: limits.maxInMemoryBytes, maxRatio: limits.maxInflationRatio });
   } catch (error) {
     throw asInputError(error);
   }

@@ -3,7 +3,7 @@ import { TextDecoder } from 'node:util';
 import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 import { BUSY, errorAnswer } from '../answers';
 import type { InboundRequest, InspectOutcome, ReceivedBody, TriggerServices } from '../trigger';
-import { createInflater, EncodingError, encodingAnswer, parseEncoding, type Encoding } from './content-encoding';
+import { createInflater, EncodingError, encodingAnswer, parseEncoding, type Encoding, type InflationBound } from './content-encoding';
 import { bodyKind, parseMediaType, type BodyKind } from './media-type';
 import type { WebhookParameters } from './parameters';
 import { numberWrittenAs } from '../json-numbers';
@@ -35,11 +35,11 @@ interface Meter {
 /**
  * A refusal when the body decodes to more than MAX_DECODED_VALUE_BYTES (413); null when it fits. Bodies small
  * enough never to pass the bound are not read. A staged body that cannot be read back is answered busy (503).
- * `maxInflatedBytes`: what the decoder will inflate this body to at most. The validator held the body to it as
+ * `bound`: what the decoder will inflate this body to at most. The validator held the body to it as
  * it streamed in, but a signed body whose read-back for that check failed was accepted unchecked: here it may
  * be a bomb, inflated no further than the bound (413), or not compressed data at all (400).
  */
-export function decodedSizeRefusal(request: InboundRequest, params: WebhookParameters, body: ReceivedBody, services: TriggerServices, maxInflatedBytes: number): Promise<InspectOutcome | null> | null {
+export function decodedSizeRefusal(request: InboundRequest, params: WebhookParameters, body: ReceivedBody, services: TriggerServices, bound: InflationBound): Promise<InspectOutcome | null> | null {
   if (params.options.rawBody || params.options.binaryData) return null;
   const media = parseMediaType(request.headers['content-type']);
   const kind = bodyKind(media.type);
@@ -49,10 +49,10 @@ export function decodedSizeRefusal(request: InboundRequest, params: WebhookParam
   if (encoding === 'identity' && body.size <= MAX_DECODED_VALUE_BYTES / MOST_EXPANSION) return null;
   let meter: Meter;
   try { meter = meterFor(kind, media.params.charset); } catch { return null; } // a charset no decoder knows: refused by the syntax check
-  return measured(body, encoding, meter, services, request, maxInflatedBytes);
+  return measured(body, encoding, meter, services, request, { ...bound, compressedSize: body.size });
 }
 
-async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, services: TriggerServices, request: InboundRequest, maxInflatedBytes: number): Promise<InspectOutcome | null> {
+async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, services: TriggerServices, request: InboundRequest, bound: InflationBound): Promise<InspectOutcome | null> {
   let source: Readable;
   try {
     source = body.inline ? Readable.from([body.inline]) : await body.readStaged!();
@@ -60,7 +60,7 @@ async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, se
     services.logger.error('a staged body could not be read back to measure what it decodes to', { requestId: request.requestId, error });
     return { ok: false, answer: BUSY }; // nothing accepted; the sender retries
   }
-  const chunks = encoding === 'identity' ? source : source.pipe(createInflater(encoding, maxInflatedBytes));
+  const chunks = encoding === 'identity' ? source : source.pipe(createInflater(encoding, bound));
   if (chunks !== source) source.on('error', (error) => (chunks as NodeJS.ReadWriteStream & Readable).destroy(error));
   try {
     for await (const chunk of chunks) meter.write(chunk as Buffer);

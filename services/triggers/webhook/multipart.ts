@@ -81,24 +81,45 @@ const onField = (bb: busboy.Busboy, listener: FieldListener) => bb.on('field', l
 const fileTooLarge = (limits: MultipartLimits) => new MultipartError(`a file larger than ${limits.maxFileBytes} bytes`, 'too-large');
 
 let patched: boolean | undefined;
-/** Without the patch busboy ignores both options, and every text field would be refused as not valid UTF-8. */
+/**
+ * Without the patch busboy ignores both options, and every text field would be refused as not valid UTF-8; with an
+ * older version of it, a part's headers do not reach readDisposition, and a Content-Encoding would pass unseen.
+ */
 function busboyIsPatched(): boolean {
   let bytes = false;
-  const bb = busboy({ headers: { 'content-type': 'multipart/form-data; boundary=b' }, ...({ fieldBytes: true } as object) });
+  let headers = false;
+  const probe = (value: string, part?: unknown) => { headers = typeof part === 'object' && part !== null; return parseDisposition(value); };
+  const bb = busboy({ headers: { 'content-type': 'multipart/form-data; boundary=b' }, ...({ fieldBytes: true, parseDisposition: probe } as object) });
   bb.on('field', (_name, value) => { bytes = Buffer.isBuffer(value); });
   bb.on('error', () => undefined);
   bb.end(Buffer.from('--b\r\nContent-Disposition: form-data; name="a"\r\n\r\nx\r\n--b--\r\n'));
-  return bytes;
+  return bytes && headers;
 }
 
 /**
- * busboy for one body. `onHeaderProblem` hears a part whose name or file name cannot be read (content-disposition.ts);
- * the part's own event follows, so the caller fails the body there (or at the close), not inside busboy's parser.
+ * A part's Content-Encoding, refused unless identity. RFC 7578 defines none for form-data (a whole body's is
+ * Content-Encoding of the request), and a file kept as sent would be stored compressed under its own name, a
+ * field read as text garbled; unlike Content-Transfer-Encoding (transfer-encoding.ts) no sender is known to need it.
+ */
+function partCodingProblem(part: Record<string, string[]> | undefined): MultipartError | null {
+  const codings = part?.['content-encoding'];
+  if (!codings || codings.every((value) => value.trim().toLowerCase() === 'identity' || value.trim() === '')) return null;
+  const detail = 'a part has a Content-Encoding (only the whole request may be compressed, with the request\'s Content-Encoding)';
+  return new MultipartError(`malformed multipart body: ${detail}`, 'malformed', detail);
+}
+
+/**
+ * busboy for one body. `onHeaderProblem` hears a part whose name or file name cannot be read (content-disposition.ts),
+ * or that has a Content-Encoding; the part's own event follows, so the caller fails the body there (or at the
+ * close), not inside busboy's parser.
  */
 function open(contentType: string, limits: MultipartLimits, onHeaderProblem: (problem: MultipartError) => void): busboy.Busboy {
   patched ??= busboyIsPatched();
-  if (!patched) throw new Error('busboy is missing patches/busboy+1.6.0.patch (npm install applies it with patch-package): multipart bodies cannot be read');
-  const readDisposition = (header: string) => {
+  if (!patched) throw new Error('busboy is missing patches/busboy+1.6.0.patch, or has an older version of it (remove node_modules/busboy, then npm install applies it with patch-package): multipart bodies cannot be read');
+  // Patched (patches/busboy+1.6.0.patch): called with every part's headers, names lower-cased, besides its disposition.
+  const readDisposition = (header: string, part?: Record<string, string[]>) => {
+    const coding = partCodingProblem(part);
+    if (coding) onHeaderProblem(coding);
     const disposition = parseDisposition(header);
     if (disposition?.problem) onHeaderProblem(new MultipartError(`malformed multipart body: ${disposition.problem}`, 'malformed', disposition.problem));
     return disposition;

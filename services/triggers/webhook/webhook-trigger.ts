@@ -4,7 +4,7 @@ import { errorAnswer, type Answer } from '../answers';
 import type { BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerPlugin, TriggerServices } from '../trigger';
 import { authenticate, signatureCredential } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
-import { createInflater, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding } from './content-encoding';
+import { createInflater, DEFAULT_MAX_INFLATION_RATIO, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding, type InflationBound } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { DEFAULT_FORM_MAX_FIELDS, formCharsetProblem, formFieldsValidator } from './form';
 import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
@@ -38,6 +38,7 @@ export interface WebhookLimits extends WebhookDecodeLimits {
 
 export const DEFAULT_WEBHOOK_LIMITS: WebhookLimits = {
   maxInflatedBytes: 64 * 1024 * 1024,
+  maxInflationRatio: DEFAULT_MAX_INFLATION_RATIO,
   // What it decodes to must also fit one record (decoded-size.ts): measured, since JSON's whitespace or a form's
   // percent-escapes can make a larger body decode to less.
   maxInMemoryBytes: 64 * 1024 * 1024,
@@ -71,13 +72,13 @@ function fixedVerdict(answer: Answer): BodyValidator {
 }
 
 /**
- * `maxInflated`: the bound the decoder will hold the inflated body to, so nothing accepted here fails there for size.
+ * `bound`: the bound the decoder will hold the inflated body to, so nothing accepted here fails there for size.
  * `kind`: what is checked in the inflated bytes: multipart framing and limits, a form's pairs, or nothing more.
  */
-function streamingValidator(encoding: Encoding, contentType: string | null, kind: 'multipart' | 'form' | null, maxInflated: number, limits: WebhookLimits): BodyValidator {
+function streamingValidator(encoding: Encoding, contentType: string | null, kind: 'multipart' | 'form' | null, bound: InflationBound, limits: WebhookLimits): BodyValidator {
   const scan = kind === 'multipart' ? scanMultipart(contentType ?? '', limits.multipart) : null;
   const formFields = kind === 'form' ? formFieldsValidator(limits.maxFormFields) : null;
-  const inflater = encoding === 'identity' ? null : createInflater(encoding, maxInflated);
+  const inflater = encoding === 'identity' ? null : createInflater(encoding, bound);
   let encodingFailure: EncodingError | null = null;
   const inflated = inflater
     ? new Promise<void>((resolve) => {
@@ -152,7 +153,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     // to hold lives here; a larger one is checked by the decoder (and dead-lettered if bad).
     let bytes: Buffer;
     try {
-      bytes = withoutUtf8Bom(inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), limits.maxJsonCheckBytes), media.params.charset);
+      bytes = withoutUtf8Bom(inflateSync(body.inline, parseEncoding(request.headers['content-encoding']), { maxBytes: limits.maxJsonCheckBytes, maxRatio: limits.maxInflationRatio }), media.params.charset);
     } catch {
       return { ok: true, inspection: {} }; // too large to check here, or already judged by the validator
     }
@@ -177,7 +178,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   function checkedBody(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, body: ReceivedBody, services: TriggerServices): InspectOutcome | Promise<InspectOutcome> {
     const syntax = syntaxCheck(request, node, params, body);
     if (!syntax.ok) return syntax;
-    const refusal = decodedSizeRefusal(request, params, body, services, limits.maxInMemoryBytes);
+    const refusal = decodedSizeRefusal(request, params, body, services, { maxBytes: limits.maxInMemoryBytes, maxRatio: limits.maxInflationRatio });
     if (refusal instanceof Promise) return refusal.then((r) => r ?? syntax);
     return refusal ?? syntax;
   }
@@ -200,8 +201,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     // A form's pairs are counted as it arrives: the decoder refuses more than maxFormFields.
     if (encoding === 'identity' && kind !== 'multipart') return kind === 'form' ? formFieldsValidator(limits.maxFormFields) : null;
     // Files and multipart stream through the decoder; every other kind is decoded in memory.
-    const maxInflated = asFile || kind === 'multipart' ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
-    return streamingValidator(encoding, request.headers['content-type'] ?? null, kind, maxInflated, limits);
+    const maxBytes = asFile || kind === 'multipart' ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
+    return streamingValidator(encoding, request.headers['content-type'] ?? null, kind, { maxBytes, maxRatio: limits.maxInflationRatio }, limits);
   }
 
   /**
