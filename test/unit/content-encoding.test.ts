@@ -62,6 +62,17 @@ test('bytes after the end of the compressed stream are refused, in memory and st
   }
   // After the stream ended, in a later piece: still refused.
   await expect(inflate('deflate', [deflateSync(one), Buffer.from('{"order":2}')])).rejects.toMatchObject({ kind: 'trailing' });
+  // The end of the body coming a moment after its last piece (chunked, the terminator later): refused, not left
+  // waiting for ever (found by review; a hang fails this test by its timeout).
+  for (const [encoding, body] of cases) {
+    const inflater = createInflater(encoding, bound(100));
+    const outcome = new Promise((resolve) => { inflater.on('error', resolve); inflater.on('end', () => resolve('ended')); });
+    inflater.resume();
+    inflater.write(body);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    inflater.end();
+    expect(await outcome).toBeInstanceOf(EncodingError);
+  }
   // Several gzip members one after another are one body (RFC 1952 §2.2): every byte is used.
   const members = Buffer.concat([gzipSync('{"a":'), gzipSync('1}')]);
   expect(inflateSync(members, 'gzip', bound(100)).toString()).toBe('{"a":1}');

@@ -90,6 +90,12 @@ export function inflateSync(bytes: Buffer, encoding: Encoding, bound: InflationB
 export function createInflater(encoding: Encoding, bound: InflationBound): Transform {
   if (encoding === 'identity') return new Transform({ transform: (chunk, _e, cb) => cb(null, chunk) });
   let inner: zlib.Gunzip | zlib.Inflate | zlib.InflateRaw | null = null;
+  /**
+   * zlib ends its stream by itself once the compressed data is over, whatever input is left: a listener added
+   * after that 'end' would wait for ever (found by review: a body with bytes after its end, whose last piece came
+   * a moment later, held its request and its share of the memory budget for good).
+   */
+  let innerEnded = false;
   let produced = 0;
   let consumed = 0;
   // deflate's two header bytes tell zlib from raw deflate, and a first chunk may hold only one of them.
@@ -111,14 +117,25 @@ export function createInflater(encoding: Encoding, bound: InflationBound): Trans
           if (!outer.push(out)) inner!.pause();
         });
         inner.on('error', (error) => outer.destroy(toEncodingError(error, bound)));
+        inner.once('end', () => { innerEnded = true; });
       }
+      // Past the end of the compressed stream: these bytes follow it.
+      if (innerEnded) return cb(trailing());
       consumed += chunk.length;
-      if (inner.write(chunk)) cb(); else inner.once('drain', () => cb());
+      if (inner.write(chunk)) return cb();
+      // A write zlib holds back is released by a drain, or by its stream ending (then the next piece, or the
+      // flush, finds the bytes it did not use).
+      const engine = inner;
+      const go = () => { engine.off('drain', go); engine.off('end', go); cb(); };
+      engine.on('drain', go);
+      engine.on('end', go);
     },
     flush(cb) {
       if (!inner) return cb(new EncodingError(`the ${encoding} body is ${head ? 'cut short' : 'empty'}`, 'corrupt'));
       const engine = inner;
-      engine.once('end', () => cb(engine.bytesWritten === consumed ? null : trailing()));
+      const verdict = () => cb(engine.bytesWritten === consumed ? null : trailing());
+      if (innerEnded) return verdict();
+      engine.once('end', verdict);
       engine.end();
     },
     read(size) {

@@ -202,7 +202,12 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     if (encoding === 'identity' && kind !== 'multipart') return kind === 'form' ? formFieldsValidator(limits.maxFormFields) : null;
     // Files and multipart stream through the decoder; every other kind is decoded in memory.
     const maxBytes = asFile || kind === 'multipart' ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
-    return streamingValidator(encoding, request.headers['content-type'] ?? null, kind, { maxBytes, maxRatio: limits.maxInflationRatio }, limits);
+    // The ratio is of the whole compressed body when its length is declared, as the decoder judges it; judged on
+    // the bytes read so far, the verdict would hang on how the network split them (found by review). A chunked
+    // body is judged on what has come.
+    const declared = Number(request.headers['content-length']);
+    const compressedSize = Number.isSafeInteger(declared) && declared > 0 ? declared : undefined;
+    return streamingValidator(encoding, request.headers['content-type'] ?? null, kind, { maxBytes, maxRatio: limits.maxInflationRatio, compressedSize }, limits);
   }
 
   /**
