@@ -392,8 +392,9 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
         return null;
       },
     }, {});
-    if (read.stalled || problems.length || unrecorded.length || notReplayed.length) claims.abandon(replay);
-    if (notReplayed.length) {
+    if (read.stalled || problems.length || unrecorded.length || (notReplayed.length && !resumed)) claims.abandon(replay);
+    // A job started before such letters were refused goes on, skipping them as it did: refused, it could never resume.
+    if (notReplayed.length && !resumed) {
       throw new ReplayRequestError(`letters names dead letters of a stage that is not replayed (re-feeding an execution queue would request those executions again): ${notReplayed.join('; ')}`);
     }
     if (read.stalled) throw new EventLogError(`${read.stalled}: the letters asked for could not all be read, so whether they were replayed is unknown; ask again`, 'log-unavailable');

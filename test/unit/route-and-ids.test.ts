@@ -105,5 +105,6 @@ test('a callback URL header loses its query only where the trigger names it (AS2
   // Quoted, as the delivery takes it (found by review: the token stayed); no URL at all: elided too.
   expect(redactHeaders({ 'receipt-delivery-option': ' "https://cb.example/x?token=S" ' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': 'https://cb.example/x?...' });
   expect(redactHeaders({ 'receipt-delivery-option': 'my-callback-42' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': '(not a URL)' });
+  expect(redactHeaders({ 'receipt-delivery-option': '"https://a.example/x", "https://b.example/y?t=1"' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': '(not a URL)' });
   expect(redactHeaders({ 'receipt-delivery-option': ' ' }, [], ['receipt-delivery-option'])).toEqual({ 'receipt-delivery-option': ' ' });
 });

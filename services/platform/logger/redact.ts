@@ -60,7 +60,9 @@ export function redactHeaders(headers: Record<string, string>, alsoSecret: reado
  */
 export function withoutQuery(value: string): string {
   const text = value.trim().replace(/^"(.*)"$/, '$1').trim();
-  return text === '' ? value : loggableUrl(text, '...');
+  if (text === '') return value;
+  // More than one URL, or a URL with spaces or quotes in it: not shown at all rather than in part.
+  return /[\s,"]/.test(text) ? '(not a URL)' : loggableUrl(text, '...');
 }
 
 /**

@@ -124,10 +124,11 @@ export async function inConsumerSpan<T>(
 const failedIn = new WeakMap<object, Map<string, SpanContext>>();
 
 function failed(span: Span, error: unknown, headers?: Record<string, string>): void {
-  if (headers && error !== null && typeof error === 'object') {
+  // A record without a trace context of its own cannot be told from another: its failure lines name none.
+  if (headers?.traceparent && error !== null && typeof error === 'object') {
     let spans = failedIn.get(error);
     if (!spans) failedIn.set(error, spans = new Map());
-    spans.set(headers.traceparent ?? '', span.spanContext());
+    spans.set(headers.traceparent, span.spanContext());
   }
   span.recordException(error as Error);
   span.setStatus({ code: SpanStatusCode.ERROR, message: (error as Error).message });
