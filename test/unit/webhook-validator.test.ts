@@ -31,19 +31,12 @@ test('a JSON body is refused past the in-memory bound, since the decoder parses 
   expect(await verdict('application/json')).toBe(413);
 });
 
-test('a body whose first MiB is mostly repetition but whose whole ratio is within the bound is accepted in TCP-sized pieces (the ratio is of the declared Content-Length)', async () => {
-  // 1.2 MiB of spaces, then 40 KiB of random bytes: about 29 times over all, several hundred over its first MiB.
-  const body = gzipSync(Buffer.concat([Buffer.alloc(1.2 * 1024 * 1024, ' '), Buffer.from(randomBytes(20 * 1024).toString('hex'))]));
-  const outcome = async (headers: Record<string, string>) => {
-    const validator = trigger.validator!({ ...request('application/octet-stream'), headers: { ...request('application/octet-stream').headers, ...headers } }, { name: 'Hook', type: 'webhook', parameters: { options: { rawBody: true } } })!;
-    // In TCP-sized pieces, each given time to inflate before the next comes.
-    for (let at = 0; at < body.length; at += 1460) {
-      if (!validator.write(body.subarray(at, at + 1460))) await new Promise<void>((resolve) => validator.once('drain', () => resolve()));
-      await new Promise((resolve) => setTimeout(resolve, 2));
-    }
-    return (await validator.end())?.status ?? null;
-  };
-  expect(await outcome({ 'content-length': String(body.length) })).toBeNull();
+test('a Content-Length declared larger than what is sent does not widen the inflation ratio (found by review)', async () => {
+  // 256 KiB of zeros compress about 1000 times: past the first MiB, far over MAX_INFLATION_RATIO (100) of what came.
+  const bomb = gzipSync(Buffer.alloc(3 * 1024 * 1024));
+  const validator = trigger.validator!({ ...request('application/octet-stream'), headers: { ...request('application/octet-stream').headers, 'content-length': String(64 * 1024 * 1024) } }, { name: 'Hook', type: 'webhook', parameters: { options: { rawBody: true } } })!;
+  validator.write(bomb);
+  expect((await validator.end())?.status).toBe(413);
 });
 
 test('a body kept as a file may inflate up to the larger streaming bound', async () => {

@@ -133,11 +133,13 @@ export function createInflater(encoding: Encoding, bound: InflationBound): Trans
     flush(cb) {
       if (!inner) return cb(new EncodingError(`the ${encoding} body is ${head ? 'cut short' : 'empty'}`, 'corrupt'));
       const engine = inner;
-      const verdict = () => cb(engine.bytesWritten === consumed ? null : trailing());
+      const verdict = () => { const trailed = engine.bytesWritten !== consumed; engine.destroy(); cb(trailed ? trailing() : null); };
       if (innerEnded) return verdict();
       engine.once('end', verdict);
       engine.end();
     },
+    // zlib's native memory goes with its stream: let go when ours fails or is given up (an abort, bytes after the end).
+    destroy(error, cb) { inner?.destroy(); cb(error); },
     read(size) {
       inner?.resume();
       // Transform's own _read releases a write it held back while the output was full; without it, a

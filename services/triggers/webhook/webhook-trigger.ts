@@ -192,7 +192,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     return !(params.options.rawBody || params.options.binaryData) && scannedKind(bodyKind(parseMediaType(request.headers['content-type']).type)) !== null;
   }
 
-  function bodyValidator(request: InboundRequest, node: WorkflowNode): BodyValidator | null {
+  /** `compressedSize`: the whole body's size, when it is all at hand (a signed body read again once its signature holds). */
+  function bodyValidator(request: InboundRequest, node: WorkflowNode, compressedSize?: number): BodyValidator | null {
     const params = webhookParameters(node);
     let encoding: Encoding;
     try { encoding = parseEncoding(request.headers['content-encoding']); } catch (error) { return fixedVerdict(encodingAnswer(error as EncodingError)); }
@@ -202,11 +203,8 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     if (encoding === 'identity' && kind !== 'multipart') return kind === 'form' ? formFieldsValidator(limits.maxFormFields) : null;
     // Files and multipart stream through the decoder; every other kind is decoded in memory.
     const maxBytes = asFile || kind === 'multipart' ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
-    // The ratio is of the whole compressed body when its length is declared, as the decoder judges it; judged on
-    // the bytes read so far, the verdict would hang on how the network split them (found by review). A chunked
-    // body is judged on what has come.
-    const declared = Number(request.headers['content-length']);
-    const compressedSize = Number.isSafeInteger(declared) && declared > 0 ? declared : undefined;
+    // While it arrives, the ratio is of the compressed bytes read so far, never of a declared Content-Length: a client
+    // may declare 64 MiB, send 261 KB and stall, and the ratio would then let 256 MiB be inflated (found by review).
     return streamingValidator(encoding, request.headers['content-type'] ?? null, kind, { maxBytes, maxRatio: limits.maxInflationRatio, compressedSize }, limits);
   }
 
@@ -215,7 +213,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
    * read back from the store (only signed bodies that are compressed, multipart or forms pay for that read).
    */
   async function checkedAfterSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
-    const validator = bodyValidator(request, node);
+    const validator = bodyValidator(request, node, body.size);
     if (!validator) return null;
     if (body.inline) {
       validator.write(body.inline);
