@@ -10,7 +10,7 @@ export type Encoding = 'identity' | 'gzip' | 'deflate';
 
 /**
  * How far a body may inflate: at most `maxBytes`, and past RATIO_FLOOR_BYTES at most `maxRatio` times the
- * compressed bytes taken so far. The ratio bounds what a small body costs (a 65 KB gzip of 64 MiB of spaces
+ * compressed bytes taken so far (or `compressedSize`, when the whole body is at hand). The ratio bounds what a small body costs (a 65 KB gzip of 64 MiB of spaces
  * took half a second of the receiver's event loop, and the decoder's, before the byte bound stopped it);
  * real payloads (JSON, XML, CSV) compress 5 to 20 times, and deflate cannot do better than about 1032.
  */
@@ -85,7 +85,7 @@ export function inflateSync(bytes: Buffer, encoding: Encoding, bound: InflationB
 
 /**
  * A stream that inflates, failing with EncodingError('too-large') past `bound` (the ratio judged against the
- * compressed bytes taken so far), and as inflateSync does when bytes follow the end of the compressed stream.
+ * compressed bytes taken so far, or `compressedSize` when given), and as inflateSync does when bytes follow the end of the compressed stream.
  */
 export function createInflater(encoding: Encoding, bound: InflationBound): Transform {
   if (encoding === 'identity') return new Transform({ transform: (chunk, _e, cb) => cb(null, chunk) });

@@ -183,7 +183,6 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     return refusal ?? syntax;
   }
 
-  /** Inflation and multipart framing, checked while the body streams in; null when there is nothing to check. */
   /** Whether bodyValidator would make a validator: the body is compressed (or names a coding), multipart or a form. */
   function hasStreamingChecks(request: InboundRequest, node: WorkflowNode): boolean {
     const coding = request.headers['content-encoding'];
@@ -192,6 +191,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     return !(params.options.rawBody || params.options.binaryData) && scannedKind(bodyKind(parseMediaType(request.headers['content-type']).type)) !== null;
   }
 
+  /** Inflation, multipart framing and a form's pairs, checked while the body streams in; null when there is nothing to check. */
   /** `compressedSize`: the whole body's size, when it is all at hand (a signed body read again once its signature holds). */
   function bodyValidator(request: InboundRequest, node: WorkflowNode, compressedSize?: number): BodyValidator | null {
     const params = webhookParameters(node);
