@@ -191,8 +191,11 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     return !(params.options.rawBody || params.options.binaryData) && scannedKind(bodyKind(parseMediaType(request.headers['content-type']).type)) !== null;
   }
 
-  /** Inflation, multipart framing and a form's pairs, checked while the body streams in; null when there is nothing to check. */
-  /** `compressedSize`: the whole body's size, when it is all at hand (a signed body read again once its signature holds). */
+  /**
+   * Inflation, multipart framing and a form's pairs, checked while the body streams in; null when there is nothing
+   * to check. `compressedSize`: the whole body's size, when it is all at hand (a signed body read again once its
+   * signature holds).
+   */
   function bodyValidator(request: InboundRequest, node: WorkflowNode, compressedSize?: number): BodyValidator | null {
     const params = webhookParameters(node);
     let encoding: Encoding;
