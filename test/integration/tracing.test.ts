@@ -137,6 +137,15 @@ test('each span says what its client was answered, under the request id it was g
 
     // A durable accept that failed: 503, error.type, and the cause in our words; nothing of the error's message.
     const log = app.backends.log;
+    /** A fault of ours: its status, `error.type`, the cause in our words, the error's kind only, never its message. */
+    const expectFaultSpan = async (res: Response, status: number, cause: string, kind: string, secret: string) => {
+      expect(res.status).toBe(status);
+      const span = await httpSpanOf(res.headers.get('x-request-id')!);
+      expect(span.attributes).toMatchObject({ 'error.type': String(status), 'http.response.status_code': status });
+      expect(span.status).toEqual({ code: SpanStatusCode.ERROR, message: cause });
+      expect(span.events.map((e) => [e.name, e.attributes?.['exception.type'], e.attributes?.['exception.message']])).toEqual([['exception', kind, cause]]);
+      expect(JSON.stringify(span.events)).not.toContain(secret);
+    };
     const append = log.append.bind(log);
     log.append = async (records) => {
       if (records.some((r) => r.topic === app.topics.received)) throw Object.assign(new Error('broker said no to password=log-Secret-77'), { code: 'ESOMETHING' });
@@ -144,12 +153,7 @@ test('each span says what its client was answered, under the request id it was g
     };
     const failed = await fetch(`${app.baseUrl}/hook/wf-spans`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     log.append = append;
-    expect(failed.status).toBe(503);
-    const failedSpan = await httpSpanOf(failed.headers.get('x-request-id')!);
-    expect(failedSpan.attributes).toMatchObject({ 'error.type': '503', 'http.response.status_code': 503 });
-    expect(failedSpan.status).toEqual({ code: SpanStatusCode.ERROR, message: 'durable accept failed: the append to the received log failed' });
-    expect(failedSpan.events.map((e) => [e.name, e.attributes?.['exception.type'], e.attributes?.['exception.message']])).toEqual([['exception', 'ESOMETHING', 'durable accept failed: the append to the received log failed']]);
-    expect(JSON.stringify(failedSpan.events)).not.toContain('log-Secret-77');
+    await expectFaultSpan(failed, 503, 'durable accept failed: the append to the received log failed', 'ESOMETHING', 'log-Secret-77');
 
     // A fault in the handler itself (here a workflow document that breaks when read): 500, and as for a 503 the span
     // has the cause in our words and the error's kind, never its message.
@@ -158,12 +162,7 @@ test('each span says what its client was answered, under the request id it was g
     workflows.get = async (id) => id !== 'wf-broken' ? get(id) : { id, active: true, get nodes(): never { throw new TypeError('document broke at password=doc-Secret-88'); } } as never;
     const broken = await fetch(`${app.baseUrl}/hook/wf-broken`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
     workflows.get = get;
-    expect(broken.status).toBe(500);
-    const brokenSpan = await httpSpanOf(broken.headers.get('x-request-id')!);
-    expect(brokenSpan.attributes).toMatchObject({ 'error.type': '500', 'http.response.status_code': 500 });
-    expect(brokenSpan.status).toEqual({ code: SpanStatusCode.ERROR, message: 'the request handler failed' });
-    expect(brokenSpan.events.map((e) => [e.name, e.attributes?.['exception.type'], e.attributes?.['exception.message']])).toEqual([['exception', 'TypeError', 'the request handler failed']]);
-    expect(JSON.stringify(brokenSpan.events)).not.toContain('doc-Secret-88');
+    await expectFaultSpan(broken, 500, 'the request handler failed', 'TypeError', 'doc-Secret-88');
   } finally {
     await app.stop();
   }
