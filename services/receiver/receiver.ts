@@ -30,6 +30,8 @@ import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { acceptedKeys } from './accepted-keys';
 import { keepIdleConnections } from '../platform/net/idle-connections';
 import type { RefusalJournal } from './refusal-journal';
+import { afterAnswer, answered, type InHand } from './in-hand';
+import { parserRefusals, rawAnswer } from './parser-refusals';
 
 /**
  * The public front door. It does only what the answer depends on (DESIGN.md §1): resolve the workflow
@@ -484,13 +486,6 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
   /** What decides a request's answer and returns its status: handle(), or a refusal made before it (a 417). */
   type Decide = (req: http.IncomingMessage, res: http.ServerResponse, requestId: string, facts: RequestFacts, route: HookRoute | null) => Promise<number> | number;
-  /**
-   * Answers given a request in hand when the parser refused its body (clientError), raw or (a 413) through its
-   * ServerResponse: what its client got, whatever handle() then made of the request cut short (a 499, the empty 200
-   * of a missing workflow, a 401 it could no longer send).
-   */
-  const parserAnswers = new WeakMap<http.ServerResponse, Answer>();
-
   /** One request, start to metrics; `decide` gives the answer. */
   async function serve(req: http.IncomingMessage, res: http.ServerResponse, span: Span, { requestId, seq, undecided }: InHand, route: HookRoute | null, shape: HttpShape, decide: Decide): Promise<void> {
     const started = performance.now();
@@ -512,7 +507,7 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       facts.failure = { cause: INTERNAL_ERROR, error };
       status = 500;
     }
-    const raw = parserAnswers.get(res);
+    const raw = parserRefused.answerOf(res);
     if (raw !== undefined) {
       status = raw.status;
       codes.set(res, answerCode(raw));
@@ -591,67 +586,15 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     if (req.headers.upgrade !== undefined) res.shouldKeepAlive = false;
     begin(req, res, track(req, res), handle);
   });
-  /** Sockets whose parse error is handled: the parser reports the same error again on every later chunk. */
-  const parseFailed = new WeakSet<Socket>();
-  /**
-   * The parser's refusal, written raw, and the connection closed after it. When it refuses the body of the request
-   * in hand (`current`), that request's id is the answer's, and its span and metrics record this answer (serve);
-   * otherwise the bytes refused are a request of their own, recorded here.
-   */
-  function refuseUnparsable(socket: Socket, error: NodeJS.ErrnoException, current?: InHand) {
-    if (socket.writable && error.code !== 'ECONNRESET') {
-      const startedAt = performance.now();
-      const refusal = parserAnswer(error.code);
-      const requestId = current?.requestId ?? randomUUID();
-      if (logger.enabled('info')) logger.info('request refused by the HTTP parser', { requestId, code: error.code ?? null, remoteAddress: socket.remoteAddress ?? null });
-      socket.write(rawAnswer(refusal, requestId));
-      if (current !== undefined) parserAnswers.set(current.res, refusal);
-      else recordRaw(requestId, refusal.status, startedAt, null, { 'ingress.parser_error': parserErrorCode(error.code) });
-    }
-    socket.destroy();
-  }
-  /** The 413 of a body declared too large and cut short (clientError), as handle() gives it: its later one is a no-op. */
-  function refuseCutShort(socket: Socket, error: NodeJS.ErrnoException, current: InHand) {
-    if (!socket.writable || error.code === 'ECONNRESET') return socket.destroy();
-    if (logger.enabled('info')) logger.info('request refused by the HTTP parser', { requestId: current.requestId, code: error.code ?? null, remoteAddress: socket.remoteAddress ?? null });
-    tooLarge(current.req, current.res, current.requestId, current.seq);
-    parserAnswers.set(current.res, TOO_LARGE);
-  }
-  // A parse error gets the status Node would give it, as a JSON error with a request id (parserAnswer), but only
-  // once the requests pipelined before it are answered: Node's default, and the first version of this handler,
-  // wrote it at once and closed, so a request we had accepted lost its 200. Bytes that fail the parser right after
-  // a whole request (a pipelined request with a bad header, or a body longer than its Content-Length) come while
-  // that request is in flight: the refusal follows its answer. Closing the connection on that answer instead
-  // would leave the pipelined request unanswered.
-  server.on('clientError', (error: NodeJS.ErrnoException, duplex) => {
-    const socket = duplex as Socket;
-    if (parseFailed.has(socket)) return;
-    parseFailed.add(socket);
-    const current = inHand.get(socket);
-    if (current === undefined) return refuseUnparsable(socket, error);
-    if (current.req.complete) {
-      // Every request on the connection is whole: the refusal follows the last answer owed (all before it go out
-      // first). An answer that said `Connection: close` has ended the socket: nothing follows it.
-      afterAnswer(current.res, () => refuseUnparsable(socket, error));
-      return;
-    }
-    // The error is in the current request's body. An answer it already has (a refusal sent before its body was
-    // read) is its answer; otherwise the parser's refusal follows the earlier answers.
-    const settle = () => {
-      // A body declared over the limit is a 413 however it ends, the 413 a missing workflow gets. A client's FIN
-      // before the look-up ends must not make it a 400, nor a 413 written raw (its header names, order, no Date):
-      // either would tell how long the look-up took, which differs between a workflow that exists and one that does
-      // not (docs/security.md). It goes out through the request's own ServerResponse, as handle() would send it.
-      if (!current.res.headersSent && declaredTooLarge(current.req)) return refuseCutShort(socket, error, current);
-      if (!current.res.headersSent) return refuseUnparsable(socket, error, current);
-      // An answer half written would be corrupted by another: it is finished, and the connection closed.
-      afterAnswer(current.res, () => socket.destroy());
-    };
-    const owed = current.earlier;
-    // Node hands the socket to the next answer in its own 'finish' listener, added before this one.
-    if (owed !== undefined) afterAnswer(owed, settle);
-    else settle();
+  /** Requests the HTTP parser refuses (parser-refusals.ts): each answered after the answers owed before it. */
+  const parserRefused = parserRefusals({
+    logger,
+    inHand: (socket) => inHand.get(socket),
+    declaredTooLarge,
+    tooLarge: (entry) => { tooLarge(entry.req, entry.res, entry.requestId, entry.seq); return TOO_LARGE; },
+    recordRefused: (requestId, status, startedAt, attributes) => recordRaw(requestId, status, startedAt, null, attributes),
   });
+  server.on('clientError', (error: NodeJS.ErrnoException, duplex) => parserRefused.clientError(error, duplex as Socket));
   // Requests Node would otherwise answer bare (an unknown Expect: 417 without a request id) or not at all
   // (CONNECT: the socket is handed over and left open): each gets the JSON error and a request id.
   server.on('checkExpectation', (req: http.IncomingMessage, res: http.ServerResponse) => {
@@ -714,54 +657,9 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
 /** An HTTP/1.1 request without Host (RFC 9112 §3.2: a 400). */
 const lacksHost = (req: http.IncomingMessage) => req.headers.host === undefined && req.httpVersionMinor === 1 && req.httpVersionMajor === 1;
-
-/** `then` once the answer is written: at once if it is, else on its 'finish'. */
-function afterAnswer(res: http.ServerResponse, then: () => void): void {
-  if (res.writableFinished) then();
-  else res.once('finish', then);
-}
-
-/** Settles once the answer is written (true), or its connection closed before it was (false). */
-function answered(res: http.ServerResponse): Promise<boolean> {
-  return new Promise((resolve) => {
-    const finished = () => { res.off('close', closed); resolve(true); };
-    const closed = () => { res.off('finish', finished); resolve(res.writableFinished); };
-    res.once('finish', finished);
-    res.once('close', closed);
-  });
-}
-
-/** A request on a connection, with the answer before it when that was still unwritten as it came. */
-interface InHand {
-  req: http.IncomingMessage;
-  res: http.ServerResponse;
-  /** Its id, made as it comes: a parse error in its body is answered with it (refuseUnparsable). */
-  requestId: string;
-  earlier: http.ServerResponse | undefined;
-  seq: number;
-  /** Whether this request, or one whose answer was owed before it when it came, may close the connection late. */
-  late: boolean;
-  /** The answer owed just before this one, when `late` holds for its request: this one's accept waits for it. */
-  undecided: http.ServerResponse | undefined;
-}
-
-/**
- * What a request the parser cannot read (lib/_http_server.js would answer these itself, bare) is answered, for the
- * clientError handler above: the statuses Node gives, as JSON errors with a request id like every other answer,
- * so a partner's report of one can be found in the logs.
- */
-const PARSER_ERRORS: Record<string, Answer> = {
-  HPE_HEADER_OVERFLOW: errorAnswer('headers-too-large'),
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: errorAnswer('payload-too-large', 'The chunk extensions are larger than 16 KiB'),
-  ERR_HTTP_REQUEST_TIMEOUT: errorAnswer('request-timeout', 'The request did not arrive in time'),
-};
-const MALFORMED = errorAnswer('request-malformed');
 const NO_HOST = errorAnswer('request-malformed', 'An HTTP/1.1 request must carry a Host header', { connection: 'close' });
 const EXPECTATION_FAILED = errorAnswer('expectation-failed');
 const CONNECT_REFUSED = errorAnswer('method-not-allowed', undefined, { allow: 'POST' });
-const parserAnswer = (code: string | undefined): Answer => (code !== undefined && PARSER_ERRORS[code]) || MALFORMED;
-/** The parser's error code for a span (`HPE_…`, a fixed set of Node's); anything else is not echoed. */
-const parserErrorCode = (code: string | undefined): string => code !== undefined && /^(HPE|ERR_HTTP)_[A-Z_]{1,48}$/.test(code) ? code : 'other';
 
 /** Causes of a 503 (or 500) of ours, for the span (RequestFacts.failure). */
 const SATURATED = { cause: 'the log is saturated: back-pressure refuses the accept' };
@@ -782,11 +680,3 @@ function exceptionOf(failure: { cause: string; error?: unknown }): { name: strin
   return code === undefined ? { name, message: failure.cause } : { name, message: failure.cause, code };
 }
 const IDENTIFIER = /^[A-Za-z_$][\w$.-]{0,63}$/;
-
-/** An answer written straight to a socket that no ServerResponse has: its headers, a request id, and the close. */
-function rawAnswer(answer: Answer, requestId: string): string {
-  const body = answer.body as string;
-  const headers = Object.entries(answer.headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
-  return `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status]}\r\n${headers}`
-    + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
-}
