@@ -6,6 +6,8 @@ import { Readable } from 'node:stream';
 import { gzipSync } from 'node:zlib';
 import { scanMultipart, stageMultipart } from '../../services/triggers/webhook/multipart';
 import { createWebhookTrigger, DEFAULT_WEBHOOK_LIMITS } from '../../services/triggers/webhook/webhook-trigger';
+import { createInflater, type InflaterFactory } from '../../services/triggers/webhook/content-encoding';
+import { MAX_DECODED_VALUE_BYTES } from '../../services/triggers/webhook/decoded-size';
 import type { InboundRequest } from '../../services/triggers/trigger';
 import { parseCredentialDocument } from '../../services/platform/registry/documents';
 import { createLogger } from '../../services/platform/logger/logger';
@@ -181,6 +183,34 @@ test("a signed body whose read-back for the streaming checks failed is still inf
   expect(await inspect(gzipSync(Buffer.alloc(8 * 1024 * 1024, 0x20)))).toBe(413);
   expect(await inspect(gzipSync(Buffer.alloc(8 * 1024 * 1024, 0x20)).subarray(0, 1000))).toBe(400);
   expect(await inspect(gzipSync('{"a":1}'))).toBe('accepted');
+});
+
+test('a compressed body is inflated once: what it decodes to is measured as the validator inflates it, not read back and inflated again', async () => {
+  let inflaters = 0;
+  const counting: InflaterFactory = (encoding, bound) => { inflaters++; return createInflater(encoding, bound); };
+  const once = createWebhookTrigger(DEFAULT_WEBHOOK_LIMITS, undefined, undefined, counting);
+  const services = { credential: async () => null, store: null as never, logger: createLogger({ level: 'error', write: () => undefined }) };
+  const node = { name: 'Hook', type: 'webhook', parameters: { options: {} } };
+  /** As the receiver does: the validator sees the body as it streams, then inspect() the body staged. */
+  const received = async (contentType: string, sent: Buffer) => {
+    inflaters = 0;
+    const inbound = request(contentType);
+    const validator = once.validator!(inbound, node)!;
+    validator.write(sent);
+    expect(await validator.end()).toBeNull();
+    const body = { size: sent.length, inline: null, sha256: () => '', readStaged: async () => Readable.from([sent]) };
+    const outcome = await once.inspect(inbound, node, body, services);
+    return { verdict: outcome.ok ? 'accepted' : outcome.answer.status, inflaters };
+  };
+  expect(await received('application/json', gzipSync('{"order": 1}'))).toEqual({ verdict: 'accepted', inflaters: 1 });
+  expect(await received('application/x-www-form-urlencoded', gzipSync('a=1&b=2'))).toEqual({ verdict: 'accepted', inflaters: 1 });
+  // The measure still refuses: text that decodes to more than a record holds (hex compresses about 2 times).
+  const tooMuch = gzipSync(randomBytes(MAX_DECODED_VALUE_BYTES / 2 + 1024).toString('hex'));
+  expect(await received('text/plain', tooMuch)).toEqual({ verdict: 413, inflaters: 1 });
+  // Without the validator's measure (a signed body whose read-back failed), inspect() inflates it, once.
+  inflaters = 0;
+  const unmeasured = await once.inspect(request('text/plain'), node, { size: tooMuch.length, inline: null, sha256: () => '', readStaged: async () => Readable.from([tooMuch]) }, services);
+  expect({ verdict: unmeasured.ok ? 'accepted' : unmeasured.answer.status, inflaters }).toEqual({ verdict: 413, inflaters: 1 });
 });
 
 test("a file the decoder refuses while the store has not begun reading it fails the body, and nothing is left unheard", async () => {

@@ -83,6 +83,9 @@ export function inflateSync(bytes: Buffer, encoding: Encoding, bound: InflationB
   return result.buffer;
 }
 
+/** What makes the inflating streams (createInflater); passed in so a test can count them. */
+export type InflaterFactory = (encoding: Encoding, bound: InflationBound) => Transform;
+
 /**
  * A stream that inflates, failing with EncodingError('too-large') past `bound` (the ratio judged against the
  * compressed bytes taken so far, or `compressedSize` when given), and as inflateSync does when bytes follow the end of the compressed stream.

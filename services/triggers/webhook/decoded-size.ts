@@ -3,7 +3,7 @@ import { TextDecoder } from 'node:util';
 import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 import { BUSY, errorAnswer } from '../answers';
 import type { InboundRequest, InspectOutcome, ReceivedBody, TriggerServices } from '../trigger';
-import { createInflater, EncodingError, encodingAnswer, parseEncoding, type Encoding, type InflationBound } from './content-encoding';
+import { createInflater, EncodingError, encodingAnswer, parseEncoding, type Encoding, type InflaterFactory, type InflationBound } from './content-encoding';
 import { bodyKind, parseMediaType, type BodyKind } from './media-type';
 import type { WebhookParameters } from './parameters';
 import { numberWrittenAs } from '../json-numbers';
@@ -16,7 +16,8 @@ import { numberWrittenAs } from '../json-numbers';
  * A body can decode to more than its bytes, up to six times (a control character in text becomes `\u0001`;
  * `1e20,` in JSON becomes 21 digits and a comma; a byte that is not UTF-8 becomes U+FFFD), or to far less (JSON's
  * whitespace goes, `%41` in a form is one letter). So a JSON, form, XML or text body of more than a sixth of the
- * bound, or a compressed one, is measured as it is read back, a chunk at a time, without parsing: text and XML
+ * bound, or a compressed one, is measured a chunk at a time, without parsing (a compressed one as the body
+ * validator inflates it, decodedSizeMeter; one sent as it is read back): text and XML
  * exactly (their value is the string, escaped), JSON and forms by a bound that is never below what the decoder
  * makes (JSON: its text less the whitespace between tokens and what `\uXXXX` escapes shrink to, plus what numbers
  * can grow by; forms: each byte at most what it can become). Parsing instead cost over a second of the receiver's one event loop for
@@ -26,20 +27,34 @@ export const MAX_DECODED_VALUE_BYTES = MAX_RECORD_BYTES - 64 * 1024;
 const MOST_EXPANSION = 6;
 
 /** What a body's chunks decode to, in UTF-8 bytes of JSON: exact, or a bound never below it. */
-interface Meter {
+export interface Meter {
   write(chunk: Buffer): void;
   /** The measure once every chunk was written. */
   end(): number;
 }
 
 /**
+ * The meter of a body whose decoded size is checked (decodedSizeRefusal), for the inflated bytes of a compressed
+ * one as the body validator inflates them; null for a body kept as a file, multipart, or in a charset no decoder knows.
+ */
+export function decodedSizeMeter(request: InboundRequest, params: WebhookParameters): Meter | null {
+  if (params.options.rawBody || params.options.binaryData) return null;
+  const media = parseMediaType(request.headers['content-type']);
+  const kind = bodyKind(media.type);
+  if (kind === 'multipart') return null;
+  try { return meterFor(kind, media.params.charset); } catch { return null; } // a charset no decoder knows: refused by the syntax check
+}
+
+/**
  * A refusal when the body decodes to more than MAX_DECODED_VALUE_BYTES (413); null when it fits. Bodies small
  * enough never to pass the bound are not read. A staged body that cannot be read back is answered busy (503).
- * `bound`: what the decoder will inflate this body to at most. The validator held the body to it as
- * it streamed in, but a signed body whose read-back for that check failed was accepted unchecked: here it may
- * be a bomb, inflated no further than the bound (413), or not compressed data at all (400).
+ * `bound`: what the decoder will inflate this body to at most. `measuredSize`: what decodedSizeMeter measured the
+ * body to as the body validator inflated it, held to this bound (of the bytes so far: never laxer than here, where
+ * the ratio is of the whole size); the body is then not inflated again. Without it (a signed body whose read-back
+ * for the validator failed was accepted unchecked) the body may be a bomb, inflated here no further than the bound
+ * (413), or not compressed data at all (400).
  */
-export function decodedSizeRefusal(request: InboundRequest, params: WebhookParameters, body: ReceivedBody, services: TriggerServices, bound: InflationBound): Promise<InspectOutcome | null> | null {
+export function decodedSizeRefusal(request: InboundRequest, params: WebhookParameters, body: ReceivedBody, services: TriggerServices, bound: InflationBound, measuredSize?: number, inflate: InflaterFactory = createInflater): Promise<InspectOutcome | null> | InspectOutcome | null {
   if (params.options.rawBody || params.options.binaryData) return null;
   const media = parseMediaType(request.headers['content-type']);
   const kind = bodyKind(media.type);
@@ -47,12 +62,13 @@ export function decodedSizeRefusal(request: InboundRequest, params: WebhookParam
   let encoding: Encoding;
   try { encoding = parseEncoding(request.headers['content-encoding']); } catch { return null; }
   if (encoding === 'identity' && body.size <= MAX_DECODED_VALUE_BYTES / MOST_EXPANSION) return null;
+  if (measuredSize !== undefined) return sizeRefusal(measuredSize);
   let meter: Meter;
   try { meter = meterFor(kind, media.params.charset); } catch { return null; } // a charset no decoder knows: refused by the syntax check
-  return measured(body, encoding, meter, services, request, { ...bound, compressedSize: body.size });
+  return measured(body, encoding, meter, services, request, { ...bound, compressedSize: body.size }, inflate);
 }
 
-async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, services: TriggerServices, request: InboundRequest, bound: InflationBound): Promise<InspectOutcome | null> {
+async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, services: TriggerServices, request: InboundRequest, bound: InflationBound, inflate: InflaterFactory): Promise<InspectOutcome | null> {
   let source: Readable;
   try {
     source = body.inline ? Readable.from([body.inline]) : await body.readStaged!();
@@ -60,7 +76,7 @@ async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, se
     services.logger.error('a staged body could not be read back to measure what it decodes to', { requestId: request.requestId, error });
     return { ok: false, answer: BUSY }; // nothing accepted; the sender retries
   }
-  const chunks = encoding === 'identity' ? source : source.pipe(createInflater(encoding, bound));
+  const chunks = encoding === 'identity' ? source : source.pipe(inflate(encoding, bound));
   if (chunks !== source) source.on('error', (error) => (chunks as NodeJS.ReadWriteStream & Readable).destroy(error));
   try {
     for await (const chunk of chunks) meter.write(chunk as Buffer);
@@ -70,7 +86,10 @@ async function measured(body: ReceivedBody, encoding: Encoding, meter: Meter, se
     services.logger.error('a staged body could not be read back to measure what it decodes to', { requestId: request.requestId, error });
     return { ok: false, answer: BUSY };
   }
-  const size = meter.end();
+  return sizeRefusal(meter.end());
+}
+
+function sizeRefusal(size: number): InspectOutcome | null {
   if (size <= MAX_DECODED_VALUE_BYTES) return null;
   return { ok: false, answer: errorAnswer('payload-too-large', `The request body would decode to as much as ${size} bytes of JSON, more than the ${MAX_DECODED_VALUE_BYTES} a workflow's input holds; send it as a multipart file, or turn on the node's Raw Body`) };
 }

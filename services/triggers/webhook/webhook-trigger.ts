@@ -4,10 +4,10 @@ import { errorAnswer, type Answer } from '../answers';
 import type { BodyValidator, InboundRequest, InspectOutcome, ReceivedBody, TriggerPlugin, TriggerServices } from '../trigger';
 import { authenticate, signatureCredential } from './authenticate';
 import { isBotUserAgent } from '../bot-detector';
-import { createInflater, DEFAULT_MAX_INFLATION_RATIO, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding, type InflationBound } from './content-encoding';
+import { createInflater, DEFAULT_MAX_INFLATION_RATIO, EncodingError, encodingAnswer, inflateSync, parseEncoding, type Encoding, type InflaterFactory, type InflationBound } from './content-encoding';
 import { decodeWebhookBody, type WebhookDecodeLimits } from './decode';
 import { DEFAULT_FORM_MAX_FIELDS, formCharsetProblem, formFieldsValidator } from './form';
-import { decodedSizeRefusal, MAX_DECODED_VALUE_BYTES } from './decoded-size';
+import { decodedSizeMeter, decodedSizeRefusal, MAX_DECODED_VALUE_BYTES, type Meter } from './decoded-size';
 import { bodyKind, decodeText, isKnownCharset, parseMediaType, withoutUtf8Bom, type BodyKind } from './media-type';
 import { MultipartError, scanMultipart } from './multipart';
 import { onceEither } from './once-either';
@@ -71,20 +71,29 @@ function fixedVerdict(answer: Answer): BodyValidator {
   return { write: () => true, once: (_e, l) => l(), end: async () => answer, abort: () => undefined };
 }
 
+/** What the inflated bytes are measured by as they stream, and where the measure goes once they all passed. */
+interface Metering {
+  meter: Meter;
+  measured(size: number): void;
+}
+
 /**
  * `bound`: the bound the decoder will hold the inflated body to, so nothing accepted here fails there for size.
  * `kind`: what is checked in the inflated bytes: multipart framing and limits, a form's pairs, or nothing more.
+ * `metering`: what the inflated body decodes to (decoded-size.ts), measured here so that inspect() need not
+ * inflate the body a second time for it.
  */
-function streamingValidator(encoding: Encoding, contentType: string | null, kind: 'multipart' | 'form' | null, bound: InflationBound, limits: WebhookLimits): BodyValidator {
+function streamingValidator(encoding: Encoding, contentType: string | null, kind: 'multipart' | 'form' | null, bound: InflationBound, limits: WebhookLimits, inflate: InflaterFactory, metering: Metering | null): BodyValidator {
   const scan = kind === 'multipart' ? scanMultipart(contentType ?? '', limits.multipart) : null;
   const formFields = kind === 'form' ? formFieldsValidator(limits.maxFormFields) : null;
-  const inflater = encoding === 'identity' ? null : createInflater(encoding, bound);
+  const inflater = encoding === 'identity' ? null : inflate(encoding, bound);
   let encodingFailure: EncodingError | null = null;
   const inflated = inflater
     ? new Promise<void>((resolve) => {
         const sink = new Writable({
           write(chunk: Buffer, _e, cb) {
             formFields?.write(chunk);
+            metering?.meter.write(chunk);
             if (!scan || scan.write(chunk)) cb(); else scan.once('drain', () => cb());
           },
         });
@@ -105,6 +114,8 @@ function streamingValidator(encoding: Encoding, contentType: string | null, kind
     async end() {
       if (inflater) { inflater.end(); await inflated; }
       if (encodingFailure) { scan?.abort(); return encodingAnswer(encodingFailure); }
+      // Only a body inflated whole within its bound is measured: inspect() inflates any other itself.
+      if (inflater && metering) metering.measured(metering.meter.end());
       if (formFields) return formFields.end();
       const failure = scan ? await scan.end() : null;
       return failure ? multipartAnswer(failure) : null;
@@ -118,9 +129,15 @@ function streamingValidator(encoding: Encoding, contentType: string | null, kind
  * `held`: the receiver's memory budget for bodies (held-bytes.ts), which a staged body read back to verify a
  * Standard Webhooks `v1a` signature is counted against.
  */
-export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS, guards: AdmissionGuards = standaloneAdmissionGuards(), held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES)): TriggerPlugin {
+export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIMITS, guards: AdmissionGuards = standaloneAdmissionGuards(), held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES), inflate: InflaterFactory = createInflater): TriggerPlugin {
   /** Standard Webhooks and HMAC signatures, computed on the raw bytes as they stream in (auth/signed-bodies.ts). */
   const signed = createSignedBodies(held);
+  /**
+   * What each compressed body decodes to, measured by its validator as it inflated it (decoded-size.ts): inflating
+   * is the costliest part of both checks, so the body is inflated once. Keyed by the request, which the receiver
+   * hands to validator() and inspect() alike.
+   */
+  const decodedSizes = new WeakMap<InboundRequest, number>();
 
   /** RSA signature over the exact bytes (SPEC §5): null when it holds, else the refusal. */
   async function verifiedSignature(request: InboundRequest, node: WorkflowNode, body: ReceivedBody, services: TriggerServices): Promise<InspectOutcome | null> {
@@ -178,7 +195,7 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   function checkedBody(request: InboundRequest, node: WorkflowNode, params: WebhookParameters, body: ReceivedBody, services: TriggerServices): InspectOutcome | Promise<InspectOutcome> {
     const syntax = syntaxCheck(request, node, params, body);
     if (!syntax.ok) return syntax;
-    const refusal = decodedSizeRefusal(request, params, body, services, { maxBytes: limits.maxInMemoryBytes, maxRatio: limits.maxInflationRatio });
+    const refusal = decodedSizeRefusal(request, params, body, services, { maxBytes: limits.maxInMemoryBytes, maxRatio: limits.maxInflationRatio }, decodedSizes.get(request), inflate);
     if (refusal instanceof Promise) return refusal.then((r) => r ?? syntax);
     return refusal ?? syntax;
   }
@@ -208,7 +225,11 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
     const maxBytes = asFile || kind === 'multipart' ? limits.maxInflatedBytes : limits.maxInMemoryBytes;
     // While it arrives, the ratio is of the compressed bytes read so far, never of a declared Content-Length: a client
     // may declare 64 MiB, send 261 KB and stall, and the ratio would then let 256 MiB be inflated (found by review).
-    return streamingValidator(encoding, request.headers['content-type'] ?? null, kind, { maxBytes, maxRatio: limits.maxInflationRatio, compressedSize }, limits);
+    // What it decodes to is measured as it inflates: the same bound as decoded-size.ts's (maxInMemoryBytes), its ratio
+    // of the bytes so far never laxer than that of the whole size there.
+    const meter = encoding === 'identity' ? null : decodedSizeMeter(request, params);
+    const metering = meter && { meter, measured: (size: number) => { decodedSizes.set(request, size); } };
+    return streamingValidator(encoding, request.headers['content-type'] ?? null, kind, { maxBytes, maxRatio: limits.maxInflationRatio, compressedSize }, limits, inflate, metering);
   }
 
   /**
