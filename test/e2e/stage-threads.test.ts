@@ -1,4 +1,4 @@
-import { existsSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
@@ -10,7 +10,7 @@ import { openFileRegistry } from '../../services/platform/registry/file-registry
 import type { Registry } from '../../services/platform/registry/registry';
 import { collectUntilQuiet } from '../support/log-reads';
 import { backendEnv } from '../support/app';
-import { CLI, runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
+import { CLI, GAUGE_CALLBACKS, runCli, STAGE_WORKER_CRASH, startServiceProcess, waitForExit, type ServiceProcess } from '../support/cli-process';
 import { MAX_WORKER_RESTARTS } from '../../services/cli/stage-thread';
 import { getFreePort } from '../support/servers';
 import { as2Headers } from '../support/as2-client';
@@ -193,6 +193,47 @@ test('a stage worker that exits mid-batch is started again in the process: the r
     cleanup();
   }
 }, 90_000);
+
+test('a stage worker that exits takes its lag gauge with it: the exporter no longer runs its callback, and runs its successor\'s', async () => {
+  const metricsPort = await getFreePort();
+  const { env, cleanup } = backendEnv('embedded', { OTEL_METRICS_EXPORTER: 'prometheus', OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPort), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1', OTEL_TRACES_EXPORTER: 'none' });
+  try {
+    await putWorkflow(env, 'wf-gauges');
+    const calls = path.join(env.DATA_DIR, 'gauge-callbacks');
+    writeFileSync(calls, '');
+    // The first worker exits as it is handed its first batch; its successor handles it.
+    const service = await startServiceProcess({ ...env, CRASH_STAGE_WORKER_AT_BATCH: '1', CRASH_STAGE_WORKER_ONCE_FILE: path.join(env.DATA_DIR, 'worker-crashed'), GAUGE_CALLBACKS_FILE: calls },
+      [], { nodeArgs: ['--require', STAGE_WORKER_CRASH, '--require', GAUGE_CALLBACKS] });
+    /** One scrape: its text, and the callbacks of each gauge it ran (gauge-callbacks.js numbers them as they are added). */
+    const scrape = async () => {
+      const from = readFileSync(calls, 'utf8').length;
+      const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      const ran = readFileSync(calls, 'utf8').slice(from).split('\n').filter(Boolean);
+      const of = (gauge: string) => ran.filter((l) => l.startsWith(`${gauge} `)).map((l) => l.slice(gauge.length + 1)).sort();
+      return { text, lag: of('messaging.kafka.consumer.lag'), certificates: of('ingress.certificate.days_to_expiry') };
+    };
+    try {
+      const before = await scrape();
+      expect(before.text).toMatch(/messaging_kafka_consumer_lag\{[^}]*ingress_stage="decoder"/);
+      const accepted = await post(service, 'wf-gauges', { gauged: true });
+      expect(await executionRequestIds(env.DATA_DIR, 1)).toEqual([accepted]);
+      expect(logLines(service)).toContainEqual(expect.objectContaining({ msg: 'stage worker thread ended: starting another' }));
+      const after = await scrape();
+      // The worker's callback gave way to its successor's: as many run as before, one of them new.
+      expect(after.lag).toHaveLength(before.lag.length);
+      expect(after.lag.filter((c) => !before.lag.includes(c))).toHaveLength(1);
+      expect(before.lag.filter((c) => !after.lag.includes(c))).toHaveLength(1);
+      // The successor's gauge is reported; the certificate gauge is the main thread's (the worker watches none).
+      expect(after.text).toMatch(/messaging_kafka_consumer_lag\{[^}]*ingress_stage="decoder"/);
+      expect(after.certificates).toEqual(before.certificates);
+    } finally {
+      service.child.kill('SIGTERM');
+      expect(await exitCode(service)).toBe(0);
+    }
+  } finally {
+    cleanup();
+  }
+}, 60_000);
 
 test('a stage worker that ends every time stops the process non-zero after its restarts; a start without the fault loses nothing', async () => {
   const { env, cleanup } = backendEnv('embedded');

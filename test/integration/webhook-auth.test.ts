@@ -2,10 +2,13 @@ import { createHmac, generateKeyPairSync, randomBytes, sign as edSign } from 'no
 import { execFile } from 'node:child_process';
 import { request as httpRequest, type ClientRequest } from 'node:http';
 import { promisify } from 'node:util';
+import { Readable, Writable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
 import { gzipSync } from 'node:zlib';
 import { SignJWT } from 'jose';
 import { Webhook } from 'standardwebhooks';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { createInflater } from '../../services/triggers/webhook/content-encoding';
 import type { Received } from '../../services/platform/avro/records';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { collectUntilQuiet } from '../support/log-reads';
@@ -48,6 +51,7 @@ beforeAll(async () => {
     registry.workflows.put({ id, active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication }, credentials }] });
   await hook('wf-sw', 'standardWebhooks', { standardWebhooks: 'cred-sw' });
   await hook('wf-github', 'hmac', { hmac: 'cred-github' });
+  await registry.workflows.put({ id: 'wf-github-raw', active: true, nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'hmac', options: { rawBody: true } }, credentials: { hmac: 'cred-github' } }] });
   await hook('wf-stripe', 'hmac', { hmac: 'cred-stripe' });
   await hook('wf-shopify', 'hmac', { hmac: 'cred-shopify' });
   await hook('wf-slack', 'hmac', { hmac: 'cred-slack' });
@@ -271,6 +275,25 @@ describe('HMAC presets', () => {
     expect(await outputOf(await post('wf-github', large, sig(large)))).toEqual({ big: 'x'.repeat(40 * 1024) });
     expect((await post('wf-github', large.replace('xx', 'yy'), sig(large))).status).toBe(403);
   });
+
+  /**
+   * docs/webhook.md: a signed body read again once its signature holds is judged of its whole size. 20 MiB of
+   * NULs (about 20 KiB of gzip) then 256 KiB that do not compress: about 75 times its whole compressed size, but
+   * more than 300 times the first 64 KiB the store hands back. Judged on the bytes read so far it would be 413.
+   */
+  test('a staged gzip body read back for its checks is judged on its whole size, not on the bytes read so far', async () => {
+    const zipped = gzipSync(Buffer.concat([Buffer.alloc(20 * 1024 * 1024), randomBytes(256 * 1024)]));
+    expect(zipped.length).toBeGreaterThan(16 * 1024); // over INLINE_BODY_MAX: staged, then read back
+    // The body does tell the two rules apart: in 64 KiB pieces, judged on the bytes so far, it is refused.
+    const pieces = Array.from({ length: Math.ceil(zipped.length / 65536) }, (_, i) => zipped.subarray(i * 65536, (i + 1) * 65536));
+    await expect(pipeline(Readable.from(pieces), createInflater('gzip', { maxBytes: 64 * 1024 * 1024, maxRatio: 100 }), new Writable({ write: (_c, _e, cb) => cb() })))
+      .rejects.toThrow('more than 100 times its compressed size');
+    const res = await post('wf-github-raw', zipped, { 'content-encoding': 'gzip', 'content-type': 'application/octet-stream', 'x-hub-signature-256': `sha256=${createHmac('sha256', githubSecret).update(zipped).digest('hex')}` });
+    expect(res.status).toBe(200);
+    const record = await receivedFor(res.headers.get('x-request-id'));
+    expect(record.body.kind).toBe('ref'); // it was staged, so judged as it was read back
+    await executionsOf(app, res.headers.get('x-request-id'), 1); // and the decoder, judging its whole size too, ran it
+  }, 30_000);
 
   test('Stripe: t=…,v1=…; expired refused; tampered and staged', async () => {
     const sig = (body: string, t = nowS()) => ({ 'stripe-signature': `t=${t},v1=${createHmac('sha256', stripeSecret).update(`${t}.${body}`).digest('hex')}` });

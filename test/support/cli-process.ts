@@ -12,6 +12,8 @@ export interface ServiceProcess {
 
 /** Test-only code the service loads before its own (`node --require`), in its worker threads too. */
 export const STAGE_WORKER_CRASH = path.resolve(__dirname, 'stage-worker-crash.js');
+/** Preloaded (`--require`) to log which observable-gauge callbacks each collection runs (gauge-callbacks.js). */
+export const GAUGE_CALLBACKS = path.resolve(__dirname, 'gauge-callbacks.js');
 
 /**
  * `ingress start` in a child; resolves once it prints the address it listens on (or, without the receiver, once
