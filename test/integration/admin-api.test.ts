@@ -27,6 +27,18 @@ const ours = datedCertificate('api-receiver', new Date('2025-01-01T00:00:00Z'), 
 const soon = datedCertificate('api-partner', new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 10 * 86_400_000));
 const codec = defaultAvroCodec();
 
+/** A PUT whose path is sent as written (fetch resolves `..` and `%2E` segments before sending). */
+function rawPut(route: string, body: unknown): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    // Options, not a URL string: `new URL` would resolve them too.
+    const req = http.request({ host: '127.0.0.1', port: new URL(api.url).port, path: route, method: 'PUT', headers: { authorization: `Bearer ${FULL_TOKEN}`, 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (c: string) => { text += c; }).on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+    });
+    req.on('error', reject).end(JSON.stringify(body));
+  });
+}
+
 beforeAll(async () => {
   app = await startTestApp('embedded', { ADMIN_TOKENS, WORKFLOW_CACHE_MS: '0', PUBLIC_BASE_URL: 'https://hooks.example.com' });
   api = await startAdminApi(app);
@@ -184,6 +196,11 @@ describe('bad input answers the JSON error shape', () => {
       expect.stringContaining('node "Hook".parameters.authentication must be one of none, basicAuth'),
       expect.stringContaining('responseHeaders[0].name "Bad Header" is not a valid header name'),
     ]));
+    // A dot segment in the path (raw: fetch would resolve it) is named as such, before the body's id is compared.
+    for (const [route, id] of [['/api/v1/workflows/..', '..'], ['/api/v1/workflows/%2E', '.'], ['/api/v1/credentials/%2e%2E', '..']] as const) {
+      const dot = await rawPut(route, { ...hook, id: 'wf-one' });
+      expect([route, dot.status, dot.body.problems]).toEqual([route, 400, [`the id in the path ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (/hook/${id} is refused 400): an id has a letter or digit first`]]);
+    }
     const mismatch = await api.call('PUT', '/api/v1/workflows/wf-one', { body: { ...hook, id: 'wf-other' } });
     expect(mismatch.body.problems).toEqual(['"id" "wf-other" differs from the id in the path "wf-one"']);
     expect((await api.call('GET', '/api/v1/workflows/wf-bad')).status).toBe(404);
