@@ -9,6 +9,7 @@ import { openApiDocument } from '../../services/admin/openapi';
 import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { collect, collectUntilQuiet } from '../support/log-reads';
+import { exchange, requestBytes } from '../support/raw-http';
 import { datedCertificate } from '../support/dated-certificates';
 import { adminClient } from '../../services/admin/client';
 import { replayThroughApi } from '../../services/cli/commands/through-api';
@@ -185,6 +186,23 @@ describe('bad input answers the JSON error shape', () => {
     const options = await api.call('OPTIONS', '/api/v1/workflows');
     expect({ status: options.status, body: options.body }).toEqual({ status: 404, body: { error: 'not-found', message: 'No route OPTIONS /api/v1/workflows' } });
     expect(await refusal('GET', `/api/v1/events/${'r'.repeat(5000)}`)).toEqual({ status: 400, error: 'invalid-request', message: 'a request id is a non-empty string of at most 1024 characters' });
+  });
+
+  test('a request Node\'s parser refuses (a raw non-ASCII byte in the target, headers over 16 KiB) is answered in the JSON shape, not bare', async () => {
+    // The parser refuses these before any route runs; Node's own answer was a bare 400 (or 431) with no body.
+    const auth: [string, string] = ['Authorization', `Bearer ${FULL_TOKEN}`];
+    for (const target of ['/api/v1/workflows/wf-\u00c3\u00a9', '/api/v1/workflows/\u00e9', '/healthz\u00ff']) {
+      const answer = await exchange(api.url, requestBytes('GET', target, [auth], null));
+      expect([target, answer.status, answer.headers['content-type'], JSON.parse(answer.body)]).toEqual([target, 400, 'application/json', {
+        error: 'invalid-request', message: 'The request target holds a byte no URL may hold as it is (a non-ASCII character, a space or a control character): percent-encode it (UTF-8)',
+      }]);
+      expect(answer.headers.connection).toBe('close');
+    }
+    const big = await exchange(api.url, requestBytes('GET', '/api/v1/workflows', [auth, ['X-Big', 'x'.repeat(20_000)]], null));
+    expect([big.status, JSON.parse(big.body)]).toEqual([431, { error: 'headers-too-large', message: 'The request headers are larger than 16 KiB' }]);
+    // The percent-encoded form reaches the route, as ever.
+    expect((await api.call('GET', '/api/v1/workflows/wf-%C3%A9')).body).toEqual({ error: 'not-found', message: 'No workflow "wf-é"' });
+    expect(JSON.stringify(app.logs)).not.toContain(FULL_TOKEN);
   });
 
   test('an invalid workflow lists every problem, as `ingress workflows put` does', async () => {
