@@ -251,6 +251,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
     // answers it bare and closes the connection while requests read behind it go on to be accepted, unanswered.
     if (lacksHost(req)) return closing(req, res, requestId, facts.seq, NO_HOST);
     if (!route) { refuse(req, res, requestId, errorAnswer('not-found')); return 404; }
+    // Before the look-up, so the answer is the same whether the workflow exists or not.
+    if (route.dotSegment) { refuse(req, res, requestId, DOT_SEGMENT); return DOT_SEGMENT.status; }
     if (req.method !== 'POST') { refuse(req, res, requestId, errorAnswer('method-not-allowed', undefined, { allow: 'POST' })); return 405; }
     // Node's parser undoes `chunked` only; under `gzip, chunked` the body it hands over is still compressed and
     // would be accepted as if it were the content (RFC 9112 §6.1: a coding the server does not know is a 501).
@@ -657,6 +659,8 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
 
 /** An HTTP/1.1 request without Host (RFC 9112 §3.2: a 400). */
 const lacksHost = (req: http.IncomingMessage) => req.headers.host === undefined && req.httpVersionMinor === 1 && req.httpVersionMajor === 1;
+/** A hook path with a `.` or `..` segment (route.ts): no workflow is called `.`, and `..` climbs out of nothing. */
+const DOT_SEGMENT = errorAnswer('request-malformed', 'The request path has a "." or ".." segment (percent-encoded or not); no hook URL has one');
 const NO_HOST = errorAnswer('request-malformed', 'An HTTP/1.1 request must carry a Host header', { connection: 'close' });
 const EXPECTATION_FAILED = errorAnswer('expectation-failed');
 const CONNECT_REFUSED = errorAnswer('method-not-allowed', undefined, { allow: 'POST' });

@@ -3,6 +3,8 @@ export interface HookRoute {
   workflowId: string;
   pathSuffix: string | null;
   query: Record<string, string[]>;
+  /** Set when a segment of the path after `/hook/` is `.` or `..` (percent-encoded or not): refused, never looked up. */
+  dotSegment?: true;
 }
 
 /**
@@ -58,7 +60,19 @@ export function parseHookRoute(target: string): HookRoute | null {
   if (q >= 0) {
     for (const [name, value] of new URLSearchParams(url.slice(q + 1))) (query[name] ??= []).push(value);
   }
-  return { workflowId, pathSuffix: suffix, query };
+  return hasDotSegment(rest) ? { workflowId, pathSuffix: suffix, query, dotSegment: true } : { workflowId, pathSuffix: suffix, query };
+}
+
+/**
+ * Whether a path (after `/hook/`) has a `.` or `..` segment, each segment percent-decoded (`%2e`, `%2E`) and a
+ * decoded `/` (`%2F`) splitting it again. A client that sent one meant no workflow called `.`, and a `..` handed on
+ * (as the id or in the suffix) could climb out of `/hook/` wherever the path is read as one.
+ */
+function hasDotSegment(path: string): boolean {
+  return path.split('/').some((raw) => {
+    const segment = raw.indexOf('%') < 0 ? raw : decodeLoosely(raw);
+    return segment.split('/').some((s) => s === '.' || s === '..');
+  });
 }
 
 function decodeLoosely(segment: string): string {

@@ -9,6 +9,7 @@ import { openApiDocument } from '../../services/admin/openapi';
 import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { collect, collectUntilQuiet } from '../support/log-reads';
+import { exchange, requestBytes } from '../support/raw-http';
 import { datedCertificate } from '../support/dated-certificates';
 import { adminClient } from '../../services/admin/client';
 import { replayThroughApi } from '../../services/cli/commands/through-api';
@@ -26,6 +27,18 @@ let api: AdminApiHandle;
 const ours = datedCertificate('api-receiver', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'));
 const soon = datedCertificate('api-partner', new Date('2025-01-01T00:00:00Z'), new Date(Date.now() + 10 * 86_400_000));
 const codec = defaultAvroCodec();
+
+/** A PUT whose path is sent as written (fetch resolves `..` and `%2E` segments before sending). */
+function rawPut(route: string, body: unknown): Promise<{ status: number; body: any }> {
+  return new Promise((resolve, reject) => {
+    // Options, not a URL string: `new URL` would resolve them too.
+    const req = http.request({ host: '127.0.0.1', port: new URL(api.url).port, path: route, method: 'PUT', headers: { authorization: `Bearer ${FULL_TOKEN}`, 'content-type': 'application/json' } }, (res) => {
+      let text = '';
+      res.setEncoding('utf8').on('data', (c: string) => { text += c; }).on('end', () => resolve({ status: res.statusCode!, body: JSON.parse(text) }));
+    });
+    req.on('error', reject).end(JSON.stringify(body));
+  });
+}
 
 beforeAll(async () => {
   app = await startTestApp('embedded', { ADMIN_TOKENS, WORKFLOW_CACHE_MS: '0', PUBLIC_BASE_URL: 'https://hooks.example.com' });
@@ -175,6 +188,23 @@ describe('bad input answers the JSON error shape', () => {
     expect(await refusal('GET', `/api/v1/events/${'r'.repeat(5000)}`)).toEqual({ status: 400, error: 'invalid-request', message: 'a request id is a non-empty string of at most 1024 characters' });
   });
 
+  test('a request Node\'s parser refuses (a raw non-ASCII byte in the target, headers over 16 KiB) is answered in the JSON shape, not bare', async () => {
+    // The parser refuses these before any route runs; Node's own answer was a bare 400 (or 431) with no body.
+    const auth: [string, string] = ['Authorization', `Bearer ${FULL_TOKEN}`];
+    for (const target of ['/api/v1/workflows/wf-\u00c3\u00a9', '/api/v1/workflows/\u00e9', '/healthz\u00ff']) {
+      const answer = await exchange(api.url, requestBytes('GET', target, [auth], null));
+      expect([target, answer.status, answer.headers['content-type'], JSON.parse(answer.body)]).toEqual([target, 400, 'application/json', {
+        error: 'invalid-request', message: 'The request target holds a byte no URL may hold as it is (a non-ASCII character, a space or a control character): percent-encode it (UTF-8)',
+      }]);
+      expect(answer.headers.connection).toBe('close');
+    }
+    const big = await exchange(api.url, requestBytes('GET', '/api/v1/workflows', [auth, ['X-Big', 'x'.repeat(20_000)]], null));
+    expect([big.status, JSON.parse(big.body)]).toEqual([431, { error: 'headers-too-large', message: 'The request headers are larger than 16 KiB' }]);
+    // The percent-encoded form reaches the route, as ever.
+    expect((await api.call('GET', '/api/v1/workflows/wf-%C3%A9')).body).toEqual({ error: 'not-found', message: 'No workflow "wf-é"' });
+    expect(JSON.stringify(app.logs)).not.toContain(FULL_TOKEN);
+  });
+
   test('an invalid workflow lists every problem, as `ingress workflows put` does', async () => {
     const res = await api.call('PUT', '/api/v1/workflows/wf-bad', { body: { id: 'wf-bad', nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'basicauth', options: { responseHeaders: [{ name: 'Bad Header', value: 'v' }] } } }] } });
     expect(res.status).toBe(400);
@@ -184,6 +214,11 @@ describe('bad input answers the JSON error shape', () => {
       expect.stringContaining('node "Hook".parameters.authentication must be one of none, basicAuth'),
       expect.stringContaining('responseHeaders[0].name "Bad Header" is not a valid header name'),
     ]));
+    // A dot segment in the path (raw: fetch would resolve it) is named as such, before the body's id is compared.
+    for (const [route, id] of [['/api/v1/workflows/..', '..'], ['/api/v1/workflows/%2E', '.'], ['/api/v1/credentials/%2e%2E', '..']] as const) {
+      const dot = await rawPut(route, { ...hook, id: 'wf-one' });
+      expect([route, dot.status, dot.body.problems]).toEqual([route, 400, [`the id in the path ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (/hook/${id} is refused 400): an id has a letter or digit first`]]);
+    }
     const mismatch = await api.call('PUT', '/api/v1/workflows/wf-one', { body: { ...hook, id: 'wf-other' } });
     expect(mismatch.body.problems).toEqual(['"id" "wf-other" differs from the id in the path "wf-one"']);
     expect((await api.call('GET', '/api/v1/workflows/wf-bad')).status).toBe(404);

@@ -112,6 +112,25 @@ test('a body declared over MAX_BODY_BYTES and cut short by the client\'s FIN is 
   expect(seen).toEqual(ids.map((id) => `${id} ${missing}`));
 });
 
+test('a hook path with a "." or ".." segment (percent-encoded or not) is a 400, byte for byte the same for an existing workflow as for a missing one', async () => {
+  // It was read with `.` or `..` as the id (a missing workflow's empty 200) or in the suffix (accepted as it came).
+  const targets = ['/hook/./{ID}', '/hook/../{ID}', '/hook/{ID}/..', '/hook/{ID}/./x', '/hook/%2e/{ID}', '/hook/%2E%2e/{ID}', '/hook/{ID}/a/%2e%2E', '/hook/{ID}/a%2F..', 'http://h/hook/{ID}/..'];
+  const seen: string[] = [];
+  const before = await receivedEnd();
+  for (const t of targets) {
+    for (const id of ['hf-open', 'zz-open', 'hf-basi']) {
+      const { answers, raw } = await converse(app.baseUrl, requestBytes('POST', t.replace('{ID}', id), [['Content-Type', 'application/json']], Buffer.from('{"a":1}')));
+      seen.push(`${t} ${answers[0]?.status} ${answers[0]?.body} ${answerShape(raw)}`);
+    }
+  }
+  const refusal = JSON.stringify({ error: 'request-malformed', message: 'The request path has a "." or ".." segment (percent-encoded or not); no hook URL has one' });
+  const expected = (t: string) => `${t} 400 ${refusal} `;
+  const wanted = targets.flatMap((t) => [expected(t), expected(t), expected(t)]);
+  expect(seen.map((s, i) => s.slice(0, wanted[i].length))).toEqual(wanted);
+  for (let i = 0; i < seen.length; i += 3) expect([seen[i + 1], seen[i + 2]]).toEqual([seen[i], seen[i]]);
+  expect((await receivedEnd()) - before).toBe(0);
+});
+
 /** An answer's status line, header names as sent and in order, and the rest of its head, but for its date and request id. */
 function answerShape(raw: Buffer): string {
   const head = raw.toString('latin1').split('\r\n\r\n')[0];
@@ -392,7 +411,7 @@ function answersWrong(c: Case, answers: Answer[], closed: boolean, exists: boole
     const forHead = c.pieces[i]?.method === 'HEAD';
     if (a.status >= 200 && a.status < 300) {
       if (a.status !== 200) wrong.push(`${label}: a 2xx other than 200`);
-      // An accept answers `{}`; a missing workflow, or a path whose id segment is none (`/hook/./x`), the empty 200.
+      // An accept answers `{}`; a missing workflow the empty 200 (a dot segment, `/hook/./x`, is a 400 before any look-up).
       if (!forHead && a.body !== (exists && c.pieces[i]?.addressesId ? '{}' : '')) wrong.push(`${label} with body ${JSON.stringify(a.body.slice(0, 100))}`);
     } else if (!forHead) {
       let body: { error?: unknown; message?: unknown } | null = null;

@@ -20,6 +20,16 @@ test('workflow problems are all listed', () => {
   ]);
 });
 
+test('an id "." or ".." is refused as a dot segment, not only as an id that starts with no letter or digit', () => {
+  const nodes = [{ name: 'Hook', type: 'webhook' }];
+  for (const id of ['.', '..']) {
+    const dot = `"id" ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (/hook/${id} is refused 400): an id has a letter or digit first`;
+    expect(problemsOf(() => parseWorkflowDocument({ id, active: true, nodes }))).toEqual([dot]);
+    expect(problemsOf(() => parseCredentialDocument({ id, type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }))).toEqual([dot]);
+  }
+  expect(problemsOf(() => parseWorkflowDocument({ id: '...', active: true, nodes }))).toEqual(['"id" must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit']);
+});
+
 test('credential documents are checked per type without quoting secrets', () => {
   expect(parseCredentialDocument({ id: 'c1', type: 'basicAuth', data: { user: 'u', password: 'p' } }).type).toBe('basicAuth');
   expect(problemsOf(() => parseCredentialDocument({ id: 'c1', type: 'headerAuth', data: { name: 'Bad Header', value: 'topsecret' } })))

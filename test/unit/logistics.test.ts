@@ -150,6 +150,13 @@ describe('reading a SendStreamRequest', () => {
     expect(() => readSendStream(oneByteMore, exact, true)).toThrow('Message 2 inflates beyond the limit of this service');
   });
 
+  test('a Message attribute whose name only starts with xmlns (xmlnsFoo, xmlns-x) is kept; xmlns and xmlns:* are declarations', () => {
+    const request = sendStreamRequest([{ trackingId: 'X-1' }]).replace('<Message ', '<Message xmlnsFoo="kept" xmlns-x="kept too" xmlns:m="urn:m" m:Extra="e" ');
+    const [message] = readSendStream(request, LIMITS, true).messages;
+    expect(message.attributes).toMatchObject({ xmlnsFoo: 'kept', 'xmlns-x': 'kept too', Extra: 'e', TrackingID: 'X-1' });
+    expect(Object.keys(message.attributes).filter((k) => k === 'xmlns' || k.startsWith('xmlns:') || k === 'm')).toEqual([]);
+  });
+
   test('namespace prefixes resolve through the ancestors, the nearest declaration winning', () => {
     const S = 'http://schemas.xmlsoap.org/soap/envelope/';
     // The envelope binds `x` to another namespace (among many decoys); a Body that binds `x` to SOAP's

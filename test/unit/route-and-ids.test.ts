@@ -39,6 +39,15 @@ test('hook routes: id, suffix of any depth, repeated query values', () => {
   expect(targetPath('a+b.c-d://u:secret@h:21?x=1')).toBe('/');
 });
 
+test('hook routes: a "." or ".." segment, percent-encoded or not, marks the route to be refused; dots within a segment do not', () => {
+  const dotted = ['/hook/./wf', '/hook/../wf', '/hook/..', '/hook/.', '/hook/wf/..', '/hook/wf/.', '/hook/wf/./x', '/hook/wf/a/../b', '/hook/wf/..?x=1',
+    '/hook/%2e/wf', '/hook/%2E%2E/wf', '/hook/wf/%2e%2E', '/hook/wf/.%2e/', '/hook/wf/a%2F..%2Fb', '/hook/wf/%2e%2e%2fx', 'http://h/hook/../wf', '/hook/../hook/wf'];
+  for (const t of dotted) expect([t, parseHookRoute(t)?.dotSegment]).toEqual([t, true]);
+  for (const t of ['/hook/wf', '/hook/wf.1/a.b', '/hook/wf/.../x', '/hook/wf/.x/x.', '/hook/wf/%2e%2e%2e', '/hook/wf?p=..', '/hook/wf#/..', '/hook/wf/a%2F.b']) {
+    expect([t, parseHookRoute(t)?.dotSegment]).toEqual([t, undefined]);
+  }
+});
+
 test('execution ids are deterministic UUIDs per request and batch index', () => {
   const a = executionId('req-1', 0);
   expect(a).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-5[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);

@@ -1,4 +1,4 @@
-import { addressAllowed, allowedBy, isSpecialAddress, parsePrefix, parseTarget, prefixProblem } from '../../services/platform/net/url-allow-list';
+import { addressAllowed, allowedBy, isSpecialAddress, loggableUrl, parsePrefix, parseTarget, prefixProblem } from '../../services/platform/net/url-allow-list';
 import { as2CredentialProblems } from '../../services/platform/registry/as2-credential';
 import { as2ParameterProblems } from '../../services/triggers/as2/parameters';
 
@@ -72,4 +72,16 @@ test('a special address is dialled only when the entry names it by IP literal, i
   expect(addressAllowed('::1', new URL('http://[::1]:9/'))).toBe(true);
   expect(addressAllowed('169.254.169.254', new URL('https://partner.example/'))).toBe(false);
   expect(addressAllowed('93.184.216.34', new URL('https://partner.example/'))).toBe(true);
+});
+
+test('loggableUrl: the query elided; a URL with no origin (mailto:, data:, an unknown scheme) shows its scheme alone', () => {
+  expect(loggableUrl('https://u:secret@partner.example/mdn/in?token=t0k')).toBe('https://partner.example/mdn/in?…');
+  expect(loggableUrl('https://partner.example/mdn?token=t0k', '...')).toBe('https://partner.example/mdn?...');
+  // The origin of these is the text "null": they were logged as `nullx@y`, `null//u:secret@h/p`.
+  expect(loggableUrl('mailto:edi-secret@partner.example?subject=mdn')).toBe('mailto:…');
+  expect(loggableUrl('MAILTO:a@b', '...')).toBe('mailto:...');
+  expect(loggableUrl('data:text/plain,secret')).toBe('data:…');
+  expect(loggableUrl('foo://u:secret@h/p?x=1')).toBe('foo:…');
+  expect(loggableUrl('file:///etc/secret')).toBe('file:…');
+  expect(loggableUrl('not a url')).toBe('(not a URL)');
 });

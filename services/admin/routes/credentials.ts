@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { DAY_MS, isReadable } from '../../platform/registry/certificate-facts';
-import { DocumentError, type CredentialDocument } from '../../platform/registry/documents';
+import { DocumentError, documentIdProblem, type CredentialDocument } from '../../platform/registry/documents';
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
@@ -41,6 +41,9 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
   });
 
   router.put('/credentials/:id', async (req, res) => {
+    // The path's id judged first: a `..` there is named as such, not as an id the body's differs from.
+    const pathIdProblem = documentIdProblem(req.params.id, 'the id in the path');
+    if (pathIdProblem !== null) throw new AdminError('invalid-document', 'The credential document is not valid', [pathIdProblem]);
     const body = req.body as unknown;
     if (body && typeof body === 'object' && !Array.isArray(body) && (body as { id?: unknown }).id === undefined) (body as { id: string }).id = req.params.id;
     let doc: CredentialDocument;

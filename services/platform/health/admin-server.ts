@@ -1,5 +1,6 @@
 import * as http from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { Logger } from '../logger/logger';
 import { ConfigError } from '../config/config';
 import { keepIdleConnections } from '../net/idle-connections';
@@ -57,6 +58,19 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       else answer(res, 503, { status: 'not-ready', reasons });
     });
   });
+  // Node's parser refuses some requests before any route runs (a raw non-ASCII byte in the target, headers over
+  // 16 KiB) and would answer them bare. Answered as Node would, with its status and only when nothing has been
+  // written on the connection yet, but in the API's JSON shape; the connection is closed either way.
+  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
+    if (socket.writable && (socket as Socket).bytesWritten === 0 && error.code !== 'ECONNRESET') {
+      const refusal = (error.code !== undefined && PARSER_REFUSALS[error.code]) || NOT_HTTP;
+      options.logger.info('admin request refused by the HTTP parser', { code: error.code ?? null });
+      const text = JSON.stringify({ error: refusal.error, message: refusal.message });
+      socket.write(`HTTP/1.1 ${refusal.status} ${http.STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n`
+        + `content-length: ${Buffer.byteLength(text)}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n${text}`);
+    }
+    socket.destroy();
+  });
   keepIdleConnections(server);
   await new Promise<void>((resolve, reject) => {
     const failed = (error: NodeJS.ErrnoException) => reject(listenFailure(error, { portVariable: 'ADMIN_PORT', hostVariable: 'ADMIN_HOST', port: options.port, host: options.host }));
@@ -69,6 +83,15 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     close: () => new Promise((resolve) => { server.close(() => resolve()); server.closeAllConnections(); }),
   };
 }
+
+/** What the parser's refusals are answered (the statuses lib/_http_server.js gives them), any other being NOT_HTTP. */
+const PARSER_REFUSALS: Record<string, { status: number; error: string; message: string }> = {
+  HPE_INVALID_URL: { status: 400, error: 'invalid-request', message: 'The request target holds a byte no URL may hold as it is (a non-ASCII character, a space or a control character): percent-encode it (UTF-8)' },
+  HPE_HEADER_OVERFLOW: { status: 431, error: 'headers-too-large', message: 'The request headers are larger than 16 KiB' },
+  HPE_CHUNK_EXTENSIONS_OVERFLOW: { status: 413, error: 'payload-too-large', message: 'The chunk extensions are larger than 16 KiB' },
+  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, error: 'request-timeout', message: 'The request did not arrive in time' },
+};
+const NOT_HTTP = { status: 400, error: 'invalid-request', message: 'The request is not valid HTTP/1.1' };
 
 async function readiness(checks: ReadinessCheck[], timeoutMs: number): Promise<Record<string, string>> {
   const reasons: Record<string, string> = {};

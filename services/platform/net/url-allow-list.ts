@@ -107,11 +107,14 @@ export function addressAllowed(address: string, prefix: URL): boolean {
 
 /**
  * A URL for the logs: its query (where partners sometimes put a token) shown as `?…`; `?...` where the text must
- * stay Latin-1 (a header value).
+ * stay Latin-1 (a header value). A URL with no origin of its own (`mailto:`, `data:`, `file:`, a scheme URL knows
+ * nothing of) shows its scheme alone, `mailto:…`: its origin is the text `null`, and the rest (an address, a
+ * `user:password@` authority) is no part of what can be said of it safely.
  */
 export function loggableUrl(text: string, ellipsis: '…' | '...' = '…'): string {
   try {
     const url = new URL(text);
+    if (url.origin === 'null') return `${url.protocol}${ellipsis}`;
     return `${url.origin}${url.pathname}${url.search ? `?${ellipsis}` : ''}`;
   } catch {
     return '(not a URL)';

@@ -52,11 +52,22 @@ export class DocumentError extends Error {
 }
 
 
+/**
+ * What is wrong with a document id (`name` says where it was given), or null. `.` and `..` are named as what they
+ * are before the general rule, which refuses them too but would say only "starting with a letter or digit".
+ */
+export function documentIdProblem(id: unknown, name = '"id"'): string | null {
+  if (id === '.' || id === '..') return `${name} ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (/hook/${id} is refused 400): an id has a letter or digit first`;
+  if (typeof id !== 'string' || !DOCUMENT_ID.test(id)) return `${name} must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit`;
+  return null;
+}
+
 /** Check a workflow document from a user (CLI, file); every problem is listed, none is fixed silently. */
 export function parseWorkflowDocument(input: unknown): WorkflowDocument {
   const problems: string[] = [];
   if (!isObject(input)) throw new DocumentError(['a workflow document must be a JSON object']);
-  if (typeof input.id !== 'string' || !DOCUMENT_ID.test(input.id)) problems.push('"id" must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit');
+  const idProblem = documentIdProblem(input.id);
+  if (idProblem !== null) problems.push(idProblem);
   if (typeof input.active !== 'boolean') problems.push('"active" must be true or false');
   if (input.name !== undefined && typeof input.name !== 'string') problems.push('"name" must be a string');
   if (!Array.isArray(input.nodes)) problems.push('"nodes" must be an array');
@@ -96,7 +107,8 @@ export function credentialPutProblems(doc: CredentialDocument, at: number): stri
 export function parseCredentialDocument(input: unknown): CredentialDocument {
   if (!isObject(input)) throw new DocumentError(['a credential document must be a JSON object']);
   const problems: string[] = [];
-  if (typeof input.id !== 'string' || !DOCUMENT_ID.test(input.id)) problems.push('"id" must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit');
+  const idProblem = documentIdProblem(input.id);
+  if (idProblem !== null) problems.push(idProblem);
   if (input.name !== undefined && typeof input.name !== 'string') problems.push('"name" must be a string');
   const data = input.data;
   if (!isObject(data)) problems.push('"data" must be an object');

@@ -124,7 +124,8 @@ function text(value: XmlValue | undefined): string {
 function attributes(value: XmlValue): Record<string, string> {
   const out: Record<string, string> = {};
   if (!isObject(value)) return out;
-  for (const [key, v] of Object.entries(value)) if (key.startsWith('@') && !key.startsWith('@xmlns')) out[localName(key.slice(1))] = String(v);
+  // Only `xmlns` and `xmlns:*` are declarations (Namespaces in XML §3); `xmlnsFoo` or `xmlns-x` is an attribute.
+  for (const [key, v] of Object.entries(value)) if (key.startsWith('@') && key !== '@xmlns' && !key.startsWith('@xmlns:')) out[localName(key.slice(1))] = String(v);
   return out;
 }
 
