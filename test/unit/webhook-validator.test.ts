@@ -185,7 +185,7 @@ test("a signed body whose read-back for the streaming checks failed is still inf
   expect(await inspect(gzipSync('{"a":1}'))).toBe('accepted');
 });
 
-test('a compressed body is inflated once: what it decodes to is measured as the validator inflates it, not read back and inflated again', async () => {
+test('a compressed body is not inflated again to measure what it decodes to: the validator measures it as it inflates it (one streaming inflater)', async () => {
   let inflaters = 0;
   const counting: InflaterFactory = (encoding, bound) => { inflaters++; return createInflater(encoding, bound); };
   const once = createWebhookTrigger(DEFAULT_WEBHOOK_LIMITS, undefined, undefined, counting);

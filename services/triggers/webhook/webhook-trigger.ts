@@ -93,7 +93,8 @@ function streamingValidator(encoding: Encoding, contentType: string | null, kind
         const sink = new Writable({
           write(chunk: Buffer, _e, cb) {
             formFields?.write(chunk);
-            metering?.meter.write(chunk);
+            // A meter that threw would end the process from inside zlib's callback: inspect() then measures the body itself.
+            if (metering) { try { metering.meter.write(chunk); } catch { metering = null; } }
             if (!scan || scan.write(chunk)) cb(); else scan.once('drain', () => cb());
           },
         });
@@ -134,7 +135,9 @@ export function createWebhookTrigger(limits: WebhookLimits = DEFAULT_WEBHOOK_LIM
   const signed = createSignedBodies(held);
   /**
    * What each compressed body decodes to, measured by its validator as it inflated it (decoded-size.ts): inflating
-   * is the costliest part of both checks, so the body is inflated once. Keyed by the request, which the receiver
+   * is the costliest part of both checks, so the body is not inflated again to measure it (a JSON body held in
+   * memory still is, once, by the syntax check: keeping its inflated bytes while it streams would be memory the
+   * body budget does not count). Keyed by the request, which the receiver
    * hands to validator() and inspect() alike.
    */
   const decodedSizes = new WeakMap<InboundRequest, number>();
