@@ -113,6 +113,10 @@ describe('Standard Webhooks', () => {
       'data.toleranceSeconds must be a whole number of seconds between 1 and 604800',
     ]);
     expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'standardWebhooks', data: {} }))).toEqual(['data.secrets must be a non-empty array of non-empty strings']);
+    // No secrets at all hides no other problem.
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'standardWebhooks', data: { toleranceSeconds: 0 } }))).toEqual([
+      'data.secrets must be a non-empty array of non-empty strings', 'data.toleranceSeconds must be a whole number of seconds between 1 and 604800',
+    ]);
   });
 });
 
@@ -301,6 +305,32 @@ describe('HMAC presets, each against its vendor\'s documented recipe', () => {
       expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data: { secrets: ['s'], header: 'X-Sig', ...extra } }))).toEqual([unsigned]);
     }
   });
+
+  test('credentials put names every HMAC problem in one answer: one field\'s fault hides no other\'s', () => {
+    const put = (data: Record<string, unknown>) => problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data }));
+    // An unknown preset hides neither the other fields' faults nor the credential's own template's.
+    expect(put({ preset: 'gitlab', secrets: ['s'], header: 'X Sig', algorithm: 'md5', format: 'xml', signedContent: '{nope}.{body}' })).toEqual([
+      'data.preset must be one of github, stripe, shopify, slack', 'data.header must be a valid HTTP header name',
+      'data.algorithm must be one of sha1, sha256, sha512', 'data.format must be single or keyValue',
+      'data.signedContent may name only {body} and {timestamp}, not {nope}',
+    ]);
+    // The template is checked when other fields are wrong.
+    expect(put({ secrets: [], header: 'X-Sig', algorithm: 'md5', signedContent: '{body}{body}' })).toEqual([
+      'data.secrets must be a non-empty array of non-empty strings', 'data.algorithm must be one of sha1, sha256, sha512', 'data.signedContent must contain {body} exactly once',
+    ]);
+    // So is whether the template signs the timestamp, when the fields it depends on are valid.
+    expect(put({ secrets: ['s'], header: 'X-Sig', encoding: 'base32', timestampHeader: 'X-Time' })).toEqual([
+      'data.encoding must be one of hex, base64',
+      'data.signedContent must name {timestamp} when a timestamp is checked (data.timestampHeader, data.format keyValue or data.toleranceSeconds): a timestamp outside the signature stops no replay',
+    ]);
+    expect(put({ preset: 'github', secrets: ['s'], prefix: 7, signedContent: '{timestamp}.{body}' })).toEqual([
+      'data.prefix must be a string', 'data.signedContent names {timestamp} but no data.timestampHeader says where it comes from',
+    ]);
+    // Only then left out: where the timestamp comes from is unknown under a format, timestamp header or preset that is not valid.
+    expect(put({ secrets: ['s'], header: 'X-Sig', format: 'xml', signedContent: '{timestamp}.{body}' })).toEqual(['data.format must be single or keyValue']);
+    expect(put({ secrets: ['s'], header: 'X-Sig', timestampHeader: 'X Time' })).toEqual(['data.timestampHeader must be a valid HTTP header name']);
+    expect(put({ preset: 'gitlab', secrets: ['s'], toleranceSeconds: 60 })).toEqual(['data.preset must be one of github, stripe, shopify, slack']);
+  });
 });
 
 describe('JWT bearer', () => {
@@ -382,6 +412,14 @@ describe('JWT bearer', () => {
       expect.stringMatching(/^data\.algorithms lists HS256 but no key/), expect.stringMatching(/^data\.algorithms lists ES256 but no key/),
     ]);
     expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: ['short'], algorithms: ['HS256'] } }))).toEqual([expect.stringMatching(/^data\.algorithms lists HS256 but no key in data.keys fits it \(a secret or oct JWK of at least 32 bytes, /)]);
+    // Which algorithm no key fits is named with the other problems: an unknown algorithm or a bad clock skew hides it not.
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [rsaPem], algorithms: ['HS256', 'none', 'RS256'], clockSkewSeconds: -1, requireExpiration: 'yes' } }))).toEqual([
+      expect.stringMatching(/^data\.algorithms\[1\] must be one of HS256.*\(never none\)$/),
+      'data.clockSkewSeconds must be a whole number of seconds between 0 and 3600', 'data.requireExpiration must be true or false',
+      expect.stringMatching(/^data\.algorithms lists HS256 but no key/),
+    ]);
+    // Only left out while a key does not read: the key that would fit may be the broken one.
+    expect(problemsOf(() => parseCredentialDocument({ id: 'c', type: 'jwt', data: { keys: [rsaPem, { kty: 'RSA', n: 'x' }], algorithms: ['HS256'] } }))).toEqual(['data.keys[1] is not a readable JWK']);
   });
 
   test('credentials put refuses keys the verifier would never use: RSA under 2048 bits, RSA-PSS keys, a JWK whose alg is another or none', async () => {

@@ -110,25 +110,31 @@ export function standardWebhooksProblems(data: Record<string, unknown>): string[
     ...secretListProblems(data, 'publicKeys', true, (s) => (standardWebhooksPublicKey(s) ? null : 'is not whpk_ followed by the base64 of a 32-byte Ed25519 public key')),
     ...toleranceProblems(data, 'toleranceSeconds'),
   ];
-  if (data.secrets === undefined && data.publicKeys === undefined) return ['data.secrets must be a non-empty array of non-empty strings'];
   return problems;
 }
 
+/**
+ * Every problem at once: each field is checked whatever the others hold. Only a check that needs another field
+ * valid (which template a preset brings, where its timestamp comes from) is left out while that field is not.
+ */
 export function hmacProblems(data: Record<string, unknown>): string[] {
   const problems = secretListProblems(data, 'secrets', false, () => null);
-  if (data.preset !== undefined && !(typeof data.preset === 'string' && Object.hasOwn(HMAC_PRESETS, data.preset))) {
-    return [...problems, `data.preset must be one of ${Object.keys(HMAC_PRESETS).join(', ')}`];
-  }
-  const headerField = (field: string) => {
+  const presetKnown = data.preset === undefined || (typeof data.preset === 'string' && Object.hasOwn(HMAC_PRESETS, data.preset));
+  if (!presetKnown) problems.push(`data.preset must be one of ${Object.keys(HMAC_PRESETS).join(', ')}`);
+  const headerField = (field: string): boolean => {
     const v = data[field];
-    if (v !== undefined && !(typeof v === 'string' && HEADER_NAME.test(v))) problems.push(`data.${field} must be a valid HTTP header name`);
+    if (v === undefined || (typeof v === 'string' && HEADER_NAME.test(v))) return true;
+    problems.push(`data.${field} must be a valid HTTP header name`);
+    return false;
   };
   headerField('header');
-  headerField('timestampHeader');
+  const timestampHeaderValid = headerField('timestampHeader');
+  // An unknown preset is named already; whether it would have brought the header is not known.
   if (data.preset === undefined && data.header === undefined) problems.push('data.header must name the signature header (or data.preset a vendor)');
   if (data.algorithm !== undefined && !HMAC_ALGORITHMS.includes(data.algorithm as HmacAlgorithm)) problems.push(`data.algorithm must be one of ${HMAC_ALGORITHMS.join(', ')}`);
   if (data.encoding !== undefined && !HMAC_ENCODINGS.includes(data.encoding as HmacEncoding)) problems.push(`data.encoding must be one of ${HMAC_ENCODINGS.join(', ')}`);
-  if (data.format !== undefined && data.format !== 'single' && data.format !== 'keyValue') problems.push('data.format must be single or keyValue');
+  const formatValid = data.format === undefined || data.format === 'single' || data.format === 'keyValue';
+  if (!formatValid) problems.push('data.format must be single or keyValue');
   if (data.prefix !== undefined && typeof data.prefix !== 'string') problems.push('data.prefix must be a string');
   // The prefix stands in a header value before the signature: a character no value carries makes it unmatchable.
   else if (typeof data.prefix === 'string' && !/^[\x20-\x7e]*$/.test(data.prefix)) problems.push('data.prefix must be printable ASCII: a header value cannot carry other characters as they are');
@@ -137,11 +143,17 @@ export function hmacProblems(data: Record<string, unknown>): string[] {
   }
   problems.push(...toleranceProblems(data, 'toleranceSeconds'));
   if (data.signedContent !== undefined && typeof data.signedContent !== 'string') problems.push('data.signedContent must be a string');
-  if (problems.length) return problems;
-  const settings = resolveHmacSettings(data as unknown as HmacData);
-  const content = parseSignedContent(settings.signedContent);
-  if (typeof content === 'string') return [`data.signedContent ${content}`];
-  const hasTimestamp = settings.format === 'keyValue' || settings.timestampHeader !== null;
+  const preset = presetKnown && data.preset !== undefined ? HMAC_PRESETS[data.preset as HmacPresetName] : null;
+  // The template: the credential's own, else its preset's (or the bare body); unknown under an unknown preset.
+  const template = typeof data.signedContent === 'string' ? data.signedContent : data.signedContent === undefined && presetKnown ? (preset?.signedContent ?? '{body}') : null;
+  if (template === null) return problems;
+  const content = parseSignedContent(template);
+  if (typeof content === 'string') return [...problems, `data.signedContent ${content}`];
+  // Where the timestamp comes from is known only when the preset, format and timestamp header are.
+  if (!presetKnown || !formatValid || !timestampHeaderValid) return problems;
+  const format = (data.format as HmacSettings['format'] | undefined) ?? preset?.format ?? 'single';
+  const timestampHeader = data.timestampHeader !== undefined ? data.timestampHeader : (preset?.timestampHeader ?? null);
+  const hasTimestamp = format === 'keyValue' || timestampHeader !== null;
   if (content.usesTimestamp && !hasTimestamp) problems.push('data.signedContent names {timestamp} but no data.timestampHeader says where it comes from');
   // A window over a timestamp the signature does not cover stops no replay: the sender of a copy writes a fresh one.
   if (!content.usesTimestamp && (hasTimestamp || data.toleranceSeconds !== undefined)) {
@@ -194,6 +206,7 @@ export function jwtProblems(data: Record<string, unknown>): string[] {
   else algorithms.forEach((a, i) => { if (!JWT_ALGORITHMS.includes(a)) problems.push(`data.algorithms[${i}] must be one of ${JWT_ALGORITHMS.join(', ')} (never none)`); });
   /** Each key, with the one algorithm a JWK's `alg` restricts it to (the verifier tries it for no other). */
   const keys: { key: KeyObject; alg: string | null }[] = [];
+  const beforeKeys = problems.length;
   if (!Array.isArray(data.keys) || data.keys.length === 0) problems.push('data.keys must be a non-empty array of PEM blocks, JWKs, JWKS documents or HS* secrets');
   else {
     // A JWKS entry's keys are named inside it (data.keys[0].keys[2]), not by their place once flattened.
@@ -205,6 +218,8 @@ export function jwtProblems(data: Record<string, unknown>): string[] {
       try { keys.push({ key: jwtKeyObject(k), alg }); } catch { problems.push(`${at} is not a readable ${typeof k === 'string' ? 'PEM public key or certificate' : 'JWK'}`); }
     }));
   }
+  // Which algorithm a key fits is known only once every key reads: the one that would fit may be the broken one.
+  const keysRead = problems.length === beforeKeys;
   for (const field of ['issuer', 'audience']) {
     const v = data[field];
     if (v !== undefined && !(typeof v === 'string' && v !== '') && !(Array.isArray(v) && v.length > 0 && v.every((s) => typeof s === 'string' && s !== ''))) problems.push(`data.${field} must be a non-empty string or array of strings`);
@@ -212,8 +227,9 @@ export function jwtProblems(data: Record<string, unknown>): string[] {
   const skew = data.clockSkewSeconds;
   if (skew !== undefined && !(typeof skew === 'number' && Number.isInteger(skew) && skew >= 0 && skew <= 3600)) problems.push('data.clockSkewSeconds must be a whole number of seconds between 0 and 3600');
   if (data.requireExpiration !== undefined && typeof data.requireExpiration !== 'boolean') problems.push('data.requireExpiration must be true or false');
-  if (problems.length) return problems;
-  for (const alg of algorithms as string[]) {
+  if (!keysRead) return problems;
+  for (const alg of (algorithms ?? []) as string[]) {
+    if (!(JWT_ALGORITHMS as readonly string[]).includes(alg)) continue;
     if (!keys.some((k) => (k.alg === null || k.alg === alg) && jwtKeyFits(alg, k.key))) problems.push(`data.algorithms lists ${alg} but no key in data.keys fits it (${alg.startsWith('HS') ? `a secret or oct JWK of at least ${Number(alg.slice(2)) / 8} bytes` : alg.startsWith('ES') ? 'an EC public key on its curve' : `an RSA public key of ${JWT_MIN_RSA_BITS} bits or more`}, with no JWK alg other than ${alg})`);
   }
   return problems;
