@@ -330,6 +330,23 @@ describe('HMAC presets, each against its vendor\'s documented recipe', () => {
     expect(put({ secrets: ['s'], header: 'X-Sig', format: 'xml', signedContent: '{timestamp}.{body}' })).toEqual(['data.format must be single or keyValue']);
     expect(put({ secrets: ['s'], header: 'X-Sig', timestampHeader: 'X Time' })).toEqual(['data.timestampHeader must be a valid HTTP header name']);
     expect(put({ preset: 'gitlab', secrets: ['s'], toleranceSeconds: 60 })).toEqual(['data.preset must be one of github, stripe, shopify, slack']);
+    // A bad window is named once: it does not also ask for a {timestamp} (found by review).
+    for (const toleranceSeconds of [null, 0, '300']) {
+      expect(put({ secrets: ['s'], header: 'X-Sig', toleranceSeconds })).toEqual(['data.toleranceSeconds must be a whole number of seconds between 1 and 604800']);
+    }
+  });
+
+  test('credentials put refuses a timestamp header that is the signature header in effect, the preset\'s included: it would refuse every request', () => {
+    const put = (data: Record<string, unknown>) => problemsOf(() => parseCredentialDocument({ id: 'c', type: 'hmac', data }));
+    expect(put({ preset: 'github', secrets: ['s'], timestampHeader: 'X-Hub-Signature-256', signedContent: '{timestamp}.{body}' }))
+      .toEqual(["data.timestampHeader must be another header than the preset's signature header (x-hub-signature-256): one header cannot carry both"]);
+    expect(put({ preset: 'slack', secrets: ['s'], header: 'X-Slack-Request-Timestamp' }))
+      .toEqual(["the preset's timestamp header (x-slack-request-timestamp) must be another header than data.header: one header cannot carry both"]);
+    expect(put({ secrets: ['s'], header: 'X-Sig', timestampHeader: 'x-sig', signedContent: '{timestamp}.{body}' }))
+      .toEqual(['data.timestampHeader must be another header than data.header: one header cannot carry both']);
+    // The preset's own pair is distinct, and a credential's own header moves the signature off the preset's timestamp header.
+    expect(put({ preset: 'slack', secrets: ['s'] })).toEqual([]);
+    expect(put({ preset: 'slack', secrets: ['s'], header: 'X-Other-Signature' })).toEqual([]);
   });
 });
 

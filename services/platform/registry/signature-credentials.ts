@@ -127,8 +127,9 @@ export function hmacProblems(data: Record<string, unknown>): string[] {
     problems.push(`data.${field} must be a valid HTTP header name`);
     return false;
   };
-  headerField('header');
+  const headerValid = headerField('header');
   const timestampHeaderValid = headerField('timestampHeader');
+  const preset = presetKnown && data.preset !== undefined ? HMAC_PRESETS[data.preset as HmacPresetName] : null;
   // An unknown preset is named already; whether it would have brought the header is not known.
   if (data.preset === undefined && data.header === undefined) problems.push('data.header must name the signature header (or data.preset a vendor)');
   if (data.algorithm !== undefined && !HMAC_ALGORITHMS.includes(data.algorithm as HmacAlgorithm)) problems.push(`data.algorithm must be one of ${HMAC_ALGORITHMS.join(', ')}`);
@@ -138,12 +139,19 @@ export function hmacProblems(data: Record<string, unknown>): string[] {
   if (data.prefix !== undefined && typeof data.prefix !== 'string') problems.push('data.prefix must be a string');
   // The prefix stands in a header value before the signature: a character no value carries makes it unmatchable.
   else if (typeof data.prefix === 'string' && !/^[\x20-\x7e]*$/.test(data.prefix)) problems.push('data.prefix must be printable ASCII: a header value cannot carry other characters as they are');
-  if (typeof data.header === 'string' && typeof data.timestampHeader === 'string' && data.header.toLowerCase() === data.timestampHeader.toLowerCase()) {
-    problems.push('data.timestampHeader must be another header than data.header: one header cannot carry both');
+  // The headers in effect, the preset's where the credential names none (a credential that names the preset's
+  // signature header as its timestamp header would be stored, then refuse every request).
+  if (presetKnown && headerValid && timestampHeaderValid) {
+    const header = (data.header as string | undefined) ?? preset?.header;
+    const timestampHeader = (data.timestampHeader as string | undefined) ?? preset?.timestampHeader;
+    if (header && timestampHeader && header.toLowerCase() === timestampHeader.toLowerCase()) {
+      const named = data.timestampHeader !== undefined ? 'data.timestampHeader' : `the preset's timestamp header (${timestampHeader})`;
+      problems.push(`${named} must be another header than ${data.header !== undefined ? 'data.header' : `the preset's signature header (${header})`}: one header cannot carry both`);
+    }
   }
-  problems.push(...toleranceProblems(data, 'toleranceSeconds'));
+  const tolerance = toleranceProblems(data, 'toleranceSeconds');
+  problems.push(...tolerance);
   if (data.signedContent !== undefined && typeof data.signedContent !== 'string') problems.push('data.signedContent must be a string');
-  const preset = presetKnown && data.preset !== undefined ? HMAC_PRESETS[data.preset as HmacPresetName] : null;
   // The template: the credential's own, else its preset's (or the bare body); unknown under an unknown preset.
   const template = typeof data.signedContent === 'string' ? data.signedContent : data.signedContent === undefined && presetKnown ? (preset?.signedContent ?? '{body}') : null;
   if (template === null) return problems;
@@ -156,7 +164,8 @@ export function hmacProblems(data: Record<string, unknown>): string[] {
   const hasTimestamp = format === 'keyValue' || timestampHeader !== null;
   if (content.usesTimestamp && !hasTimestamp) problems.push('data.signedContent names {timestamp} but no data.timestampHeader says where it comes from');
   // A window over a timestamp the signature does not cover stops no replay: the sender of a copy writes a fresh one.
-  if (!content.usesTimestamp && (hasTimestamp || data.toleranceSeconds !== undefined)) {
+  // A bad toleranceSeconds is named above; it does not also ask for a {timestamp} it may not have meant.
+  if (!content.usesTimestamp && (hasTimestamp || (data.toleranceSeconds !== undefined && tolerance.length === 0))) {
     problems.push('data.signedContent must name {timestamp} when a timestamp is checked (data.timestampHeader, data.format keyValue or data.toleranceSeconds): a timestamp outside the signature stops no replay');
   }
   return problems;
