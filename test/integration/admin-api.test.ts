@@ -9,7 +9,8 @@ import { openApiDocument } from '../../services/admin/openapi';
 import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { collect, collectUntilQuiet } from '../support/log-reads';
-import { exchange, requestBytes } from '../support/raw-http';
+import * as net from 'node:net';
+import { converse, exchange, requestBytes, splitRawAnswers } from '../support/raw-http';
 import { datedCertificate } from '../support/dated-certificates';
 import { adminClient } from '../../services/admin/client';
 import { replayThroughApi } from '../../services/cli/commands/through-api';
@@ -203,6 +204,36 @@ describe('bad input answers the JSON error shape', () => {
     // The percent-encoded form reaches the route, as ever.
     expect((await api.call('GET', '/api/v1/workflows/wf-%C3%A9')).body).toEqual({ error: 'not-found', message: 'No workflow "wf-é"' });
     expect(JSON.stringify(app.logs)).not.toContain(FULL_TOKEN);
+  });
+
+  test('the parser\'s refusal follows the answers owed on its connection: after a keep-alive answer, and behind a pipelined request in hand', async () => {
+    // It was written only while nothing had been written on the connection: a second request on a kept-alive
+    // connection got the connection closed with no answer, and one pipelined behind a /readyz or a PUT still in
+    // hand had its 400 read as that request's answer.
+    const auth: [string, string] = ['Authorization', `Bearer ${FULL_TOKEN}`];
+    const bad = requestBytes('GET', '/api/v1/workflows/wf-\u00e9', [auth], null, true);
+    const refused = { status: 400, body: { error: 'invalid-request', message: expect.stringContaining('percent-encode it (UTF-8)') } };
+    const { port } = new URL(api.url);
+    const keptAlive = await new Promise<Buffer>((resolve, reject) => {
+      let raw = Buffer.alloc(0);
+      let sent = false;
+      const socket = net.connect({ host: '127.0.0.1', port: Number(port) }, () => socket.write(requestBytes('GET', '/healthz', [], null, true)));
+      socket.on('data', (d) => {
+        raw = Buffer.concat([raw, d]);
+        // The second request only once the first answer is read whole.
+        if (!sent && splitRawAnswers(raw).answers.length === 1) { sent = true; socket.write(bad); }
+      });
+      socket.on('error', reject).on('close', () => resolve(raw));
+    });
+    expect(splitRawAnswers(keptAlive, [], true).answers.map((a) => ({ status: a.status, body: JSON.parse(a.body) }))).toEqual([{ status: 200, body: { status: 'up' } }, refused]);
+    const readyz = await converse(api.url, Buffer.concat([requestBytes('GET', '/readyz', [], null, true), bad]), { want: 3 });
+    expect([readyz.closed, readyz.answers.map((a) => ({ status: a.status, body: JSON.parse(a.body) }))]).toEqual([true, [
+      { status: expect.any(Number), body: expect.objectContaining({ status: expect.stringMatching(/^(ready|not-ready)$/) }) }, refused]]);
+    const put = requestBytes('PUT', '/api/v1/workflows/wf-pipelined', [auth, ['Content-Type', 'application/json']], Buffer.from(JSON.stringify({ ...hook, id: 'wf-pipelined' })), true);
+    const pipelined = await converse(api.url, Buffer.concat([put, bad]), { want: 3 });
+    expect([pipelined.closed, pipelined.answers.map((a) => a.status)]).toEqual([true, [201, 400]]);
+    expect((await api.call('GET', '/api/v1/workflows/wf-pipelined')).status).toBe(200);
+    expect(app.logs.filter((l) => l.msg === 'admin request refused by the HTTP parser').length).toBeGreaterThanOrEqual(3);
   });
 
   test('an invalid workflow lists every problem, as `ingress workflows put` does', async () => {
