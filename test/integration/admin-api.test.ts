@@ -233,6 +233,7 @@ describe('bad input answers the JSON error shape', () => {
     const pipelined = await converse(api.url, Buffer.concat([put, bad]), { want: 3 });
     expect([pipelined.closed, pipelined.answers.map((a) => a.status)]).toEqual([true, [201, 400]]);
     expect((await api.call('GET', '/api/v1/workflows/wf-pipelined')).status).toBe(200);
+    await app.backends.registry.workflows.delete('wf-pipelined'); // the workflow list below is of its own
     expect(app.logs.filter((l) => l.msg === 'admin request refused by the HTTP parser').length).toBeGreaterThanOrEqual(3);
   });
 
@@ -246,10 +247,21 @@ describe('bad input answers the JSON error shape', () => {
       expect.stringContaining('responseHeaders[0].name "Bad Header" is not a valid header name'),
     ]));
     // A dot segment in the path (raw: fetch would resolve it) is named as such, before the body's id is compared.
-    for (const [route, id] of [['/api/v1/workflows/..', '..'], ['/api/v1/workflows/%2E', '.'], ['/api/v1/credentials/%2e%2E', '..']] as const) {
-      const dot = await rawPut(route, { ...hook, id: 'wf-one' });
-      expect([route, dot.status, dot.body.problems]).toEqual([route, 400, [`the id in the path ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (/hook/${id} is refused 400): an id has a letter or digit first`]]);
+    const credentialDot = 'the id in the path ".." is a dot segment, which a URL path cannot carry (a client resolves /api/v1/credentials/.. to /api/v1/): an id has a letter or digit first';
+    for (const [route, problem] of [
+      ['/api/v1/workflows/..', 'the id in the path ".." is a dot segment, which a URL path cannot carry (/hook/.. is refused 400): an id has a letter or digit first'],
+      ['/api/v1/workflows/%2E', 'the id in the path "." is a dot segment, which a URL path cannot carry (/hook/. is refused 400): an id has a letter or digit first'],
+      ['/api/v1/credentials/%2e%2E', credentialDot]] as const) {
+      const dot = await rawPut(route, route.includes('credentials') ? { id: 'wf-one', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } } : { ...hook, id: 'wf-one' });
+      expect([route, dot.status, dot.body.problems]).toEqual([route, 400, [problem]]);
     }
+    // A bad path id is listed first, with every problem of the body (it hid them), and not again for the id the
+    // body took from it.
+    const idRule = 'must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit';
+    const both = await api.call('PUT', '/api/v1/workflows/_bad', { body: { active: 'yes', nodes: 7 } });
+    expect([both.status, both.body.problems]).toEqual([400, [`the id in the path ${idRule}`, '"active" must be true or false', '"nodes" must be an array']]);
+    const credential = await rawPut('/api/v1/credentials/..', { type: 'nope' });
+    expect([credential.status, credential.body.problems[0], credential.body.problems.length > 1]).toEqual([400, credentialDot, true]);
     const mismatch = await api.call('PUT', '/api/v1/workflows/wf-one', { body: { ...hook, id: 'wf-other' } });
     expect(mismatch.body.problems).toEqual(['"id" "wf-other" differs from the id in the path "wf-one"']);
     expect((await api.call('GET', '/api/v1/workflows/wf-bad')).status).toBe(404);
