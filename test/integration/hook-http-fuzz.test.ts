@@ -130,6 +130,11 @@ test('a hook path with a "." or ".." segment (percent-encoded or not) is a 400, 
   const wanted = targets.flatMap((t) => [expected(t), expected(t), expected(t)]);
   expect(seen.map((s, i) => s.slice(0, wanted[i].length))).toEqual(wanted);
   for (let i = 0; i < seen.length; i += 3) expect([seen[i + 1], seen[i + 2]]).toEqual([seen[i], seen[i]]);
+  // Before the method is judged (webhook.md: not a 405), and, before a body declared over the limit, with the close.
+  const get = await converse(app.baseUrl, requestBytes('GET', '/hook/hf-open/..', [], null));
+  expect([get.answers[0]?.status, get.answers[0]?.body]).toEqual([400, refusal]);
+  const huge = await converse(app.baseUrl, Buffer.from(`POST /hook/hf-open/.. HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY + 10}\r\n\r\n{"a":`));
+  expect([huge.answers[0]?.status, huge.answers[0]?.headers.connection, huge.closed]).toEqual([400, 'close', false]);
   expect((await receivedEnd()) - before).toBe(0);
 });
 
