@@ -3,7 +3,8 @@ import type * as http from 'node:http';
 /**
  * A request on a connection, with the answer before it when that was still unwritten as it came. Node writes a
  * connection's answers in order and each finishes only after the one before it, so what must follow the answers
- * owed (an accept, a parse error's refusal, a CONNECT's) waits for the 'finish' of the latest of them.
+ * owed (an accept, a parse error's refusal, a CONNECT's) waits for the 'finish' of the latest of them
+ * (platform/net/parser-refusal.ts `afterAnswer`).
  */
 export interface InHand {
   req: http.IncomingMessage;
@@ -16,12 +17,6 @@ export interface InHand {
   late: boolean;
   /** The answer owed just before this one, when `late` holds for its request: this one's accept waits for it. */
   undecided: http.ServerResponse | undefined;
-}
-
-/** `then` once the answer is written: at once if it is, else on its 'finish'. */
-export function afterAnswer(res: http.ServerResponse, then: () => void): void {
-  if (res.writableFinished) then();
-  else res.once('finish', then);
 }
 
 /** Settles once the answer is written (true), or its connection closed before it was (false). */

@@ -1,10 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import * as http from 'node:http';
+import type * as http from 'node:http';
 import type { Socket } from 'node:net';
 import type { Attributes } from '@opentelemetry/api';
 import type { Logger } from '../platform/logger/logger';
 import { errorAnswer, type Answer } from '../triggers/answers';
-import { afterAnswer, type InHand } from './in-hand';
+import { afterAnswer, parserRefusalStatus, rawAnswer as rawSerialised, type ParserRefusalStatus } from '../platform/net/parser-refusal';
+import type { InHand } from './in-hand';
 
 /**
  * Requests Node's HTTP parser refuses (the server's 'clientError'). Node would answer these itself, bare, at once
@@ -107,16 +108,17 @@ export function parserRefusals(deps: ParserRefusalsDeps): ParserRefusals {
 }
 
 /**
- * What a request the parser cannot read is answered: the statuses Node gives (lib/_http_server.js), as JSON errors
- * with a request id like every other answer, so a partner's report of one can be found in the logs.
+ * What a request the parser cannot read is answered: the statuses Node gives (platform/net/parser-refusal.ts), as
+ * JSON errors with a request id like every other answer, so a partner's report of one can be found in the logs.
  */
-const PARSER_ERRORS: Record<string, Answer> = {
-  HPE_HEADER_OVERFLOW: errorAnswer('headers-too-large'),
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: errorAnswer('payload-too-large', 'The chunk extensions are larger than 16 KiB'),
-  ERR_HTTP_REQUEST_TIMEOUT: errorAnswer('request-timeout', 'The request did not arrive in time'),
+const PARSER_ERRORS: Record<ParserRefusalStatus, Answer> = {
+  400: errorAnswer('request-malformed'),
+  408: errorAnswer('request-timeout', 'The request did not arrive in time'),
+  // The parser's only 413: a body's size is judged by handle() (the 413 of a body declared too large).
+  413: errorAnswer('payload-too-large', 'The chunk extensions are larger than 16 KiB'),
+  431: errorAnswer('headers-too-large'),
 };
-const MALFORMED = errorAnswer('request-malformed');
-const parserAnswer = (code: string | undefined): Answer => (code !== undefined && PARSER_ERRORS[code]) || MALFORMED;
+const parserAnswer = (code: string | undefined): Answer => PARSER_ERRORS[parserRefusalStatus(code)];
 /** The parser's error code for a span (`HPE_…`, a fixed set of Node's); anything else is not echoed. */
 const parserErrorCode = (code: string | undefined): string => code !== undefined && /^(HPE|ERR_HTTP)_[A-Z_]{1,48}$/.test(code) ? code : 'other';
 
@@ -126,7 +128,5 @@ const parserErrorCode = (code: string | undefined): string => code !== undefined
  */
 export function rawAnswer(answer: Answer, requestId: string): string {
   const body = answer.body as string;
-  const headers = Object.entries(answer.headers).map(([name, value]) => `${name}: ${value}\r\n`).join('');
-  return `HTTP/1.1 ${answer.status} ${http.STATUS_CODES[answer.status]}\r\n${headers}`
-    + `Content-Length: ${Buffer.byteLength(body)}\r\nX-Request-Id: ${requestId}\r\nConnection: close\r\n\r\n${body}`;
+  return rawSerialised(answer.status, { ...answer.headers, 'Content-Length': Buffer.byteLength(body), 'X-Request-Id': requestId }, body);
 }

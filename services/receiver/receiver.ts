@@ -30,7 +30,8 @@ import type { IngressMetrics } from '../platform/telemetry/metrics';
 import { acceptedKeys } from './accepted-keys';
 import { keepIdleConnections } from '../platform/net/idle-connections';
 import type { RefusalJournal } from './refusal-journal';
-import { afterAnswer, answered, type InHand } from './in-hand';
+import { afterAnswer } from '../platform/net/parser-refusal';
+import { answered, type InHand } from './in-hand';
 import { parserRefusals, rawAnswer } from './parser-refusals';
 
 /**

@@ -64,14 +64,17 @@ export function parseHookRoute(target: string): HookRoute | null {
 }
 
 /**
- * Whether a path (after `/hook/`) has a `.` or `..` segment, each segment percent-decoded (`%2e`, `%2E`) and a
- * decoded `/` (`%2F`) splitting it again. A client that sent one meant no workflow called `.`, and a `..` handed on
- * (as the id or in the suffix) could climb out of `/hook/` wherever the path is read as one.
+ * Whether a path (after `/hook/`) has a `.` or `..` segment. A client that sent one meant no workflow called `.`, and
+ * a `..` handed on (as the id or in the suffix) could climb out of `/hook/` wherever the path is read as one. Only
+ * what can make one is decoded, so a segment that is no UTF-8 (`%zz`, `%E9`) cannot hide it: `%2e` is a dot; a
+ * `/` or a `\` (WHATWG URL parsers read it as `/`), raw or percent-encoded, separates segments; and what follows a
+ * `;` (raw or `%3B`) is a path parameter, which some servers drop before resolving the path (Tomcat reads `..;x`
+ * as `..`). `%252e` is a `%2e` to whoever decodes it once, not a dot: it is let through, as `...` and `.x` are.
  */
 function hasDotSegment(path: string): boolean {
-  return path.split('/').some((raw) => {
-    const segment = raw.indexOf('%') < 0 ? raw : decodeLoosely(raw);
-    return segment.split('/').some((s) => s === '.' || s === '..');
+  return path.replace(/%2e/gi, '.').split(/\/|\\|%2f|%5c/i).some((segment) => {
+    const bare = segment.split(/;|%3b/i)[0];
+    return bare === '.' || bare === '..';
   });
 }
 

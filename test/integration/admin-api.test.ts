@@ -9,7 +9,8 @@ import { openApiDocument } from '../../services/admin/openapi';
 import { startTestApp, type TestApp } from '../support/app';
 import { ADMIN_TOKENS, FULL_TOKEN, READ_TOKEN, startAdminApi, type AdminApiHandle } from '../support/admin-api';
 import { collect, collectUntilQuiet } from '../support/log-reads';
-import { exchange, requestBytes } from '../support/raw-http';
+import * as net from 'node:net';
+import { converse, exchange, requestBytes, splitRawAnswers } from '../support/raw-http';
 import { datedCertificate } from '../support/dated-certificates';
 import { adminClient } from '../../services/admin/client';
 import { replayThroughApi } from '../../services/cli/commands/through-api';
@@ -205,6 +206,37 @@ describe('bad input answers the JSON error shape', () => {
     expect(JSON.stringify(app.logs)).not.toContain(FULL_TOKEN);
   });
 
+  test('the parser\'s refusal follows the answers owed on its connection: after a keep-alive answer, and behind a pipelined request in hand', async () => {
+    // It was written only while nothing had been written on the connection: a second request on a kept-alive
+    // connection got the connection closed with no answer, and one pipelined behind a /readyz or a PUT still in
+    // hand had its 400 read as that request's answer.
+    const auth: [string, string] = ['Authorization', `Bearer ${FULL_TOKEN}`];
+    const bad = requestBytes('GET', '/api/v1/workflows/wf-\u00e9', [auth], null, true);
+    const refused = { status: 400, body: { error: 'invalid-request', message: expect.stringContaining('percent-encode it (UTF-8)') } };
+    const { port } = new URL(api.url);
+    const keptAlive = await new Promise<Buffer>((resolve, reject) => {
+      let raw = Buffer.alloc(0);
+      let sent = false;
+      const socket = net.connect({ host: '127.0.0.1', port: Number(port) }, () => socket.write(requestBytes('GET', '/healthz', [], null, true)));
+      socket.on('data', (d) => {
+        raw = Buffer.concat([raw, d]);
+        // The second request only once the first answer is read whole.
+        if (!sent && splitRawAnswers(raw).answers.length === 1) { sent = true; socket.write(bad); }
+      });
+      socket.on('error', reject).on('close', () => resolve(raw));
+    });
+    expect(splitRawAnswers(keptAlive, [], true).answers.map((a) => ({ status: a.status, body: JSON.parse(a.body) }))).toEqual([{ status: 200, body: { status: 'up' } }, refused]);
+    const readyz = await converse(api.url, Buffer.concat([requestBytes('GET', '/readyz', [], null, true), bad]), { want: 3 });
+    expect([readyz.closed, readyz.answers.map((a) => ({ status: a.status, body: JSON.parse(a.body) }))]).toEqual([true, [
+      { status: expect.any(Number), body: expect.objectContaining({ status: expect.stringMatching(/^(ready|not-ready)$/) }) }, refused]]);
+    const put = requestBytes('PUT', '/api/v1/workflows/wf-pipelined', [auth, ['Content-Type', 'application/json']], Buffer.from(JSON.stringify({ ...hook, id: 'wf-pipelined' })), true);
+    const pipelined = await converse(api.url, Buffer.concat([put, bad]), { want: 3 });
+    expect([pipelined.closed, pipelined.answers.map((a) => a.status)]).toEqual([true, [201, 400]]);
+    expect((await api.call('GET', '/api/v1/workflows/wf-pipelined')).status).toBe(200);
+    await app.backends.registry.workflows.delete('wf-pipelined'); // the workflow list below is of its own
+    expect(app.logs.filter((l) => l.msg === 'admin request refused by the HTTP parser').length).toBeGreaterThanOrEqual(3);
+  });
+
   test('an invalid workflow lists every problem, as `ingress workflows put` does', async () => {
     const res = await api.call('PUT', '/api/v1/workflows/wf-bad', { body: { id: 'wf-bad', nodes: [{ name: 'Hook', type: 'webhook', parameters: { authentication: 'basicauth', options: { responseHeaders: [{ name: 'Bad Header', value: 'v' }] } } }] } });
     expect(res.status).toBe(400);
@@ -215,10 +247,21 @@ describe('bad input answers the JSON error shape', () => {
       expect.stringContaining('responseHeaders[0].name "Bad Header" is not a valid header name'),
     ]));
     // A dot segment in the path (raw: fetch would resolve it) is named as such, before the body's id is compared.
-    for (const [route, id] of [['/api/v1/workflows/..', '..'], ['/api/v1/workflows/%2E', '.'], ['/api/v1/credentials/%2e%2E', '..']] as const) {
-      const dot = await rawPut(route, { ...hook, id: 'wf-one' });
-      expect([route, dot.status, dot.body.problems]).toEqual([route, 400, [`the id in the path ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (/hook/${id} is refused 400): an id has a letter or digit first`]]);
+    const credentialDot = 'the id in the path ".." is a dot segment, which a URL path cannot carry (a client resolves /api/v1/credentials/.. to /api/v1/): an id has a letter or digit first';
+    for (const [route, problem] of [
+      ['/api/v1/workflows/..', 'the id in the path ".." is a dot segment, which a URL path cannot carry (/hook/.. is refused 400): an id has a letter or digit first'],
+      ['/api/v1/workflows/%2E', 'the id in the path "." is a dot segment, which a URL path cannot carry (/hook/. is refused 400): an id has a letter or digit first'],
+      ['/api/v1/credentials/%2e%2E', credentialDot]] as const) {
+      const dot = await rawPut(route, route.includes('credentials') ? { id: 'wf-one', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } } : { ...hook, id: 'wf-one' });
+      expect([route, dot.status, dot.body.problems]).toEqual([route, 400, [problem]]);
     }
+    // A bad path id is listed first, with every problem of the body (it hid them), and not again for the id the
+    // body took from it.
+    const idRule = 'must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit';
+    const both = await api.call('PUT', '/api/v1/workflows/_bad', { body: { active: 'yes', nodes: 7 } });
+    expect([both.status, both.body.problems]).toEqual([400, [`the id in the path ${idRule}`, '"active" must be true or false', '"nodes" must be an array']]);
+    const credential = await rawPut('/api/v1/credentials/..', { type: 'nope' });
+    expect([credential.status, credential.body.problems[0], credential.body.problems.length > 1]).toEqual([400, credentialDot, true]);
     const mismatch = await api.call('PUT', '/api/v1/workflows/wf-one', { body: { ...hook, id: 'wf-other' } });
     expect(mismatch.body.problems).toEqual(['"id" "wf-other" differs from the id in the path "wf-one"']);
     expect((await api.call('GET', '/api/v1/workflows/wf-bad')).status).toBe(404);

@@ -114,7 +114,9 @@ test('a body declared over MAX_BODY_BYTES and cut short by the client\'s FIN is 
 
 test('a hook path with a "." or ".." segment (percent-encoded or not) is a 400, byte for byte the same for an existing workflow as for a missing one', async () => {
   // It was read with `.` or `..` as the id (a missing workflow's empty 200) or in the suffix (accepted as it came).
-  const targets = ['/hook/./{ID}', '/hook/../{ID}', '/hook/{ID}/..', '/hook/{ID}/./x', '/hook/%2e/{ID}', '/hook/%2E%2e/{ID}', '/hook/{ID}/a/%2e%2E', '/hook/{ID}/a%2F..', 'http://h/hook/{ID}/..'];
+  const targets = ['/hook/./{ID}', '/hook/../{ID}', '/hook/{ID}/..', '/hook/{ID}/./x', '/hook/%2e/{ID}', '/hook/%2E%2e/{ID}', '/hook/{ID}/a/%2e%2E', '/hook/{ID}/a%2F..', 'http://h/hook/{ID}/..',
+    // Let through before: a segment that is no UTF-8 beside the dots, a `\` (a `/` to WHATWG URL), a path parameter.
+    '/hook/{ID}/%2e%2e%2f%zz', '/hook/{ID}/..%2f%E9x', '/hook/{ID}/..\\x', '/hook/{ID}/%2e%2e%5cx', '/hook/{ID}/..;x'];
   const seen: string[] = [];
   const before = await receivedEnd();
   for (const t of targets) {
@@ -128,6 +130,11 @@ test('a hook path with a "." or ".." segment (percent-encoded or not) is a 400, 
   const wanted = targets.flatMap((t) => [expected(t), expected(t), expected(t)]);
   expect(seen.map((s, i) => s.slice(0, wanted[i].length))).toEqual(wanted);
   for (let i = 0; i < seen.length; i += 3) expect([seen[i + 1], seen[i + 2]]).toEqual([seen[i], seen[i]]);
+  // Before the method is judged (webhook.md: not a 405), and, before a body declared over the limit, with the close.
+  const get = await converse(app.baseUrl, requestBytes('GET', '/hook/hf-open/..', [], null));
+  expect([get.answers[0]?.status, get.answers[0]?.body]).toEqual([400, refusal]);
+  const huge = await converse(app.baseUrl, Buffer.from(`POST /hook/hf-open/.. HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: ${MAX_BODY + 10}\r\n\r\n{"a":`));
+  expect([huge.answers[0]?.status, huge.answers[0]?.headers.connection, huge.closed]).toEqual([400, 'close', false]);
   expect((await receivedEnd()) - before).toBe(0);
 });
 

@@ -25,7 +25,10 @@ test('an id "." or ".." is refused as a dot segment, not only as an id that star
   for (const id of ['.', '..']) {
     const dot = `"id" ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (/hook/${id} is refused 400): an id has a letter or digit first`;
     expect(problemsOf(() => parseWorkflowDocument({ id, active: true, nodes }))).toEqual([dot]);
-    expect(problemsOf(() => parseCredentialDocument({ id, type: 'headerAuth', data: { name: 'X-Key', value: 'v' } }))).toEqual([dot]);
+    // A credential has no hook URL: its dot segment is told by its management API path.
+    const resolved = id === '.' ? '/api/v1/credentials/' : '/api/v1/';
+    expect(problemsOf(() => parseCredentialDocument({ id, type: 'headerAuth', data: { name: 'X-Key', value: 'v' } })))
+      .toEqual([`"id" ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (a client resolves /api/v1/credentials/${id} to ${resolved}): an id has a letter or digit first`]);
   }
   expect(problemsOf(() => parseWorkflowDocument({ id: '...', active: true, nodes }))).toEqual(['"id" must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit']);
 });

@@ -41,9 +41,16 @@ test('hook routes: id, suffix of any depth, repeated query values', () => {
 
 test('hook routes: a "." or ".." segment, percent-encoded or not, marks the route to be refused; dots within a segment do not', () => {
   const dotted = ['/hook/./wf', '/hook/../wf', '/hook/..', '/hook/.', '/hook/wf/..', '/hook/wf/.', '/hook/wf/./x', '/hook/wf/a/../b', '/hook/wf/..?x=1',
-    '/hook/%2e/wf', '/hook/%2E%2E/wf', '/hook/wf/%2e%2E', '/hook/wf/.%2e/', '/hook/wf/a%2F..%2Fb', '/hook/wf/%2e%2e%2fx', 'http://h/hook/../wf', '/hook/../hook/wf'];
+    '/hook/%2e/wf', '/hook/%2E%2E/wf', '/hook/wf/%2e%2E', '/hook/wf/.%2e/', '/hook/wf/a%2F..%2Fb', '/hook/wf/%2e%2e%2fx', 'http://h/hook/../wf', '/hook/../hook/wf',
+    // A segment that does not decode as UTF-8 is no reason to let its dots through.
+    '/hook/wf/%2e%2e%2f%zz', '/hook/wf/..%2f%E9x', '/hook/wf/a%2F..%2F%FF',
+    // `\` is a `/` to WHATWG URL parsers (and to many servers), raw or percent-encoded.
+    '/hook/wf/..\\x', '/hook/wf/%2e%2e%5cx', '/hook/wf\\..', '/hook/wf/x%5C.%5Cy',
+    // A path parameter is dropped before the path is resolved by some servers (Tomcat: `/a/..;x/b` is `/b`).
+    '/hook/wf/..;x', '/hook/wf/.;', '/hook/..;/wf', '/hook/wf/%2e%2e;jsessionid=1', '/hook/wf/..%3Bx'];
   for (const t of dotted) expect([t, parseHookRoute(t)?.dotSegment]).toEqual([t, true]);
-  for (const t of ['/hook/wf', '/hook/wf.1/a.b', '/hook/wf/.../x', '/hook/wf/.x/x.', '/hook/wf/%2e%2e%2e', '/hook/wf?p=..', '/hook/wf#/..', '/hook/wf/a%2F.b']) {
+  for (const t of ['/hook/wf', '/hook/wf.1/a.b', '/hook/wf/.../x', '/hook/wf/.x/x.', '/hook/wf/%2e%2e%2e', '/hook/wf?p=..', '/hook/wf#/..', '/hook/wf/a%2F.b',
+    '/hook/wf.v2', '/hook/wf//x', '/hook/wf/%252e%252e', '/hook/wf/%252e', '/hook/wf/a;..', '/hook/wf/...;x', '/hook/wf/.x;y', '/hook/wf?..\\x', '/hook/wf/%zz']) {
     expect([t, parseHookRoute(t)?.dotSegment]).toEqual([t, undefined]);
   }
 });

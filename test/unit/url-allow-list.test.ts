@@ -1,3 +1,4 @@
+import { withoutQuery } from '../../services/platform/logger/redact';
 import { addressAllowed, allowedBy, isSpecialAddress, loggableUrl, parsePrefix, parseTarget, prefixProblem } from '../../services/platform/net/url-allow-list';
 import { as2CredentialProblems } from '../../services/platform/registry/as2-credential';
 import { as2ParameterProblems } from '../../services/triggers/as2/parameters';
@@ -74,7 +75,7 @@ test('a special address is dialled only when the entry names it by IP literal, i
   expect(addressAllowed('93.184.216.34', new URL('https://partner.example/'))).toBe(true);
 });
 
-test('loggableUrl: the query elided; a URL with no origin (mailto:, data:, an unknown scheme) shows its scheme alone', () => {
+test('loggableUrl: the query elided; a URL with no host of its own (mailto:, data:, an unknown scheme, blob:) shows its scheme alone', () => {
   expect(loggableUrl('https://u:secret@partner.example/mdn/in?token=t0k')).toBe('https://partner.example/mdn/in?…');
   expect(loggableUrl('https://partner.example/mdn?token=t0k', '...')).toBe('https://partner.example/mdn?...');
   // The origin of these is the text "null": they were logged as `nullx@y`, `null//u:secret@h/p`.
@@ -84,4 +85,14 @@ test('loggableUrl: the query elided; a URL with no origin (mailto:, data:, an un
   expect(loggableUrl('foo://u:secret@h/p?x=1')).toBe('foo:…');
   expect(loggableUrl('file:///etc/secret')).toBe('file:…');
   expect(loggableUrl('not a url')).toBe('(not a URL)');
+  // A blob URL's origin is its inner URL's, and its path that whole URL: origin + path showed the userinfo and query.
+  expect(loggableUrl('blob:https://user:s3cret@example.com/x?tok=1')).toBe('blob:…');
+  expect(withoutQuery('blob:https://user:s3cret@example.com/x?tok=1')).toBe('blob:...');
+  expect(loggableUrl('wss://u:s3cret@h.example/ws?t=1')).toBe('wss://h.example/ws?…');
+  expect(loggableUrl('ftp://u:s3cret@h.example/f')).toBe('ftp://h.example/f');
+  // The other shapes a callback header's value takes: quoted, unslashed or backslashed (read as https://u:p@h/x).
+  for (const shape of ['"https://u:s3cret@h.example/x?tok=1"', 'https:u:s3cret@h.example/x?tok=1', 'https:\\\\u:s3cret@h.example\\x?tok=1', 'HTTPS://U:s3cret@H.EXAMPLE/x?tok=1']) {
+    expect([shape, withoutQuery(shape)]).toEqual([shape, 'https://h.example/x?...']);
+  }
+  for (const shape of ['<https://u:s3cret@h.example/x>', 'view-source:https://u:s3cret@h.example/', 'javascript:s3cret']) expect(withoutQuery(shape)).not.toContain('s3cret');
 });

@@ -1,9 +1,10 @@
 import { Router } from 'express';
 import { DAY_MS, isReadable } from '../../platform/registry/certificate-facts';
-import { DocumentError, documentIdProblem, type CredentialDocument } from '../../platform/registry/documents';
+import type { CredentialDocument } from '../../platform/registry/documents';
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
+import { checkedAtPath } from './path-id';
 import { checkCredentialDocument, credentialMetadata, putCredential, resealCredentials, workflowsUsingCredential } from '../operations/documents';
 import { onlyQueries, queryString, queryWholeNumber } from './request-fields';
 import { checkPreconditions, etagOf } from './preconditions';
@@ -41,17 +42,7 @@ export function credentialRoutes(deps: AdminApiDeps): Router {
   });
 
   router.put('/credentials/:id', async (req, res) => {
-    // The path's id judged first: a `..` there is named as such, not as an id the body's differs from.
-    const pathIdProblem = documentIdProblem(req.params.id, 'the id in the path');
-    if (pathIdProblem !== null) throw new AdminError('invalid-document', 'The credential document is not valid', [pathIdProblem]);
-    const body = req.body as unknown;
-    if (body && typeof body === 'object' && !Array.isArray(body) && (body as { id?: unknown }).id === undefined) (body as { id: string }).id = req.params.id;
-    let doc: CredentialDocument;
-    try { doc = checkCredentialDocument(body, now()); } catch (error) {
-      if (error instanceof DocumentError) throw new AdminError('invalid-document', 'The credential document is not valid', error.problems);
-      throw error;
-    }
-    if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The credential document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
+    const doc: CredentialDocument = checkedAtPath(req.params.id, req.body as unknown, (body) => checkCredentialDocument(body, now()), 'credential');
     onlyQueries(req.query, ['forgetRetired']);
     const forgetRetired = queryString(req.query, 'forgetRetired');
     if (forgetRetired !== null && forgetRetired !== 'true' && forgetRetired !== 'false') throw new AdminError('invalid-request', 'forgetRetired takes true or false');

@@ -1,8 +1,9 @@
 import { Router } from 'express';
-import { DocumentError, documentIdProblem, type WorkflowDocument } from '../../platform/registry/documents';
+import type { WorkflowDocument } from '../../platform/registry/documents';
 import { DOCUMENT_ID } from '../../platform/registry/registry';
 import type { AdminApiDeps } from '../deps';
 import { AdminError } from '../errors';
+import { checkedAtPath } from './path-id';
 import { checkWorkflowDocument, hookUrl, triggerNodes } from '../operations/documents';
 import { checkPreconditions, etagOf } from './preconditions';
 
@@ -36,17 +37,7 @@ export function workflowRoutes(deps: AdminApiDeps): Router {
   });
 
   router.put('/workflows/:id', async (req, res) => {
-    // The path's id judged first: a `..` there is named as such, not as an id the body's differs from.
-    const pathIdProblem = documentIdProblem(req.params.id, 'the id in the path');
-    if (pathIdProblem !== null) throw new AdminError('invalid-document', 'The workflow document is not valid', [pathIdProblem]);
-    const body = req.body as unknown;
-    if (body && typeof body === 'object' && !Array.isArray(body) && (body as { id?: unknown }).id === undefined) (body as { id: string }).id = req.params.id;
-    let doc: WorkflowDocument;
-    try { doc = checkWorkflowDocument(body, deps.catalog); } catch (error) {
-      if (error instanceof DocumentError) throw new AdminError('invalid-document', 'The workflow document is not valid', error.problems);
-      throw error;
-    }
-    if (doc.id !== req.params.id) throw new AdminError('invalid-document', 'The workflow document is not valid', [`"id" ${JSON.stringify(doc.id)} differs from the id in the path ${JSON.stringify(req.params.id)}`]);
+    const doc: WorkflowDocument = checkedAtPath(req.params.id, req.body as unknown, (body) => checkWorkflowDocument(body, deps.catalog), 'workflow');
     for (let attempt = 0; attempt < WRITE_ATTEMPTS; attempt++) {
       const before = await deps.registry.workflows.get(doc.id);
       checkPreconditions(req, before, `Workflow ${doc.id}`);

@@ -4,6 +4,7 @@ import type { Duplex } from 'node:stream';
 import type { Logger } from '../logger/logger';
 import { ConfigError } from '../config/config';
 import { keepIdleConnections } from '../net/idle-connections';
+import { afterAnswer, parserRefusalStatus, rawAnswer } from '../net/parser-refusal';
 
 /**
  * The admin port: `/healthz` answers 200 while the process is up (a liveness probe: restart me if this
@@ -59,17 +60,33 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     });
   });
   // Node's parser refuses some requests before any route runs (a raw non-ASCII byte in the target, headers over
-  // 16 KiB) and would answer them bare. Answered as Node would, with its status and only when nothing has been
-  // written on the connection yet, but in the API's JSON shape; the connection is closed either way.
-  server.on('clientError', (error: NodeJS.ErrnoException, socket: Duplex) => {
-    if (socket.writable && (socket as Socket).bytesWritten === 0 && error.code !== 'ECONNRESET') {
-      const refusal = (error.code !== undefined && PARSER_REFUSALS[error.code]) || NOT_HTTP;
-      options.logger.info('admin request refused by the HTTP parser', { code: error.code ?? null });
-      const text = JSON.stringify({ error: refusal.error, message: refusal.message });
-      socket.write(`HTTP/1.1 ${refusal.status} ${http.STATUS_CODES[refusal.status]}\r\ncontent-type: application/json\r\n`
-        + `content-length: ${Buffer.byteLength(text)}\r\ncache-control: no-store\r\nconnection: close\r\n\r\n${text}`);
-    }
-    socket.destroy();
+  // 16 KiB) and would answer them bare. Answered as Node would, with its status, but in the API's JSON shape, and
+  // never before the answers owed on the connection: pipelined behind a request still in hand (a /readyz, a PUT
+  // being applied), the refusal written at once would read as that request's answer. The connection is closed.
+  const inHand = new WeakMap<Socket, http.ServerResponse>();
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => inHand.set(req.socket, res));
+  /** Sockets whose parse error is handled: the parser reports it again on every later chunk. */
+  const parseFailed = new WeakSet<Socket>();
+  server.on('clientError', (error: NodeJS.ErrnoException, duplex: Duplex) => {
+    const socket = duplex as Socket;
+    if (parseFailed.has(socket)) return;
+    parseFailed.add(socket);
+    const refuse = () => {
+      if (socket.writable && error.code !== 'ECONNRESET') {
+        const refusal = PARSER_REFUSALS[parserRefusalStatus(error.code)];
+        const message = error.code === 'HPE_INVALID_URL' ? INVALID_TARGET : refusal.message;
+        options.logger.info('admin request refused by the HTTP parser', { code: error.code ?? null });
+        const text = JSON.stringify({ error: refusal.error, message });
+        socket.write(rawAnswer(refusal.status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' }, text));
+      }
+      socket.destroy();
+    };
+    const res = inHand.get(socket);
+    if (res === undefined || res.req.complete) return res === undefined ? refuse() : afterAnswer(res, refuse);
+    // The error is in the body of the request in hand: unanswered, the refusal is its answer; an answer begun
+    // would be corrupted by another, so it is finished and the connection closed.
+    if (!res.headersSent) return refuse();
+    afterAnswer(res, () => socket.destroy());
   });
   keepIdleConnections(server);
   await new Promise<void>((resolve, reject) => {
@@ -84,14 +101,14 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
   };
 }
 
-/** What the parser's refusals are answered (the statuses lib/_http_server.js gives them), any other being NOT_HTTP. */
-const PARSER_REFUSALS: Record<string, { status: number; error: string; message: string }> = {
-  HPE_INVALID_URL: { status: 400, error: 'invalid-request', message: 'The request target holds a byte no URL may hold as it is (a non-ASCII character, a space or a control character): percent-encode it (UTF-8)' },
-  HPE_HEADER_OVERFLOW: { status: 431, error: 'headers-too-large', message: 'The request headers are larger than 16 KiB' },
-  HPE_CHUNK_EXTENSIONS_OVERFLOW: { status: 413, error: 'payload-too-large', message: 'The chunk extensions are larger than 16 KiB' },
-  ERR_HTTP_REQUEST_TIMEOUT: { status: 408, error: 'request-timeout', message: 'The request did not arrive in time' },
+/** What the parser's refusals are answered, by the status Node gives each (net/parser-refusal.ts). */
+const PARSER_REFUSALS: Record<400 | 408 | 413 | 431, { status: number; error: string; message: string }> = {
+  400: { status: 400, error: 'invalid-request', message: 'The request is not valid HTTP/1.1' },
+  408: { status: 408, error: 'request-timeout', message: 'The request did not arrive in time' },
+  413: { status: 413, error: 'payload-too-large', message: 'The chunk extensions are larger than 16 KiB' },
+  431: { status: 431, error: 'headers-too-large', message: 'The request headers are larger than 16 KiB' },
 };
-const NOT_HTTP = { status: 400, error: 'invalid-request', message: 'The request is not valid HTTP/1.1' };
+const INVALID_TARGET = 'The request target holds a byte no URL may hold as it is (a non-ASCII character, a space or a control character): percent-encode it (UTF-8)';
 
 async function readiness(checks: ReadinessCheck[], timeoutMs: number): Promise<Record<string, string>> {
   const reasons: Record<string, string> = {};

@@ -107,14 +107,16 @@ export function addressAllowed(address: string, prefix: URL): boolean {
 
 /**
  * A URL for the logs: its query (where partners sometimes put a token) shown as `?…`; `?...` where the text must
- * stay Latin-1 (a header value). A URL with no origin of its own (`mailto:`, `data:`, `file:`, a scheme URL knows
- * nothing of) shows its scheme alone, `mailto:…`: its origin is the text `null`, and the rest (an address, a
- * `user:password@` authority) is no part of what can be said of it safely.
+ * stay Latin-1 (a header value). Only a URL of a scheme with a host of its own (http, https, ws, wss, ftp) shows its
+ * origin and path; any other (`mailto:`, `data:`, `file:`, a scheme URL knows nothing of, and `blob:`, whose origin
+ * is its inner URL's and whose path is that whole URL, a `user:password@` and query included) shows its scheme
+ * alone, `mailto:…`: the rest is no part of what can be said of it safely.
  */
+const WITH_HOST = new Set(['http:', 'https:', 'ws:', 'wss:', 'ftp:']);
 export function loggableUrl(text: string, ellipsis: '…' | '...' = '…'): string {
   try {
     const url = new URL(text);
-    if (url.origin === 'null') return `${url.protocol}${ellipsis}`;
+    if (!WITH_HOST.has(url.protocol)) return `${url.protocol}${ellipsis}`;
     return `${url.origin}${url.pathname}${url.search ? `?${ellipsis}` : ''}`;
   } catch {
     return '(not a URL)';

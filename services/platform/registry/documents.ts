@@ -56,8 +56,12 @@ export class DocumentError extends Error {
  * What is wrong with a document id (`name` says where it was given), or null. `.` and `..` are named as what they
  * are before the general rule, which refuses them too but would say only "starting with a letter or digit".
  */
-export function documentIdProblem(id: unknown, name = '"id"'): string | null {
-  if (id === '.' || id === '..') return `${name} ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (/hook/${id} is refused 400): an id has a letter or digit first`;
+export function documentIdProblem(id: unknown, name = '"id"', kind: 'workflow' | 'credential' = 'workflow'): string | null {
+  if (id === '.' || id === '..') {
+    // A workflow's id is in its hook URL; a credential has none, only its management API path.
+    const where = kind === 'workflow' ? `/hook/${id} is refused 400` : `a client resolves /api/v1/credentials/${id} to ${id === '.' ? '/api/v1/credentials/' : '/api/v1/'}`;
+    return `${name} ${JSON.stringify(id)} is a dot segment, which a URL path cannot carry (${where}): an id has a letter or digit first`;
+  }
   if (typeof id !== 'string' || !DOCUMENT_ID.test(id)) return `${name} must be 1-128 characters of letters, digits, ".", "_" or "-", starting with a letter or digit`;
   return null;
 }
@@ -107,7 +111,7 @@ export function credentialPutProblems(doc: CredentialDocument, at: number): stri
 export function parseCredentialDocument(input: unknown): CredentialDocument {
   if (!isObject(input)) throw new DocumentError(['a credential document must be a JSON object']);
   const problems: string[] = [];
-  const idProblem = documentIdProblem(input.id);
+  const idProblem = documentIdProblem(input.id, '"id"', 'credential');
   if (idProblem !== null) problems.push(idProblem);
   if (input.name !== undefined && typeof input.name !== 'string') problems.push('"name" must be a string');
   const data = input.data;
