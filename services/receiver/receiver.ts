@@ -85,10 +85,11 @@ interface RequestFacts {
   failure: { cause: string; error?: unknown } | null;
 }
 
-/** What an answer said beyond its status, for the refusal journal: the AS2 outcome, else the JSON error code. */
+/** What an answer said beyond its status, for the refusal journal: the AS2 outcome, the code it carries (a SOAP Fault's), else the JSON error code. */
 const ERROR_CODE = /^\{"error":"([a-z0-9-]{1,64})"/;
 function answerCode(answer: Answer): string | null {
   if (answer.outcome !== undefined) return answer.outcome;
+  if (answer.code !== undefined) return answer.code;
   return typeof answer.body === 'string' ? ERROR_CODE.exec(answer.body)?.[1] ?? null : null;
 }
 

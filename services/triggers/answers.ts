@@ -36,6 +36,11 @@ export interface Answer {
   body: string | Buffer;
   /** What the answer said beyond its status, for metrics (an AS2 disposition such as `processed/error: decryption-failed`). */
   outcome?: string;
+  /**
+   * The answer's error code when its body does not say it as JSON (a SOAP Fault): what the refusal journal
+   * records. Never partner data: a fixed code such as `authorization-wrong` or `soap-action-unknown`.
+   */
+  code?: string;
 }
 
 /** The JSON error body of DESIGN.md §5: {"error":"<code>","message":"<text>"}. */

@@ -245,8 +245,8 @@ test('search by workflow and time range, newest first, limited; bad queries are 
   const bad = await cli('search', '--limit', '0');
   expect(bad.code).toBe(2);
   expect(bad.stderr).toMatch(/--limit takes a whole number from 1 to 1000(?!\d)/);
-  expect((await cli('search', '--since', '2026-11-25T00:00:00Z', '--until', '2026-11-24T00:00:00Z')).stderr).toMatch(/since must be before until/);
-  expect((await cli('search', '--post-id', 'a', '--tracking-id', 'b')).stderr).toMatch(/at most one of/);
+  expect((await cli('search', '--since', '2026-11-25T00:00:00Z', '--until', '2026-11-24T00:00:00Z')).stderr).toMatch(/--since must be before --until/);
+  expect((await cli('search', '--post-id', 'a', '--tracking-id', 'b')).stderr).toMatch(/give at most one of --message-id, --post-id, --tracking-id/);
   expect((await cli('search', '--since', 'yesterday')).stderr).toMatch(/--since takes an ISO time/);
   const none = await cli('get', randomUUID());
   expect(none.code).toBe(1);

@@ -77,7 +77,8 @@ test('delivered: empty 200 at once, then the signed processed MDN POSTed with AS
   const [post] = postsFor(sent.messageId);
   expect(postsFor(sent.messageId)).toHaveLength(1);
   expect(post.path).toBe('/as2/mdn/inbox');
-  expect(post.headers).toMatchObject({ 'as2-from': 'INGRESS', 'as2-to': 'PARTNER', 'as2-version': '1.2', 'mime-version': '1.0', 'message-id': outcomes[0].mdnMessageId });
+  // EDIINT-Features as on a synchronous MDN: the partner learns what we receive whichever way the MDN came.
+  expect(post.headers).toMatchObject({ 'as2-from': 'INGRESS', 'as2-to': 'PARTNER', 'as2-version': '1.2', 'mime-version': '1.0', 'message-id': outcomes[0].mdnMessageId, 'ediint-features': 'multiple-attachments' });
   expect(post.headers['content-type']).toMatch(/^multipart\/signed; protocol="application\/pkcs7-signature"; micalg=sha-256/);
   const report = await peer.verifyMdn(post.headers['content-type']!, post.body, receiver);
   expect(report).toMatch(/^Disposition: automatic-action\/MDN-sent-automatically; processed$/m);

@@ -37,6 +37,17 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
     const soap = (workflow: string, body: string | Uint8Array, headers: Record<string, string> = {}) =>
       fetch(`${app.baseUrl}/hook/${workflow}`, { method: 'POST', headers: { 'content-type': 'text/xml; charset=utf-8', soapaction: SEND_STREAM_ACTION, ...headers }, body });
 
+    /** The [status, code] of each request's Refused record (what the request journal's `refused` entry shows), in order. */
+    async function refusalsOf(requests: (Response | string)[]): Promise<[number, string | null][]> {
+      const ids = requests.map((r) => (typeof r === 'string' ? r : r.headers.get('x-request-id')!));
+      const deadline = Date.now() + 20_000;
+      for (;;) {
+        const records = (await collectUntilQuiet(app.backends.log, app.topics.refused, 300, 500)).map((r) => codec.decode('Refused', r.value));
+        const found = ids.map((id) => records.find((r) => r.requestId === id));
+        if (found.every((r) => r !== undefined) || Date.now() > deadline) return found.map((r) => (r ? [r.status, r.code] : [0, 'not journaled']));
+      }
+    }
+
     async function expectFault(res: Response, status: number, ...fragments: string[]) {
       expect(res.status).toBe(status);
       expect(res.headers.get('content-type')).toBe('text/xml; charset=utf-8');
@@ -114,9 +125,16 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       await expectFault(latin1, 500, 'the envelope is not valid UTF-8 text');
       ids.push(latin1.headers.get('x-request-id')!);
       await expectFault(await soap('wf-both', sendStreamRequest([{}]).slice(0, 400)), 500, 'not well-formed');
-      await expectFault(await soap('wf-both', sendStreamRequest([{}], { envelopeNs: 'http://www.w3.org/2003/05/soap-envelope' })), 500, 's:VersionMismatch');
-      await expectFault(await soap('wf-both', '{"json":"instead"}'), 500, 'could not be read');
-      await expectFault(await soap('wf-both', sendStreamRequest([{}]), { soapaction: '"urn:other"' }), 500, 'SOAPAction');
+      const version = await soap('wf-both', sendStreamRequest([{}], { envelopeNs: 'http://www.w3.org/2003/05/soap-envelope' }));
+      await expectFault(version, 500, 's:VersionMismatch');
+      const json = await soap('wf-both', '{"json":"instead"}');
+      await expectFault(json, 500, 'could not be read');
+      const action = await soap('wf-both', sendStreamRequest([{}]), { soapaction: '"urn:other"' });
+      await expectFault(action, 500, 'SOAPAction');
+      // Each Fault, all of them 500 s:Client or s:VersionMismatch, is journaled with a code that tells them apart.
+      expect(await refusalsOf([ids[0], json, version, action])).toEqual([
+        [500, 'payload-parse-error'], [500, 'payload-parse-error'], [500, 'soap-version-mismatch'], [500, 'soap-action-unknown'],
+      ]);
       const after = await soap('wf-both', sendStreamRequest([{ xml: eventDocument() }]));
       await executionsOf(app, after.headers.get('x-request-id'), 1);
       const all = await allExecutions(app);
@@ -225,8 +243,13 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       const sent = sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password: 'tok-s3cret', digest: true } });
       const first = await soap('wf-token', sent);
       expect(first.status).toBe(200);
-      await expectFault(await soap('wf-token', sent), 403, 'Authorization data is wrong');
+      const replay = await soap('wf-token', sent);
+      await expectFault(replay, 403, 'Authorization data is wrong');
       expect(app.logs.map((l) => l.msg)).toContain('a WS-Security UsernameToken was used again; refused as a replay');
+      // The partner is told its authorization is wrong; the journal says it was a replay, unlike a wrong password.
+      const wrong = await soap('wf-token', sendStreamRequest([{ xml: eventDocument() }], { token: { username: 'eadaptor', password: 'not-it', digest: true } }));
+      await expectFault(wrong, 403, 'Authorization data is wrong');
+      expect(await refusalsOf([replay, wrong])).toEqual([[403, 'token-replayed'], [403, 'authorization-wrong']]);
       // The same nonce bytes spelled another way (no padding, a character base64 decoding skips, a line
       // break) are the same token: refused too.
       const nonce = /<o:Nonce [^>]*>([^<]*)<\/o:Nonce>/.exec(sent)![1];

@@ -65,7 +65,7 @@ export async function postAs2(app: TestApp, workflowId: string, built: Built | P
  * spelling `Received.as2.mdn` and the `mdn` evidence use (evidence.ts), then the body.
  */
 export function answeredEntity(mdn: MdnSeen): Buffer {
-  const names = ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version'];
+  const names = ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version', 'ediint-features'];
   const lines = names.filter((n) => mdn.headers.get(n) !== null).map((n) => `${n}: ${mdn.headers.get(n)}`);
   return Buffer.concat([Buffer.from(lines.join('\r\n') + '\r\n\r\n', 'latin1'), mdn.body]);
 }

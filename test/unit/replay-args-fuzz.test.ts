@@ -105,6 +105,16 @@ test(`replay, dead-letters, events and tail command lines are refused naming a f
   }
 });
 
+test('events search names the flags typed, not the API fields they fill, before it opens the registry', async () => {
+  const search = (...line: string[]) => eventsCommand(parseArgs(['search', ...line], COMMANDS.events.valued), context());
+  const oneKey = new UsageError('give at most one of --message-id, --post-id, --tracking-id');
+  await expect(search('--post-id', '1', '--tracking-id', '2')).rejects.toThrow(oneKey);
+  await expect(search('--message-id', 'm@x', '--post-id', '1', '--workflow', 'wf-a')).rejects.toThrow(oneKey);
+  await expect(search('--since', '2026-11-22T06:00:00Z', '--until', '2026-11-22T05:00:00Z')).rejects.toThrow(new UsageError('--since must be before --until'));
+  await expect(search('--since', '2026-11-22T05:00:00Z', '--until', '2026-11-22T05:00:00Z')).rejects.toThrow(new UsageError('--since must be before --until'));
+  await expect(search('--tracking-id', '2', '--since', '2026-11-22T05:00:00Z', '--until', '2026-11-22T06:00:00Z')).rejects.toThrow(Reached);
+});
+
 test('a flag given twice is refused, naming it, rather than the last one winning unsaid', async () => {
   expect(() => parseArgs(['ingress.received.v1', '--from', '0', '--from=500'], ['from'])).toThrow(new UsageError('--from is given twice; give it once'));
   expect(() => parseArgs(['list', '--with-source', '--with-source'], [])).toThrow('--with-source is given twice; give it once');

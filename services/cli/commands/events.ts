@@ -39,10 +39,15 @@ export async function eventsCommand(args: ParsedArgs, ctx: CommandContext): Prom
     text('message-id', 'messageId');
     text('post-id', 'postId');
     text('tracking-id', 'trackingId');
+    // Checked here as well as by the journal, whose words are the API's fields (messageId, since), not the flags typed.
+    if ([search.messageId, search.postId, search.trackingId].filter((v) => v !== undefined).length > 1) {
+      throw new UsageError('give at most one of --message-id, --post-id, --tracking-id');
+    }
     const since = positionFlag(args, 'since', 'time');
     const until = positionFlag(args, 'until', 'time');
     if (since && 'time' in since) search.since = since.time;
     if (until && 'time' in until) search.until = until.time;
+    if (search.since !== undefined && search.until !== undefined && search.since >= search.until) throw new UsageError('--since must be before --until');
     const limit = numberFlag(args, 'limit', 1, MAX_JOURNAL_LIMIT);
     if (limit !== null) search.limit = limit;
     const registry = await ctx.openRegistry();

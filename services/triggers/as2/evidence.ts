@@ -47,8 +47,11 @@ export function evidenceFolder(workflowId: string, messageId: string, requestId:
 /** Request headers worth keeping with the message (no credentials are among AS2's). */
 const KEPT = ['content-type', 'content-transfer-encoding', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'subject', 'date', 'disposition-notification-to', 'disposition-notification-options', 'receipt-delivery-option', 'ediint-features', 'mime-version'];
 
-/** The MDN's own headers, kept with its body. */
-const MDN_HEADERS = ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version'];
+/**
+ * The MDN's own headers, kept with its body: the asynchronous MDN is POSTed with these, so they are all that a
+ * synchronous one says beside its body (EDIINT-Features too: it tells the partner what we can receive, RFC 6017).
+ */
+const MDN_HEADERS = ['content-type', 'message-id', 'as2-from', 'as2-to', 'as2-version', 'date', 'subject', 'mime-version', 'ediint-features'];
 
 function entityHead(headers: Record<string, string>, names: readonly string[]): Buffer {
   const lines = names.filter((n) => headers[n] !== undefined).map((n) => `${n}: ${headers[n]}`);

@@ -9,7 +9,7 @@ import { wholeBody } from '../whole-body';
 import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes } from '../held-bytes';
 import { logisticsParameters, logisticsProblems, type LogisticsParameters } from './parameters';
 import { readEnvelope, readSendStream, requestBudget, sendStreamOf, SendStreamError, SOAP_ACTIONS, usernameTokenOf, type SendStreamLimits, type StreamMessage } from './send-stream';
-import { pingAnswer, sendStreamAccepted, soapFault } from './soap-answers';
+import { pingAnswer, sendStreamAccepted, soapFault, type LogisticsFaultCode } from './soap-answers';
 import { unwrapUniversal, type Unwrapped } from './universal';
 import { checkUsernameToken, tokenReplayKey } from './username-token';
 import { withoutPasswords } from './password-redaction';
@@ -112,13 +112,17 @@ function busyFault(): Answer {
   return { ...fault, headers: { ...fault.headers, 'retry-after': RETRY_AFTER_SECONDS } };
 }
 
-function faultFor(code: IngressErrorCode, message?: string): Answer {
+/** The Fault for an ingress error: its status and message; `journalCode` when the journal should know more than the partner is told. */
+function faultFor(code: IngressErrorCode, message?: string, journalCode: LogisticsFaultCode = code): Answer {
   const entry = INGRESS_ERRORS[code];
-  return soapFault({ status: entry.status, code: entry.status >= 500 ? 'Server' : 'Client', message: message ?? entry.message });
+  return soapFault({ status: entry.status, faultCode: entry.status >= 500 ? 'Server' : 'Client', code: journalCode, message: message ?? entry.message });
 }
 
 function faultForInput(error: unknown): Answer {
-  if (error instanceof SendStreamError) return soapFault({ status: 500, code: error.faultCode, message: `The request could not be read: ${error.message}`, trackingId: error.trackingId });
+  if (error instanceof SendStreamError) return soapFault({
+    status: 500, faultCode: error.faultCode, code: error.faultCode === 'VersionMismatch' ? 'soap-version-mismatch' : 'payload-parse-error',
+    message: `The request could not be read: ${error.message}`, trackingId: error.trackingId,
+  });
   throw error;
 }
 
@@ -142,7 +146,7 @@ export interface LogisticsOptions {
 export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTICS_LIMITS, held: HeldBytes = heldBytes(DEFAULT_HELD_BODY_BYTES), options: LogisticsOptions = { sharedNonces: false }): TriggerPlugin {
   // Held whole, and persisted from here only: a raw envelope never reaches the object store, so its passwords
   // cannot outlive their redaction there (a store that keeps versions or deleted blobs).
-  const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, code: 'Client', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }), held, { holdsWhole: true });
+  const whole = wholeBody(limits.maxEnvelopeBytes, () => soapFault({ status: 413, faultCode: 'Client', code: 'payload-too-large', message: `The request is larger than ${limits.maxEnvelopeBytes} bytes` }), held, { holdsWhole: true });
 
   const nonces = createNonceLedger();
   /** The digest token a request used, claimed in the ledger (and the shared one) until the request is accepted or refused. */
@@ -161,7 +165,8 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
       const expiresAt = Date.parse(token.created ?? '') + limits.maxTokenSkewMs;
       const replayed = () => {
         services.logger.warn('a WS-Security UsernameToken was used again; refused as a replay', { workflowId: request.workflowId, requestId: request.requestId });
-        return faultFor('authorization-wrong');
+        // The partner is told only that its authorization is wrong; the journal says why.
+        return faultFor('authorization-wrong', undefined, 'token-replayed');
       };
       if (!nonces.claim(key, expiresAt, now)) return replayed();
       const shared = options.sharedNonces ? sharedNonces(services.store) : null;
@@ -199,7 +204,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
     kindOf: () => 'logistics',
 
     async admit(request, node, services) {
-      if (soapAction(request) === 'unknown') return { ok: false, answer: soapFault({ status: 500, code: 'Client', message: 'The SOAPAction is not one this endpoint serves (SendStream, Ping)' }) };
+      if (soapAction(request) === 'unknown') return { ok: false, answer: soapFault({ status: 500, faultCode: 'Client', code: 'soap-action-unknown', message: 'The SOAPAction is not one this endpoint serves (SendStream, Ping)' }) };
       if (hasContentEncoding(request)) return { ok: false, answer: faultFor('unsupported-media', 'Content-Encoding is not supported; the Messages are compressed already') };
       const auth = logisticsParameters(node).authentication;
       // A UsernameToken is in the envelope: inspect checks it.
@@ -239,7 +244,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         }
         if (measure && !fitsOneRecord(opened, logisticsParameters(node))) {
           await releaseToken(request);
-          return { ok: false, answer: soapFault({ status: 413, code: 'Client', message: `The request's Messages decode to more than one record holds (${MAX_RECORD_BYTES} bytes): send fewer per request, or set Raw Body` }) };
+          return { ok: false, answer: soapFault({ status: 413, faultCode: 'Client', code: 'payload-too-large', message: `The request's Messages decode to more than one record holds (${MAX_RECORD_BYTES} bytes): send fewer per request, or set Raw Body` }) };
         }
         // WS-Security passwords never reach a topic, whether or not the token was one this node checks.
         const kept = withoutPasswords(text);
@@ -248,7 +253,7 @@ export function createLogisticsTrigger(limits: LogisticsLimits = DEFAULT_LOGISTI
         if (keptBytes > limits.maxEnvelopeBytes) {
           // The decoder reads no more than this: accepted, the request would be dead-lettered after its 200.
           await releaseToken(request);
-          return { ok: false, answer: soapFault({ status: 413, code: 'Client', message: `The request with its passwords redacted (each replaced by [redacted]) is larger than ${limits.maxEnvelopeBytes} bytes` }) };
+          return { ok: false, answer: soapFault({ status: 413, faultCode: 'Client', code: 'payload-too-large', message: `The request with its passwords redacted (each replaced by [redacted]) is larger than ${limits.maxEnvelopeBytes} bytes` }) };
         }
         // Always given (the receiver holds no copy of its own): the bytes as they came when nothing was redacted.
         return { ok: true, inspection: { persistBody: kept !== text ? Buffer.from(kept, 'utf8') : bytes } };

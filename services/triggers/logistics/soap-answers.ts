@@ -1,4 +1,4 @@
-import type { Answer } from '../answers';
+import type { Answer, IngressErrorCode } from '../answers';
 import { EHUB_NS, SOAP11_NS, type FaultCode } from './send-stream';
 
 /**
@@ -34,17 +34,25 @@ export function pingAnswer(now = Date.now()): Answer {
   return { status: 200, headers: XML_HEADERS, body: envelope(`<PingResponse xmlns="${EHUB_NS}"><PingResult>true</PingResult></PingResponse>`, now) };
 }
 
+/**
+ * Why a Fault was answered, for the request journal (Answer.code): an ingress error code where one says it,
+ * else one of the logistics trigger's own. The faultcode (Client, Server) cannot tell a replayed token from a
+ * bad envelope or an unknown SOAPAction.
+ */
+export type LogisticsFaultCode = IngressErrorCode | 'soap-action-unknown' | 'soap-version-mismatch' | 'token-replayed';
+
 export interface FaultDetail {
   status: number;
-  code: FaultCode | 'Server';
+  faultCode: FaultCode | 'Server';
+  code: LogisticsFaultCode;
   message: string;
   trackingId?: string | null;
 }
 
-export function soapFault({ status, code, message, trackingId }: FaultDetail): Answer {
+export function soapFault({ status, faultCode, code, message, trackingId }: FaultDetail): Answer {
   const text = trackingId ? `${message} (TrackingID ${trackingId})` : message;
-  const body = `<s:Envelope xmlns:s="${SOAP11_NS}"><s:Body><s:Fault><faultcode>s:${code}</faultcode><faultstring xml:lang="en">${escapeXml(text)}</faultstring>`
+  const body = `<s:Envelope xmlns:s="${SOAP11_NS}"><s:Body><s:Fault><faultcode>s:${faultCode}</faultcode><faultstring xml:lang="en">${escapeXml(text)}</faultstring>`
     + (trackingId ? `<detail><TrackingID xmlns="${EHUB_NS}">${escapeXml(trackingId)}</TrackingID></detail>` : '')
     + `</s:Fault></s:Body></s:Envelope>`;
-  return { status, headers: XML_HEADERS, body };
+  return { status, headers: XML_HEADERS, body, code };
 }
