@@ -518,7 +518,10 @@ export function createReceiver(deps: ReceiverDeps): Receiver {
       outcomes.delete(res);
     }
     deps.metrics.request(status, facts.triggerKind, (performance.now() - started) / 1000, facts.bodyBytes, outcomes.get(res), shape);
-    if (!facts.accepted && facts.workflowId !== null && deps.refusals) noteRefusal(req, res, requestId, status, facts, span);
+    // Not accepted and not a refusal either: a 2xx with no AS2 outcome is a request answered without anything to
+    // accept (a logistics Ping), which the request journal must not list as refused.
+    const refused = status >= 400 || outcomes.has(res);
+    if (!facts.accepted && refused && facts.workflowId !== null && deps.refusals) noteRefusal(req, res, requestId, status, facts, span);
     span.setAttribute('http.response.status_code', status);
     // The error behind a failure of ours, as an exception event: its kind, never its message (exceptionOf).
     if (facts.failure?.error !== undefined) span.recordException(exceptionOf(facts.failure));

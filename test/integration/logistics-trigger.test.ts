@@ -170,7 +170,13 @@ function describeLogistics(choice: BackendChoice, only?: string[]) {
       expect(await ping.text()).toContain('<PingResponse xmlns="http://CargoWise.com/eHub/2010/06"><PingResult>true</PingResult></PingResponse>');
 
       const token = { username: 'eadaptor', password: 'tok-s3cret' };
-      await expectFault(await soap('wf-token', pingRequest(), { soapaction: PING_ACTION }), 401, 'Authorization is required');
+      const unauthorized = await soap('wf-token', pingRequest(), { soapaction: PING_ACTION });
+      await expectFault(unauthorized, 401, 'Authorization is required');
+      // A Ping answered is no refusal: the request journal has none for it (refusals are appended in order, so the
+      // later 401's record being there means the Ping's would be too). It used to be journaled as refused, status 200.
+      expect(await refusalsOf([unauthorized])).toEqual([[401, 'authorization-required']]);
+      const refused = (await collectUntilQuiet(app.backends.log, app.topics.refused, 300, 500)).map((r) => codec.decode('Refused', r.value));
+      expect(refused.map((r) => r.requestId)).not.toContain(ping.headers.get('x-request-id'));
       expect((await soap('wf-token', pingRequest(token), { soapaction: PING_ACTION })).status).toBe(200);
       await expectFault(await soap('wf-token', sendStreamRequest([{}])), 401, 'Authorization is required');
       await expectFault(await soap('wf-token', sendStreamRequest([{}], { token: { ...token, password: 'nope' } })), 403, 'Authorization data is wrong');
