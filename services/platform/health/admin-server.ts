@@ -32,6 +32,12 @@ export interface AdminServerOptions {
   routes?(): http.RequestListener | null;
 }
 
+/** A connection's latest request's answer, with the answer owed just before it when that was unwritten as it came. */
+interface InHand {
+  res: http.ServerResponse;
+  earlier: http.ServerResponse | undefined;
+}
+
 export interface AdminServer {
   port: number;
   close(): Promise<void>;
@@ -39,7 +45,14 @@ export interface AdminServer {
 
 export async function startAdminServer(options: AdminServerOptions): Promise<AdminServer> {
   const timeoutMs = options.timeoutMs ?? 2_000;
+  /**
+   * Answers whose request's body the parser refused while they were unwritten: the refusal is their answer. The
+   * API's routes read a body before answering, so only this server's own answers (a /readyz checking) need it.
+   */
+  const refusedBodies = new WeakSet<http.ServerResponse>();
   const answer = (res: http.ServerResponse, status: number, body: unknown) => {
+    // A /readyz still checking when its body was refused: written now, its answer would go out in the refusal's place.
+    if (refusedBodies.has(res)) return;
     const text = JSON.stringify(body);
     res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'cache-control': 'no-store' });
     res.end(text);
@@ -60,11 +73,18 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     });
   });
   // Node's parser refuses some requests before any route runs (a raw non-ASCII byte in the target, headers over
-  // 16 KiB) and would answer them bare. Answered as Node would, with its status, but in the API's JSON shape, and
-  // never before the answers owed on the connection: pipelined behind a request still in hand (a /readyz, a PUT
-  // being applied), the refusal written at once would read as that request's answer. The connection is closed.
-  const inHand = new WeakMap<Socket, http.ServerResponse>();
-  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => inHand.set(req.socket, res));
+  // 16 KiB, a bad chunk in a body) and would answer them bare. Answered as Node would, with its status, but in the
+  // API's JSON shape, and never before the answers owed on the connection: pipelined behind a request still in
+  // hand (a /readyz, a PUT being applied), the refusal written at once would read as that request's answer, and
+  // closing the connection then cut that request short. The connection is closed once the refusal is written;
+  // after an answer that streams (a `tail`) that is when the stream ends.
+  const inHand = new WeakMap<Socket, InHand>();
+  server.on('request', (req: http.IncomingMessage, res: http.ServerResponse) => {
+    // Only the answer owed before it is kept, not its request: a link to that would chain every request of a
+    // connection that never stops pipelining.
+    const prior = inHand.get(req.socket);
+    inHand.set(req.socket, { res, earlier: prior !== undefined && !prior.res.writableFinished ? prior.res : undefined });
+  });
   /** Sockets whose parse error is handled: the parser reports it again on every later chunk. */
   const parseFailed = new WeakSet<Socket>();
   server.on('clientError', (error: NodeJS.ErrnoException, duplex: Duplex) => {
@@ -81,12 +101,19 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
       }
       socket.destroy();
     };
-    const res = inHand.get(socket);
-    if (res === undefined || res.req.complete) return res === undefined ? refuse() : afterAnswer(res, refuse);
-    // The error is in the body of the request in hand: unanswered, the refusal is its answer; an answer begun
-    // would be corrupted by another, so it is finished and the connection closed.
-    if (!res.headersSent) return refuse();
-    afterAnswer(res, () => socket.destroy());
+    const current = inHand.get(socket);
+    if (current === undefined) return refuse();
+    const { res, earlier } = current;
+    if (res.req.complete) return afterAnswer(res, refuse);
+    // The error is in the body of the request in hand. Unanswered, the refusal is its answer: none may be begun
+    // for it while the answers before it go out. An answer begun would be corrupted by another, so it is finished
+    // and the connection closed.
+    const unanswered = !res.headersSent;
+    if (unanswered) refusedBodies.add(res);
+    // Node hands the socket to the next answer in its own 'finish' listener, added before this one.
+    const settle = () => unanswered ? refuse() : afterAnswer(res, () => socket.destroy());
+    if (earlier !== undefined) afterAnswer(earlier, settle);
+    else settle();
   });
   keepIdleConnections(server);
   await new Promise<void>((resolve, reject) => {
