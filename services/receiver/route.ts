@@ -3,7 +3,7 @@ export interface HookRoute {
   workflowId: string;
   pathSuffix: string | null;
   query: Record<string, string[]>;
-  /** Set when a segment of the path after `/hook/` is `.` or `..` (percent-encoded or not): refused, never looked up. */
+  /** Set when a segment of the path after `/hook/`, or of the suffix decoded, is `.` or `..` (route.ts): refused, never looked up. */
   dotSegment?: true;
 }
 
@@ -60,7 +60,7 @@ export function parseHookRoute(target: string): HookRoute | null {
   if (q >= 0) {
     for (const [name, value] of new URLSearchParams(url.slice(q + 1))) (query[name] ??= []).push(value);
   }
-  return hasDotSegment(rest) ? { workflowId, pathSuffix: suffix, query, dotSegment: true } : { workflowId, pathSuffix: suffix, query };
+  return hasDotSegment(rest) || (suffix !== null && hasDecodedDotSegment(suffix)) ? { workflowId, pathSuffix: suffix, query, dotSegment: true } : { workflowId, pathSuffix: suffix, query };
 }
 
 /**
@@ -74,6 +74,21 @@ export function parseHookRoute(target: string): HookRoute | null {
 function hasDotSegment(path: string): boolean {
   return path.replace(/%2e/gi, '.').split(/\/|\\|%2f|%5c/i).some((segment) => {
     const bare = segment.split(/;|%3b/i)[0];
+    return bare === '.' || bare === '..';
+  });
+}
+
+/**
+ * Whether the suffix as handed on (percent-decoded) has a segment that a consumer building a URL from it reads as
+ * `.` or `..`, though the path as sent had none: WHATWG URL removes a tab, CR or LF anywhere (`.%09.`), ends the
+ * path at `?` or `#` (`..%3Fx`, `..%23x`), and trims C0 controls and spaces from the ends (`..%00`). Each segment
+ * (`/` or `\`) is judged with those removed, before its first `;`, `?` or `#`, and trimmed: more than the ends of
+ * the whole are trimmed, and a `;` cuts only its own segment, so `a%3Bb/..%00` is refused too. `%c0%ae` is no
+ * UTF-8 and stays as sent.
+ */
+function hasDecodedDotSegment(suffix: string): boolean {
+  return suffix.replace(/[\t\n\r]/g, '').split(/[/\\]/).some((segment) => {
+    const bare = segment.split(/[;?#]/)[0].replace(/^[\x00-\x20]+|[\x00-\x20]+$/g, '');
     return bare === '.' || bare === '..';
   });
 }

@@ -116,7 +116,9 @@ test('a hook path with a "." or ".." segment (percent-encoded or not) is a 400, 
   // It was read with `.` or `..` as the id (a missing workflow's empty 200) or in the suffix (accepted as it came).
   const targets = ['/hook/./{ID}', '/hook/../{ID}', '/hook/{ID}/..', '/hook/{ID}/./x', '/hook/%2e/{ID}', '/hook/%2E%2e/{ID}', '/hook/{ID}/a/%2e%2E', '/hook/{ID}/a%2F..', 'http://h/hook/{ID}/..',
     // Let through before: a segment that is no UTF-8 beside the dots, a `\` (a `/` to WHATWG URL), a path parameter.
-    '/hook/{ID}/%2e%2e%2f%zz', '/hook/{ID}/..%2f%E9x', '/hook/{ID}/..\\x', '/hook/{ID}/%2e%2e%5cx', '/hook/{ID}/..;x'];
+    '/hook/{ID}/%2e%2e%2f%zz', '/hook/{ID}/..%2f%E9x', '/hook/{ID}/..\\x', '/hook/{ID}/%2e%2e%5cx', '/hook/{ID}/..;x',
+    // Accepted before: none in the path as sent, but the suffix handed on decoded is `..` to WHATWG URL.
+    '/hook/{ID}/..%3Fx', '/hook/{ID}/..%23x', '/hook/{ID}/.%09.', '/hook/{ID}/..%09', '/hook/{ID}/.%0a.', '/hook/{ID}/..%00'];
   const seen: string[] = [];
   const before = await receivedEnd();
   for (const t of targets) {
