@@ -278,6 +278,18 @@ describe('bad input answers the JSON error shape', () => {
     expect([credential.status, credential.body.problems[0], credential.body.problems.length > 1]).toEqual([400, credentialDot, true]);
     const mismatch = await api.call('PUT', '/api/v1/workflows/wf-one', { body: { ...hook, id: 'wf-other' } });
     expect(mismatch.body.problems).toEqual(['"id" "wf-other" differs from the id in the path "wf-one"']);
+    // The difference is listed with the body's other problems (it was named only once they were fixed), and not for
+    // a body id that has a problem of its own (that problem is named instead).
+    const differs = (body: string, path: string) => `"id" ${JSON.stringify(body)} differs from the id in the path ${JSON.stringify(path)}`;
+    const mismatchToo = await api.call('PUT', '/api/v1/workflows/wf-one', { body: { ...hook, id: 'wf-other', active: 'yes' } });
+    expect([mismatchToo.status, mismatchToo.body.problems]).toEqual([400, [differs('wf-other', 'wf-one'), '"active" must be true or false']]);
+    const badBodyId = await api.call('PUT', '/api/v1/workflows/wf-one', { body: { ...hook, id: '_other', active: 'yes' } });
+    expect(badBodyId.body.problems).toEqual([`"id" ${idRule}`, '"active" must be true or false']);
+    const credentialToo = await api.call('PUT', '/api/v1/credentials/cr-one', { body: { id: 'cr-other', type: 'nope' } });
+    expect([credentialToo.status, credentialToo.body.problems[0], credentialToo.body.problems.length > 1]).toEqual([400, differs('cr-other', 'cr-one'), true]);
+    const credentialOnly = await api.call('PUT', '/api/v1/credentials/cr-one', { body: { id: 'cr-other', type: 'headerAuth', data: { name: 'X-Key', value: 'v' } } });
+    expect(credentialOnly.body.problems).toEqual([differs('cr-other', 'cr-one')]);
+    expect((await api.call('GET', '/api/v1/credentials/cr-one')).status).toBe(404);
     expect((await api.call('GET', '/api/v1/workflows/wf-bad')).status).toBe(404);
     const replay = await api.call('POST', '/api/v1/replays', { body: { topic: 'executions.requested.v1', from: 'yesterday', extra: 1 } });
     expect(replay.status).toBe(400);
