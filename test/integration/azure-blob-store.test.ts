@@ -1,4 +1,5 @@
 import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import * as http from 'node:http';
 import { inspect } from 'node:util';
 import { Readable } from 'node:stream';
 import { BlobServiceClient, ContainerSASPermissions, generateBlobSASQueryParameters, StorageSharedKeyCredential } from '@azure/storage-blob';
@@ -7,6 +8,7 @@ import { ObjectStoreError, type ObjectStore } from '../../services/platform/stor
 import { ConfigError } from '../../services/platform/config/config';
 import { describeObjectStoreContract, readAll } from './contracts/object-store.contract';
 import { startStallingProxy } from '../support/stalling-proxy';
+import { isBackendOutage } from '../../services/platform/log/dead-lettering';
 
 /** Set by the jest globalSetup, which starts Azurite. Without it this suite must fail, not skip. */
 const connectionString = process.env.TEST_AZURE_STORAGE_CONNECTION_STRING;
@@ -257,6 +259,110 @@ describe('azure blob store: adapter specifics', () => {
       await doomed.close();
       await BlobServiceClient.fromConnectionString(conn).getContainerClient(gone).deleteIfExists();
     }
+  });
+
+  /**
+   * An HTTP proxy to Azurite whose GET answers can send their headers and the first 10 bytes of the body, then
+   * nothing more with the connection kept open (stall), or then cut the connection (reset).
+   */
+  async function startBodyFaultProxy(): Promise<{ port: number; fault: 'none' | 'stall' | 'reset'; close(): Promise<void> }> {
+    const target = azuriteAddress();
+    const held = new Set<http.ServerResponse>();
+    const proxy = {
+      port: 0,
+      fault: 'none' as 'none' | 'stall' | 'reset',
+      async close() {
+        for (const res of held) res.destroy();
+        server.closeAllConnections();
+        await new Promise((resolve) => server.close(resolve));
+      },
+    };
+    const server = http.createServer((req, res) => {
+      const fault = req.method === 'GET' ? proxy.fault : 'none';
+      const upstream = http.request({ host: target.host, port: target.port, method: req.method, path: req.url, headers: req.headers }, (answer) => {
+        res.writeHead(answer.statusCode ?? 502, answer.headers);
+        if (fault === 'none') { answer.pipe(res); return; }
+        answer.once('data', (chunk: Buffer) => {
+          answer.destroy();
+          res.write(chunk.subarray(0, 10));
+          if (fault === 'stall') held.add(res);
+          else setTimeout(() => res.socket?.destroy(), 50);
+        });
+      });
+      upstream.on('error', () => res.destroy());
+      req.pipe(upstream);
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    proxy.port = (server.address() as { port: number }).port;
+    return proxy;
+  }
+
+  describe('a body that stalls or breaks off once the answer has started', () => {
+    /** Small, so the tests are quick; the assertions are on the outcome, never on how long it took. */
+    const answerTimeoutMs = 1_000;
+    let proxy: Awaited<ReturnType<typeof startBodyFaultProxy>>;
+    let viaProxy: ObjectStore;
+    const content = randomBytes(100_000);
+    const p = `${prefix()}/body.bin`;
+    beforeAll(async () => {
+      proxy = await startBodyFaultProxy();
+      viaProxy = await openAzureBlobStore({ connectionString: conn.replace(/BlobEndpoint=[^;]+/i, `BlobEndpoint=http://127.0.0.1:${proxy.port}/devstoreaccount1`), container, answerTimeoutMs });
+      await viaProxy.put(p, content);
+    });
+    afterEach(() => { proxy.fault = 'none'; });
+    afterAll(async () => {
+      await viaProxy.close();
+      await proxy.close();
+    });
+
+    test('a stalled body: get\'s stream and readVersioned fail as store-unavailable, naming the endpoint, not the key', async () => {
+      proxy.fault = 'stall';
+      const stream = await viaProxy.get(p);
+      const err = await readAll(stream).catch((e) => e);
+      expect(err).toBeInstanceOf(ObjectStoreError);
+      expect(err.code).toBe('store-unavailable');
+      expect(err.message).toContain(`could not read ${p}: no more of the body from http://127.0.0.1:${proxy.port}/devstoreaccount1 within ${answerTimeoutMs} ms (after 10 bytes)`);
+      expect(`${err.message}\n${inspect(err, { depth: 10 })}`).not.toContain(accountKey);
+      await expect(viaProxy.readVersioned(p)).rejects.toMatchObject({ name: 'ObjectStoreError', code: 'store-unavailable' });
+    }, 30_000);
+
+    test('a reader that pauses longer than the wait while the body is held back is not failed', async () => {
+      // Large enough that the server is held back by the reader (back-pressure) while it pauses.
+      const big = `${prefix()}/big.bin`;
+      const bytes = randomBytes(4 * 1024 * 1024);
+      await viaProxy.put(big, bytes);
+      const chunks: Buffer[] = [];
+      let paused = false;
+      for await (const chunk of await viaProxy.get(big)) {
+        chunks.push(chunk as Buffer);
+        if (!paused) {
+          paused = true;
+          await new Promise((resolve) => setTimeout(resolve, 2.5 * answerTimeoutMs));
+        }
+      }
+      expect(Buffer.concat(chunks).equals(bytes)).toBe(true);
+    }, 30_000);
+
+    test('a body cut off mid-way is store-unavailable (an outage a stage waits out), without the SAS signature', async () => {
+      const sasConn = containerSas(container, 'racwdl').replace(/BlobEndpoint=[^;]+/i, `BlobEndpoint=http://127.0.0.1:${proxy.port}/devstoreaccount1`);
+      const sasStore = await openAzureBlobStore({ connectionString: sasConn, container, answerTimeoutMs });
+      try {
+        proxy.fault = 'reset';
+        const err = await readAll(await sasStore.get(p)).catch((e) => e);
+        expect(err).toBeInstanceOf(ObjectStoreError);
+        expect(err.code).toBe('store-unavailable');
+        expect(err.message).toBe(`azure blob store could not read ${p}: the body broke off after 10 bytes`);
+        expect(isBackendOutage(err)).toBe(true);
+        const sig = /sig=([^&;]+)/.exec(sasConn)?.[1] ?? '';
+        expect(sig).not.toBe('');
+        const everything = `${err.message}\n${inspect(err, { depth: 10 })}`;
+        expect(everything).not.toContain(sig);
+        expect(everything).not.toContain(decodeURIComponent(sig));
+        await expect(sasStore.readVersioned(p)).rejects.toMatchObject({ name: 'ObjectStoreError', code: 'store-unavailable' });
+      } finally {
+        await sasStore.close();
+      }
+    }, 30_000);
   });
 
   test('get and head refuse bad paths too', async () => {

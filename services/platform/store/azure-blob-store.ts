@@ -4,18 +4,23 @@ import { BlobServiceClient, type BlobHTTPHeaders, type BlockBlobClient, type Con
 import { assertObjectPath, createMeter, MAX_VERSIONED_BYTES, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { firstLine, sanitizedCause } from '../logger/error-text';
 import { ConfigError } from '../config/config';
+import { watchedBody } from './watched-body';
 
 export interface AzureBlobStoreOptions {
   /** An Azure Storage connection string. It holds the account key: it never appears in an error. */
   connectionString: string;
   container: string;
-  /** How long one call may wait for the service's answer (its headers; retries included) before it fails as store-unavailable. */
+  /**
+   * How long one call may wait for the service's answer (its headers; retries included) before it fails as
+   * store-unavailable; and how long a download's reader, once it asks for more, waits for the next bytes.
+   */
   answerTimeoutMs?: number;
 }
 
 /**
  * The SDK has no client-side time-out of its own (retryOptions.tryTimeoutInMs only asks the *server* to give up,
- * as a URL parameter), so an endpoint that takes connections and never answers would hold a call for ever. 30 s
+ * as a URL parameter), so an endpoint that takes connections and never answers (or stops sending a body) would
+ * hold a call for ever. 30 s
  * is ample for a 4 MiB block over a slow link.
  */
 const ANSWER_TIMEOUT_MS = 30_000;
@@ -54,13 +59,15 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
   const answerTimeoutMs = options.answerTimeoutMs ?? ANSWER_TIMEOUT_MS;
   let container: ContainerClient;
   let answered: Bound;
+  let endpoint: string;
   try {
     const service = BlobServiceClient.fromConnectionString(options.connectionString, {
       // Fail within seconds when the account is unreachable, rather than the SDK's minutes.
       retryOptions: { maxTries: 4, retryDelayInMs: 500, maxRetryDelayInMs: 4000 },
     });
     container = service.getContainerClient(options.container);
-    answered = boundedBy(answerTimeoutMs, endpointOf(service.url));
+    endpoint = endpointOf(service.url);
+    answered = boundedBy(answerTimeoutMs, endpoint);
   } catch (error) {
     // The value of a variable, so the exit is a configuration error's (78), as for a value refused at load: the
     // config's check (a key the SDK needs is there) cannot tell every string the SDK refuses. Never echo the
@@ -82,6 +89,18 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
   }
 
   const blobOf = (p: string): BlockBlobClient => container.getBlockBlobClient(p);
+
+  /**
+   * A download's body, bounded like its headers: once the service has answered, the body could stall (nothing more
+   * sent, the connection still open) or break off (a reset the SDK reports as a bare AbortError; its
+   * maxRetryRequests covers only a body that ends short). Both are the store not answering, store-unavailable, so
+   * a stage waits the outage out rather than dead-lettering the record, and the decoder's partition never hangs.
+   */
+  const bodyOf = (p: string, body: Readable): Readable => watchedBody(body, {
+    idleMs: answerTimeoutMs,
+    stalled: (bytes) => new ObjectStoreError(`azure blob store could not read ${p}: no more of the body from ${endpoint} within ${answerTimeoutMs} ms (after ${bytes} bytes)`, 'store-unavailable'),
+    brokeOff: (error, bytes) => new ObjectStoreError(redact(`azure blob store could not read ${p}: the body broke off after ${bytes} bytes`), 'store-unavailable', { cause: sanitizedCause(error, redact, ['statusCode', 'code']) }),
+  });
 
   async function upload(blob: BlockBlobClient, p: string, source: Readable, putOptions: PutOptions): Promise<StoredObject> {
     const { maxBytes, contentType, ifAbsent } = putOptions;
@@ -167,9 +186,9 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
     async get(p) {
       assertObjectPath(p);
       try {
-        // Bounded until the answer starts: the body then streams for as long as the reader takes.
+        // Bounded until the answer starts; the body then streams for as long as the reader takes, each wait for more bounded.
         const response = await answered((abortSignal) => blobOf(p).download(0, undefined, { maxRetryRequests: 3, abortSignal }));
-        return (response.readableStreamBody as Readable | undefined) ?? Readable.from([]);
+        return bodyOf(p, (response.readableStreamBody as Readable | undefined) ?? Readable.from([]));
       } catch (error) {
         if (isMissingBlob(error)) throw new ObjectStoreError(`no object at ${p}`, 'not-found');
         throw fail(`read ${p}`, error);
@@ -198,13 +217,13 @@ export async function openAzureBlobStore(options: AzureBlobStoreOptions): Promis
       assertObjectPath(p);
       try {
         const response = await answered((abortSignal) => blobOf(p).download(0, undefined, { maxRetryRequests: 3, abortSignal }));
-        const body = (response.readableStreamBody as Readable | undefined) ?? Readable.from([]);
+        const raw = (response.readableStreamBody as Readable | undefined) ?? Readable.from([]);
         if ((response.contentLength ?? 0) > MAX_VERSIONED_BYTES) {
-          body.destroy();
+          raw.destroy();
           throw new ObjectStoreError(`the object at ${p} is ${response.contentLength} bytes, more than the ${MAX_VERSIONED_BYTES} a versioned read takes`, 'too-large');
         }
         const chunks: Buffer[] = [];
-        for await (const chunk of body) chunks.push(chunk as Buffer);
+        for await (const chunk of bodyOf(p, raw)) chunks.push(chunk as Buffer);
         // The ETag of the answer that carried these bytes: what a swap's If-Match compares.
         return { content: Buffer.concat(chunks), version: response.etag ?? '' };
       } catch (error) {
