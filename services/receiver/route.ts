@@ -83,11 +83,12 @@ function hasDotSegment(path: string): boolean {
  * `.` or `..`, though the path as sent had none: WHATWG URL removes a tab, CR or LF anywhere (`.%09.`), ends the
  * path at `?` or `#` (`..%3Fx`, `..%23x`), and trims C0 controls and spaces from the ends (`..%00`). Each segment
  * (`/` or `\`) is judged with those removed, before its first `;`, `?` or `#`, and trimmed: more than the ends of
- * the whole are trimmed, and a `;` cuts only its own segment, so `a%3Bb/..%00` is refused too. `%c0%ae` is no
- * UTF-8 and stays as sent.
+ * the whole are trimmed, and a `;` cuts only its own segment, so `a%3Bb/..%00` is refused too. WHATWG URL also
+ * reads `%2e` as a dot in a segment, so `%252e%252e` (decoded: `%2e%2e`) is refused. `%c0%ae` is no UTF-8 and
+ * stays as sent.
  */
 function hasDecodedDotSegment(suffix: string): boolean {
-  return suffix.replace(/[\t\n\r]/g, '').split(/[/\\]/).some((segment) => {
+  return suffix.replace(/[\t\n\r]/g, '').replace(/%2e/gi, '.').split(/[/\\]/).some((segment) => {
     const bare = segment.split(/[;?#]/)[0].replace(/^[\x00-\x20]+|[\x00-\x20]+$/g, '');
     return bare === '.' || bare === '..';
   });

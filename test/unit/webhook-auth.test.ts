@@ -347,6 +347,12 @@ describe('HMAC presets, each against its vendor\'s documented recipe', () => {
     // The preset's own pair is distinct, and a credential's own header moves the signature off the preset's timestamp header.
     expect(put({ preset: 'slack', secrets: ['s'] })).toEqual([]);
     expect(put({ preset: 'slack', secrets: ['s'], header: 'X-Other-Signature' })).toEqual([]);
+    // keyValue takes its timestamp from the signature header's t= (Stripe's preset): a timestampHeader there is never
+    // read, which is the problem to name, not that one header carries both (found by review).
+    const unread = 'data.timestampHeader is never read in keyValue format, whose timestamp is t= in the signature header: leave it out';
+    expect(put({ preset: 'stripe', secrets: ['s'], timestampHeader: 'Stripe-Signature' })).toEqual([unread]);
+    expect(put({ secrets: ['s'], header: 'X-Sig', format: 'keyValue', timestampHeader: 'x-sig', signedContent: '{timestamp}.{body}' })).toEqual([unread]);
+    expect(put({ secrets: ['s'], header: 'X-Sig', format: 'keyValue', timestampHeader: 'X-Time', signedContent: '{timestamp}.{body}' })).toEqual([unread]);
   });
 });
 

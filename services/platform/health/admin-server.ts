@@ -110,8 +110,9 @@ export async function startAdminServer(options: AdminServerOptions): Promise<Adm
     // and the connection closed.
     const unanswered = !res.headersSent;
     if (unanswered) refusedBodies.add(res);
-    // Node hands the socket to the next answer in its own 'finish' listener, added before this one.
-    const settle = () => unanswered ? refuse() : afterAnswer(res, () => socket.destroy());
+    // Node hands the socket to the next answer in its own 'finish' listener, added before this one. Decided again
+    // then: a route that answered meanwhile (without reading its body) has its answer finished, not a second one.
+    const settle = () => !res.headersSent ? refuse() : afterAnswer(res, () => socket.destroy());
     if (earlier !== undefined) afterAnswer(earlier, settle);
     else settle();
   });

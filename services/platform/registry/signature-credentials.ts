@@ -141,7 +141,13 @@ export function hmacProblems(data: Record<string, unknown>): string[] {
   else if (typeof data.prefix === 'string' && !/^[\x20-\x7e]*$/.test(data.prefix)) problems.push('data.prefix must be printable ASCII: a header value cannot carry other characters as they are');
   // The headers in effect, the preset's where the credential names none (a credential that names the preset's
   // signature header as its timestamp header would be stored, then refuse every request).
-  if (presetKnown && headerValid && timestampHeaderValid) {
+  // Only in `single` format: keyValue reads its timestamp from the signature header's `t=` (Stripe's), never from
+  // a timestampHeader, so there one header does carry both (found by review).
+  const formatInEffect = formatValid ? ((data.format as HmacSettings['format'] | undefined) ?? preset?.format ?? 'single') : null;
+  if (formatInEffect === 'keyValue' && data.timestampHeader !== undefined && data.timestampHeader !== null) {
+    problems.push('data.timestampHeader is never read in keyValue format, whose timestamp is t= in the signature header: leave it out');
+  }
+  if (presetKnown && headerValid && timestampHeaderValid && formatInEffect === 'single') {
     const header = (data.header as string | undefined) ?? preset?.header;
     const timestampHeader = (data.timestampHeader as string | undefined) ?? preset?.timestampHeader;
     if (header && timestampHeader && header.toLowerCase() === timestampHeader.toLowerCase()) {
