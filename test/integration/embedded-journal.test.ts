@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -83,6 +83,31 @@ test('damage before the newest segment is refused loudly, not skipped', async ()
   const damaged = Buffer.alloc(size, 0x41);
   writeFileSync(first, damaged);
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({ code: 'log-corrupt' });
+});
+
+test('a segment file missing, or the later ones moved into its place, is refused: offsets would shift and commits skip records', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir, segmentBytes: 200 });
+  for (let i = 0; i < 12; i++) await log.append([rec(`in-${i}`)]);
+  const handled: string[] = [];
+  const stage = await log.runStage({ group: 'g', topic: 't', handle: async (r) => { handled.push(r.value.toString()); return []; } });
+  while (handled.length < 12) await new Promise((r) => setTimeout(r, 10));
+  await stage.stop();
+  for (let i = 12; i < 16; i++) await log.append([rec(`in-${i}`)]);
+  await log.close();
+  const files = segmentFiles();
+  expect(files.length).toBeGreaterThanOrEqual(4);
+  rmSync(files[1]);
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt',
+    message: expect.stringContaining(`segment 1 (${files[1]}) is missing, found ${files[2]} in its place`),
+  });
+  await expect(openEmbeddedLog({ dataDir: dir, readOnly: true })).rejects.toMatchObject({ code: 'log-corrupt' });
+  // Renumbered to close the gap: the numbers run on, but the stage's commit points past the records left before it.
+  for (let i = 2; i < files.length; i++) renameSync(files[i], files[i - 1]);
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt',
+    message: expect.stringMatching(/group g commits topic t up to offset 12 in \S+\.journal at byte \d+, but the topic has only \d+ records before it/),
+  });
 });
 
 test('a journal that can no longer write says so where readiness asks (missingTopics), and refuses appends', async () => {

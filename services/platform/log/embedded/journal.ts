@@ -79,6 +79,8 @@ export class Journal {
   private failure: Error | null = null;
   private closed = false;
   private refreshing: Promise<void> | null = null;
+  /** Records per topic in the frames scanned so far: a replayed commit may not point past them. */
+  private readonly scanned = new Map<string, number>();
 
   private constructor(private readonly options: JournalOptions & { segmentBytes: number }) {}
 
@@ -106,6 +108,7 @@ export class Journal {
     for (let i = 0; i < names.length; i++) {
       const isLast = i === names.length - 1;
       const number = Number(SEGMENT_NAME.exec(names[i])![1]);
+      this.expectSegment(number, i);
       const segment = await this.openSegment(number);
       segment.size = 0;
       await this.scan(segment, isLast);
@@ -114,8 +117,26 @@ export class Journal {
     if (!this.options.readOnly) this.reserved = this.segments[this.segments.length - 1].size;
   }
 
+  /**
+   * Segments are numbered 0, 1, 2, … and every one is kept. An offset is a record's place in the replay, so one
+   * missing file would give every later record another's offset, and the stages' committed offsets would skip
+   * records they never handled.
+   */
+  private expectSegment(number: number, expected: number) {
+    if (number === expected) return;
+    throw new EventLogError(
+      `embedded log is corrupt: segment ${expected} (${this.segmentFile(expected)}) is missing, found ${this.segmentFile(number)} in its place; ` +
+      'every later record would take another\'s offset, so nothing was read. Segment files are never deleted or moved: put the missing file back',
+      'log-corrupt',
+    );
+  }
+
+  private segmentFile(number: number): string {
+    return path.join(this.dir, `${String(number).padStart(10, '0')}.journal`);
+  }
+
   private async openSegment(number: number): Promise<Segment> {
-    const file = path.join(this.dir, `${String(number).padStart(10, '0')}.journal`);
+    const file = this.segmentFile(number);
     // O_DSYNC: a write returns once its bytes (and the size needed to read them) are on disk.
     const flags = this.options.readOnly ? fsc.O_RDONLY : fsc.O_RDWR | fsc.O_CREAT | fsc.O_DSYNC;
     const handle = await fsp.open(file, flags, 0o600);
@@ -155,15 +176,27 @@ export class Journal {
         break;
       }
       const frame = buf.subarray(pos, pos + check.length);
-      this.deliver(frame, segment.number, segment.size + pos);
+      this.deliver(frame, segment, segment.size + pos);
       pos += check.length;
     }
     segment.size += pos;
   }
 
-  private deliver(frame: Buffer, segmentNumber: number, framePosition: number) {
+  private deliver(frame: Buffer, segment: Segment, framePosition: number) {
     const { entry, spans } = decodeFrame(frame);
-    this.options.onEntry(entry, segmentNumber, framePosition, spans);
+    for (const r of entry.records) this.scanned.set(r.topic, (this.scanned.get(r.topic) ?? 0) + 1);
+    // A stage commits only offsets it has read, so a commit past its topic's records means records before it are gone.
+    for (const c of entry.commits) {
+      const length = this.scanned.get(c.topic) ?? 0;
+      if (c.next > length) {
+        throw new EventLogError(
+          `embedded log is corrupt: group ${c.group} commits topic ${c.topic} up to offset ${c.next} in ${segment.file} at byte ${framePosition}, ` +
+          `but the topic has only ${length} records before it; records were lost (a segment file deleted or replaced?), so nothing was read`,
+          'log-corrupt',
+        );
+      }
+    }
+    this.options.onEntry(entry, segment.number, framePosition, spans);
   }
 
   /** Read-only mode: pick up what the writing process appended since the last look. */
@@ -179,7 +212,9 @@ export class Journal {
     const known = new Set(this.segments.map((s) => s.number));
     for (const name of names) {
       const number = Number(SEGMENT_NAME.exec(name)![1]);
-      if (!known.has(number)) await this.openSegment(number);
+      if (known.has(number)) continue;
+      this.expectSegment(number, this.segments.length);
+      await this.openSegment(number);
     }
     for (const segment of this.segments) await this.scan(segment, false);
   }
