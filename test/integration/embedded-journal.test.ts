@@ -261,6 +261,34 @@ test('a torn write whose record holds the bytes of an empty frame (E7 and eight 
   await reopened.close();
 });
 
+test('an empty frame (E7 then zeros: an OS crash\'s page boundary one byte into a header) is a bad frame: cut at the tail, refused elsewhere', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  for (let i = 0; i < 3; i++) await log.append([rec(`acknowledged-${i}`)]);
+  await log.close();
+  const [file] = segmentFiles();
+  const goodSize = statSync(file).size;
+  appendFileSync(file, Buffer.concat([Buffer.from([0xe7]), Buffer.alloc(4095)])); // the write's first byte, then a page that never made it
+  const warnings: string[] = [];
+  const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
+  expect(statSync(file).size).toBe(goodSize);
+  expect(warnings).toEqual([expect.stringMatching(/cut 4096 bytes .*\(malformed\)/)]);
+  expect((await reopened.endOffsets('t'))[0].offset).toBe('3');
+  await reopened.close();
+  // The same nine bytes between acknowledged frames, in the newest segment, then in an older one.
+  const bytes = readFileSync(file);
+  const empty = Buffer.from([0xe7, 0, 0, 0, 0, 0, 0, 0, 0]);
+  const first = FRAME_HEADER_BYTES + bytes.readUInt32BE(1);
+  writeFileSync(file, Buffer.concat([bytes.subarray(0, first), empty, bytes.subarray(first)]));
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt', message: expect.stringContaining(`damaged: a malformed frame in ${file} at byte ${first}, followed by complete frames`),
+  });
+  writeFileSync(file, Buffer.concat([bytes, empty]));
+  writeFileSync(path.join(dir, 'log', '0000000001.journal'), bytes.subarray(0, first));
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt', message: `embedded log is corrupt: malformed frame in ${file} at byte ${bytes.length}`,
+  });
+});
+
 test('a torn write whose record holds a whole valid frame, cut where that frame ends, is cut: the frame is the record\'s bytes', async () => {
   const log = await openEmbeddedLog({ dataDir: dir });
   await log.append([rec('acknowledged')]);

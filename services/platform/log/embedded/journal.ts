@@ -1,7 +1,7 @@
 import { promises as fsp, constants as fsc, write as fsWrite } from 'node:fs';
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
-import { checkFrame, decodeFrame, frameSize, writeFrame, type JournalEntry, type RecordSpan } from './frame';
+import { checkFrame, decodeFrame, FRAME_HEADER_BYTES, frameSize, payloadShape, writeFrame, type FrameCheck, type JournalEntry, type RecordSpan } from './frame';
 import { acknowledgedAfter } from './torn-tail';
 import { FrameAssembly } from './frame-assembly';
 import type { SpanLocation } from './topic-index';
@@ -153,7 +153,7 @@ export class Journal {
     await readFully(segment.handle, buf, segment.size);
     let pos = 0;
     while (pos < buf.length) {
-      const check = checkFrame(buf, pos);
+      const check = checkWholeFrame(buf, pos);
       if (!check.ok) {
         if (this.options.readOnly) break; // the writer may still be writing this frame
         const where = `${segment.file} at byte ${segment.size + pos}`;
@@ -385,6 +385,17 @@ export class Journal {
 const READ_MANY_SPAN_BYTES = 1024 * 1024;
 /** A run whose records are less than a quarter of its bytes is copied out of (readMany). */
 const SPARSE_RUN_RATIO = 4;
+
+/**
+ * checkFrame, and a payload whose own fields fill the frame. A checksum holds for an empty payload too (E7 and eight
+ * zeros: an OS crash's page boundary one byte into a header), which the journal never writes: such a frame is
+ * malformed, and goes the way of any bad frame (cut at the tail, refused elsewhere), never to decodeFrame.
+ */
+function checkWholeFrame(buf: Buffer, pos: number): FrameCheck | { ok: false; reason: 'malformed' } {
+  const check = checkFrame(buf, pos);
+  if (check.ok && payloadShape(buf, pos + FRAME_HEADER_BYTES, pos + check.length).kind !== 'complete') return { ok: false, reason: 'malformed' };
+  return check;
+}
 
 async function listSegments(dir: string): Promise<string[]> {
   try {
