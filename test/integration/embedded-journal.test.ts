@@ -188,6 +188,33 @@ test('concurrent appends of mixed sizes, one past the write buffer, all land int
   await reopened.close();
 });
 
+test('a read-only reader that showed frames of a failed write stops when the writer cuts them off, grown again or not', async () => {
+  // Frames as the writer lays them down: two acknowledged, then a write that failed part way with two whole frames
+  // in the file, then (recover) the file cut back and other appends written at the same bytes.
+  const frames = (...values: string[]) => Buffer.concat(values.map((v) => {
+    const entry = { records: [{ topic: 't', key: 'k', value: Buffer.from(v), headers: {}, timestamp: 1 }], commits: [] };
+    const buf = Buffer.alloc(frameSize(entry));
+    writeFrame(entry, buf, 0, buf.length);
+    return buf;
+  }));
+  const acknowledged = frames('a0', 'a1');
+  const failed = frames('a0', 'a1', 'rejected-2', 'rejected-3');
+  const file = path.join(dir, 'log', '0000000000.journal');
+  mkdirSync(path.dirname(file));
+  for (const afterRecover of [frames('a0', 'a1', 'accepted-2', 'accepted-3', 'accepted-4'), acknowledged]) {
+    writeFileSync(file, acknowledged);
+    const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
+    expect((await reader.endOffsets('t'))[0].offset).toBe('2');
+    writeFileSync(file, failed);
+    expect((await reader.endOffsets('t'))[0].offset).toBe('4'); // the failing write's frames, shown
+    writeFileSync(file, afterRecover);
+    const cut = { code: 'log-corrupt', message: expect.stringMatching(/^embedded log: the writer cut records this reader had shown \(a failed write\): .*0000000000\.journal (holds another frame at byte|is \d+ bytes, shorter|ends at byte).*; start tail again$/) };
+    await expect(reader.endOffsets('t')).rejects.toMatchObject(cut);
+    await expect(collect(reader, 't', 5)).rejects.toMatchObject(cut);
+    await reader.close();
+  }
+});
+
 test('a read-only reader looking twice at once sees each new record once', async () => {
   const log = await openEmbeddedLog({ dataDir: dir });
   const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });

@@ -79,6 +79,8 @@ export class Journal {
   private failure: Error | null = null;
   private closed = false;
   private refreshing: Promise<void> | null = null;
+  /** Read-only: the header of the last frame delivered, to tell when the writer has cut what this reader showed. */
+  private lastShown: { segment: Segment; position: number; header: Buffer } | null = null;
   /** Records per topic in the frames scanned so far: a replayed commit may not point past them. */
   private readonly scanned = new Map<string, number>();
 
@@ -148,10 +150,12 @@ export class Journal {
   /** Replay the complete frames of a segment from segment.size on; repair or report what follows. */
   private async scan(segment: Segment, isLast: boolean): Promise<void> {
     const { size } = await segment.handle.stat();
+    if (size < segment.size) throw this.cutUnderReader(segment, `is ${size} bytes, shorter than the ${segment.size} read`);
     if (size === segment.size) return;
     const buf = Buffer.allocUnsafe(size - segment.size);
     await readFully(segment.handle, buf, segment.size);
     let pos = 0;
+    let last = -1;
     while (pos < buf.length) {
       const check = checkWholeFrame(buf, pos);
       if (!check.ok) {
@@ -177,7 +181,11 @@ export class Journal {
       }
       const frame = buf.subarray(pos, pos + check.length);
       this.deliver(frame, segment, segment.size + pos);
+      last = pos;
       pos += check.length;
+    }
+    if (this.options.readOnly && last >= 0) {
+      this.lastShown = { segment, position: segment.size + last, header: Buffer.from(buf.subarray(last, last + FRAME_HEADER_BYTES)) };
     }
     segment.size += pos;
   }
@@ -207,7 +215,31 @@ export class Journal {
     return this.refreshing;
   }
 
+  /**
+   * A write that failed part way (a full disk, an I/O error on sync) may have left whole frames in the page cache,
+   * which this reader may have shown; the writer then cuts them off and writes other frames at the same bytes
+   * (recover). Those records were never acknowledged, and their offsets now belong to others: nothing this reader
+   * holds can be trusted past them, so it stops rather than show the same offsets twice or resume mid-frame.
+   */
+  private async checkShown(): Promise<void> {
+    const shown = this.lastShown;
+    if (!shown) return;
+    const { size } = await shown.segment.handle.stat();
+    if (size < shown.segment.size) throw this.cutUnderReader(shown.segment, `is ${size} bytes, shorter than the ${shown.segment.size} read`);
+    const header = Buffer.alloc(FRAME_HEADER_BYTES);
+    await readFully(shown.segment.handle, header, shown.position);
+    if (!header.equals(shown.header)) throw this.cutUnderReader(shown.segment, `holds another frame at byte ${shown.position}`);
+  }
+
+  private cutUnderReader(segment: Segment, what: string): EventLogError {
+    return new EventLogError(
+      `embedded log: the writer cut records this reader had shown (a failed write): ${segment.file} ${what}; start tail again`,
+      'log-corrupt',
+    );
+  }
+
   private async lookAgain(): Promise<void> {
+    await this.checkShown();
     const names = (await listSegments(this.dir)).sort();
     const known = new Set(this.segments.map((s) => s.number));
     for (const name of names) {
@@ -333,7 +365,9 @@ export class Journal {
     const segment = this.segments.find((s) => s.number === location.segment);
     if (!segment) throw new EventLogError(`embedded log segment ${location.segment} is gone`, 'log-corrupt');
     const buf = Buffer.allocUnsafe(location.length);
-    await readFully(segment.handle, buf, location.position);
+    // A reader's file ending before a record it indexed: the writer cut it (checkShown).
+    const ended = this.options.readOnly ? (at: number) => this.cutUnderReader(segment, `ends at byte ${at}, before a record read earlier`) : undefined;
+    await readFully(segment.handle, buf, location.position, ended);
     return buf;
   }
 
@@ -406,11 +440,11 @@ async function listSegments(dir: string): Promise<string[]> {
   }
 }
 
-async function readFully(handle: fsp.FileHandle, buf: Buffer, position: number) {
+async function readFully(handle: fsp.FileHandle, buf: Buffer, position: number, ended?: (at: number) => Error) {
   let done = 0;
   while (done < buf.length) {
     const { bytesRead } = await handle.read(buf, done, buf.length - done, position + done);
-    if (bytesRead === 0) throw new EventLogError(`embedded log: unexpected end of segment at ${position + done}`, 'log-corrupt');
+    if (bytesRead === 0) throw ended?.(position + done) ?? new EventLogError(`embedded log: unexpected end of segment at ${position + done}`, 'log-corrupt');
     done += bytesRead;
   }
 }
