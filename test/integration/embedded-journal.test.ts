@@ -27,7 +27,7 @@ test('a torn write at the tail is cut off on open; everything before it stays', 
   const warnings: string[] = [];
   const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
   expect(statSync(file).size).toBe(goodSize);
-  expect(warnings[0]).toMatch(/cut 11 bytes of an unfinished write/);
+  expect(warnings[0]).toMatch(/^embedded log: cut 11 bytes from \S+ at byte \d+ \(incomplete\): an unfinished write, which nothing acknowledged, .*may have dropped the last acknowledged append$/);
   await reopened.append([rec('c')]);
   expect((await collect(reopened, 't', 3)).map((r) => r.value.toString())).toEqual(['a', 'b', 'c']);
   await reopened.close();
@@ -282,7 +282,7 @@ test('a torn write whose record holds the bytes of an empty frame (E7 and eight 
   const warnings: string[] = [];
   const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
   expect(statSync(file).size).toBe(goodSize);
-  expect(warnings).toEqual([expect.stringMatching(/cut \d+ bytes of an unfinished write \(incomplete\)/)]);
+  expect(warnings).toEqual([expect.stringMatching(/cut \d+ bytes from .* \(incomplete\): an unfinished write/)]);
   await reopened.append([rec('next')]);
   expect((await collect(reopened, 't', 2)).map((r) => r.value.toString())).toEqual(['acknowledged', 'next']);
   await reopened.close();

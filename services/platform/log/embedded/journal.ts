@@ -162,7 +162,8 @@ export class Journal {
         if (this.options.readOnly) break; // the writer may still be writing this frame
         const where = `${segment.file} at byte ${segment.size + pos}`;
         if (!isLast) throw new EventLogError(`embedded log is corrupt: ${check.reason} frame in ${where}`, 'log-corrupt');
-        // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged.
+        // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged, unless
+        // it is damage in the last acknowledged frame, which nothing tells apart (the warning says so).
         // A complete frame after the bad one means damage in the middle (a bad block, a flipped bit), with
         // acknowledged records behind it: cutting there would drop them all, so nothing is cut. What counts as
         // one, and why bytes inside the torn frame never do: torn-tail.ts.
@@ -176,7 +177,11 @@ export class Journal {
         }
         await segment.handle.truncate(segment.size + pos);
         await segment.handle.datasync();
-        this.options.onRepair?.(`embedded log: cut ${buf.length - pos} bytes of an unfinished write (${check.reason}) from ${where}`);
+        this.options.onRepair?.(
+          `embedded log: cut ${buf.length - pos} bytes from ${where} (${check.reason}): an unfinished write, which nothing acknowledged, ` +
+          'if the process or the machine stopped mid-write; if the cause was damage instead (a flipped bit, a bad block), ' +
+          'the cut may have dropped the last acknowledged append',
+        );
         break;
       }
       const frame = buf.subarray(pos, pos + check.length);
