@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -27,7 +27,7 @@ test('a torn write at the tail is cut off on open; everything before it stays', 
   const warnings: string[] = [];
   const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
   expect(statSync(file).size).toBe(goodSize);
-  expect(warnings[0]).toMatch(/cut 11 bytes of an unfinished write/);
+  expect(warnings[0]).toMatch(/^embedded log: cut 11 bytes from \S+ at byte \d+ \(incomplete\): an unfinished write, which nothing acknowledged, .*may have dropped the last acknowledged append$/);
   await reopened.append([rec('c')]);
   expect((await collect(reopened, 't', 3)).map((r) => r.value.toString())).toEqual(['a', 'b', 'c']);
   await reopened.close();
@@ -83,6 +83,31 @@ test('damage before the newest segment is refused loudly, not skipped', async ()
   const damaged = Buffer.alloc(size, 0x41);
   writeFileSync(first, damaged);
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({ code: 'log-corrupt' });
+});
+
+test('a segment file missing, or the later ones moved into its place, is refused: offsets would shift and commits skip records', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir, segmentBytes: 200 });
+  for (let i = 0; i < 12; i++) await log.append([rec(`in-${i}`)]);
+  const handled: string[] = [];
+  const stage = await log.runStage({ group: 'g', topic: 't', handle: async (r) => { handled.push(r.value.toString()); return []; } });
+  while (handled.length < 12) await new Promise((r) => setTimeout(r, 10));
+  await stage.stop();
+  for (let i = 12; i < 16; i++) await log.append([rec(`in-${i}`)]);
+  await log.close();
+  const files = segmentFiles();
+  expect(files.length).toBeGreaterThanOrEqual(4);
+  rmSync(files[1]);
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt',
+    message: expect.stringContaining(`segment 1 (${files[1]}) is missing, found ${files[2]} in its place`),
+  });
+  await expect(openEmbeddedLog({ dataDir: dir, readOnly: true })).rejects.toMatchObject({ code: 'log-corrupt' });
+  // Renumbered to close the gap: the numbers run on, but the stage's commit points past the records left before it.
+  for (let i = 2; i < files.length; i++) renameSync(files[i], files[i - 1]);
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt',
+    message: expect.stringMatching(/group g commits topic t up to offset 12 in \S+\.journal at byte \d+, but the topic has only \d+ records before it/),
+  });
 });
 
 test('a journal that can no longer write says so where readiness asks (missingTopics), and refuses appends', async () => {
@@ -163,6 +188,33 @@ test('concurrent appends of mixed sizes, one past the write buffer, all land int
   await reopened.close();
 });
 
+test('a read-only reader that showed frames of a failed write stops when the writer cuts them off, grown again or not', async () => {
+  // Frames as the writer lays them down: two acknowledged, then a write that failed part way with two whole frames
+  // in the file, then (recover) the file cut back and other appends written at the same bytes.
+  const frames = (...values: string[]) => Buffer.concat(values.map((v) => {
+    const entry = { records: [{ topic: 't', key: 'k', value: Buffer.from(v), headers: {}, timestamp: 1 }], commits: [] };
+    const buf = Buffer.alloc(frameSize(entry));
+    writeFrame(entry, buf, 0, buf.length);
+    return buf;
+  }));
+  const acknowledged = frames('a0', 'a1');
+  const failed = frames('a0', 'a1', 'rejected-2', 'rejected-3');
+  const file = path.join(dir, 'log', '0000000000.journal');
+  mkdirSync(path.dirname(file));
+  for (const afterRecover of [frames('a0', 'a1', 'accepted-2', 'accepted-3', 'accepted-4'), acknowledged]) {
+    writeFileSync(file, acknowledged);
+    const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
+    expect((await reader.endOffsets('t'))[0].offset).toBe('2');
+    writeFileSync(file, failed);
+    expect((await reader.endOffsets('t'))[0].offset).toBe('4'); // the failing write's frames, shown
+    writeFileSync(file, afterRecover);
+    const cut = { code: 'log-corrupt', message: expect.stringMatching(/^embedded log: the writer cut records this reader had shown \(a failed write\): .*0000000000\.journal (holds another frame at byte|is \d+ bytes, shorter|ends at byte).*; start tail again$/) };
+    await expect(reader.endOffsets('t')).rejects.toMatchObject(cut);
+    await expect(collect(reader, 't', 5)).rejects.toMatchObject(cut);
+    await reader.close();
+  }
+});
+
 test('a read-only reader looking twice at once sees each new record once', async () => {
   const log = await openEmbeddedLog({ dataDir: dir });
   const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
@@ -230,10 +282,38 @@ test('a torn write whose record holds the bytes of an empty frame (E7 and eight 
   const warnings: string[] = [];
   const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
   expect(statSync(file).size).toBe(goodSize);
-  expect(warnings).toEqual([expect.stringMatching(/cut \d+ bytes of an unfinished write \(incomplete\)/)]);
+  expect(warnings).toEqual([expect.stringMatching(/cut \d+ bytes from .* \(incomplete\): an unfinished write/)]);
   await reopened.append([rec('next')]);
   expect((await collect(reopened, 't', 2)).map((r) => r.value.toString())).toEqual(['acknowledged', 'next']);
   await reopened.close();
+});
+
+test('an empty frame (E7 then zeros: an OS crash\'s page boundary one byte into a header) is a bad frame: cut at the tail, refused elsewhere', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  for (let i = 0; i < 3; i++) await log.append([rec(`acknowledged-${i}`)]);
+  await log.close();
+  const [file] = segmentFiles();
+  const goodSize = statSync(file).size;
+  appendFileSync(file, Buffer.concat([Buffer.from([0xe7]), Buffer.alloc(4095)])); // the write's first byte, then a page that never made it
+  const warnings: string[] = [];
+  const reopened = await openEmbeddedLog({ dataDir: dir, onWarning: (m) => warnings.push(m) });
+  expect(statSync(file).size).toBe(goodSize);
+  expect(warnings).toEqual([expect.stringMatching(/cut 4096 bytes .*\(malformed\)/)]);
+  expect((await reopened.endOffsets('t'))[0].offset).toBe('3');
+  await reopened.close();
+  // The same nine bytes between acknowledged frames, in the newest segment, then in an older one.
+  const bytes = readFileSync(file);
+  const empty = Buffer.from([0xe7, 0, 0, 0, 0, 0, 0, 0, 0]);
+  const first = FRAME_HEADER_BYTES + bytes.readUInt32BE(1);
+  writeFileSync(file, Buffer.concat([bytes.subarray(0, first), empty, bytes.subarray(first)]));
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt', message: expect.stringContaining(`damaged: a malformed frame in ${file} at byte ${first}, followed by complete frames`),
+  });
+  writeFileSync(file, Buffer.concat([bytes, empty]));
+  writeFileSync(path.join(dir, 'log', '0000000001.journal'), bytes.subarray(0, first));
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt', message: `embedded log is corrupt: malformed frame in ${file} at byte ${bytes.length}`,
+  });
 });
 
 test('a torn write whose record holds a whole valid frame, cut where that frame ends, is cut: the frame is the record\'s bytes', async () => {

@@ -9,7 +9,8 @@ import type { Headers } from '../event-log';
  *
  * A torn tail (kill -9 mid-write) fails the length or CRC check and is cut off on recovery, so an
  * entry is either wholly there or not at all. A payload of no bytes checks too, but none is ever written (a
- * payload has at least its version and counts): recovery never takes one for a frame (torn-tail.ts).
+ * payload has at least its version and counts): neither replay (journal.ts) nor recovery (torn-tail.ts) takes one
+ * for a frame.
  */
 export const FRAME_MAGIC = 0xe7;
 export const FRAME_HEADER_BYTES = 9;

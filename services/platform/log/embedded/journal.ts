@@ -1,7 +1,7 @@
 import { promises as fsp, constants as fsc, write as fsWrite } from 'node:fs';
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
-import { checkFrame, decodeFrame, frameSize, writeFrame, type JournalEntry, type RecordSpan } from './frame';
+import { checkFrame, decodeFrame, FRAME_HEADER_BYTES, frameSize, payloadShape, writeFrame, type FrameCheck, type JournalEntry, type RecordSpan } from './frame';
 import { acknowledgedAfter } from './torn-tail';
 import { FrameAssembly } from './frame-assembly';
 import type { SpanLocation } from './topic-index';
@@ -79,6 +79,10 @@ export class Journal {
   private failure: Error | null = null;
   private closed = false;
   private refreshing: Promise<void> | null = null;
+  /** Read-only: the header of the last frame delivered, to tell when the writer has cut what this reader showed. */
+  private lastShown: { segment: Segment; position: number; header: Buffer } | null = null;
+  /** Records per topic in the frames scanned so far: a replayed commit may not point past them. */
+  private readonly scanned = new Map<string, number>();
 
   private constructor(private readonly options: JournalOptions & { segmentBytes: number }) {}
 
@@ -106,6 +110,7 @@ export class Journal {
     for (let i = 0; i < names.length; i++) {
       const isLast = i === names.length - 1;
       const number = Number(SEGMENT_NAME.exec(names[i])![1]);
+      this.expectSegment(number, i);
       const segment = await this.openSegment(number);
       segment.size = 0;
       await this.scan(segment, isLast);
@@ -114,8 +119,26 @@ export class Journal {
     if (!this.options.readOnly) this.reserved = this.segments[this.segments.length - 1].size;
   }
 
+  /**
+   * Segments are numbered 0, 1, 2, … and every one is kept. An offset is a record's place in the replay, so one
+   * missing file would give every later record another's offset, and the stages' committed offsets would skip
+   * records they never handled.
+   */
+  private expectSegment(number: number, expected: number) {
+    if (number === expected) return;
+    throw new EventLogError(
+      `embedded log is corrupt: segment ${expected} (${this.segmentFile(expected)}) is missing, found ${this.segmentFile(number)} in its place; ` +
+      'every later record would take another\'s offset, so nothing was read. Segment files are never deleted or moved: put the missing file back',
+      'log-corrupt',
+    );
+  }
+
+  private segmentFile(number: number): string {
+    return path.join(this.dir, `${String(number).padStart(10, '0')}.journal`);
+  }
+
   private async openSegment(number: number): Promise<Segment> {
-    const file = path.join(this.dir, `${String(number).padStart(10, '0')}.journal`);
+    const file = this.segmentFile(number);
     // O_DSYNC: a write returns once its bytes (and the size needed to read them) are on disk.
     const flags = this.options.readOnly ? fsc.O_RDONLY : fsc.O_RDWR | fsc.O_CREAT | fsc.O_DSYNC;
     const handle = await fsp.open(file, flags, 0o600);
@@ -127,17 +150,20 @@ export class Journal {
   /** Replay the complete frames of a segment from segment.size on; repair or report what follows. */
   private async scan(segment: Segment, isLast: boolean): Promise<void> {
     const { size } = await segment.handle.stat();
+    if (size < segment.size) throw this.cutUnderReader(segment, `is ${size} bytes, shorter than the ${segment.size} read`);
     if (size === segment.size) return;
     const buf = Buffer.allocUnsafe(size - segment.size);
     await readFully(segment.handle, buf, segment.size);
     let pos = 0;
+    let last = -1;
     while (pos < buf.length) {
-      const check = checkFrame(buf, pos);
+      const check = checkWholeFrame(buf, pos);
       if (!check.ok) {
         if (this.options.readOnly) break; // the writer may still be writing this frame
         const where = `${segment.file} at byte ${segment.size + pos}`;
         if (!isLast) throw new EventLogError(`embedded log is corrupt: ${check.reason} frame in ${where}`, 'log-corrupt');
-        // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged.
+        // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged, unless
+        // it is damage in the last acknowledged frame, which nothing tells apart (the warning says so).
         // A complete frame after the bad one means damage in the middle (a bad block, a flipped bit), with
         // acknowledged records behind it: cutting there would drop them all, so nothing is cut. What counts as
         // one, and why bytes inside the torn frame never do: torn-tail.ts.
@@ -151,19 +177,39 @@ export class Journal {
         }
         await segment.handle.truncate(segment.size + pos);
         await segment.handle.datasync();
-        this.options.onRepair?.(`embedded log: cut ${buf.length - pos} bytes of an unfinished write (${check.reason}) from ${where}`);
+        this.options.onRepair?.(
+          `embedded log: cut ${buf.length - pos} bytes from ${where} (${check.reason}): an unfinished write, which nothing acknowledged, ` +
+          'if the process or the machine stopped mid-write; if the cause was damage instead (a flipped bit, a bad block), ' +
+          'the cut may have dropped the last acknowledged append',
+        );
         break;
       }
       const frame = buf.subarray(pos, pos + check.length);
-      this.deliver(frame, segment.number, segment.size + pos);
+      this.deliver(frame, segment, segment.size + pos);
+      last = pos;
       pos += check.length;
+    }
+    if (this.options.readOnly && last >= 0) {
+      this.lastShown = { segment, position: segment.size + last, header: Buffer.from(buf.subarray(last, last + FRAME_HEADER_BYTES)) };
     }
     segment.size += pos;
   }
 
-  private deliver(frame: Buffer, segmentNumber: number, framePosition: number) {
+  private deliver(frame: Buffer, segment: Segment, framePosition: number) {
     const { entry, spans } = decodeFrame(frame);
-    this.options.onEntry(entry, segmentNumber, framePosition, spans);
+    for (const r of entry.records) this.scanned.set(r.topic, (this.scanned.get(r.topic) ?? 0) + 1);
+    // A stage commits only offsets it has read, so a commit past its topic's records means records before it are gone.
+    for (const c of entry.commits) {
+      const length = this.scanned.get(c.topic) ?? 0;
+      if (c.next > length) {
+        throw new EventLogError(
+          `embedded log is corrupt: group ${c.group} commits topic ${c.topic} up to offset ${c.next} in ${segment.file} at byte ${framePosition}, ` +
+          `but the topic has only ${length} records before it; records were lost (a segment file deleted or replaced?), so nothing was read`,
+          'log-corrupt',
+        );
+      }
+    }
+    this.options.onEntry(entry, segment.number, framePosition, spans);
   }
 
   /** Read-only mode: pick up what the writing process appended since the last look. */
@@ -174,12 +220,38 @@ export class Journal {
     return this.refreshing;
   }
 
+  /**
+   * A write that failed part way (a full disk, an I/O error on sync) may have left whole frames in the page cache,
+   * which this reader may have shown; the writer then cuts them off and writes other frames at the same bytes
+   * (recover). Those records were never acknowledged, and their offsets now belong to others: nothing this reader
+   * holds can be trusted past them, so it stops rather than show the same offsets twice or resume mid-frame.
+   */
+  private async checkShown(): Promise<void> {
+    const shown = this.lastShown;
+    if (!shown) return;
+    const { size } = await shown.segment.handle.stat();
+    if (size < shown.segment.size) throw this.cutUnderReader(shown.segment, `is ${size} bytes, shorter than the ${shown.segment.size} read`);
+    const header = Buffer.alloc(FRAME_HEADER_BYTES);
+    await readFully(shown.segment.handle, header, shown.position);
+    if (!header.equals(shown.header)) throw this.cutUnderReader(shown.segment, `holds another frame at byte ${shown.position}`);
+  }
+
+  private cutUnderReader(segment: Segment, what: string): EventLogError {
+    return new EventLogError(
+      `embedded log: the writer cut records this reader had shown (a failed write): ${segment.file} ${what}; start tail again`,
+      'log-corrupt',
+    );
+  }
+
   private async lookAgain(): Promise<void> {
+    await this.checkShown();
     const names = (await listSegments(this.dir)).sort();
     const known = new Set(this.segments.map((s) => s.number));
     for (const name of names) {
       const number = Number(SEGMENT_NAME.exec(name)![1]);
-      if (!known.has(number)) await this.openSegment(number);
+      if (known.has(number)) continue;
+      this.expectSegment(number, this.segments.length);
+      await this.openSegment(number);
     }
     for (const segment of this.segments) await this.scan(segment, false);
   }
@@ -298,7 +370,9 @@ export class Journal {
     const segment = this.segments.find((s) => s.number === location.segment);
     if (!segment) throw new EventLogError(`embedded log segment ${location.segment} is gone`, 'log-corrupt');
     const buf = Buffer.allocUnsafe(location.length);
-    await readFully(segment.handle, buf, location.position);
+    // A reader's file ending before a record it indexed: the writer cut it (checkShown).
+    const ended = this.options.readOnly ? (at: number) => this.cutUnderReader(segment, `ends at byte ${at}, before a record read earlier`) : undefined;
+    await readFully(segment.handle, buf, location.position, ended);
     return buf;
   }
 
@@ -351,6 +425,17 @@ const READ_MANY_SPAN_BYTES = 1024 * 1024;
 /** A run whose records are less than a quarter of its bytes is copied out of (readMany). */
 const SPARSE_RUN_RATIO = 4;
 
+/**
+ * checkFrame, and a payload whose own fields fill the frame. A checksum holds for an empty payload too (E7 and eight
+ * zeros: an OS crash's page boundary one byte into a header), which the journal never writes: such a frame is
+ * malformed, and goes the way of any bad frame (cut at the tail, refused elsewhere), never to decodeFrame.
+ */
+function checkWholeFrame(buf: Buffer, pos: number): FrameCheck | { ok: false; reason: 'malformed' } {
+  const check = checkFrame(buf, pos);
+  if (check.ok && payloadShape(buf, pos + FRAME_HEADER_BYTES, pos + check.length).kind !== 'complete') return { ok: false, reason: 'malformed' };
+  return check;
+}
+
 async function listSegments(dir: string): Promise<string[]> {
   try {
     return (await fsp.readdir(dir)).filter((n) => SEGMENT_NAME.test(n));
@@ -360,11 +445,11 @@ async function listSegments(dir: string): Promise<string[]> {
   }
 }
 
-async function readFully(handle: fsp.FileHandle, buf: Buffer, position: number) {
+async function readFully(handle: fsp.FileHandle, buf: Buffer, position: number, ended?: (at: number) => Error) {
   let done = 0;
   while (done < buf.length) {
     const { bytesRead } = await handle.read(buf, done, buf.length - done, position + done);
-    if (bytesRead === 0) throw new EventLogError(`embedded log: unexpected end of segment at ${position + done}`, 'log-corrupt');
+    if (bytesRead === 0) throw ended?.(position + done) ?? new EventLogError(`embedded log: unexpected end of segment at ${position + done}`, 'log-corrupt');
     done += bytesRead;
   }
 }

@@ -19,7 +19,9 @@ import { checkFrame, FRAME_HEADER_BYTES, FRAME_MAGIC, payloadShape } from './fra
  *
  * A whole frame where one should start is taken for acknowledged, although an OS crash can leave later frames of
  * its own write whole behind a hole: the two cannot be told apart, and refusing costs an operator's look, while
- * cutting could drop what was acknowledged.
+ * cutting could drop what was acknowledged. The converse cannot be told either: damage in the last acknowledged
+ * frame, with nothing whole after it, looks like an unfinished write and is cut, which drops that one append (the
+ * warning says it may have).
  */
 export interface AcknowledgedAfter {
   /** Where the acknowledged frame starts, relative to the buffer. */
