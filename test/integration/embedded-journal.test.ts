@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -6,6 +6,7 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import { FRAME_HEADER_BYTES, frameSize, writeFrame } from '../../services/platform/log/embedded/frame';
 import { MAX_READ_BATCH_BYTES } from '../../services/platform/log/topics';
 import { Journal } from '../../services/platform/log/embedded/journal';
+import { placeOfThisProcess } from '../../services/platform/files/lock-place';
 import type { SpanLocation } from '../../services/platform/log/embedded/topic-index';
 import { collect } from '../support/log-reads';
 
@@ -143,6 +144,44 @@ test('one writer per folder: a second process is refused, a dead owner is taken 
   // A lock held by a live process (this test's parent, say).
   writeFileSync(path.join(dir, 'log', 'LOCK'), String(process.ppid));
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(new RegExp(`in use by process ${process.ppid}`));
+});
+
+test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK; this container\'s own earlier run is taken over once its heartbeat stopped, and one from before a reboot at once', async () => {
+  const here = placeOfThisProcess();
+  const lock = path.join(dir, 'log', 'LOCK');
+  const log = await openEmbeddedLog({ dataDir: dir });
+  await log.close();
+  // PID 1 of another container: here, pid 1 runs (init) and started at another time, so its pid says nothing.
+  const otherNs = `pid:[${Number(/\d+/.exec(here.ns ?? '')?.[0] ?? 4026531836) + 1}]`;
+  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=other-container`);
+  utimesSync(lock, new Date(Date.now() - 3_600_000), new Date(Date.now() - 3_600_000)); // untouched for an hour: gone, or frozen
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(
+    `is in use by pid 1 in another PID namespace (another container on this folder? hostname other-container, lock touched 3600 s ago): one process per DATA_DIR; stop the other, or if it is gone, remove ${lock}`,
+  );
+  // The same container, restarted (another namespace, its hostname): stale once its heartbeat stopped 10 s ago.
+  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
+  utimesSync(lock, new Date(Date.now() - 9_500), new Date(Date.now() - 9_500));
+  await (await openEmbeddedLog({ dataDir: dir })).close();
+  // Before a reboot, in another container: gone.
+  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=another-boot host=other-container`);
+  await (await openEmbeddedLog({ dataDir: dir })).close();
+});
+
+test('a LOCK left empty (killed between creating and writing it) or a LOCK.takeover a killed taker left is waited out, not refused', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  await log.close();
+  const lock = path.join(dir, 'log', 'LOCK');
+  const aWhileAgo = (ms: number) => new Date(Date.now() - ms);
+  writeFileSync(lock, '');
+  utimesSync(lock, aWhileAgo(1_500), aWhileAgo(1_500)); // half a second before it counts as left behind
+  await (await openEmbeddedLog({ dataDir: dir })).close();
+  const child = spawn(process.execPath, ['-e', '0']);
+  await new Promise((r) => child.once('exit', r));
+  writeFileSync(lock, String(child.pid));
+  writeFileSync(`${lock}.takeover`, '');
+  utimesSync(`${lock}.takeover`, aWhileAgo(4_500), aWhileAgo(4_500));
+  await (await openEmbeddedLog({ dataDir: dir })).close();
+  expect(readdirSync(path.join(dir, 'log')).filter((n) => n.startsWith('LOCK'))).toEqual([]);
 });
 
 test('a read-only reader in the same folder sees what the writer appends later', async () => {

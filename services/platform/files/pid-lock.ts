@@ -2,17 +2,24 @@ import { randomUUID } from 'node:crypto';
 import { promises as fsp, readFileSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import * as path from 'node:path';
+import { HEARTBEAT_MS, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
 
 /**
  * A lock file that holds its owner's pid, created with O_EXCL. The embedded log's directory lock and the file
- * registry's document locks use it; both serve processes on one machine, where a pid says whether the owner runs.
+ * registry's document locks use it; both serve processes on one machine, where a pid says whether the owner runs
+ * if the owner is in this process's PID namespace.
  *
+ * - A lock also names where its owner runs (lock-place.ts: PID namespace, boot, hostname). One of another PID
+ *   namespace (another container on this folder, where the service is PID 1 too) is refused whatever its pid: no
+ *   pid or /proc check means anything there. Only one whose kernel has rebooted since, or an earlier run of this
+ *   same container (this hostname) whose heartbeat (the holder touches the file's mtime every 2 s) stopped 10 s
+ *   ago, is taken over.
  * - A lock whose owner no longer runs (kill -9) is taken over: one taker at a time (an O_EXCL `.takeover` guard
  *   beside it), which reads it again and removes it only if it is still the stale one.
  * - A lock naming this process's own pid that this thread does not hold is another thread's of this process (the
  *   stage worker's) when it names this process's start time and a thread that has not ended, and is waited for;
  *   a lock of a worker that ended holding it (a crash, the watchdog), or of a former life (a restart that got the
- *   same pid, as PID 1 in a container always does), is taken over too.
+ *   same pid in the same PID namespace), is taken over too.
  * - A lock whose pid runs but started after the lock's owner did (the pid was reused by another process) is stale.
  *   Start times come from /proc (Linux); elsewhere a lock names no start, and a running pid is taken for its owner.
  * - A lock that vanishes while it is being looked at (its owner released it) is simply tried for again.
@@ -25,19 +32,45 @@ export interface HeldLock {
   release(): Promise<void>;
 }
 
+/** Why a lock was not taken. */
+export interface Busy {
+  /** The pid of the process that holds it (0: a lock being written or taken over this instant, or one that kept changing hands). */
+  holder: number;
+  /** Set when the holder runs in another PID namespace (another container), where its pid names nobody here. */
+  elsewhere?: { host: string | null; touchedAgoMs: number };
+  /** Set when this may end by itself within about so long (a lock being written, a taker's guard, a restarted container's lock going stale): worth trying again. */
+  settlesInMs?: number;
+}
+
+/** The holder, for an error message: `process 12`, one of another container's, or `another process`. */
+export function describeHolder(busy: Busy): string {
+  if (busy.elsewhere) {
+    const { host, touchedAgoMs } = busy.elsewhere;
+    return `pid ${busy.holder} in another PID namespace (another container on this folder?${host ? ` hostname ${host},` : ''} lock touched ${Math.round(touchedAgoMs / 1000)} s ago)`;
+  }
+  return busy.holder ? `process ${busy.holder}` : 'another process';
+}
+
 /** Lock files this process holds, by absolute path, with what each holds (this pid and a token of its own). */
 const heldHere = new Map<string, string>();
 
+/** A lock being written (between its open and its write) is this young at most; an empty one older is stale. */
+const EMPTY_LOCK_STALE_MS = 2_000;
+/** A taker's guard left by a taker that died (killed in its few steps) is removed once it is this old. */
+const GUARD_STALE_MS = 5_000;
+
 /**
- * The lock, or the pid of the running process that holds it (0: a lock being written this instant, or one that
- * kept changing hands while it was looked at: busy either way, for the caller to try again later).
+ * The lock, or why not (Busy): the pid of the running process that holds it, or 0 for a lock being written or
+ * taken over this instant, or one that kept changing hands while it was looked at (for the caller to try again
+ * soon: settlesInMs).
  */
-export async function tryLockFile(lockFile: string): Promise<HeldLock | { holder: number }> {
+export async function tryLockFile(lockFile: string): Promise<HeldLock | Busy> {
   const file = path.resolve(lockFile);
+  let settlesInMs = 50;
   for (let tries = 0; tries < 5; tries++) {
     // Held by this process: known without a look at the file (which a release may be removing this instant).
     if (heldHere.has(file)) return { holder: process.pid };
-    const content = `${process.pid} ${randomUUID()}${OWN_START === null ? '' : ` ${OWN_START} ${threadId}`}`;
+    const content = `${process.pid} ${randomUUID()}${OWN_START === null ? '' : ` ${OWN_START} ${threadId}`}${HERE.ns === null ? '' : placeTokens(HERE)}`;
     let handle;
     try {
       handle = await fsp.open(file, 'wx', 0o600);
@@ -54,25 +87,52 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | { holder
         await fsp.rm(file, { force: true });
         throw error;
       }
-      return { release: () => release(file, content) };
+      return { release: heartbeat(file, content) };
     }
     const seen = await readLock(file);
     if (seen === null) continue; // released meanwhile
     const owner = ownerOf(seen.text);
+    const age = Math.max(0, Date.now() - seen.mtimeMs);
     if (owner === null) {
       // Empty: a lock being written this instant (between its open and its write), unless it is old.
-      if (Date.now() - seen.mtimeMs < 2_000) return { holder: 0 };
-    } else if (owner.pid === process.pid ? heldHere.has(file) || otherThreadHolds(owner) : ownerRuns(owner)) {
-      return { holder: owner.pid };
+      if (age < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: EMPTY_LOCK_STALE_MS - age + 50 };
+    } else {
+      const where = whereIsOwner(owner.place, HERE, age);
+      if (where.kind === 'elsewhere') {
+        const busy: Busy = { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: age } };
+        return where.settlesInMs === null ? busy : { ...busy, settlesInMs: where.settlesInMs + 50 };
+      }
+      if (where.kind === 'here' && (owner.pid === process.pid ? heldHere.has(file) || otherThreadHolds(owner) : ownerRuns(owner))) {
+        return { holder: owner.pid };
+      }
     }
-    await takeOver(file, seen.text);
+    const guardLeftFor = await takeOver(file, seen.text);
+    if (guardLeftFor !== null) settlesInMs = Math.max(settlesInMs, guardLeftFor);
   }
-  return { holder: 0 };
+  return { holder: 0, settlesInMs };
+}
+
+/**
+ * Held: the file's mtime is touched every HEARTBEAT_MS until release, which tells a process of another PID
+ * namespace with this hostname (this container, restarted) that its holder still runs. One utimes every 2 s;
+ * the small locks are released long before the first.
+ */
+function heartbeat(file: string, content: string): () => Promise<void> {
+  const timer = setInterval(() => {
+    const now = new Date();
+    fsp.utimes(file, now, now).catch(() => undefined); // gone (removed by hand): nothing to refresh
+  }, HEARTBEAT_MS);
+  timer.unref();
+  return () => {
+    clearInterval(timer);
+    return release(file, content);
+  };
 }
 
 /**
  * The pid of the running process that holds the lock, without trying to take it (a lister's look at another
  * process's work); null when nobody does: no lock, one whose owner is gone, or one being written this instant.
+ * A holder of another PID namespace counts as running (nothing here can tell).
  */
 export async function lockHolder(lockFile: string): Promise<number | null> {
   const file = path.resolve(lockFile);
@@ -80,6 +140,8 @@ export async function lockHolder(lockFile: string): Promise<number | null> {
   const seen = await readLock(file);
   const owner = seen && ownerOf(seen.text);
   if (!owner) return null;
+  const where = whereIsOwner(owner.place, HERE, Math.max(0, Date.now() - seen.mtimeMs));
+  if (where.kind !== 'here') return where.kind === 'elsewhere' ? owner.pid : null;
   return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? owner.pid : null;
 }
 
@@ -97,16 +159,22 @@ interface LockOwner {
   pid: number;
   start: string | null;
   thread: number | null;
+  place: Place;
 }
 
 /**
- * `<pid> <token>[ <start> <thread>]`: the start is that of the owner's process, in clock ticks since boot
- * (/proc), and the thread its worker_threads threadId (0: the main thread).
+ * `<pid> <token>[ <start> <thread>][ ns=… boot=… host=…]`: the start is that of the owner's process, in clock
+ * ticks since boot (/proc), the thread its worker_threads threadId (0: the main thread), then where it runs
+ * (lock-place.ts; written only where /proc names a PID namespace, so an earlier release still finds the start
+ * where it looks).
  */
 const ownerOf = (text: string): LockOwner | null => {
-  const [first, , start, thread] = text.trim().split(/\s+/);
+  const tokens = text.trim().split(/\s+/);
+  const [first, , start, thread] = tokens.filter((t) => !t.includes('='));
   const pid = Number(first);
-  return Number.isInteger(pid) && pid > 0 ? { pid, start: start ?? null, thread: thread !== undefined && /^\d+$/.test(thread) ? Number(thread) : null } : null;
+  return Number.isInteger(pid) && pid > 0
+    ? { pid, start: start ?? null, thread: thread !== undefined && /^\d+$/.test(thread) ? Number(thread) : null, place: placeOf(tokens) }
+    : null;
 };
 
 /**
@@ -160,8 +228,14 @@ export function processStart(pid: number | 'self'): string | null {
 /** This process's start: the same in each of its threads, and another in a restart that got the same pid. */
 const OWN_START = processStart('self');
 
-/** Remove a stale lock whose content was `stale`, unless it changed hands in the meantime; one taker at a time. */
-async function takeOver(file: string, stale: string): Promise<void> {
+/** Where this process runs: its PID namespace, boot and hostname (lock-place.ts). */
+const HERE = placeOfThisProcess();
+
+/**
+ * Remove a stale lock whose content was `stale`, unless it changed hands in the meantime; one taker at a time.
+ * Null, or, while another taker's guard is there, how long before that guard counts as left behind.
+ */
+async function takeOver(file: string, stale: string): Promise<number | null> {
   const guard = `${file}.takeover`;
   let handle;
   try {
@@ -170,8 +244,11 @@ async function takeOver(file: string, stale: string): Promise<void> {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     // Another taker is at it; a guard its taker left behind (killed in these few steps) is old.
     const stat = await fsp.stat(guard).catch(() => null);
-    if (stat && Date.now() - stat.mtimeMs > 5_000) await fsp.rm(guard, { force: true });
-    return;
+    if (!stat) return null;
+    const age = Math.max(0, Date.now() - stat.mtimeMs);
+    if (age <= GUARD_STALE_MS) return GUARD_STALE_MS - age + 50;
+    await fsp.rm(guard, { force: true });
+    return null;
   }
   try {
     await handle.close();
@@ -180,6 +257,7 @@ async function takeOver(file: string, stale: string): Promise<void> {
   } finally {
     await fsp.rm(guard, { force: true });
   }
+  return null;
 }
 
 async function release(file: string, content: string): Promise<void> {
@@ -204,7 +282,7 @@ export const SMALL_UPDATE_LOCK_WAIT_MS = 10_000;
 /** What whileLockFile throws, in the caller's own error type: the lock could not be tried, or stayed held. */
 export interface LockFailures {
   couldNotLock(error: unknown): Error;
-  heldTooLong(holder: number, waitedMs: number): Error;
+  heldTooLong(busy: Busy, waitedMs: number): Error;
 }
 
 /**
@@ -220,7 +298,7 @@ export async function whileLockFile<R>(lockFile: string, waitMs: number, failure
     if (!('holder' in taken)) {
       try { return await work(); } finally { await taken.release(); }
     }
-    if (Date.now() > deadline) throw failures.heldTooLong(taken.holder, waitMs);
+    if (Date.now() > deadline) throw failures.heldTooLong(taken, waitMs);
     await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
   }
 }

@@ -1,4 +1,4 @@
-import { SMALL_UPDATE_LOCK_WAIT_MS, whileLockFile } from '../files/pid-lock';
+import { SMALL_UPDATE_LOCK_WAIT_MS, describeHolder, whileLockFile } from '../files/pid-lock';
 import { RegistryError } from './registry';
 
 /**
@@ -9,6 +9,6 @@ import { RegistryError } from './registry';
 export function whileLocked<R>(file: string, write: () => Promise<R>): Promise<R> {
   return whileLockFile(`${file}.lock`, SMALL_UPDATE_LOCK_WAIT_MS, {
     couldNotLock: (error) => new RegistryError(`registry could not lock ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error }),
-    heldTooLong: (holder, waitedMs) => new RegistryError(`registry could not write ${file}: ${holder ? `process ${holder}` : 'another process'} has held its lock for ${waitedMs / 1000} s`, 'registry-unavailable'),
+    heldTooLong: (busy, waitedMs) => new RegistryError(`registry could not write ${file}: ${describeHolder(busy)} has held its lock ${file}.lock for ${waitedMs / 1000} s${busy.elsewhere ? '; if that process is gone, remove the lock file' : ''}`, 'registry-unavailable'),
   }, write);
 }

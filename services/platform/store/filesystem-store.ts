@@ -5,7 +5,7 @@ import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { assertObjectPath, createMeter, MAX_VERSIONED_BYTES, ObjectStoreError, type ObjectStore, type PutOptions, type StoredObject } from './object-store';
 import { headerLength, parseHeader, writeHeader, type ObjectHeader } from './object-file';
-import { SMALL_UPDATE_LOCK_WAIT_MS, whileLockFile } from '../files/pid-lock';
+import { SMALL_UPDATE_LOCK_WAIT_MS, describeHolder, whileLockFile } from '../files/pid-lock';
 import { durableFolders, makeDurableFolders, syncFolder, type SyncFolder } from '../files/durable-folders';
 import { emitUnflushed, type Unflushed } from '../registry/atomic-file';
 
@@ -229,7 +229,7 @@ export async function openFilesystemStore(dataDir: string, options: FilesystemSt
 function whileLocked<R>(lockFile: string, p: string, work: () => Promise<R>): Promise<R> {
   return whileLockFile(lockFile, SMALL_UPDATE_LOCK_WAIT_MS, {
     couldNotLock: (error) => new ObjectStoreError(`filesystem store could not lock ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error }),
-    heldTooLong: (holder, waitedMs) => new ObjectStoreError(`filesystem store could not swap ${p}: ${holder ? `process ${holder}` : 'another process'} has held its lock for ${waitedMs / 1000} s`, 'store-unavailable'),
+    heldTooLong: (busy, waitedMs) => new ObjectStoreError(`filesystem store could not swap ${p}: ${describeHolder(busy)} has held its lock ${lockFile} for ${waitedMs / 1000} s${busy.elsewhere ? '; if that process is gone, remove the lock file' : ''}`, 'store-unavailable'),
   }, work);
 }
 

@@ -1,10 +1,11 @@
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
-import { tryLockFile } from '../../files/pid-lock';
+import { describeHolder, tryLockFile, type Busy, type HeldLock } from '../../files/pid-lock';
 
 /**
  * One writing process per embedded data folder: a pid lock file (files/pid-lock.ts), whose owner, if it no
- * longer exists (kill -9), is taken over, since nothing else can be writing.
+ * longer exists (kill -9), is taken over, since nothing else can be writing. One of another PID namespace
+ * (another container on this folder) is refused: nothing here can tell whether it runs.
  */
 export interface DirectoryLock {
   release(): Promise<void>;
@@ -12,24 +13,50 @@ export interface DirectoryLock {
 
 const heldInThisProcess = new Set<string>();
 
+/**
+ * How long a start tries again when the lock may free itself soon: a LOCK still empty (its taker was killed
+ * between creating and writing it: stale after 2 s), a LOCK.takeover a killed taker left (5 s), or this container's
+ * own lock from before a restart, whose heartbeat stops 10 s before it counts as left behind.
+ */
+const SETTLING_WAIT_MS = 15_000;
+
 export async function acquireDirectoryLock(dir: string, what: string): Promise<DirectoryLock> {
   const file = path.resolve(dir, 'LOCK');
   if (heldInThisProcess.has(file)) throw new EventLogError(`${what} in ${dir} is already open in this process`, 'log-unavailable');
-  let taken;
-  try { taken = await tryLockFile(file); } catch (error) {
-    throw new EventLogError(`${what} in ${dir}: ${(error as Error).message}`, 'log-unavailable', { cause: error });
+  const deadline = Date.now() + SETTLING_WAIT_MS;
+  let taken: HeldLock | Busy;
+  for (;;) {
+    try { taken = await tryLockFile(file); } catch (error) {
+      throw new EventLogError(`${what} in ${dir}: ${(error as Error).message}`, 'log-unavailable', { cause: error });
+    }
+    if (!('holder' in taken) || taken.settlesInMs === undefined || Date.now() >= deadline) break;
+    const pause = Math.min(taken.settlesInMs, 250, Math.max(0, deadline - Date.now()));
+    await new Promise((resolve) => setTimeout(resolve, pause));
   }
   if ('holder' in taken) {
+    if (taken.elsewhere) {
+      throw new EventLogError(
+        `${what} in ${dir} is in use by ${describeHolder(taken)}: one process per DATA_DIR; stop the other, or if it is gone, remove ${file}`,
+        'log-unavailable',
+      );
+    }
+    if (!taken.holder) {
+      throw new EventLogError(
+        `${what} in ${dir} is being locked by another process: ${file} (or ${file}.takeover) kept changing for ${SETTLING_WAIT_MS / 1000} s; try again in a few seconds`,
+        'log-unavailable',
+      );
+    }
     throw new EventLogError(
-      `${what} in ${dir} is in use by ${taken.holder ? `process ${taken.holder}` : 'another process'}; the embedded backends serve one process (run services separately on Kafka)`,
+      `${what} in ${dir} is in use by process ${taken.holder}; the embedded backends serve one process (run services separately on Kafka)`,
       'log-unavailable',
     );
   }
   heldInThisProcess.add(file);
+  const held = taken;
   return {
     async release() {
       heldInThisProcess.delete(file);
-      await taken.release();
+      await held.release();
     },
   };
 }

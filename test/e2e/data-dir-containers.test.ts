@@ -1,0 +1,63 @@
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+
+/**
+ * Two containers on one DATA_DIR, for real: each process runs in a PID namespace (and a hostname) of its own, as
+ * PID 1, as a container's service does, with the built log (npm run build). This needs `unshare`: root, or
+ * unprivileged user namespaces. Where neither works the test fails, naming why, rather than passing untried: the
+ * decision itself is also tested everywhere with made-up namespaces (test/unit/lock-place.test.ts).
+ */
+const LOG = path.resolve(__dirname, '../../dist/services/platform/log/embedded/embedded-log.js');
+const UNSHARE = [...(process.getuid?.() === 0 ? [] : ['--user', '--map-root-user']), '--uts', '--pid', '--fork', '--mount-proc'];
+
+const service = `
+  const { openEmbeddedLog } = require(${JSON.stringify(LOG)});
+  openEmbeddedLog({ dataDir: process.argv[1] }).then(async (log) => {
+    await log.append([{ topic: 't', key: null, value: Buffer.from('acknowledged') }]);
+    console.log('OPENED as pid ' + process.pid);
+  }, (error) => { console.log('REFUSED ' + error.message); process.exit(3); });`;
+
+/** `node -e service` as PID 1 of a namespace of its own, with its own hostname; in a process group of its own (to freeze and kill). */
+function inContainer(hostname: string, dataDir: string): { child: ChildProcess; said: Promise<string> } {
+  const child = spawn('unshare', [...UNSHARE, 'sh', '-c', `hostname ${hostname} && exec "$0" -e "$1" "$2"`, process.execPath, service, dataDir], {
+    detached: true,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  const said = new Promise<string>((resolve) => {
+    let out = '';
+    child.stdout!.on('data', (chunk) => {
+      out += chunk;
+      if (out.includes('\n')) resolve(out.trim());
+    });
+    child.once('exit', (code) => resolve(`${out.trim()} (exit ${code})`));
+  });
+  return { child, said };
+}
+
+test('a second container on a DATA_DIR is refused while the first is frozen, and after it was killed, until LOCK is removed', async () => {
+  const probe = spawnSync('unshare', [...UNSHARE, 'true'], { encoding: 'utf8' });
+  if (probe.status !== 0) {
+    throw new Error(`this test needs PID namespaces: unshare ${UNSHARE.join(' ')} true failed (${probe.error?.message ?? probe.stderr.trim()}); run it as root or with unprivileged user namespaces enabled`);
+  }
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'data-dir-containers-'));
+  const first = inContainer('container-one', dataDir);
+  try {
+    expect(await first.said).toBe('OPENED as pid 1');
+    process.kill(-first.child.pid!, 'SIGSTOP'); // frozen: alive, and touching nothing
+    const frozen = await inContainer('container-two', dataDir).said;
+    expect(frozen).toMatch(/^REFUSED embedded log in \S+ is in use by pid 1 in another PID namespace \(another container on this folder\? hostname container-one, lock touched \d+ s ago\): one process per DATA_DIR; stop the other, or if it is gone, remove \S+\/log\/LOCK$/);
+    process.kill(-first.child.pid!, 'SIGKILL');
+    await new Promise((resolve) => first.child.exitCode !== null || first.child.signalCode !== null ? resolve(null) : first.child.once('exit', resolve));
+    // Killed: nothing another namespace can see says so. The operator who knows removes LOCK.
+    expect(await inContainer('container-two', dataDir).said).toMatch(/^REFUSED .* in another PID namespace/);
+    rmSync(path.join(dataDir, 'log', 'LOCK'));
+    const second = inContainer('container-two', dataDir);
+    expect(await second.said).toBe('OPENED as pid 1');
+    process.kill(-second.child.pid!, 'SIGKILL');
+  } finally {
+    try { process.kill(-first.child.pid!, 'SIGKILL'); } catch { /* ended */ }
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
