@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import * as tls from 'node:tls';
 import { CosmosClient, type Container, type CosmosClientOptions } from '@azure/cosmos';
-import { DOCUMENT_ID, RegistryError, sameDocument, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
+import { checkDocumentSize, DOCUMENT_ID, RegistryError, sameDocument, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { firstLine, sanitizedCause } from '../logger/error-text';
 import { openCosmosJournal } from './cosmos-journal';
@@ -199,6 +199,7 @@ function collection<T extends Document>(container: Container, name: string, unav
     },
     async put(document) {
       checkId(document.id);
+      checkDocumentSize(name, document);
       try {
         // A copy: the SDK may add properties (an id) to the object it is given.
         await container.items.upsert({ ...document });
@@ -208,6 +209,7 @@ function collection<T extends Document>(container: Container, name: string, unav
     },
     async putIf(document, expected) {
       checkId(document.id);
+      checkDocumentSize(name, document);
       const id = document.id;
       try {
         if (expected === null) {
