@@ -115,6 +115,33 @@ describe('cosmos registry: throttling and transient statuses (through a fault-in
   });
   const throughProxy = (callDeadlineMs?: number) => open({ endpoint: proxied, caFile: null, ...(callDeadlineMs ? { callDeadlineMs } : {}) });
 
+  test('a read answered 408, 449 or 503 once is tried again and answers; a write is not (it may have been done)', async () => {
+    const registry = await throughProxy();
+    try {
+      const doc = { id: 'wf-blip', active: true, nodes: [] };
+      await registry.workflows.put(doc);
+      const failingOnce = (status: number) => { let n = 0; return (req: http.IncomingMessage): Fault => (req.method === 'GET' || req.method === 'POST') && n++ === 0 ? { status } : null; };
+      for (const status of [408, 449, 503]) {
+        fault = failingOnce(status);
+        expect(await registry.workflows.get('wf-blip')).toEqual(doc);
+        fault = failingOnce(status);
+        expect((await registry.workflows.list()).filter((w) => w.id === 'wf-blip')).toEqual([doc]);
+        fault = failingOnce(status);
+        expect(await registry.journal.request('r-blip')).toEqual([]);
+      }
+      // Failed twice: the retry is once.
+      let n = 0;
+      fault = (req) => req.method === 'GET' && n++ < 2 ? { status: 503 } : null;
+      await expect(registry.workflows.get('wf-blip')).rejects.toMatchObject({ code: 'registry-unavailable' });
+      n = 0;
+      fault = (req) => req.method === 'POST' && n++ === 0 ? { status: 503 } : null;
+      await expect(registry.workflows.put({ ...doc, active: false })).rejects.toMatchObject({ code: 'registry-unavailable' });
+    } finally {
+      fault = () => null;
+      await registry.close();
+    }
+  });
+
   test('a 429 with a retry-after longer than the call\'s deadline fails the call at its deadline as registry-unavailable, not after the SDK\'s waits', async () => {
     const registry = await throughProxy(400);
     try {

@@ -7,6 +7,9 @@ import { RegistryError } from './registry';
  */
 export const COSMOS_CALL_DEADLINE_MS = 15_000;
 
+/** Statuses a read is tried again for, once: a timeout, Cosmos's "retry with" and a brief outage. */
+const TRANSIENT = new Set([408, 449, 503]);
+
 /** Runs one registry call with an AbortSignal for each of its SDK requests, failing it at the deadline. */
 export type WithinDeadline = <T>(what: string, call: (signal: AbortSignal) => Promise<T>) => Promise<T>;
 
@@ -30,4 +33,23 @@ export function withinDeadline(deadlineMs: number): WithinDeadline {
       clearTimeout(timer);
     }
   };
+}
+
+/**
+ * `read`, tried once more after a short jittered pause when Cosmos answers 408, 449 or 503, which the SDK does
+ * not retry (with endpoint discovery off, a 503 has no other region to go to): one blip is not an outage.
+ */
+export async function readRetried<T>(read: () => Promise<T>, signal: AbortSignal, statusOf: (error: unknown) => number | undefined): Promise<T> {
+  try {
+    return await read();
+  } catch (error) {
+    const status = statusOf(error);
+    if (status === undefined || !TRANSIENT.has(status) || signal.aborted) throw error;
+    await new Promise<void>((resolve) => {
+      const timer = setTimeout(done, 50 + Math.random() * 200);
+      signal.addEventListener('abort', done, { once: true });
+      function done() { clearTimeout(timer); signal.removeEventListener('abort', done); resolve(); }
+    });
+    return read();
+  }
 }

@@ -1,7 +1,7 @@
 import type { Database, JSONObject, OperationInput, SqlParameter } from '@azure/cosmos';
 import { checkedQuery, newestFirst, oldestFirst, type JournalEntry, type JournalStore } from './journal';
 import { RegistryError } from './registry';
-import type { WithinDeadline } from './cosmos-calls';
+import { readRetried, type WithinDeadline } from './cosmos-calls';
 
 /**
  * The request journal on Cosmos DB: container `journal`, partitioned by `/requestId`, so a request's journey
@@ -12,6 +12,8 @@ import type { WithinDeadline } from './cosmos-calls';
 const CONTAINER = 'journal';
 /** Cosmos bulk takes at most 100 operations a call. */
 const BULK_LIMIT = 100;
+/** The HTTP status of a Cosmos error. */
+const statusOf = (error: unknown): number | undefined => (typeof (error as { code?: unknown })?.code === 'number' ? (error as { code: number }).code : undefined);
 const COSMOS_FIELDS = ['_rid', '_self', '_etag', '_attachments', '_ts', 'ttl'] as const;
 
 type Unavailable = (what: string, error: unknown) => RegistryError;
@@ -38,7 +40,7 @@ export async function openCosmosJournal(database: Database, retentionDays: numbe
   const query = async (text: string, parameters: SqlParameter[], partitionKey?: string): Promise<JournalEntry[]> => {
     return within('query the journal', async (abortSignal) => {
       try {
-        const { resources } = await container.items.query<Record<string, unknown>>({ query: text, parameters }, { ...(partitionKey !== undefined ? { partitionKey } : {}), abortSignal }).fetchAll();
+        const { resources } = await readRetried(() => container.items.query<Record<string, unknown>>({ query: text, parameters }, { ...(partitionKey !== undefined ? { partitionKey } : {}), abortSignal }).fetchAll(), abortSignal, statusOf);
         return resources.map(plain);
       } catch (error) {
         throw unavailable('query the journal', error);

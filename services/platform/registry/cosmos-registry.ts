@@ -6,7 +6,7 @@ import { checkDocumentSize, DOCUMENT_ID, RegistryError, sameDocument, withSample
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { firstLine, sanitizedCause } from '../logger/error-text';
 import { openCosmosJournal } from './cosmos-journal';
-import { COSMOS_CALL_DEADLINE_MS, withinDeadline, type WithinDeadline } from './cosmos-calls';
+import { COSMOS_CALL_DEADLINE_MS, readRetried, withinDeadline, type WithinDeadline } from './cosmos-calls';
 import { sampleDocumentId } from './sample-ids';
 import { DEFAULT_JOURNAL_RETENTION_DAYS, type JournalStore } from './journal';
 
@@ -132,7 +132,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
   const samples = containers.samples;
   const readSamples = async (id: string, abortSignal: AbortSignal): Promise<{ document: SamplesDocument; etag: string } | null> => {
     try {
-      const { resource, etag } = await samples.item(id, id).read<SamplesDocument & { _etag?: string }>({ abortSignal });
+      const { resource, etag } = await readRetried(() => samples.item(id, id).read<SamplesDocument & { _etag?: string }>({ abortSignal }), abortSignal, statusOf);
       return resource ? { document: resource, etag: etag ?? resource._etag ?? '' } : null;
     } catch (error) {
       if (statusOf(error) === 404) return null;
@@ -200,7 +200,7 @@ function collection<T extends Document>(container: Container, name: string, unav
       checkId(id);
       return within(`read ${name}/${id}`, async (abortSignal) => {
         try {
-          const { resource } = await container.item(id, id).read<T>({ abortSignal });
+          const { resource } = await readRetried(() => container.item(id, id).read<T>({ abortSignal }), abortSignal, statusOf);
           return resource ? stripSystemProperties(resource) : null;
         } catch (error) {
           if (statusOf(error) === 404) return null;
@@ -231,7 +231,7 @@ function collection<T extends Document>(container: Container, name: string, unav
             return true;
           }
           // The version we compare is the one we replace: the etag makes the replace fail if another write came after this read.
-          const { resource, etag } = await container.item(id, id).read<T & { _etag?: string }>({ abortSignal });
+          const { resource, etag } = await readRetried(() => container.item(id, id).read<T & { _etag?: string }>({ abortSignal }), abortSignal, statusOf);
           if (!resource || !sameDocument(stripSystemProperties(resource), expected)) return false;
           await container.item(id, id).replace({ ...document }, { accessCondition: { type: 'IfMatch', condition: etag ?? resource._etag ?? '' }, abortSignal });
           return true;
@@ -246,7 +246,7 @@ function collection<T extends Document>(container: Container, name: string, unav
       const id = expected.id;
       return within(`delete ${name}/${id}`, async (abortSignal) => {
         try {
-          const { resource, etag } = await container.item(id, id).read<T & { _etag?: string }>({ abortSignal });
+          const { resource, etag } = await readRetried(() => container.item(id, id).read<T & { _etag?: string }>({ abortSignal }), abortSignal, statusOf);
           if (!resource || !sameDocument(stripSystemProperties(resource), expected)) return false;
           await container.item(id, id).delete({ accessCondition: { type: 'IfMatch', condition: etag ?? resource._etag ?? '' }, abortSignal });
           return true;
@@ -259,7 +259,7 @@ function collection<T extends Document>(container: Container, name: string, unav
     async list() {
       const resources = await within(`list ${name}`, async (abortSignal) => {
         try {
-          return (await container.items.readAll<T & { id: string }>({ abortSignal }).fetchAll()).resources;
+          return (await readRetried(() => container.items.readAll<T & { id: string }>({ abortSignal }).fetchAll(), abortSignal, statusOf)).resources;
         } catch (error) {
           throw unavailable(`list ${name}`, error);
         }
