@@ -36,9 +36,9 @@ afterAll(async () => {
 });
 
 /**
- * Failures first: @azure/cosmos 4.5.1 leaves its per-request timer running after a network-level
- * failure (see CosmosRegistryOptions.requestTimeoutMs), and a timer still pending when the file ends
- * makes jest force-exit the worker. These use a short timeout and run before everything else.
+ * Failures first: a timer of the SDK still pending when the file ends (a pause between its retries, which a
+ * call's deadline does not cut) makes jest force-exit the worker. These use a short timeout and run before
+ * everything else.
  */
 describe('cosmos registry: failures', () => {
   test('an unreachable endpoint is registry-unavailable, without the key in the error', async () => {

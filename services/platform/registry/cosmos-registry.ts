@@ -19,9 +19,8 @@ export interface CosmosRegistryOptions {
   /** A PEM file of a CA to trust (on top of the usual roots), for a server with a self-signed certificate. */
   caFile?: string | null;
   /**
-   * Per-request timeout, default 10 s. Note: @azure/cosmos 4.5.1 does not clear this timer when a
-   * request fails at the network level (refused, TLS), so after such a failure the process stays
-   * alive until it fires; tests that provoke one pass a short value.
+   * Per-request timeout, default 10 s. (@azure/cosmos 4.5.1 left this timer running after a request failed at
+   * the network level; 4.10.1, the version installed, clears it.) A call as a whole is bounded by callDeadlineMs.
    */
   requestTimeoutMs?: number;
   /** The most one registry call may take, retries and throttling waits included: COSMOS_CALL_DEADLINE_MS (tests pass less). */
