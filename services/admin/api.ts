@@ -125,6 +125,9 @@ function errorHandler(deps: AdminApiDeps): ErrorRequestHandler {
     } else if ((error as { status?: unknown }).status === 400) {
       // express's own 400s (a path parameter that is not valid percent-encoding): said in our shape, not its text.
       answer = new AdminError('invalid-request', 'The request path or query is not valid');
+    } else if (error instanceof RegistryError && error.code === 'invalid-document') {
+      // The registry refused the document itself (over its size limit, say): no retry mends that, so no 503.
+      answer = new AdminError('invalid-document', error.message);
     } else if (error instanceof RegistryError || error instanceof EventLogError || error instanceof ReplayStoreError) {
       deps.logger.warn('admin api: a backend failed', { method: req.method, path: req.path, error: error.message });
       // The registry's and the log's messages are their adapters' (hosts, ids); the replay directory's says what failed.

@@ -40,6 +40,16 @@ describe.each<BackendChoice>(['embedded', 'real'])('on the %s backends', (choice
     expect(ended()).toMatchObject({ clientGone: true, records: 2 });
   });
 
+  test('a workflow over the registry\'s 2 MiB a document, though its body is under the 1 MiB limit, is 400 invalid-document naming the size (no 503 to retry for ever)', async () => {
+    // Bytes that are not UTF-8 are read as U+FFFD, three bytes each once stored: 900 000 of them make 2.7 MB.
+    const body = Buffer.concat([Buffer.from('{"id":"wf-huge","active":true,"nodes":[{"name":"Hook","type":"webhook"}],"name":"'), Buffer.alloc(900_000, 0xff), Buffer.from('"}')]);
+    const res = await fetch(`${api.url}/api/v1/workflows/wf-huge`, { method: 'PUT', body, headers: { authorization: `Bearer ${FULL_TOKEN}`, 'content-type': 'application/json' } });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('retry-after')).toBeNull();
+    expect(await res.json()).toEqual({ error: 'invalid-document', message: `workflows/wf-huge would take ${2_700_000 + Buffer.byteLength('{"id":"wf-huge","active":true,"nodes":[{"name":"Hook","type":"webhook"}],"name":""}')} bytes as JSON, over the 2097152 bytes (2 MiB, Cosmos DB's item limit) a registry document may take` });
+    expect((await api.call('GET', '/api/v1/workflows/wf-huge')).status).toBe(404);
+  });
+
   test('an unknown topic is 404 and a bad start 400, as JSON, before any stream', async () => {
     const unknown = await api.call('GET', '/api/v1/topics/not-a-topic/tail', { token: FULL_TOKEN });
     expect(unknown.status).toBe(404);

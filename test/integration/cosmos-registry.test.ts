@@ -1,5 +1,6 @@
 import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
+import * as http from 'node:http';
 import * as https from 'node:https';
 import { inspect } from 'node:util';
 import { CosmosClient } from '@azure/cosmos';
@@ -35,9 +36,9 @@ afterAll(async () => {
 });
 
 /**
- * Failures first: @azure/cosmos 4.5.1 leaves its per-request timer running after a network-level
- * failure (see CosmosRegistryOptions.requestTimeoutMs), and a timer still pending when the file ends
- * makes jest force-exit the worker. These use a short timeout and run before everything else.
+ * Failures first: a timer of the SDK still pending when the file ends (a pause between its retries, which a
+ * call's deadline does not cut) makes jest force-exit the worker. These use a short timeout and run before
+ * everything else.
  */
 describe('cosmos registry: failures', () => {
   test('an unreachable endpoint is registry-unavailable, without the key in the error', async () => {
@@ -73,6 +74,88 @@ describe('cosmos registry: failures', () => {
     expect(err.code).toBe('registry-unavailable');
     expect(err.message).toMatch(/certificate|UNABLE_TO_VERIFY|SELF_SIGNED/i);
     expect(err.message).not.toContain(KEY);
+  });
+});
+
+/**
+ * Statuses cosmosdb-server never answers, made by a loopback proxy in front of it: `fault` says what to answer a
+ * request for a document instead of passing it on (null: pass it on). The registry speaks plain http to the proxy.
+ */
+describe('cosmos registry: throttling and transient statuses (through a fault-injecting proxy)', () => {
+  type Fault = { status: number; headers?: Record<string, string> } | null;
+  let fault: (req: http.IncomingMessage) => Fault = () => null;
+  let proxy: http.Server;
+  let proxied: string;
+  const upstream = new URL(ENDPOINT);
+  const ca = caFile ? readFileSync(caFile) : undefined;
+  beforeAll(async () => {
+    proxy = http.createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        const injected = /\/docs/.test(req.url ?? '') ? fault(req) : null;
+        if (injected) {
+          res.writeHead(injected.status, { 'content-type': 'application/json', ...injected.headers });
+          res.end(JSON.stringify({ code: 'Injected', message: `injected ${injected.status}` }));
+          return;
+        }
+        const options = { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: { ...req.headers, host: upstream.host }, ca };
+        const up = (upstream.protocol === 'https:' ? https : http).request(options, (answer) => { res.writeHead(answer.statusCode!, answer.headers); answer.pipe(res); });
+        up.on('error', (e) => res.destroy(e));
+        up.end(Buffer.concat(chunks));
+      });
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    proxied = `http://127.0.0.1:${(proxy.address() as { port: number }).port}/`;
+  });
+  afterAll(async () => {
+    fault = () => null;
+    proxy.closeAllConnections();
+    await new Promise((resolve) => proxy.close(resolve));
+  });
+  const throughProxy = (callDeadlineMs?: number) => open({ endpoint: proxied, caFile: null, ...(callDeadlineMs ? { callDeadlineMs } : {}) });
+
+  test('a read answered 408, 449 or 503 once is tried again and answers; a write is not (it may have been done)', async () => {
+    const registry = await throughProxy();
+    try {
+      const doc = { id: 'wf-blip', active: true, nodes: [] };
+      await registry.workflows.put(doc);
+      const failingOnce = (status: number) => { let n = 0; return (req: http.IncomingMessage): Fault => (req.method === 'GET' || req.method === 'POST') && n++ === 0 ? { status } : null; };
+      for (const status of [408, 449, 503]) {
+        fault = failingOnce(status);
+        expect(await registry.workflows.get('wf-blip')).toEqual(doc);
+        fault = failingOnce(status);
+        expect((await registry.workflows.list()).filter((w) => w.id === 'wf-blip')).toEqual([doc]);
+        fault = failingOnce(status);
+        expect(await registry.journal.request('r-blip')).toEqual([]);
+      }
+      // Failed twice: the retry is once.
+      let n = 0;
+      fault = (req) => req.method === 'GET' && n++ < 2 ? { status: 503 } : null;
+      await expect(registry.workflows.get('wf-blip')).rejects.toMatchObject({ code: 'registry-unavailable' });
+      n = 0;
+      fault = (req) => req.method === 'POST' && n++ === 0 ? { status: 503 } : null;
+      await expect(registry.workflows.put({ ...doc, active: false })).rejects.toMatchObject({ code: 'registry-unavailable' });
+    } finally {
+      fault = () => null;
+      await registry.close();
+    }
+  });
+
+  test('a 429 with a retry-after longer than the call\'s deadline fails the call at its deadline as registry-unavailable, not after the SDK\'s waits', async () => {
+    const registry = await throughProxy(400);
+    try {
+      await registry.workflows.put({ id: 'wf-throttled', active: true, nodes: [] });
+      // Short enough that the SDK's own pause (which the deadline cannot cut) is over before this file is.
+      fault = () => ({ status: 429, headers: { 'x-ms-retry-after-ms': '2500', 'x-ms-substatus': '3200' } });
+      const err = await registry.workflows.get('wf-throttled').catch((e) => e);
+      expect(err).toBeInstanceOf(RegistryError);
+      expect(err).toMatchObject({ code: 'registry-unavailable', message: 'cosmos registry could not read workflows/wf-throttled: no answer within 400 ms (throttled or not answering)' });
+      await expect(registry.journal.request('r-throttled')).rejects.toMatchObject({ code: 'registry-unavailable', message: expect.stringContaining('no answer within 400 ms') });
+    } finally {
+      fault = () => null;
+      await registry.close();
+    }
   });
 });
 

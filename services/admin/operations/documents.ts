@@ -5,7 +5,7 @@ import type { CredentialSealer } from '../../platform/registry/credential-crypto
 import { currentReceiverKeys, keepRemovedAsRetired } from '../../platform/registry/as2-retired-keys';
 import type { As2CredentialData } from '../../platform/registry/as2-credential';
 import { credentialPutProblems, DocumentError, parseCredentialDocument, parseWorkflowDocument, type CredentialDocument, type StoredCredential, type WorkflowDocument } from '../../platform/registry/documents';
-import type { Registry } from '../../platform/registry/registry';
+import { RegistryError, type Registry } from '../../platform/registry/registry';
 import type { TriggerCatalog } from '../../triggers/catalog';
 import { as2CertificateProblems } from '../../triggers/as2/certificates';
 
@@ -91,7 +91,15 @@ export async function putCredential(registry: Registry, doc: CredentialDocument,
     const kept = credentialToStore(doc, before, sealer, forgetRetired, at);
     if ('problem' in kept) return { conflict: kept.problem };
     const stored = sealer.seal(kept.doc);
-    if (await registry.credentials.putIf(stored, before)) return { stored, existed: before !== null };
+    let written: boolean;
+    try { written = await registry.credentials.putIf(stored, before); } catch (error) {
+      // What an AS2 credential grows by: every put keeps the keys and certificates it removes (as2-retired-keys.ts).
+      if (error instanceof RegistryError && error.code === 'invalid-document' && doc.type === 'as2ReceiverAuth' && before?.type === 'as2ReceiverAuth' && !forgetRetired) {
+        throw new RegistryError(`${error.message}; it keeps the receiver keys and partner certificates earlier puts removed: put it with --forget-retired (API: ?forgetRetired=true) to drop them`, 'invalid-document', { cause: error });
+      }
+      throw error;
+    }
+    if (written) return { stored, existed: before !== null };
   }
   return { conflict: `Credential ${doc.id} was changed by another write during each of ${PUT_ATTEMPTS} attempts to store it; try again` };
 }

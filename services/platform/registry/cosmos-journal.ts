@@ -1,6 +1,7 @@
 import type { Database, JSONObject, OperationInput, SqlParameter } from '@azure/cosmos';
 import { checkedQuery, newestFirst, oldestFirst, type JournalEntry, type JournalStore } from './journal';
 import { RegistryError } from './registry';
+import { readRetried, type WithinDeadline } from './cosmos-calls';
 
 /**
  * The request journal on Cosmos DB: container `journal`, partitioned by `/requestId`, so a request's journey
@@ -11,11 +12,13 @@ import { RegistryError } from './registry';
 const CONTAINER = 'journal';
 /** Cosmos bulk takes at most 100 operations a call. */
 const BULK_LIMIT = 100;
+/** The HTTP status of a Cosmos error. */
+const statusOf = (error: unknown): number | undefined => (typeof (error as { code?: unknown })?.code === 'number' ? (error as { code: number }).code : undefined);
 const COSMOS_FIELDS = ['_rid', '_self', '_etag', '_attachments', '_ts', 'ttl'] as const;
 
 type Unavailable = (what: string, error: unknown) => RegistryError;
 
-export async function openCosmosJournal(database: Database, retentionDays: number, unavailable: Unavailable): Promise<JournalStore> {
+export async function openCosmosJournal(database: Database, retentionDays: number, unavailable: Unavailable, within: WithinDeadline): Promise<JournalStore> {
   const { container, resource } = await database.containers.createIfNotExists({ id: CONTAINER, partitionKey: { paths: ['/requestId'] }, defaultTtl: -1 });
   const paths = resource?.partitionKey?.paths;
   if (paths && (paths.length !== 1 || paths[0] !== '/requestId')) {
@@ -35,12 +38,14 @@ export async function openCosmosJournal(database: Database, retentionDays: numbe
     return copy as unknown as JournalEntry;
   };
   const query = async (text: string, parameters: SqlParameter[], partitionKey?: string): Promise<JournalEntry[]> => {
-    try {
-      const { resources } = await container.items.query<Record<string, unknown>>({ query: text, parameters }, partitionKey !== undefined ? { partitionKey } : {}).fetchAll();
-      return resources.map(plain);
-    } catch (error) {
-      throw unavailable('query the journal', error);
-    }
+    return within('query the journal', async (abortSignal) => {
+      try {
+        const { resources } = await readRetried(() => container.items.query<Record<string, unknown>>({ query: text, parameters }, { ...(partitionKey !== undefined ? { partitionKey } : {}), abortSignal }).fetchAll(), abortSignal, statusOf);
+        return resources.map(plain);
+      } catch (error) {
+        throw unavailable('query the journal', error);
+      }
+    });
   };
 
   return {
@@ -49,7 +54,7 @@ export async function openCosmosJournal(database: Database, retentionDays: numbe
         const now = Date.now();
         const operations: OperationInput[] = entries.slice(i, i + BULK_LIMIT).map((entry) => ({ operationType: 'Upsert', resourceBody: { ...entry, ttl: ttlOf(entry, now) } as unknown as JSONObject }));
         let results;
-        try { results = await container.items.bulk(operations); } catch (error) { throw unavailable('write journal entries', error); }
+        try { results = await within('write journal entries', (abortSignal) => container.items.bulk(operations, undefined, { abortSignal })); } catch (error) { throw error instanceof RegistryError ? error : unavailable('write journal entries', error); }
         const failed = results.find((r) => r.statusCode >= 300);
         // The stage retries the whole record; upserts make the entries already written harmless.
         // 400 and 413 say the entry itself is wrong, which no retry mends; anything else is the service's state.

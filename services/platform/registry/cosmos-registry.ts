@@ -2,10 +2,11 @@ import { readFileSync } from 'node:fs';
 import * as https from 'node:https';
 import * as tls from 'node:tls';
 import { CosmosClient, type Container, type CosmosClientOptions } from '@azure/cosmos';
-import { DOCUMENT_ID, RegistryError, sameDocument, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
+import { checkDocumentSize, DOCUMENT_ID, RegistryError, sameDocument, withSamples, type Document, type DocumentCollection, type Registry, type Sample } from './registry';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { firstLine, sanitizedCause } from '../logger/error-text';
 import { openCosmosJournal } from './cosmos-journal';
+import { COSMOS_CALL_DEADLINE_MS, readRetried, withinDeadline, type WithinDeadline } from './cosmos-calls';
 import { sampleDocumentId } from './sample-ids';
 import { DEFAULT_JOURNAL_RETENTION_DAYS, type JournalStore } from './journal';
 
@@ -18,11 +19,12 @@ export interface CosmosRegistryOptions {
   /** A PEM file of a CA to trust (on top of the usual roots), for a server with a self-signed certificate. */
   caFile?: string | null;
   /**
-   * Per-request timeout, default 10 s. Note: @azure/cosmos 4.5.1 does not clear this timer when a
-   * request fails at the network level (refused, TLS), so after such a failure the process stays
-   * alive until it fires; tests that provoke one pass a short value.
+   * Per-request timeout, default 10 s. (@azure/cosmos 4.5.1 left this timer running after a request failed at
+   * the network level; 4.10.1, the version installed, clears it.) A call as a whole is bounded by callDeadlineMs.
    */
   requestTimeoutMs?: number;
+  /** The most one registry call may take, retries and throttling waits included: COSMOS_CALL_DEADLINE_MS (tests pass less). */
+  callDeadlineMs?: number;
   /** Days the request journal keeps an entry (JOURNAL_RETENTION_DAYS): the entries' Cosmos TTL. */
   journalRetentionDays?: number;
 }
@@ -92,7 +94,8 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
       enableEndpointDiscovery: false,
       enableBackgroundEndpointRefreshing: false,
       requestTimeout: options.requestTimeoutMs ?? 10_000,
-      // Throttling (429) retries: bounded, so a saturated account fails a request within seconds.
+      // Throttling (429) retries. The SDK checks its wait bound before adding the next wait, so one long
+      // x-ms-retry-after-ms is waited in full: each call's deadline (cosmos-calls.ts) is what bounds it.
       retryOptions: { maxRetryAttemptCount: 5, maxWaitTimeInSeconds: 10 },
     },
   };
@@ -104,6 +107,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
   }
   const close = async () => { client.dispose(); agent?.destroy(); };
 
+  const within = withinDeadline(options.callDeadlineMs ?? COSMOS_CALL_DEADLINE_MS);
   let containers: Record<'workflows' | 'credentials' | 'samples', Container>;
   let journal: JournalStore;
   try {
@@ -117,7 +121,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
       return container;
     };
     containers = { workflows: await open('workflows'), credentials: await open('credentials'), samples: await open('samples') };
-    journal = await openCosmosJournal(database, options.journalRetentionDays ?? DEFAULT_JOURNAL_RETENTION_DAYS, unavailable);
+    journal = await openCosmosJournal(database, options.journalRetentionDays ?? DEFAULT_JOURNAL_RETENTION_DAYS, unavailable, within);
   } catch (error) {
     await close();
     if (error instanceof RegistryError) throw error;
@@ -125,9 +129,9 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
   }
 
   const samples = containers.samples;
-  const readSamples = async (id: string): Promise<{ document: SamplesDocument; etag: string } | null> => {
+  const readSamples = async (id: string, abortSignal: AbortSignal): Promise<{ document: SamplesDocument; etag: string } | null> => {
     try {
-      const { resource, etag } = await samples.item(id, id).read<SamplesDocument & { _etag?: string }>();
+      const { resource, etag } = await readRetried(() => samples.item(id, id).read<SamplesDocument & { _etag?: string }>({ abortSignal }), abortSignal, statusOf);
       return resource ? { document: resource, etag: etag ?? resource._etag ?? '' } : null;
     } catch (error) {
       if (statusOf(error) === 404) return null;
@@ -135,18 +139,21 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
     }
   };
 
-  const appendMany = async (workflowId: string, node: string, added: readonly Sample[], keep: number): Promise<void> => {
+  const appendMany = (workflowId: string, node: string, added: readonly Sample[], keep: number): Promise<void> => {
     const id = sampleId(workflowId, node);
+    return within(`write samples/${id}`, (abortSignal) => appendWithin(id, workflowId, node, added, keep, abortSignal));
+  };
+  const appendWithin = async (id: string, workflowId: string, node: string, added: readonly Sample[], keep: number, abortSignal: AbortSignal): Promise<void> => {
     for (let attempt = 0; attempt < MAX_APPEND_ATTEMPTS; attempt++) {
-      const current = await readSamples(id);
+      const current = await readSamples(id, abortSignal);
       const previous = current && current.document.workflowId === workflowId && current.document.node === node ? current.document.samples : [];
       const merged = withSamples(previous, added, keep);
       if (!merged) return;
       const next: SamplesDocument = { id, workflowId, node, samples: merged };
       try {
         // Optimistic concurrency: create when absent, otherwise replace only the version we read.
-        if (current) await samples.item(id, id).replace(next, { accessCondition: { type: 'IfMatch', condition: current.etag } });
-        else await samples.items.create(next);
+        if (current) await samples.item(id, id).replace(next, { accessCondition: { type: 'IfMatch', condition: current.etag }, abortSignal });
+        else await samples.items.create(next, { abortSignal });
         return;
       } catch (error) {
         if (isConflict(error)) {
@@ -162,15 +169,16 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
 
   return {
     kind: 'cosmos',
-    workflows: collection<WorkflowDocument>(containers.workflows, 'workflows', unavailable),
-    credentials: collection<StoredCredential>(containers.credentials, 'credentials', unavailable),
+    workflows: collection<WorkflowDocument>(containers.workflows, 'workflows', unavailable, within),
+    credentials: collection<StoredCredential>(containers.credentials, 'credentials', unavailable, within),
     samples: {
       append(workflowId, node, sample, keep) {
         return appendMany(workflowId, node, [sample], keep);
       },
       appendMany,
       async list(workflowId, node) {
-        const current = (await readSamples(sampleId(workflowId, node)))?.document;
+        const id = sampleId(workflowId, node);
+        const current = (await within(`read samples/${id}`, (abortSignal) => readSamples(id, abortSignal)))?.document;
         return current && current.workflowId === workflowId && current.node === node ? current.samples : [];
       },
     },
@@ -181,7 +189,7 @@ export async function openCosmosRegistry(options: CosmosRegistryOptions): Promis
 
 type Unavailable = (what: string, error: unknown, write?: boolean) => RegistryError;
 
-function collection<T extends Document>(container: Container, name: string, unavailable: Unavailable): DocumentCollection<T> {
+function collection<T extends Document>(container: Container, name: string, unavailable: Unavailable, within: WithinDeadline): DocumentCollection<T> {
   const checkId = (id: unknown): string => {
     if (typeof id !== 'string' || !DOCUMENT_ID.test(id)) throw new RegistryError(`invalid document id ${JSON.stringify(String(id).slice(0, 140))}`, 'invalid-document');
     return id;
@@ -189,74 +197,87 @@ function collection<T extends Document>(container: Container, name: string, unav
   return {
     async get(id) {
       checkId(id);
-      try {
-        const { resource } = await container.item(id, id).read<T>();
-        return resource ? stripSystemProperties(resource) : null;
-      } catch (error) {
-        if (statusOf(error) === 404) return null;
-        throw unavailable(`read ${name}/${id}`, error);
-      }
+      return within(`read ${name}/${id}`, async (abortSignal) => {
+        try {
+          const { resource } = await readRetried(() => container.item(id, id).read<T>({ abortSignal }), abortSignal, statusOf);
+          return resource ? stripSystemProperties(resource) : null;
+        } catch (error) {
+          if (statusOf(error) === 404) return null;
+          throw unavailable(`read ${name}/${id}`, error);
+        }
+      });
     },
     async put(document) {
       checkId(document.id);
-      try {
-        // A copy: the SDK may add properties (an id) to the object it is given.
-        await container.items.upsert({ ...document });
-      } catch (error) {
-        throw unavailable(`write ${name}/${document.id}`, error, true);
-      }
+      checkDocumentSize(name, document);
+      await within(`write ${name}/${document.id}`, async (abortSignal) => {
+        try {
+          // A copy: the SDK may add properties (an id) to the object it is given.
+          await container.items.upsert({ ...document }, { abortSignal });
+        } catch (error) {
+          throw unavailable(`write ${name}/${document.id}`, error, true);
+        }
+      });
     },
     async putIf(document, expected) {
       checkId(document.id);
+      checkDocumentSize(name, document);
       const id = document.id;
-      try {
-        if (expected === null) {
-          await container.items.create({ ...document });
+      return within(`write ${name}/${id}`, async (abortSignal) => {
+        try {
+          if (expected === null) {
+            await container.items.create({ ...document }, { abortSignal });
+            return true;
+          }
+          // The version we compare is the one we replace: the etag makes the replace fail if another write came after this read.
+          const { resource, etag } = await readRetried(() => container.item(id, id).read<T & { _etag?: string }>({ abortSignal }), abortSignal, statusOf);
+          if (!resource || !sameDocument(stripSystemProperties(resource), expected)) return false;
+          await container.item(id, id).replace({ ...document }, { accessCondition: { type: 'IfMatch', condition: etag ?? resource._etag ?? '' }, abortSignal });
           return true;
+        } catch (error) {
+          if (isConflict(error)) return false;
+          throw unavailable(`write ${name}/${id}`, error, true);
         }
-        // The version we compare is the one we replace: the etag makes the replace fail if another write came after this read.
-        const { resource, etag } = await container.item(id, id).read<T & { _etag?: string }>();
-        if (!resource || !sameDocument(stripSystemProperties(resource), expected)) return false;
-        await container.item(id, id).replace({ ...document }, { accessCondition: { type: 'IfMatch', condition: etag ?? resource._etag ?? '' } });
-        return true;
-      } catch (error) {
-        if (isConflict(error)) return false;
-        throw unavailable(`write ${name}/${id}`, error, true);
-      }
+      });
     },
     async deleteIf(expected) {
       checkId(expected.id);
       const id = expected.id;
-      try {
-        const { resource, etag } = await container.item(id, id).read<T & { _etag?: string }>();
-        if (!resource || !sameDocument(stripSystemProperties(resource), expected)) return false;
-        await container.item(id, id).delete({ accessCondition: { type: 'IfMatch', condition: etag ?? resource._etag ?? '' } });
-        return true;
-      } catch (error) {
-        if (isConflict(error)) return false;
-        throw unavailable(`delete ${name}/${id}`, error);
-      }
+      return within(`delete ${name}/${id}`, async (abortSignal) => {
+        try {
+          const { resource, etag } = await readRetried(() => container.item(id, id).read<T & { _etag?: string }>({ abortSignal }), abortSignal, statusOf);
+          if (!resource || !sameDocument(stripSystemProperties(resource), expected)) return false;
+          await container.item(id, id).delete({ accessCondition: { type: 'IfMatch', condition: etag ?? resource._etag ?? '' }, abortSignal });
+          return true;
+        } catch (error) {
+          if (isConflict(error)) return false;
+          throw unavailable(`delete ${name}/${id}`, error);
+        }
+      });
     },
     async list() {
-      let resources: T[];
-      try {
-        ({ resources } = await container.items.readAll<T & { id: string }>().fetchAll());
-      } catch (error) {
-        throw unavailable(`list ${name}`, error);
-      }
+      const resources = await within(`list ${name}`, async (abortSignal) => {
+        try {
+          return (await readRetried(() => container.items.readAll<T & { id: string }>({ abortSignal }).fetchAll(), abortSignal, statusOf)).resources;
+        } catch (error) {
+          throw unavailable(`list ${name}`, error);
+        }
+      });
       // Sorted here (UTF-16 code units, as the file registry does) rather than by ORDER BY, whose
       // collation is the server's business.
       return resources.map(stripSystemProperties).sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0));
     },
     async delete(id) {
       checkId(id);
-      try {
-        await container.item(id, id).delete();
-        return true;
-      } catch (error) {
-        if (statusOf(error) === 404) return false;
-        throw unavailable(`delete ${name}/${id}`, error);
-      }
+      return within(`delete ${name}/${id}`, async (abortSignal) => {
+        try {
+          await container.item(id, id).delete({ abortSignal });
+          return true;
+        } catch (error) {
+          if (statusOf(error) === 404) return false;
+          throw unavailable(`delete ${name}/${id}`, error);
+        }
+      });
     },
   };
 }

@@ -1,6 +1,6 @@
 import { promises as fsp } from 'node:fs';
 import * as path from 'node:path';
-import { DOCUMENT_ID, RegistryError, sameDocument, type Document, type DocumentCollection, type Registry } from './registry';
+import { checkDocumentSize, DOCUMENT_ID, RegistryError, sameDocument, type Document, type DocumentCollection, type Registry } from './registry';
 import { whileLocked } from './document-lock';
 import type { StoredCredential, WorkflowDocument } from './documents';
 import { sweepStaleTemps, writeFileAtomically, type Unflushed } from './atomic-file';
@@ -51,6 +51,7 @@ async function fileCollection<T extends Document>(dir: string, onUnflushed?: Unf
   // Its name durable before a document in it is (writeFileAtomically flushes only the collection's own folder).
   await makeDurableFolders(dir);
   await sweepStaleTemps(dir);
+  const name = path.basename(dir);
   const fileOf = (id: string) => {
     if (!DOCUMENT_ID.test(id) && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,127}\.[A-Za-z0-9_-]+$/.test(id)) throw new RegistryError(`invalid document id ${JSON.stringify(id.slice(0, 140))}`, 'invalid-document');
     return path.join(dir, `${id}.json`);
@@ -81,12 +82,14 @@ async function fileCollection<T extends Document>(dir: string, onUnflushed?: Unf
   };
   return {
     get: (id) => read(fileOf(id)),
-    put(document) {
+    async put(document) {
       const file = fileOf(document.id);
+      checkDocumentSize(name, document);
       return whileLocked(file, () => write(file, document));
     },
-    putIf(document, expected) {
+    async putIf(document, expected) {
       const file = fileOf(document.id);
+      checkDocumentSize(name, document);
       return whileLocked(file, async () => {
         const stored = await read(file);
         if (stored === null ? expected !== null : expected === null || !sameDocument(stored, expected)) return false;

@@ -113,5 +113,21 @@ export function sameDocument(a: unknown, b: unknown): boolean {
   return isDeepStrictEqual(JSON.parse(JSON.stringify(a)), JSON.parse(JSON.stringify(b)));
 }
 
+/**
+ * The most a workflow or credential document may take, as compact UTF-8 JSON: Cosmos DB's item limit (2 MB, which
+ * it counts as 2 MiB). Checked before a write by both adapters, so the embedded default refuses what Cosmos would,
+ * and a document over it is refused as wrong (`invalid-document`), not as an outage to wait out: cosmosdb-server
+ * stores more, and Cosmos's own 413 would come only after the write.
+ */
+export const MAX_DOCUMENT_BYTES = 2 * 1024 * 1024;
+
+/** `invalid-document` naming the size and the limit when `document` is over MAX_DOCUMENT_BYTES. */
+export function checkDocumentSize(collection: string, document: Document): void {
+  const bytes = Buffer.byteLength(JSON.stringify(document));
+  if (bytes > MAX_DOCUMENT_BYTES) {
+    throw new RegistryError(`${collection}/${document.id} would take ${bytes} bytes as JSON, over the ${MAX_DOCUMENT_BYTES} bytes (2 MiB, Cosmos DB's item limit) a registry document may take`, 'invalid-document');
+  }
+}
+
 /** The id shape we accept for workflows and credentials: safe as a file name, a URL segment and a Cosmos id. */
 export const DOCUMENT_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;

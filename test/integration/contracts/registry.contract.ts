@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { SAMPLES_MAX_BYTES, type Registry } from '../../../services/platform/registry/registry';
+import { MAX_DOCUMENT_BYTES, SAMPLES_MAX_BYTES, type Registry } from '../../../services/platform/registry/registry';
 import type { StoredCredential, WorkflowDocument } from '../../../services/platform/registry/documents';
 import { entryId, journalKey, requestJourney, searchJournal, type JournalEntry } from '../../../services/platform/registry/journal';
 
@@ -59,6 +59,22 @@ export function describeRegistryContract(name: string, open: () => Promise<Regis
       }));
       const name = (await registry.workflows.get(id))!.name!;
       expect([...name].sort().join('')).toBe('abcdefghijkl');
+    });
+
+    test('a document over MAX_DOCUMENT_BYTES (Cosmos DB\'s 2 MiB an item) is refused as invalid-document naming its size and the limit; nothing is stored', async () => {
+      const id = `wf-${randomUUID().slice(0, 8)}`;
+      const fits = { ...workflow(id), name: 'x'.repeat(MAX_DOCUMENT_BYTES - Buffer.byteLength(JSON.stringify({ ...workflow(id), name: '' }))) };
+      expect(Buffer.byteLength(JSON.stringify(fits))).toBe(MAX_DOCUMENT_BYTES);
+      await registry.workflows.put(fits);
+      // One byte over, as UTF-8 (a two-byte character in place of a one-byte one).
+      const over = { ...fits, name: `é${fits.name.slice(1)}` };
+      const refusal = { code: 'invalid-document', message: `workflows/${id} would take ${MAX_DOCUMENT_BYTES + 1} bytes as JSON, over the ${MAX_DOCUMENT_BYTES} bytes (2 MiB, Cosmos DB's item limit) a registry document may take` };
+      await expect(registry.workflows.put(over)).rejects.toMatchObject(refusal);
+      await expect(registry.workflows.putIf(over, fits)).rejects.toMatchObject(refusal);
+      await expect(registry.workflows.putIf({ ...over, id: `${id}-new` }, null)).rejects.toMatchObject({ code: 'invalid-document' });
+      expect(await registry.workflows.get(id)).toEqual(fits);
+      expect(await registry.workflows.get(`${id}-new`)).toBeNull();
+      expect(await registry.workflows.delete(id)).toBe(true);
     });
 
     test('credentials keep the sealed form as given', async () => {
