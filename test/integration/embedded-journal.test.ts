@@ -1,4 +1,4 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, promises as fsPromises, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
@@ -251,6 +251,37 @@ test('a read-only reader that showed frames of a failed write stops when the wri
     const cut = { code: 'log-corrupt', message: expect.stringMatching(/^embedded log: the writer cut records this reader had shown \(a failed write\): .*0000000000\.journal (holds another frame at byte|is \d+ bytes, shorter|ends at byte).*; start tail again$/) };
     await expect(reader.endOffsets('t')).rejects.toMatchObject(cut);
     await expect(collect(reader, 't', 5)).rejects.toMatchObject(cut);
+    await reader.close();
+  }
+});
+
+test('a read-only reader notices a cut made while it looks (after its check, before its read), a new frame starting where it stopped', async () => {
+  const frames = (...values: string[]) => Buffer.concat(values.map((v) => {
+    const entry = { records: [{ topic: 't', key: 'k', value: Buffer.from(v), headers: {}, timestamp: 1 }], commits: [] };
+    const buf = Buffer.alloc(frameSize(entry));
+    writeFrame(entry, buf, 0, buf.length);
+    return buf;
+  }));
+  const file = path.join(dir, 'log', '0000000000.journal');
+  mkdirSync(path.dirname(file));
+  writeFileSync(file, frames('a0', 'a1'));
+  const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
+  writeFileSync(file, frames('a0', 'a1', 'rejected-2', 'rejected-3'));
+  expect((await reader.endOffsets('t'))[0].offset).toBe('4'); // a failed write's frames, shown
+  // The writer's recover and next write land between the reader's check of what it showed and its read of the file
+  // (it lists the folder in between): frames of the same sizes, so the reader's old end is a new frame's start.
+  const listed = fsPromises.readdir;
+  const readdir = jest.spyOn(fsPromises, 'readdir').mockImplementationOnce((async (folder: string) => {
+    writeFileSync(file, frames('a0', 'a1', 'accepted-2', 'accepted-3', 'accepted-4'));
+    return listed(folder);
+  }) as typeof fsPromises.readdir);
+  try {
+    const cut = { code: 'log-corrupt', message: expect.stringMatching(/^embedded log: the writer cut records this reader had shown \(a failed write\): .*0000000000\.journal holds another frame at byte \d+; start tail again$/) };
+    await expect(reader.endOffsets('t')).rejects.toMatchObject(cut);
+    expect(readdir).toHaveBeenCalled();
+    await expect(reader.endOffsets('t')).rejects.toMatchObject(cut);
+  } finally {
+    readdir.mockRestore();
     await reader.close();
   }
 });

@@ -154,6 +154,10 @@ export class Journal {
     if (size === segment.size) return;
     const buf = Buffer.allocUnsafe(size - segment.size);
     await readFully(segment.handle, buf, segment.size);
+    // lookAgain checked before it listed the files; a writer that cut and wrote again since, with a new frame starting
+    // where this reader stopped, would pass unseen for good (the next check finds the last frame shown here intact).
+    // Checked after the read instead, any cut before it shows; one after it is found by the next look.
+    if (this.options.readOnly) await this.checkShown();
     let pos = 0;
     let last = -1;
     while (pos < buf.length) {
