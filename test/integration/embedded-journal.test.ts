@@ -1,7 +1,8 @@
-import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, promises as fsPromises, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, truncateSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { spawn } from 'node:child_process';
+import { crc32 } from 'node:zlib';
 import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-log';
 import { FRAME_HEADER_BYTES, frameSize, writeFrame } from '../../services/platform/log/embedded/frame';
 import { MAX_READ_BATCH_BYTES } from '../../services/platform/log/topics';
@@ -254,6 +255,37 @@ test('a read-only reader that showed frames of a failed write stops when the wri
   }
 });
 
+test('a read-only reader notices a cut made while it looks (after its check, before its read), a new frame starting where it stopped', async () => {
+  const frames = (...values: string[]) => Buffer.concat(values.map((v) => {
+    const entry = { records: [{ topic: 't', key: 'k', value: Buffer.from(v), headers: {}, timestamp: 1 }], commits: [] };
+    const buf = Buffer.alloc(frameSize(entry));
+    writeFrame(entry, buf, 0, buf.length);
+    return buf;
+  }));
+  const file = path.join(dir, 'log', '0000000000.journal');
+  mkdirSync(path.dirname(file));
+  writeFileSync(file, frames('a0', 'a1'));
+  const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
+  writeFileSync(file, frames('a0', 'a1', 'rejected-2', 'rejected-3'));
+  expect((await reader.endOffsets('t'))[0].offset).toBe('4'); // a failed write's frames, shown
+  // The writer's recover and next write land between the reader's check of what it showed and its read of the file
+  // (it lists the folder in between): frames of the same sizes, so the reader's old end is a new frame's start.
+  const listed = fsPromises.readdir;
+  const readdir = jest.spyOn(fsPromises, 'readdir').mockImplementationOnce((async (folder: string) => {
+    writeFileSync(file, frames('a0', 'a1', 'accepted-2', 'accepted-3', 'accepted-4'));
+    return listed(folder);
+  }) as typeof fsPromises.readdir);
+  try {
+    const cut = { code: 'log-corrupt', message: expect.stringMatching(/^embedded log: the writer cut records this reader had shown \(a failed write\): .*0000000000\.journal holds another frame at byte \d+; start tail again$/) };
+    await expect(reader.endOffsets('t')).rejects.toMatchObject(cut);
+    expect(readdir).toHaveBeenCalled();
+    await expect(reader.endOffsets('t')).rejects.toMatchObject(cut);
+  } finally {
+    readdir.mockRestore();
+    await reader.close();
+  }
+});
+
 test('a read-only reader looking twice at once sees each new record once', async () => {
   const log = await openEmbeddedLog({ dataDir: dir });
   const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
@@ -353,6 +385,43 @@ test('an empty frame (E7 then zeros: an OS crash\'s page boundary one byte into 
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
     code: 'log-corrupt', message: `embedded log is corrupt: malformed frame in ${file} at byte ${bytes.length}`,
   });
+});
+
+test('a frame whose checksum holds but whose payload this version cannot read (a newer build\'s, after a rollback) is refused, not cut, by the writer and a reader', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  for (let i = 0; i < 3; i++) await log.append([rec(`v1-${i}`)]);
+  await log.close();
+  const [file] = segmentFiles();
+  const v1Size = statSync(file).size;
+  // What a newer build would have acknowledged: whole frames, checksummed, with payload version 2.
+  const frame = (value: string, change: (payload: Buffer) => Buffer) => {
+    const entry = { records: [{ topic: 't', key: 'k', value: Buffer.from(value), headers: {}, timestamp: 1 }], commits: [] };
+    const buf = Buffer.alloc(frameSize(entry));
+    writeFrame(entry, buf, 0, buf.length);
+    const payload = change(buf.subarray(FRAME_HEADER_BYTES));
+    const header = Buffer.from([0xe7, 0, 0, 0, 0, 0, 0, 0, 0]);
+    header.writeUInt32BE(payload.length, 1);
+    header.writeUInt32BE(crc32(payload), 5);
+    return Buffer.concat([header, payload]);
+  };
+  const version2 = (payload: Buffer) => { payload[0] = 2; return payload; };
+  appendFileSync(file, Buffer.concat([frame('v2-0', version2), frame('v2-1', version2)]));
+  const size = statSync(file).size;
+  const refused = (version: number) => ({
+    code: 'log-corrupt',
+    message: expect.stringMatching(new RegExp(`^embedded log cannot read ${file} at byte ${v1Size}: a frame whose checksum holds has a payload \\(version ${version}\\) this version does not read \\(.+\\); written by a newer version\\? Nothing was cut`)),
+  });
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject(refused(2));
+  expect(statSync(file).size).toBe(size);
+  await expect(openEmbeddedLog({ dataDir: dir, readOnly: true })).rejects.toMatchObject(refused(2));
+  // Version 1 whose fields end before the frame does, or run past it (a layout this version does not know): the same.
+  const v1 = readFileSync(file).subarray(0, v1Size);
+  for (const change of [(payload: Buffer) => Buffer.concat([payload, Buffer.alloc(4)]), (payload: Buffer) => { payload.writeUInt16BE(1, payload.length - 2); return payload; }]) {
+    writeFileSync(file, Buffer.concat([v1, frame('v1-3', change)]));
+    const written = statSync(file).size;
+    await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject(refused(1));
+    expect(statSync(file).size).toBe(written);
+  }
 });
 
 test('a torn write whose record holds a whole valid frame, cut where that frame ends, is cut: the frame is the record\'s bytes', async () => {

@@ -187,7 +187,11 @@ export function payloadShape(buf: Buffer, start: number, limit = Infinity): Payl
   return { kind: 'complete', end: pos };
 }
 
-/** Decode a frame already validated by checkFrame; spans are relative to the frame start. */
+/**
+ * Decode a frame already validated by checkFrame; spans are relative to the frame start. Throws a RangeError for a
+ * payload this version does not read (another version, fields that run past the frame or end before it): its
+ * checksum held, so it is what a writer wrote, perhaps a newer build, and the journal refuses it rather than cut it.
+ */
 export function decodeFrame(frame: Buffer): { entry: JournalEntry; spans: RecordSpan[] } {
   const r = new Reader(frame, FRAME_HEADER_BYTES);
   const version = r.u8();
@@ -203,6 +207,7 @@ export function decodeFrame(frame: Buffer): { entry: JournalEntry; spans: Record
   const commits: OffsetCommit[] = [];
   const commitCount = r.u16();
   for (let i = 0; i < commitCount; i++) commits.push({ group: r.str16(), topic: r.str16(), next: r.f64() });
+  if (r.pos !== frame.length) throw new RangeError(`journal payload ends at byte ${r.pos - FRAME_HEADER_BYTES} of ${frame.length - FRAME_HEADER_BYTES}`);
   return { entry: { records, commits }, spans };
 }
 
@@ -213,7 +218,9 @@ export function decodeRecord(bytes: Buffer): JournalRecord {
 
 function readRecord(r: Reader): JournalRecord {
   const topic = r.str16();
-  const key = r.u8() === 1 ? r.str16() : null;
+  const keyFlag = r.u8();
+  if (keyFlag > 1) throw new RangeError(`journal record key flag ${keyFlag} is not 0 or 1`);
+  const key = keyFlag === 1 ? r.str16() : null;
   const timestamp = r.f64();
   const headers: Headers = {};
   const n = r.u16();

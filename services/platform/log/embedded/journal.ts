@@ -1,7 +1,7 @@
 import { promises as fsp, constants as fsc, write as fsWrite } from 'node:fs';
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
-import { checkFrame, decodeFrame, FRAME_HEADER_BYTES, frameSize, payloadShape, writeFrame, type FrameCheck, type JournalEntry, type RecordSpan } from './frame';
+import { checkFrame, decodeFrame, FRAME_HEADER_BYTES, frameSize, writeFrame, type FrameCheck, type JournalEntry, type RecordSpan } from './frame';
 import { acknowledgedAfter } from './torn-tail';
 import { FrameAssembly } from './frame-assembly';
 import type { SpanLocation } from './topic-index';
@@ -154,6 +154,10 @@ export class Journal {
     if (size === segment.size) return;
     const buf = Buffer.allocUnsafe(size - segment.size);
     await readFully(segment.handle, buf, segment.size);
+    // lookAgain checked before it listed the files; a writer that cut and wrote again since, with a new frame starting
+    // where this reader stopped, would pass unseen for good (the next check finds the last frame shown here intact).
+    // Checked after the read instead, any cut before it shows; one after it is found by the next look.
+    if (this.options.readOnly) await this.checkShown();
     let pos = 0;
     let last = -1;
     while (pos < buf.length) {
@@ -196,7 +200,7 @@ export class Journal {
   }
 
   private deliver(frame: Buffer, segment: Segment, framePosition: number) {
-    const { entry, spans } = decodeFrame(frame);
+    const { entry, spans } = decodeWritten(frame, segment, framePosition);
     for (const r of entry.records) this.scanned.set(r.topic, (this.scanned.get(r.topic) ?? 0) + 1);
     // A stage commits only offsets it has read, so a commit past its topic's records means records before it are gone.
     for (const c of entry.commits) {
@@ -426,14 +430,32 @@ const READ_MANY_SPAN_BYTES = 1024 * 1024;
 const SPARSE_RUN_RATIO = 4;
 
 /**
- * checkFrame, and a payload whose own fields fill the frame. A checksum holds for an empty payload too (E7 and eight
- * zeros: an OS crash's page boundary one byte into a header), which the journal never writes: such a frame is
- * malformed, and goes the way of any bad frame (cut at the tail, refused elsewhere), never to decodeFrame.
+ * checkFrame, but not an empty payload. A checksum holds for an empty payload too (E7 and eight zeros: an OS crash's
+ * page boundary one byte into a header), which the journal never writes: such a frame is malformed, and goes the way
+ * of any bad frame (cut at the tail, refused elsewhere). That is the only frame a crash can leave with its checksum
+ * holding; any longer one was written whole, so one this version cannot decode is refused (decodeWritten), never cut.
  */
 function checkWholeFrame(buf: Buffer, pos: number): FrameCheck | { ok: false; reason: 'malformed' } {
   const check = checkFrame(buf, pos);
-  if (check.ok && payloadShape(buf, pos + FRAME_HEADER_BYTES, pos + check.length).kind !== 'complete') return { ok: false, reason: 'malformed' };
+  if (check.ok && check.length === FRAME_HEADER_BYTES) return { ok: false, reason: 'malformed' };
   return check;
+}
+
+/**
+ * decodeFrame, refusing a frame whose checksum holds but whose payload does not decode: a writer wrote it whole,
+ * most likely a newer build (another payload version) that this one was rolled back from, and what it holds was
+ * acknowledged. Cutting it would drop those records, so nothing is cut, at the tail or anywhere else.
+ */
+function decodeWritten(frame: Buffer, segment: Segment, framePosition: number): ReturnType<typeof decodeFrame> {
+  try {
+    return decodeFrame(frame);
+  } catch (error) {
+    throw new EventLogError(
+      `embedded log cannot read ${segment.file} at byte ${framePosition}: a frame whose checksum holds has a payload (version ${frame.readUInt8(FRAME_HEADER_BYTES)}) ` +
+      `this version does not read (${(error as Error).message}); written by a newer version? Nothing was cut: run the version that wrote it`,
+      'log-corrupt',
+    );
+  }
 }
 
 async function listSegments(dir: string): Promise<string[]> {
