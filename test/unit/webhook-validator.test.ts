@@ -12,7 +12,7 @@ import type { InboundRequest } from '../../services/triggers/trigger';
 import { parseCredentialDocument } from '../../services/platform/registry/documents';
 import { createLogger } from '../../services/platform/logger/logger';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
-import { readObject } from '../../services/platform/store/object-store';
+import { ObjectStoreError, readObject } from '../../services/platform/store/object-store';
 
 /** The receiver-side check of compressed bodies holds each kind to the bound its decoder will hold it to. */
 const trigger = createWebhookTrigger({ ...DEFAULT_WEBHOOK_LIMITS, maxInflatedBytes: 4 * 1024 * 1024, maxInMemoryBytes: 1024 * 1024 });
@@ -76,6 +76,15 @@ test("the decoder's multipart reading refuses what the receiver's scan refuses: 
   // A charset the Encoding standard names is read (KOI8-R 0xC1 is Cyrillic а).
   expect((await stage('--b\r\nContent-Disposition: form-data; name="c"\r\nContent-Type: text/plain; charset=koi8-r\r\n\r\n\xc1\r\n')).value).toEqual({ keep: 'kept', c: 'а' });
   expect((await stage('')).value).toEqual({ keep: 'kept' });
+});
+
+test('a multipart claim check whose read breaks off is the store\'s outage (retried), never the body\'s fault (dead-lettered)', async () => {
+  // What the Azure store's watched body reports for a download that stalls or breaks off (watched-body.ts).
+  const outage = new ObjectStoreError('azure blob store could not read raw/wf/x: the body broke off after 10 bytes', 'store-unavailable');
+  const body = new Readable({ read() {} });
+  body.push(Buffer.from('--b\r\nContent-Disposition: form-data; name="keep"\r\n\r\nkep', 'latin1'));
+  setImmediate(() => body.destroy(outage));
+  await expect(stageMultipart(body, 'multipart/form-data; boundary=b', DEFAULT_WEBHOOK_LIMITS.multipart, null as never, 'trigger/wf/x')).rejects.toBe(outage);
 });
 
 test("a part with a Content-Encoding other than identity is refused by the receiver's scan and the decoder alike; identity passes", async () => {

@@ -115,7 +115,9 @@ export function sameDocument(a: unknown, b: unknown): boolean {
 
 /**
  * The most a workflow or credential document may take, as compact UTF-8 JSON: Cosmos DB's item limit (2 MB, which
- * it counts as 2 MiB). Checked before a write by both adapters, so the embedded default refuses what Cosmos would,
+ * it counts as 2 MiB). Checked before a write by both adapters, so the embedded default refuses what Cosmos would
+ * (almost: Cosmos adds its own system properties, about 200 bytes, so a document in those last bytes is accepted by
+ * the file registry and refused by Cosmos's 413, which is `invalid-document` too),
  * and a document over it is refused as wrong (`invalid-document`), not as an outage to wait out: cosmosdb-server
  * stores more, and Cosmos's own 413 would come only after the write.
  */

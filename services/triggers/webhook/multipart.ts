@@ -1,6 +1,6 @@
 import busboy from 'busboy';
 import { PassThrough, Transform, type Readable } from 'node:stream';
-import type { ObjectStore } from '../../platform/store/object-store';
+import { ObjectStoreError, type ObjectStore } from '../../platform/store/object-store';
 import { sanitizeFilename, stagedMediaType, uniqueNamer } from '../staged-files';
 import { parseDisposition } from './content-disposition';
 import { fieldTexts, LATER, NO_CHARSET, type FieldProblem } from './field-text';
@@ -381,7 +381,9 @@ export async function stageMultipart(
       if (unread) return fail(fieldProblem(unread));
       resolve();
     });
-    body.on('error', (error) => fail(new MultipartError(`the body could not be read: ${error.message}`, 'malformed')));
+    // A store that could not deliver the body (a claim check's download stalled or broke off) is an outage the
+    // stage waits out, not a fault of the body, which would be dead-lettered at once.
+    body.on('error', (error) => fail(error instanceof ObjectStoreError ? error : new MultipartError(`the body could not be read: ${error.message}`, 'malformed')));
     if (delimiters) body.on('data', (chunk: Buffer) => delimiters.write(chunk));
     body.pipe(bb);
   });
