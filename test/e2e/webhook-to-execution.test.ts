@@ -80,14 +80,18 @@ describe.each(choices)('webhook to execution on %s', (_label, choice) => {
     expect(JSON.parse(execution.input)['Orders hook']).toEqual(big);
   });
 
-  test('missing, inactive and trigger-less workflows get the same empty 200 and start nothing', async () => {
+  test('missing, inactive and trigger-less workflows get the same empty 200 and start nothing; a climbing path is 400', async () => {
     const before = (await collectUntilQuiet(app.backends.log, app.topics.received, 500)).length;
     const answers = [];
-    for (const id of ['wf-missing', 'wf-inactive', 'wf-no-trigger', '..%2F..%2Fetc%2Fpasswd', 'x'.repeat(300)]) {
+    for (const id of ['wf-missing', 'wf-inactive', 'wf-no-trigger', 'x'.repeat(300)]) {
       const res = await fetch(`${app.baseUrl}/hook/${id}`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
       answers.push({ status: res.status, body: await res.text(), type: res.headers.get('content-type'), id: Boolean(res.headers.get('x-request-id')) });
     }
-    expect(answers).toEqual(Array(5).fill({ status: 200, body: '', type: null, id: true }));
+    expect(answers).toEqual(Array(4).fill({ status: 200, body: '', type: null, id: true }));
+    // A path that climbs (dot segments, here behind encoded slashes) is refused before any look-up, whatever exists.
+    const climbing = await fetch(`${app.baseUrl}/hook/..%2F..%2Fetc%2Fpasswd`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{"a":1}' });
+    expect(climbing.status).toBe(400);
+    expect(await climbing.json()).toMatchObject({ error: 'request-malformed' });
     expect((await collectUntilQuiet(app.backends.log, app.topics.received, 1000)).length).toBe(before);
   });
 });
