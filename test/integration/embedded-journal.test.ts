@@ -19,6 +19,18 @@ afterEach(() => rmSync(dir, { recursive: true, force: true }));
 const rec = (value: string) => ({ topic: 't', key: 'k', value: Buffer.from(value) });
 const segmentFiles = () => readdirSync(path.join(dir, 'log')).filter((n) => n.endsWith('.journal')).sort().map((n) => path.join(dir, 'log', n));
 
+/** A frame as the journal writes it, of one record of topic t; another payload version is what a newer build would write. */
+const frameOf = (value: string, version = 1): Buffer => {
+  const entry = { records: [{ topic: 't', key: 'k', value: Buffer.from(value), headers: {}, timestamp: 1 }], commits: [] };
+  const buf = Buffer.alloc(frameSize(entry));
+  writeFrame(entry, buf, 0, buf.length);
+  if (version !== 1) {
+    buf[FRAME_HEADER_BYTES] = version;
+    buf.writeUInt32BE(crc32(buf.subarray(FRAME_HEADER_BYTES)), 5);
+  }
+  return buf;
+};
+
 test('a torn write at the tail is cut off on open; everything before it stays', async () => {
   const log = await openEmbeddedLog({ dataDir: dir });
   await log.append([rec('a'), rec('b')]);
@@ -284,6 +296,21 @@ test('a read-only reader notices a cut made while it looks (after its check, bef
     readdir.mockRestore();
     await reader.close();
   }
+});
+
+test('a read-only reader that meets a frame it cannot read keeps the frames before it once: each look refuses again, none delivers them again', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir });
+  for (let i = 0; i < 3; i++) await log.append([rec(`a${i}`)]);
+  await log.close();
+  const [file] = segmentFiles();
+  const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
+  expect((await reader.endOffsets('t'))[0].offset).toBe('3');
+  appendFileSync(file, Buffer.concat([frameOf('c'), frameOf('x', 2)])); // a newer build's frame after one this one reads
+  const refused = { code: 'log-corrupt', message: expect.stringContaining('this version does not read') };
+  await expect(reader.endOffsets('t')).rejects.toMatchObject(refused);
+  await expect(reader.endOffsets('t')).rejects.toMatchObject(refused);
+  expect(await reader.consumerLag('nobody', 't')).toBe(4); // a0..a2 and c, each once
+  await reader.close();
 });
 
 test('a read-only reader looking twice at once sees each new record once', async () => {

@@ -158,45 +158,50 @@ export class Journal {
     // where this reader stopped, would pass unseen for good (the next check finds the last frame shown here intact).
     // Checked after the read instead, any cut before it shows; one after it is found by the next look.
     if (this.options.readOnly) await this.checkShown();
+    const base = segment.size;
     let pos = 0;
     let last = -1;
-    while (pos < buf.length) {
-      const check = checkWholeFrame(buf, pos);
-      if (!check.ok) {
-        if (this.options.readOnly) break; // the writer may still be writing this frame
-        const where = `${segment.file} at byte ${segment.size + pos}`;
-        if (!isLast) throw new EventLogError(`embedded log is corrupt: ${check.reason} frame in ${where}`, 'log-corrupt');
-        // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged, unless
-        // it is damage in the last acknowledged frame, which nothing tells apart (the warning says so).
-        // A complete frame after the bad one means damage in the middle (a bad block, a flipped bit), with
-        // acknowledged records behind it: cutting there would drop them all, so nothing is cut. What counts as
-        // one, and why bytes inside the torn frame never do: torn-tail.ts.
-        const intact = acknowledgedAfter(buf, pos);
-        if (intact) {
-          throw new EventLogError(
-            `embedded log is damaged: a ${check.reason} frame in ${where}, followed by ${intact.what} from byte ${segment.size + intact.at}; ` +
-            'records after the damage were acknowledged, so nothing was cut. Keep a copy of the data folder; to give up everything from the damage on, truncate the file at that first byte',
-            'log-corrupt',
+    // A frame counts as read once it is delivered (it has its offsets then), even when a later one is refused (a newer
+    // build's) and throws: the next look must start after it, not deliver it again under new offsets.
+    try {
+      while (pos < buf.length) {
+        const check = checkWholeFrame(buf, pos);
+        if (!check.ok) {
+          if (this.options.readOnly) break; // the writer may still be writing this frame
+          const where = `${segment.file} at byte ${base + pos}`;
+          if (!isLast) throw new EventLogError(`embedded log is corrupt: ${check.reason} frame in ${where}`, 'log-corrupt');
+          // Only the tail of the newest segment can be torn (a crash mid-write): nothing in it was acknowledged, unless
+          // it is damage in the last acknowledged frame, which nothing tells apart (the warning says so).
+          // A complete frame after the bad one means damage in the middle (a bad block, a flipped bit), with
+          // acknowledged records behind it: cutting there would drop them all, so nothing is cut. What counts as
+          // one, and why bytes inside the torn frame never do: torn-tail.ts.
+          const intact = acknowledgedAfter(buf, pos);
+          if (intact) {
+            throw new EventLogError(
+              `embedded log is damaged: a ${check.reason} frame in ${where}, followed by ${intact.what} from byte ${base + intact.at}; ` +
+              'records after the damage were acknowledged, so nothing was cut. Keep a copy of the data folder; to give up everything from the damage on, truncate the file at that first byte',
+              'log-corrupt',
+            );
+          }
+          await segment.handle.truncate(base + pos);
+          await segment.handle.datasync();
+          this.options.onRepair?.(
+            `embedded log: cut ${buf.length - pos} bytes from ${where} (${check.reason}): an unfinished write, which nothing acknowledged, ` +
+            'if the process or the machine stopped mid-write; if the cause was damage instead (a flipped bit, a bad block), ' +
+            'the cut may have dropped the last acknowledged append',
           );
+          break;
         }
-        await segment.handle.truncate(segment.size + pos);
-        await segment.handle.datasync();
-        this.options.onRepair?.(
-          `embedded log: cut ${buf.length - pos} bytes from ${where} (${check.reason}): an unfinished write, which nothing acknowledged, ` +
-          'if the process or the machine stopped mid-write; if the cause was damage instead (a flipped bit, a bad block), ' +
-          'the cut may have dropped the last acknowledged append',
-        );
-        break;
+        this.deliver(buf.subarray(pos, pos + check.length), segment, base + pos);
+        last = pos;
+        pos += check.length;
       }
-      const frame = buf.subarray(pos, pos + check.length);
-      this.deliver(frame, segment, segment.size + pos);
-      last = pos;
-      pos += check.length;
+    } finally {
+      if (this.options.readOnly && last >= 0) {
+        this.lastShown = { segment, position: base + last, header: Buffer.from(buf.subarray(last, last + FRAME_HEADER_BYTES)) };
+      }
+      segment.size = base + pos;
     }
-    if (this.options.readOnly && last >= 0) {
-      this.lastShown = { segment, position: segment.size + last, header: Buffer.from(buf.subarray(last, last + FRAME_HEADER_BYTES)) };
-    }
-    segment.size += pos;
   }
 
   private deliver(frame: Buffer, segment: Segment, framePosition: number) {
