@@ -529,3 +529,16 @@ test('a batch read from disk holds its own records, not the other topics\' bytes
     await journal.close();
   }
 });
+
+test('damage in the newest segment followed by whole frames of a newer build is refused, not cut: they were acknowledged', async () => {
+  const damaged = frameOf('a2');
+  damaged[damaged.length - 1] ^= 0x10; // a flipped bit in its value
+  const file = path.join(dir, 'log', '0000000000.journal');
+  mkdirSync(path.dirname(file));
+  writeFileSync(file, Buffer.concat([frameOf('a0'), frameOf('a1'), damaged, frameOf('n0', 2), frameOf('n1', 2)]));
+  const size = statSync(file).size;
+  await expect(openEmbeddedLog({ dataDir: dir })).rejects.toMatchObject({
+    code: 'log-corrupt', message: expect.stringMatching(/damaged: a bad-crc frame in .* followed by complete frames from byte \d+; .*nothing was cut/),
+  });
+  expect(statSync(file).size).toBe(size);
+});

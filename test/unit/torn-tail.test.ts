@@ -1,3 +1,4 @@
+import { crc32 } from 'node:zlib';
 import { frameSize, payloadShape, writeFrame, type JournalEntry } from '../../services/platform/log/embedded/frame';
 import { acknowledgedAfter } from '../../services/platform/log/embedded/torn-tail';
 
@@ -36,4 +37,14 @@ test('after a header lost to zeros, an empty frame is no evidence; a whole frame
   expect(acknowledgedAfter(torn, 0)).toBeNull();
   const damaged = Buffer.concat([Buffer.alloc(4096), planted]);
   expect(acknowledgedAfter(damaged, 0)).toEqual({ at: 4096, what: 'complete frames' });
+});
+
+test('a whole frame of a newer build (another payload version, its checksum holding) is evidence like any whole frame', () => {
+  const newer = frameOf(entry(Buffer.from('newer')));
+  newer[9] = 2; // the payload's version
+  newer.writeUInt32BE(crc32(newer.subarray(9)), 5);
+  const damaged = frameOf(entry(Buffer.from('damaged')));
+  damaged[damaged.length - 12] ^= 0x10;
+  expect(acknowledgedAfter(Buffer.concat([damaged, newer]), 0)).toEqual({ at: damaged.length, what: 'complete frames' });
+  expect(acknowledgedAfter(Buffer.concat([Buffer.alloc(4096), newer]), 0)).toEqual({ at: 4096, what: 'complete frames' });
 });

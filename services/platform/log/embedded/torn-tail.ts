@@ -14,8 +14,14 @@ import { checkFrame, FRAME_HEADER_BYTES, FRAME_MAGIC, payloadShape } from './fra
  * is evidence, another such frame is skipped too, and past the end of the segment there is nothing. A frame
  * whose payload is whole under its checksum but ends elsewhere than its length says (a flipped bit in the length)
  * is evidence itself. Only where a header says nothing (zeros, a bad block, a damaged magic byte or payload
- * layout) is every frame marker after it looked at, and there only a frame whose payload parses to exactly its
- * length counts, never an empty one.
+ * layout) is every frame marker after it looked at.
+ *
+ * A whole frame is one whose checksum holds, longer than a header (the journal's rule for a frame, checkWholeFrame):
+ * the only such frame a crash leaves is an empty one, so any longer one was written whole and acknowledged, whatever
+ * its payload holds; a newer build's (another payload version) behind damage is no less acknowledged than this one's.
+ * That its payload need not parse does not let a partner's bytes pass for evidence where they did not before: inside
+ * a frame whose header says where it ends nothing is looked at, and past a header that says nothing a planted frame
+ * could always count (a partner's body can hold a frame this version parses as easily as any other).
  *
  * A whole frame where one should start is taken for acknowledged, although an OS crash can leave later frames of
  * its own write whole behind a hole: the two cannot be told apart, and refusing costs an operator's look, while
@@ -56,8 +62,8 @@ export function acknowledgedAfter(buf: Buffer, pos: number): AcknowledgedAfter |
   return null;
 }
 
-/** A frame that passes its check and whose payload's own fields end exactly at its length (never an empty one). */
+/** A frame whose checksum holds, never an empty one (above). */
 function wholeFrame(buf: Buffer, at: number): boolean {
   const check = checkFrame(buf, at);
-  return check.ok && payloadShape(buf, at + FRAME_HEADER_BYTES, at + check.length).kind === 'complete';
+  return check.ok && check.length > FRAME_HEADER_BYTES;
 }
