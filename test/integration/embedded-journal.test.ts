@@ -313,6 +313,51 @@ test('a read-only reader that meets a frame it cannot read keeps the frames befo
   await reader.close();
 });
 
+test('a read-only reader whose look meets the writer cutting the file between its stat and its read carries on, or reports a cut of what it showed', async () => {
+  const file = path.join(dir, 'log', '0000000000.journal');
+  mkdirSync(path.dirname(file));
+  const acknowledged = Buffer.concat([frameOf('a0'), frameOf('a1')]);
+  writeFileSync(file, acknowledged);
+  const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });
+  expect((await reader.endOffsets('t'))[0].offset).toBe('2');
+  // The writer's recover (the file cut back to what was acknowledged) lands right after the reader's stat of the file
+  // for its new bytes: the first stat after it lists the folder (the check of what it showed comes before that).
+  const probe = await fsPromises.open(file, 'r');
+  const fileHandle = Object.getPrototypeOf(probe) as { stat: () => Promise<unknown> };
+  await probe.close();
+  const statOf = fileHandle.stat;
+  const listed = fsPromises.readdir;
+  const lookCutAfterStat = async (length: number) => {
+    let armed = false;
+    const readdir = jest.spyOn(fsPromises, 'readdir').mockImplementation((async (folder: string) => { armed = true; return listed(folder); }) as typeof fsPromises.readdir);
+    const stat = jest.spyOn(fileHandle, 'stat').mockImplementation(async function (this: unknown) {
+      const stats = await statOf.call(this);
+      if (armed) { armed = false; truncateSync(file, length); }
+      return stats;
+    });
+    try {
+      return await reader.endOffsets('t').then((o) => o[0].offset, (error: Error) => error);
+    } finally {
+      stat.mockRestore();
+      readdir.mockRestore();
+    }
+  };
+  writeFileSync(file, Buffer.concat([acknowledged, frameOf('rejected-2'), frameOf('rejected-3')])); // a failed write's bytes
+  expect(await lookCutAfterStat(acknowledged.length)).toBe('2'); // none of them shown: it carries on
+  appendFileSync(file, frameOf('accepted-2')); // the writer carries on
+  expect((await reader.endOffsets('t'))[0].offset).toBe('3');
+  expect((await collect(reader, 't', 3)).map((r) => r.value.toString())).toEqual(['a0', 'a1', 'accepted-2']);
+  // Frames of a failed write shown, then more of them, all cut between the stat and the read: the cut is reported.
+  const kept = statSync(file).size;
+  appendFileSync(file, frameOf('rejected-3'));
+  expect((await reader.endOffsets('t'))[0].offset).toBe('4');
+  appendFileSync(file, frameOf('rejected-4'));
+  expect(await lookCutAfterStat(kept)).toMatchObject({
+    code: 'log-corrupt', message: expect.stringMatching(/^embedded log: the writer cut records this reader had shown \(a failed write\): .*0000000000\.journal is \d+ bytes, shorter than the \d+ read; start tail again$/),
+  });
+  await reader.close();
+});
+
 test('a read-only reader looking twice at once sees each new record once', async () => {
   const log = await openEmbeddedLog({ dataDir: dir });
   const reader = await openEmbeddedLog({ dataDir: dir, readOnly: true });

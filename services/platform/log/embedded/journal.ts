@@ -152,8 +152,11 @@ export class Journal {
     const { size } = await segment.handle.stat();
     if (size < segment.size) throw this.cutUnderReader(segment, `is ${size} bytes, shorter than the ${segment.size} read`);
     if (size === segment.size) return;
-    const buf = Buffer.allocUnsafe(size - segment.size);
-    await readFully(segment.handle, buf, segment.size);
+    let buf = Buffer.allocUnsafe(size - segment.size);
+    // A reader's file may end before the size just seen: the writer cut a failed write off in between. What was read
+    // is kept; checkShown below tells a cut of what this reader showed (refused) from one of bytes it never saw.
+    if (this.options.readOnly) buf = buf.subarray(0, await readUpTo(segment.handle, buf, segment.size));
+    else await readFully(segment.handle, buf, segment.size);
     // lookAgain checked before it listed the files; a writer that cut and wrote again since, with a new frame starting
     // where this reader stopped, would pass unseen for good (the next check finds the last frame shown here intact).
     // Checked after the read instead, any cut before it shows; one after it is found by the next look.
@@ -473,12 +476,19 @@ async function listSegments(dir: string): Promise<string[]> {
 }
 
 async function readFully(handle: fsp.FileHandle, buf: Buffer, position: number, ended?: (at: number) => Error) {
+  const done = await readUpTo(handle, buf, position);
+  if (done < buf.length) throw ended?.(position + done) ?? new EventLogError(`embedded log: unexpected end of segment at ${position + done}`, 'log-corrupt');
+}
+
+/** Read into `buf` from `position` until it is full or the file ends; how many bytes were read. */
+async function readUpTo(handle: fsp.FileHandle, buf: Buffer, position: number): Promise<number> {
   let done = 0;
   while (done < buf.length) {
     const { bytesRead } = await handle.read(buf, done, buf.length - done, position + done);
-    if (bytesRead === 0) throw ended?.(position + done) ?? new EventLogError(`embedded log: unexpected end of segment at ${position + done}`, 'log-corrupt');
+    if (bytesRead === 0) break;
     done += bytesRead;
   }
+  return done;
 }
 
 /**
