@@ -147,7 +147,7 @@ test('one writer per folder: a second process is refused, a dead owner is taken 
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(new RegExp(`in use by process ${process.ppid}`));
 });
 
-test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK; this container\'s own earlier run is taken over once its heartbeat stopped, and one from before a reboot at once', async () => {
+test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK; this container\'s own earlier run is and one of another kernel (a reboot, another machine) taken over once its heartbeat stopped', async () => {
   const here = placeOfThisProcess();
   const lock = path.join(dir, 'log', 'LOCK');
   const log = await openEmbeddedLog({ dataDir: dir });
@@ -163,8 +163,9 @@ test('another container on the folder (another PID namespace) is refused whateve
   writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
   utimesSync(lock, new Date(Date.now() - 9_500), new Date(Date.now() - 9_500));
   await (await openEmbeddedLog({ dataDir: dir })).close();
-  // Before a reboot, in another container: gone.
+  // Another kernel (before a reboot, or another machine on this folder), in another container: gone once untouched for 10 s.
   writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=another-boot host=other-container`);
+  utimesSync(lock, new Date(Date.now() - 11_000), new Date(Date.now() - 11_000));
   await (await openEmbeddedLog({ dataDir: dir })).close();
 });
 
