@@ -64,7 +64,7 @@ const GUARD_STALE_MS = 5_000;
  * taken over this instant, or one that kept changing hands while it was looked at (for the caller to try again
  * soon: settlesInMs).
  */
-export async function tryLockFile(lockFile: string): Promise<HeldLock | Busy> {
+export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) => void): Promise<HeldLock | Busy> {
   const file = path.resolve(lockFile);
   let settlesInMs = 50;
   for (let tries = 0; tries < 5; tries++) {
@@ -87,7 +87,7 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | Busy> {
         await fsp.rm(file, { force: true });
         throw error;
       }
-      return { release: heartbeat(file, content) };
+      return { release: heartbeat(file, content, onLost) };
     }
     const seen = await readLock(file);
     if (seen === null) continue; // released meanwhile
@@ -114,19 +114,47 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | Busy> {
 
 /**
  * Held: the file's mtime is touched every HEARTBEAT_MS until release, which tells a process of another PID
- * namespace with this hostname (this container, restarted) that its holder still runs. One utimes every 2 s;
- * the small locks are released long before the first.
+ * namespace with this hostname (this container, restarted) or of another kernel that its holder still runs. Each
+ * tick first reads the file back (one small read every 2 s; the small locks are released long before the first):
+ * a holder stalled past HEARTBEAT_STALE_MS (its event loop blocked, its utimes queued behind fsyncs on a stalled
+ * disk) may have been taken over meanwhile, and must not go on writing as if it still held it. It stops touching
+ * the file, and `onLost` is told who holds it now.
  */
-function heartbeat(file: string, content: string): () => Promise<void> {
-  const timer = setInterval(() => {
-    const now = new Date();
-    fsp.utimes(file, now, now).catch(() => undefined); // gone (removed by hand): nothing to refresh
-  }, HEARTBEAT_MS);
+function heartbeat(file: string, content: string, onLost?: (takenBy: string) => void): () => Promise<void> {
+  let held = true;
+  const tick = async () => {
+    let text: string | null;
+    try { text = await fsp.readFile(file, 'utf8'); } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return; // unreadable this once: looked at again next tick
+      text = null;
+    }
+    if (!held) return; // released meanwhile
+    if (text === content) {
+      const now = new Date();
+      await fsp.utimes(file, now, now).catch(() => undefined); // removed this instant: the next tick says so
+      return;
+    }
+    held = false;
+    clearInterval(timer);
+    if (heldHere.get(file) === content) heldHere.delete(file);
+    onLost?.(text === null ? 'nobody (the file was removed)' : holderIn(text));
+  };
+  const timer = setInterval(() => void tick(), HEARTBEAT_MS);
   timer.unref();
   return () => {
+    held = false;
     clearInterval(timer);
     return release(file, content);
   };
+}
+
+/** Who a lock's content names, for an error message: `pid 1 (hostname web-2, PID namespace pid:[4026532001])`. */
+function holderIn(text: string): string {
+  const owner = ownerOf(text);
+  if (owner === null) return 'another process (the file was emptied: one being written)';
+  const { host, ns } = owner.place;
+  const where = [host && `hostname ${host}`, ns && `PID namespace ${ns}`].filter(Boolean).join(', ');
+  return `pid ${owner.pid}${where ? ` (${where})` : ''}`;
 }
 
 /**
