@@ -158,19 +158,22 @@ function holderIn(text: string): string {
 }
 
 /**
- * The pid of the running process that holds the lock, without trying to take it (a lister's look at another
- * process's work); null when nobody does: no lock, one whose owner is gone, or one being written this instant.
- * A holder of another PID namespace counts as running (nothing here can tell).
+ * Who holds the lock, without trying to take it (a lister's look at another process's work), as a refusal would
+ * name them (`holder`, and `elsewhere` when it runs in another PID namespace or on another kernel: its pid names
+ * nobody here, and may even equal this process's); null when nobody does: no lock, one whose owner is gone, or one
+ * being written this instant. A holder elsewhere counts as running (nothing here can tell).
  */
-export async function lockHolder(lockFile: string): Promise<number | null> {
+export async function lockHolder(lockFile: string): Promise<Busy | null> {
   const file = path.resolve(lockFile);
-  if (heldHere.has(file)) return process.pid;
+  if (heldHere.has(file)) return { holder: process.pid };
   const seen = await readLock(file);
   const owner = seen && ownerOf(seen.text);
   if (!owner) return null;
-  const where = whereIsOwner(owner.place, HERE, Math.max(0, Date.now() - seen.mtimeMs));
-  if (where.kind !== 'here') return where.kind === 'elsewhere' ? owner.pid : null;
-  return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? owner.pid : null;
+  const age = Date.now() - seen.mtimeMs;
+  const where = whereIsOwner(owner.place, HERE, age);
+  if (where.kind === 'elsewhere') return { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.max(0, age) } };
+  if (where.kind === 'gone') return null;
+  return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? { holder: owner.pid } : null;
 }
 
 async function readLock(file: string): Promise<{ text: string; mtimeMs: number } | null> {
