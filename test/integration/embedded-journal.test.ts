@@ -147,7 +147,7 @@ test('one writer per folder: a second process is refused, a dead owner is taken 
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(new RegExp(`in use by process ${process.ppid}`));
 });
 
-test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK; this container\'s own earlier run, and one of another kernel (a reboot, another machine), are taken over once their heartbeat stopped', async () => {
+test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK; this container\'s own earlier run, and one of another kernel (a reboot, another machine), are taken over once their heartbeat stopped or their mtime is far in the future', async () => {
   const here = placeOfThisProcess();
   const lock = path.join(dir, 'log', 'LOCK');
   const log = await openEmbeddedLog({ dataDir: dir });
@@ -162,6 +162,10 @@ test('another container on the folder (another PID namespace) is refused whateve
   // The same container, restarted (another namespace, its hostname): stale once its heartbeat stopped 10 s ago.
   writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
   utimesSync(lock, new Date(Date.now() - 9_500), new Date(Date.now() - 9_500));
+  await (await openEmbeddedLog({ dataDir: dir })).close();
+  // Its lock touched an hour in the future (the clock stepped back since): no live holder on this clock wrote that.
+  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
+  utimesSync(lock, new Date(Date.now() + 3_600_000), new Date(Date.now() + 3_600_000));
   await (await openEmbeddedLog({ dataDir: dir })).close();
   // Another kernel (before a reboot, or another machine on this folder), in another container: gone once untouched for 10 s.
   writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=another-boot host=other-container`);

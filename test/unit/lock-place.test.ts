@@ -30,6 +30,13 @@ test('an owner on another kernel (a reboot since, or another machine or VM on th
   expect(whereIsOwner({ ...self, boot: 'boot-0' }, self, 3_600_000)).toEqual({ kind: 'gone' });
 });
 
+test('a lock touched in the future (the clock stepped back since) is as untouched as it is far from now: an hour ahead is stale at once', () => {
+  const before = { ns: 'pid:[4026532999]', boot: 'boot-a', host: 'web-7f9c' };
+  expect(whereIsOwner(before, self, -3_600_000)).toEqual({ kind: 'gone' });
+  expect(whereIsOwner({ ...before, boot: 'boot-0' }, self, -3_600_000)).toEqual({ kind: 'gone' });
+  expect(whereIsOwner(before, self, -3_000)).toEqual({ kind: 'elsewhere', settlesInMs: HEARTBEAT_STALE_MS - 3_000 });
+});
+
 test('a place written in a lock reads back, any hostname included; what is missing or mangled reads as unknown', () => {
   const odd: Place = { ns: 'pid:[4026531836]', boot: '0f1e-77', host: 'a host=with spaces%' };
   const tokens = `1 token 123 0${placeTokens(odd)}`.split(/\s+/);

@@ -51,7 +51,7 @@ export type Whereabouts = { kind: 'gone' } | { kind: 'here' } | { kind: 'elsewhe
 
 export function whereIsOwner(owner: Place, self: Place, touchedAgoMs: number): Whereabouts {
   const byHeartbeat = (): Whereabouts => {
-    const untouchedMs = touchedAgoMs;
+    const untouchedMs = Math.abs(touchedAgoMs);
     return untouchedMs >= HEARTBEAT_STALE_MS ? { kind: 'gone' } : { kind: 'elsewhere', settlesInMs: HEARTBEAT_STALE_MS - untouchedMs };
   };
   // Another boot id is a reboot, or another kernel altogether on this folder (a VM-isolated container, a shared

@@ -92,14 +92,17 @@ export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) =
     const seen = await readLock(file);
     if (seen === null) continue; // released meanwhile
     const owner = ownerOf(seen.text);
-    const age = Math.max(0, Date.now() - seen.mtimeMs);
+    // Negative: an mtime in the future (the clock stepped back since). How far from now it is, either way, is how
+    // long it went untouched: a live holder on this clock touches "now" every 2 s.
+    const age = Date.now() - seen.mtimeMs;
+    const untouched = Math.abs(age);
     if (owner === null) {
       // Empty: a lock being written this instant (between its open and its write), unless it is old.
-      if (age < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: EMPTY_LOCK_STALE_MS - age + 50 };
+      if (untouched < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: EMPTY_LOCK_STALE_MS - untouched + 50 };
     } else {
       const where = whereIsOwner(owner.place, HERE, age);
       if (where.kind === 'elsewhere') {
-        const busy: Busy = { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: age } };
+        const busy: Busy = { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: untouched } };
         return where.settlesInMs === null ? busy : { ...busy, settlesInMs: where.settlesInMs + 50 };
       }
       if (where.kind === 'here' && (owner.pid === process.pid ? heldHere.has(file) || otherThreadHolds(owner) : ownerRuns(owner))) {
@@ -171,7 +174,7 @@ export async function lockHolder(lockFile: string): Promise<Busy | null> {
   if (!owner) return null;
   const age = Date.now() - seen.mtimeMs;
   const where = whereIsOwner(owner.place, HERE, age);
-  if (where.kind === 'elsewhere') return { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.max(0, age) } };
+  if (where.kind === 'elsewhere') return { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.abs(age) } };
   if (where.kind === 'gone') return null;
   return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? { holder: owner.pid } : null;
 }
@@ -276,7 +279,7 @@ async function takeOver(file: string, stale: string): Promise<number | null> {
     // Another taker is at it; a guard its taker left behind (killed in these few steps) is old.
     const stat = await fsp.stat(guard).catch(() => null);
     if (!stat) return null;
-    const age = Math.max(0, Date.now() - stat.mtimeMs);
+    const age = Math.abs(Date.now() - stat.mtimeMs);
     if (age <= GUARD_STALE_MS) return GUARD_STALE_MS - age + 50;
     await fsp.rm(guard, { force: true });
     return null;
