@@ -192,6 +192,25 @@ test('a holder whose lock was taken over while it held it (stalled past the hear
   expect(readFileSync(lock, 'utf8')).toBe(theirs);
 });
 
+test('a holder back from a stall longer than its heartbeat (its event loop blocked) looks at its lock before its next append, rather than at its next heartbeat', async () => {
+  const lock = path.join(dir, 'log', 'LOCK');
+  const lost: Error[] = [];
+  const log = await openEmbeddedLog({ dataDir: dir, onLockLost: (error) => lost.push(error) });
+  await log.append([rec('before')]);
+  rmSync(lock);
+  writeFileSync(lock, '1 their-token 4242 0 ns=pid%3A%5B4026532999%5D host=web-2');
+  // 11 s later by the clock, no heartbeat ran meanwhile (what a blocked event loop sees on waking up).
+  const realNow = Date.now.bind(Date);
+  const clock = jest.spyOn(Date, 'now').mockImplementation(() => realNow() + 11_000);
+  try {
+    await expect(log.append([rec('after the stall')])).rejects.toThrow(/was taken over by pid 1 \(hostname web-2/);
+    expect(lost).toHaveLength(1);
+  } finally {
+    clock.mockRestore();
+    await log.close();
+  }
+});
+
 test('a LOCK left empty (killed between creating and writing it) or a LOCK.takeover a killed taker left is waited out, not refused', async () => {
   const log = await openEmbeddedLog({ dataDir: dir });
   await log.close();

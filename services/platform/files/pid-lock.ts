@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { promises as fsp, readFileSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import * as path from 'node:path';
-import { HEARTBEAT_MS, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
+import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
 
 /**
  * A lock file that holds its owner's pid, created with O_EXCL. The embedded log's directory lock and the file
@@ -30,6 +30,13 @@ import { HEARTBEAT_MS, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, t
  */
 export interface HeldLock {
   release(): Promise<void>;
+  /**
+   * Whether this holder may have been taken over unnoticed: its last look at the file (each heartbeat's) is so
+   * old (HEARTBEAT_STALE_MS / 2; its event loop was blocked) that another process could have found the lock
+   * untouched since. Then `confirm` looks now (and tells `onLost` if it was), before anything more is written.
+   */
+  unconfirmed(): boolean;
+  confirm(): Promise<void>;
 }
 
 /** Why a lock was not taken. */
@@ -87,7 +94,7 @@ export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) =
         await fsp.rm(file, { force: true });
         throw error;
       }
-      return { release: heartbeat(file, content, onLost) };
+      return heartbeat(file, content, onLost);
     }
     const seen = await readLock(file);
     if (seen === null) continue; // released meanwhile
@@ -123,9 +130,13 @@ export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) =
  * disk) may have been taken over meanwhile, and must not go on writing as if it still held it. It stops touching
  * the file, and `onLost` is told who holds it now.
  */
-function heartbeat(file: string, content: string, onLost?: (takenBy: string) => void): () => Promise<void> {
+function heartbeat(file: string, content: string, onLost?: (takenBy: string) => void): HeldLock {
   let held = true;
-  const tick = async () => {
+  let confirmedAt = Date.now();
+  let looking: Promise<void> | null = null;
+  const tick = () => (looking ??= look().finally(() => { looking = null; }));
+  const look = async () => {
+    const at = Date.now();
     let text: string | null;
     try { text = await fsp.readFile(file, 'utf8'); } catch (error) {
       if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return; // unreadable this once: looked at again next tick
@@ -135,6 +146,7 @@ function heartbeat(file: string, content: string, onLost?: (takenBy: string) => 
     if (text === content) {
       const now = new Date();
       await fsp.utimes(file, now, now).catch(() => undefined); // removed this instant: the next tick says so
+      confirmedAt = at;
       return;
     }
     held = false;
@@ -144,10 +156,14 @@ function heartbeat(file: string, content: string, onLost?: (takenBy: string) => 
   };
   const timer = setInterval(() => void tick(), HEARTBEAT_MS);
   timer.unref();
-  return () => {
-    held = false;
-    clearInterval(timer);
-    return release(file, content);
+  return {
+    release() {
+      held = false;
+      clearInterval(timer);
+      return release(file, content);
+    },
+    unconfirmed: () => held && Date.now() - confirmedAt > HEARTBEAT_STALE_MS / 2,
+    confirm: tick,
   };
 }
 

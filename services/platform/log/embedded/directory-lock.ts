@@ -9,6 +9,9 @@ import { describeHolder, tryLockFile, type Busy, type HeldLock } from '../../fil
  */
 export interface DirectoryLock {
   release(): Promise<void>;
+  /** See HeldLock: true after a stall long enough that the lock may have been taken over unnoticed; confirm looks. */
+  unconfirmed(): boolean;
+  confirm(): Promise<void>;
 }
 
 const heldInThisProcess = new Set<string>();
@@ -66,5 +69,7 @@ export async function acquireDirectoryLock(dir: string, what: string, onLost?: (
       heldInThisProcess.delete(file);
       await held.release();
     },
+    unconfirmed: () => held.unconfirmed(),
+    confirm: () => held.confirm(),
   };
 }

@@ -159,6 +159,18 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     }
   }
 
+  /** Appends records (not async: see append). */
+  function appendNow(records: OutRecord[]): Promise<void> {
+    try {
+      const now = Date.now();
+      const journalRecords = new Array<JournalRecord>(records.length);
+      for (let i = 0; i < records.length; i++) journalRecords[i] = toJournal(records[i], now);
+      return journal.append({ records: journalRecords, commits: [] });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
   const log: EventLog = {
     kind: 'embedded',
 
@@ -167,15 +179,11 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     append(records) {
       if (records.length === 0) return Promise.resolve();
       if (lockLost) return Promise.reject(lockLost);
-      try {
-        const now = Date.now();
-        const journalRecords = new Array<JournalRecord>(records.length);
-        for (let i = 0; i < records.length; i++) journalRecords[i] = toJournal(records[i], now);
-        return journal.append({ records: journalRecords, commits: [] });
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      // Back from a stall (a blocked event loop) that outlasted the heartbeat: the lock is looked at before writing.
+      if (lock?.unconfirmed()) return lock.confirm().then(() => lockLost ? Promise.reject(lockLost) : appendNow(records));
+      return appendNow(records);
     },
+
 
     // A rejected append is never read back in this process: a failed write is not indexed (journal.ts settle), and the
     // journal writes nothing more until it has cut it off (recover). After a crash before that cut, recovery decides.
@@ -217,6 +225,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
               const now = Date.now();
               const journalRecords: JournalRecord[] = [];
               for (const produced of result.outputs) for (const r of produced) journalRecords.push(toJournal(r, now));
+              if (lock?.unconfirmed()) await lock.confirm();
               if (lockLost) throw lockLost;
               await journal.append({ records: journalRecords, commits: [{ group, topic, next: done }] });
               if (!failure) attempt = 0;
