@@ -137,22 +137,21 @@ function heartbeat(file: string, content: string, onLost?: (takenBy: string) => 
   const tick = () => (looking ??= look().finally(() => { looking = null; }));
   const look = async () => {
     const at = Date.now();
-    let text: string | null;
-    try { text = await fsp.readFile(file, 'utf8'); } catch (error) {
-      if ((error as NodeJS.ErrnoException).code !== 'ENOENT') return; // unreadable this once: looked at again next tick
-      text = null;
-    }
+    let text: string;
+    // Unreadable this once: looked at again next tick. Removed (by hand, or its folder with it): nobody else holds
+    // it yet, and it is not put back; whoever takes it next writes their own, which the next look finds.
+    try { text = await fsp.readFile(file, 'utf8'); } catch { return; }
     if (!held) return; // released meanwhile
     if (text === content) {
       const now = new Date();
-      await fsp.utimes(file, now, now).catch(() => undefined); // removed this instant: the next tick says so
+      await fsp.utimes(file, now, now).catch(() => undefined); // removed this instant: the next look says so
       confirmedAt = at;
       return;
     }
     held = false;
     clearInterval(timer);
     if (heldHere.get(file) === content) heldHere.delete(file);
-    onLost?.(text === null ? 'nobody (the file was removed)' : holderIn(text));
+    onLost?.(holderIn(text));
   };
   const timer = setInterval(() => void tick(), HEARTBEAT_MS);
   timer.unref();
