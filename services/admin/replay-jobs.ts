@@ -235,9 +235,10 @@ export async function openReplayJobs(options: ReplayJobsOptions): Promise<Replay
     // Its record may say running, interrupted or anything but complete: the checkpoint's lock says who runs it now.
     if (job.state !== 'complete' && job.state !== 'unreadable') {
       const holder = await checkpointOf(job.id).holder().catch(() => null);
-      if (holder !== null && holder !== process.pid) {
+      // Another container's holder may have this process's pid (PID 1 in each): elsewhere, whatever its pid.
+      if (holder !== null && (holder.elsewhere || holder.holder !== process.pid)) {
         elsewhere.add(job.id);
-        return Object.assign(job, { state: 'running', runningIn: holder, finishedAt: null, error: null, waitingOn: null });
+        return Object.assign(job, { state: 'running', runningIn: holder.holder, finishedAt: null, error: null, waitingOn: null });
       }
     }
     // The process stopped under it; after its checkpoint's last save it had finished, only its record did not say so.

@@ -37,7 +37,14 @@ export async function openLog(config: Config, logger: Logger, options: OpenBacke
   }
   const { openEmbeddedLog } = await import('../platform/log/embedded/embedded-log');
   if (!options.readOnlyLog) await prepareDataDir(config.dataDir);
-  return openEmbeddedLog({ dataDir: config.dataDir, readOnly: options.readOnlyLog, onWarning: (m) => logger.warn(m) });
+  return openEmbeddedLog({
+    dataDir: config.dataDir, readOnly: options.readOnlyLog, onWarning: (m) => logger.warn(m),
+    // Another process writes the folder now: no graceful stop (its stages would commit), exit at once.
+    onLockLost: (error) => {
+      logger.error(error.message);
+      process.exit(1);
+    },
+  });
 }
 
 export async function openStore(config: Config, logger?: Logger): Promise<ObjectStore> {

@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 
@@ -17,7 +17,42 @@ const service = `
   openEmbeddedLog({ dataDir: process.argv[1] }).then(async (log) => {
     await log.append([{ topic: 't', key: null, value: Buffer.from('acknowledged') }]);
     console.log('OPENED as pid ' + process.pid);
+    // Held until killed, as a service is (the lock's heartbeat timer alone keeps nothing alive).
+    setInterval(() => {}, 1 << 30);
   }, (error) => { console.log('REFUSED ' + error.message); process.exit(3); });`;
+
+/** Every "container" a test started, killed (its process group) when the test ends, whatever happened. */
+const started: ChildProcess[] = [];
+afterEach(() => {
+  for (const child of started.splice(0)) {
+    try { process.kill(-child.pid!, 'SIGKILL'); } catch { /* ended */ }
+  }
+});
+
+/** The state letter of the namespace's PID 1 (`T`: stopped), seen from here: the child of `unshare --fork`. */
+const stateOfService = (child: ChildProcess) => spawnSync('ps', ['-o', 'stat=', '--ppid', String(child.pid)], { encoding: 'utf8' }).stdout.trim();
+
+const killed = (child: ChildProcess) => new Promise((resolve) => {
+  if (child.exitCode !== null || child.signalCode !== null) return resolve(null);
+  child.once('exit', resolve);
+  process.kill(-child.pid!, 'SIGKILL');
+});
+
+/** Resolves once the holder's heartbeat touched LOCK (it runs on past its opening), or throws once it ended. */
+async function heartbeatSeen(child: ChildProcess, lock: string): Promise<void> {
+  const written = statSync(lock).mtimeMs;
+  while (statSync(lock).mtimeMs === written) {
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the holder ended (${child.exitCode ?? child.signalCode}) before its heartbeat touched ${lock}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+function needsNamespaces(): void {
+  const probe = spawnSync('unshare', [...UNSHARE, 'true'], { encoding: 'utf8' });
+  if (probe.status !== 0) {
+    throw new Error(`this test needs PID namespaces: unshare ${UNSHARE.join(' ')} true failed (${probe.error?.message ?? probe.stderr.trim()}); run it as root or with unprivileged user namespaces enabled`);
+  }
+}
 
 /** `node -e service` as PID 1 of a namespace of its own, with its own hostname; in a process group of its own (to freeze and kill). */
 function inContainer(hostname: string, dataDir: string): { child: ChildProcess; said: Promise<string> } {
@@ -25,6 +60,7 @@ function inContainer(hostname: string, dataDir: string): { child: ChildProcess; 
     detached: true,
     stdio: ['ignore', 'pipe', 'inherit'],
   });
+  started.push(child);
   const said = new Promise<string>((resolve) => {
     let out = '';
     child.stdout!.on('data', (chunk) => {
@@ -37,27 +73,36 @@ function inContainer(hostname: string, dataDir: string): { child: ChildProcess; 
 }
 
 test('a second container on a DATA_DIR is refused while the first is frozen, and after it was killed, until LOCK is removed', async () => {
-  const probe = spawnSync('unshare', [...UNSHARE, 'true'], { encoding: 'utf8' });
-  if (probe.status !== 0) {
-    throw new Error(`this test needs PID namespaces: unshare ${UNSHARE.join(' ')} true failed (${probe.error?.message ?? probe.stderr.trim()}); run it as root or with unprivileged user namespaces enabled`);
-  }
+  needsNamespaces();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'data-dir-containers-'));
   const first = inContainer('container-one', dataDir);
   try {
     expect(await first.said).toBe('OPENED as pid 1');
+    await heartbeatSeen(first.child, path.join(dataDir, 'log', 'LOCK'));
     process.kill(-first.child.pid!, 'SIGSTOP'); // frozen: alive, and touching nothing
+    expect(stateOfService(first.child)).toMatch(/^T/); // the holder frozen, not one that had ended
     const frozen = await inContainer('container-two', dataDir).said;
     expect(frozen).toMatch(/^REFUSED embedded log in \S+ is in use by pid 1 in another PID namespace \(another container on this folder\? hostname container-one, lock touched \d+ s ago\): one process per DATA_DIR; stop the other, or if it is gone, remove \S+\/log\/LOCK$/);
-    process.kill(-first.child.pid!, 'SIGKILL');
-    await new Promise((resolve) => first.child.exitCode !== null || first.child.signalCode !== null ? resolve(null) : first.child.once('exit', resolve));
+    await killed(first.child);
     // Killed: nothing another namespace can see says so. The operator who knows removes LOCK.
     expect(await inContainer('container-two', dataDir).said).toMatch(/^REFUSED .* in another PID namespace/);
     rmSync(path.join(dataDir, 'log', 'LOCK'));
-    const second = inContainer('container-two', dataDir);
-    expect(await second.said).toBe('OPENED as pid 1');
-    process.kill(-second.child.pid!, 'SIGKILL');
+    expect(await inContainer('container-two', dataDir).said).toBe('OPENED as pid 1');
   } finally {
-    try { process.kill(-first.child.pid!, 'SIGKILL'); } catch { /* ended */ }
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('the same container restarted after a kill -9 (another PID namespace, its hostname) takes its folder back once the old heartbeat stopped', async () => {
+  needsNamespaces();
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'data-dir-containers-'));
+  try {
+    const before = inContainer('web-1', dataDir);
+    expect(await before.said).toBe('OPENED as pid 1');
+    await killed(before.child);
+    // Its LOCK was touched within the last 2 s: the restart waits for it to go 10 s untouched (up to 15 s).
+    expect(await inContainer('web-1', dataDir).said).toBe('OPENED as pid 1');
+  } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
 });

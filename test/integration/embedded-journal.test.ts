@@ -159,7 +159,7 @@ test('one writer per folder: a second process is refused, a dead owner is taken 
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(new RegExp(`in use by process ${process.ppid}`));
 });
 
-test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK; this container\'s own earlier run is taken over once its heartbeat stopped, and one from before a reboot at once', async () => {
+test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK; this container\'s own earlier run, and one of another kernel (a reboot, another machine), are taken over once their heartbeat stopped or their mtime is far in the future', async () => {
   const here = placeOfThisProcess();
   const lock = path.join(dir, 'log', 'LOCK');
   const log = await openEmbeddedLog({ dataDir: dir });
@@ -175,9 +175,52 @@ test('another container on the folder (another PID namespace) is refused whateve
   writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
   utimesSync(lock, new Date(Date.now() - 9_500), new Date(Date.now() - 9_500));
   await (await openEmbeddedLog({ dataDir: dir })).close();
-  // Before a reboot, in another container: gone.
-  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=another-boot host=other-container`);
+  // Its lock touched an hour in the future (the clock stepped back since): no live holder on this clock wrote that.
+  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
+  utimesSync(lock, new Date(Date.now() + 3_600_000), new Date(Date.now() + 3_600_000));
   await (await openEmbeddedLog({ dataDir: dir })).close();
+  // Another kernel (before a reboot, or another machine on this folder), in another container: gone once untouched for 10 s.
+  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=another-boot host=other-container`);
+  utimesSync(lock, new Date(Date.now() - 11_000), new Date(Date.now() - 11_000));
+  await (await openEmbeddedLog({ dataDir: dir })).close();
+});
+
+test('a holder whose lock was taken over while it held it (stalled past the heartbeat) notices at its next heartbeat: told once, it appends nothing more, and its close leaves the new holder\'s lock', async () => {
+  const lock = path.join(dir, 'log', 'LOCK');
+  let lost!: (error: Error) => void;
+  const told = new Promise<Error>((resolve) => { lost = resolve; });
+  const log = await openEmbeddedLog({ dataDir: dir, onLockLost: (error) => lost(error) });
+  await log.append([rec('before')]);
+  // What a taker that found this holder's heartbeat stopped leaves: its own lock.
+  const theirs = '1 their-token 4242 0 ns=pid%3A%5B4026532999%5D host=web-2';
+  rmSync(lock);
+  writeFileSync(lock, theirs);
+  const error = await told;
+  expect(error.message).toBe(
+    `embedded log in ${path.join(dir, 'log')}: its lock ${lock} was taken over by pid 1 (hostname web-2, PID namespace pid:[4026532999]) while this process held it (stalled for more than 10 s?); stopping so two writers never share the folder`,
+  );
+  await expect(log.append([rec('after')])).rejects.toBe(error);
+  await log.close();
+  expect(readFileSync(lock, 'utf8')).toBe(theirs);
+});
+
+test('a holder back from a stall longer than its heartbeat (its event loop blocked) looks at its lock before its next append, rather than at its next heartbeat', async () => {
+  const lock = path.join(dir, 'log', 'LOCK');
+  const lost: Error[] = [];
+  const log = await openEmbeddedLog({ dataDir: dir, onLockLost: (error) => lost.push(error) });
+  await log.append([rec('before')]);
+  rmSync(lock);
+  writeFileSync(lock, '1 their-token 4242 0 ns=pid%3A%5B4026532999%5D host=web-2');
+  // 11 s later by the clock, no heartbeat ran meanwhile (what a blocked event loop sees on waking up).
+  const realNow = Date.now.bind(Date);
+  const clock = jest.spyOn(Date, 'now').mockImplementation(() => realNow() + 11_000);
+  try {
+    await expect(log.append([rec('after the stall')])).rejects.toThrow(/was taken over by pid 1 \(hostname web-2/);
+    expect(lost).toHaveLength(1);
+  } finally {
+    clock.mockRestore();
+    await log.close();
+  }
 });
 
 test('a LOCK left empty (killed between creating and writing it) or a LOCK.takeover a killed taker left is waited out, not refused', async () => {

@@ -16,6 +16,7 @@ import { pipelineTopics } from '../../services/platform/log/topics';
 import { createLogger, silentLogger } from '../../services/platform/logger/logger';
 import { openFilesystemStore } from '../../services/platform/store/filesystem-store';
 import { collectUntilQuiet } from '../support/log-reads';
+import { placeOfThisProcess } from '../../services/platform/files/lock-place';
 
 /**
  * Replay jobs keep track across a restart: a job the process stopped under (or died under) is found again
@@ -242,7 +243,7 @@ test('a replay whose checkpoint another process is running (a second service on 
   try {
     await once(other.stdout!, 'data');
     const inUse = `checkpoint ${checkpoint} is in use: process ${other.pid} runs this replay; let it end, or stop it, then run it again`;
-    await expect(jobs.startRange(request)).rejects.toThrow(new CheckpointInUse(checkpoint, other.pid!));
+    await expect(jobs.startRange(request)).rejects.toThrow(new CheckpointInUse(checkpoint, { holder: other.pid! }));
     // Refused before its record is written: the other process's record of it is not written over.
     expect(existsSync(path.join(dir, 'jobs', `${rangeReplayId(request)}.json`))).toBe(false);
     expect(jobs.get(rangeReplayId(request))).toMatchObject({ state: 'failed', replayed: 0, error: inUse });
@@ -395,6 +396,28 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     } finally {
       other.kill('SIGKILL');
     }
+  });
+
+  test('a job whose checkpoint another container holds (another PID namespace), even as a pid equal to this process\'s, is listed running there and not resumed here; a new start is refused naming it as the lock does', async () => {
+    // Another container's PID 1 may be this process's pid too (PID 1 here): its lock names its own namespace.
+    const here = placeOfThisProcess();
+    const theirs = (pid: number) => `${pid} its-token 4242 0 ns=${encodeURIComponent('pid:[4026532999]')} boot=${here.boot} host=other-container`;
+    const request = range('0');
+    const id = rangeReplayId(request);
+    const checkpoint = path.join(dir, `${id}.json`);
+    writeFileSync(jobFile(id), JSON.stringify({ id, kind: 'range', request, state: 'running', replayed: 0, skipped: 0, startedAt: new Date().toISOString(), finishedAt: null, error: null }));
+    writeFileSync(checkpoint, JSON.stringify({ request, positions: { 0: '40' }, replayed: 40, skipped: 0, complete: false }));
+    writeFileSync(`${checkpoint}.lock`, theirs(process.pid));
+    const jobs = await open();
+    await jobs.listed();
+    expect(jobs.get(id)).toMatchObject({ state: 'running', runningIn: process.pid, replayed: 40 });
+    expect(await jobs.resume(id)).toMatchObject({ started: false, job: { state: 'running', runningIn: process.pid } });
+    const fresh = range('1');
+    const freshCheckpoint = path.join(dir, `${rangeReplayId(fresh)}.json`);
+    writeFileSync(`${freshCheckpoint}.lock`, theirs(1));
+    await expect(jobs.startRange(fresh)).rejects.toThrow(new RegExp(
+      `^checkpoint ${freshCheckpoint.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is in use: pid 1 in another PID namespace \\(another container on this folder\\? hostname other-container, lock touched \\d+ s ago\\) runs this replay; let it end, or stop it, then run it again$`,
+    ));
   });
 
   test('a job another process starts after this one opened is listed within a second; cancelling it here is refused, naming that process', async () => {

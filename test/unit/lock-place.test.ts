@@ -22,9 +22,19 @@ test('this container\'s own earlier run (another namespace, this hostname) is re
   expect(whereIsOwner(before, self, HEARTBEAT_STALE_MS)).toEqual({ kind: 'gone' });
 });
 
-test('an owner on a kernel that has rebooted since is gone, in any namespace', () => {
-  expect(whereIsOwner({ ns: 'pid:[4026532999]', boot: 'boot-0', host: 'web-55d1' }, self, 0)).toEqual({ kind: 'gone' });
-  expect(whereIsOwner({ ...self, boot: 'boot-0' }, self, 0)).toEqual({ kind: 'gone' });
+test('an owner on another kernel (a reboot since, or another machine or VM on this folder) is refused while its heartbeat is fresh, in any namespace, and taken over once it stopped', () => {
+  const otherKernel = { ns: 'pid:[4026532999]', boot: 'boot-0', host: 'web-55d1' };
+  expect(whereIsOwner(otherKernel, self, 0)).toEqual({ kind: 'elsewhere', settlesInMs: HEARTBEAT_STALE_MS });
+  expect(whereIsOwner({ ...self, boot: 'boot-0' }, self, 3_000)).toEqual({ kind: 'elsewhere', settlesInMs: HEARTBEAT_STALE_MS - 3_000 });
+  expect(whereIsOwner(otherKernel, self, HEARTBEAT_STALE_MS)).toEqual({ kind: 'gone' });
+  expect(whereIsOwner({ ...self, boot: 'boot-0' }, self, 3_600_000)).toEqual({ kind: 'gone' });
+});
+
+test('a lock touched in the future (the clock stepped back since) is as untouched as it is far from now: an hour ahead is stale at once', () => {
+  const before = { ns: 'pid:[4026532999]', boot: 'boot-a', host: 'web-7f9c' };
+  expect(whereIsOwner(before, self, -3_600_000)).toEqual({ kind: 'gone' });
+  expect(whereIsOwner({ ...before, boot: 'boot-0' }, self, -3_600_000)).toEqual({ kind: 'gone' });
+  expect(whereIsOwner(before, self, -3_000)).toEqual({ kind: 'elsewhere', settlesInMs: HEARTBEAT_STALE_MS - 3_000 });
 });
 
 test('a place written in a lock reads back, any hostname included; what is missing or mangled reads as unknown', () => {

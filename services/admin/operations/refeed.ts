@@ -5,7 +5,7 @@ import { MAX_READ_BATCH_BYTES } from '../../platform/log/topics';
 import { writeFileAtomically, type Unflushed } from '../../platform/registry/atomic-file';
 import { makeDirectories } from '../../platform/config/data-dir';
 import { DEFAULT_REPLAY_LANDING_WINDOW_MS } from '../../platform/config/config';
-import { lockHolder, tryLockFile, type HeldLock } from '../../platform/files/pid-lock';
+import { describeHolder, lockHolder, tryLockFile, type Busy, type HeldLock } from '../../platform/files/pid-lock';
 import { readRegularFile } from '../../platform/files/read-regular-file';
 import { recordIdentity } from '../../platform/log/replay-marking';
 
@@ -238,14 +238,14 @@ export interface CheckpointFile {
   save(state: CheckpointState): Promise<void>;
   /** Held while a run reads and writes it; throws, naming the holder, while another process's run holds it. */
   lock(): Promise<HeldLock>;
-  /** The pid of the running process whose run holds it now (this one's included), or null. */
-  holder(): Promise<number | null>;
+  /** The running process whose run holds it now (this one's included; `elsewhere`: another container's, whatever its pid), or null. */
+  holder(): Promise<Busy | null>;
 }
 
 /** Another run of the same replay holds the checkpoint (its lock names a running process). */
 export class CheckpointInUse extends Error {
-  constructor(file: string, holder: number) {
-    super(`checkpoint ${file} is in use: ${holder ? `process ${holder} runs this replay` : 'another run of this replay is starting'}; let it end, or stop it, then run it again`);
+  constructor(file: string, holder: Busy) {
+    super(`checkpoint ${file} is in use: ${holder.holder ? `${describeHolder(holder)} runs this replay` : 'another run of this replay is starting'}; let it end, or stop it, then run it again`);
     this.name = 'CheckpointInUse';
   }
 }
@@ -288,7 +288,7 @@ export function checkpointFile(file: string, onUnflushed?: Unflushed): Checkpoin
       await makeDirectories(path.dirname(file));
       const held = await tryLockFile(`${file}.lock`);
       if ('release' in held) return held;
-      throw new CheckpointInUse(file, held.holder);
+      throw new CheckpointInUse(file, held);
     },
     holder: () => lockHolder(`${file}.lock`),
   };

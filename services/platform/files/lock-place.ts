@@ -34,23 +34,31 @@ export const HEARTBEAT_MS = 2_000;
 export const HEARTBEAT_STALE_MS = 10_000;
 
 /**
- * Where a lock's owner is, seen from `self`, its lock last touched `touchedAgoMs` ago:
- * - `gone`: it ran on a kernel that has rebooted since; or in another PID namespace with this hostname (an
- *   earlier run of this same container: Docker and Kubernetes start a container again only after its process
- *   ended) and its heartbeat stopped long enough ago.
- * - `here`: in this PID namespace (or either is unknown: a lock of an earlier release, not Linux), where its pid
- *   and /proc say whether it runs.
- * - `elsewhere`: in another PID namespace, where nothing here can tell whether it runs (a frozen process is alive,
- *   and touches nothing). Refused; `settlesInMs` when it may turn stale by itself (this hostname's heartbeat).
+ * Where a lock's owner is, seen from `self`, its lock last touched `touchedAgoMs` ago (negative: an mtime in the
+ * future, a clock stepped back since):
+ * - `gone`: its heartbeat stopped (the lock untouched for HEARTBEAT_STALE_MS, or touched that far in the future,
+ *   which no holder on this clock writes: it touches "now" every 2 s) and either it ran on another kernel (another
+ *   boot id: this one before a reboot, or another machine or VM on a shared folder) or in another PID namespace
+ *   with this hostname (an earlier run of this same container: Docker and Kubernetes start a container again only
+ *   after its process ended).
+ * - `here`: on this kernel, in this PID namespace (or either is unknown: a lock of an earlier release, not Linux),
+ *   where its pid and /proc say whether it runs.
+ * - `elsewhere`: on another kernel or in another PID namespace, where nothing here can tell whether it runs (a
+ *   frozen process is alive, and touches nothing). Refused; `settlesInMs` when it may turn stale by itself (its
+ *   heartbeat, where that rule applies).
  */
 export type Whereabouts = { kind: 'gone' } | { kind: 'here' } | { kind: 'elsewhere'; settlesInMs: number | null };
 
 export function whereIsOwner(owner: Place, self: Place, touchedAgoMs: number): Whereabouts {
-  if (owner.boot && self.boot && owner.boot !== self.boot) return { kind: 'gone' };
+  const byHeartbeat = (): Whereabouts => {
+    const untouchedMs = Math.abs(touchedAgoMs);
+    return untouchedMs >= HEARTBEAT_STALE_MS ? { kind: 'gone' } : { kind: 'elsewhere', settlesInMs: HEARTBEAT_STALE_MS - untouchedMs };
+  };
+  // Another boot id is a reboot, or another kernel altogether on this folder (a VM-isolated container, a shared
+  // volume): only a stopped heartbeat tells the two apart.
+  if (owner.boot && self.boot && owner.boot !== self.boot) return byHeartbeat();
   if (!owner.ns || !self.ns || owner.ns === self.ns) return { kind: 'here' };
-  if (owner.host && owner.host === self.host) {
-    return touchedAgoMs >= HEARTBEAT_STALE_MS ? { kind: 'gone' } : { kind: 'elsewhere', settlesInMs: HEARTBEAT_STALE_MS - touchedAgoMs };
-  }
+  if (owner.host && owner.host === self.host) return byHeartbeat();
   return { kind: 'elsewhere', settlesInMs: null };
 }
 

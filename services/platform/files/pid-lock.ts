@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { promises as fsp, readFileSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import * as path from 'node:path';
-import { HEARTBEAT_MS, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
+import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
 
 /**
  * A lock file that holds its owner's pid, created with O_EXCL. The embedded log's directory lock and the file
@@ -30,6 +30,13 @@ import { HEARTBEAT_MS, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, t
  */
 export interface HeldLock {
   release(): Promise<void>;
+  /**
+   * Whether this holder may have been taken over unnoticed: its last look at the file (each heartbeat's) is so
+   * old (HEARTBEAT_STALE_MS / 2; its event loop was blocked) that another process could have found the lock
+   * untouched since. Then `confirm` looks now (and tells `onLost` if it was), before anything more is written.
+   */
+  unconfirmed(): boolean;
+  confirm(): Promise<void>;
 }
 
 /** Why a lock was not taken. */
@@ -64,7 +71,7 @@ const GUARD_STALE_MS = 5_000;
  * taken over this instant, or one that kept changing hands while it was looked at (for the caller to try again
  * soon: settlesInMs).
  */
-export async function tryLockFile(lockFile: string): Promise<HeldLock | Busy> {
+export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) => void): Promise<HeldLock | Busy> {
   const file = path.resolve(lockFile);
   let settlesInMs = 50;
   for (let tries = 0; tries < 5; tries++) {
@@ -87,19 +94,22 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | Busy> {
         await fsp.rm(file, { force: true });
         throw error;
       }
-      return { release: heartbeat(file, content) };
+      return heartbeat(file, content, onLost);
     }
     const seen = await readLock(file);
     if (seen === null) continue; // released meanwhile
     const owner = ownerOf(seen.text);
-    const age = Math.max(0, Date.now() - seen.mtimeMs);
+    // Negative: an mtime in the future (the clock stepped back since). How far from now it is, either way, is how
+    // long it went untouched: a live holder on this clock touches "now" every 2 s.
+    const age = Date.now() - seen.mtimeMs;
+    const untouched = Math.abs(age);
     if (owner === null) {
       // Empty: a lock being written this instant (between its open and its write), unless it is old.
-      if (age < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: EMPTY_LOCK_STALE_MS - age + 50 };
+      if (untouched < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: EMPTY_LOCK_STALE_MS - untouched + 50 };
     } else {
       const where = whereIsOwner(owner.place, HERE, age);
       if (where.kind === 'elsewhere') {
-        const busy: Busy = { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: age } };
+        const busy: Busy = { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: untouched } };
         return where.settlesInMs === null ? busy : { ...busy, settlesInMs: where.settlesInMs + 50 };
       }
       if (where.kind === 'here' && (owner.pid === process.pid ? heldHere.has(file) || otherThreadHolds(owner) : ownerRuns(owner))) {
@@ -114,35 +124,74 @@ export async function tryLockFile(lockFile: string): Promise<HeldLock | Busy> {
 
 /**
  * Held: the file's mtime is touched every HEARTBEAT_MS until release, which tells a process of another PID
- * namespace with this hostname (this container, restarted) that its holder still runs. One utimes every 2 s;
- * the small locks are released long before the first.
+ * namespace with this hostname (this container, restarted) or of another kernel that its holder still runs. Each
+ * tick first reads the file back (one small read every 2 s; the small locks are released long before the first):
+ * a holder stalled past HEARTBEAT_STALE_MS (its event loop blocked, its utimes queued behind fsyncs on a stalled
+ * disk) may have been taken over meanwhile, and must not go on writing as if it still held it. It stops touching
+ * the file, and `onLost` is told who holds it now.
  */
-function heartbeat(file: string, content: string): () => Promise<void> {
-  const timer = setInterval(() => {
-    const now = new Date();
-    fsp.utimes(file, now, now).catch(() => undefined); // gone (removed by hand): nothing to refresh
-  }, HEARTBEAT_MS);
-  timer.unref();
-  return () => {
+function heartbeat(file: string, content: string, onLost?: (takenBy: string) => void): HeldLock {
+  let held = true;
+  let confirmedAt = Date.now();
+  let looking: Promise<void> | null = null;
+  const tick = () => (looking ??= look().finally(() => { looking = null; }));
+  const look = async () => {
+    const at = Date.now();
+    let text: string;
+    // Unreadable this once: looked at again next tick. Removed (by hand, or its folder with it): nobody else holds
+    // it yet, and it is not put back; whoever takes it next writes their own, which the next look finds.
+    try { text = await fsp.readFile(file, 'utf8'); } catch { return; }
+    if (!held) return; // released meanwhile
+    if (text === content) {
+      const now = new Date();
+      await fsp.utimes(file, now, now).catch(() => undefined); // removed this instant: the next look says so
+      confirmedAt = at;
+      return;
+    }
+    held = false;
     clearInterval(timer);
-    return release(file, content);
+    if (heldHere.get(file) === content) heldHere.delete(file);
+    onLost?.(holderIn(text));
+  };
+  const timer = setInterval(() => void tick(), HEARTBEAT_MS);
+  timer.unref();
+  return {
+    release() {
+      held = false;
+      clearInterval(timer);
+      return release(file, content);
+    },
+    unconfirmed: () => held && Date.now() - confirmedAt > HEARTBEAT_STALE_MS / 2,
+    confirm: tick,
   };
 }
 
+/** Who a lock's content names, for an error message: `pid 1 (hostname web-2, PID namespace pid:[4026532001])`. */
+function holderIn(text: string): string {
+  const owner = ownerOf(text);
+  if (owner === null) return 'another process (the file was emptied: one being written)';
+  const { host, ns } = owner.place;
+  const where = [host && `hostname ${host}`, ns && `PID namespace ${ns}`].filter(Boolean).join(', ');
+  return `pid ${owner.pid}${where ? ` (${where})` : ''}`;
+}
+
 /**
- * The pid of the running process that holds the lock, without trying to take it (a lister's look at another
- * process's work); null when nobody does: no lock, one whose owner is gone, or one being written this instant.
- * A holder of another PID namespace counts as running (nothing here can tell).
+ * Who holds the lock, without trying to take it (a lister's look at another process's work), as a refusal would
+ * name them (`holder`, and `elsewhere` when it runs in another PID namespace or on another kernel: its pid names
+ * nobody here, and may even equal this process's); null when nobody does: no lock, one whose owner is gone, or one
+ * being written this instant. A holder elsewhere counts as running (nothing here can tell).
  */
-export async function lockHolder(lockFile: string): Promise<number | null> {
+export async function lockHolder(lockFile: string): Promise<Busy | null> {
   const file = path.resolve(lockFile);
-  if (heldHere.has(file)) return process.pid;
+  if (heldHere.has(file)) return { holder: process.pid };
   const seen = await readLock(file);
   const owner = seen && ownerOf(seen.text);
   if (!owner) return null;
-  const where = whereIsOwner(owner.place, HERE, Math.max(0, Date.now() - seen.mtimeMs));
-  if (where.kind !== 'here') return where.kind === 'elsewhere' ? owner.pid : null;
-  return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? owner.pid : null;
+  const age = Date.now() - seen.mtimeMs;
+  const where = whereIsOwner(owner.place, HERE, age);
+  if (where.kind === 'elsewhere') return { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.abs(age) } };
+  if (where.kind === 'gone') return null;
+  return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? { holder: owner.pid } : null;
 }
 
 async function readLock(file: string): Promise<{ text: string; mtimeMs: number } | null> {
@@ -245,7 +294,7 @@ async function takeOver(file: string, stale: string): Promise<number | null> {
     // Another taker is at it; a guard its taker left behind (killed in these few steps) is old.
     const stat = await fsp.stat(guard).catch(() => null);
     if (!stat) return null;
-    const age = Math.max(0, Date.now() - stat.mtimeMs);
+    const age = Math.abs(Date.now() - stat.mtimeMs);
     if (age <= GUARD_STALE_MS) return GUARD_STALE_MS - age + 50;
     await fsp.rm(guard, { force: true });
     return null;

@@ -9,6 +9,9 @@ import { describeHolder, tryLockFile, type Busy, type HeldLock } from '../../fil
  */
 export interface DirectoryLock {
   release(): Promise<void>;
+  /** See HeldLock: true after a stall long enough that the lock may have been taken over unnoticed; confirm looks. */
+  unconfirmed(): boolean;
+  confirm(): Promise<void>;
 }
 
 const heldInThisProcess = new Set<string>();
@@ -20,13 +23,21 @@ const heldInThisProcess = new Set<string>();
  */
 const SETTLING_WAIT_MS = 15_000;
 
-export async function acquireDirectoryLock(dir: string, what: string): Promise<DirectoryLock> {
+/**
+ * `onLost`: the lock was taken over while held (this process stalled past the heartbeat's 10 s, and another took
+ * the folder): told once, with the error to stop on; from then on this process must write nothing there.
+ */
+export async function acquireDirectoryLock(dir: string, what: string, onLost?: (error: EventLogError) => void): Promise<DirectoryLock> {
   const file = path.resolve(dir, 'LOCK');
   if (heldInThisProcess.has(file)) throw new EventLogError(`${what} in ${dir} is already open in this process`, 'log-unavailable');
   const deadline = Date.now() + SETTLING_WAIT_MS;
   let taken: HeldLock | Busy;
   for (;;) {
-    try { taken = await tryLockFile(file); } catch (error) {
+    const lost = (takenBy: string) => onLost?.(new EventLogError(
+      `${what} in ${dir}: its lock ${file} was taken over by ${takenBy} while this process held it (stalled for more than 10 s?); stopping so two writers never share the folder`,
+      'log-unavailable',
+    ));
+    try { taken = await tryLockFile(file, lost); } catch (error) {
       throw new EventLogError(`${what} in ${dir}: ${(error as Error).message}`, 'log-unavailable', { cause: error });
     }
     if (!('holder' in taken) || taken.settlesInMs === undefined || Date.now() >= deadline) break;
@@ -58,5 +69,7 @@ export async function acquireDirectoryLock(dir: string, what: string): Promise<D
       heldInThisProcess.delete(file);
       await held.release();
     },
+    unconfirmed: () => held.unconfirmed(),
+    confirm: () => held.confirm(),
   };
 }

@@ -24,6 +24,11 @@ export interface EmbeddedLogOptions {
   /** How many records a stage handles before committing them together (fewer when they pass MAX_READ_BATCH_BYTES). */
   stageBatch?: number;
   onWarning?: (message: string) => void;
+  /**
+   * The folder's lock was taken over while this process held it (it stalled for more than 10 s, and another
+   * process took the folder): from then on every append is refused with this error; the process should stop.
+   */
+  onLockLost?: (error: EventLogError) => void;
 }
 
 interface TopicState {
@@ -68,10 +73,15 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
   };
 
   let lock: DirectoryLock | null = null;
+  /** Set once another process took the folder over: nothing more is written here. */
+  let lockLost: EventLogError | null = null;
   if (!options.readOnly) {
     // Its name durable before any segment in it is acknowledged (the journal flushes only the log's own folder).
     await makeDurableFolders(dir);
-    lock = await acquireDirectoryLock(dir, 'embedded log');
+    lock = await acquireDirectoryLock(dir, 'embedded log', (error) => {
+      lockLost = error;
+      options.onLockLost?.(error);
+    });
   }
   let journal: Journal;
   try {
@@ -149,6 +159,18 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     }
   }
 
+  /** Appends records (not async: see append). */
+  function appendNow(records: OutRecord[]): Promise<void> {
+    try {
+      const now = Date.now();
+      const journalRecords = new Array<JournalRecord>(records.length);
+      for (let i = 0; i < records.length; i++) journalRecords[i] = toJournal(records[i], now);
+      return journal.append({ records: journalRecords, commits: [] });
+    } catch (error) {
+      return Promise.reject(error);
+    }
+  }
+
   const log: EventLog = {
     kind: 'embedded',
 
@@ -156,15 +178,12 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     // A record the journal cannot frame still comes back as a rejection, never a throw.
     append(records) {
       if (records.length === 0) return Promise.resolve();
-      try {
-        const now = Date.now();
-        const journalRecords = new Array<JournalRecord>(records.length);
-        for (let i = 0; i < records.length; i++) journalRecords[i] = toJournal(records[i], now);
-        return journal.append({ records: journalRecords, commits: [] });
-      } catch (error) {
-        return Promise.reject(error);
-      }
+      if (lockLost) return Promise.reject(lockLost);
+      // Back from a stall (a blocked event loop) that outlasted the heartbeat: the lock is looked at before writing.
+      if (lock?.unconfirmed()) return lock.confirm().then(() => lockLost ? Promise.reject(lockLost) : appendNow(records));
+      return appendNow(records);
     },
+
 
     // A rejected append is never read back in this process: a failed write is not indexed (journal.ts settle), and the
     // journal writes nothing more until it has cut it off (recover). After a crash before that cut, recovery decides.
@@ -206,6 +225,8 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
               const now = Date.now();
               const journalRecords: JournalRecord[] = [];
               for (const produced of result.outputs) for (const r of produced) journalRecords.push(toJournal(r, now));
+              if (lock?.unconfirmed()) await lock.confirm();
+              if (lockLost) throw lockLost;
               await journal.append({ records: journalRecords, commits: [{ group, topic, next: done }] });
               if (!failure) attempt = 0;
             } catch (error) {
