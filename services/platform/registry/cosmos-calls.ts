@@ -1,7 +1,7 @@
 import { RegistryError } from './registry';
 
 /**
- * How long one Cosmos registry call may take, retries and throttling waits included (docs/operations.md). The
+ * How long one Cosmos registry call may take, retries and throttling waits included (docs/configuration.md, `COSMOS_ENDPOINT`). The
  * SDK waits out each 429's `x-ms-retry-after-ms` in full, however long (its 10 s bound is checked before adding
  * the next wait), and the receiver awaits the registry: without a deadline a partner waited a minute for its 503.
  */

@@ -184,7 +184,6 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       return appendNow(records);
     },
 
-
     // A rejected append is never read back in this process: a failed write is not indexed (journal.ts settle), and the
     // journal writes nothing more until it has cut it off (recover). After a crash before that cut, recovery decides.
     async settled() { /* nothing left running */ },
