@@ -7,7 +7,8 @@ import { openEmbeddedLog } from '../../services/platform/log/embedded/embedded-l
 import { FRAME_HEADER_BYTES, frameSize, writeFrame } from '../../services/platform/log/embedded/frame';
 import { MAX_READ_BATCH_BYTES } from '../../services/platform/log/topics';
 import { Journal } from '../../services/platform/log/embedded/journal';
-import { placeOfThisProcess } from '../../services/platform/files/lock-place';
+import { HEARTBEAT_MS, placeOfThisProcess } from '../../services/platform/files/lock-place';
+import { tryLockFile } from '../../services/platform/files/pid-lock';
 import type { SpanLocation } from '../../services/platform/log/embedded/topic-index';
 import { collect } from '../support/log-reads';
 
@@ -159,7 +160,7 @@ test('one writer per folder: a second process is refused, a dead owner is taken 
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(new RegExp(`in use by process ${process.ppid}`));
 });
 
-test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK; this container\'s own earlier run, and one of another kernel (a reboot, another machine), are taken over once their heartbeat stopped or their mtime is far in the future', async () => {
+test('another container on the folder (another PID namespace) is refused whatever its pid, naming LOCK, at once', async () => {
   const here = placeOfThisProcess();
   const lock = path.join(dir, 'log', 'LOCK');
   const log = await openEmbeddedLog({ dataDir: dir });
@@ -171,18 +172,48 @@ test('another container on the folder (another PID namespace) is refused whateve
   await expect(openEmbeddedLog({ dataDir: dir })).rejects.toThrow(
     `is in use by pid 1 in another PID namespace (another container on this folder? hostname other-container, lock touched 3600 s ago): one process per DATA_DIR; stop the other, or if it is gone, remove ${lock}`,
   );
-  // The same container, restarted (another namespace, its hostname): stale once its heartbeat stopped 10 s ago.
-  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
-  utimesSync(lock, new Date(Date.now() - 9_500), new Date(Date.now() - 9_500));
-  await (await openEmbeddedLog({ dataDir: dir })).close();
-  // Its lock touched an hour in the future (the clock stepped back since): no live holder on this clock wrote that.
-  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
-  utimesSync(lock, new Date(Date.now() + 3_600_000), new Date(Date.now() + 3_600_000));
-  await (await openEmbeddedLog({ dataDir: dir })).close();
-  // Another kernel (before a reboot, or another machine on this folder), in another container: gone once untouched for 10 s.
-  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=another-boot host=other-container`);
-  utimesSync(lock, new Date(Date.now() - 11_000), new Date(Date.now() - 11_000));
-  await (await openEmbeddedLog({ dataDir: dir })).close();
+});
+
+test('a lock of another kernel, or of this container\'s earlier run, is taken over once seen unchanged for 10 s whatever its mtime says; one touched every 2 s with a time an hour in the past (a live holder whose clock is behind) is not', async () => {
+  const here = placeOfThisProcess();
+  const otherNs = `pid:[${Number(/\d+/.exec(here.ns ?? '')?.[0] ?? 4026531836) + 1}]`;
+  const dirs = { untouched: dir, restarted: mkdtempSync(path.join(tmpdir(), 'ingress-journal-')), touched: mkdtempSync(path.join(tmpdir(), 'ingress-journal-')) };
+  const lockIn = (d: string) => path.join(d, 'log', 'LOCK');
+  const anHour = 3_600_000;
+  const at = (ms: number) => new Date(Date.now() + ms);
+  for (const d of Object.values(dirs)) await (await openEmbeddedLog({ dataDir: d })).close();
+  // Another kernel (this machine before a reboot, or another machine on the folder), untouched for an hour.
+  writeFileSync(lockIn(dirs.untouched), `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=another-boot host=other-container`);
+  utimesSync(lockIn(dirs.untouched), at(-anHour), at(-anHour));
+  // This container before its restart (another namespace, its hostname), its mtime an hour ahead (its clock was).
+  writeFileSync(lockIn(dirs.restarted), `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
+  utimesSync(lockIn(dirs.restarted), at(anHour), at(anHour));
+  // A live holder on another kernel whose clock is an hour behind: its heartbeat touches "its now" every 2 s.
+  const touched = lockIn(dirs.touched);
+  writeFileSync(touched, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=another-boot host=other-container`);
+  utimesSync(touched, at(-anHour), at(-anHour));
+  const heartbeat = setInterval(() => utimesSync(touched, at(-anHour), at(-anHour)), HEARTBEAT_MS);
+  try {
+    // The touched one is watched first, so it is watched for at least as long as the others.
+    expect(await tryLockFile(touched)).toMatchObject({ holder: 1, elsewhere: { host: 'other-container' }, settlesInMs: expect.any(Number) });
+    // A first look never takes one judged by its heartbeat, however old (or new) its mtime: it says when to look again.
+    for (const d of [dirs.untouched, dirs.restarted]) expect(await tryLockFile(lockIn(d))).toMatchObject({ holder: 1, settlesInMs: expect.any(Number) });
+    let opened = false;
+    const opening = Promise.all([dirs.untouched, dirs.restarted].map(async (d) => (await openEmbeddedLog({ dataDir: d })).close())).finally(() => { opened = true; });
+    const refusals: unknown[] = [];
+    while (!opened) {
+      refusals.push(await tryLockFile(touched));
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+    await opening; // both taken over: watched unchanged for 10 s
+    refusals.push(await tryLockFile(touched));
+    expect(refusals.filter((r) => !(r as { elsewhere?: unknown }).elsewhere)).toEqual([]);
+    expect(readFileSync(touched, 'utf8')).toMatch(/^1 its-token /);
+  } finally {
+    clearInterval(heartbeat);
+    rmSync(dirs.restarted, { recursive: true, force: true });
+    rmSync(dirs.touched, { recursive: true, force: true });
+  }
 });
 
 test('a holder whose lock was taken over while it held it (stalled past the heartbeat) notices at its next heartbeat: told once, it appends nothing more, and its close leaves the new holder\'s lock', async () => {
@@ -211,9 +242,9 @@ test('a holder back from a stall longer than its heartbeat (its event loop block
   await log.append([rec('before')]);
   rmSync(lock);
   writeFileSync(lock, '1 their-token 4242 0 ns=pid%3A%5B4026532999%5D host=web-2');
-  // 11 s later by the clock, no heartbeat ran meanwhile (what a blocked event loop sees on waking up).
-  const realNow = Date.now.bind(Date);
-  const clock = jest.spyOn(Date, 'now').mockImplementation(() => realNow() + 11_000);
+  // 11 s later by the monotonic clock, no heartbeat ran meanwhile (what a blocked event loop sees on waking up).
+  const realNow = performance.now.bind(performance);
+  const clock = jest.spyOn(performance, 'now').mockImplementation(() => realNow() + 11_000);
   try {
     await expect(log.append([rec('after the stall')])).rejects.toThrow(/was taken over by pid 1 \(hostname web-2/);
     expect(lost).toHaveLength(1);
@@ -223,21 +254,45 @@ test('a holder back from a stall longer than its heartbeat (its event loop block
   }
 });
 
-test('a LOCK left empty (killed between creating and writing it) or a LOCK.takeover a killed taker left is waited out, not refused', async () => {
-  const log = await openEmbeddedLog({ dataDir: dir });
-  await log.close();
-  const lock = path.join(dir, 'log', 'LOCK');
-  const aWhileAgo = (ms: number) => new Date(Date.now() - ms);
-  writeFileSync(lock, '');
-  utimesSync(lock, aWhileAgo(1_500), aWhileAgo(1_500)); // half a second before it counts as left behind
-  await (await openEmbeddedLog({ dataDir: dir })).close();
-  const child = spawn(process.execPath, ['-e', '0']);
-  await new Promise((r) => child.once('exit', r));
-  writeFileSync(lock, String(child.pid));
-  writeFileSync(`${lock}.takeover`, '');
-  utimesSync(`${lock}.takeover`, aWhileAgo(4_500), aWhileAgo(4_500));
-  await (await openEmbeddedLog({ dataDir: dir })).close();
-  expect(readdirSync(path.join(dir, 'log')).filter((n) => n.startsWith('LOCK'))).toEqual([]);
+test('a clock step (the wall clock an hour ahead, or behind) does not make a healthy holder look stalled: only its own monotonic clock does', async () => {
+  const held = await tryLockFile(path.join(dir, 'held.lock'));
+  if (!('release' in held)) throw new Error(`not taken: ${JSON.stringify(held)}`);
+  const realDate = Date.now.bind(Date);
+  const realMono = performance.now.bind(performance);
+  try {
+    for (const step of [3_600_000, -3_600_000]) {
+      const clock = jest.spyOn(Date, 'now').mockImplementation(() => realDate() + step);
+      try { expect(held.unconfirmed()).toBe(false); } finally { clock.mockRestore(); }
+    }
+    const mono = jest.spyOn(performance, 'now').mockImplementation(() => realMono() + 11_000);
+    try { expect(held.unconfirmed()).toBe(true); } finally { mono.mockRestore(); }
+  } finally {
+    await held.release();
+  }
+});
+
+test('a LOCK left empty (killed between creating and writing it) or a LOCK.takeover a killed taker left is waited out, not refused; each is watched unchanged (2 s, 5 s) before it counts as left, however old its mtime (a taker on another kernel may have written it by its clock)', async () => {
+  const other = mkdtempSync(path.join(tmpdir(), 'ingress-journal-'));
+  try {
+    for (const d of [dir, other]) await (await openEmbeddedLog({ dataDir: d })).close();
+    const anHourAgo = new Date(Date.now() - 3_600_000);
+    const empty = path.join(dir, 'log', 'LOCK');
+    writeFileSync(empty, '');
+    utimesSync(empty, anHourAgo, anHourAgo);
+    const child = spawn(process.execPath, ['-e', '0']);
+    await new Promise((r) => child.once('exit', r));
+    const guarded = path.join(other, 'log', 'LOCK');
+    writeFileSync(guarded, String(child.pid));
+    writeFileSync(`${guarded}.takeover`, '');
+    utimesSync(`${guarded}.takeover`, anHourAgo, anHourAgo);
+    // A first look takes neither: it may be a lock being written, or a live taker's guard, this instant.
+    expect(await tryLockFile(empty)).toEqual({ holder: 0, settlesInMs: expect.any(Number) });
+    expect(await tryLockFile(guarded)).toEqual({ holder: 0, settlesInMs: expect.any(Number) });
+    await Promise.all([dir, other].map(async (d) => (await openEmbeddedLog({ dataDir: d })).close()));
+    for (const d of [dir, other]) expect(readdirSync(path.join(d, 'log')).filter((n) => n.startsWith('LOCK'))).toEqual([]);
+  } finally {
+    rmSync(other, { recursive: true, force: true });
+  }
 });
 
 test('a read-only reader in the same folder sees what the writer appends later', async () => {

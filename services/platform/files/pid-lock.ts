@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { promises as fsp, readFileSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import * as path from 'node:path';
-import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
+import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, heartbeatWatch, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
 
 /**
  * A lock file that holds its owner's pid, created with O_EXCL. The embedded log's directory lock and the file
@@ -12,8 +12,10 @@ import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, placeOf, placeOfThisProcess, placeTok
  * - A lock also names where its owner runs (lock-place.ts: PID namespace, boot, hostname). One of another PID
  *   namespace (another container on this folder, where the service is PID 1 too) is refused whatever its pid: no
  *   pid or /proc check means anything there. Only one whose kernel has rebooted since, or an earlier run of this
- *   same container (this hostname) whose heartbeat (the holder touches the file's mtime every 2 s) stopped 10 s
- *   ago, is taken over.
+ *   same container (this hostname) whose heartbeat (the holder touches the file's mtime every 2 s) stopped, is
+ *   taken over: once this process has seen the file unchanged for 10 s by its own monotonic clock (the mtime is
+ *   never compared with this machine's clock: another kernel wrote it by its own). A taker therefore always
+ *   watches a full 10 s, even for a lock untouched for hours.
  * - A lock whose owner no longer runs (kill -9) is taken over: one taker at a time (an O_EXCL `.takeover` guard
  *   beside it), which reads it again and removes it only if it is still the stale one.
  * - A lock naming this process's own pid that this thread does not hold is another thread's of this process (the
@@ -26,7 +28,8 @@ import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, placeOf, placeOfThisProcess, placeTok
  * - Release removes the file only while it is still this holder's (its content names this process and a token).
  *
  * Only a taker removes a stale lock (its owner cannot release it any more), and takers go one at a time, so a
- * lock is never removed from under a holder. A guard left by a taker that died is removed once it is 5 s old.
+ * lock is never removed from under a holder. A guard left by a taker that died is removed once seen unchanged for
+ * 5 s (and an empty lock once seen unchanged for 2 s), timed the same way: a taker on another kernel wrote them.
  */
 export interface HeldLock {
   release(): Promise<void>;
@@ -44,6 +47,7 @@ export interface Busy {
   /** The pid of the process that holds it (0: a lock being written or taken over this instant, or one that kept changing hands). */
   holder: number;
   /** Set when the holder runs in another PID namespace (another container), where its pid names nobody here. */
+  /** `touchedAgoMs`: the mtime's distance from this machine's clock, for people; decides nothing (another kernel's clock set it). */
   elsewhere?: { host: string | null; touchedAgoMs: number };
   /** Set when this may end by itself within about so long (a lock being written, a taker's guard, a restarted container's lock going stale): worth trying again. */
   settlesInMs?: number;
@@ -61,10 +65,22 @@ export function describeHolder(busy: Busy): string {
 /** Lock files this process holds, by absolute path, with what each holds (this pid and a token of its own). */
 const heldHere = new Map<string, string>();
 
-/** A lock being written (between its open and its write) is this young at most; an empty one older is stale. */
+/**
+ * A lock being written (between its open and its write) is written within this; an empty one seen unchanged this
+ * long (HeartbeatWatch) is stale. Not by its mtime's age: its writer may be another kernel on a shared folder,
+ * whose clock (or the file server's) set that mtime, and a clock here 2 s ahead would remove a lock being written,
+ * leaving its writer holding an unlinked file while this process locks the folder too.
+ */
 const EMPTY_LOCK_STALE_MS = 2_000;
-/** A taker's guard left by a taker that died (killed in its few steps) is removed once it is this old. */
+/**
+ * A taker's guard left by a taker that died (killed in its few steps) is removed once seen unchanged this long,
+ * for the same reason: a live guard of a taker on another kernel removed early lets two takers go at once, and the
+ * later one's remove can then hit the lock the earlier one's process wrote since.
+ */
 const GUARD_STALE_MS = 5_000;
+
+/** How long each lock file (and guard) was seen unchanged: staleness, by this process's monotonic clock. */
+const WATCH = heartbeatWatch();
 
 /**
  * The lock, or why not (Busy): the pid of the running process that holds it, or 0 for a lock being written or
@@ -85,6 +101,7 @@ export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) =
       if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     }
     if (handle) {
+      WATCH.forget(file);
       heldHere.set(file, content);
       try {
         try { await handle.writeFile(content); } finally { await handle.close(); }
@@ -97,25 +114,27 @@ export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) =
       return heartbeat(file, content, onLost);
     }
     const seen = await readLock(file);
-    if (seen === null) continue; // released meanwhile
+    if (seen === null) {
+      WATCH.forget(file);
+      continue; // released meanwhile
+    }
     const owner = ownerOf(seen.text);
-    // Negative: an mtime in the future (the clock stepped back since). How far from now it is, either way, is how
-    // long it went untouched: a live holder on this clock touches "now" every 2 s.
-    const age = Date.now() - seen.mtimeMs;
-    const untouched = Math.abs(age);
+    const unchanged = WATCH.unchangedFor(file, seen);
     if (owner === null) {
-      // Empty: a lock being written this instant (between its open and its write), unless it is old.
-      if (untouched < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: EMPTY_LOCK_STALE_MS - untouched + 50 };
+      // Empty: a lock being written this instant (between its open and its write), unless it stays so.
+      if (unchanged < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: EMPTY_LOCK_STALE_MS - unchanged + 50 };
     } else {
-      const where = whereIsOwner(owner.place, HERE, age);
+      const where = whereIsOwner(owner.place, HERE, unchanged);
+      if (where.kind === 'here') WATCH.forget(file); // judged by its pid: nothing to watch
       if (where.kind === 'elsewhere') {
-        const busy: Busy = { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: untouched } };
+        const busy: Busy = { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.abs(Date.now() - seen.mtimeMs) } };
         return where.settlesInMs === null ? busy : { ...busy, settlesInMs: where.settlesInMs + 50 };
       }
       if (where.kind === 'here' && (owner.pid === process.pid ? heldHere.has(file) || otherThreadHolds(owner) : ownerRuns(owner))) {
         return { holder: owner.pid };
       }
     }
+    WATCH.forget(file);
     const guardLeftFor = await takeOver(file, seen.text);
     if (guardLeftFor !== null) settlesInMs = Math.max(settlesInMs, guardLeftFor);
   }
@@ -124,7 +143,8 @@ export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) =
 
 /**
  * Held: the file's mtime is touched every HEARTBEAT_MS until release, which tells a process of another PID
- * namespace with this hostname (this container, restarted) or of another kernel that its holder still runs. Each
+ * namespace with this hostname (this container, restarted) or of another kernel that its holder still runs (by
+ * the mtime changing: which time it says matters to nobody, so this clock may be off theirs). Each
  * tick first reads the file back (one small read every 2 s; the small locks are released long before the first):
  * a holder stalled past HEARTBEAT_STALE_MS (its event loop blocked, its utimes queued behind fsyncs on a stalled
  * disk) may have been taken over meanwhile, and must not go on writing as if it still held it. It stops touching
@@ -132,11 +152,13 @@ export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) =
  */
 function heartbeat(file: string, content: string, onLost?: (takenBy: string) => void): HeldLock {
   let held = true;
-  let confirmedAt = Date.now();
+  // Timed on the monotonic clock, like the takers' watch: a clock step must neither make a healthy holder look
+  // stalled nor hide a stall.
+  let confirmedAt = performance.now();
   let looking: Promise<void> | null = null;
   const tick = () => (looking ??= look().finally(() => { looking = null; }));
   const look = async () => {
-    const at = Date.now();
+    const at = performance.now();
     let text: string;
     // Unreadable this once: looked at again next tick. Removed (by hand, or its folder with it): nobody else holds
     // it yet, and it is not put back; whoever takes it next writes their own, which the next look finds.
@@ -161,7 +183,7 @@ function heartbeat(file: string, content: string, onLost?: (takenBy: string) => 
       clearInterval(timer);
       return release(file, content);
     },
-    unconfirmed: () => held && Date.now() - confirmedAt > HEARTBEAT_STALE_MS / 2,
+    unconfirmed: () => held && performance.now() - confirmedAt > HEARTBEAT_STALE_MS / 2,
     confirm: tick,
   };
 }
@@ -179,7 +201,10 @@ function holderIn(text: string): string {
  * Who holds the lock, without trying to take it (a lister's look at another process's work), as a refusal would
  * name them (`holder`, and `elsewhere` when it runs in another PID namespace or on another kernel: its pid names
  * nobody here, and may even equal this process's); null when nobody does: no lock, one whose owner is gone, or one
- * being written this instant. A holder elsewhere counts as running (nothing here can tell).
+ * being written this instant. A holder elsewhere counts as running (nothing here can tell), and so does one judged
+ * by its heartbeat (another kernel, this container's earlier run), which one look cannot judge: gone only once this
+ * process's looks (a lister's, repeated, or a taker's) have seen its lock unchanged for HEARTBEAT_STALE_MS, the
+ * moment tryLockFile would take it over too.
  */
 export async function lockHolder(lockFile: string): Promise<Busy | null> {
   const file = path.resolve(lockFile);
@@ -187,9 +212,9 @@ export async function lockHolder(lockFile: string): Promise<Busy | null> {
   const seen = await readLock(file);
   const owner = seen && ownerOf(seen.text);
   if (!owner) return null;
-  const age = Date.now() - seen.mtimeMs;
-  const where = whereIsOwner(owner.place, HERE, age);
-  if (where.kind === 'elsewhere') return { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.abs(age) } };
+  const where = whereIsOwner(owner.place, HERE, WATCH.unchangedFor(file, seen));
+  if (where.kind === 'here') WATCH.forget(file);
+  if (where.kind === 'elsewhere') return { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.abs(Date.now() - seen.mtimeMs) } };
   if (where.kind === 'gone') return null;
   return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? { holder: owner.pid } : null;
 }
@@ -291,11 +316,15 @@ async function takeOver(file: string, stale: string): Promise<number | null> {
     handle = await fsp.open(guard, 'wx', 0o600);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    // Another taker is at it; a guard its taker left behind (killed in these few steps) is old.
+    // Another taker is at it; a guard its taker left behind (killed in these few steps) stays unchanged.
     const stat = await fsp.stat(guard).catch(() => null);
-    if (!stat) return null;
-    const age = Math.abs(Date.now() - stat.mtimeMs);
-    if (age <= GUARD_STALE_MS) return GUARD_STALE_MS - age + 50;
+    if (!stat) {
+      WATCH.forget(guard);
+      return null;
+    }
+    const unchanged = WATCH.unchangedFor(guard, { text: `inode ${stat.ino}`, mtimeMs: stat.mtimeMs });
+    if (unchanged <= GUARD_STALE_MS) return GUARD_STALE_MS - unchanged + 50;
+    WATCH.forget(guard);
     await fsp.rm(guard, { force: true });
     return null;
   }

@@ -18,8 +18,9 @@ const heldInThisProcess = new Set<string>();
 
 /**
  * How long a start tries again when the lock may free itself soon: a LOCK still empty (its taker was killed
- * between creating and writing it: stale after 2 s), a LOCK.takeover a killed taker left (5 s), or this container's
- * own lock from before a restart, whose heartbeat stops 10 s before it counts as left behind.
+ * between creating and writing it: stale once seen unchanged for 2 s), a LOCK.takeover a killed taker left (5 s),
+ * or a lock judged by its heartbeat (this container's own from before a restart, another kernel's), stale once
+ * seen unchanged for 10 s: a start always watches it that long, from its first look, however old its mtime is.
  */
 const SETTLING_WAIT_MS = 15_000;
 
