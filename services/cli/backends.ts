@@ -40,6 +40,14 @@ export async function openLog(config: Config, logger: Logger, options: OpenBacke
   return openEmbeddedLog({
     dataDir: config.dataDir, readOnly: options.readOnlyLog, onWarning: (m) => logger.warn(m),
     // Another process writes the folder now: no graceful stop (its stages would commit), exit at once.
+    // Deliberately without the crash guard's markStopping, so what the stages hold counts as after a kill -9:
+    // - the folder is the taker's now, and its crash marks are objects in it (the filesystem store): a `stopped`
+    //   rewrite that lands before the taker's first mark would excuse the record for the taker, and waiting for the
+    //   stage worker to write it leaves the handlers running, writing to the store and registry meanwhile;
+    // - a lock is lost only after this process stalled past the heartbeat (the taker saw LOCK unchanged for 10 s):
+    //   a record in hand across such a stall may be its cause (a heap-thrashing record blocks the event loop in
+    //   GC), which a stop does not excuse either (STOP_EXCUSES_MS: marks that old are not rewritten);
+    // - the cost is one strike, cleared by the record's next handling (crash-guard.ts): the guard's side to err on.
     onLockLost: (error) => {
       logger.error(error.message);
       process.exit(1);
