@@ -1,5 +1,5 @@
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 
@@ -10,6 +10,7 @@ import * as path from 'node:path';
  * decision itself is also tested everywhere with made-up namespaces (test/unit/lock-place.test.ts).
  */
 const LOG = path.resolve(__dirname, '../../dist/services/platform/log/embedded/embedded-log.js');
+const CLI = path.resolve(__dirname, '../../dist/services/cli/main.js');
 const UNSHARE = [...(process.getuid?.() === 0 ? [] : ['--user', '--map-root-user']), '--uts', '--pid', '--fork', '--mount-proc'];
 
 const service = `
@@ -102,6 +103,40 @@ test('the same container restarted after a kill -9 (another PID namespace, its h
     await killed(before.child);
     // The restart watches its old LOCK until it has seen it unchanged for 10 s (it waits up to 15 s).
     expect(await inContainer('web-1', dataDir).said).toBe('OPENED as pid 1');
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('`ingress start` whose folder was taken over while it was frozen (this container restarted beside it) exits 1 once it runs again, naming the taker', async () => {
+  needsNamespaces();
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'data-dir-containers-'));
+  const lock = path.join(dataDir, 'log', 'LOCK');
+  try {
+    const env = { PATH: process.env.PATH ?? '', PORT: '0', ADMIN_PORT: '0', HOST: '127.0.0.1', DATA_DIR: dataDir, LOG_LEVEL: 'info' };
+    const cli = spawn('unshare', [...UNSHARE, 'sh', '-c', 'hostname web-1 && exec "$0" "$1" start', process.execPath, CLI], { detached: true, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    started.push(cli);
+    let out = '';
+    const ended = new Promise<number | null>((resolve) => cli.once('exit', (code) => resolve(code)));
+    const up = new Promise<void>((resolve, reject) => {
+      const onData = (chunk: Buffer) => { out += chunk; if (/listening on http/.test(out)) resolve(); };
+      cli.stdout!.on('data', onData);
+      cli.stderr!.on('data', onData);
+      void ended.then((code) => reject(new Error(`ingress start exited with ${code} before listening:\n${out}`)));
+    });
+    await up;
+    await heartbeatSeen(cli, lock);
+    process.kill(-cli.pid!, 'SIGSTOP');
+    expect(stateOfService(cli)).toMatch(/^T/);
+    // The same container, restarted: it watches LOCK unchanged for 10 s, and takes the folder.
+    expect(await inContainer('web-1', dataDir).said).toBe('OPENED as pid 1');
+    process.kill(-cli.pid!, 'SIGCONT');
+    expect(await ended).toBe(1);
+    const lost = out.split('\n').filter((line) => line.includes('was taken over')).map((line) => JSON.parse(line) as { level: string; msg: string });
+    expect(lost).toEqual([expect.objectContaining({
+      level: 'error',
+      msg: `embedded log in ${path.join(dataDir, 'log')}: its lock ${lock} was taken over by pid 1 (hostname web-1, PID namespace ${decodeURIComponent(/ns=(\S+)/.exec(readFileSync(lock, 'utf8'))![1])}) while this process held it (stalled for more than 10 s?); stopping so two writers never share the folder`,
+    })]);
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
   }
