@@ -8,7 +8,7 @@ import { FRAME_HEADER_BYTES, frameSize, writeFrame } from '../../services/platfo
 import { MAX_READ_BATCH_BYTES } from '../../services/platform/log/topics';
 import { Journal } from '../../services/platform/log/embedded/journal';
 import { HEARTBEAT_MS, placeOfThisProcess } from '../../services/platform/files/lock-place';
-import { tryLockFile } from '../../services/platform/files/pid-lock';
+import { SMALL_UPDATE_LOCK_WAIT_MS, tryLockFile, whileLockFile } from '../../services/platform/files/pid-lock';
 import type { SpanLocation } from '../../services/platform/log/embedded/topic-index';
 import { collect } from '../support/log-reads';
 
@@ -292,6 +292,145 @@ test('a LOCK left empty (killed between creating and writing it) or a LOCK.takeo
     for (const d of [dir, other]) expect(readdirSync(path.join(d, 'log')).filter((n) => n.startsWith('LOCK'))).toEqual([]);
   } finally {
     rmSync(other, { recursive: true, force: true });
+  }
+});
+
+/** This container's earlier run's lock (another PID namespace, this hostname), untouched for an hour. */
+function leftByEarlierRun(lock: string, guardToo = false): void {
+  const here = placeOfThisProcess();
+  const otherNs = `pid:[${Number(/\d+/.exec(here.ns ?? '')?.[0] ?? 4026531836) + 1}]`;
+  writeFileSync(lock, `1 its-token 4242 0 ns=${encodeURIComponent(otherNs)} boot=${here.boot} host=${encodeURIComponent(here.host!)}`);
+  const anHourAgo = new Date(Date.now() - 3_600_000);
+  utimesSync(lock, anHourAgo, anHourAgo);
+  if (guardToo) {
+    writeFileSync(`${lock}.takeover`, '');
+    utimesSync(`${lock}.takeover`, anHourAgo, anHourAgo);
+  }
+}
+
+/** Both clocks running `times` as fast from now on (the 10 s watches pass in a fraction of that); undone by the result. */
+function fastClocks(times: number): () => void {
+  const realNow = performance.now.bind(performance);
+  const realDate = Date.now.bind(Date);
+  const [from, fromDate] = [realNow(), realDate()];
+  const mono = jest.spyOn(performance, 'now').mockImplementation(() => from + (realNow() - from) * times);
+  const wall = jest.spyOn(Date, 'now').mockImplementation(() => fromDate + (realDate() - fromDate) * times);
+  return () => { mono.mockRestore(); wall.mockRestore(); };
+}
+
+const smallFailures = { couldNotLock: (error: unknown) => error as Error, heldTooLong: (busy: unknown) => new Error(`held too long: ${JSON.stringify(busy)}`) };
+
+test('this container\'s earlier lock with a LOCK.takeover a killed taker left beside it is taken within the start\'s settling wait (the guard watched alongside the lock, not after it), and again at the next start; a leftover small lock, guard or not, costs the first write a wait, not a failure', async () => {
+  await (await openEmbeddedLog({ dataDir: dir })).close();
+  const lock = path.join(dir, 'log', 'LOCK');
+  const smalls = [path.join(dir, 'doc.json.lock'), path.join(dir, 'other.json.lock')];
+  leftByEarlierRun(lock, true);
+  leftByEarlierRun(smalls[0], true);
+  leftByEarlierRun(smalls[1]);
+  const restoreClocks = fastClocks(10);
+  try {
+    const [log, ...written] = await Promise.all([
+      openEmbeddedLog({ dataDir: dir }),
+      ...smalls.map((small) => whileLockFile(small, SMALL_UPDATE_LOCK_WAIT_MS, smallFailures, async () => 'written')),
+    ]);
+    expect(written).toEqual(['written', 'written']);
+    await log.close();
+    leftByEarlierRun(lock, true);
+    await (await openEmbeddedLog({ dataDir: dir })).close();
+  } finally {
+    restoreClocks();
+  }
+  expect(readdirSync(dir).filter((n) => n.endsWith('.lock') || n.endsWith('.takeover'))).toEqual([]);
+  expect(readdirSync(path.join(dir, 'log')).filter((n) => n.startsWith('LOCK'))).toEqual([]);
+});
+
+test('a wall clock stepped forward an hour during the watch (NTP after a reboot) does not end a start\'s or a small lock\'s wait: both are timed on the monotonic clock', async () => {
+  await (await openEmbeddedLog({ dataDir: dir })).close();
+  const lock = path.join(dir, 'log', 'LOCK');
+  const small = path.join(dir, 'doc.json.lock');
+  leftByEarlierRun(lock);
+  leftByEarlierRun(small);
+  const realDate = Date.now.bind(Date);
+  let calls = 0;
+  const wall = jest.spyOn(Date, 'now').mockImplementation(() => realDate() + (calls++ > 2 ? 3_600_000 : 0));
+  const realNow = performance.now.bind(performance);
+  const from = realNow();
+  const clock = jest.spyOn(performance, 'now').mockImplementation(() => from + (realNow() - from) * 10);
+  try {
+    const [log, written] = await Promise.all([
+      openEmbeddedLog({ dataDir: dir }),
+      whileLockFile(small, SMALL_UPDATE_LOCK_WAIT_MS, smallFailures, async () => 'written'),
+    ]);
+    expect(written).toBe('written');
+    await log.close();
+  } finally {
+    clock.mockRestore();
+    wall.mockRestore();
+  }
+});
+
+test('a taker whose look stalled (its read slow, or its event loop blocked, after the stat answered) is credited only the time it observed: a healthy holder is not taken over; nor is one that touched its lock while the taker went for the guard', async () => {
+  const lock = path.join(dir, 'held.lock');
+  leftByEarlierRun(lock);
+  const holderContent = readFileSync(lock, 'utf8');
+  const realNow = performance.now.bind(performance);
+  let offset = 0;
+  const clock = jest.spyOn(performance, 'now').mockImplementation(() => realNow() + offset);
+  const realReadFile = fsPromises.readFile;
+  const realOpen = fsPromises.open;
+  try {
+    expect(await tryLockFile(lock)).toMatchObject({ holder: 1, settlesInMs: expect.any(Number) });
+    // The second look's stat answers at once; its read comes back 11 s later (the holder touched the lock meanwhile,
+    // after the stat: what a slow read cannot see).
+    const slowRead = jest.spyOn(fsPromises, 'readFile').mockImplementation(async (...args: Parameters<typeof realReadFile>) => {
+      const text = await realReadFile(...args);
+      if (args[0] === lock) offset += 11_000;
+      return text;
+    });
+    try {
+      expect(await tryLockFile(lock)).toMatchObject({ holder: 1, settlesInMs: expect.any(Number) });
+    } finally {
+      slowRead.mockRestore();
+    }
+    expect(readFileSync(lock, 'utf8')).toBe(holderContent);
+    // Watched unchanged for 11 s (the holder frozen), it is judged stopped; the holder comes back and touches it
+    // just as the taker opens its guard: the taker's look under the guard sees the mtime moved, and leaves it.
+    offset += 11_000;
+    const touchOnGuard = jest.spyOn(fsPromises, 'open').mockImplementation(async (...args: Parameters<typeof realOpen>) => {
+      if (args[0] === `${lock}.takeover`) utimesSync(lock, new Date(), new Date());
+      return realOpen(...args);
+    });
+    try {
+      const seen = await tryLockFile(lock);
+      if ('release' in seen) await seen.release();
+      expect(seen).toMatchObject({ holder: 1 });
+    } finally {
+      touchOnGuard.mockRestore();
+    }
+    expect(readFileSync(lock, 'utf8')).toBe(holderContent);
+  } finally {
+    clock.mockRestore();
+  }
+});
+
+test('a holder whose heartbeat cannot touch its lock (a mount that refuses utimes) does not count itself confirmed: it looks again before writing, and says so once', async () => {
+  const held = await tryLockFile(path.join(dir, 'held.lock'));
+  if (!('release' in held)) throw new Error(`not taken: ${JSON.stringify(held)}`);
+  const realNow = performance.now.bind(performance);
+  const refused = jest.spyOn(fsPromises, 'utimes').mockRejectedValue(Object.assign(new Error('EPERM: operation not permitted, utime'), { code: 'EPERM' }));
+  const warnings = jest.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
+  const clock = jest.spyOn(performance, 'now').mockImplementation(() => realNow() + 6_000);
+  try {
+    await held.confirm();
+    await held.confirm();
+    expect(held.unconfirmed()).toBe(true);
+    expect(warnings).toHaveBeenCalledTimes(1);
+    expect(String(warnings.mock.calls[0][0])).toMatch(/held\.lock: its heartbeat could not touch it \(EPERM/);
+  } finally {
+    clock.mockRestore();
+    warnings.mockRestore();
+    refused.mockRestore();
+    await held.release();
   }
 });
 

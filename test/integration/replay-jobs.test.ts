@@ -418,6 +418,13 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     await expect(jobs.startRange(fresh)).rejects.toThrow(new RegExp(
       `^checkpoint ${freshCheckpoint.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} is in use: pid 1 in another PID namespace \\(another container on this folder\\? hostname other-container, lock touched \\d+ s ago\\) runs this replay; let it end, or stop it, then run it again$`,
     ));
+    // This container's own run from before a restart (its hostname): being watched for 10 s, which the refusal says.
+    const earlier = range('2');
+    const earlierCheckpoint = path.join(dir, `${rangeReplayId(earlier)}.json`);
+    writeFileSync(`${earlierCheckpoint}.lock`, theirs(1).replace('host=other-container', `host=${encodeURIComponent(here.host!)}`));
+    await expect(jobs.startRange(earlier)).rejects.toThrow(new RegExp(
+      `hostname ${here.host!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, lock touched \\d+ s ago\\) runs this replay, or its lock is a previous run's \\(this container before a restart\\) being watched: try again in 1[01] s; let it end`,
+    ));
   });
 
   test('a job another process starts after this one opened is listed within a second; cancelling it here is refused, naming that process', async () => {

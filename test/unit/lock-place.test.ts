@@ -81,3 +81,14 @@ test('a place written in a lock reads back, any hostname included; what is missi
   expect(placeOf('1 token 123 0'.split(' '))).toEqual({ ns: null, boot: null, host: null });
   expect(placeOf(['1', 'token', 'ns=%E0%A4%A', 'host='])).toEqual({ ns: null, boot: null, host: null });
 });
+
+test('a look is credited the time from the end of the first look to its own start: a look whose answer took 11 s observed nothing of those 11 s', () => {
+  let t = 0;
+  const watch = heartbeatWatch(() => t);
+  const look = { text: '1 a', mtimeMs: 5 };
+  t = 300;
+  expect(watch.unchangedFor('/data/log/LOCK', look, 0)).toBe(0); // the first look: 0 to 300
+  t = 11_500; // the second look began at 500 (its stat answered then), its read came back at 11 500
+  expect(watch.unchangedFor('/data/log/LOCK', look, 500)).toBe(200);
+  expect(watch.unchangedFor('/data/log/LOCK', look, 11_500)).toBe(11_200);
+});

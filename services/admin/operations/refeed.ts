@@ -245,7 +245,12 @@ export interface CheckpointFile {
 /** Another run of the same replay holds the checkpoint (its lock names a running process). */
 export class CheckpointInUse extends Error {
   constructor(file: string, holder: Busy) {
-    super(`checkpoint ${file} is in use: ${holder.holder ? `${describeHolder(holder)} runs this replay` : 'another run of this replay is starting'}; let it end, or stop it, then run it again`);
+    // One judged by its heartbeat (settlesInMs) may be this container's own run from before a restart, watched
+    // until seen unchanged for 10 s: what a resume right after a restart meets.
+    const watched = holder.elsewhere && holder.settlesInMs !== undefined
+      ? `, or its lock is a previous run's (this container before a restart) being watched: try again in ${Math.ceil(holder.settlesInMs / 1000)} s`
+      : '';
+    super(`checkpoint ${file} is in use: ${holder.holder ? `${describeHolder(holder)} runs this replay` : 'another run of this replay is starting'}${watched}; let it end, or stop it, then run it again`);
     this.name = 'CheckpointInUse';
   }
 }

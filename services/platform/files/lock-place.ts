@@ -72,13 +72,19 @@ export interface Look {
 
 /**
  * How long this process has seen each file unchanged, timed on its monotonic clock (a clock step here, or another
- * kernel's clock, changes nothing): a look that finds the same text and mtime as the first look of the current
- * watch adds the time since that first look; any change starts the watch again. One instance per process, so that
- * looks spread over a caller's retries (and a lister's looks) add up.
+ * kernel's clock, changes nothing): from the end of the first look of the current watch to the start of a look
+ * that finds the same text and mtime, so that a look whose read (or this thread's event loop) stalled is credited
+ * only the time it observed, not the time it waited for its answer; any change starts the watch again. One
+ * instance per thread (module state: the stages run in a worker), so that looks spread over a caller's retries
+ * (and a lister's looks) add up.
  */
 export interface HeartbeatWatch {
-  /** Milliseconds since the first look that saw what this one sees (0: a first look, or a change since). */
-  unchangedFor(file: string, look: Look): number;
+  /**
+   * Milliseconds from the end of the first look that saw what this one sees to `startedAt`, when this look began,
+   * before its stat (0: a first look, or a change since). Called once the look has ended; `startedAt` defaults to
+   * now (a look with no I/O of its own).
+   */
+  unchangedFor(file: string, look: Look, startedAt?: number): number;
   /** The file was taken, released or replaced: its watch ends. */
   forget(file: string): void;
 }
@@ -86,10 +92,10 @@ export interface HeartbeatWatch {
 export function heartbeatWatch(now: () => number = () => performance.now()): HeartbeatWatch {
   const watched = new Map<string, Look & { since: number }>();
   return {
-    unchangedFor(file, look) {
+    unchangedFor(file, look, startedAt) {
       const at = now();
       const before = watched.get(file);
-      if (before && before.text === look.text && before.mtimeMs === look.mtimeMs) return Math.max(0, at - before.since);
+      if (before && before.text === look.text && before.mtimeMs === look.mtimeMs) return Math.max(0, (startedAt ?? at) - before.since);
       watched.delete(file); // re-inserted last: the oldest watches are the first dropped below
       watched.set(file, { ...look, since: at });
       // Looks at other processes' locks that this process never came back to (a lister's): bounded.

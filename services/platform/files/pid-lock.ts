@@ -79,6 +79,14 @@ const EMPTY_LOCK_STALE_MS = 2_000;
  */
 const GUARD_STALE_MS = 5_000;
 
+/**
+ * The longest a lock that frees itself takes to be taken, from a first look, plus a margin for the looks' own
+ * time: one judged by its heartbeat (watched HEARTBEAT_STALE_MS), then a guard a live taker wrote just before
+ * that watch ended and which that taker then left (GUARD_STALE_MS: a guard already there is watched alongside the
+ * lock, and gone by then). A caller that waits for a lock that settles (settlesInMs) waits this long.
+ */
+export const SETTLING_WAIT_MS = HEARTBEAT_STALE_MS + GUARD_STALE_MS + 2_000;
+
 /** How long each lock file (and guard) was seen unchanged: staleness, by this process's monotonic clock. */
 const WATCH = heartbeatWatch();
 
@@ -119,23 +127,24 @@ export async function tryLockFile(lockFile: string, onLost?: (takenBy: string) =
       continue; // released meanwhile
     }
     const owner = ownerOf(seen.text);
-    const unchanged = WATCH.unchangedFor(file, seen);
+    const unchanged = WATCH.unchangedFor(file, seen, seen.startedAt);
     if (owner === null) {
       // Empty: a lock being written this instant (between its open and its write), unless it stays so.
-      if (unchanged < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: EMPTY_LOCK_STALE_MS - unchanged + 50 };
+      if (unchanged < EMPTY_LOCK_STALE_MS) return { holder: 0, settlesInMs: await alongsideGuard(file, EMPTY_LOCK_STALE_MS - unchanged + 50) };
     } else {
       const where = whereIsOwner(owner.place, HERE, unchanged);
       if (where.kind === 'here') WATCH.forget(file); // judged by its pid: nothing to watch
       if (where.kind === 'elsewhere') {
         const busy: Busy = { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.abs(Date.now() - seen.mtimeMs) } };
-        return where.settlesInMs === null ? busy : { ...busy, settlesInMs: where.settlesInMs + 50 };
+        return where.settlesInMs === null ? busy : { ...busy, settlesInMs: await alongsideGuard(file, where.settlesInMs + 50) };
       }
       if (where.kind === 'here' && (owner.pid === process.pid ? heldHere.has(file) || otherThreadHolds(owner) : ownerRuns(owner))) {
         return { holder: owner.pid };
       }
     }
-    WATCH.forget(file);
-    const guardLeftFor = await takeOver(file, seen.text);
+    // Its watch goes on unless the lock goes or changes (the next look tells): a taker's guard beside it (one left
+    // behind, being watched itself) must not send it back to a first look.
+    const guardLeftFor = await takeOver(file, seen);
     if (guardLeftFor !== null) settlesInMs = Math.max(settlesInMs, guardLeftFor);
   }
   return { holder: 0, settlesInMs };
@@ -156,6 +165,7 @@ function heartbeat(file: string, content: string, onLost?: (takenBy: string) => 
   // stalled nor hide a stall.
   let confirmedAt = performance.now();
   let looking: Promise<void> | null = null;
+  let touchFailed = false;
   const tick = () => (looking ??= look().finally(() => { looking = null; }));
   const look = async () => {
     const at = performance.now();
@@ -166,7 +176,16 @@ function heartbeat(file: string, content: string, onLost?: (takenBy: string) => 
     if (!held) return; // released meanwhile
     if (text === content) {
       const now = new Date();
-      await fsp.utimes(file, now, now).catch(() => undefined); // removed this instant: the next look says so
+      try {
+        await fsp.utimes(file, now, now);
+      } catch (error) {
+        // Removed this instant (the next look says so), or a mount that refuses it (ownership from mount options:
+        // CIFS uid=, azurefile): untouched, the lock looks stopped to a taker, so this holder counts as unconfirmed
+        // and looks again before it writes.
+        if (!touchFailed) process.emitWarning(`lock ${file}: its heartbeat could not touch it (${(error as Error).message}); a restarted container or another kernel may take it over after ${HEARTBEAT_STALE_MS / 1000} s`);
+        touchFailed = true;
+        return;
+      }
       confirmedAt = at;
       return;
     }
@@ -212,17 +231,19 @@ export async function lockHolder(lockFile: string): Promise<Busy | null> {
   const seen = await readLock(file);
   const owner = seen && ownerOf(seen.text);
   if (!owner) return null;
-  const where = whereIsOwner(owner.place, HERE, WATCH.unchangedFor(file, seen));
+  const where = whereIsOwner(owner.place, HERE, WATCH.unchangedFor(file, seen, seen.startedAt));
   if (where.kind === 'here') WATCH.forget(file);
   if (where.kind === 'elsewhere') return { holder: owner.pid, elsewhere: { host: owner.place.host, touchedAgoMs: Math.abs(Date.now() - seen.mtimeMs) } };
   if (where.kind === 'gone') return null;
   return (owner.pid === process.pid ? otherThreadHolds(owner) : ownerRuns(owner)) ? { holder: owner.pid } : null;
 }
 
-async function readLock(file: string): Promise<{ text: string; mtimeMs: number } | null> {
+/** One look at a lock: `startedAt` (monotonic) is taken before its stat, so the mtime seen is at least that new. */
+async function readLock(file: string): Promise<{ text: string; mtimeMs: number; startedAt: number } | null> {
   try {
+    const startedAt = performance.now();
     const [text, stat] = await Promise.all([fsp.readFile(file, 'utf8'), fsp.stat(file)]);
-    return { text, mtimeMs: stat.mtimeMs };
+    return { text, mtimeMs: stat.mtimeMs, startedAt };
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
     throw error;
@@ -306,36 +327,57 @@ const OWN_START = processStart('self');
 const HERE = placeOfThisProcess();
 
 /**
- * Remove a stale lock whose content was `stale`, unless it changed hands in the meantime; one taker at a time.
- * Null, or, while another taker's guard is there, how long before that guard counts as left behind.
+ * Remove a stale lock, seen as `stale`, unless it changed in the meantime; one taker at a time. Null, or, while
+ * another taker's guard is there, how long before that guard counts as left behind.
  */
-async function takeOver(file: string, stale: string): Promise<number | null> {
+async function takeOver(file: string, stale: { text: string; mtimeMs: number }): Promise<number | null> {
   const guard = `${file}.takeover`;
   let handle;
   try {
     handle = await fsp.open(guard, 'wx', 0o600);
   } catch (error) {
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
-    // Another taker is at it; a guard its taker left behind (killed in these few steps) stays unchanged.
-    const stat = await fsp.stat(guard).catch(() => null);
-    if (!stat) {
-      WATCH.forget(guard);
-      return null;
-    }
-    const unchanged = WATCH.unchangedFor(guard, { text: `inode ${stat.ino}`, mtimeMs: stat.mtimeMs });
-    if (unchanged <= GUARD_STALE_MS) return GUARD_STALE_MS - unchanged + 50;
-    WATCH.forget(guard);
-    await fsp.rm(guard, { force: true });
-    return null;
+    return guardLeftFor(guard); // another taker is at it, or left its guard behind
   }
   try {
     await handle.close();
-    // Read again under the guard: removed only if nobody took it over and put a fresh lock there meanwhile.
-    if ((await fsp.readFile(file, 'utf8').catch(() => null)) === stale) await fsp.rm(file, { force: true });
+    // Looked at again under the guard, content and mtime: removed only if nobody took it over and put a fresh lock
+    // there meanwhile, and its holder did not touch it since (a healthy holder a stalled taker misjudged).
+    const now = await readLock(file).catch(() => null);
+    if (now && now.text === stale.text && now.mtimeMs === stale.mtimeMs) {
+      await fsp.rm(file, { force: true });
+      WATCH.forget(file);
+    }
   } finally {
     await fsp.rm(guard, { force: true });
   }
   return null;
+}
+
+/**
+ * A taker's guard: null when there is none (or there was one its taker left behind, killed in its few steps,
+ * which stays unchanged: removed now); else how long before it counts as left behind.
+ */
+async function guardLeftFor(guard: string): Promise<number | null> {
+  const startedAt = performance.now();
+  const stat = await fsp.stat(guard).catch(() => null);
+  if (!stat) {
+    WATCH.forget(guard);
+    return null;
+  }
+  const unchanged = WATCH.unchangedFor(guard, { text: `inode ${stat.ino}`, mtimeMs: stat.mtimeMs }, startedAt);
+  if (unchanged <= GUARD_STALE_MS) return GUARD_STALE_MS - unchanged + 50;
+  WATCH.forget(guard);
+  await fsp.rm(guard, { force: true });
+  return null;
+}
+
+/**
+ * While a lock is being watched (`lockSettlesInMs`), a guard beside it is watched too, so that one left behind is
+ * gone by the time the lock may be taken rather than watched only then. How long until both may have settled.
+ */
+async function alongsideGuard(file: string, lockSettlesInMs: number): Promise<number> {
+  return Math.max(lockSettlesInMs, (await guardLeftFor(`${file}.takeover`)) ?? 0);
 }
 
 async function release(file: string, content: string): Promise<void> {
@@ -369,14 +411,19 @@ export interface LockFailures {
  * no write that came between its read and its write.
  */
 export async function whileLockFile<R>(lockFile: string, waitMs: number, failures: LockFailures, work: () => Promise<R>): Promise<R> {
-  const deadline = Date.now() + waitMs;
+  // On the monotonic clock: a clock step must not end the wait (nor stretch it).
+  const start = performance.now();
   for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
     let taken;
     try { taken = await tryLockFile(lockFile); } catch (error) { throw failures.couldNotLock(error); }
     if (!('holder' in taken)) {
       try { return await work(); } finally { await taken.release(); }
     }
-    if (Date.now() > deadline) throw failures.heldTooLong(taken, waitMs);
+    // One that settles by itself (this container's own from before a restart, watched 10 s; a guard left behind)
+    // is waited for up to SETTLING_WAIT_MS, so the first write after a restart succeeds, later.
+    const waited = performance.now() - start;
+    const settles = taken.settlesInMs !== undefined && waited + taken.settlesInMs <= Math.max(waitMs, SETTLING_WAIT_MS);
+    if (waited > waitMs && !settles) throw failures.heldTooLong(taken, waitMs);
     await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
   }
 }

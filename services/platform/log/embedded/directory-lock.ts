@@ -1,6 +1,6 @@
 import * as path from 'node:path';
 import { EventLogError } from '../event-log';
-import { describeHolder, tryLockFile, type Busy, type HeldLock } from '../../files/pid-lock';
+import { SETTLING_WAIT_MS, describeHolder, tryLockFile, type Busy, type HeldLock } from '../../files/pid-lock';
 
 /**
  * One writing process per embedded data folder: a pid lock file (files/pid-lock.ts), whose owner, if it no
@@ -17,13 +17,13 @@ export interface DirectoryLock {
 const heldInThisProcess = new Set<string>();
 
 /**
- * How long a start tries again when the lock may free itself soon: a LOCK still empty (its taker was killed
- * between creating and writing it: stale once seen unchanged for 2 s), a LOCK.takeover a killed taker left (5 s),
- * or a lock judged by its heartbeat (this container's own from before a restart, another kernel's), stale once
- * seen unchanged for 10 s: a start always watches it that long, from its first look, however old its mtime is.
+ * A start tries again, for up to SETTLING_WAIT_MS (pid-lock.ts: the worst case, plus a margin), when the lock may
+ * free itself soon: a LOCK still empty (its taker was killed between creating and writing it: stale once seen
+ * unchanged for 2 s), a LOCK.takeover a killed taker left (5 s, watched alongside the lock), or a lock judged by its
+ * heartbeat (this container's own from before a restart, another kernel's), stale once seen unchanged for 10 s: a
+ * start always watches it that long, from its first look, however old its mtime is. Timed on the monotonic clock:
+ * a clock step (NTP after a reboot) must not end the wait.
  */
-const SETTLING_WAIT_MS = 15_000;
-
 /**
  * `onLost`: the lock was taken over while held (this process stalled past the heartbeat's 10 s, and another took
  * the folder): told once, with the error to stop on; from then on this process must write nothing there.
@@ -31,7 +31,7 @@ const SETTLING_WAIT_MS = 15_000;
 export async function acquireDirectoryLock(dir: string, what: string, onLost?: (error: EventLogError) => void): Promise<DirectoryLock> {
   const file = path.resolve(dir, 'LOCK');
   if (heldInThisProcess.has(file)) throw new EventLogError(`${what} in ${dir} is already open in this process`, 'log-unavailable');
-  const deadline = Date.now() + SETTLING_WAIT_MS;
+  const deadline = performance.now() + SETTLING_WAIT_MS;
   let taken: HeldLock | Busy;
   for (;;) {
     const lost = (takenBy: string) => onLost?.(new EventLogError(
@@ -41,8 +41,8 @@ export async function acquireDirectoryLock(dir: string, what: string, onLost?: (
     try { taken = await tryLockFile(file, lost); } catch (error) {
       throw new EventLogError(`${what} in ${dir}: ${(error as Error).message}`, 'log-unavailable', { cause: error });
     }
-    if (!('holder' in taken) || taken.settlesInMs === undefined || Date.now() >= deadline) break;
-    const pause = Math.min(taken.settlesInMs, 250, Math.max(0, deadline - Date.now()));
+    if (!('holder' in taken) || taken.settlesInMs === undefined || performance.now() >= deadline) break;
+    const pause = Math.min(taken.settlesInMs, 250, Math.max(0, deadline - performance.now()));
     await new Promise((resolve) => setTimeout(resolve, pause));
   }
   if ('holder' in taken) {
