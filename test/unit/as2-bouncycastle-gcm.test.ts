@@ -3,7 +3,7 @@ import { identityOf, type As2Identity } from '../../services/triggers/as2/certif
 import { DECRYPTION_FAILED, decryptEntity } from '../../services/triggers/as2/decrypt';
 import { contentOf, octets } from '../../services/triggers/as2/der';
 import { As2Fault } from '../../services/triggers/as2/faults';
-import { openGcm } from '../../services/triggers/as2/gcm';
+import { openGcm, splitAppendedTag } from '../../services/triggers/as2/gcm';
 import { decodedBody } from '../../services/triggers/as2/mime';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { bouncyCastlePeer, type BcCipher, type BouncyCastlePeer } from '../support/bouncycastle-peer';
@@ -80,6 +80,22 @@ describe('BouncyCastle AES-GCM EnvelopedData', () => {
     }
     // The unchanged message still opens, so each case failed for its own change.
     expect(decodedBody(await decryptEntity(withGcmParameters(der, nonce, 16), identity)).toString()).toBe(EDI);
+  });
+
+  test('the appended tag is cut from the encrypted content\'s BER pieces where they lie, whichever pieces it spans', async () => {
+    const key = randomBytes(16);
+    const nonce = randomBytes(12);
+    const c = createCipheriv('aes-128-gcm', key, nonce);
+    const plain = Buffer.from('Content-Type: text/plain\r\n\r\nsecret, in pieces of any size');
+    const content = Buffer.concat([c.update(plain), c.final(), c.getAuthTag()]);
+    for (const cuts of [[], [content.length - 16], [content.length - 3], [5, content.length - 20, content.length - 9, content.length - 1], [1, 2, 3]]) {
+      const pieces = [0, ...cuts, content.length].slice(1).map((end, k, ends) => content.subarray(k === 0 ? 0 : ends[k - 1], end));
+      const { ciphertext, tag } = splitAppendedTag(pieces, 16);
+      expect(tag.equals(content.subarray(-16))).toBe(true);
+      expect(Buffer.concat(ciphertext).equals(content.subarray(0, -16))).toBe(true);
+      expect((await openGcm('aes-128-gcm', key, nonce, tag, ciphertext)).equals(plain)).toBe(true);
+    }
+    expect(() => splitAppendedTag([content.subarray(0, 7), content.subarray(7, 15)], 16)).toThrow(expect.objectContaining({ code: 'malformed-message' }));
   });
 
   test('no plaintext leaves the decipher before the tag is verified', async () => {
