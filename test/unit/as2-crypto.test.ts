@@ -5,7 +5,8 @@ import { DECRYPTION_FAILED, decryptEntity, stripPkcs7 } from '../../services/tri
 import { octets, oidOf, parseDer, type Node } from '../../services/triggers/as2/der';
 import { As2Fault, MAX_DETAIL_CHARS } from '../../services/triggers/as2/faults';
 import { syntheticKey, unwrapPkcs1 } from '../../services/triggers/as2/key-transport';
-import { decodedBody, multipartParts, parseEntity } from '../../services/triggers/as2/mime';
+import { decodedBody, decodedBodyInSlices, multipartParts, parseEntity } from '../../services/triggers/as2/mime';
+import { SLICE_BYTES } from '../../services/triggers/as2/slices';
 import { digestFromName } from '../../services/triggers/as2/algorithms';
 import { parseMdnOptions, chooseMicalg, micAlgorithm } from '../../services/triggers/as2/mdn';
 import { AS2_MAX_INFLATED_BYTES, unwrapMessage } from '../../services/triggers/as2/unwrap';
@@ -123,6 +124,29 @@ describe('MIME', () => {
     expect(decodedBody(padded('aGVsbG8=\r\n')).toString()).toBe('hello');
     expect(decodedBody(padded('aGk=\r\n')).toString()).toBe('hi');
     expect(faultOf(() => decodedBody(padded('aGk=\r\nd29ybGQ=\r\n'))).code).toBe('malformed-message');
+  });
+
+  test('a large base64 body decoded in slices is the same bytes, with the same faults, wherever a slice ends', async () => {
+    const entityOf = (text: string) => parseEntity(Buffer.from(`Content-Transfer-Encoding: base64\r\n\r\n${text}`, 'latin1'));
+    const wrapped = (bytes: Buffer, width: number) => bytes.toString('base64').replace(new RegExp(`(.{${width}})`, 'g'), '$1\r\n');
+    const cases: string[] = [];
+    for (const extra of [0, 1, 2]) {
+      const bytes = randomBytes(SLICE_BYTES + 12_345 + extra);
+      cases.push(wrapped(bytes, 76), wrapped(bytes, 77), bytes.toString('base64'), `${wrapped(bytes, 64)} \t\r\n`);
+    }
+    // The padding, or what follows it, just past a slice's end; a partial last group; junk characters skipped.
+    const aligned = randomBytes((SLICE_BYTES / 4) * 3).toString('base64');
+    cases.push(aligned.slice(0, SLICE_BYTES - 2) + 'QQ==', aligned + '\r\nQQ==', aligned + 'QQ=\r\n=', aligned + 'QQ', aligned + 'Q', `${aligned.slice(0, 1000)}*!${aligned.slice(1000)}`);
+    const faulty = [aligned.slice(0, SLICE_BYTES - 1) + '=' + 'QUJD', aligned + 'QQ==\r\nQUJD', aligned + 'QQ===', aligned.slice(0, SLICE_BYTES - 1) + '==' + 'x'.repeat(10)];
+    for (const text of cases) {
+      const entity = entityOf(text);
+      expect((await decodedBodyInSlices(entity)).equals(decodedBody(entity))).toBe(true);
+    }
+    for (const text of faulty) {
+      const entity = entityOf(text);
+      expect(faultOf(() => decodedBody(entity)).message).toBe('a base64 body has data after its padding');
+      expect((await asyncFaultOf(decodedBodyInSlices(entity))).message).toBe('a base64 body has data after its padding');
+    }
   });
 
   test('multipart parts are the exact bytes between delimiters (CRLF or LF)', () => {

@@ -3,7 +3,7 @@ import type { As2Identity } from './certificates';
 import { decompressEntity, type HeadCheck, type InflateBudget } from './compress';
 import { DECRYPTION_FAILED, decryptEntity } from './decrypt';
 import { As2Fault } from './faults';
-import { decodedBody, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
+import { decodedBody, decodedBodyInSlices, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
 import { someReceiverValidAt } from './rotation';
 import { verifyDetached } from './verify';
 import { heldShare, type HeldBytes, type HeldShare } from '../held-bytes';
@@ -107,7 +107,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
     const media = parseMediaType(entity.headers['content-type']);
     if (PKCS7_MIME.has(media.type)) {
       const smime = (media.params['smime-type'] ?? 'enveloped-data').toLowerCase();
-      const der = heldBody(entity, budget.held);
+      const der = await heldBody(entity, budget.held);
       if (smime === 'compressed-data') {
         // A pinned partner must sign: an inner entity that can lead to no signature is refused from its headers.
         entity = await decompressEntity(der, budget, pinned && !result.signed ? mustLeadToSignature : undefined);
@@ -156,7 +156,8 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   if (pinned && !result.signed) {
     throw new As2Fault('insufficient-message-security', 'the message is not signed, but a partner certificate is configured for this trigger');
   }
-  const attachments = attachmentsOf(entity, options.multipleAttachments ?? false).map((part) => ({ entity: part, bytes: heldBody(part, budget.held) }));
+  const attachments: Unwrapped['attachments'] = [];
+  for (const part of attachmentsOf(entity, options.multipleAttachments ?? false)) attachments.push({ entity: part, bytes: await heldBody(part, budget.held) });
   return { payload: entity, attachments, ...result };
 }
 
@@ -166,11 +167,11 @@ const notAccepted = () => new As2Fault('not-accepted', 'the message could not be
  * The entity's body with its transfer encoding undone. A decoded copy (base64, quoted-printable) takes room
  * in `held` first, as much as the encoded body, which it never outgrows; a binary body is the entity's own bytes.
  */
-function heldBody(entity: MimeEntity, held: HeldShare): Buffer {
+async function heldBody(entity: MimeEntity, held: HeldShare): Promise<Buffer> {
   const cte = (entity.headers['content-transfer-encoding'] ?? 'binary').trim().toLowerCase();
   const copied = cte !== 'binary' && cte !== '8bit' && cte !== '7bit';
   if (copied && !held.take(entity.body.length)) throw notAccepted();
-  return decodedBody(entity);
+  return decodedBodyInSlices(entity);
 }
 
 /** For a pinned partner before any signature: only another layer (signed or S/MIME) may follow. */
