@@ -1,7 +1,8 @@
 /**
  * One memory budget for request bodies, shared by everything that holds them while they arrive: the
  * receiver (up to INLINE_BODY_MAX of each body) and the triggers that keep a body whole before answering
- * (whole-body.ts: logistics, warehouse, AS2), and the webhook trigger while it verifies a Standard Webhooks
+ * (whole-body.ts: logistics, warehouse, AS2, whose message keeps its room, and takes more for each layer it
+ * is opened into, until its MDN is made), and the webhook trigger while it verifies a Standard Webhooks
  * `v1a` signature on a staged body read back whole (webhook/auth/signed-bodies.ts). Without it, a
  * thousand stalled uploads would hold a thousand bodies, and a hundred slow 16 MiB ones (before any
  * authentication, for triggers whose credentials are inside the body) 1.6 GB. A request that finds the

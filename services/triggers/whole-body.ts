@@ -19,6 +19,11 @@ export interface WholeBody {
    * budget had no room for them, or null. Their room in the budget is given back here.
    */
   take(request: InboundRequest, body: ReceivedBody): Buffer | 'busy' | null;
+  /**
+   * As take, but the room stays taken: the returned share holds it, and whoever opens the bytes adds what
+   * it makes of them (AS2's decrypted layers) and releases the share once done with them.
+   */
+  hold(request: InboundRequest, body: ReceivedBody): { bytes: Buffer | 'busy' | null; share: HeldShare };
 }
 
 /** `holdsWhole`: the trigger persists what it keeps (BodyValidator.holdsWhole); the receiver keeps no copy. */
@@ -31,6 +36,15 @@ export function wholeBody(maxBytes: number, tooLarge: () => Answer, budget: Held
     shares.get(request)?.release();
     shares.delete(request);
   };
+  function hold(request: InboundRequest, body: ReceivedBody) {
+    const bytes = kept.get(request) ?? body.inline;
+    // Without a share of its own (the body was inline, or found no room), what is added later still counts.
+    const share = shares.get(request) ?? heldShare(budget);
+    kept.delete(request);
+    shares.delete(request);
+    // A body the receiver holds inline anyway needs no room of its own.
+    return { bytes: bytes === 'busy' && body.inline ? body.inline : bytes, share };
+  }
   return {
     validator(request) {
       let chunks: Buffer[] | null = [];
@@ -63,11 +77,10 @@ export function wholeBody(maxBytes: number, tooLarge: () => Answer, budget: Held
       };
     },
     take(request, body) {
-      const bytes = kept.get(request) ?? body.inline;
-      kept.delete(request);
-      release(request);
-      // A body the receiver holds inline anyway needs no room of its own.
-      return bytes === 'busy' && body.inline ? body.inline : bytes;
+      const { bytes, share } = hold(request, body);
+      share.release();
+      return bytes;
     },
+    hold,
   };
 }

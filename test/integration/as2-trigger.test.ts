@@ -517,6 +517,69 @@ test('compressed data inflates into the memory budget of all requests: with the 
   }
 });
 
+test('a decrypted layer takes room in the memory budget of all requests while the message is opened: with the budget held by another upload, a message whose raw bytes fit but whose decrypted layer would not is not accepted (sent again later)', async () => {
+  const other = await startTestApp('embedded', { INLINE_BODY_MAX: '16KiB', MAX_HELD_BODY_BYTES: '1MiB' });
+  try {
+    await wfWith(other, 'wf');
+    // About 78 KiB: it fits beside a 900 KiB upload in 1 MiB, but not twice (the raw message and its decrypted layer).
+    const message = await signedEncrypted(payload('big.x12', 'ISA*'.padEnd(75 * 1024, 'x')), '-aes128');
+    expect(message.body.length).toBeGreaterThan(70 * 1024);
+    expect(message.body.length).toBeLessThan(100 * 1024);
+    // Alone it may take the whole budget (a body alone always fits): processed.
+    expect((await postAs2(other, 'wf', message, as2Headers(), peer, receiver)).disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+    // An upload that has sent 900 KiB of its body and waits holds most of the budget meanwhile, once the receiver
+    // has read it. No one can see when that is: a message sent before then is opened alone, so the upload is begun
+    // again with a longer wait, up to five times.
+    const url = new URL(`${other.baseUrl}/hook/wf`);
+    let refused: Awaited<ReturnType<typeof postAs2>> | null = null;
+    let holder: ReturnType<typeof request> | null = null;
+    for (let waitMs = 200; waitMs <= 3200 && !refused; waitMs *= 2) {
+      holder?.destroy();
+      const upload = request({ host: url.hostname, port: url.port, path: url.pathname, method: 'POST', headers: { ...as2Headers(), 'content-type': 'application/edi-x12', 'content-length': String(2 * 1024 * 1024) } });
+      upload.on('error', () => undefined);
+      holder = upload;
+      await new Promise<void>((resolve) => upload.write(Buffer.alloc(900 * 1024, 0x41), () => resolve()));
+      await new Promise((r) => setTimeout(r, waitMs));
+      const answer = await postAs2(other, 'wf', message, as2Headers(), peer, receiver);
+      if (answer.report.includes('send it again later')) refused = answer;
+      else expect(answer.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+    }
+    expect(refused?.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
+    expect(refused?.report).toContain('send it again later');
+    holder?.destroy();
+    // The refused message gave back what it took, its raw bytes too: with the upload gone, it is opened again.
+    let again = refused!;
+    for (let waitMs = 200; waitMs <= 3200 && again.report.includes('send it again later'); waitMs *= 2) {
+      await new Promise((r) => setTimeout(r, waitMs));
+      again = await postAs2(other, 'wf', message, as2Headers(), peer, receiver);
+    }
+    expect(again.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+  } finally {
+    await other.stop();
+  }
+});
+
+test('a large message is deciphered in slices: the event loop turns between the start and the end of its decryption, and the content is unchanged', async () => {
+  const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+  const content = Buffer.alloc(3 * 1024 * 1024 + 5, 0x41);
+  for (const cipher of ['-aes128', '-aes-256-gcm']) {
+    const sealed = await peer.encrypt(peer.entity({ 'Content-Type': 'application/edi-x12' }, content), receiver, cipher);
+    // Counts the turns of the event loop while the message is opened.
+    let turns = 0;
+    let spinning = true;
+    const spin = () => { turns++; if (spinning) setImmediate(spin); };
+    setImmediate(spin);
+    const at: Record<string, number> = {};
+    try {
+      const opened = await unwrapMessage(sealed.body, sealed.contentType, null, { identity, maxInflatedBytes: 1 << 20, onStep: (step) => { at[step] = turns; } });
+      expect(opened.attachments[0].bytes.equals(content)).toBe(true);
+    } finally {
+      spinning = false;
+    }
+    expect(at['decrypt-success'] - at['decrypt-start']).toBeGreaterThanOrEqual(2);
+  }
+});
+
 test('when the durable accept fails and its failure MDN cannot be kept: a synchronous one is still answered; with an asynchronous MDN asked for, none is (503), so a processed one cannot follow a failure', async () => {
   const other = await startTestApp('embedded');
   try {

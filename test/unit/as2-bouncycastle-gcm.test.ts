@@ -3,7 +3,7 @@ import { identityOf, type As2Identity } from '../../services/triggers/as2/certif
 import { DECRYPTION_FAILED, decryptEntity } from '../../services/triggers/as2/decrypt';
 import { contentOf, octets } from '../../services/triggers/as2/der';
 import { As2Fault } from '../../services/triggers/as2/faults';
-import { openGcm } from '../../services/triggers/as2/gcm';
+import { openGcm, splitAppendedTag } from '../../services/triggers/as2/gcm';
 import { decodedBody } from '../../services/triggers/as2/mime';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { bouncyCastlePeer, type BcCipher, type BouncyCastlePeer } from '../support/bouncycastle-peer';
@@ -28,8 +28,8 @@ afterAll(() => peer?.cleanup());
 const EDI = 'ISA*00*~GS*PO~ST*850*0001~SE*2*0001~';
 const payload = () => peer.entity({ 'Content-Type': 'application/edi-x12', 'Content-Disposition': 'attachment; filename="po.x12"' }, EDI);
 
-function faultOf(fn: () => unknown): As2Fault {
-  try { fn(); } catch (error) { expect(error).toBeInstanceOf(As2Fault); return error as As2Fault; }
+async function asyncFaultOf(promise: Promise<unknown>): Promise<As2Fault> {
+  try { await promise; } catch (error) { expect(error).toBeInstanceOf(As2Fault); return error as As2Fault; }
   throw new Error('no fault');
 }
 /** What a partner sees of a fault: everything but the server-side reason. */
@@ -45,7 +45,7 @@ describe('BouncyCastle AES-GCM EnvelopedData', () => {
     expect(octets(params.children[0])).toHaveLength(12);
     expect(contentOf(params.children[1])).toEqual(Buffer.from([16]));
     expect(octets(encrypted)).toHaveLength(payload().length + 16);
-    expect(decodedBody(decryptEntity(der, identity)).toString()).toBe(EDI);
+    expect(decodedBody(await decryptEntity(der, identity)).toString()).toBe(EDI);
   });
 
   test('every fault of the content answers exactly like a bad key transport: decryption-failed, same words', async () => {
@@ -70,28 +70,44 @@ describe('BouncyCastle AES-GCM EnvelopedData', () => {
       'another nonce': withGcmParameters(der, flipped(nonce, 0), 16),
       'a content key of the wrong length': wrongKeyLength,
     };
-    const reference = faultOf(() => decryptEntity(badTransport, identity));
+    const reference = await asyncFaultOf(decryptEntity(badTransport, identity));
     expect(seen(reference)).toEqual(['decryption-failed', 'decryption-failed', 200, DECRYPTION_FAILED]);
     for (const [what, message] of Object.entries(cases)) {
-      const fault = faultOf(() => decryptEntity(message, identity));
+      const fault = await asyncFaultOf(decryptEntity(message, identity));
       expect([what, ...seen(fault)]).toEqual([what, ...seen(reference)]);
       // Refused by the GCM step itself (its reason, in the server log only), not by some earlier parse.
       expect([what, fault.reason]).toEqual([what, expect.stringMatching(/^cipher: /)]);
     }
     // The unchanged message still opens, so each case failed for its own change.
-    expect(decodedBody(decryptEntity(withGcmParameters(der, nonce, 16), identity)).toString()).toBe(EDI);
+    expect(decodedBody(await decryptEntity(withGcmParameters(der, nonce, 16), identity)).toString()).toBe(EDI);
   });
 
-  test('no plaintext leaves the decipher before the tag is verified', () => {
+  test('the appended tag is cut from the encrypted content\'s BER pieces where they lie, whichever pieces it spans', async () => {
+    const key = randomBytes(16);
+    const nonce = randomBytes(12);
+    const c = createCipheriv('aes-128-gcm', key, nonce);
+    const plain = Buffer.from('Content-Type: text/plain\r\n\r\nsecret, in pieces of any size');
+    const content = Buffer.concat([c.update(plain), c.final(), c.getAuthTag()]);
+    for (const cuts of [[], [content.length - 16], [content.length - 3], [5, content.length - 20, content.length - 9, content.length - 1], [1, 2, 3]]) {
+      const pieces = [0, ...cuts, content.length].slice(1).map((end, k, ends) => content.subarray(k === 0 ? 0 : ends[k - 1], end));
+      const { ciphertext, tag } = splitAppendedTag(pieces, 16);
+      expect(tag.equals(content.subarray(-16))).toBe(true);
+      expect(Buffer.concat(ciphertext).equals(content.subarray(0, -16))).toBe(true);
+      expect((await openGcm('aes-128-gcm', key, nonce, tag, ciphertext)).equals(plain)).toBe(true);
+    }
+    expect(() => splitAppendedTag([content.subarray(0, 7), content.subarray(7, 15)], 16)).toThrow(expect.objectContaining({ code: 'malformed-message' }));
+  });
+
+  test('no plaintext leaves the decipher before the tag is verified', async () => {
     const key = randomBytes(16);
     const nonce = randomBytes(12);
     const c = createCipheriv('aes-128-gcm', key, nonce);
     const ciphertext = Buffer.concat([c.update('Content-Type: text/plain\r\n\r\nsecret'), c.final()]);
     const tag = c.getAuthTag();
-    expect(openGcm('aes-128-gcm', key, nonce, tag, ciphertext).toString()).toContain('secret');
+    expect((await openGcm('aes-128-gcm', key, nonce, tag, [ciphertext])).toString()).toContain('secret');
     const bad = flipped(tag, 3);
     let returned: Buffer | undefined;
-    expect(() => { returned = openGcm('aes-128-gcm', key, nonce, bad, ciphertext); }).toThrow();
+    await expect((async () => { returned = await openGcm('aes-128-gcm', key, nonce, bad, [ciphertext]); })()).rejects.toThrow();
     expect(returned).toBeUndefined();
   });
 });

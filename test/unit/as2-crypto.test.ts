@@ -5,7 +5,8 @@ import { DECRYPTION_FAILED, decryptEntity, stripPkcs7 } from '../../services/tri
 import { octets, oidOf, parseDer, type Node } from '../../services/triggers/as2/der';
 import { As2Fault, MAX_DETAIL_CHARS } from '../../services/triggers/as2/faults';
 import { syntheticKey, unwrapPkcs1 } from '../../services/triggers/as2/key-transport';
-import { decodedBody, multipartParts, parseEntity } from '../../services/triggers/as2/mime';
+import { decodedBody, decodedBodyInSlices, multipartParts, parseEntity } from '../../services/triggers/as2/mime';
+import { SLICE_BYTES } from '../../services/triggers/as2/slices';
 import { digestFromName } from '../../services/triggers/as2/algorithms';
 import { parseMdnOptions, chooseMicalg, micAlgorithm } from '../../services/triggers/as2/mdn';
 import { AS2_MAX_INFLATED_BYTES, unwrapMessage } from '../../services/triggers/as2/unwrap';
@@ -46,15 +47,15 @@ describe('implicit rejection of PKCS#1 v1.5 key transport', () => {
     const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
     const der = (await peer.encrypt(payload(), receiver, '-aes128')).body;
-    expect(decryptEntity(der, identity).headers['content-type']).toBe('application/edi-x12');
+    expect((await decryptEntity(der, identity)).headers['content-type']).toBe('application/edi-x12');
 
     const original = octets(encryptedKeyNode(der));
     const corrupted = Buffer.from(original);
     corrupted[17] ^= 0x40; // the RSA plaintext is now garbage: bad padding
     const wrongKey = publicEncrypt({ key: new X509Certificate(receiver.cert).publicKey, padding: constants.RSA_PKCS1_PADDING }, randomBytes(16)); // valid padding, wrong key
 
-    const a = faultOf(() => decryptEntity(withEncryptedKey(der, corrupted), identity));
-    const b = faultOf(() => decryptEntity(withEncryptedKey(der, wrongKey), identity));
+    const a = await asyncFaultOf(decryptEntity(withEncryptedKey(der, corrupted), identity));
+    const b = await asyncFaultOf(decryptEntity(withEncryptedKey(der, wrongKey), identity));
     expect([a.code, a.modifier, a.status, a.message]).toEqual([b.code, b.modifier, b.status, b.message]);
     expect(a.modifier).toBe('decryption-failed');
   });
@@ -84,7 +85,7 @@ describe('content ciphers and key transports from openssl cms', () => {
     const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
     for (const extra of [[], ['-keyopt', 'rsa_padding_mode:oaep']]) {
-      const entity = decryptEntity((await peer.encrypt(payload(), receiver, cipher, extra)).body, identity);
+      const entity = await decryptEntity((await peer.encrypt(payload(), receiver, cipher, extra)).body, identity);
       expect(decodedBody(entity).toString()).toBe('ISA*00*~GS*PO~');
     }
   });
@@ -93,13 +94,13 @@ describe('content ciphers and key transports from openssl cms', () => {
     const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
     const labelled = await peer.encrypt(payload(), receiver, '-aes128', ['-keyopt', 'rsa_padding_mode:oaep', '-keyopt', 'rsa_oaep_label:6c6162656c']);
-    expect(() => decryptEntity(labelled.body, identity)).toThrow(expect.objectContaining({ code: 'unsupported-algorithm', message: expect.stringMatching(/RSA-OAEP with a label/) }));
+    await expect(decryptEntity(labelled.body, identity)).rejects.toThrow(expect.objectContaining({ code: 'unsupported-algorithm', message: expect.stringMatching(/RSA-OAEP with a label/) }));
   });
 
   test('AES-GCM (AuthEnvelopedData)', async () => {
     const receiver = await peer.party('receiver');
     const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
-    const entity = decryptEntity((await peer.encrypt(payload(), receiver, '-aes-256-gcm')).body, identity);
+    const entity = await decryptEntity((await peer.encrypt(payload(), receiver, '-aes-256-gcm')).body, identity);
     expect(decodedBody(entity).toString()).toBe('ISA*00*~GS*PO~');
   });
 });
@@ -123,6 +124,29 @@ describe('MIME', () => {
     expect(decodedBody(padded('aGVsbG8=\r\n')).toString()).toBe('hello');
     expect(decodedBody(padded('aGk=\r\n')).toString()).toBe('hi');
     expect(faultOf(() => decodedBody(padded('aGk=\r\nd29ybGQ=\r\n'))).code).toBe('malformed-message');
+  });
+
+  test('a large base64 body decoded in slices is the same bytes, with the same faults, wherever a slice ends', async () => {
+    const entityOf = (text: string) => parseEntity(Buffer.from(`Content-Transfer-Encoding: base64\r\n\r\n${text}`, 'latin1'));
+    const wrapped = (bytes: Buffer, width: number) => bytes.toString('base64').replace(new RegExp(`(.{${width}})`, 'g'), '$1\r\n');
+    const cases: string[] = [];
+    for (const extra of [0, 1, 2]) {
+      const bytes = randomBytes(SLICE_BYTES + 12_345 + extra);
+      cases.push(wrapped(bytes, 76), wrapped(bytes, 77), bytes.toString('base64'), `${wrapped(bytes, 64)} \t\r\n`);
+    }
+    // The padding, or what follows it, just past a slice's end; a partial last group; junk characters skipped.
+    const aligned = randomBytes((SLICE_BYTES / 4) * 3).toString('base64');
+    cases.push(aligned.slice(0, SLICE_BYTES - 2) + 'QQ==', aligned + '\r\nQQ==', aligned + 'QQ=\r\n=', aligned + 'QQ', aligned + 'Q', `${aligned.slice(0, 1000)}*!${aligned.slice(1000)}`);
+    const faulty = [aligned.slice(0, SLICE_BYTES - 1) + '=' + 'QUJD', aligned + 'QQ==\r\nQUJD', aligned + 'QQ===', aligned.slice(0, SLICE_BYTES - 1) + '==' + 'x'.repeat(10)];
+    for (const text of cases) {
+      const entity = entityOf(text);
+      expect((await decodedBodyInSlices(entity)).equals(decodedBody(entity))).toBe(true);
+    }
+    for (const text of faulty) {
+      const entity = entityOf(text);
+      expect(faultOf(() => decodedBody(entity)).message).toBe('a base64 body has data after its padding');
+      expect((await asyncFaultOf(decodedBodyInSlices(entity))).message).toBe('a base64 body has data after its padding');
+    }
   });
 
   test('multipart parts are the exact bytes between delimiters (CRLF or LF)', () => {
@@ -370,7 +394,7 @@ describe('AES-GCM tag length (RFC 5084)', () => {
     for (const length of [4, 8, 11]) {
       const short = Buffer.from(der);
       short[icv.contentStart] = length;
-      const fault = faultOf(() => decryptEntity(short, identity));
+      const fault = await asyncFaultOf(decryptEntity(short, identity));
       expect([fault.code, fault.modifier]).toEqual(['unsupported-algorithm', 'unexpected-processing-error']);
     }
   });

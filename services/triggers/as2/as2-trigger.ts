@@ -2,7 +2,7 @@ import type { As2Envelope } from '../../platform/avro/records';
 import { MAX_RECORD_BYTES } from '../../platform/log/event-log';
 import type { WorkflowNode } from '../../platform/registry/documents';
 import { BUSY, errorAnswer, type Answer } from '../answers';
-import type { InboundRequest, Inspection, TriggerPlugin, TriggerServices } from '../trigger';
+import type { InboundRequest, InspectOutcome, Inspection, TriggerPlugin, TriggerServices } from '../trigger';
 // An AS2 node is a webhook node in Protocol AS2: its parameters and header checks are the webhook node's.
 import { authenticate } from '../webhook/authenticate';
 import { firstSighting } from '../first-sighting';
@@ -22,7 +22,7 @@ import { parseMediaType } from './mime';
 import { as2ParameterProblems, as2Parameters } from './parameters';
 import { hasMultipleAttachments, unwrapMessage } from './unwrap';
 import { wholeBody } from '../whole-body';
-import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes } from '../held-bytes';
+import { DEFAULT_HELD_BODY_BYTES, heldBytes, type HeldBytes, type HeldShare } from '../held-bytes';
 
 /**
  * The webhook trigger in Protocol AS2 (SPEC §2.1, §4.2, §4.3, RFC 4130): a receiver of signed, encrypted
@@ -126,6 +126,63 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
     }, message, keep);
   }
 
+  /** The inspection of a message whose room in the budget `share` holds (the caller releases it). */
+  async function inspectHeld(request: InboundRequest, node: WorkflowNode, message: Buffer | 'busy' | null, share: HeldShare, services: TriggerServices): Promise<InspectOutcome> {
+    const identity = await identityFor(request, node, services);
+    if (message === 'busy' || message === null) {
+      // No room to hold it now (or nothing held): nothing accepted, the partner sends it again.
+      const fault = new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later');
+      return { ok: false, answer: await failureAnswer(request, services, fault, identity, null, false) };
+    }
+    if (!identity) return { ok: false, answer: await failureAnswer(request, services, new As2Fault('credential-unavailable', 'the receiver cannot open messages right now'), null, message, false) };
+    // The sender is authenticated once a signature verified with the pinned partner certificate.
+    let authenticated = false;
+    let unwrapped;
+    try {
+      // Everything the decoder will do but staging (attachments, transfer encodings): what is answered
+      // processed opens in the decoder too.
+      unwrapped = await unwrapMessage(message, request.headers['content-type'] ?? null, request.headers['content-transfer-encoding'] ?? null, {
+        identity, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5, multipleAttachments: hasMultipleAttachments(request.headers), share, receivedAt: request.receivedAt,
+        onStep: (step, detail) => {
+          if (step === 'verify-success' && identity.pinned) authenticated = true;
+          log(services, request, `as2.${step}`, detail ? { detail } : {}, step.endsWith('failure') ? 'warn' : 'info');
+        },
+      });
+    } catch (error) {
+      if (!(error instanceof As2Fault)) services.logger.error('AS2 message failed unexpectedly', { workflowId: request.workflowId, requestId: request.requestId, error });
+      return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message, authenticated) };
+    }
+    if (isMdn(unwrapped.payload)) {
+      // An MDN sent here (a partner's async MDN URL pointed at this hook) is no business document: it would
+      // start a workflow with a receipt as its payload. Refused, and never answered with an MDN (MDNs are not
+      // generated in response to MDNs, RFC 3798); nothing is accepted.
+      log(services, request, 'as2.mdn-refused', { detail: 'the message is an MDN' }, 'warn');
+      return { ok: false, answer: errorAnswer('as2-mdn-not-accepted') };
+    }
+    if (decodedBytesBound(request.workflowId, request.headers, unwrapped.attachments) > MAX_RECORD_BYTES) {
+      // Every attachment's item repeats the envelope's headers: so many of them could not be decoded.
+      const fault = new As2Fault('malformed-message', `${unwrapped.attachments.length} attachments with these headers would not fit one record`);
+      return { ok: false, answer: await failureAnswer(request, services, fault, identity, message, authenticated) };
+    }
+    const options = parseMdnOptions(request.headers['disposition-notification-options']);
+    const micalg = chooseMicalg(options, unwrapped.signerDigest, limits.allowMd5);
+    const mic = await computeMic(unwrapped.micContent, micAlgorithm(options, unwrapped.signerDigest, limits.allowMd5));
+    // The processed MDN is made before the durable accept and travels in the received record, so what is
+    // answered once the record is durable is already in the log, byte for byte (Message-ID and Date
+    // included); the decoder keeps it as evidence from there. It is sent only if the append succeeds.
+    const mdn = await makeMdn(request, { failure: null, mic, micalg, options, identity });
+    // Checked at admit already; the credential read again here is the same cached document.
+    const target = asyncMdnTarget(request.headers, identity, as2Parameters(node));
+    if (target instanceof As2Fault) return { ok: false, answer: await failureAnswer(request, services, target, identity, message, authenticated) };
+    const as2: As2Envelope = {
+      messageId: request.headers['message-id'], from: request.headers['as2-from'], to: request.headers['as2-to'],
+      subject: request.headers.subject ?? null, contentType: parseMediaType(unwrapped.payload.headers['content-type']).type || null,
+      mdn: mdnEntity(mdn), asyncMdn: target,
+    };
+    const state: Accepted = { identity, message, mdn, asyncMdn: target };
+    return { ok: true, inspection: { as2, state } };
+  }
+
   return {
     nodeTypes: ['webhook'],
 
@@ -154,60 +211,15 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
     validator: (request) => whole.validator(request),
 
     async inspect(request, node, body, services) {
-      const message = whole.take(request, body);
-      const identity = await identityFor(request, node, services);
-      if (message === 'busy' || message === null) {
-        // No room to hold it now (or nothing held): nothing accepted, the partner sends it again.
-        const fault = new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later');
-        return { ok: false, answer: await failureAnswer(request, services, fault, identity, null, false) };
-      }
-      if (!identity) return { ok: false, answer: await failureAnswer(request, services, new As2Fault('credential-unavailable', 'the receiver cannot open messages right now'), null, message, false) };
-      // The sender is authenticated once a signature verified with the pinned partner certificate.
-      let authenticated = false;
-      let unwrapped;
+      // The message keeps its room in the budget while it is opened, and every layer made of it takes more
+      // (unwrap.ts), until the MDN is made or the message refused: six 40 MB messages used to hold 500 MB more
+      // than the budget said.
+      const { bytes: message, share } = whole.hold(request, body);
       try {
-        // Everything the decoder will do but staging (attachments, transfer encodings): what is answered
-        // processed opens in the decoder too.
-        unwrapped = await unwrapMessage(message, request.headers['content-type'] ?? null, request.headers['content-transfer-encoding'] ?? null, {
-          identity, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: limits.allowMd5, multipleAttachments: hasMultipleAttachments(request.headers), held, receivedAt: request.receivedAt,
-          onStep: (step, detail) => {
-            if (step === 'verify-success' && identity.pinned) authenticated = true;
-            log(services, request, `as2.${step}`, detail ? { detail } : {}, step.endsWith('failure') ? 'warn' : 'info');
-          },
-        });
-      } catch (error) {
-        if (!(error instanceof As2Fault)) services.logger.error('AS2 message failed unexpectedly', { workflowId: request.workflowId, requestId: request.requestId, error });
-        return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message, authenticated) };
+        return await inspectHeld(request, node, message, share, services);
+      } finally {
+        share.release();
       }
-      if (isMdn(unwrapped.payload)) {
-        // An MDN sent here (a partner's async MDN URL pointed at this hook) is no business document: it would
-        // start a workflow with a receipt as its payload. Refused, and never answered with an MDN (MDNs are not
-        // generated in response to MDNs, RFC 3798); nothing is accepted.
-        log(services, request, 'as2.mdn-refused', { detail: 'the message is an MDN' }, 'warn');
-        return { ok: false, answer: errorAnswer('as2-mdn-not-accepted') };
-      }
-      if (decodedBytesBound(request.workflowId, request.headers, unwrapped.attachments) > MAX_RECORD_BYTES) {
-        // Every attachment's item repeats the envelope's headers: so many of them could not be decoded.
-        const fault = new As2Fault('malformed-message', `${unwrapped.attachments.length} attachments with these headers would not fit one record`);
-        return { ok: false, answer: await failureAnswer(request, services, fault, identity, message, authenticated) };
-      }
-      const options = parseMdnOptions(request.headers['disposition-notification-options']);
-      const micalg = chooseMicalg(options, unwrapped.signerDigest, limits.allowMd5);
-      const mic = computeMic(unwrapped.micContent, micAlgorithm(options, unwrapped.signerDigest, limits.allowMd5));
-      // The processed MDN is made before the durable accept and travels in the received record, so what is
-      // answered once the record is durable is already in the log, byte for byte (Message-ID and Date
-      // included); the decoder keeps it as evidence from there. It is sent only if the append succeeds.
-      const mdn = await makeMdn(request, { failure: null, mic, micalg, options, identity });
-      // Checked at admit already; the credential read again here is the same cached document.
-      const target = asyncMdnTarget(request.headers, identity, as2Parameters(node));
-      if (target instanceof As2Fault) return { ok: false, answer: await failureAnswer(request, services, target, identity, message, authenticated) };
-      const as2: As2Envelope = {
-        messageId: request.headers['message-id'], from: request.headers['as2-from'], to: request.headers['as2-to'],
-        subject: request.headers.subject ?? null, contentType: parseMediaType(unwrapped.payload.headers['content-type']).type || null,
-        mdn: mdnEntity(mdn), asyncMdn: target,
-      };
-      const state: Accepted = { identity, message, mdn, asyncMdn: target };
-      return { ok: true, inspection: { as2, state } };
     },
 
     accepted(request, _node, _body, inspection, services) {

@@ -1,12 +1,13 @@
 import { createDecipheriv } from 'node:crypto';
 import { CONTENT_CIPHERS, digestFromOid, OID } from './algorithms';
 import type { As2Identity } from './certificates';
-import { child, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
+import { child, isContext, octetPieces, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
 import { GCM_MAX_TAG, GCM_MIN_TAG, gcmNonce, icvLength, openGcm, splitAppendedTag } from './gcm';
 import { unwrapOaep, unwrapPkcs1 } from './key-transport';
 import { parseEntity, type MimeEntity } from './mime';
 import { namedReceiverKey } from './rotation';
+import { decipherInSlices } from './slices';
 import { secretKey } from '../secret-key';
 
 /**
@@ -21,8 +22,12 @@ import { secretKey } from '../secret-key';
 export const DECRYPTION_FAILED = 'the message could not be decrypted with the receiver key';
 const FAILED = DECRYPTION_FAILED;
 
-/** `receivedAt`: the time of receipt, at which the receiver certificate the message names must be valid. */
-export function decryptEntity(der: Buffer, identity: As2Identity, receivedAt: number = Date.now()): MimeEntity {
+/**
+ * `receivedAt`: the time of receipt, at which the receiver certificate the message names must be valid. The
+ * content is deciphered in slices (slices.ts) into one buffer as long as the encrypted content, its BER pieces
+ * read where they lie: the decrypted layer is the only copy made (unwrap.ts counts it in the memory budget).
+ */
+export async function decryptEntity(der: Buffer, identity: As2Identity, receivedAt: number = Date.now()): Promise<MimeEntity> {
   const root = parseDer(der);
   const type = oidOf(root.children[0]);
   if (type !== OID.envelopedData && type !== OID.authEnvelopedData) throw new As2Fault('malformed-message', `expected CMS enveloped data, got ${type}`);
@@ -59,16 +64,16 @@ export function decryptEntity(der: Buffer, identity: As2Identity, receivedAt: nu
       if (tag.length !== tagLength) throw new As2Fault('malformed-message', 'the AES-GCM tag has the wrong length');
       let aad: Buffer | undefined;
       if (authAttrs) { aad = Buffer.from(rawOf(authAttrs)); aad[0] = 0x31; }
-      plain = openGcm(cipher.name, key, gcmNonce(params), tag, octets(encrypted), aad);
+      plain = await openGcm(cipher.name, key, gcmNonce(params), tag, octetPieces(encrypted), aad);
     } else if (cipher.gcm) {
       if (tagLength === null) throw new As2Fault('malformed-message', `an AES-GCM tag length outside ${GCM_MIN_TAG}..${GCM_MAX_TAG} octets`);
-      const { ciphertext, tag } = splitAppendedTag(octets(encrypted), tagLength);
-      plain = openGcm(cipher.name, key, gcmNonce(params), tag, ciphertext);
+      const { ciphertext, tag } = splitAppendedTag(octetPieces(encrypted), tagLength);
+      plain = await openGcm(cipher.name, key, gcmNonce(params), tag, ciphertext);
     } else {
       const decipher = createDecipheriv(cipher.name, secretKey(key), octets(params));
       // No automatic padding check: OpenSSL's would fail on bad padding only, a padding oracle.
       decipher.setAutoPadding(false);
-      plain = stripPkcs7(Buffer.concat([decipher.update(octets(encrypted)), decipher.final()]), cipher.block);
+      plain = stripPkcs7(await decipherInSlices(decipher, octetPieces(encrypted)), cipher.block);
     }
   } catch (error) {
     if (error instanceof As2Fault && error.code !== 'malformed-message') throw error;

@@ -101,7 +101,13 @@ export function contentOf(node: Node): Buffer { return node.buf.subarray(node.co
 /** An OCTET STRING's bytes, whether primitive or (BER) constructed of pieces. */
 export function octets(node: Node): Buffer {
   if (!node.constructed) return contentOf(node);
-  return Buffer.concat(node.children.map(octets));
+  return Buffer.concat(octetPieces(node));
+}
+
+/** An OCTET STRING's pieces in order, not joined: for content too large to copy only to read it once. */
+export function octetPieces(node: Node): Buffer[] {
+  if (!node.constructed) return [contentOf(node)];
+  return node.children.flatMap(octetPieces);
 }
 
 export function oidOf(node: Node | undefined): string {

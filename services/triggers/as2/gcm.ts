@@ -1,6 +1,7 @@
 import { createDecipheriv, type DecipherGCM } from 'node:crypto';
 import { child, contentOf, octets, type Node } from './der';
 import { As2Fault } from './faults';
+import { decipherInSlices } from './slices';
 import { secretKey } from '../secret-key';
 
 /**
@@ -35,26 +36,34 @@ export function gcmNonce(params: Node): Buffer {
 }
 
 /**
- * BouncyCastle's encoding: the last `tagLength` octets of the encrypted content are the tag. A content
- * shorter than its tag has been cut, and fails like any other tampering.
+ * BouncyCastle's encoding: the last `tagLength` octets of the encrypted content (its pieces, der.ts
+ * octetPieces, in order) are the tag. A content shorter than its tag has been cut, and fails like any other
+ * tampering.
  */
-export function splitAppendedTag(content: Buffer, tagLength: number): { ciphertext: Buffer; tag: Buffer } {
-  if (content.length < tagLength) throw new As2Fault('malformed-message', 'the encrypted content is shorter than its AES-GCM tag');
-  const at = content.length - tagLength;
-  return { ciphertext: content.subarray(0, at), tag: content.subarray(at) };
+export function splitAppendedTag(content: readonly Buffer[], tagLength: number): { ciphertext: Buffer[]; tag: Buffer } {
+  const ciphertext = [...content];
+  const tail: Buffer[] = [];
+  let wanted = tagLength;
+  while (wanted > 0 && ciphertext.length > 0) {
+    const last = ciphertext.pop()!;
+    const cut = Math.max(0, last.length - wanted);
+    tail.unshift(last.subarray(cut));
+    wanted -= last.length - cut;
+    if (cut > 0) ciphertext.push(last.subarray(0, cut));
+  }
+  if (wanted > 0) throw new As2Fault('malformed-message', 'the encrypted content is shorter than its AES-GCM tag');
+  return { ciphertext, tag: Buffer.concat(tail, tagLength) };
 }
 
 /**
- * Decrypts and authenticates in one call. The plaintext is buffered and returned only once final() has
- * verified the tag: under a wrong tag the bytes update() produced are dropped unread, so nothing a forger
- * chose ever reaches the MIME parser, the signature check or the store (GCM is a stream cipher: streamed
- * onward, unauthenticated plaintext would be fully malleable).
+ * Decrypts and authenticates. The plaintext is buffered (in slices, slices.ts: the event loop turns between
+ * them) and returned only once final() has verified the tag: under a wrong tag the bytes update() produced are
+ * dropped unread, so nothing a forger chose ever reaches the MIME parser, the signature check or the store
+ * (GCM is a stream cipher: streamed onward, unauthenticated plaintext would be fully malleable).
  */
-export function openGcm(name: string, key: Buffer, nonce: Buffer, tag: Buffer, ciphertext: Buffer, aad?: Buffer): Buffer {
+export function openGcm(name: string, key: Buffer, nonce: Buffer, tag: Buffer, ciphertext: readonly Buffer[], aad?: Buffer): Promise<Buffer> {
   const decipher = createDecipheriv(name as 'aes-128-gcm', secretKey(key), nonce, { authTagLength: tag.length }) as DecipherGCM;
   decipher.setAuthTag(tag);
   if (aad) decipher.setAAD(aad);
-  const unverified = decipher.update(ciphertext);
-  const last = decipher.final(); // throws on a wrong tag, before `unverified` is used
-  return Buffer.concat([unverified, last]);
+  return decipherInSlices(decipher, ciphertext); // final() throws on a wrong tag, before any byte is returned
 }

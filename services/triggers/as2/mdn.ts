@@ -4,6 +4,7 @@ import type { As2Identity } from './certificates';
 import { signingKey } from './rotation';
 import { signDetached } from './sign';
 import { parseMediaType, type MimeEntity } from './mime';
+import { hashInSlices } from './slices';
 
 /**
  * The Message Disposition Notification (RFC 4130 §7, RFC 3798; SPEC §4.3): a multipart/report with a
@@ -62,8 +63,9 @@ export function micAlgorithm(options: MdnOptions, signerDigest: Digest | null, a
   return { digest: signerDigest, name: token ?? MICALG_NAME[signerDigest] };
 }
 
-export function computeMic(content: Buffer, micalg: { digest: string; name: string }): string {
-  return `${createHash(micalg.digest).update(content).digest('base64')}, ${micalg.name}`;
+/** Hashed in slices (slices.ts): the content is the whole decrypted message, tens of megabytes. */
+export async function computeMic(content: Buffer, micalg: { digest: string; name: string }): Promise<string> {
+  return `${(await hashInSlices(createHash(micalg.digest), content)).digest('base64')}, ${micalg.name}`;
 }
 
 export interface MdnInput {

@@ -3,10 +3,10 @@ import type { As2Identity } from './certificates';
 import { decompressEntity, type HeadCheck, type InflateBudget } from './compress';
 import { DECRYPTION_FAILED, decryptEntity } from './decrypt';
 import { As2Fault } from './faults';
-import { decodedBody, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
+import { decodedBody, decodedBodyInSlices, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
 import { someReceiverValidAt } from './rotation';
 import { verifyDetached } from './verify';
-import { heldShare, type HeldBytes } from '../held-bytes';
+import { heldShare, type HeldBytes, type HeldShare } from '../held-bytes';
 
 /**
  * The layers of an AS2 message, outside in, as senders stack them: encryption (enveloped data),
@@ -40,8 +40,16 @@ export interface UnwrapOptions {
   identity: As2Identity;
   maxInflatedBytes: number;
   allowMd5?: boolean;
-  /** The memory budget of all requests together, which inflated bytes take room in (the receiver's; see InflateBudget). */
+  /**
+   * The memory budget of all requests together, which each layer's output (decoded, decrypted, inflated)
+   * takes room in (the receiver's; see InflateBudget), given back when unwrapMessage returns. Or `share`:
+   */
   held?: HeldBytes | null;
+  /**
+   * The message's own share of that budget, already holding the raw message (whole-body.ts hold): the layers
+   * take room in it too, and the caller releases it once it is done with what was returned (the MDN made).
+   */
+  share?: HeldShare;
   /** `EDIINT-Features: multiple-attachments` was sent: a multipart/mixed payload is split. */
   multipleAttachments?: boolean;
   /**
@@ -67,7 +75,7 @@ const PKCS7_MIME = new Set(['application/pkcs7-mime', 'application/x-pkcs7-mime'
 export async function unwrapMessage(body: Buffer, contentType: string | null, transferEncoding: string | null, options: UnwrapOptions): Promise<Unwrapped> {
   const state = { sealed: false };
   const limit = Math.min(options.maxInflatedBytes, AS2_MAX_INFLATED_BYTES);
-  const budget: InflateBudget = { left: limit, total: limit, held: heldShare(options.held ?? null) };
+  const budget: InflateBudget = { left: limit, total: limit, held: options.share ?? heldShare(options.held ?? null) };
   try {
     return await unwrapLayers(body, contentType, transferEncoding, options, state, budget);
   } catch (error) {
@@ -79,8 +87,9 @@ export async function unwrapMessage(body: Buffer, contentType: string | null, tr
     const reason = error instanceof As2Fault ? `${error.code}: ${error.reason ?? error.message}` : 'unexpected error';
     throw new As2Fault('decryption-failed', DECRYPTION_FAILED, reason);
   } finally {
-    // The inflated bytes live on in what is returned only until the MDN is made, a moment later.
-    budget.held.release();
+    // The caller's share is the caller's to release; else the layers live on in what is returned only until
+    // the MDN is made, a moment later.
+    if (!options.share) budget.held.release();
   }
 }
 
@@ -98,16 +107,18 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
     const media = parseMediaType(entity.headers['content-type']);
     if (PKCS7_MIME.has(media.type)) {
       const smime = (media.params['smime-type'] ?? 'enveloped-data').toLowerCase();
-      const der = decodedBody(entity);
+      const der = await heldBody(entity, budget.held);
       if (smime === 'compressed-data') {
         // A pinned partner must sign: an inner entity that can lead to no signature is refused from its headers.
         entity = await decompressEntity(der, budget, pinned && !result.signed ? mustLeadToSignature : undefined);
         result.compressed = true;
       } else if (smime === 'enveloped-data' || smime === 'authenveloped-data') {
+        // The decrypted layer is as long as the encrypted content at most: its room is taken before it is made.
+        if (!budget.held.take(der.length)) throw notAccepted();
         options.onStep?.('decrypt-start');
         try {
           someReceiverValidAt(options.identity, receivedAt);
-          entity = decryptEntity(der, options.identity, receivedAt);
+          entity = await decryptEntity(der, options.identity, receivedAt);
         } catch (error) {
           options.onStep?.('decrypt-failure', error instanceof As2Fault ? (error.reason ?? error.message) : 'unexpected error');
           throw error;
@@ -145,8 +156,22 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   if (pinned && !result.signed) {
     throw new As2Fault('insufficient-message-security', 'the message is not signed, but a partner certificate is configured for this trigger');
   }
-  const attachments = attachmentsOf(entity, options.multipleAttachments ?? false).map((part) => ({ entity: part, bytes: decodedBody(part) }));
+  const attachments: Unwrapped['attachments'] = [];
+  for (const part of attachmentsOf(entity, options.multipleAttachments ?? false)) attachments.push({ entity: part, bytes: await heldBody(part, budget.held) });
   return { payload: entity, attachments, ...result };
+}
+
+const notAccepted = () => new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later');
+
+/**
+ * The entity's body with its transfer encoding undone. A decoded copy (base64, quoted-printable) takes room
+ * in `held` first, as much as the encoded body, which it never outgrows; a binary body is the entity's own bytes.
+ */
+async function heldBody(entity: MimeEntity, held: HeldShare): Promise<Buffer> {
+  const cte = (entity.headers['content-transfer-encoding'] ?? 'binary').trim().toLowerCase();
+  const copied = cte !== 'binary' && cte !== '8bit' && cte !== '7bit';
+  if (copied && !held.take(entity.body.length)) throw notAccepted();
+  return decodedBodyInSlices(entity);
 }
 
 /** For a pinned partner before any signature: only another layer (signed or S/MIME) may follow. */
