@@ -198,8 +198,7 @@ export function payloadShape(buf: Buffer, start: number, limit = Infinity): Payl
 /**
  * Decode a frame already validated by checkFrame; spans are relative to the frame start. Each value is a copy: the
  * frame is a view of a whole segment's read at replay, and a record kept (the recent records) would hold all of it.
- * Throws a RangeError for a
- * payload this version does not read (another version, fields that run past the frame or end before it): its
+ * Throws a RangeError for a payload this version does not read (another version, fields that run past the frame or end before it): its
  * checksum held, so it is what a writer wrote, perhaps a newer build, and the journal refuses it rather than cut it.
  */
 export function decodeFrame(frame: Buffer): { entry: JournalEntry; spans: RecordSpan[] } {

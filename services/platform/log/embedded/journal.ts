@@ -395,7 +395,7 @@ export class Journal {
   /**
    * The spans, in one read per run of them that lie close together in one segment (a stage's batch read
    * from disk: a system call per batch rather than per record). The buffers returned share that read's memory, which,
-   * as read's, is never reused.
+   * like read's, is never reused.
    */
   async readMany(locations: readonly SpanLocation[]): Promise<Buffer[]> {
     const out = new Array<Buffer>(locations.length);
