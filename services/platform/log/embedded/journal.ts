@@ -379,7 +379,8 @@ export class Journal {
   }
 
   /**
-   * A span's bytes, in memory of their own: a new buffer every read, which the journal never reuses or writes again.
+   * A span's bytes, in memory of their own: a new buffer every read (a small one a slice of Node's buffer pool, which
+   * nothing else writes either), which the journal never reuses or writes again.
    * Records decoded from it keep views of it (frame.ts decodeRecord), and a handler may keep those as long as it likes.
    */
   async read(location: SpanLocation): Promise<Buffer> {
