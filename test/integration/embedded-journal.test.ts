@@ -649,6 +649,34 @@ test('a stage batch stops at MAX_READ_BATCH_BYTES of records, not only at its re
   for (const b of batches) if (b.length > 1) expect(b.reduce((x, y) => x + y, 0)).toBeLessThanOrEqual(MAX_READ_BATCH_BYTES);
 });
 
+test('a stage\'s records read from disk are views of the read, not copies, and stay intact while it keeps them: the log reads further, appends (reusing its write buffer) and reads again', async () => {
+  const log = await openEmbeddedLog({ dataDir: dir, stageBatch: 4 });
+  // As large as Node's buffer pool: a copy would be memory of its own, never a slice of a shared one, so a view is told from it.
+  const valueOf = (i: number) => Buffer.alloc(Buffer.poolSize, i % 251);
+  // Appended before the stage starts: it reads them from disk, not from the records the log keeps in memory.
+  for (let i = 0; i < 32; i += 8) await log.append(Array.from({ length: 8 }, (_, j) => ({ topic: 't', key: `k${i + j}`, value: valueOf(i + j) })));
+  const kept: Buffer[] = [];
+  const sharing: boolean[] = [];
+  let done!: () => void;
+  const finished = new Promise<void>((resolve) => { done = resolve; });
+  const stage = await log.runStage({
+    group: 'g', topic: 't',
+    async handleBatch(records) {
+      sharing.push(records.every((r) => r.value.buffer === records[0].value.buffer));
+      for (const r of records) kept.push(r.value); // no copy: the handler holds what the log gave it
+      // Outputs and other appends go through the journal's frame buffers, which it reuses once written.
+      await log.append([{ topic: 'other', key: null, value: Buffer.alloc(20_000, 0xee) }]);
+      if (kept.length === 32) done();
+      return { outputs: records.map((r) => [{ topic: 'out', key: r.key, value: Buffer.alloc(3000, 0xdd) }]) };
+    },
+  });
+  await finished;
+  await stage.stop();
+  expect(sharing).toEqual(Array(8).fill(true));
+  expect(kept.map((v, i) => v.equals(valueOf(i)))).toEqual(Array(32).fill(true));
+  await log.close();
+});
+
 test('a torn write whose record holds the bytes of an empty frame (E7 and eight zeros) is cut, not taken for acknowledged frames', async () => {
   const log = await openEmbeddedLog({ dataDir: dir });
   await log.append([rec('acknowledged')]);

@@ -324,6 +324,32 @@ describe('Avro codec', () => {
     expect(back.traceparent).toBe('00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01');
   });
 
+  it('decodes a bytes field as a view of the buffer given, not a copy, through a resolver too, and refuses one cut short', () => {
+    const viewOf = (data: Buffer, buf: Buffer) =>
+      data.buffer === buf.buffer && data.byteOffset >= buf.byteOffset && data.byteOffset + data.length <= buf.byteOffset + buf.length;
+    const buf = codec.encode('Received', receivedInline());
+    const back = codec.decode('Received', buf);
+    if (back.body.kind !== 'inline') throw new Error('unreachable');
+    expect(viewOf(back.body.data, buf)).toBe(true);
+    expect(back.body.data.equals(BODY)).toBe(true);
+    // Written with the schema before As2Envelope carried the MDN: read through a resolver into the current reader.
+    const previous = JSON.parse(fs.readFileSync(path.join(SCHEMA_DIR, 'history', 'Received.1.avsc'), 'utf8'));
+    const plain = { ...receivedInline(), body: { 'ingress.v1.InlineBody': { data: BODY } } };
+    const old = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(plain)]);
+    const resolved = codec.decode('Received', old);
+    if (resolved.body.kind !== 'inline') throw new Error('unreachable');
+    expect(viewOf(resolved.body.data, old)).toBe(true);
+    expect(resolved.body.data.equals(BODY)).toBe(true);
+    // A body whose length runs past the end is a truncated record, as when avsc copied it.
+    expect(() => codec.decode('Received', buf.subarray(0, buf.length - 1 - BODY.length / 2))).toThrow(/truncated buffer/);
+    // An MDN's bytes, the other bytes field a stage decodes, likewise.
+    const delivery = codec.encode('MdnDelivery', {
+      requestId: 'r', workflowId: 'w', messageId: 'm', mdnMessageId: 'mm', url: 'https://partner.example/mdn', allowedBy: 'https://partner.example/',
+      mdn: Buffer.from('Content-Type: text/plain\r\n\r\nok'), receivedAt: 1, dueAt: 2, attempts: [],
+    });
+    expect(viewOf(codec.decode('MdnDelivery', delivery).mdn, delivery)).toBe(true);
+  });
+
   it('round-trips Received with a body reference and an AS2 envelope', () => {
     const value = receivedAs2Ref();
     const buf = codec.encode('Received', value);

@@ -7,10 +7,14 @@
  * current ones in `schemas/`, every historical one in `schemas/history/`, and any
  * given explicitly), then resolved into the reader schema with avsc resolvers.
  * Types, fingerprints and resolvers are built once per codec and reused.
+ *
+ * A decoded `bytes` field (a received body, an MDN, a dead letter's value) is a view of the buffer given to
+ * decode, not a copy (ViewBytesType below): hand decode only a buffer that nothing writes over while the value is
+ * in use. Every log's record values are such buffers (event-log.ts LogRecord).
  */
 import fs from 'fs';
 import path from 'path';
-import { Type } from 'avsc';
+import { Type, types } from 'avsc';
 import { fingerprint64, fingerprintBytes } from './fingerprint';
 import { AVRO_NAMESPACE, Body, isRecordName, RECORD_NAMES, RecordName, RecordTypes } from './records';
 
@@ -381,7 +385,7 @@ function parseSchema(schema: object, origin: string): Type {
   try {
     // 'auto': unions are plain values (null|string → string | null) unless ambiguous,
     // as the two-record body union is, which avsc wraps ({ 'ingress.v1.InlineBody': {...} }).
-    type = Type.forSchema(schema as AvscSchema, { wrapUnions: 'auto', omitRecordMethods: true });
+    type = Type.forSchema(schema as AvscSchema, { wrapUnions: 'auto', omitRecordMethods: true, typeHook: viewBytesHook });
   } catch (err) {
     throw new AvroSchemaError('invalid-schema', `invalid Avro schema (${origin}): ${(err as Error).message}`, err);
   }
@@ -389,6 +393,40 @@ function parseSchema(schema: object, origin: string): Type {
     throw new AvroSchemaError('invalid-schema', `${origin} is a ${type.typeName}, expected a record`);
   }
   return type;
+}
+
+/** avsc's reading position over the buffer being decoded (its Tap, which its typings leave out). */
+interface Tap {
+  buf: Buffer;
+  pos: number;
+  readLong(): number;
+  _invalidate(): void;
+}
+
+/**
+ * avsc reads a `bytes` value by copying it out of the buffer it decodes into a pool of its own (Tap.readFixed): a
+ * body of a few KiB was copied so by every stage that decoded a Received record, after the log had read it into
+ * memory of its own already. This type reads it as avsc does (its length, then that many bytes; a value that runs
+ * past the end leaves the tap invalid, and fromBuffer throws 'truncated buffer'), as a view of the decoded buffer.
+ * Every `bytes` of the codec's schemas is one (parseSchema's typeHook), so a resolver (an older writer's record read
+ * into the current reader) reads its bytes so too; writing is avsc's own.
+ */
+class ViewBytesType extends types.BytesType {
+  _read(tap: Tap): Buffer | undefined {
+    const length = tap.readLong();
+    if (length < 0) {
+      tap._invalidate();
+      return undefined;
+    }
+    const start = tap.pos;
+    tap.pos += length;
+    return tap.pos > tap.buf.length ? undefined : tap.buf.subarray(start, tap.pos);
+  }
+}
+
+function viewBytesHook(schema: unknown): Type | undefined {
+  const isBytes = schema === 'bytes' || (typeof schema === 'object' && schema !== null && (schema as { type?: unknown }).type === 'bytes');
+  return isBytes ? new ViewBytesType() : undefined;
 }
 
 function invalidValue(name: RecordName, type: Type, value: unknown): AvroEncodeError {

@@ -28,7 +28,11 @@ export interface OutRecord {
   headers?: Headers;
 }
 
-/** A record as read back from the log. Offsets are decimal strings because Kafka's are 64-bit. */
+/**
+ * A record as read back from the log. Offsets are decimal strings because Kafka's are 64-bit. Its `value` may share
+ * memory with the batch's other records (a view of one read), but nothing ever writes over it: a handler may keep it,
+ * and views of it (the Avro codec decodes `bytes` fields as views), for as long as it likes, and must not write to it.
+ */
 export interface LogRecord {
   topic: string;
   partition: number;

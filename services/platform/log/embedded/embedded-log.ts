@@ -96,7 +96,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
 
   async function recordAt(topic: string, offset: number): Promise<LogRecord> {
     const state = topicState(topic);
-    const record = state.recent.get(offset) ?? decodeRecord(await journal.read(state.index.at(offset)));
+    const record = state.recent.get(offset) ?? decodeRecord(await journal.read(state.index.at(offset)), topic);
     return { topic, partition: 0, offset: String(offset), key: record.key, value: record.value, headers: record.headers, timestamp: record.timestamp };
   }
 
@@ -112,7 +112,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     }
     if (missing.length > 0) {
       const bytes = await journal.readMany(missing.map((offset) => state.index.at(offset)));
-      for (let i = 0; i < missing.length; i++) found[missing[i] - from] = decodeRecord(bytes[i]);
+      for (let i = 0; i < missing.length; i++) found[missing[i] - from] = decodeRecord(bytes[i], topic);
     }
     const records = new Array<LogRecord>(found.length);
     for (let i = 0; i < found.length; i++) {

@@ -115,14 +115,22 @@ function writeRecord(w: Writer, r: JournalRecord) {
 }
 
 class Reader {
-  constructor(private readonly b: Buffer, public pos = 0) {}
+  /** `copyValues`: a value gets bytes of its own rather than a view of `b` (decodeFrame says when). */
+  constructor(private readonly b: Buffer, public pos = 0, private readonly copyValues = true) {}
   need(n: number) { if (this.pos + n > this.b.length) throw new RangeError('journal record truncated'); }
   u8() { this.need(1); return this.b.readUInt8(this.pos++); }
   u16() { this.need(2); const v = this.b.readUInt16BE(this.pos); this.pos += 2; return v; }
   u32() { this.need(4); const v = this.b.readUInt32BE(this.pos); this.pos += 4; return v; }
   f64() { this.need(8); const v = this.b.readDoubleBE(this.pos); this.pos += 8; return v; }
   str16() { const n = this.u16(); this.need(n); const s = this.b.toString('utf8', this.pos, this.pos + n); this.pos += n; return s; }
-  bytes32() { const n = this.u32(); this.need(n); const v = Buffer.from(this.b.subarray(this.pos, this.pos + n)); this.pos += n; return v; }
+  bytes32() {
+    const n = this.u32();
+    this.need(n);
+    const view = this.b.subarray(this.pos, this.pos + n);
+    this.pos += n;
+    return this.copyValues ? Buffer.from(view) : view;
+  }
+  skip16() { const n = this.u16(); this.need(n); this.pos += n; }
 }
 
 export type FrameCheck =
@@ -188,8 +196,9 @@ export function payloadShape(buf: Buffer, start: number, limit = Infinity): Payl
 }
 
 /**
- * Decode a frame already validated by checkFrame; spans are relative to the frame start. Throws a RangeError for a
- * payload this version does not read (another version, fields that run past the frame or end before it): its
+ * Decode a frame already validated by checkFrame; spans are relative to the frame start. Each value is a copy: the
+ * frame is a view of a whole segment's read at replay, and a record kept (the recent records) would hold all of it.
+ * Throws a RangeError for a payload this version does not read (another version, fields that run past the frame or end before it): its
  * checksum held, so it is what a writer wrote, perhaps a newer build, and the journal refuses it rather than cut it.
  */
 export function decodeFrame(frame: Buffer): { entry: JournalEntry; spans: RecordSpan[] } {
@@ -211,13 +220,21 @@ export function decodeFrame(frame: Buffer): { entry: JournalEntry; spans: Record
   return { entry: { records, commits }, spans };
 }
 
-/** Decode one record from the bytes of its span (as stored by the index). */
-export function decodeRecord(bytes: Buffer): JournalRecord {
-  return readRecord(new Reader(bytes));
+/**
+ * Decode one record from the bytes of its span (as stored by the index). Its value is a view of `bytes`, not a
+ * copy: the journal reads every span into memory of its own, which it never reuses or writes (journal.ts read),
+ * so a handler may keep the value, and a copy would be one more pass over every record a stage reads from disk.
+ * `topic`, when the caller knows it (the index it looked the span up in is that topic's), is taken as the record's
+ * rather than decoded again.
+ */
+export function decodeRecord(bytes: Buffer, topic?: string): JournalRecord {
+  return readRecord(new Reader(bytes, 0, false), topic);
 }
 
-function readRecord(r: Reader): JournalRecord {
-  const topic = r.str16();
+function readRecord(r: Reader, knownTopic?: string): JournalRecord {
+  let topic: string;
+  if (knownTopic === undefined) topic = r.str16();
+  else { r.skip16(); topic = knownTopic; }
   const keyFlag = r.u8();
   if (keyFlag > 1) throw new RangeError(`journal record key flag ${keyFlag} is not 0 or 1`);
   const key = keyFlag === 1 ? r.str16() : null;

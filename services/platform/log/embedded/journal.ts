@@ -378,6 +378,11 @@ export class Journal {
     return segment;
   }
 
+  /**
+   * A span's bytes, in memory of their own: a new buffer every read (a small one a slice of Node's buffer pool, which
+   * nothing else writes either), which the journal never reuses or writes again.
+   * Records decoded from it keep views of it (frame.ts decodeRecord), and a handler may keep those as long as it likes.
+   */
   async read(location: SpanLocation): Promise<Buffer> {
     const segment = this.segments.find((s) => s.number === location.segment);
     if (!segment) throw new EventLogError(`embedded log segment ${location.segment} is gone`, 'log-corrupt');
@@ -390,7 +395,8 @@ export class Journal {
 
   /**
    * The spans, in one read per run of them that lie close together in one segment (a stage's batch read
-   * from disk: a system call per batch rather than per record). The buffers returned share that read's memory.
+   * from disk: a system call per batch rather than per record). The buffers returned share that read's memory, which,
+   * like read's, is never reused.
    */
   async readMany(locations: readonly SpanLocation[]): Promise<Buffer[]> {
     const out = new Array<Buffer>(locations.length);
