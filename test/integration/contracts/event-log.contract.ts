@@ -243,6 +243,29 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       expect(firsts).toContain('c');
     });
 
+    test('a batch result\'s committed hook is called once its outputs are committed, never for a batch that committed nothing', async () => {
+      const log = await fixture.open();
+      const { input, output, group } = await stageTopics(log, 'batch-committed');
+      await log.append(['a', 'b', 'c'].map((v) => rec(input, 'k', v)));
+      const calls: { outputs: number; committed: number }[] = [];
+      const stage = await log.runStage({
+        group, topic: input,
+        handleBatch: async (records) => {
+          const call = { outputs: 0, committed: 0 };
+          calls.push(call);
+          const committed = () => { call.committed++; };
+          if (calls.length === 1) return { outputs: [], failure: { index: 0, error: new Error('transient') }, committed };
+          call.outputs = records.length;
+          return { outputs: records.map((r) => [rec(output, r.key, `ok-${r.value.toString()}`)]), committed };
+        },
+      });
+      await collect(log, output, 3);
+      await until(() => calls.some((c) => c.committed > 0), 10_000);
+      await stage.stop();
+      expect(calls[0]).toEqual({ outputs: 0, committed: 0 });
+      expect(calls.every((c) => c.committed <= 1 && (c.committed === 0 || c.outputs > 0))).toBe(true);
+    });
+
     test('a batch handler that throws commits nothing and is given the batch again, still its partition\'s first since owned', async () => {
       const log = await fixture.open();
       const { input, output, group } = await stageTopics(log, 'batch-throw');

@@ -230,6 +230,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
               await journal.append({ records: journalRecords, commits: [{ group, topic, next: done }] });
               // Progress: a failure at the record after it is that record's first, backed off from the start.
               attempt = 0;
+              result.committed?.();
             } catch (error) {
               failure = { error, record: null };
             }

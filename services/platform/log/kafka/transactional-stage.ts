@@ -338,6 +338,7 @@ class TransactionalStage {
       const first = i;
       const outputs: OutRecord[] = [];
       let failure: { error: unknown; record: LogRecord | null } | null = null;
+      let committed: (() => void) | undefined;
       if (this.stopping || !isRunning() || isStale() || interrupted()) return;
       // One call of the batch handler per transaction: it stops at its budget itself (outputs, deadline).
       const records = messages.slice(first, first + MAX_RECORDS_PER_TRANSACTION).map((m) => toLogRecord(batch.topic, partition, m));
@@ -348,6 +349,7 @@ class TransactionalStage {
         for (const produced of result.outputs) for (const out of produced) outputs.push(out);
         i += result.outputs.length;
         if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
+        committed = result.committed;
       } catch (error) {
         failure = { error, record: null };
       }
@@ -369,6 +371,7 @@ class TransactionalStage {
           return; // nothing resolved: the partition is fetched again from `first`, and owned anew
         }
         resolveOffset(messages[last].offset);
+        committed?.();
         this.fences.delete(partition);
         // Progress: whatever failed before is behind, so a failure at the record after it is that record's first
         // and backs off from the start (docs/operations.md "Dead letters").
