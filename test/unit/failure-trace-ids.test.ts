@@ -30,8 +30,8 @@ test("'record dead-lettered' and a retry's fields carry the failed span's trace 
     throw r.offset === '1' ? new StageInputError('trigger-missing', 'gone') : new Error('flaky');
   })), { stage: 'dispatcher', topic: 'dl', codec, logger, recordKey: 'workflow' });
 
-  // Permanent: dead-lettered at once.
-  await handle([record('1')], stageBatchBudget(1e6));
+  // Permanent: dead-lettered at once, said once the log has committed the letter.
+  (await handle([record('1')], stageBatchBudget(1e6))).committed?.();
   const [failedSpan] = exporter.getFinishedSpans();
   expect(failedSpan.spanContext().traceId).toBe(TRACE);
   expect(lines.find((l) => l.msg === 'record dead-lettered')).toMatchObject({ requestId: 'req-7', trace_id: TRACE, span_id: failedSpan.spanContext().spanId });

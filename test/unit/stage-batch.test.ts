@@ -96,6 +96,32 @@ describe('withDeadLetteringBatch', () => {
     expect(second.outputs.map((o) => o[0].topic)).toEqual(['dead', 'out']);
   });
 
+  test('a dead letter is logged and counted once its commit succeeded, once, however often a failed commit hands it over again; and at once again, not after its attempts once more', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const counted: string[] = [];
+    const handle = withDeadLetteringBatch(inner((v) => (v === 'flaky' ? new Error('later') : null)), {
+      ...options,
+      logger: { ...silentLogger, warn: (message: string, fields?: Record<string, unknown>) => { if (message === 'record dead-lettered') lines.push(fields ?? {}); } },
+      metrics: { stageRecord: (_stage: string, outcome: string) => { counted.push(outcome); } },
+    });
+    const records = [record(0, 'flaky'), record(1, 'b')];
+    const budget = { maxOutputBytes: 1e9, deadline: Infinity };
+    expect((await handle(records, budget)).failure?.index).toBe(0);
+    const lettered = await handle(records, budget);
+    expect(lettered.outputs.map((o) => o[0].topic)).toEqual(['dead', 'out']);
+    // Its commit failed (no call of `committed`): the log hands the same records over again.
+    expect(lines).toHaveLength(0);
+    const again = await handle(records, budget);
+    expect(again.outputs.map((o) => o[0].topic)).toEqual(['dead', 'out']);
+    expect(codec.decode('DeadLetter', again.outputs[0][0].value).attempts).toBe(2);
+    again.committed?.();
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ offset: '0', attempts: 2 });
+    expect(counted.filter((o) => o === 'dead-lettered')).toHaveLength(1);
+    // A batch without a dead letter has nothing to say once committed.
+    expect((await handle([record(2, 'c')], budget)).committed).toBeUndefined();
+  });
+
   test('a backend outage is retried past the attempts, until it has lasted OUTAGE_RETRY_MS; then the record is dead-lettered', async () => {
     let clock = 1_000_000;
     const outage = new RegistryError('cosmos did not answer', 'registry-unavailable');

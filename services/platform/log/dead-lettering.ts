@@ -72,7 +72,9 @@ function stageCrashed(stage: string): StageInputError {
  * writes.
  */
 export function crashedLetter(record: LogRecord, options: DeadLetteringOptions): OutRecord[] {
-  return failureVerdict(options, options.now).failed(record, stageCrashed(options.stage));
+  const { letter, report } = failureVerdict(options, options.now).failed(record, stageCrashed(options.stage));
+  report();
+  return letter;
 }
 
 export function withDeadLettering(handle: StageHandler, options: DeadLetteringOptions): StageHandler {
@@ -84,7 +86,10 @@ export function withDeadLettering(handle: StageHandler, options: DeadLetteringOp
       options.metrics?.stageRecord(options.stage, 'processed');
       return out;
     } catch (error) {
-      return verdict.failed(record, error);
+      // A per-record handler has no commit to wait for: said when the letter is made.
+      const { letter, report } = verdict.failed(record, error);
+      report();
+      return letter;
     }
   };
 }
@@ -98,11 +103,22 @@ export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadL
   const verdict = failureVerdict(options, options.now);
   const handleBatch: StageBatchHandler = (records, budget) => handleRest(records, budget, []);
   if (!options.crashMarks) return handleBatch;
-  return withCrashGuard(handleBatch, { ...options.crashMarks, stage: options.stage, logger: options.logger, crashed: (record) => verdict.failed(record, stageCrashed(options.stage)) });
+  // The crash guard commits a convicted record's letter as that batch's only output, without a hook: said at once.
+  return withCrashGuard(handleBatch, { ...options.crashMarks, stage: options.stage, logger: options.logger, crashed: (record) => {
+    const { letter, report } = verdict.failed(record, stageCrashed(options.stage));
+    report();
+    return letter;
+  } });
 
+  /**
+   * The dead letters' log lines and metrics wait for the log to commit them (StageBatchResult.committed): a
+   * commit that fails hands the records over again, and each letter is made, and would be said, once more.
+   */
   async function handleRest(records: LogRecord[], budget: StageBatchBudget, outputs: OutRecord[][]): Promise<StageBatchResult> {
     let rest = records;
     let bytes = 0;
+    const reports: (() => void)[] = [];
+    const withReports = (result: StageBatchResult): StageBatchResult => reports.length === 0 ? result : { ...result, committed: () => { for (const report of reports) report(); } };
     while (rest.length > 0 && !budgetSpent(budget, outputs.length, bytes)) {
       const result = await handle(rest, { maxOutputBytes: budget.maxOutputBytes - bytes, deadline: budget.deadline });
       for (let i = 0; i < result.outputs.length; i++) {
@@ -115,15 +131,16 @@ export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadL
       if (!result.failure) break;
       const failed = rest[result.failure.index];
       try {
-        const letter = verdict.failed(failed, result.failure.error);
+        const { letter, report } = verdict.failed(failed, result.failure.error);
+        reports.push(report);
         outputs.push(letter);
         for (const out of letter) bytes += out.value.length;
       } catch (error) {
-        return { outputs, failure: { index: outputs.length, error } };
+        return withReports({ outputs, failure: { index: outputs.length, error } });
       }
       rest = rest.slice(result.failure.index + 1);
     }
-    return { outputs };
+    return withReports({ outputs });
   }
 }
 
@@ -155,8 +172,11 @@ function failureVerdict(options: DeadLetteringOptions, now: () => number = Date.
     succeeded(record: LogRecord) {
       if (attempts.size > 0) attempts.delete(idOf(record));
     },
-    /** Throws `error` again while it may still be retried; else the dead letter to produce instead. */
-    failed(record: LogRecord, error: unknown): OutRecord[] {
+    /**
+     * Throws `error` again while it may still be retried; else the dead letter to produce instead, and `report`,
+     * its log line and metric, to say once the letter is committed.
+     */
+    failed(record: LogRecord, error: unknown): { letter: OutRecord[]; report: () => void } {
       const id = idOf(record);
       const earlier = attempts.get(id);
       const attempt = (earlier?.count ?? 0) + 1;
@@ -165,12 +185,19 @@ function failureVerdict(options: DeadLetteringOptions, now: () => number = Date.
         attempts.set(id, { count: attempt, since });
         throw error;
       }
-      attempts.delete(id);
       const err = error as Error & { code?: unknown };
       const code = typeof err.code === 'string' ? err.code : err.name ?? 'error';
-      options.metrics?.stageRecord(options.stage, 'dead-lettered', code);
       const workflowId = workflowOfRecord(record, options.codec, options.recordKey);
-      options.logger.warn('record dead-lettered', { stage: options.stage, topic: record.topic, partition: record.partition, offset: record.offset, key: record.key, workflowId, errorCode: code, attempts: attempt, error: err, ...failureFields(record, error, options.codec) });
+      const fields = { stage: options.stage, topic: record.topic, partition: record.partition, offset: record.offset, key: record.key, workflowId, errorCode: code, attempts: attempt, error: err, ...failureFields(record, error, options.codec) };
+      // Its attempts are forgotten only with the letter committed: a commit that failed gives the record again,
+      // and the same verdict (the same letter) comes at once, not after as many attempts once more.
+      const report = () => {
+        attempts.delete(id);
+        try {
+          options.metrics?.stageRecord(options.stage, 'dead-lettered', code);
+          options.logger.warn('record dead-lettered', fields);
+        } catch { /* a log line or metric must not fail the log's commit path */ }
+      };
       const value = options.codec.encode('DeadLetter', {
         stage: options.stage,
         errorCode: code,
@@ -180,7 +207,7 @@ function failureVerdict(options: DeadLetteringOptions, now: () => number = Date.
         workflowId,
         source: { topic: record.topic, partition: record.partition, offset: record.offset, key: record.key === null ? null : Buffer.from(record.key), value: record.value, headers: record.headers },
       });
-      return [{ topic: options.topic, key: record.key, value, headers: record.headers }];
+      return { letter: [{ topic: options.topic, key: record.key, value, headers: record.headers }], report };
     },
   };
 }

@@ -60,6 +60,12 @@ export type StageHandler = (record: LogRecord) => Promise<OutRecord[]>;
 export interface StageBatchResult {
   outputs: OutRecord[][];
   failure?: { index: number; error: unknown };
+  /**
+   * Called once the outputs are committed (with the input offset), never when the commit failed and the records
+   * will be handed over again: what must be said once per committed outcome (a dead letter's log line and
+   * metric) waits for it. It must not throw.
+   */
+  committed?: () => void;
 }
 
 /**

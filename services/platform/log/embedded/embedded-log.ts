@@ -196,6 +196,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
       if (runningStages.has(key)) throw new EventLogError(`stage ${group} already consumes ${topic} in this process`, 'log-unavailable');
       runningStages.add(key);
       const stop = new AbortController();
+      // Failures in a row without progress (of the same record, or batch): what the back-off grows with.
       let attempt = 0;
       // Until the handler has taken a batch: the first one may be what this process's previous life ended on.
       let firstSinceOwned = true;
@@ -227,7 +228,9 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
               if (lock?.unconfirmed()) await lock.confirm();
               if (lockLost) throw lockLost;
               await journal.append({ records: journalRecords, commits: [{ group, topic, next: done }] });
-              if (!failure) attempt = 0;
+              // Progress: a failure at the record after it is that record's first, backed off from the start.
+              attempt = 0;
+              result.committed?.();
             } catch (error) {
               failure = { error, record: null };
             }

@@ -48,13 +48,14 @@ let patchChecked = false;
  *   the same send (tulios/kafkajs#1303): 200 for records a broker failover dropped. Retried per partition;
  * - read_committed let records of aborted transactions through when a partition's aborted transactions were
  *   listed out of offset order or overlapped (a dead letter, or a decoded record, of an aborted transaction read
- *   as committed: an execution twice). Sorted, all taken.
+ *   as committed: an execution twice). Sorted, all taken; and ended only by a control record, not by a data
+ *   record whose key happens to be the abort marker's four zero bytes.
  * An install without it (`--ignore-scripts`) is refused. The markers name the patch's revisions: an install
  * that kept an earlier revision (node_modules not reinstalled after a pull) is refused too.
  */
 const KAFKAJS_PATCHES: [file: string, marker: string][] = [
   ['kafkajs/src/producer/sendMessages.js', 'ingress-patch 2: retry per partition'],
-  ['kafkajs/src/consumer/filterAbortedMessages.js', 'ingress-patch 3: aborted transactions in offset order'],
+  ['kafkajs/src/consumer/filterAbortedMessages.js', 'ingress-patch 4: aborted transactions in offset order'],
 ];
 
 function requirePatchedKafkajs(): void {

@@ -42,7 +42,8 @@ import { assignedInStableGroup } from './group-assignment';
  * Where the consumer reads next is kafkajs's "resolved offset" of the partition, and this stage resolves an
  * offset only after the transaction that covers it committed. When a handler throws, the records before it are
  * committed, the partition is paused for backoffMs(attempt) and then resumed: kafkajs fetches it again from
- * the resolved offset, i.e. from the failed record. This is the reliable way in kafkajs 2.2.4:
+ * the resolved offset, i.e. from the failed record (the back-off grows only with failures in a row without a
+ * commit between them: `attempts`). This is the reliable way in kafkajs 2.2.4:
  * - throwing from eachBatch goes to the runner's own retrier (its back-off, not ours) and after a few
  *   failures crashes and restarts the consumer, i.e. a group rebalance per poison record;
  * - seek() is used only to move to the committed offset after a producer is initialised; a pending seek that
@@ -144,6 +145,10 @@ class TransactionalStage {
   private joins = 0;
   /** The member id the group gave this member at its last join (who it is in DescribeGroups). */
   private memberId: string | null = null;
+  /**
+   * Failures of a partition in a row without progress (a commit), i.e. of the same record, or of the same batch
+   * when no record is to blame: what its back-off grows with. Unrelated records that each fail once stay at 1.
+   */
   private readonly attempts = new Map<number, number>();
   /** Fences of a partition in a row within one join (FENCES_CHECKED). */
   private readonly fences = new Map<number, { join: number; count: number }>();
@@ -333,6 +338,7 @@ class TransactionalStage {
       const first = i;
       const outputs: OutRecord[] = [];
       let failure: { error: unknown; record: LogRecord | null } | null = null;
+      let committed: (() => void) | undefined;
       if (this.stopping || !isRunning() || isStale() || interrupted()) return;
       // One call of the batch handler per transaction: it stops at its budget itself (outputs, deadline).
       const records = messages.slice(first, first + MAX_RECORDS_PER_TRANSACTION).map((m) => toLogRecord(batch.topic, partition, m));
@@ -343,6 +349,7 @@ class TransactionalStage {
         for (const produced of result.outputs) for (const out of produced) outputs.push(out);
         i += result.outputs.length;
         if (result.failure) failure = { error: result.failure.error, record: records[result.failure.index] };
+        committed = result.committed;
       } catch (error) {
         failure = { error, record: null };
       }
@@ -364,8 +371,11 @@ class TransactionalStage {
           return; // nothing resolved: the partition is fetched again from `first`, and owned anew
         }
         resolveOffset(messages[last].offset);
+        committed?.();
         this.fences.delete(partition);
-        if (!failure) this.attempts.delete(partition);
+        // Progress: whatever failed before is behind, so a failure at the record after it is that record's first
+        // and backs off from the start (docs/operations.md "Dead letters").
+        this.attempts.delete(partition);
       }
       if (failure) { this.retryLater(partition, failure.error, failure.record); return; }
     }

@@ -15,7 +15,8 @@ export interface LogHost {
   close(): Promise<void>;
 }
 
-export interface BatchAnswer { outputs: PackedOutputs; failure?: { index: number; error: WireError } }
+/** `committed`: the handler wants to hear when the outputs are committed (StageBatchResult.committed). */
+export interface BatchAnswer { outputs: PackedOutputs; failure?: { index: number; error: WireError }; committed?: boolean }
 
 /**
  * The records a read hands over per call at most: enough to cross the thread boundary rarely. A call also ends
@@ -35,7 +36,11 @@ export function serveLog(log: EventLog, rpc: () => Rpc): LogHost {
         async handleBatch(records, budget) {
           const packed = packLogRecords(records);
           const answer = await rpc().call<BatchAnswer>('stage.handleBatch', [id, packed, budget], [packed.bytes]);
-          return { outputs: unpackOutputs(answer.outputs), failure: answer.failure && { index: answer.failure.index, error: fromWireError(answer.failure.error) } };
+          return {
+            outputs: unpackOutputs(answer.outputs),
+            failure: answer.failure && { index: answer.failure.index, error: fromWireError(answer.failure.error) },
+            committed: answer.committed ? () => rpc().notify('stage.committed', [id]) : undefined,
+          };
         },
         onRetry(error, record, attempt) {
           // A copy of the value alone: cloning the record's Buffer would take its whole backing memory along.

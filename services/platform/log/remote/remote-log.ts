@@ -14,7 +14,8 @@ export interface RemoteLog {
   handlers: Record<string, Handler>;
 }
 
-interface ServedStage { handle: StageBatchHandler; onRetry: StageOptions['onRetry'] }
+/** `committed`: the hook of the last batch answered, which the owner calls back once it committed that batch. */
+interface ServedStage { handle: StageBatchHandler; onRetry: StageOptions['onRetry']; committed?: () => void }
 
 export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
   const stages = new Map<number, ServedStage>();
@@ -26,9 +27,18 @@ export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
       const stage = stages.get(id);
       if (!stage) throw new Error(`stage ${id} is not running in this thread`);
       const result = await stage.handle(unpackLogRecords(packed), budget);
+      // A stage's batches come one after another: a batch answered without a commit after it (the commit failed)
+      // has its hook replaced by the next one's.
+      stage.committed = result.committed;
       const outputs = packOutputs(result.outputs);
-      const answer: BatchAnswer = { outputs, failure: result.failure && { index: result.failure.index, error: toWireError(result.failure.error) } };
+      const answer: BatchAnswer = { outputs, failure: result.failure && { index: result.failure.index, error: toWireError(result.failure.error) }, committed: result.committed !== undefined };
       return transferable(answer, [outputs.records.bytes]);
+    },
+    'stage.committed'(id: number) {
+      const stage = stages.get(id);
+      const committed = stage?.committed;
+      if (stage) stage.committed = undefined;
+      committed?.();
     },
     'stage.retry'(id: number, error: WireError, record: (Omit<LogRecord, 'value'> & { value: Uint8Array }) | null, attempt: number) {
       stages.get(id)?.onRetry?.(fromWireError(error), record && { ...record, value: Buffer.from(record.value.buffer, record.value.byteOffset, record.value.length) }, attempt);
