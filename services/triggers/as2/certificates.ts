@@ -2,7 +2,7 @@ import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { child, contentOf, DerFault, octets, oidOf, parseDer, parseLeadingDer, rawOf, type Node } from './der';
 import type { As2CredentialData, As2ReceiverKeyData } from '../../platform/registry/documents';
 import { as2CertificateFields } from '../../platform/registry/as2-credential';
-import { currentPartnerCertificates, currentReceiverKeys } from '../../platform/registry/as2-retired-keys';
+import { currentPartnerCertificates, currentReceiverKeys, type As2RetiredKeyData } from '../../platform/registry/as2-retired-keys';
 import { parsePrefix, type UrlPrefix } from '../../platform/net/url-allow-list';
 
 /**
@@ -31,6 +31,8 @@ export interface CertificateFacts {
 export interface ReceiverKey {
   receiver: CertificateFacts;
   key: KeyObject;
+  /** When an earlier put retired it (ms since the epoch); absent for a current key. */
+  retiredAt?: number;
 }
 
 export interface As2Identity extends ReceiverKey {
@@ -54,6 +56,11 @@ export interface As2Identity extends ReceiverKey {
    * credential stored before `credentials put` refused it. The receiver and the decoder log them once per credential.
    */
   warnings: string[];
+  /**
+   * The decoder's: the fingerprint of the receiver certificate whose key opened the message at receipt (the
+   * received record's `as2.receiverCertificate`), which it opens with again (rotation.ts namedReceiverKey).
+   */
+  openedWith?: string | null;
 }
 
 const SKI_OID = '2.5.29.14';
@@ -181,13 +188,14 @@ export function openingIdentityOf(data: As2CredentialData): As2Identity {
   return identity;
 }
 
-function identityFrom(current: As2ReceiverKeyData[], retired: As2ReceiverKeyData[], currentPartners: string[], retiredPartners: string[], data: As2CredentialData): As2Identity {
+function identityFrom(current: As2ReceiverKeyData[], retired: As2RetiredKeyData[], currentPartners: string[], retiredPartners: string[], data: As2CredentialData): As2Identity {
   if (current.length === 0) throw new Error('the AS2 credential holds no receiver key');
   const warnings: string[] = [];
   const receiverOf = (pair: As2ReceiverKeyData): ReceiverKey => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') });
+  const retiredOf = (pair: As2RetiredKeyData): ReceiverKey => ({ ...receiverOf(pair), retiredAt: Date.parse(pair.retiredAt) });
   // A current one that cannot be read fails the credential (the receiver must not answer with part of it); a
   // retired one is skipped: it only opens records accepted before, and failing on it would fail every record.
-  const receivers = [...current.map(receiverOf), ...readable(retired, receiverOf, 'retired receiver key', warnings)];
+  const receivers = [...current.map(receiverOf), ...readable(retired, retiredOf, 'retired receiver key', warnings)];
   const partnerOf = (pem: string) => certificateFacts(new X509Certificate(pem));
   const partners = [...currentPartners.map(partnerOf), ...readable(retiredPartners, partnerOf, 'retired partner certificate', warnings)];
   warnings.push(
