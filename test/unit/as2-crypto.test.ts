@@ -9,7 +9,7 @@ import { decodedBody, multipartParts, parseEntity } from '../../services/trigger
 import { digestFromName } from '../../services/triggers/as2/algorithms';
 import { parseMdnOptions, chooseMicalg, micAlgorithm } from '../../services/triggers/as2/mdn';
 import { AS2_MAX_INFLATED_BYTES, unwrapMessage } from '../../services/triggers/as2/unwrap';
-import { compressedData, createPeer, type Peer } from '../support/as2-peer';
+import { compressedData, createPeer, type Party, type Peer } from '../support/as2-peer';
 import { contentVariants, openCbc, paddings, withCiphertextByte, withPlain } from '../support/as2-tamper';
 
 /** The AS2 crypto and MIME units, on messages built by the openssl command line. */
@@ -494,6 +494,24 @@ describe('signatures: content-type attribute, pin before carried certificates, b
     });
     const fault = await asyncFaultOf(unwrapMessage(unknownHash, signed.contentType, null, { identity: pinned, maxInflatedBytes: 1 << 20 }));
     expect([fault.code, fault.message]).toEqual(['unsupported-algorithm', 'digest algorithm 2.16.840.1.101.3.4.2.127 is not supported']);
+  });
+
+  test('a pinned partner certificate whose keyUsage allows no signatures is refused (authentication-failed), even when its signature holds; digitalSignature or nonRepudiation, or no extension, is fine', async () => {
+    const receiver = await peer.party('receiver');
+    const encOnly = await peer.certificate('enc-only', ['-subj', '/CN=enc-only', '-addext', 'keyUsage=critical,keyEncipherment', '-addext', 'extendedKeyUsage=serverAuth']);
+    const signer = await peer.certificate('signer', ['-subj', '/CN=signer', '-addext', 'keyUsage=critical,digitalSignature']);
+    const pinnedTo = (partner: Party) => identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const byEncOnly = await peer.sign(payload(), encOnly);
+    const fault = await asyncFaultOf(unwrapMessage(byEncOnly.body, byEncOnly.contentType, null, { identity: pinnedTo(encOnly), maxInflatedBytes: 1 << 20 }));
+    expect([fault.code, fault.message]).toEqual(['authentication-failed', 'the partner certificate\'s keyUsage (keyEncipherment) allows no signatures (digitalSignature or nonRepudiation)']);
+    // Inside encryption, the same fault, answered decryption-failed like every fault that depends on the content (the reason in the log).
+    const sealed = await peer.encrypt(byEncOnly.entity, receiver);
+    const inner = await asyncFaultOf(unwrapMessage(sealed.body, sealed.contentType, null, { identity: pinnedTo(encOnly), maxInflatedBytes: 1 << 20 }));
+    expect([inner.code, inner.reason]).toEqual(['decryption-failed', expect.stringContaining('keyUsage (keyEncipherment)')]);
+    const bySigner = await peer.sign(payload(), signer);
+    expect(await unwrapMessage(bySigner.body, bySigner.contentType, null, { identity: pinnedTo(signer), maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
+    // Without a pin (and so in the decoder, which opens what the receiver accepted without it) it is not looked at.
+    expect(await unwrapMessage(byEncOnly.body, byEncOnly.contentType, null, { identity: identityOf({ certificate: receiver.cert, privateKey: receiver.key }), maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
   });
 
   test('with a pinned partner, carried certificates are not consulted: a look-alike certificate changes nothing', async () => {

@@ -1,6 +1,6 @@
 import { constants, createHash, verify, X509Certificate } from 'node:crypto';
 import { digestFromOid, OID, type Digest } from './algorithms';
-import { certificateFacts, identifies, type CertificateFacts } from './certificates';
+import { certificateFacts, identifies, signsByKeyUsage, type CertificateFacts } from './certificates';
 import { namedPartner } from './rotation';
 import { child, contentOf, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
@@ -65,6 +65,12 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partners: read
     throw new As2Fault('signer-outside-validity', validity === 'expired'
       ? `the message was signed with a certificate that expired on ${validTo(signer.cert).toISOString()}, before the message was received`
       : `the message was signed with a certificate that is not valid before ${validFrom(signer.cert).toISOString()}`);
+  }
+  // A pinned certificate whose key may not sign (RFC 5280 §4.2.1.3) authenticates nothing: `credentials put` refuses
+  // one, and one stored before is refused here. Only with a pin: the decoder (which opens without it) does not
+  // strand what the receiver accepted, and without a pin no certificate authenticates the sender anyway.
+  if (pinned && !signsByKeyUsage(signer)) {
+    throw new As2Fault('authentication-failed', `the partner certificate's keyUsage (${signer.keyUsage!.join(', ') || 'no bits set'}) allows no signatures (digitalSignature or nonRepudiation)`);
   }
   return { digest, signerFingerprint: signer.fingerprint };
 }
