@@ -4,6 +4,7 @@ import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
 import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { keepRemovedAsRetired } from '../../services/platform/registry/as2-retired-keys';
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { parseCredentialDocument, type As2CredentialData } from '../../services/platform/registry/documents';
 import { collectUntilQuiet } from '../support/log-reads';
@@ -214,9 +215,42 @@ test('a pin added after messages were accepted strands none of them: the decoder
     const record = sent.find((r) => codec.decode('Received', r.value).requestId === m.requestId)!;
     const again = randomUUID();
     await app.backends.log.append([{ topic: app.topics.received, key: record.key, value: codec.encode('Received', { ...codec.decode('Received', record.value), requestId: again }), headers: {} }]);
-    const [execution] = await executionsOf(app, again);
+    const [execution] = await executionsOf(app, again).catch((e) => { console.log(JSON.stringify(app.logs.filter((l) => JSON.stringify(l).includes(again)).slice(-3))); throw e; });
     expect(JSON.parse(execution.input)['AS2 in'].as2.filename).toBe('po.x12');
   }
+});
+
+test('a message accepted through the one-key fallback (its recipient id names none of our certificates) still opens after a second key is added and after the key is replaced', async () => {
+  // The partner encrypts to another certificate of our key (a CA-issued one, say): its issuer and serial name
+  // none of the credential's, and the receiver, with one key, opens it with that key.
+  const elsewhere = datedCertificate('receiver-ca-issued', new Date('2020-01-01T00:00:00Z'), new Date(Date.now() + 30 * DAY), receiverOld.key, '0a');
+  const theirCopy: Party = { name: 'receiver-ca-issued', cert: elsewhere.cert, key: elsewhere.key, certPath: peer.file(elsewhere.cert), keyPath: peer.file(elsewhere.key) };
+  await putCredential('cred-fallback', { certificate: receiverOld.cert, privateKey: receiverOld.key });
+  await as2Workflow('wf-fallback', 'cred-fallback');
+  const m = await postAs2(app, 'wf-fallback', peer.encrypt(payload(), theirCopy, '-aes256'), as2Headers(), peer, receiverOld);
+  expect(m.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+  await executionsOf(app, m.requestId);
+  const record = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).find((r) => codec.decode('Received', r.value).requestId === m.requestId)!;
+  const received = codec.decode('Received', record.value);
+  // The key that opened it is recorded with the message.
+  expect(received.as2!.receiverCertificate).toBe(new X509Certificate(receiverOld.cert).fingerprint256);
+  const replay = async (changes: Partial<typeof received> = {}) => {
+    const again = randomUUID();
+    await app.backends.log.append([{ topic: app.topics.received, key: record.key, value: codec.encode('Received', { ...received, ...changes, requestId: again }), headers: {} }]);
+    const [execution] = await executionsOf(app, again);
+    expect(JSON.parse(execution.input)['AS2 in'].as2.filename).toBe('po.x12');
+  };
+
+  // 1. A second current key beside it (the overlap): the decoder no longer has one key to fall back on, and uses the recorded one.
+  const overlap: As2CredentialData = { certificate: receiverOld.cert, privateKey: receiverOld.key, receiverKeys: [{ certificate: receiverNew.cert, privateKey: receiverNew.key }] };
+  await putCredential('cred-fallback', overlap);
+  await replay();
+  // 2. The key replaced (the old one retired, as `credentials put` keeps it): still the recorded one, not the new current key.
+  await putCredential('cred-fallback', keepRemovedAsRetired(overlap, { certificate: receiverNew.cert, privateKey: receiverNew.key }, new Date()));
+  await replay();
+  // A record written before the key was recorded: opened with the one key that could have been current and valid
+  // at receipt (here the new certificate was not valid yet), never by trying keys (rotation.ts onlyKeyAtReceipt).
+  await replay({ receivedAt: Date.now() - 2 * DAY, as2: { ...received.as2!, receiverCertificate: null } });
 });
 
 test('a credential stored before credentials put refused certificates with bytes after their key identifier keeps working: named by key id, messages open, with one warning', async () => {

@@ -1,3 +1,4 @@
+import { X509Certificate } from 'node:crypto';
 import { request } from 'node:http';
 import { rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -230,7 +231,7 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     // The received record keeps the raw (encrypted) message, the envelope facts and the MDN answered.
     const { received } = await receivedOf(app, m.requestId);
     expect(received.triggerKind).toBe('as2');
-    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12', mdn: answeredEntity(m), asyncMdn: null });
+    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12', mdn: answeredEntity(m), asyncMdn: null, receiverCertificate: new X509Certificate(receiver.cert).fingerprint256 });
     expect(received.body.kind === 'inline' && received.body.data.includes(Buffer.from('ST*850'))).toBe(false);
   });
 });

@@ -10,7 +10,7 @@ import { SLICE_BYTES } from '../../services/triggers/as2/slices';
 import { digestFromName } from '../../services/triggers/as2/algorithms';
 import { parseMdnOptions, chooseMicalg, micAlgorithm } from '../../services/triggers/as2/mdn';
 import { AS2_MAX_INFLATED_BYTES, unwrapMessage } from '../../services/triggers/as2/unwrap';
-import { compressedData, createPeer, type Peer } from '../support/as2-peer';
+import { compressedData, createPeer, type Party, type Peer } from '../support/as2-peer';
 import { contentVariants, openCbc, paddings, withCiphertextByte, withPlain } from '../support/as2-tamper';
 
 /** The AS2 crypto and MIME units, on messages built by the openssl command line. */
@@ -490,6 +490,54 @@ describe('signatures: content-type attribute, pin before carried certificates, b
     expect([fault.code, fault.message]).toEqual(['integrity-check-failed', 'the signed content-type attribute is missing or is not id-data']);
   });
 
+  test('RSA-PSS: salt lengths and hashes verify; an MGF1 hash other than the message hash, or an unknown hash, is unsupported-algorithm, never integrity-check-failed', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const pinned = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const open = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const pss = (md: string, extra: string[] = []) => peer.sign(payload(), partner, md, ['-keyopt', 'rsa_padding_mode:pss', ...extra]);
+    for (const signed of [await pss('sha256'), await pss('sha256', ['-keyopt', 'rsa_pss_saltlen:0']), await pss('sha512', ['-keyopt', 'rsa_pss_saltlen:max'])]) {
+      for (const identity of [pinned, open]) expect(await unwrapMessage(signed.body, signed.contentType, null, { identity, maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
+    }
+    // RFC 4055 allows MGF1 over another hash (openssl verifies it); Node's verify cannot: said so, not "tampered".
+    for (const signed of [await pss('sha256', ['-keyopt', 'rsa_mgf1_md:sha1']), await pss('sha1', ['-keyopt', 'rsa_mgf1_md:sha256'])]) {
+      for (const identity of [pinned, open]) {
+        const fault = await asyncFaultOf(unwrapMessage(signed.body, signed.contentType, null, { identity, maxInflatedBytes: 1 << 20 }));
+        expect([fault.code, fault.message]).toEqual(['unsupported-algorithm', expect.stringMatching(/^RSA-PSS with MGF1 over sha(1|256) and the message hash sha(256|1) is not supported/)]);
+      }
+    }
+    // The PSS hash (only there, not the digest algorithm) made one we do not know: 2.16.840.1.101.3.4.2.1 → .127.
+    const signed = await pss('sha256');
+    const unknownHash = withSignatureDer(signed.body, (der) => {
+      const at = der.indexOf(Buffer.from('06092a864886f70d01010a', 'hex'));
+      const sha256 = Buffer.from('0609608648016503040201', 'hex');
+      const hash = der.indexOf(sha256, at);
+      expect([at > 0, hash > at]).toEqual([true, true]);
+      der[hash + sha256.length - 1] = 0x7f;
+      return der;
+    });
+    const fault = await asyncFaultOf(unwrapMessage(unknownHash, signed.contentType, null, { identity: pinned, maxInflatedBytes: 1 << 20 }));
+    expect([fault.code, fault.message]).toEqual(['unsupported-algorithm', 'digest algorithm 2.16.840.1.101.3.4.2.127 is not supported']);
+  });
+
+  test('a pinned partner certificate whose keyUsage allows no signatures is refused (authentication-failed), even when its signature holds; digitalSignature or nonRepudiation, or no extension, is fine', async () => {
+    const receiver = await peer.party('receiver');
+    const encOnly = await peer.certificate('enc-only', ['-subj', '/CN=enc-only', '-addext', 'keyUsage=critical,keyEncipherment', '-addext', 'extendedKeyUsage=serverAuth']);
+    const signer = await peer.certificate('signer', ['-subj', '/CN=signer', '-addext', 'keyUsage=critical,digitalSignature']);
+    const pinnedTo = (partner: Party) => identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const byEncOnly = await peer.sign(payload(), encOnly);
+    const fault = await asyncFaultOf(unwrapMessage(byEncOnly.body, byEncOnly.contentType, null, { identity: pinnedTo(encOnly), maxInflatedBytes: 1 << 20 }));
+    expect([fault.code, fault.message]).toEqual(['authentication-failed', 'the partner certificate\'s keyUsage (keyEncipherment) allows no signatures (digitalSignature or nonRepudiation)']);
+    // Inside encryption, the same fault, answered decryption-failed like every fault that depends on the content (the reason in the log).
+    const sealed = await peer.encrypt(byEncOnly.entity, receiver);
+    const inner = await asyncFaultOf(unwrapMessage(sealed.body, sealed.contentType, null, { identity: pinnedTo(encOnly), maxInflatedBytes: 1 << 20 }));
+    expect([inner.code, inner.reason]).toEqual(['decryption-failed', expect.stringContaining('keyUsage (keyEncipherment)')]);
+    const bySigner = await peer.sign(payload(), signer);
+    expect(await unwrapMessage(bySigner.body, bySigner.contentType, null, { identity: pinnedTo(signer), maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
+    // Without a pin (and so in the decoder, which opens what the receiver accepted without it) it is not looked at.
+    expect(await unwrapMessage(byEncOnly.body, byEncOnly.contentType, null, { identity: identityOf({ certificate: receiver.cert, privateKey: receiver.key }), maxInflatedBytes: 1 << 20 })).toMatchObject({ signed: true });
+  });
+
   test('with a pinned partner, carried certificates are not consulted: a look-alike certificate changes nothing', async () => {
     const receiver = await peer.party('receiver');
     const partner = await peer.party('partner');
@@ -530,3 +578,16 @@ describe('what is answered processed opens in the decoder', () => {
     expect((await asyncFaultOf(unwrapMessage(sealed.body, sealed.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).code).toBe('decryption-failed');
   });
 });
+
+/** A multipart/signed body with its base64 signature part's DER changed in place by `patch` (same length). */
+function withSignatureDer(body: Buffer, patch: (der: Buffer) => Buffer): Buffer {
+  const text = body.toString('latin1');
+  const match = /pkcs7-signature[^]*?\r?\n\r?\n([A-Za-z0-9+/=\r\n]+?)\r?\n\r?\n?--/.exec(text);
+  if (!match) throw new Error('no base64 signature part');
+  const lines = match[1].split(/\r?\n/);
+  const encoded = patch(Buffer.from(lines.join(''), 'base64')).toString('base64');
+  let at = 0;
+  const again = lines.map((line) => encoded.slice(at, (at += line.length)));
+  const start = match.index + match[0].indexOf(match[1]);
+  return Buffer.from(text.slice(0, start) + again.join(match[1].includes('\r\n') ? '\r\n' : '\n') + text.slice(start + match[1].length), 'latin1');
+}

@@ -212,3 +212,21 @@ test('a message id names one folder: kept as it is when it is safe, else made sa
   for (const folder of folders) expect(folder).toMatch(/^as2\/wf\/[A-Za-z0-9_@+=-][A-Za-z0-9._@+=-]{0,199}(~[0-9a-f]{32})?$/);
   expect(evidenceFolder('wf', '<po!1@x>', 'req/../1')).toBe(`${messageFolder('wf', '<po!1@x>')}/req_.._1`);
 });
+
+test('credentials put refuses a partner certificate whose keyUsage allows no signatures (RFC 5280 §4.2.1.3), listed with the other problems; a stored one is refused at verify instead', async () => {
+  const good = await peer.party('ku-receiver');
+  const encOnly = await peer.certificate('ku-enc-only', ['-subj', '/CN=ku-enc-only', '-addext', 'keyUsage=critical,keyEncipherment']);
+  const signs = await peer.certificate('ku-signs', ['-subj', '/CN=ku-signs', '-addext', 'keyUsage=critical,nonRepudiation']);
+  const cut = await peer.certificate('ku-cut', ['-subj', '/CN=ku-cut', '-addext', 'subjectKeyIdentifier=DER:04:05:AB:CD']);
+  const sealer = createCredentialSealer('k'.repeat(43));
+  const doc = (data: Record<string, unknown>) => checkCredentialDocument({ id: 'cred-as2', type: 'as2ReceiverAuth', data }, Date.now());
+  const put = (data: Record<string, unknown>) => as2PutProblems(doc(data), null, sealer);
+  expect(put({ certificate: good.cert, privateKey: good.key, partnerCertificate: signs.cert })).toEqual([]);
+  expect(put({ certificate: cut.cert, privateKey: cut.key, partnerCertificate: encOnly.cert, partnerCertificates: [signs.cert, encOnly.cert] })).toEqual([
+    expect.stringMatching(/^data\.certificate has a subjectKeyIdentifier extension whose value cannot be read/),
+    'data.partnerCertificate has a keyUsage extension (keyEncipherment) with neither digitalSignature nor nonRepudiation: its key may not sign (RFC 5280 §4.2.1.3), so no message signed with it would be accepted; pin the partner\'s signing certificate',
+    'data.partnerCertificates[1] has a keyUsage extension (keyEncipherment) with neither digitalSignature nor nonRepudiation: its key may not sign (RFC 5280 §4.2.1.3), so no message signed with it would be accepted; pin the partner\'s signing certificate',
+  ]);
+  // Ours are not judged by it (a receiver certificate decrypts; MDN signing partners judge themselves).
+  expect(put({ certificate: encOnly.cert, privateKey: encOnly.key })).toEqual([]);
+});

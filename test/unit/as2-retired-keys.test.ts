@@ -172,4 +172,40 @@ describe('what the receiver accepted, the decoder opens after the rotation (real
     expect(await opens(data, message, false)).toMatchObject({ encrypted: true });
     expect(await opens(data, message)).toMatchObject({ encrypted: true });
   });
+
+  test('the decoder opens an unnamed message with the key recorded at receipt; a record without one, with the one key that could have opened it then, else not at all', async () => {
+    const early = (name: string, serial: string) => {
+      const made = datedCertificate(name, new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), undefined, serial);
+      return { certificate: made.cert, privateKey: made.key };
+    };
+    const first = early('receiver-first', '0b');
+    const second = early('receiver-second', '0c');
+    const renamed = datedCertificate('receiver-first', new Date('2025-01-01T00:00:00Z'), new Date('2099-01-01T00:00:00Z'), first.privateKey, '0d');
+    const message = await peer.encrypt(entity(), party('receiver-first', { certificate: renamed.cert, privateKey: renamed.key }));
+    const receivedAt = T1.getTime() - 1000;
+    const open = async (data: As2CredentialData, openedWith: string | null, at = receivedAt) => {
+      try {
+        return await unwrapMessage(message.body, message.contentType, null, { identity: { ...openingIdentityOf(data), openedWith }, maxInflatedBytes: 1 << 20, receivedAt: at });
+      } catch (error) {
+        if (error instanceof As2Fault) return `${error.modifier}: ${error.message}`;
+        throw error;
+      }
+    };
+    // The receiver, with one key, opened it and says with which.
+    const v1: As2CredentialData = { ...first };
+    expect(await open(v1, null)).toMatchObject({ encrypted: true, receiverFingerprint: fingerprint(first.certificate) });
+    // A second current key, then the first one replaced (retired at T1, after receipt): both valid at receipt.
+    const v2: As2CredentialData = { ...first, receiverKeys: [second] };
+    const v3 = keepRemovedAsRetired(v2, { ...second }, T1);
+    for (const data of [v2, v3]) {
+      expect(await open(data, fingerprint(first.certificate))).toMatchObject({ encrypted: true, receiverFingerprint: fingerprint(first.certificate) });
+      // Written before the key was recorded: two keys could have opened it at receipt, and keys are not tried.
+      expect(await open(data, null)).toBe('decryption-failed: the message is encrypted to a certificate that is not one of the receiver certificates');
+    }
+    // Received after T1, the retired key was not current at receipt: the second is the only key there was, and it is the wrong one.
+    expect(await open(v3, null, T1.getTime() + 1000)).toMatch(/^decryption-failed/);
+    // The recorded key gone (dropped with --forget-retired): refused, naming it.
+    const { retiredReceiverKeys: _gone, ...forgotten } = v3;
+    expect(await open(forgotten, fingerprint(first.certificate))).toBe(`decryption-failed: receiver certificate ${fingerprint(first.certificate)}, which opened the message at receipt, is not in the credential: put it back, replay`);
+  });
 });

@@ -17,6 +17,8 @@ test.each([
   ['http://10.1.2.3:8080/anything', 'http://10.1.2.3:8080/'],
   ['http://0xa.1.2.3:8080/x', 'http://10.1.2.3:8080/'],
   ['https://[fd00:0::5]/mdn/x', 'https://[fd00::5]/mdn/'],
+  // A percent-encoded byte other than the dot, percent, slash and backslash is no way out.
+  ['https://partner.example/as2/mdn/inbox%20one', 'https://partner.example/as2/mdn'],
 ])('%s is allowed by %s', (url, entry) => expect(match(url)).toBe(entry));
 
 test.each([
@@ -32,6 +34,12 @@ test.each([
   'https://partner.example/as2/mdn/..;/..;/manager/html',
   'https://partner.example/as2/mdn;jsessionid=1/../admin',
   'https://partner.example/as2/mdn/inbox;x=1',
+  // An encoded percent or dot after the entry: `..` to a server that decodes once (%2e) or twice (%252e).
+  'https://partner.example/as2/mdn/%252e%252e/admin',
+  'https://partner.example/as2/mdn/%252E%252E%252Fadmin',
+  'https://partner.example/as2/mdn/.%2e/admin',
+  'https://partner.example/as2/mdn/x%2E',
+  'https://partner.example/as2/mdn/%2fadmin',
 ])('%s is allowed by none', (url) => expect(match(url)).toBeNull());
 
 test.each([

@@ -58,6 +58,12 @@ export interface As2Envelope {
    * mdn stage, and the HTTP answer was empty (schema default null; null for a synchronous MDN).
    */
   asyncMdn: AsyncMdnTarget | null;
+  /**
+   * The SHA-256 fingerprint of the receiver certificate whose key opened the message at receipt (null when it was
+   * not encrypted, and in records written before the field existed: schemas/history/Received.4.avsc). The decoder
+   * opens the message with that key again, current or retired, whatever the credential's keys are by then.
+   */
+  receiverCertificate: string | null;
 }
 
 /** Record `ingress.v1.AsyncMdnTarget`. */

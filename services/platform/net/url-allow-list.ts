@@ -51,7 +51,10 @@ export function matchesPrefix(target: URL, prefix: URL): boolean {
   const base = prefix.pathname;
   const within = base.endsWith('/') ? target.pathname.startsWith(base) : target.pathname === base || target.pathname.startsWith(`${base}/`);
   // Path parameters would escape it too: to Tomcat and Spring `/mdn/..;/admin` is `/admin`, to the URL parser a segment.
-  return within && !target.pathname.slice(base.length).includes(';');
+  // So would an encoded dot or an encoded percent after the prefix: `/mdn/%252e%252e/admin` is `/mdn/%2e%2e/admin` to a
+  // server (or proxy) that decodes once, and `/admin` to one that decodes twice. An MDN URL has no need of either.
+  const rest = target.pathname.slice(base.length);
+  return within && !rest.includes(';') && !/%25|%2e/i.test(rest);
 }
 
 /** The first prefix the URL matches, or null. */

@@ -2,7 +2,7 @@ import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { child, contentOf, DerFault, octets, oidOf, parseDer, parseLeadingDer, rawOf, type Node } from './der';
 import type { As2CredentialData, As2ReceiverKeyData } from '../../platform/registry/documents';
 import { as2CertificateFields } from '../../platform/registry/as2-credential';
-import { currentPartnerCertificates, currentReceiverKeys } from '../../platform/registry/as2-retired-keys';
+import { currentPartnerCertificates, currentReceiverKeys, type As2RetiredKeyData } from '../../platform/registry/as2-retired-keys';
 import { parsePrefix, type UrlPrefix } from '../../platform/net/url-allow-list';
 
 /**
@@ -25,12 +25,16 @@ export interface CertificateFacts {
    */
   subjectKeyIdUnreadable: string | null;
   fingerprint: string;
+  /** The keyUsage extension's named bits (RFC 5280 §4.2.1.3), null when it has none (any use) or it cannot be read. */
+  keyUsage: string[] | null;
 }
 
 /** One receiver certificate with its private key. */
 export interface ReceiverKey {
   receiver: CertificateFacts;
   key: KeyObject;
+  /** When an earlier put retired it (ms since the epoch); absent for a current key. */
+  retiredAt?: number;
 }
 
 export interface As2Identity extends ReceiverKey {
@@ -54,9 +58,22 @@ export interface As2Identity extends ReceiverKey {
    * credential stored before `credentials put` refused it. The receiver and the decoder log them once per credential.
    */
   warnings: string[];
+  /**
+   * The decoder's: the fingerprint of the receiver certificate whose key opened the message at receipt (the
+   * received record's `as2.receiverCertificate`), which it opens with again (rotation.ts namedReceiverKey).
+   */
+  openedWith?: string | null;
 }
 
 const SKI_OID = '2.5.29.14';
+const KEY_USAGE_OID = '2.5.29.15';
+const KEY_USAGE_BITS = ['digitalSignature', 'nonRepudiation', 'keyEncipherment', 'dataEncipherment', 'keyAgreement', 'keyCertSign', 'cRLSign', 'encipherOnly', 'decipherOnly'];
+
+/**
+ * Whether a certificate's key may verify a CMS signature: RFC 5280 §4.2.1.3 says digitalSignature or
+ * nonRepudiation (contentCommitment); a certificate without the extension may be used for anything.
+ */
+export const signsByKeyUsage = (facts: CertificateFacts) => facts.keyUsage === null || facts.keyUsage.includes('digitalSignature') || facts.keyUsage.includes('nonRepudiation');
 
 /** Throws an Error that names the certificate (never CMS) when its DER is not what RFC 5280 says. */
 export function certificateFacts(cert: X509Certificate): CertificateFacts {
@@ -75,7 +92,12 @@ function factsOf(cert: X509Certificate): CertificateFacts {
   let subjectKeyIdTrailingBytes = 0;
   let subjectKeyIdUnreadable: string | null = null;
   const extensions = tbs.children.find((n) => n.cls === 2 && n.tag === 3)?.children[0];
+  let keyUsage: string[] | null = null;
   for (const ext of extensions?.children ?? []) {
+    if (oidOf(ext.children[0]) === KEY_USAGE_OID) {
+      keyUsage = keyUsageOf(octets(ext.children[ext.children.length - 1]));
+      continue;
+    }
     if (oidOf(ext.children[0]) !== SKI_OID) continue;
     // The key identifier is the first element of the extension's value, as OpenSSL (and so Node's X509Certificate
     // and a partner's `openssl cms -keyid`) reads it, bytes after it ignored: a CMS message names this certificate
@@ -94,8 +116,19 @@ function factsOf(cert: X509Certificate): CertificateFacts {
   }
   return {
     cert, issuer: rawOf(child(tbs, at + 2, 'issuer')), serial: contentOf(child(tbs, at, 'serial')),
-    subjectKeyId, subjectKeyIdTrailingBytes, subjectKeyIdUnreadable, fingerprint: cert.fingerprint256,
+    subjectKeyId, subjectKeyIdTrailingBytes, subjectKeyIdUnreadable, fingerprint: cert.fingerprint256, keyUsage,
   };
+}
+
+/** The named bits of a keyUsage BIT STRING; null when it is not one (read as no restriction, as no extension). */
+function keyUsageOf(value: Buffer): string[] | null {
+  let bits: Buffer;
+  try { bits = contentOf(parseDer(value)); } catch (error) {
+    if (error instanceof DerFault) return null;
+    throw error;
+  }
+  if (bits.length === 0) return null;
+  return KEY_USAGE_BITS.filter((_, i) => 1 + (i >> 3) < bits.length && (bits[1 + (i >> 3)] & (0x80 >> (i & 7))) !== 0);
 }
 
 /** What is wrong but read past in a certificate's key identifier, for As2Identity.warnings; null when nothing is. */
@@ -128,6 +161,9 @@ export function as2CertificateProblems(data: As2CredentialData, stored: Readonly
     try { facts = certificateFacts(cert); } catch (error) {
       problems.push(`${field}: ${(error as Error).message}`);
       continue;
+    }
+    if (field.startsWith('data.partnerCertificate') && !signsByKeyUsage(facts)) {
+      problems.push(`${field} has a keyUsage extension (${facts.keyUsage!.join(', ') || 'no bits set'}) with neither digitalSignature nor nonRepudiation: its key may not sign (RFC 5280 §4.2.1.3), so no message signed with it would be accepted; pin the partner's signing certificate`);
     }
     if (field.startsWith('data.partnerCertificate') || stored.has(facts.fingerprint)) continue;
     if (facts.subjectKeyIdUnreadable !== null) {
@@ -181,13 +217,14 @@ export function openingIdentityOf(data: As2CredentialData): As2Identity {
   return identity;
 }
 
-function identityFrom(current: As2ReceiverKeyData[], retired: As2ReceiverKeyData[], currentPartners: string[], retiredPartners: string[], data: As2CredentialData): As2Identity {
+function identityFrom(current: As2ReceiverKeyData[], retired: As2RetiredKeyData[], currentPartners: string[], retiredPartners: string[], data: As2CredentialData): As2Identity {
   if (current.length === 0) throw new Error('the AS2 credential holds no receiver key');
   const warnings: string[] = [];
   const receiverOf = (pair: As2ReceiverKeyData): ReceiverKey => ({ receiver: certificateFacts(new X509Certificate(pair.certificate)), key: createPrivateKey(pair.privateKey ?? '') });
+  const retiredOf = (pair: As2RetiredKeyData): ReceiverKey => ({ ...receiverOf(pair), retiredAt: Date.parse(pair.retiredAt) });
   // A current one that cannot be read fails the credential (the receiver must not answer with part of it); a
   // retired one is skipped: it only opens records accepted before, and failing on it would fail every record.
-  const receivers = [...current.map(receiverOf), ...readable(retired, receiverOf, 'retired receiver key', warnings)];
+  const receivers = [...current.map(receiverOf), ...readable(retired, retiredOf, 'retired receiver key', warnings)];
   const partnerOf = (pem: string) => certificateFacts(new X509Certificate(pem));
   const partners = [...currentPartners.map(partnerOf), ...readable(retiredPartners, partnerOf, 'retired partner certificate', warnings)];
   warnings.push(

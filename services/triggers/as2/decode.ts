@@ -15,8 +15,8 @@ import { hasMultipleAttachments, unwrapMessage } from './unwrap';
  * replayable). The non-repudiation evidence is written from it (evidence.ts, idempotently) while the
  * payload is decrypted again here with the credential as it is now and staged under
  * `trigger/<workflowId>/<timestamp>/<filename>`, and given one item per attachment (RFC 6362).
- * It is opened with the credential's current keys and those earlier puts retired, so a rotation does not strand
- * records already accepted; and without the pin or the MD5 refusal, which the receiver applied when it accepted it. A message that no longer opens (its key was dropped with `--forget-retired`) is a
+ * It is opened with the credential's current keys and those earlier puts retired, and with the very key the receiver
+ * opened it with (recorded in the record), so a rotation does not strand records already accepted; and without the pin or the MD5 refusal, which the receiver applied when it accepted it. A message that no longer opens (its key was dropped with `--forget-retired`) is a
  * permanent fault: it is dead-lettered and can be replayed once the old key is put back.
  */
 /** A credential whose certificates the decoder reads past a fault (As2Identity.warnings), by id and what: warned once, again when that changes. */
@@ -59,7 +59,9 @@ async function openAndStage(received: Received, credentialId: string | null, lim
       // then. A pin added since, or MD5 turned off, must not strand what was accepted before (a backlog, a replay):
       // the message is opened without a pin (its signature still verified, with the certificate it carries, or
       // a partner certificate valid at receipt) and with MD5 allowed, only to take its payload out again.
-      identity: { ...identity, pinned: false }, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: true,
+      // And with the receiver key that opened it at receipt (recorded in the record), not one chosen again from the
+      // credential as it is now (rotation.ts namedReceiverKey).
+      identity: { ...identity, pinned: false, openedWith: received.as2?.receiverCertificate ?? null }, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: true,
       multipleAttachments: hasMultipleAttachments(received.headers),
       // Certificates are judged at the time of receipt, as the receiver judged them: a replay after a partner certificate expired still opens.
       receivedAt: received.receivedAt,

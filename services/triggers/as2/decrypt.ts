@@ -1,6 +1,6 @@
 import { createDecipheriv } from 'node:crypto';
 import { CONTENT_CIPHERS, digestFromOid, OID } from './algorithms';
-import type { As2Identity } from './certificates';
+import type { As2Identity, ReceiverKey } from './certificates';
 import { child, isContext, octetPieces, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
 import { GCM_MAX_TAG, GCM_MIN_TAG, gcmNonce, icvLength, openGcm, splitAppendedTag } from './gcm';
@@ -26,8 +26,9 @@ const FAILED = DECRYPTION_FAILED;
  * `receivedAt`: the time of receipt, at which the receiver certificate the message names must be valid. The
  * content is deciphered in slices (slices.ts) into one buffer as long as the encrypted content, its BER pieces
  * read where they lie: the decrypted layer is the only copy made (unwrap.ts counts it in the memory budget).
+ * `opened`: told which receiver key the message is opened with (the receiver records it for the decoder).
  */
-export async function decryptEntity(der: Buffer, identity: As2Identity, receivedAt: number = Date.now()): Promise<MimeEntity> {
+export async function decryptEntity(der: Buffer, identity: As2Identity, receivedAt: number = Date.now(), opened?: (key: ReceiverKey) => void): Promise<MimeEntity> {
   const root = parseDer(der);
   const type = oidOf(root.children[0]);
   if (type !== OID.envelopedData && type !== OID.authEnvelopedData) throw new As2Fault('malformed-message', `expected CMS enveloped data, got ${type}`);
@@ -53,7 +54,7 @@ export async function decryptEntity(der: Buffer, identity: As2Identity, received
 
   // The key transport always yields a key of the cipher's length (a synthetic one when it fails), so a
   // wrong key and every content fault below end in the same catch, with the same words.
-  const key = contentKey(recipients, identity, cipher.keyLength, receivedAt);
+  const key = contentKey(recipients, identity, cipher.keyLength, receivedAt, opened);
   let plain: Buffer;
   try {
     if (cipher.gcm && gcmEnvelope) {
@@ -113,10 +114,12 @@ export function stripPkcs7(padded: Buffer, block: number): Buffer {
  * The content-encryption key from the recipient info that names one of our certificates, unwrapped with
  * that certificate's key only (rotation.ts: chosen by name, never by trying keys).
  */
-function contentKey(recipients: Node, identity: As2Identity, length: number, receivedAt: number): Buffer {
+function contentKey(recipients: Node, identity: As2Identity, length: number, receivedAt: number, opened?: (key: ReceiverKey) => void): Buffer {
   const transports = recipients.children.filter((n) => n.cls === 0 && n.tag === 16); // KeyTransRecipientInfo
   if (transports.length === 0) throw new As2Fault('unsupported-algorithm', 'no RSA key transport recipient in the message');
-  const { key: { key: privateKey }, transport: ours } = namedReceiverKey(transports, identity, receivedAt);
+  const { key: chosen, transport: ours } = namedReceiverKey(transports, identity, receivedAt);
+  opened?.(chosen);
+  const privateKey = chosen.key;
   const algorithm = child(ours, 2, 'keyEncryptionAlgorithm');
   const encryptedKey = octets(child(ours, 3, 'encryptedKey'));
   const oid = oidOf(algorithm.children[0]);

@@ -37,6 +37,12 @@ export function someReceiverValidAt(identity: As2Identity, receivedAt: number): 
  * Both are decided from the recipient ids, which are sent in the clear, before any private-key operation.
  * When several of ours are named (a sender encrypting to the old and the new one), a valid one is taken,
  * the newest first.
+ *
+ * The decoder makes the receiver's choice again: the key the receiver opened the message with is recorded
+ * (`as2.receiverCertificate`, identity.openedWith), and that key is taken whenever it is named or nothing is,
+ * whatever keys the credential holds by then. A choice re-made from the credential as it is at decode time
+ * could differ after a rotation (a second current key, the key replaced) and strand a message answered
+ * `processed`.
  */
 export function namedReceiverKey(transports: Node[], identity: As2Identity, receivedAt: number): { key: ReceiverKey; transport: Node } {
   const named: { key: ReceiverKey; transport: Node }[] = [];
@@ -45,16 +51,44 @@ export function namedReceiverKey(transports: Node[], identity: As2Identity, rece
     if (!rid) continue;
     for (const key of identity.receivers) if (identifies(rid, key.receiver)) named.push({ key, transport });
   }
-  // With one receiver key there is nothing to choose, and nothing for a choice to give away: a recipient id in a
-  // form we do not recognise (a re-encoded issuer name, a key id our certificate lacks) is tried with that key,
-  // as before rotation existed. With several, a message naming none of them is refused. Retired keys (the
-  // decoder's) do not count: the receiver, which has none, made the same choice with the one current key.
-  if (named.length === 0 && identity.currentReceivers === 1 && transports.length > 0) return { key: identity.receivers[0], transport: transports[0] };
+  if (identity.openedWith && transports.length > 0) {
+    const recorded = identity.receivers.find((r) => r.receiver.fingerprint === identity.openedWith);
+    if (!recorded) throw new As2Fault('decryption-failed', `receiver certificate ${identity.openedWith}, which opened the message at receipt, is not in the credential: put it back, replay`);
+    // Named: the recipient info that names it (as the receiver took it); named by none: the first, as the receiver took it.
+    if (named.length === 0) return { key: recorded, transport: transports[0] };
+    const mine = named.find((n) => n.key === recorded);
+    if (mine) return mine;
+    // A nested enveloped layer encrypted to another of our keys: chosen by name, below.
+  }
+  if (named.length === 0 && transports.length > 0) {
+    const only = onlyKeyAtReceipt(identity, receivedAt);
+    if (only) return { key: only, transport: transports[0] };
+  }
   if (named.length === 0) throw new As2Fault('decryption-failed', 'the message is encrypted to a certificate that is not one of the receiver certificates');
   named.sort(newestFirst((n) => n.key.receiver));
   const valid = named.find((n) => validityAt(n.key.receiver.cert, receivedAt) === 'valid');
   if (!valid) throw receiverOutside(named[0].key.receiver, receivedAt);
   return valid;
+}
+
+/**
+ * A message whose recipient ids name none of our certificates (one in a form we do not recognise: a re-encoded
+ * issuer name, a key id our certificate lacks) is opened with the one key there was to open it with at receipt,
+ * as before rotation existed; when there were several, it is refused: choosing among them by trying each would
+ * make the answer depend on which key happened to match (the oracle above). "At receipt": a current key, or one
+ * an earlier put retired after the time of receipt (the decoder's), whose certificate was valid then; when only
+ * one key could have been current, that one (the receiver's single key, valid by someReceiverValidAt).
+ *
+ * The receiver has no retired keys: this is its single current key valid now. The decoder needs it only for a
+ * record written before the key that opened it was recorded; the key the receiver used is always among these
+ * (current then, so current now or retired since, and valid then), so when it is the only one it is the right
+ * one, and when it is not, the record is refused (dead-lettered) rather than opened by trial (docs/as2.md).
+ */
+function onlyKeyAtReceipt(identity: As2Identity, receivedAt: number): ReceiverKey | null {
+  const couldBeCurrent = identity.receivers.filter((r, i) => i < identity.currentReceivers || (r.retiredAt ?? Infinity) > receivedAt);
+  if (couldBeCurrent.length === 1) return couldBeCurrent[0];
+  const valid = couldBeCurrent.filter((r) => validityAt(r.receiver.cert, receivedAt) === 'valid');
+  return valid.length === 1 ? valid[0] : null;
 }
 
 /**

@@ -1,6 +1,6 @@
 import { constants, createHash, verify, X509Certificate } from 'node:crypto';
 import { digestFromOid, OID, type Digest } from './algorithms';
-import { certificateFacts, identifies, type CertificateFacts } from './certificates';
+import { certificateFacts, identifies, signsByKeyUsage, type CertificateFacts } from './certificates';
 import { namedPartner } from './rotation';
 import { child, contentOf, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
@@ -65,6 +65,12 @@ export function verifyDetached(signature: Buffer, signed: Buffer, partners: read
     throw new As2Fault('signer-outside-validity', validity === 'expired'
       ? `the message was signed with a certificate that expired on ${validTo(signer.cert).toISOString()}, before the message was received`
       : `the message was signed with a certificate that is not valid before ${validFrom(signer.cert).toISOString()}`);
+  }
+  // A pinned certificate whose key may not sign (RFC 5280 §4.2.1.3) authenticates nothing: `credentials put` refuses
+  // one, and one stored before is refused here. Only with a pin: the decoder (which opens without it) does not
+  // strand what the receiver accepted, and without a pin no certificate authenticates the sender anyway.
+  if (pinned && !signsByKeyUsage(signer)) {
+    throw new As2Fault('authentication-failed', `the partner certificate's keyUsage (${signer.keyUsage!.join(', ') || 'no bits set'}) allows no signatures (digitalSignature or nonRepudiation)`);
   }
   return { digest, signerFingerprint: signer.fingerprint };
 }
@@ -164,16 +170,40 @@ function checkSignature(algorithm: Node, digest: Digest, data: Buffer, value: Bu
   try {
     if (RSA_SIGNATURES.has(oid) || ECDSA_SIGNATURES.has(oid)) return verify(digest, data, cert.publicKey, value);
     if (oid === OID.rsaPss) {
-      let hash: string = 'sha1';
-      let saltLength = 20;
-      for (const field of algorithm.children[1]?.children ?? []) {
-        if (isContext(field, 0)) hash = digestFromOid(oidOf(child(child(field, 0, 'hash'), 0, 'hash oid')));
-        if (isContext(field, 2)) saltLength = contentOf(child(field, 0, 'salt length')).readUIntBE(0, Math.min(6, contentOf(field.children[0]).length));
-      }
+      const { hash, saltLength } = pssParameters(algorithm.children[1]);
       return verify(hash, data, { key: cert.publicKey, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength }, value);
     }
-  } catch {
+  } catch (error) {
+    // What we cannot check is said so, never answered as a signature that does not hold.
+    if (error instanceof As2Fault) throw error;
     return false;
   }
   throw new As2Fault('unsupported-algorithm', `signature algorithm ${oid} is not supported`);
+}
+
+/**
+ * RSASSA-PSS-params (RFC 4055 §3.1): [0] hashAlgorithm (default SHA-1), [1] maskGenAlgorithm (default MGF1 with
+ * SHA-1), [2] saltLength (default 20), [3] trailerField (1 only). Node's crypto.verify takes the salt length but
+ * always uses the message hash for MGF1, so an MGF1 hash different from it (RFC 4055 allows it, no AS2 product
+ * sends it) is refused as unsupported, as decrypt.ts does for RSA-OAEP: verified with the wrong mask it would fail
+ * as if the content had been tampered with.
+ */
+function pssParameters(params: Node | undefined): { hash: Digest; saltLength: number } {
+  let hash: Digest = 'sha1';
+  let mgfHash: Digest = 'sha1';
+  let saltLength = 20;
+  for (const field of params?.children ?? []) {
+    if (isContext(field, 0)) hash = digestFromOid(oidOf(child(child(field, 0, 'hash'), 0, 'hash oid')));
+    if (isContext(field, 1)) {
+      const mgf = child(field, 0, 'mgf');
+      if (oidOf(mgf.children[0]) !== OID.mgf1) throw new As2Fault('unsupported-algorithm', `RSA-PSS mask generation ${oidOf(mgf.children[0])} is not supported (only MGF1)`);
+      mgfHash = digestFromOid(oidOf(child(child(mgf, 1, 'mgf hash'), 0, 'mgf hash oid')));
+    }
+    if (isContext(field, 2)) saltLength = contentOf(child(field, 0, 'salt length')).readUIntBE(0, Math.min(6, contentOf(field.children[0]).length));
+    if (isContext(field, 3) && contentOf(child(field, 0, 'trailer field')).readUIntBE(0, Math.min(6, contentOf(field.children[0]).length)) !== 1) {
+      throw new As2Fault('unsupported-algorithm', 'RSA-PSS with a trailer field other than 1 is not supported');
+    }
+  }
+  if (mgfHash !== hash) throw new As2Fault('unsupported-algorithm', `RSA-PSS with MGF1 over ${mgfHash} and the message hash ${hash} is not supported (only the same hash for both)`);
+  return { hash, saltLength };
 }
