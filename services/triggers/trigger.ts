@@ -63,9 +63,13 @@ export interface ReceivedBody {
 
 export interface DecodeServices {
   store: ObjectStore;
-  /** The raw body of the received record, wherever it lives. */
+  /**
+   * The raw body of the received record, wherever it lives. An inline body is streamed from the record's own
+   * memory (a view of the log's read, shared with the record a retry decodes again and with a dead letter's
+   * copy): never write into the chunks.
+   */
   openBody(received: Received): Promise<Readable>;
-  /** The raw body in memory, refused beyond `maxBytes`. */
+  /** The raw body in memory, refused beyond `maxBytes`; an inline body is the record's own memory, as above: never write into it. */
   readBody(received: Received, maxBytes: number): Promise<Buffer>;
   /** The decrypted credential, for kinds that must open the body again (AS2); absent where none is wired. */
   credential?(id: string): Promise<CredentialDocument | null>;

@@ -10,7 +10,8 @@
  *
  * A decoded `bytes` field (a received body, an MDN, a dead letter's value) is a view of the buffer given to
  * decode, not a copy (ViewBytesType below): hand decode only a buffer that nothing writes over while the value is
- * in use. Every log's record values are such buffers (event-log.ts LogRecord).
+ * in use. Every log's record values are such buffers (event-log.ts LogRecord). A view keeps the whole buffer
+ * alive (a Kafka fetch response, up to 10 MiB): copy a field that is kept past its batch.
  */
 import fs from 'fs';
 import path from 'path';

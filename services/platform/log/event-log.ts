@@ -31,7 +31,10 @@ export interface OutRecord {
 /**
  * A record as read back from the log. Offsets are decimal strings because Kafka's are 64-bit. Its `value` may share
  * memory with the batch's other records (a view of one read), but nothing ever writes over it: a handler may keep it,
- * and views of it (the Avro codec decodes `bytes` fields as views), for as long as it likes, and must not write to it.
+ * and views of it (the Avro codec decodes `bytes` fields as views), and must not write to it. A value kept keeps
+ * the whole read alive: on the embedded log at most 1 MiB (docs/architecture.md), on Kafka the whole fetch response
+ * (up to kafkajs's 10 MiB `maxBytes`, a compressed batch's decompressed bytes). Whatever keeps a value or a view of
+ * it past its batch (a cache) takes a copy (`Buffer.from(value)`).
  */
 export interface LogRecord {
   topic: string;
