@@ -344,6 +344,24 @@ test('this container\'s earlier lock with a LOCK.takeover a killed taker left be
   expect(readdirSync(path.join(dir, 'log')).filter((n) => n.startsWith('LOCK'))).toEqual([]);
 });
 
+test('writes that arrive together for one document right after a restart all succeed: the leftover lock\'s settling does not use up their wait for each other (the one that took it first)', async () => {
+  const small = path.join(dir, 'doc.json.lock');
+  leftByEarlierRun(small);
+  const failures = { ...smallFailures, heldTooLong: (busy: unknown, waitedMs: number) => new Error(`held too long (waited ${waitedMs} ms): ${JSON.stringify(busy)}`) };
+  const restoreClocks = fastClocks(10);
+  try {
+    // Each holds it a moment (20 ms here, 2 ms of the real clock): the others wait for it once the leftover is gone.
+    const written = await Promise.all([1, 2, 3].map((n) => whileLockFile(small, SMALL_UPDATE_LOCK_WAIT_MS, failures, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      return n;
+    })));
+    expect(written).toEqual([1, 2, 3]);
+  } finally {
+    restoreClocks();
+  }
+  expect(readdirSync(dir).filter((n) => n.endsWith('.lock'))).toEqual([]);
+});
+
 test('a wall clock stepped forward an hour during the watch (NTP after a reboot) does not end a start\'s or a small lock\'s wait: both are timed on the monotonic clock', async () => {
   await (await openEmbeddedLog({ dataDir: dir })).close();
   const lock = path.join(dir, 'log', 'LOCK');

@@ -402,6 +402,7 @@ export const SMALL_UPDATE_LOCK_WAIT_MS = 10_000;
 /** What whileLockFile throws, in the caller's own error type: the lock could not be tried, or stayed held. */
 export interface LockFailures {
   couldNotLock(error: unknown): Error;
+  /** `waitedMs`: the whole wait, a leftover's settling included (milliseconds, rounded). */
   heldTooLong(busy: Busy, waitedMs: number): Error;
 }
 
@@ -409,21 +410,34 @@ export interface LockFailures {
  * Run `work` holding `lockFile` (tryLockFile): a lock held by a running process, this one's other threads and
  * stages included, is waited for, with a growing pause, for up to `waitMs`. A read-modify-write under it loses
  * no write that came between its read and its write.
+ *
+ * A lock that settles by itself (this container's own from before a restart, watched 10 s; a guard left behind)
+ * is waited for up to SETTLING_WAIT_MS, so the first write after a restart succeeds, later. Those two waits are
+ * kept apart: writes that arrive together right after a restart all wait out the leftover, and then each other,
+ * one of them holding the lock now for milliseconds; the settling must not have used up their wait for that live
+ * holder. So the worst case is SETTLING_WAIT_MS and then `waitMs`.
  */
 export async function whileLockFile<R>(lockFile: string, waitMs: number, failures: LockFailures, work: () => Promise<R>): Promise<R> {
   // On the monotonic clock: a clock step must not end the wait (nor stretch it).
   const start = performance.now();
+  let [lastLook, settlingWaited, liveWaited] = [start, 0, 0];
+  let lastSettled = false;
   for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
     let taken;
     try { taken = await tryLockFile(lockFile); } catch (error) { throw failures.couldNotLock(error); }
     if (!('holder' in taken)) {
       try { return await work(); } finally { await taken.release(); }
     }
-    // One that settles by itself (this container's own from before a restart, watched 10 s; a guard left behind)
-    // is waited for up to SETTLING_WAIT_MS, so the first write after a restart succeeds, later.
-    const waited = performance.now() - start;
-    const settles = taken.settlesInMs !== undefined && waited + taken.settlesInMs <= Math.max(waitMs, SETTLING_WAIT_MS);
-    if (waited > waitMs && !settles) throw failures.heldTooLong(taken, waitMs);
+    // The time since the last look counts against the wait of what that look found.
+    const now = performance.now();
+    if (lastSettled) settlingWaited += now - lastLook; else liveWaited += now - lastLook;
+    [lastLook, lastSettled] = [now, taken.settlesInMs !== undefined];
+    const tooLong = taken.settlesInMs === undefined
+      ? liveWaited > waitMs
+      : settlingWaited + taken.settlesInMs > Math.max(waitMs, SETTLING_WAIT_MS) && now - start > waitMs;
+    if (tooLong) {
+      throw failures.heldTooLong(taken, Math.round(now - start));
+    }
     await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
   }
 }
