@@ -431,6 +431,47 @@ test('a taker whose look stalled (its read slow, or its event loop blocked, afte
   }
 });
 
+test('a taker that stalls under its guard (past the 5 s after which a waiter removes it as left behind) does not remove the lock that waiter wrote since, nor the waiter\'s guard', async () => {
+  const lock = path.join(dir, 'doc.json.lock');
+  const guard = `${lock}.takeover`;
+  writeFileSync(lock, `${2 ** 22 + 1} dead-token`); // above any pid_max: its owner no longer runs
+  const realReadFile = fsPromises.readFile;
+  const realStat = fsPromises.stat;
+  let statUnderGuard: Promise<unknown> = Promise.resolve();
+  let stalled = false;
+  const underGuard = (file: unknown) => file === lock && !stalled && readdirSync(dir).includes('doc.json.lock.takeover');
+  const stat = jest.spyOn(fsPromises, 'stat').mockImplementation(async (...args: Parameters<typeof realStat>) => {
+    const result = realStat(...args);
+    if (underGuard(args[0])) statUnderGuard = result;
+    return result;
+  });
+  // The taker's look under its guard sees the stale lock; then it stalls, and meanwhile a waiter finds the guard
+  // unchanged for 5 s, removes it, takes its own, replaces the lock with its own, and is still at it.
+  const read = jest.spyOn(fsPromises, 'readFile').mockImplementation(async (...args: Parameters<typeof realReadFile>) => {
+    const text = await realReadFile(...args);
+    if (underGuard(args[0])) {
+      await statUnderGuard;
+      stalled = true;
+      rmSync(guard);
+      writeFileSync(guard, 'waiter-guard');
+      rmSync(lock);
+      writeFileSync(lock, '1 waiter-token');
+    }
+    return text;
+  });
+  try {
+    const seen = await tryLockFile(lock);
+    if ('release' in seen) await seen.release();
+    expect(seen).toMatchObject({ holder: 1 });
+  } finally {
+    read.mockRestore();
+    stat.mockRestore();
+  }
+  expect(stalled).toBe(true);
+  expect(readFileSync(lock, 'utf8')).toBe('1 waiter-token');
+  expect(readFileSync(guard, 'utf8')).toBe('waiter-guard');
+});
+
 test('a holder whose heartbeat cannot touch its lock (a mount that refuses utimes) does not count itself confirmed: it looks again before writing, and says so once', async () => {
   const held = await tryLockFile(path.join(dir, 'held.lock'));
   if (!('release' in held)) throw new Error(`not taken: ${JSON.stringify(held)}`);

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { promises as fsp, readFileSync } from 'node:fs';
+import { promises as fsp, readFileSync, rmSync, statSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import * as path from 'node:path';
 import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, heartbeatWatch, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
@@ -28,7 +28,7 @@ import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, heartbeatWatch, placeOf, placeOfThisP
  * - Release removes the file only while it is still this holder's (its content names this process and a token).
  *
  * Only a taker removes a stale lock (its owner cannot release it any more), and takers go one at a time, so a
- * lock is never removed from under a holder. A guard left by a taker that died is removed once seen unchanged for
+ * lock is not removed from under a holder (but for a freeze inside a taker's last synchronous check: takeOver). A guard left by a taker that died is removed once seen unchanged for
  * 5 s (and an empty lock once seen unchanged for 2 s), timed the same way: a taker on another kernel wrote them.
  */
 export interface HeldLock {
@@ -329,9 +329,20 @@ const HERE = placeOfThisProcess();
 /**
  * Remove a stale lock, seen as `stale`, unless it changed in the meantime; one taker at a time. Null, or, while
  * another taker's guard is there, how long before that guard counts as left behind.
+ *
+ * The guard holds a token of this taker's: a taker that stalled for more than GUARD_STALE_MS after creating it
+ * (its event loop blocked, its process frozen) may find that a waiter removed it as left behind, took the guard
+ * and replaced the lock; its remove would then hit the new holder's lock. So the last check, that the guard is
+ * still this taker's and the lock still the stale one, and the remove run synchronously, with no await between
+ * them for a stall to fall into; and a guard that is no longer its own is left to the taker that wrote it. What
+ * remains is a freeze of the whole process (SIGSTOP, a paused VM) inside those few system calls that outlasts
+ * GUARD_STALE_MS; the new holder's heartbeat (which reads the lock back) would find its lock gone or replaced
+ * within HEARTBEAT_MS and be told it lost it. (A rename-away-and-check removal would not close it either: putting
+ * back a lock moved by mistake could resurrect one its holder released meanwhile, blocking the file for good.)
  */
 async function takeOver(file: string, stale: { text: string; mtimeMs: number }): Promise<number | null> {
   const guard = `${file}.takeover`;
+  const token = randomUUID();
   let handle;
   try {
     handle = await fsp.open(guard, 'wx', 0o600);
@@ -339,19 +350,30 @@ async function takeOver(file: string, stale: { text: string; mtimeMs: number }):
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     return guardLeftFor(guard); // another taker is at it, or left its guard behind
   }
+  const guardIsMine = () => readOrNull(guard) === token;
   try {
-    await handle.close();
+    try { await handle.writeFile(token); } finally { await handle.close(); }
     // Looked at again under the guard, content and mtime: removed only if nobody took it over and put a fresh lock
     // there meanwhile, and its holder did not touch it since (a healthy holder a stalled taker misjudged).
     const now = await readLock(file).catch(() => null);
-    if (now && now.text === stale.text && now.mtimeMs === stale.mtimeMs) {
-      await fsp.rm(file, { force: true });
+    if (now && now.text === stale.text && now.mtimeMs === stale.mtimeMs && guardIsMine() && stillTheSame(file, stale)) {
+      rmSync(file, { force: true });
       WATCH.forget(file);
     }
   } finally {
-    await fsp.rm(guard, { force: true });
+    if (guardIsMine()) rmSync(guard, { force: true });
   }
   return null;
+}
+
+/** A file's content, or null (gone, or unreadable): read synchronously, for a check that no stall may follow. */
+function readOrNull(file: string): string | null {
+  try { return readFileSync(file, 'utf8'); } catch { return null; }
+}
+
+/** Whether the lock is still the one seen (content and mtime), looked at synchronously. */
+function stillTheSame(file: string, seen: { text: string; mtimeMs: number }): boolean {
+  try { return statSync(file).mtimeMs === seen.mtimeMs && readFileSync(file, 'utf8') === seen.text; } catch { return false; }
 }
 
 /**
