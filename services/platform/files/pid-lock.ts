@@ -336,8 +336,8 @@ const HERE = placeOfThisProcess();
  * still this taker's and the lock still the stale one, and the remove run synchronously, with no await between
  * them for a stall to fall into; and a guard that is no longer its own is left to the taker that wrote it. What
  * remains is a freeze of the whole process (SIGSTOP, a paused VM) inside those few system calls that outlasts
- * GUARD_STALE_MS; the new holder's heartbeat (which reads the lock back) would find its lock gone or replaced
- * within HEARTBEAT_MS and be told it lost it. (A rename-away-and-check removal would not close it either: putting
+ * GUARD_STALE_MS; the taker then takes the lock, and the new holder's heartbeat (which reads the lock back)
+ * finds it replaced within HEARTBEAT_MS and is told it lost it. (A rename-away-and-check removal would not close it either: putting
  * back a lock moved by mistake could resurrect one its holder released meanwhile, blocking the file for good.)
  */
 async function takeOver(file: string, stale: { text: string; mtimeMs: number }): Promise<number | null> {
