@@ -472,19 +472,30 @@ test('a taker that stalls under its guard (past the 5 s after which a waiter rem
   expect(readFileSync(guard, 'utf8')).toBe('waiter-guard');
 });
 
-test('a holder whose heartbeat cannot touch its lock (a mount that refuses utimes) does not count itself confirmed: it looks again before writing, and says so once', async () => {
+test('a holder whose heartbeat cannot touch its lock (a mount that refuses utimes) does not count itself confirmed: it looks again before writing, and says so once per run of failures; a touch that found the lock removed this instant (a release racing it) is no warning', async () => {
   const held = await tryLockFile(path.join(dir, 'held.lock'));
   if (!('release' in held)) throw new Error(`not taken: ${JSON.stringify(held)}`);
   const realNow = performance.now.bind(performance);
-  const refused = jest.spyOn(fsPromises, 'utimes').mockRejectedValue(Object.assign(new Error('EPERM: operation not permitted, utime'), { code: 'EPERM' }));
+  const realUtimes = fsPromises.utimes;
+  const failure = (code: string) => Object.assign(new Error(`${code}: utime`), { code });
+  const refused = jest.spyOn(fsPromises, 'utimes');
   const warnings = jest.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
   const clock = jest.spyOn(performance, 'now').mockImplementation(() => realNow() + 6_000);
   try {
+    refused.mockRejectedValueOnce(failure('ENOENT'));
+    await held.confirm();
+    expect(warnings).not.toHaveBeenCalled();
+    refused.mockRejectedValueOnce(failure('EPERM')).mockRejectedValueOnce(failure('EPERM'));
     await held.confirm();
     await held.confirm();
     expect(held.unconfirmed()).toBe(true);
     expect(warnings).toHaveBeenCalledTimes(1);
     expect(String(warnings.mock.calls[0][0])).toMatch(/held\.lock: its heartbeat could not touch it \(EPERM/);
+    // It works again, then fails again: warned again.
+    refused.mockImplementationOnce(realUtimes).mockRejectedValueOnce(failure('EPERM'));
+    await held.confirm();
+    await held.confirm();
+    expect(warnings).toHaveBeenCalledTimes(2);
   } finally {
     clock.mockRestore();
     warnings.mockRestore();

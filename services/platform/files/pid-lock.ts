@@ -179,13 +179,16 @@ function heartbeat(file: string, content: string, onLost?: (takenBy: string) => 
       try {
         await fsp.utimes(file, now, now);
       } catch (error) {
-        // Removed this instant (the next look says so), or a mount that refuses it (ownership from mount options:
-        // CIFS uid=, azurefile): untouched, the lock looks stopped to a taker, so this holder counts as unconfirmed
-        // and looks again before it writes.
+        // Removed this instant (a release racing this look; the next look says so): nothing to warn about. Else a
+        // mount that refuses it (ownership from mount options: CIFS uid=, azurefile): untouched, the lock looks
+        // stopped to a taker, so this holder counts as unconfirmed and looks again before it writes. Warned once
+        // per run of failures: again after touches that worked.
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
         if (!touchFailed) process.emitWarning(`lock ${file}: its heartbeat could not touch it (${(error as Error).message}); a restarted container or another kernel may take it over after ${HEARTBEAT_STALE_MS / 1000} s`);
         touchFailed = true;
         return;
       }
+      touchFailed = false;
       confirmedAt = at;
       return;
     }
