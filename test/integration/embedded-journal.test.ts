@@ -362,6 +362,19 @@ test('writes that arrive together for one document right after a restart all suc
   expect(readdirSync(dir).filter((n) => n.endsWith('.lock'))).toEqual([]);
 });
 
+test('a small lock held past the wait fails naming the time actually waited, not the wait it was given', async () => {
+  const small = path.join(dir, 'doc.json.lock');
+  const held = await tryLockFile(small);
+  if (!('release' in held)) throw new Error(`not taken: ${JSON.stringify(held)}`);
+  try {
+    const waited = await whileLockFile(small, 50, { ...smallFailures, heldTooLong: (_busy: unknown, waitedMs: number) => Object.assign(new Error('held'), { waitedMs }) }, async () => 0)
+      .then(() => null, (error: { waitedMs: number }) => error.waitedMs);
+    expect(waited).toBeGreaterThan(50);
+  } finally {
+    await held.release();
+  }
+});
+
 test('a wall clock stepped forward an hour during the watch (NTP after a reboot) does not end a start\'s or a small lock\'s wait: both are timed on the monotonic clock', async () => {
   await (await openEmbeddedLog({ dataDir: dir })).close();
   const lock = path.join(dir, 'log', 'LOCK');

@@ -427,7 +427,7 @@ export const SMALL_UPDATE_LOCK_WAIT_MS = 10_000;
 /** What whileLockFile throws, in the caller's own error type: the lock could not be tried, or stayed held. */
 export interface LockFailures {
   couldNotLock(error: unknown): Error;
-  /** `waitedMs`: the whole wait, a leftover's settling included (milliseconds, rounded). */
+  /** `waitedMs`: the whole wait, a leftover's settling included. */
   heldTooLong(busy: Busy, waitedMs: number): Error;
 }
 
@@ -461,7 +461,7 @@ export async function whileLockFile<R>(lockFile: string, waitMs: number, failure
       ? liveWaited > waitMs
       : settlingWaited + taken.settlesInMs > Math.max(waitMs, SETTLING_WAIT_MS) && now - start > waitMs;
     if (tooLong) {
-      throw failures.heldTooLong(taken, Math.round(now - start));
+      throw failures.heldTooLong(taken, now - start);
     }
     await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
   }
