@@ -344,6 +344,37 @@ test('this container\'s earlier lock with a LOCK.takeover a killed taker left be
   expect(readdirSync(path.join(dir, 'log')).filter((n) => n.startsWith('LOCK'))).toEqual([]);
 });
 
+test('writes that arrive together for one document right after a restart all succeed: the leftover lock\'s settling does not use up their wait for each other (the one that took it first)', async () => {
+  const small = path.join(dir, 'doc.json.lock');
+  leftByEarlierRun(small);
+  const failures = { ...smallFailures, heldTooLong: (busy: unknown, waitedMs: number) => new Error(`held too long (waited ${waitedMs} ms): ${JSON.stringify(busy)}`) };
+  const restoreClocks = fastClocks(10);
+  try {
+    // Each holds it a moment (20 ms here, 2 ms of the real clock): the others wait for it once the leftover is gone.
+    const written = await Promise.all([1, 2, 3].map((n) => whileLockFile(small, SMALL_UPDATE_LOCK_WAIT_MS, failures, async () => {
+      await new Promise((resolve) => setTimeout(resolve, 2));
+      return n;
+    })));
+    expect(written).toEqual([1, 2, 3]);
+  } finally {
+    restoreClocks();
+  }
+  expect(readdirSync(dir).filter((n) => n.endsWith('.lock'))).toEqual([]);
+});
+
+test('a small lock held past the wait fails naming the time actually waited, not the wait it was given', async () => {
+  const small = path.join(dir, 'doc.json.lock');
+  const held = await tryLockFile(small);
+  if (!('release' in held)) throw new Error(`not taken: ${JSON.stringify(held)}`);
+  try {
+    const waited = await whileLockFile(small, 50, { ...smallFailures, heldTooLong: (_busy: unknown, waitedMs: number) => Object.assign(new Error('held'), { waitedMs }) }, async () => 0)
+      .then(() => null, (error: { waitedMs: number }) => error.waitedMs);
+    expect(waited).toBeGreaterThan(50);
+  } finally {
+    await held.release();
+  }
+});
+
 test('a wall clock stepped forward an hour during the watch (NTP after a reboot) does not end a start\'s or a small lock\'s wait: both are timed on the monotonic clock', async () => {
   await (await openEmbeddedLog({ dataDir: dir })).close();
   const lock = path.join(dir, 'log', 'LOCK');
@@ -413,19 +444,71 @@ test('a taker whose look stalled (its read slow, or its event loop blocked, afte
   }
 });
 
-test('a holder whose heartbeat cannot touch its lock (a mount that refuses utimes) does not count itself confirmed: it looks again before writing, and says so once', async () => {
+test('a taker that stalls under its guard (past the 5 s after which a waiter removes it as left behind) does not remove the lock that waiter wrote since, nor the waiter\'s guard', async () => {
+  const lock = path.join(dir, 'doc.json.lock');
+  const guard = `${lock}.takeover`;
+  writeFileSync(lock, `${2 ** 22 + 1} dead-token`); // above any pid_max: its owner no longer runs
+  const realReadFile = fsPromises.readFile;
+  const realStat = fsPromises.stat;
+  let statUnderGuard: Promise<unknown> = Promise.resolve();
+  let stalled = false;
+  const underGuard = (file: unknown) => file === lock && !stalled && readdirSync(dir).includes('doc.json.lock.takeover');
+  const stat = jest.spyOn(fsPromises, 'stat').mockImplementation(async (...args: Parameters<typeof realStat>) => {
+    const result = realStat(...args);
+    if (underGuard(args[0])) statUnderGuard = result;
+    return result;
+  });
+  // The taker's look under its guard sees the stale lock; then it stalls, and meanwhile a waiter finds the guard
+  // unchanged for 5 s, removes it, takes its own, replaces the lock with its own, and is still at it.
+  const read = jest.spyOn(fsPromises, 'readFile').mockImplementation(async (...args: Parameters<typeof realReadFile>) => {
+    const text = await realReadFile(...args);
+    if (underGuard(args[0])) {
+      await statUnderGuard;
+      stalled = true;
+      rmSync(guard);
+      writeFileSync(guard, 'waiter-guard');
+      rmSync(lock);
+      writeFileSync(lock, '1 waiter-token');
+    }
+    return text;
+  });
+  try {
+    const seen = await tryLockFile(lock);
+    if ('release' in seen) await seen.release();
+    expect(seen).toMatchObject({ holder: 1 });
+  } finally {
+    read.mockRestore();
+    stat.mockRestore();
+  }
+  expect(stalled).toBe(true);
+  expect(readFileSync(lock, 'utf8')).toBe('1 waiter-token');
+  expect(readFileSync(guard, 'utf8')).toBe('waiter-guard');
+});
+
+test('a holder whose heartbeat cannot touch its lock (a mount that refuses utimes) does not count itself confirmed: it looks again before writing, and says so once per run of failures; a touch that found the lock removed this instant (a release racing it) is no warning', async () => {
   const held = await tryLockFile(path.join(dir, 'held.lock'));
   if (!('release' in held)) throw new Error(`not taken: ${JSON.stringify(held)}`);
   const realNow = performance.now.bind(performance);
-  const refused = jest.spyOn(fsPromises, 'utimes').mockRejectedValue(Object.assign(new Error('EPERM: operation not permitted, utime'), { code: 'EPERM' }));
+  const realUtimes = fsPromises.utimes;
+  const failure = (code: string) => Object.assign(new Error(`${code}: utime`), { code });
+  const refused = jest.spyOn(fsPromises, 'utimes');
   const warnings = jest.spyOn(process, 'emitWarning').mockImplementation(() => undefined);
   const clock = jest.spyOn(performance, 'now').mockImplementation(() => realNow() + 6_000);
   try {
+    refused.mockRejectedValueOnce(failure('ENOENT'));
+    await held.confirm();
+    expect(warnings).not.toHaveBeenCalled();
+    refused.mockRejectedValueOnce(failure('EPERM')).mockRejectedValueOnce(failure('EPERM'));
     await held.confirm();
     await held.confirm();
     expect(held.unconfirmed()).toBe(true);
     expect(warnings).toHaveBeenCalledTimes(1);
     expect(String(warnings.mock.calls[0][0])).toMatch(/held\.lock: its heartbeat could not touch it \(EPERM/);
+    // It works again, then fails again: warned again.
+    refused.mockImplementationOnce(realUtimes).mockRejectedValueOnce(failure('EPERM'));
+    await held.confirm();
+    await held.confirm();
+    expect(warnings).toHaveBeenCalledTimes(2);
   } finally {
     clock.mockRestore();
     warnings.mockRestore();

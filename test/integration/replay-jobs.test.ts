@@ -423,7 +423,7 @@ describe('a replay/jobs the service cannot use does not keep it from opening', (
     const earlierCheckpoint = path.join(dir, `${rangeReplayId(earlier)}.json`);
     writeFileSync(`${earlierCheckpoint}.lock`, theirs(1).replace('host=other-container', `host=${encodeURIComponent(here.host!)}`));
     await expect(jobs.startRange(earlier)).rejects.toThrow(new RegExp(
-      `hostname ${here.host!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, lock touched \\d+ s ago\\) runs this replay, or its lock is a previous run's \\(this container before a restart\\) being watched: try again in 1[01] s; let it end`,
+      `hostname ${here.host!.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}, lock touched \\d+ s ago\\) runs this replay, or its lock was left by a process that stopped \\(a restart or reboot\\): if so it is taken over 1[01] s from now; try again then; let it end`,
     ));
   });
 

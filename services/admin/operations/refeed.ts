@@ -245,10 +245,11 @@ export interface CheckpointFile {
 /** Another run of the same replay holds the checkpoint (its lock names a running process). */
 export class CheckpointInUse extends Error {
   constructor(file: string, holder: Busy) {
-    // One judged by its heartbeat (settlesInMs) may be this container's own run from before a restart, watched
-    // until seen unchanged for 10 s: what a resume right after a restart meets.
+    // One judged by its heartbeat (settlesInMs) may run (a replay on another kernel, or another container with
+    // this hostname) or be a run that stopped (this container before a restart, this machine before a reboot):
+    // nothing here tells which until its lock has stayed unchanged for 10 s. Said as that either-or, true in both.
     const watched = holder.elsewhere && holder.settlesInMs !== undefined
-      ? `, or its lock is a previous run's (this container before a restart) being watched: try again in ${Math.ceil(holder.settlesInMs / 1000)} s`
+      ? `, or its lock was left by a process that stopped (a restart or reboot): if so it is taken over ${Math.ceil(holder.settlesInMs / 1000)} s from now; try again then`
       : '';
     super(`checkpoint ${file} is in use: ${holder.holder ? `${describeHolder(holder)} runs this replay` : 'another run of this replay is starting'}${watched}; let it end, or stop it, then run it again`);
     this.name = 'CheckpointInUse';

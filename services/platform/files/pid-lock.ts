@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { promises as fsp, readFileSync } from 'node:fs';
+import { promises as fsp, readFileSync, rmSync, statSync } from 'node:fs';
 import { threadId } from 'node:worker_threads';
 import * as path from 'node:path';
 import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, heartbeatWatch, placeOf, placeOfThisProcess, placeTokens, whereIsOwner, type Place } from './lock-place';
@@ -28,7 +28,7 @@ import { HEARTBEAT_MS, HEARTBEAT_STALE_MS, heartbeatWatch, placeOf, placeOfThisP
  * - Release removes the file only while it is still this holder's (its content names this process and a token).
  *
  * Only a taker removes a stale lock (its owner cannot release it any more), and takers go one at a time, so a
- * lock is never removed from under a holder. A guard left by a taker that died is removed once seen unchanged for
+ * lock is not removed from under a holder (but for a freeze inside a taker's last synchronous check: takeOver). A guard left by a taker that died is removed once seen unchanged for
  * 5 s (and an empty lock once seen unchanged for 2 s), timed the same way: a taker on another kernel wrote them.
  */
 export interface HeldLock {
@@ -179,13 +179,16 @@ function heartbeat(file: string, content: string, onLost?: (takenBy: string) => 
       try {
         await fsp.utimes(file, now, now);
       } catch (error) {
-        // Removed this instant (the next look says so), or a mount that refuses it (ownership from mount options:
-        // CIFS uid=, azurefile): untouched, the lock looks stopped to a taker, so this holder counts as unconfirmed
-        // and looks again before it writes.
+        // Removed this instant (a release racing this look; the next look says so): nothing to warn about. Else a
+        // mount that refuses it (ownership from mount options: CIFS uid=, azurefile): untouched, the lock looks
+        // stopped to a taker, so this holder counts as unconfirmed and looks again before it writes. Warned once
+        // per run of failures: again after touches that worked.
+        if ((error as NodeJS.ErrnoException).code === 'ENOENT') return;
         if (!touchFailed) process.emitWarning(`lock ${file}: its heartbeat could not touch it (${(error as Error).message}); a restarted container or another kernel may take it over after ${HEARTBEAT_STALE_MS / 1000} s`);
         touchFailed = true;
         return;
       }
+      touchFailed = false;
       confirmedAt = at;
       return;
     }
@@ -329,9 +332,20 @@ const HERE = placeOfThisProcess();
 /**
  * Remove a stale lock, seen as `stale`, unless it changed in the meantime; one taker at a time. Null, or, while
  * another taker's guard is there, how long before that guard counts as left behind.
+ *
+ * The guard holds a token of this taker's: a taker that stalled for more than GUARD_STALE_MS after creating it
+ * (its event loop blocked, its process frozen) may find that a waiter removed it as left behind, took the guard
+ * and replaced the lock; its remove would then hit the new holder's lock. So the last check, that the guard is
+ * still this taker's and the lock still the stale one, and the remove run synchronously, with no await between
+ * them for a stall to fall into; and a guard that is no longer its own is left to the taker that wrote it. What
+ * remains is a freeze of the whole process (SIGSTOP, a paused VM) inside those few system calls that outlasts
+ * GUARD_STALE_MS; the taker then takes the lock, and the new holder's heartbeat (which reads the lock back)
+ * finds it replaced within HEARTBEAT_MS and is told it lost it. (A rename-away-and-check removal would not close it either: putting
+ * back a lock moved by mistake could resurrect one its holder released meanwhile, blocking the file for good.)
  */
 async function takeOver(file: string, stale: { text: string; mtimeMs: number }): Promise<number | null> {
   const guard = `${file}.takeover`;
+  const token = randomUUID();
   let handle;
   try {
     handle = await fsp.open(guard, 'wx', 0o600);
@@ -339,19 +353,30 @@ async function takeOver(file: string, stale: { text: string; mtimeMs: number }):
     if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
     return guardLeftFor(guard); // another taker is at it, or left its guard behind
   }
+  const guardIsMine = () => readOrNull(guard) === token;
   try {
-    await handle.close();
+    try { await handle.writeFile(token); } finally { await handle.close(); }
     // Looked at again under the guard, content and mtime: removed only if nobody took it over and put a fresh lock
     // there meanwhile, and its holder did not touch it since (a healthy holder a stalled taker misjudged).
     const now = await readLock(file).catch(() => null);
-    if (now && now.text === stale.text && now.mtimeMs === stale.mtimeMs) {
-      await fsp.rm(file, { force: true });
+    if (now && now.text === stale.text && now.mtimeMs === stale.mtimeMs && guardIsMine() && stillTheSame(file, stale)) {
+      rmSync(file, { force: true });
       WATCH.forget(file);
     }
   } finally {
-    await fsp.rm(guard, { force: true });
+    if (guardIsMine()) rmSync(guard, { force: true });
   }
   return null;
+}
+
+/** A file's content, or null (gone, or unreadable): read synchronously, for a check that no stall may follow. */
+function readOrNull(file: string): string | null {
+  try { return readFileSync(file, 'utf8'); } catch { return null; }
+}
+
+/** Whether the lock is still the one seen (content and mtime), looked at synchronously. */
+function stillTheSame(file: string, seen: { text: string; mtimeMs: number }): boolean {
+  try { return statSync(file).mtimeMs === seen.mtimeMs && readFileSync(file, 'utf8') === seen.text; } catch { return false; }
 }
 
 /**
@@ -402,6 +427,7 @@ export const SMALL_UPDATE_LOCK_WAIT_MS = 10_000;
 /** What whileLockFile throws, in the caller's own error type: the lock could not be tried, or stayed held. */
 export interface LockFailures {
   couldNotLock(error: unknown): Error;
+  /** `waitedMs`: the whole wait, a leftover's settling included. */
   heldTooLong(busy: Busy, waitedMs: number): Error;
 }
 
@@ -409,21 +435,34 @@ export interface LockFailures {
  * Run `work` holding `lockFile` (tryLockFile): a lock held by a running process, this one's other threads and
  * stages included, is waited for, with a growing pause, for up to `waitMs`. A read-modify-write under it loses
  * no write that came between its read and its write.
+ *
+ * A lock that settles by itself (this container's own from before a restart, watched 10 s; a guard left behind)
+ * is waited for up to SETTLING_WAIT_MS, so the first write after a restart succeeds, later. Those two waits are
+ * kept apart: writes that arrive together right after a restart all wait out the leftover, and then each other,
+ * one of them holding the lock now for milliseconds; the settling must not have used up their wait for that live
+ * holder. So the worst case is SETTLING_WAIT_MS and then `waitMs`.
  */
 export async function whileLockFile<R>(lockFile: string, waitMs: number, failures: LockFailures, work: () => Promise<R>): Promise<R> {
   // On the monotonic clock: a clock step must not end the wait (nor stretch it).
   const start = performance.now();
+  let [lastLook, settlingWaited, liveWaited] = [start, 0, 0];
+  let lastSettled = false;
   for (let pause = 2; ; pause = Math.min(pause * 2, 50)) {
     let taken;
     try { taken = await tryLockFile(lockFile); } catch (error) { throw failures.couldNotLock(error); }
     if (!('holder' in taken)) {
       try { return await work(); } finally { await taken.release(); }
     }
-    // One that settles by itself (this container's own from before a restart, watched 10 s; a guard left behind)
-    // is waited for up to SETTLING_WAIT_MS, so the first write after a restart succeeds, later.
-    const waited = performance.now() - start;
-    const settles = taken.settlesInMs !== undefined && waited + taken.settlesInMs <= Math.max(waitMs, SETTLING_WAIT_MS);
-    if (waited > waitMs && !settles) throw failures.heldTooLong(taken, waitMs);
+    // The time since the last look counts against the wait of what that look found.
+    const now = performance.now();
+    if (lastSettled) settlingWaited += now - lastLook; else liveWaited += now - lastLook;
+    [lastLook, lastSettled] = [now, taken.settlesInMs !== undefined];
+    const tooLong = taken.settlesInMs === undefined
+      ? liveWaited > waitMs
+      : settlingWaited + taken.settlesInMs > Math.max(waitMs, SETTLING_WAIT_MS) && now - start > waitMs;
+    if (tooLong) {
+      throw failures.heldTooLong(taken, now - start);
+    }
     await new Promise((resolve) => setTimeout(resolve, pause * (0.5 + Math.random())));
   }
 }

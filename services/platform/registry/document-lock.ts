@@ -9,6 +9,6 @@ import { RegistryError } from './registry';
 export function whileLocked<R>(file: string, write: () => Promise<R>): Promise<R> {
   return whileLockFile(`${file}.lock`, SMALL_UPDATE_LOCK_WAIT_MS, {
     couldNotLock: (error) => new RegistryError(`registry could not lock ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error }),
-    heldTooLong: (busy, waitedMs) => new RegistryError(`registry could not write ${file}: ${describeHolder(busy)} has held its lock ${file}.lock for ${waitedMs / 1000} s${busy.elsewhere ? '; if that process is gone, remove the lock file' : ''}`, 'registry-unavailable'),
+    heldTooLong: (busy, waitedMs) => new RegistryError(`registry could not write ${file}: ${describeHolder(busy)} holds its lock ${file}.lock (waited ${(waitedMs / 1000).toFixed(1)} s)${busy.elsewhere ? '; if that process is gone, remove the lock file' : ''}`, 'registry-unavailable'),
   }, write);
 }

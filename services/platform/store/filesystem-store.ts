@@ -229,7 +229,7 @@ export async function openFilesystemStore(dataDir: string, options: FilesystemSt
 function whileLocked<R>(lockFile: string, p: string, work: () => Promise<R>): Promise<R> {
   return whileLockFile(lockFile, SMALL_UPDATE_LOCK_WAIT_MS, {
     couldNotLock: (error) => new ObjectStoreError(`filesystem store could not lock ${p}: ${(error as Error).message}`, 'store-unavailable', { cause: error }),
-    heldTooLong: (busy, waitedMs) => new ObjectStoreError(`filesystem store could not swap ${p}: ${describeHolder(busy)} has held its lock ${lockFile} for ${waitedMs / 1000} s${busy.elsewhere ? '; if that process is gone, remove the lock file' : ''}`, 'store-unavailable'),
+    heldTooLong: (busy, waitedMs) => new ObjectStoreError(`filesystem store could not swap ${p}: ${describeHolder(busy)} holds its lock ${lockFile} (waited ${(waitedMs / 1000).toFixed(1)} s)${busy.elsewhere ? '; if that process is gone, remove the lock file' : ''}`, 'store-unavailable'),
   }, work);
 }
 

@@ -17,14 +17,9 @@ export interface DirectoryLock {
 const heldInThisProcess = new Set<string>();
 
 /**
- * A start tries again, for up to SETTLING_WAIT_MS (pid-lock.ts: the worst case, plus a margin), when the lock may
- * free itself soon: a LOCK still empty (its taker was killed between creating and writing it: stale once seen
- * unchanged for 2 s), a LOCK.takeover a killed taker left (5 s, watched alongside the lock), or a lock judged by its
- * heartbeat (this container's own from before a restart, another kernel's), stale once seen unchanged for 10 s: a
- * start always watches it that long, from its first look, however old its mtime is. Timed on the monotonic clock:
- * a clock step (NTP after a reboot) must not end the wait.
- */
-/**
+ * A start tries again, for up to SETTLING_WAIT_MS (pid-lock.ts), while the lock may free itself (settlesInMs: one
+ * being written, a guard left behind, this container's own from before a restart), timed on the monotonic clock: a
+ * clock step (NTP after a reboot) must not end the wait.
  * `onLost`: the lock was taken over while held (this process stalled past the heartbeat's 10 s, and another took
  * the folder): told once, with the error to stop on; from then on this process must write nothing there.
  */
