@@ -1,4 +1,4 @@
-import { X509Certificate } from 'node:crypto';
+import { randomBytes, X509Certificate } from 'node:crypto';
 import { request } from 'node:http';
 import { rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -555,6 +555,27 @@ test('a decrypted layer takes room in the memory budget of all requests while th
       again = await postAs2(other, 'wf', message, as2Headers(), peer, receiver);
     }
     expect(again.disposition).toBe('automatic-action/MDN-sent-automatically; processed');
+  } finally {
+    await other.stop();
+  }
+});
+
+test('two messages that each fit the memory budget alone, sent together: one refused for want of room gives its room back at once, so the other is processed', async () => {
+  const other = await startTestApp('embedded', { MAX_BODY_BYTES: '64MiB', MAX_HELD_BODY_BYTES: '4MiB' });
+  try {
+    await wfWith(other, 'wf');
+    // About 1.4 MB, with a base64 payload: raw message, decrypted layer and decoded payload near 4 MiB together,
+    // so two such messages cannot both be opened at once, and the one refused used to keep its room while its
+    // failure MDN was made and its evidence kept, which refused the other too.
+    const base64 = randomBytes(1_000_000).toString('base64').replace(/.{76}/g, '$&\r\n');
+    const message = await signedEncrypted(peer.entity({ 'Content-Type': 'application/octet-stream', 'Content-Transfer-Encoding': 'base64' }, base64));
+    const processed = 'automatic-action/MDN-sent-automatically; processed';
+    expect((await postAs2(other, 'wf', message, as2Headers(), peer, receiver)).disposition).toBe(processed);
+    for (let round = 0; round < 3; round++) {
+      const answers = await Promise.all([0, 1].map(() => postAs2(other, 'wf', message, as2Headers(), peer, receiver)));
+      expect(answers.filter((a) => a.disposition === processed).length).toBeGreaterThanOrEqual(1);
+      for (const refused of answers.filter((a) => a.disposition !== processed)) expect(refused.report).toContain('send it again later');
+    }
   } finally {
     await other.stop();
   }

@@ -7,6 +7,7 @@ import { decodedBody, decodedBodyInSlices, multipartParts, parseEntity, parseMed
 import { someReceiverValidAt } from './rotation';
 import { verifyDetached } from './verify';
 import { heldShare, type HeldBytes, type HeldShare } from '../held-bytes';
+import { takeRoom } from './room';
 
 /**
  * The layers of an AS2 message, outside in, as senders stack them: encryption (enveloped data),
@@ -116,7 +117,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
         result.compressed = true;
       } else if (smime === 'enveloped-data' || smime === 'authenveloped-data') {
         // The decrypted layer is as long as the encrypted content at most: its room is taken before it is made.
-        if (!budget.held.take(der.length)) throw notAccepted();
+        takeRoom(budget.held, der.length);
         options.onStep?.('decrypt-start');
         try {
           someReceiverValidAt(options.identity, receivedAt);
@@ -163,8 +164,6 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   return { payload: entity, attachments, ...result };
 }
 
-const notAccepted = () => new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later');
-
 /**
  * The entity's body with its transfer encoding undone. A decoded copy (base64, quoted-printable) takes room
  * in `held` first, as much as the encoded body, which it never outgrows; a binary body is the entity's own bytes.
@@ -172,7 +171,7 @@ const notAccepted = () => new As2Fault('not-accepted', 'the message could not be
 async function heldBody(entity: MimeEntity, held: HeldShare): Promise<Buffer> {
   const cte = (entity.headers['content-transfer-encoding'] ?? 'binary').trim().toLowerCase();
   const copied = cte !== 'binary' && cte !== '8bit' && cte !== '7bit';
-  if (copied && !held.take(entity.body.length)) throw notAccepted();
+  if (copied) takeRoom(held, entity.body.length);
   return decodedBodyInSlices(entity);
 }
 
