@@ -3,7 +3,7 @@ import type { As2Identity } from './certificates';
 import { decompressEntity, type HeadCheck, type InflateBudget } from './compress';
 import { DECRYPTION_FAILED, decryptEntity } from './decrypt';
 import { As2Fault } from './faults';
-import { decodedBody, decodedBodyInSlices, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
+import { decodedBodyInSlices, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
 import { someReceiverValidAt } from './rotation';
 import { verifyDetached } from './verify';
 import { heldShare, type HeldBytes, type HeldShare } from '../held-bytes';
@@ -136,10 +136,11 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
     } else if (media.type === 'multipart/signed') {
       const parts = multipartParts(entity.body, media.params.boundary);
       if (parts.length !== 2) throw new As2Fault('malformed-message', 'multipart/signed must have exactly two parts');
-      const signature = parseEntity(parts[1]);
+      // The signature part is decoded as the payload is, counted and in slices: a sender decides its size.
+      const signature = await heldBody(parseEntity(parts[1]), budget.held);
       let check;
       try {
-        check = verifyDetached(decodedBody(signature), parts[0], partners, options.allowMd5, receivedAt, pinned);
+        check = verifyDetached(signature, parts[0], partners, options.allowMd5, receivedAt, pinned);
       } catch (error) {
         options.onStep?.('verify-failure', (error as Error).message);
         throw error;
