@@ -62,6 +62,8 @@ export interface StartOptions {
   metrics?: IngressMetrics;
   /** Whether this process's certificate watch runs here (default: when a receiver or decoder does). */
   watchCertificates?: boolean;
+  /** The memory budget of held bodies (MAX_HELD_BODY_BYTES); by default a new one. A test passes its own to see what is held. */
+  heldBodies?: HeldBytes;
 }
 
 /**
@@ -126,7 +128,7 @@ export async function startServices(config: Config, backends: Backends, services
   // One budget for the bodies held in memory, by the receiver while it reads them and by the triggers
   // that keep them whole (whole-body.ts) or read a staged one back whole (a Standard Webhooks v1a signature):
   // a body held by both counts twice, which errs on the safe side.
-  const heldBodies = heldBytes(config.maxHeldBodyBytes);
+  const heldBodies = options.heldBodies ?? heldBytes(config.maxHeldBodyBytes);
   const catalog = triggerCatalog(config, heldBodies, createAdmissionGuards({ limiter: createRateLimiter(), metrics }));
   const topics = pipelineTopics(config.topicPrefix);
   const queues = [...new Set(Object.values(config.executionQueues))];

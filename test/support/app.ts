@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { openBackends, type Backends } from '../../services/cli/backends';
-import { startServices, SERVICES, type ServiceName } from '../../services/cli/start';
+import { startServices, SERVICES, type ServiceName, type StartOptions } from '../../services/cli/start';
 import { loadConfig, type Config } from '../../services/platform/config/config';
 import { createLogger, type Logger } from '../../services/platform/logger/logger';
 import { pipelineTopics, type PipelineTopics } from '../../services/platform/log/topics';
@@ -63,7 +63,7 @@ export function backendEnv(choice: BackendChoice, extra: Record<string, string> 
   return { env, cleanup: () => rmSync(dataDir, { recursive: true, force: true }) };
 }
 
-export async function startTestApp(choice: BackendChoice, extra: Record<string, string> = {}, services: readonly ServiceName[] = SERVICES): Promise<TestApp> {
+export async function startTestApp(choice: BackendChoice, extra: Record<string, string> = {}, services: readonly ServiceName[] = SERVICES, options: StartOptions = {}): Promise<TestApp> {
   const { env, cleanup } = backendEnv(choice, extra);
   const config = loadConfig(env);
   const logs: Record<string, unknown>[] = [];
@@ -72,7 +72,7 @@ export async function startTestApp(choice: BackendChoice, extra: Record<string, 
   let running;
   try {
     await applyTopics(config, backends.log);
-    running = await startServices(config, backends, services, logger);
+    running = await startServices(config, backends, services, logger, options);
   } catch (error) {
     await backends.close();
     cleanup();

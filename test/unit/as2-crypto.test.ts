@@ -7,6 +7,7 @@ import { As2Fault, MAX_DETAIL_CHARS } from '../../services/triggers/as2/faults';
 import { syntheticKey, unwrapPkcs1 } from '../../services/triggers/as2/key-transport';
 import { decodedBody, decodedBodyInSlices, multipartParts, parseEntity } from '../../services/triggers/as2/mime';
 import { SLICE_BYTES } from '../../services/triggers/as2/slices';
+import { heldBytes, heldShare } from '../../services/triggers/held-bytes';
 import { digestFromName } from '../../services/triggers/as2/algorithms';
 import { parseMdnOptions, chooseMicalg, micAlgorithm } from '../../services/triggers/as2/mdn';
 import { AS2_MAX_INFLATED_BYTES, unwrapMessage } from '../../services/triggers/as2/unwrap';
@@ -561,6 +562,25 @@ describe('signatures: content-type attribute, pin before carried certificates, b
     const many = await peer.sign(payload(), partner, 'sha256', ['-certfile', peer.file(bundle)]);
     expect((await asyncFaultOf(unwrapMessage(many.body, many.contentType, null, { identity, maxInflatedBytes: 1 << 20 }))).code).toBe('authentication-failed');
   });
+});
+
+test('the signature part of a multipart/signed is decoded like the payload: its base64 takes room in the memory budget, and finding none the message is not accepted, its room all given back', async () => {
+  const receiver = await peer.party('receiver');
+  const identity = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+  // A sender decides the signature part's size: 2 MB of base64, past what the budget has left beside another body.
+  const signature = randomBytes(1_500_000).toString('base64').replace(/.{76}/g, '$&\r\n');
+  const body = Buffer.from([
+    '--b', 'Content-Type: application/edi-x12', '', 'ISA*00*~GS*PO~',
+    '--b', 'Content-Type: application/pkcs7-signature; name=smime.p7s', 'Content-Transfer-Encoding: base64', '', signature,
+    '--b--', '',
+  ].join('\r\n'), 'latin1');
+  const budget = heldBytes(1024 * 1024);
+  const otherBody = heldShare(budget);
+  expect(otherBody.take(512 * 1024)).toBe(true);
+  const share = heldShare(budget);
+  const fault = await asyncFaultOf(unwrapMessage(body, 'multipart/signed; protocol="application/pkcs7-signature"; micalg=sha-256; boundary=b', null, { identity, maxInflatedBytes: 1 << 20, share }));
+  expect(fault.code).toBe('not-accepted');
+  expect(budget.held()).toBe(512 * 1024);
 });
 
 describe('what is answered processed opens in the decoder', () => {

@@ -149,6 +149,9 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
         },
       });
     } catch (error) {
+      // Nothing is opened of it any more: its room goes back before the failure MDN is made and the evidence
+      // kept (unwrap.ts gave it back already when the refusal was for want of room, see room.ts).
+      share.release();
       if (!(error instanceof As2Fault)) services.logger.error('AS2 message failed unexpectedly', { workflowId: request.workflowId, requestId: request.requestId, error });
       return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message, authenticated) };
     }

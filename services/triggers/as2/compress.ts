@@ -4,6 +4,7 @@ import { child, isContext, octets, oidOf, parseDer } from './der';
 import { As2Fault } from './faults';
 import { MIME_LIMITS, parseEntity, type MimeEntity } from './mime';
 import type { HeldShare } from '../held-bytes';
+import { takeRoom } from './room';
 
 /**
  * RFC 5402 compressed data (CMS CompressedData, zlib) → the inner MIME entity.
@@ -78,7 +79,11 @@ function inflateBounded(data: Buffer, budget: InflateBudget, check?: HeadCheck):
       if (done) return;
       size += chunk.length;
       if (size > budget.left) return fail(new As2Fault('decompression-failed', `the compressed data inflates beyond ${budget.total} bytes`));
-      if (!budget.held.take(chunk.length)) return fail(new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later'));
+      try {
+        takeRoom(budget.held, chunk.length);
+      } catch (refused) {
+        return fail(refused as As2Fault);
+      }
       chunks.push(chunk);
       if (!checked && size >= HEAD_BYTES) runCheck();
     });

@@ -3,10 +3,11 @@ import type { As2Identity } from './certificates';
 import { decompressEntity, type HeadCheck, type InflateBudget } from './compress';
 import { DECRYPTION_FAILED, decryptEntity } from './decrypt';
 import { As2Fault } from './faults';
-import { decodedBody, decodedBodyInSlices, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
+import { decodedBodyInSlices, multipartParts, parseEntity, parseMediaType, type MimeEntity } from './mime';
 import { someReceiverValidAt } from './rotation';
 import { verifyDetached } from './verify';
 import { heldShare, type HeldBytes, type HeldShare } from '../held-bytes';
+import { takeRoom } from './room';
 
 /**
  * The layers of an AS2 message, outside in, as senders stack them: encryption (enveloped data),
@@ -116,7 +117,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
         result.compressed = true;
       } else if (smime === 'enveloped-data' || smime === 'authenveloped-data') {
         // The decrypted layer is as long as the encrypted content at most: its room is taken before it is made.
-        if (!budget.held.take(der.length)) throw notAccepted();
+        takeRoom(budget.held, der.length);
         options.onStep?.('decrypt-start');
         try {
           someReceiverValidAt(options.identity, receivedAt);
@@ -135,10 +136,11 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
     } else if (media.type === 'multipart/signed') {
       const parts = multipartParts(entity.body, media.params.boundary);
       if (parts.length !== 2) throw new As2Fault('malformed-message', 'multipart/signed must have exactly two parts');
-      const signature = parseEntity(parts[1]);
+      // The signature part is decoded as the payload is, counted and in slices: a sender decides its size.
+      const signature = await heldBody(parseEntity(parts[1]), budget.held);
       let check;
       try {
-        check = verifyDetached(decodedBody(signature), parts[0], partners, options.allowMd5, receivedAt, pinned);
+        check = verifyDetached(signature, parts[0], partners, options.allowMd5, receivedAt, pinned);
       } catch (error) {
         options.onStep?.('verify-failure', (error as Error).message);
         throw error;
@@ -163,8 +165,6 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   return { payload: entity, attachments, ...result };
 }
 
-const notAccepted = () => new As2Fault('not-accepted', 'the message could not be taken for processing now; send it again later');
-
 /**
  * The entity's body with its transfer encoding undone. A decoded copy (base64, quoted-printable) takes room
  * in `held` first, as much as the encoded body, which it never outgrows; a binary body is the entity's own bytes.
@@ -172,7 +172,7 @@ const notAccepted = () => new As2Fault('not-accepted', 'the message could not be
 async function heldBody(entity: MimeEntity, held: HeldShare): Promise<Buffer> {
   const cte = (entity.headers['content-transfer-encoding'] ?? 'binary').trim().toLowerCase();
   const copied = cte !== 'binary' && cte !== '8bit' && cte !== '7bit';
-  if (copied && !held.take(entity.body.length)) throw notAccepted();
+  if (copied) takeRoom(held, entity.body.length);
   return decodedBodyInSlices(entity);
 }
 
