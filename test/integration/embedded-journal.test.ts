@@ -485,6 +485,29 @@ test('a taker that stalls under its guard (past the 5 s after which a waiter rem
   expect(readFileSync(guard, 'utf8')).toBe('waiter-guard');
 });
 
+test('a taker whose guard token cannot be written (a full disk) removes the guard it created, so the next taker is not kept 5 s watching it; the failure is thrown as it was', async () => {
+  const lock = path.join(dir, 'full.json.lock');
+  const guard = `${lock}.takeover`;
+  writeFileSync(lock, `${2 ** 22 + 1} dead-token`); // above any pid_max: its owner no longer runs
+  const realOpen = fsPromises.open;
+  const open = jest.spyOn(fsPromises, 'open').mockImplementation(async (...args: Parameters<typeof realOpen>) => {
+    const handle = await realOpen(...args);
+    if (args[0] === guard) {
+      handle.writeFile = async () => { throw Object.assign(new Error('ENOSPC: no space left on device, write'), { code: 'ENOSPC' }); };
+    }
+    return handle;
+  });
+  try {
+    await expect(tryLockFile(lock)).rejects.toThrow('ENOSPC');
+  } finally {
+    open.mockRestore();
+  }
+  expect(readdirSync(dir)).not.toContain('full.json.lock.takeover');
+  const taken = await tryLockFile(lock);
+  if (!('release' in taken)) throw new Error(`not taken at once: ${JSON.stringify(taken)}`);
+  await taken.release();
+});
+
 test('a holder whose heartbeat cannot touch its lock (a mount that refuses utimes) does not count itself confirmed: it looks again before writing, and says so once per run of failures; a touch that found the lock removed this instant (a release racing it) is no warning', async () => {
   const held = await tryLockFile(path.join(dir, 'held.lock'));
   if (!('release' in held)) throw new Error(`not taken: ${JSON.stringify(held)}`);

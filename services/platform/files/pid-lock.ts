@@ -354,8 +354,25 @@ async function takeOver(file: string, stale: { text: string; mtimeMs: number }):
     return guardLeftFor(guard); // another taker is at it, or left its guard behind
   }
   const guardIsMine = () => readOrNull(guard) === token;
+  // A guard whose token could not be written (a full disk) is still this taker's to remove: the file it created
+  // (its inode) holding at most a start of its token. Left behind, it cost every later taker a 5 s watch.
+  let created: number | null = null;
+  const unwrittenIsMine = () => {
+    try {
+      const content = readFileSync(guard, 'utf8');
+      return created !== null && statSync(guard).ino === created && token.startsWith(content);
+    } catch { return false; }
+  };
   try {
-    try { await handle.writeFile(token); } finally { await handle.close(); }
+    try {
+      created = (await handle.stat()).ino;
+      await handle.writeFile(token);
+    } catch (error) {
+      await handle.close().catch(() => undefined);
+      if (unwrittenIsMine()) rmSync(guard, { force: true });
+      throw error;
+    }
+    await handle.close();
     // Looked at again under the guard, content and mtime: removed only if nobody took it over and put a fresh lock
     // there meanwhile, and its holder did not touch it since (a healthy holder a stalled taker misjudged).
     const now = await readLock(file).catch(() => null);
