@@ -5,6 +5,10 @@ import { collect, collectUntilQuiet } from '../support/log-reads';
 import { API, ERROR, startFaultProxy, type FaultProxy } from '../support/kafka-fault-proxy';
 import { until } from '../support/pipeline-cluster';
 import { getFreePort, startKafkaForTests, type KafkaHandle } from '../support/servers';
+import { eachRecord } from '../../services/platform/log/stage-batch';
+import { withDeadLetteringBatch } from '../../services/platform/log/dead-lettering';
+import { defaultAvroCodec } from '../../services/platform/avro/codec';
+import { silentLogger } from '../../services/platform/logger/logger';
 
 /**
  * Readiness after a coordinator moves while it still loads, on a broker of its own behind a proxy that injects
@@ -85,6 +89,48 @@ test('a transaction that committed but whose EndTxn was answered with an error: 
     expect(values).toHaveLength(60);
     expect(new Set(values).size).toBe(60);
     // The fault reached the stage as a failed transaction (not absorbed by a retry inside kafkajs).
+    expect(retries.length).toBeGreaterThan(0);
+  } finally {
+    await stage.stop();
+  }
+}, 120_000);
+
+test('a dead letter whose transaction committed but whose EndTxn was answered with an error is logged and counted once, when the partition is owned anew', async () => {
+  // Its records are not handed over again (the committed offset is past them), so the letter's hook is held until
+  // the stage reads that offset; without it the letter was never said, and its record's attempts never forgotten.
+  const input = `faults.letter.in.${randomUUID().slice(0, 8)}`;
+  const output = `faults.letter.out.${randomUUID().slice(0, 8)}`;
+  const deadLetters = `faults.letter.dlq.${randomUUID().slice(0, 8)}`;
+  await log.ensureTopics([input, output, deadLetters]);
+  const codec = defaultAvroCodec();
+  const lines: Record<string, unknown>[] = [];
+  const counted: string[] = [];
+  const retries: unknown[] = [];
+  const handleBatch = withDeadLetteringBatch((records, budget) => eachRecord(records, budget, (r) => {
+    if (r.value.toString().startsWith('poison')) throw new Error('bad input');
+    return [{ topic: output, key: r.key, value: Buffer.from(`out-of-${r.value.toString()}`) }];
+  }), {
+    stage: 'faults', topic: deadLetters, codec, recordKey: 'workflow', isPermanent: () => true,
+    logger: { ...silentLogger, warn: (message: string, fields?: Record<string, unknown>) => { if (message === 'record dead-lettered') lines.push(fields ?? {}); } },
+    metrics: { stageRecord: (_stage: string, outcome: string) => { counted.push(outcome); } },
+  });
+  const stage = await log.runStage({ group: `faults-letter-${randomUUID().slice(0, 8)}`, topic: input, handleBatch, onRetry: (error) => { retries.push(error); } });
+  try {
+    await log.append(Array.from({ length: 5 }, (_, i) => rec(input, i, 'before')));
+    await collect(log, output, 5, 30_000);
+    proxy.inject([{ api: API.EndTxn, errorCode: ERROR.INVALID_TXN_STATE }]);
+    await log.append([rec(input, 5, 'poison')]);
+    await until('the EndTxn fault to be answered', () => proxy.injected().filter((f) => f.api === API.EndTxn).length, (n) => n === 1, 30_000, 100);
+    await log.append(Array.from({ length: 5 }, (_, i) => rec(input, 6 + i, 'after')));
+    await collect(log, output, 10, 30_000);
+    await until('the dead letter to be logged', () => lines.length, (n) => n > 0, 20_000, 100);
+    const letters = await collectUntilQuiet(log, deadLetters, 1_000);
+    const sources = letters.map((l) => codec.decode('DeadLetter', l.value).source);
+    expect(sources.map((source) => Buffer.from(source.value).toString())).toEqual(['poison-5']);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatchObject({ partition: sources[0].partition, offset: sources[0].offset });
+    expect(counted.filter((o) => o === 'dead-lettered')).toHaveLength(1);
+    // The letter's transaction is the one whose EndTxn failed.
     expect(retries.length).toBeGreaterThan(0);
   } finally {
     await stage.stop();

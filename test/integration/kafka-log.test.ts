@@ -12,6 +12,7 @@ import { createLogger, silentLogger } from '../../services/platform/logger/logge
 import { describeEventLogContract } from './contracts/event-log.contract';
 import { collect, collectUntilQuiet } from '../support/log-reads';
 import { until } from '../support/pipeline-cluster';
+import { TOPIC_MAX_MESSAGE_BYTES } from '../../services/platform/log/topics';
 
 /**
  * The Kafka adapter against a real Apache Kafka broker, 4.x or (KAFKA_VERSION=3.9.2) 3.9: jest globalSetup
@@ -278,6 +279,43 @@ describe('Kafka EventLog', () => {
       await stage.stop();
       await admin.disconnect();
     }
+  }, 60_000);
+
+  test('a batch whose commit with outputs fails (an output the broker refuses as too large) does not run its committed hook; the batch committed again does, once, and its hook\'s fault is a warning, not a retry', async () => {
+    const lines: string[] = [];
+    const log = await openKafkaLog({ brokers: brokers(), clientId: `kafka-test-${randomUUID().slice(0, 8)}`, logger: createLogger({ write: (line) => lines.push(line) }) });
+    logs.push(log);
+    const input = unique('hook-failed-commit-in');
+    const output = unique('hook-failed-commit-out');
+    await log.ensureTopics([input, output]);
+    await log.append([rec(input, 'k', 'a')]);
+    const calls: { big: boolean; committed: number }[] = [];
+    const retries: unknown[] = [];
+    const stage = await log.runStage({
+      group: unique('hook-failed-commit'), topic: input,
+      handleBatch: async (records) => {
+        // The first answer's output is over the topic's max.message.bytes (TOPIC_MAX_MESSAGE_BYTES): the broker refuses it.
+        const call = { big: calls.length === 0, committed: 0 };
+        calls.push(call);
+        const value = call.big ? Buffer.alloc(TOPIC_MAX_MESSAGE_BYTES + 1024) : Buffer.from('ok');
+        return { outputs: records.map((r) => [{ topic: output, key: r.key, value }]), committed: () => { call.committed++; throw new Error('hook fault'); } };
+      },
+      onRetry: (error) => { retries.push(error); },
+    });
+    try {
+      await collect(log, output, 1, 30_000);
+      await until('the hook of the committed batch', () => calls.some((c) => c.committed > 0), (done) => done, 10_000, 50);
+    } finally {
+      await stage.stop();
+    }
+    // The refused commit's retry, and none for the hook's fault, which is said instead.
+    expect(retries.length).toBeGreaterThan(0);
+    expect(retries.map(String).filter((e) => e.includes('hook fault'))).toEqual([]);
+    expect(lines.filter((l) => l.includes('committed hook threw'))).toHaveLength(1);
+    expect(calls[0]).toEqual({ big: true, committed: 0 });
+    expect(calls.filter((c) => c.committed > 0)).toEqual([{ big: false, committed: 1 }]);
+    const values = (await collectUntilQuiet(log, output, 500)).map((r) => r.value.toString());
+    expect(values).toEqual(['ok']);
   }, 60_000);
 
   test('appends too big to share one broker batch are split into several produce requests', async () => {

@@ -266,6 +266,36 @@ export function describeEventLogContract(name: string, makeFixture: () => EventL
       expect(calls.every((c) => c.committed <= 1 && (c.committed === 0 || c.outputs > 0))).toBe(true);
     });
 
+    // A hook runs after the commit: if its fault failed the batch, a committed batch was retried (embedded) or the
+    // consumer restarted (Kafka: eachBatch threw).
+    test('a committed hook that throws is not a failed commit: nothing is retried, and later records are handled once each', async () => {
+      const log = await fixture.open();
+      const { input, output, group } = await stageTopics(log, 'batch-hook-throws');
+      await log.append(['a', 'b'].map((v) => rec(input, 'k', v)));
+      const retries: unknown[] = [];
+      let hooks = 0;
+      const stage = await log.runStage({
+        group, topic: input,
+        handleBatch: async (records) => ({
+          outputs: records.map((r) => [rec(output, r.key, `ok-${r.value.toString()}`)]),
+          committed: () => { hooks++; throw new Error('hook fault'); },
+        }),
+        onRetry: (error) => { retries.push(error); },
+      });
+      try {
+        await collect(log, output, 2);
+        await until(() => hooks > 0, 10_000);
+        await log.append(['c', 'd'].map((v) => rec(input, 'k', v)));
+        await collect(log, output, 4);
+        await until(() => hooks > 1, 10_000);
+      } finally {
+        await stage.stop();
+      }
+      expect(retries).toEqual([]);
+      const values = (await collectUntilQuiet(log, output, 500)).map((r) => r.value.toString());
+      expect(values).toEqual(['ok-a', 'ok-b', 'ok-c', 'ok-d']);
+    });
+
     test('a batch handler that throws commits nothing and is given the batch again, still its partition\'s first since owned', async () => {
       const log = await fixture.open();
       const { input, output, group } = await stageTopics(log, 'batch-throw');

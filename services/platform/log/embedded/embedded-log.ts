@@ -221,6 +221,7 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
           }
           const done = next + result.outputs.length;
           if (done > next) {
+            let landed = false;
             try {
               const now = Date.now();
               const journalRecords: JournalRecord[] = [];
@@ -230,10 +231,12 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
               await journal.append({ records: journalRecords, commits: [{ group, topic, next: done }] });
               // Progress: a failure at the record after it is that record's first, backed off from the start.
               attempt = 0;
-              result.committed?.();
+              landed = true;
             } catch (error) {
               failure = { error, record: null };
             }
+            // Outside the commit's try: a hook that throws is not a failed commit (its batch is committed).
+            if (landed && result.committed) runCommitted(result.committed, `stage ${group} on ${topic}`);
           }
           if (failure) {
             attempt++;
@@ -306,6 +309,15 @@ export async function openEmbeddedLog(options: EmbeddedLogOptions): Promise<Even
     },
   };
   return log;
+
+  /** A committed hook's fault is said, never a failed commit: its batch is committed either way. */
+  function runCommitted(hook: () => void, stage: string): void {
+    try {
+      hook();
+    } catch (error) {
+      try { options.onWarning?.(`${stage}: a batch's committed hook threw: ${(error as Error)?.message ?? String(error)}`); } catch { /* a warning must not fail the stage */ }
+    }
+  }
 }
 
 /** Exponential back-off from 100 ms to 30 s, with jitter so restarted stages do not retry in step. */

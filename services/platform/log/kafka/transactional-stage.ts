@@ -9,6 +9,7 @@ import { MAX_STAGE_BATCH_BYTES } from '../topics';
 import { TransactionalOutput, TransactionFailure } from './transactional-output';
 import { stableCommittedOffset } from './stable-offset-fetch';
 import { assignedInStableGroup } from './group-assignment';
+import { UnsettledCommits } from './unsettled-commits';
 
 /**
  * EventLog.runStage on Kafka: consume-transform-produce, exactly once per input record, however members
@@ -153,6 +154,8 @@ class TransactionalStage {
   /** Fences of a partition in a row within one join (FENCES_CHECKED). */
   private readonly fences = new Map<number, { join: number; count: number }>();
   private readonly timers = new Map<number, NodeJS.Timeout>();
+  /** Committed hooks of transactions whose outcome is unknown, until the partition's committed offset decides. */
+  private readonly unsettled = new UnsettledCommits();
   private restartTimer: NodeJS.Timeout | null = null;
   private crashes = 0;
   /** Why the consumer is not a member of its group right now (for /readyz); null when it is. */
@@ -204,6 +207,7 @@ class TransactionalStage {
         this.owned.delete(partition);
         void owned.output.close();
       }
+      for (const partition of this.unsettled.partitions()) if (!assigned.has(partition)) this.unsettled.forget(partition);
       if (!this.stopping) for (const partition of assigned) this.acquire(partition);
       // Retry and fencing timers: the partitions this member keeps are fetched again from the group's offset;
       // the others are unpaused, so that they are not stuck if the group gives them back later.
@@ -261,6 +265,7 @@ class TransactionalStage {
         await this.consumer.disconnect().catch((error: unknown) => this.logger.warn('kafka stage consumer did not disconnect cleanly', { error: describeKafkaError(error) }));
         const outputs = [...this.owned.values()].map((o) => o.output);
         this.owned.clear();
+        this.unsettled.clear();
         await Promise.all(outputs.map((o) => o.close()));
       })();
     }
@@ -319,6 +324,9 @@ class TransactionalStage {
     }
     if (this.stopping || this.owned.get(partition) !== owned) return null;
     owned.checked = true;
+    // Read after this producer's initialisation settled every earlier transaction of the partition: an earlier
+    // commit's unknown outcome is known now.
+    this.unsettled.settle(partition, committed, (hook) => this.runCommitted(hook));
     this.logger.info('kafka stage took the partition over', { partition, committed, fetched: firstOffset });
     // Ahead: a predecessor committed after kafkajs looked the offset up. Behind (only transaction markers or
     // aborted records lie between): read again from there, which costs one fetch and skips nothing.
@@ -365,19 +373,30 @@ class TransactionalStage {
         } catch (error) {
           const owned = this.owned.get(partition);
           const join = owned?.output === output ? owned.join : null;
+          // EndTxn failed: the transaction may have landed, and then its records are not handed over again.
+          if (committed && error instanceof TransactionFailure && !error.nothingCommitted) this.unsettled.hold(partition, next, committed);
           this.lose(partition, output);
           if (error instanceof TransactionFailure && error.fenced) this.fenced(partition, join, error.cause);
           else this.retryLater(partition, error instanceof TransactionFailure ? error.cause : error, null);
           return; // nothing resolved: the partition is fetched again from `first`, and owned anew
         }
         resolveOffset(messages[last].offset);
-        committed?.();
+        if (committed) this.runCommitted(committed);
         this.fences.delete(partition);
         // Progress: whatever failed before is behind, so a failure at the record after it is that record's first
         // and backs off from the start (docs/operations.md "Dead letters").
         this.attempts.delete(partition);
       }
       if (failure) { this.retryLater(partition, failure.error, failure.record); return; }
+    }
+  }
+
+  /** A committed hook's fault is logged, never a failed commit: its transaction is committed either way. */
+  private runCommitted(hook: () => void): void {
+    try {
+      hook();
+    } catch (error) {
+      this.logger.warn('kafka stage batch\'s committed hook threw', { error: describeKafkaError(error) });
     }
   }
 

@@ -14,7 +14,12 @@ export interface RemoteLog {
   handlers: Record<string, Handler>;
 }
 
-/** `committed`: the hook of the last batch answered, which the owner calls back once it committed that batch. */
+/**
+ * `committed`: the hook of the last batch answered, which the owner calls back once it committed that batch. One
+ * hook a stage is enough only because the owner hands a stage's batches over one at a time, committing each before
+ * it asks for the next: true of the embedded log's runStage, the only log served across threads (the stage worker
+ * opens its own Kafka clients). A log that overlapped a stage's batches would need the hook keyed by batch.
+ */
 interface ServedStage { handle: StageBatchHandler; onRetry: StageOptions['onRetry']; committed?: () => void }
 
 export function remoteLog(kind: EventLog['kind'], rpc: () => Rpc): RemoteLog {
