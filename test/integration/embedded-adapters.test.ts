@@ -327,6 +327,22 @@ test('file journal: a time range past any date a day can name finds nothing, and
   expect(await registry.journal.search({ until: -5, limit: 5 })).toEqual([]);
 });
 
+test('file registry: a document file that parses to no document (null, a number, a list) is corrupt, as one that does not parse is, not a missing document', async () => {
+  const dir = tempDir();
+  const registry = await openFileRegistry(dir);
+  const file = path.join(dir, 'registry', 'workflows', 'wf-torn.json');
+  for (const [text, held] of [['null', 'null'], ['42', 'a number'], ['"wf"', 'a string'], ['[]', 'an array'], ['true', 'a boolean']]) {
+    writeFileSync(file, text);
+    await expect(registry.workflows.get('wf-torn')).rejects.toMatchObject({ code: 'corrupt-document', message: `registry file ${file} is not a JSON object (it holds ${held})` });
+    await expect(registry.workflows.list()).rejects.toMatchObject({ code: 'corrupt-document' });
+  }
+  writeFileSync(file, '');
+  await expect(registry.workflows.get('wf-torn')).rejects.toMatchObject({ code: 'corrupt-document', message: `registry file ${file} is not valid JSON` });
+  rmSync(file);
+  expect(await registry.workflows.get('wf-torn')).toBeNull();
+  await registry.close();
+});
+
 test('file registry: a write waits for a document lock a running process holds, and takes over one whose process is gone', async () => {
   const dir = tempDir();
   const registry = await openFileRegistry(dir);
