@@ -321,10 +321,76 @@ test('file journal: an index line torn by a failed write (a full disk) is skippe
   for (const store of [reader, next]) await store.close?.();
 });
 
+test('file journal: an index line a power loss cut inside its length (or its hash) names nothing: the request and its workflow are still found, before and after the next writer indexes the lines again; a damaged entries file is still an error naming both files', async () => {
+  const root = path.join(tempDir(), 'journal');
+  const now = Date.now();
+  const entry = (n: number) => ({ id: `t.0.${n}.0`, requestId: `r${n}`, workflowId: 'wf-cut', kind: 'received', at: now + n, traceId: null, source: `t/0/${n}`, replayOf: null, keys: [`postId:p${n}`], detail: { n } });
+  const dayDir = path.join(root, new Date(now).toISOString().slice(0, 10));
+  const hashOf = (key: string) => createHash('sha256').update(key).digest('hex').slice(0, 32);
+  const bucketOf = (key: string) => path.join(dayDir, `index-${hashOf(key)[0]}.txt`);
+  // A writer whose buckets are never flushed, then the power goes: each bucket's unflushed tail may be cut anywhere.
+  const lost = await openFileJournal(root, 30, { indexSyncMs: 3_600_000 });
+  await lost.upsert([entry(1)]);
+  await lost.upsert([entry(2)]);
+  const cut = (key: string, keep: (line: string) => number) => {
+    const text = readFileSync(bucketOf(key), 'latin1');
+    const start = text.lastIndexOf(`\n${hashOf(key)} `) + 1;
+    const line = text.slice(start, text.indexOf('\n', start));
+    expect(text.length).toBe(start + line.length + 1); // the bucket's last line
+    writeFileSync(bucketOf(key), text.slice(0, start + keep(line)));
+    return readFileSync(bucketOf(key), 'latin1').slice(start);
+  };
+  // r2's three keys fall in three buckets: each is its bucket's last line.
+  expect(new Set(['request:r2', 'workflow:wf-cut', 'key:postId:p2'].map(bucketOf)).size).toBe(3);
+  const firstDigit = (line: string) => line.lastIndexOf(' ') + 2;
+  expect(cut('request:r2', firstDigit)).toMatch(/^[0-9a-f]{32} [0-9a-f]+ \d+ \d$/); // `… 10420 169` is now `… 10420 1`
+  expect(cut('workflow:wf-cut', firstDigit)).toMatch(/^[0-9a-f]{32} [0-9a-f]+ \d+ \d$/);
+  expect(cut('key:postId:p2', () => 10)).toMatch(/^[0-9a-f]{10}$/);
+  // A reader before any writer repaired: the torn lines name nothing; r2 is found by time only.
+  const reader = await openFileJournal(root, 30);
+  expect(await reader.request('r2')).toEqual([]);
+  expect(await reader.search({ requestId: 'r2', limit: 5 })).toEqual([]);
+  expect((await reader.search({ workflowId: 'wf-cut', limit: 10 })).map((e) => e.requestId)).toEqual(['r1']);
+  expect((await reader.search({ limit: 10 })).map((e) => e.requestId)).toEqual(['r2', 'r1']);
+  // The next writer indexes the lost writer's entries again past its checkpoint: r2 is found by each of its keys.
+  const next = await openFileJournal(root, 30);
+  await next.upsert([entry(3)]);
+  expect((await reader.request('r2')).map((e) => e.detail)).toEqual([{ n: 2 }]);
+  expect((await reader.search({ requestId: 'r2', limit: 5 })).map((e) => e.requestId)).toEqual(['r2']);
+  expect((await reader.search({ key: 'postId:p2', limit: 5 })).map((e) => e.requestId)).toEqual(['r2']);
+  expect((await reader.search({ workflowId: 'wf-cut', limit: 10 })).map((e) => e.requestId)).toEqual(['r3', 'r2', 'r1']);
+  // A whole index line naming a whole line of the entries file that is no JSON: the entries file is damaged.
+  const entries = readdirSync(dayDir).find((n) => n.startsWith('entries-') && readFileSync(path.join(dayDir, n), 'utf8').includes('"r1"'))!;
+  const damaged = readFileSync(path.join(dayDir, entries), 'utf8').replace('{"id":"t.0.1.0"', '#"id":"t.0.1.0"');
+  writeFileSync(path.join(dayDir, entries), damaged);
+  const index = `index-${hashOf('request:r1')[0]}.txt`;
+  await expect(reader.request('r1')).rejects.toMatchObject({
+    code: 'corrupt-document',
+    message: expect.stringMatching(new RegExp(`^journal file \\d{4}-\\d{2}-\\d{2}/${entries.replace('.', '\\.')} holds a line that is not valid JSON at byte 0 \\(\\d+ bytes\\), which the index line "${hashOf('request:r1')} \\w+ 0 \\d+" of \\d{4}-\\d{2}-\\d{2}/${index.replace('.', '\\.')} names$`)),
+  });
+  for (const store of [lost, reader, next]) await store.close?.();
+});
+
 test('file journal: a time range past any date a day can name finds nothing, and says nothing is wrong', async () => {
   const registry = await openFileRegistry(tempDir());
   expect(await registry.journal.search({ since: 9_000_000_000_000_000, limit: 5 })).toEqual([]);
   expect(await registry.journal.search({ until: -5, limit: 5 })).toEqual([]);
+});
+
+test('file registry: a document file that parses to no document (null, a number, a list) is corrupt, as one that does not parse is, not a missing document', async () => {
+  const dir = tempDir();
+  const registry = await openFileRegistry(dir);
+  const file = path.join(dir, 'registry', 'workflows', 'wf-torn.json');
+  for (const [text, held] of [['null', 'null'], ['42', 'a number'], ['"wf"', 'a string'], ['[]', 'an array'], ['true', 'a boolean']]) {
+    writeFileSync(file, text);
+    await expect(registry.workflows.get('wf-torn')).rejects.toMatchObject({ code: 'corrupt-document', message: `registry file ${file} is not a JSON object (it holds ${held})` });
+    await expect(registry.workflows.list()).rejects.toMatchObject({ code: 'corrupt-document' });
+  }
+  writeFileSync(file, '');
+  await expect(registry.workflows.get('wf-torn')).rejects.toMatchObject({ code: 'corrupt-document', message: `registry file ${file} is not valid JSON` });
+  rmSync(file);
+  expect(await registry.workflows.get('wf-torn')).toBeNull();
+  await registry.close();
 });
 
 test('file registry: a write waits for a document lock a running process holds, and takes over one whose process is gone', async () => {

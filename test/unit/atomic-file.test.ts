@@ -100,3 +100,73 @@ test('temp files a kill left mid-write are removed when their folder\'s owner op
     rmSync(dataDir, { recursive: true, force: true });
   }
 });
+
+/** fsp.open recording each fsync of a handle opened on `dir`, after what `fsp.unlink` did. */
+function recordedFolderSyncs(dir: string, events: string[]) {
+  const open = fsp.open.bind(fsp);
+  const unlink = fsp.unlink.bind(fsp);
+  const unlinks = jest.spyOn(fsp, 'unlink').mockImplementation(async (file) => { await unlink(file); events.push('unlink'); });
+  const opens = jest.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
+    const handle: FileHandle = await open(...args);
+    if (args[0] === dir) {
+      const sync = handle.sync.bind(handle);
+      handle.sync = async () => { await sync(); events.push('folder synced'); };
+    }
+    return handle;
+  });
+  return () => { unlinks.mockRestore(); opens.mockRestore(); };
+}
+
+/** A delete answered as done must stay done after a power loss: a deleted workflow would take partners' events again. */
+test('a registry delete (and deleteIf) is made durable: the collection\'s folder is fsync\'d after the unlink, before it resolves', async () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'atomic-file-'));
+  const registry = await openFileRegistry(dataDir);
+  const workflow = { id: 'wf', trigger: 'webhook' } as unknown as WorkflowDocument;
+  const events: string[] = [];
+  try {
+    await registry.workflows.put(workflow);
+    const restore = recordedFolderSyncs(path.join(dataDir, 'registry', 'workflows'), events);
+    try {
+      expect(await registry.workflows.delete('wf')).toBe(true);
+      expect(events).toEqual(['unlink', 'folder synced']);
+      events.length = 0;
+      expect(await registry.workflows.delete('wf')).toBe(false); // nothing deleted, nothing to flush
+      expect(events).toEqual([]);
+    } finally {
+      restore();
+    }
+    await registry.workflows.put(workflow);
+    const again = recordedFolderSyncs(path.join(dataDir, 'registry', 'workflows'), events);
+    try {
+      expect(await registry.workflows.deleteIf(workflow)).toBe(true);
+      expect(events).toEqual(['unlink', 'folder synced']);
+    } finally {
+      again();
+    }
+    expect(await registry.workflows.get('wf')).toBeNull();
+  } finally {
+    await registry.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});
+
+test('a registry delete whose folder cannot be flushed after the unlink succeeds, with a warning; the document is gone', async () => {
+  const dataDir = mkdtempSync(path.join(tmpdir(), 'atomic-file-'));
+  const warnings: { message: string; fields: Record<string, unknown> }[] = [];
+  const registry = await openFileRegistry(dataDir, { onWarning: (message, fields) => warnings.push({ message, fields }) });
+  const workflow = { id: 'wf', trigger: 'webhook' } as unknown as WorkflowDocument;
+  try {
+    await registry.workflows.put(workflow);
+    const opens = failingFolderSync(path.join(dataDir, 'registry', 'workflows'));
+    try {
+      expect(await registry.workflows.delete('wf')).toBe(true);
+    } finally {
+      opens.mockRestore();
+    }
+    expect(await registry.workflows.get('wf')).toBeNull();
+    expect(warnings).toEqual([{ message: expect.stringContaining('a file was deleted, but its folder could not be flushed'), fields: { file: path.join(dataDir, 'registry', 'workflows', 'wf.json'), error: expect.stringContaining('EIO') } }]);
+  } finally {
+    await registry.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  }
+});

@@ -25,7 +25,9 @@ import { RegistryError } from './registry';
  *   one per id. Each open store appends to files of its own, so two processes sharing DATA_DIR never mix
  *   offsets; index lines are single O_APPEND writes.
  * - Crashes: entries are fdatasync'd before their index lines are written, and the stage commits its input
- *   only after upsert returns; a process killed in between meets the batch again and writes both again.
+ *   only after upsert returns; a process killed in between meets the batch again and writes both again. An
+ *   index line torn anywhere (a crash, a full disk) names nothing: one cut inside its length still parses, so a
+ *   line counts only when the bytes it names are one whole line of the entries file.
  * - Power loss: fsyncing the index buckets with every batch would cost up to 16 more flushes a batch. They are
  *   fsync'd once a second instead (INDEX_SYNC_MS), and then the writer's checkpoint records how much of its
  *   entries file they cover. After an OS crash the index lines past a checkpoint may be gone: the next store
@@ -182,11 +184,6 @@ export async function openFileJournal(root: string, retentionDays: number, optio
     try { return await fsp.readFile(file); } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return Buffer.alloc(0);
       throw unavailable(`read ${file}`, error);
-    }
-  };
-  const parse = (line: string, where: string): JournalEntry => {
-    try { return JSON.parse(line) as JournalEntry; } catch (error) {
-      throw new RegistryError(`journal file ${where} holds a line that is not valid JSON`, 'corrupt-document', { cause: error });
     }
   };
   const parseOrTorn = (line: string): JournalEntry | null => {
@@ -374,19 +371,20 @@ export async function openFileJournal(root: string, retentionDays: number, optio
    */
   async function indexed(day: string, key: string, keep: (entry: JournalEntry) => boolean, cap = Infinity): Promise<JournalEntry[]> {
     const hash = hashOf(key);
-    const text = (await readFileOrEmpty(path.join(root, day, bucketFile(hash)))).toString('latin1');
-    const wanted: { writer: string; offset: number; length: number }[] = [];
+    const bucket = `${day}/${bucketFile(hash)}`;
+    const text = (await readFileOrEmpty(path.join(root, bucket))).toString('latin1');
+    const wanted: { writer: string; offset: number; length: number; line: string }[] = [];
     for (const line of text.split('\n')) {
       if (!line.startsWith(hash)) continue;
       // A line a failed write or a crash left torn (and, before writers ended such a line, the line appended
       // onto it) names nothing: read as one, it gave a NaN length, and every search of the day threw.
       const whole = INDEX_LINE.exec(line);
-      if (whole && whole[1] === hash) wanted.push({ writer: whole[2], offset: Number(whole[3]), length: Number(whole[4]) });
+      if (whole && whole[1] === hash) wanted.push({ writer: whole[2], offset: Number(whole[3]), length: Number(whole[4]), line });
     }
     const handles = new Map<string, fsp.FileHandle>();
     const found: JournalEntry[] = [];
     try {
-      for (const { writer: w, offset, length } of wanted.reverse()) {
+      for (const { writer: w, offset, length, line } of wanted.reverse()) {
         if (found.length >= cap) break;
         let handle = handles.get(w);
         if (!handle) {
@@ -397,11 +395,22 @@ export async function openFileJournal(root: string, retentionDays: number, optio
           }
           handles.set(w, handle);
         }
-        const buffer = Buffer.alloc(length);
-        const { bytesRead } = await handle.read(buffer, 0, length, offset);
+        // The entry with the newline before it and the one that ends it: a line is the index's only if those
+        // bytes are one whole line of the entries file. An index line torn inside its length (a power loss cut
+        // the bucket's unflushed tail, a full disk part of a write) still reads as a line, naming fewer bytes:
+        // it names nothing, and the entry is found by the line written again (the batch retried, or the next
+        // writer's repairIndex), not reported as a corrupt entries file for as long as the day is kept.
+        const before = offset > 0 ? 1 : 0;
+        const buffer = Buffer.alloc(before + length + 1);
+        const { bytesRead } = await handle.read(buffer, 0, buffer.length, offset - before);
         // An index line whose entry is not there (a file cut short by a crash) names nothing.
-        if (bytesRead !== length) continue;
-        const entry = parse(buffer.toString('utf8'), `${day}/${entriesFile(w)}`);
+        if (bytesRead !== buffer.length) continue;
+        if ((before === 1 && buffer[0] !== 10) || buffer.indexOf(10, before) !== buffer.length - 1) continue;
+        let entry: JournalEntry;
+        try { entry = JSON.parse(buffer.toString('utf8', before, before + length)) as JournalEntry; } catch (error) {
+          // One whole line that is no entry: the entries file is damaged, not the index.
+          throw new RegistryError(`journal file ${day}/${entriesFile(w)} holds a line that is not valid JSON at byte ${offset} (${length} bytes), which the index line "${line}" of ${bucket} names`, 'corrupt-document', { cause: error });
+        }
         if (keep(entry)) found.push(entry);
       }
     } finally {

@@ -3,8 +3,8 @@ import * as path from 'node:path';
 import { checkDocumentSize, DOCUMENT_ID, RegistryError, sameDocument, type Document, type DocumentCollection, type Registry } from './registry';
 import { whileLocked } from './document-lock';
 import type { StoredCredential, WorkflowDocument } from './documents';
-import { sweepStaleTemps, writeFileAtomically, type Unflushed } from './atomic-file';
-import { makeDurableFolders } from '../files/durable-folders';
+import { emitUnflushed, sweepStaleTemps, writeFileAtomically, type Unflushed } from './atomic-file';
+import { makeDurableFolders, syncFolder } from '../files/durable-folders';
 import { openFileJournal } from './file-journal';
 import { openFileSamples } from './file-samples';
 import { DEFAULT_JOURNAL_RETENTION_DAYS } from './journal';
@@ -62,9 +62,16 @@ async function fileCollection<T extends Document>(dir: string, onUnflushed?: Unf
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return null;
       throw new RegistryError(`registry could not read ${file}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
     }
-    try { return JSON.parse(text) as T; } catch (error) {
+    let parsed: unknown;
+    try { parsed = JSON.parse(text); } catch (error) {
       throw new RegistryError(`registry file ${file} is not valid JSON`, 'corrupt-document', { cause: error });
     }
+    // A file that parses to no document (`null`, a number, a list) is as torn as one that does not parse: read as
+    // missing, a workflow's hook would answer as for no workflow and its partners' events would be dropped.
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      throw new RegistryError(`registry file ${file} is not a JSON object (it holds ${parsed === null ? 'null' : Array.isArray(parsed) ? 'an array' : `a ${typeof parsed}`})`, 'corrupt-document');
+    }
+    return parsed as T;
   };
   const write = async (file: string, document: T) => {
     try {
@@ -75,10 +82,16 @@ async function fileCollection<T extends Document>(dir: string, onUnflushed?: Unf
     }
   };
   const remove = async (file: string, id: string) => {
-    try { await fsp.unlink(file); return true; } catch (error) {
+    try { await fsp.unlink(file); } catch (error) {
       if ((error as NodeJS.ErrnoException).code === 'ENOENT') return false;
       throw new RegistryError(`registry could not delete ${id}: ${(error as Error).message}`, 'registry-unavailable', { cause: error });
     }
+    // Until the folder is flushed a power loss may undo the unlink: a deleted workflow would take events again.
+    // A flush that fails is warned about, not thrown, as writeFileAtomically does: the file is gone for every reader.
+    try { await syncFolder(dir); } catch (error) {
+      (onUnflushed ?? emitUnflushed)('a file was deleted, but its folder could not be flushed to disk: it is gone; a power loss before the folder is next flushed may bring it back', { file, error: (error as Error).message });
+    }
+    return true;
   };
   return {
     get: (id) => read(fileOf(id)),
