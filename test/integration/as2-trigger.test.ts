@@ -550,6 +550,15 @@ test('a decrypted layer takes room in the memory budget of all requests while th
       const refused = await postAs2(other, 'wf', message, as2Headers(), peer, receiver);
       expect(refused.disposition).toBe('automatic-action/MDN-sent-automatically; processed/error: unexpected-processing-error');
       expect(refused.report).toContain('send it again later');
+      // Signed only, its base64 payload decoded after the signature verified (an authenticated sender, whose
+      // other failures keep evidence): refused for want of room, it keeps none, since a store write would hold
+      // its bytes uncounted for as long as the store takes.
+      const base64 = Buffer.alloc(60 * 1024, 0x42).toString('base64').replace(/.{76}/g, '$&\r\n');
+      const signedOnly = await peer.sign(peer.entity({ 'Content-Type': 'application/octet-stream', 'Content-Transfer-Encoding': 'base64' }, base64), partner);
+      const afterVerify = await postAs2(other, 'wf', signedOnly, as2Headers({ 'Message-Id': '<no-room-signed@partner>' }), peer, receiver);
+      expect(afterVerify.report).toContain('send it again later');
+      expect(other.logs.filter((l) => l.requestId === afterVerify.requestId).map((l) => l.msg)).toContain('as2.verify-success');
+      expect(await listed(other, 'as2/wf/no-room-signed@partner/')).toEqual([]);
     } finally {
       upload.destroy();
     }

@@ -578,9 +578,16 @@ test('the signature part of a multipart/signed is decoded like the payload: its 
   const otherBody = heldShare(budget);
   expect(otherBody.take(512 * 1024)).toBe(true);
   const share = heldShare(budget);
-  const fault = await asyncFaultOf(unwrapMessage(body, 'multipart/signed; protocol="application/pkcs7-signature"; micalg=sha-256; boundary=b', null, { identity, maxInflatedBytes: 1 << 20, share }));
+  const steps: string[] = [];
+  const fault = await asyncFaultOf(unwrapMessage(body, 'multipart/signed; protocol="application/pkcs7-signature"; micalg=sha-256; boundary=b', null, { identity, maxInflatedBytes: 1 << 20, share, onStep: (step) => steps.push(step) }));
   expect(fault.code).toBe('not-accepted');
   expect(budget.held()).toBe(512 * 1024);
+  // No room is no failed verification; a signature part that cannot be decoded still is one, as it always was.
+  expect(steps).not.toContain('verify-failure');
+  const undecodable = Buffer.from(body.toString('latin1').replace('Content-Transfer-Encoding: base64', 'Content-Transfer-Encoding: x-uuencode'), 'latin1');
+  const failed: string[] = [];
+  await asyncFaultOf(unwrapMessage(undecodable, 'multipart/signed; protocol="application/pkcs7-signature"; micalg=sha-256; boundary=b', null, { identity, maxInflatedBytes: 1 << 20, onStep: (step) => failed.push(step) }));
+  expect(failed).toContain('verify-failure');
 });
 
 describe('what is answered processed opens in the decoder', () => {

@@ -149,11 +149,14 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
         },
       });
     } catch (error) {
-      // Nothing is opened of it any more: its room goes back before the failure MDN is made and the evidence
-      // kept (unwrap.ts gave it back already when the refusal was for want of room, see room.ts).
-      share.release();
       if (!(error instanceof As2Fault)) services.logger.error('AS2 message failed unexpectedly', { workflowId: request.workflowId, requestId: request.requestId, error });
-      return { ok: false, answer: await failureAnswer(request, services, asFault(error), identity, message, authenticated) };
+      const fault = asFault(error);
+      // Refused for want of room (its share given back already, room.ts): answered as a message that found no
+      // room at all is, above, keeping no evidence. Nothing of it was accepted, and a store write here would
+      // hold its bytes, uncounted, for as long as the store takes, while the room it gave back admits the next.
+      // Any other fault keeps its room until its evidence is kept (the caller releases it).
+      if (fault.code === 'not-accepted') return { ok: false, answer: await failureAnswer(request, services, fault, identity, null, false) };
+      return { ok: false, answer: await failureAnswer(request, services, fault, identity, message, authenticated) };
     }
     if (isMdn(unwrapped.payload)) {
       // An MDN sent here (a partner's async MDN URL pointed at this hook) is no business document: it would

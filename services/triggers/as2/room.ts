@@ -11,9 +11,8 @@ export const notAccepted = () => new As2Fault('not-accepted', 'the message could
  * At once, in the same turn as the refusal: while the refused message makes its failure MDN and keeps its
  * evidence, the message beside it must not find that room still taken, or two messages that each fit alone
  * refuse each other every time they arrive together. The first one refused gives everything back, so the
- * other, alone in the budget then, always gets its room. The raw bytes stay referenced until the evidence is
- * kept (an authenticated sender's; a moment, one store write), uncounted meanwhile: the budget decides what is
- * admitted for opening, and nothing is opened of a refused message any more.
+ * other, alone in the budget then, always gets its room. Such a refusal keeps no evidence (as2-trigger.ts), so
+ * nothing of the refused message outlives it beyond the making of its failure MDN.
  */
 export function takeRoom(held: HeldShare, bytes: number): void {
   if (held.take(bytes)) return;

@@ -137,12 +137,13 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
       const parts = multipartParts(entity.body, media.params.boundary);
       if (parts.length !== 2) throw new As2Fault('malformed-message', 'multipart/signed must have exactly two parts');
       // The signature part is decoded as the payload is, counted and in slices: a sender decides its size.
-      const signature = await heldBody(parseEntity(parts[1]), budget.held);
       let check;
       try {
+        const signature = await heldBody(parseEntity(parts[1]), budget.held);
         check = verifyDetached(signature, parts[0], partners, options.allowMd5, receivedAt, pinned);
       } catch (error) {
-        options.onStep?.('verify-failure', (error as Error).message);
+        // A signature part that cannot be decoded is a failed verification, as it always was; no room for it is not.
+        if (!(error instanceof As2Fault && error.code === 'not-accepted')) options.onStep?.('verify-failure', (error as Error).message);
         throw error;
       }
       options.onStep?.('verify-success');
