@@ -95,9 +95,11 @@ test('a transaction that committed but whose EndTxn was answered with an error: 
   }
 }, 120_000);
 
-test('a dead letter whose transaction committed but whose EndTxn was answered with an error is logged and counted once, when the partition is owned anew', async () => {
-  // Its records are not handed over again (the committed offset is past them), so the letter's hook is held until
-  // the stage reads that offset; without it the letter was never said, and its record's attempts never forgotten.
+/**
+ * A poison record dead-lettered in a transaction that commits, its EndTxn answered `errorCode` all the same, then
+ * more records: what the stage said of the letter (its warning lines and counts) once those are handled.
+ */
+async function letterWhoseEndTxnFailed(errorCode: number) {
   const input = `faults.letter.in.${randomUUID().slice(0, 8)}`;
   const output = `faults.letter.out.${randomUUID().slice(0, 8)}`;
   const deadLetters = `faults.letter.dlq.${randomUUID().slice(0, 8)}`;
@@ -118,23 +120,40 @@ test('a dead letter whose transaction committed but whose EndTxn was answered wi
   try {
     await log.append(Array.from({ length: 5 }, (_, i) => rec(input, i, 'before')));
     await collect(log, output, 5, 30_000);
-    proxy.inject([{ api: API.EndTxn, errorCode: ERROR.INVALID_TXN_STATE }]);
+    const endTxnFaults = () => proxy.injected().filter((f) => f.api === API.EndTxn).length;
+    const before = endTxnFaults(); // the proxy is the file's: earlier tests' faults count too
+    proxy.inject([{ api: API.EndTxn, errorCode }]);
     await log.append([rec(input, 5, 'poison')]);
-    await until('the EndTxn fault to be answered', () => proxy.injected().filter((f) => f.api === API.EndTxn).length, (n) => n === 1, 30_000, 100);
+    await until('the EndTxn fault to be answered', endTxnFaults, (n) => n === before + 1, 30_000, 100);
     await log.append(Array.from({ length: 5 }, (_, i) => rec(input, 6 + i, 'after')));
+    // Handled after the partition was owned anew, when a held hook is settled.
     await collect(log, output, 10, 30_000);
-    await until('the dead letter to be logged', () => lines.length, (n) => n > 0, 20_000, 100);
     const letters = await collectUntilQuiet(log, deadLetters, 1_000);
     const sources = letters.map((l) => codec.decode('DeadLetter', l.value).source);
-    expect(sources.map((source) => Buffer.from(source.value).toString())).toEqual(['poison-5']);
-    expect(lines).toHaveLength(1);
-    expect(lines[0]).toMatchObject({ partition: sources[0].partition, offset: sources[0].offset });
-    expect(counted.filter((o) => o === 'dead-lettered')).toHaveLength(1);
-    // The letter's transaction is the one whose EndTxn failed.
-    expect(retries.length).toBeGreaterThan(0);
+    return { lines, sources, letters: counted.filter((o) => o === 'dead-lettered').length, retries };
   } finally {
     await stage.stop();
   }
+}
+
+test('a dead letter whose transaction committed but whose EndTxn was answered with an error is logged and counted once, when the partition is owned anew', async () => {
+  // Its records are not handed over again (the committed offset is past them), so the letter's hook is held until
+  // the stage reads that offset; without it the letter was never said, and its record's attempts never forgotten.
+  const { lines, sources, letters, retries } = await letterWhoseEndTxnFailed(ERROR.INVALID_TXN_STATE);
+  // The letter's transaction is the one whose EndTxn failed, retried as such.
+  expect(retries.length).toBeGreaterThan(0);
+  expect(sources.map((source) => Buffer.from(source.value).toString())).toEqual(['poison-5']);
+  await until('the dead letter to be logged', () => lines.length, (n) => n > 0, 20_000, 100);
+  expect(lines).toHaveLength(1);
+  expect(lines[0]).toMatchObject({ partition: sources[0].partition, offset: sources[0].offset });
+  expect(letters).toBe(1);
+}, 120_000);
+
+test('a dead letter whose EndTxn was answered fenced is left unsaid, never said on a later owner\'s committed offset: a fence means another producer of the partition may have committed past it', async () => {
+  const { lines, sources, letters } = await letterWhoseEndTxnFailed(ERROR.INVALID_PRODUCER_EPOCH);
+  expect(sources.map((source) => Buffer.from(source.value).toString())).toEqual(['poison-5']);
+  expect(lines).toEqual([]);
+  expect(letters).toBe(0);
 }, 120_000);
 
 test('a read whose consumer stops for good (its join refused with an error kafkajs does not retry) fails with the reason, instead of waiting as if nothing came', async () => {

@@ -11,7 +11,7 @@ import * as net from 'node:net';
  * api key (int16), api version (int16), correlation id (int32); a response header with the correlation id.
  */
 export const API = { JoinGroup: 11, Heartbeat: 12, EndTxn: 26 } as const;
-export const ERROR = { COORDINATOR_LOAD_IN_PROGRESS: 14, NOT_COORDINATOR: 16, GROUP_AUTHORIZATION_FAILED: 30, INVALID_TXN_STATE: 48 } as const;
+export const ERROR = { COORDINATOR_LOAD_IN_PROGRESS: 14, NOT_COORDINATOR: 16, GROUP_AUTHORIZATION_FAILED: 30, INVALID_PRODUCER_EPOCH: 47, INVALID_TXN_STATE: 48 } as const;
 
 /**
  * Where the error code sits in a response, after the size: the correlation id, then (from the version that added

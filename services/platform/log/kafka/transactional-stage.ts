@@ -197,6 +197,9 @@ class TransactionalStage {
       this.membership = null;
       this.crashes = 0;
       this.joins++;
+      // Another member id: this member was expelled (a session that lapsed) and joined anew, so every partition
+      // may have had another owner meanwhile, whose commits a held hook must not be taken for (unsettled-commits.ts).
+      if (this.memberId !== null && payload.memberId !== this.memberId) this.unsettled.clear();
       this.memberId = payload.memberId;
       this.fences.clear();
       const assigned = new Set(payload.memberAssignment[topic] ?? []);
@@ -372,9 +375,14 @@ class TransactionalStage {
           await output.commit(outputs, { group, topic, partition, offset: next });
         } catch (error) {
           const owned = this.owned.get(partition);
-          const join = owned?.output === output ? owned.join : null;
-          // EndTxn failed: the transaction may have landed, and then its records are not handed over again.
-          if (committed && error instanceof TransactionFailure && !error.nothingCommitted) this.unsettled.hold(partition, next, committed);
+          const current = owned?.output === output;
+          const join = current ? owned.join : null;
+          // EndTxn failed: the transaction may have landed, and then its records are not handed over again; its
+          // hook is held for the committed offset to decide. Not when fenced (another producer of this partition
+          // was initialised: it may own the partition and commit past these records itself), nor when a join
+          // replaced this ownership meanwhile: a later committed offset could then be another owner's, and the
+          // hook would say a letter twice, or one that never landed. Dropped, a letter may go unsaid instead.
+          if (committed && current && error instanceof TransactionFailure && !error.nothingCommitted && !error.fenced) this.unsettled.hold(partition, next, committed);
           this.lose(partition, output);
           if (error instanceof TransactionFailure && error.fenced) this.fenced(partition, join, error.cause);
           else this.retryLater(partition, error instanceof TransactionFailure ? error.cause : error, null);

@@ -2,7 +2,9 @@
  * The committed hooks (StageBatchResult.committed) of transactions whose outcome is unknown: EndTxn failed, so
  * the transaction may have landed or not. Kept per partition with the offset the transaction committed; the
  * committed offset read when the partition is owned anew decides. At or past it, the transaction landed (no
- * later one of this partition could have committed the same records again) and the hook runs: otherwise the
+ * later one of this partition could have committed the same records again, since no other member owned it in
+ * between: a hook is held only while its ownership is current and unfenced, and all are forgotten when the
+ * partition goes elsewhere or this member is expelled, transactional-stage.ts) and the hook runs: otherwise the
  * records were handed over no more, and a dead letter among them was never logged, counted or forgotten. Before
  * it, nothing landed: the hook is dropped, and the records, handed over again, make their outcome (and its hook)
  * again.
