@@ -8,14 +8,10 @@ import { writeFileAtomically } from '../../services/platform/registry/atomic-fil
 import type { WorkflowDocument } from '../../services/platform/registry/documents';
 import { openFileRegistry } from '../../services/platform/registry/file-registry';
 
-/** What a power loss right after a replace would keep: only what was fsync'd, the folder's new entry included. */
-test('the rename is made durable: the folder is fsync\'d after it', async () => {
-  const dir = mkdtempSync(path.join(tmpdir(), 'atomic-file-'));
-  const events: string[] = [];
+/** fsp.open recording, in `events`, each fsync of a handle opened on the folder `dir`. */
+function folderSyncsRecorded(dir: string, events: string[]) {
   const open = fsp.open.bind(fsp);
-  const rename = fsp.rename.bind(fsp);
-  const renames = jest.spyOn(fsp, 'rename').mockImplementation(async (from, to) => { await rename(from, to); events.push('rename'); });
-  const opens = jest.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
+  return jest.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
     const handle: FileHandle = await open(...args);
     if (args[0] === dir) {
       const sync = handle.sync.bind(handle);
@@ -23,6 +19,15 @@ test('the rename is made durable: the folder is fsync\'d after it', async () => 
     }
     return handle;
   });
+}
+
+/** What a power loss right after a replace would keep: only what was fsync'd, the folder's new entry included. */
+test('the rename is made durable: the folder is fsync\'d after it', async () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'atomic-file-'));
+  const events: string[] = [];
+  const rename = fsp.rename.bind(fsp);
+  const renames = jest.spyOn(fsp, 'rename').mockImplementation(async (from, to) => { await rename(from, to); events.push('rename'); });
+  const opens = folderSyncsRecorded(dir, events);
   try {
     await writeFileAtomically(path.join(dir, 'a.json'), '{"a":1}');
     expect(events).toEqual(['rename', 'folder synced']);
@@ -103,17 +108,9 @@ test('temp files a kill left mid-write are removed when their folder\'s owner op
 
 /** fsp.open recording each fsync of a handle opened on `dir`, after what `fsp.unlink` did. */
 function recordedFolderSyncs(dir: string, events: string[]) {
-  const open = fsp.open.bind(fsp);
   const unlink = fsp.unlink.bind(fsp);
   const unlinks = jest.spyOn(fsp, 'unlink').mockImplementation(async (file) => { await unlink(file); events.push('unlink'); });
-  const opens = jest.spyOn(fsp, 'open').mockImplementation(async (...args: Parameters<typeof fsp.open>) => {
-    const handle: FileHandle = await open(...args);
-    if (args[0] === dir) {
-      const sync = handle.sync.bind(handle);
-      handle.sync = async () => { await sync(); events.push('folder synced'); };
-    }
-    return handle;
-  });
+  const opens = folderSyncsRecorded(dir, events);
   return () => { unlinks.mockRestore(); opens.mockRestore(); };
 }
 
