@@ -34,6 +34,7 @@ describe('UnsettledCommits (a Kafka stage\'s committed hooks of transactions who
     unsettled.settle(0, '10', run);
     expect(ran).toEqual(['p0']);
     expect(unsettled.partitions().sort()).toEqual([1, 2]);
+    expect([0, 1, 2].map((p) => unsettled.holds(p))).toEqual([false, true, true]);
     unsettled.forget(2);
     unsettled.settle(2, '6', run);
     unsettled.settle(1, '99', run);

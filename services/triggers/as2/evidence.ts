@@ -17,8 +17,9 @@ import type { Mdn } from './mdn';
  * - an accepted message: its processed MDN travels in the received record (`as2.mdn`, durable before it
  *   is sent), and the decoder writes both objects from the record (keepRecordedEvidence), off the answer
  *   path; until then the received log holds them.
- * - a message refused after the sender was authenticated, or because the durable accept failed: the
- *   receiver writes them before it answers (keepEvidence).
+ * - a message refused after the sender was authenticated (except for want of room in the memory budget, which
+ *   keeps none: room.ts), or because the durable accept failed: the receiver writes them before it answers
+ *   (keepEvidence).
  */
 const safe = (value: string) => value.replace(/[^A-Za-z0-9._@+=-]/g, '_').replace(/^\.+/, '_').slice(0, 200);
 

@@ -142,7 +142,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
         const signature = await heldBody(parseEntity(parts[1]), budget.held);
         check = verifyDetached(signature, parts[0], partners, options.allowMd5, receivedAt, pinned);
       } catch (error) {
-        // A signature part that cannot be decoded is a failed verification, as it always was; no room for it is not.
+        // A signature part that cannot be parsed or decoded is a failed verification; no room for it is not.
         if (!(error instanceof As2Fault && error.code === 'not-accepted')) options.onStep?.('verify-failure', (error as Error).message);
         throw error;
       }

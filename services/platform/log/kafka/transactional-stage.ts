@@ -326,6 +326,12 @@ class TransactionalStage {
       return null;
     }
     if (this.stopping || this.owned.get(partition) !== owned) return null;
+    // A hook held for an unknown outcome runs only if the group still gives this member the partition: one
+    // expelled that has not noticed yet (no join seen, so its held hooks kept) may own it anew here after
+    // another member committed past the batch, and would say that member's letter a second time. Asked only
+    // when a hook is held (rare); not assigned, or not answered, the hook goes unsaid.
+    if (this.unsettled.holds(partition) && !(await this.assignedNow(partition).catch(() => false))) this.unsettled.forget(partition);
+    if (this.stopping || this.owned.get(partition) !== owned) return null;
     owned.checked = true;
     // Read after this producer's initialisation settled every earlier transaction of the partition: an earlier
     // commit's unknown outcome is known now.

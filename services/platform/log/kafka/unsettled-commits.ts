@@ -36,6 +36,10 @@ export class UnsettledCommits {
     this.held.delete(partition);
   }
 
+  holds(partition: number): boolean {
+    return this.held.has(partition);
+  }
+
   partitions(): number[] {
     return [...this.held.keys()];
   }
