@@ -269,7 +269,7 @@ test('a message whose decode dead-letters still gets its MDN: it was answered pr
   const received: Received = {
     requestId: 'req-dead-letter', workflowId: 'wf-gone', triggerNode: 'AS2 in', triggerKind: 'as2', pathSuffix: null, query: {}, headers: {}, contentType: 'application/pkcs7-mime',
     body: { kind: 'inline', data: Buffer.from('x') }, receivedAt: Date.now(), principal: null, remoteAddress: null, traceparent: null, idempotencyKey: null, duplicateOf: null,
-    as2: { messageId: '<dl@partner>', from: 'PARTNER', to: 'INGRESS', subject: null, contentType: null, mdn: mdnEntity, asyncMdn: { url: mdnUrl('/as2/mdn/dl'), allowedBy: mdnUrl() }, receiverCertificate: null },
+    as2: { messageId: '<dl@partner>', from: 'PARTNER', to: 'INGRESS', subject: null, contentType: null, mdn: mdnEntity, asyncMdn: { url: mdnUrl('/as2/mdn/dl'), allowedBy: mdnUrl() }, receiverKey: null },
   };
   await app.backends.log.append([{ topic: app.topics.received, key: 'wf-gone', value: codec.encode('Received', received) }]);
   const outcomes = await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, 'req-dead-letter');
@@ -293,7 +293,7 @@ test('an accept reported failed, answered with a failure MDN, never has its proc
   const received: Received = {
     requestId: 'req-not-accepted', workflowId: 'wf-gone', triggerNode: 'AS2 in', triggerKind: 'as2', pathSuffix: null, query: {}, headers: {}, contentType: 'application/pkcs7-mime',
     body: { kind: 'inline', data: Buffer.from('x') }, receivedAt: Date.now(), principal: null, remoteAddress: null, traceparent: null, idempotencyKey: null, duplicateOf: null,
-    as2: { messageId: '<nf@partner>', from: 'PARTNER', to: 'INGRESS', subject: null, contentType: null, mdn: processed, asyncMdn: { url: mdnUrl('/as2/mdn/nf'), allowedBy: mdnUrl() }, receiverCertificate: null },
+    as2: { messageId: '<nf@partner>', from: 'PARTNER', to: 'INGRESS', subject: null, contentType: null, mdn: processed, asyncMdn: { url: mdnUrl('/as2/mdn/nf'), allowedBy: mdnUrl() }, receiverKey: null },
   };
   await app.backends.log.append([{ topic: app.topics.received, key: 'wf-gone', value: codec.encode('Received', received) }]);
   const outcomes = await mdnOutcomes(app.backends.log, app.topics.mdnOutcomes, 'req-not-accepted');
@@ -310,7 +310,7 @@ test('an accept reported failed whose failure MDN is kept after the decoder read
   const received: Received = {
     requestId: 'req-late-failure', workflowId: 'wf-gone', triggerNode: 'AS2 in', triggerKind: 'as2', pathSuffix: null, query: {}, headers: {}, contentType: 'application/pkcs7-mime',
     body: { kind: 'inline', data: Buffer.from('x') }, receivedAt: Date.now(), principal: null, remoteAddress: null, traceparent: null, idempotencyKey: null, duplicateOf: null,
-    as2: { messageId: '<late@partner>', from: 'PARTNER', to: 'INGRESS', subject: null, contentType: null, mdn: processed, asyncMdn: { url: mdnUrl('/as2/mdn/late'), allowedBy: mdnUrl() }, receiverCertificate: null },
+    as2: { messageId: '<late@partner>', from: 'PARTNER', to: 'INGRESS', subject: null, contentType: null, mdn: processed, asyncMdn: { url: mdnUrl('/as2/mdn/late'), allowedBy: mdnUrl() }, receiverKey: null },
   };
   await app.backends.log.append([{ topic: app.topics.received, key: 'wf-gone', value: codec.encode('Received', received) }]);
   const appended = (await collectUntilQuiet(app.backends.log, app.topics.received, 100)).find((r) => codec.decode('Received', r.value).requestId === 'req-late-failure')!.timestamp;

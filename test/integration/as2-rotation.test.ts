@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { X509Certificate } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { randomUUID } from 'node:crypto';
@@ -8,6 +8,7 @@ import { keepRemovedAsRetired } from '../../services/platform/registry/as2-retir
 import { createCredentialSealer } from '../../services/platform/registry/credential-crypto';
 import { parseCredentialDocument, type As2CredentialData } from '../../services/platform/registry/documents';
 import { collectUntilQuiet } from '../support/log-reads';
+import { deadLetterOf } from '../support/executions';
 import { startTestApp, type TestApp } from '../support/app';
 import { createPeer, type Party, type Peer } from '../support/as2-peer';
 import { as2Headers, executionsOf, postAs2, type MdnSeen } from '../support/as2-client';
@@ -232,8 +233,9 @@ test('a message accepted through the one-key fallback (its recipient id names no
   await executionsOf(app, m.requestId);
   const record = (await collectUntilQuiet(app.backends.log, app.topics.received, 300)).find((r) => codec.decode('Received', r.value).requestId === m.requestId)!;
   const received = codec.decode('Received', record.value);
-  // The key that opened it is recorded with the message.
-  expect(received.as2!.receiverCertificate).toBe(new X509Certificate(receiverOld.cert).fingerprint256);
+  // The key that opened it is recorded with the message: the key, not a certificate of it.
+  const oldKey = createHash('sha256').update(new X509Certificate(receiverOld.cert).publicKey.export({ type: 'spki', format: 'der' })).digest('hex');
+  expect(received.as2!.receiverKey).toBe(oldKey);
   const replay = async (changes: Partial<typeof received> = {}) => {
     const again = randomUUID();
     await app.backends.log.append([{ topic: app.topics.received, key: record.key, value: codec.encode('Received', { ...received, ...changes, requestId: again }), headers: {} }]);
@@ -250,8 +252,24 @@ test('a message accepted through the one-key fallback (its recipient id names no
   await replay();
   // A record written before the key was recorded: opened with the one key that could have been current and valid
   // at receipt (here the new certificate was not valid yet), never by trying keys (rotation.ts onlyKeyAtReceipt).
-  await replay({ receivedAt: Date.now() - 2 * DAY, as2: { ...received.as2!, receiverCertificate: null } });
-});
+  await replay({ receivedAt: Date.now() - 2 * DAY, as2: { ...received.as2!, receiverKey: null } });
+
+  // 3. The old key's certificate issued again, and the old certificate forgotten (`--forget-retired`): the same key
+  // opens it, in whatever certificate the credential holds it.
+  const reissued = datedCertificate('receiver-reissued', new Date('2020-01-01T00:00:00Z'), new Date(Date.now() + 60 * DAY), receiverOld.key, '0b');
+  await putCredential('cred-fallback', { certificate: reissued.cert, privateKey: reissued.key, receiverKeys: [{ certificate: receiverNew.cert, privateKey: receiverNew.key }] });
+  await replay();
+  // A record written before the key was recorded, whose recipient names none of ours: two certificates of one key
+  // are one key to open it with, not a choice.
+  await putCredential('cred-fallback', { certificate: reissued.cert, privateKey: reissued.key, receiverKeys: [{ certificate: receiverOld.cert, privateKey: receiverOld.key }] });
+  await replay({ receivedAt: Date.now() - 2 * DAY, as2: { ...received.as2!, receiverKey: null } });
+  // 4. No certificate of that key left: dead-lettered, saying which key, and that any certificate of it put back opens it.
+  await putCredential('cred-fallback', { certificate: receiverNew.cert, privateKey: receiverNew.key });
+  const lost = randomUUID();
+  await app.backends.log.append([{ topic: app.topics.received, key: record.key, value: codec.encode('Received', { ...received, requestId: lost }), headers: {} }]);
+  const letter = await deadLetterOf(app, lost);
+  expect(letter.message).toBe(`the AS2 message cannot be opened: decryption-failed: receiver key ${oldKey} (SHA-256 of its SubjectPublicKeyInfo) opened it at receipt; no certificate of it is left: put any one back, replay`);
+}, 60_000);
 
 test('a credential stored before credentials put refused certificates with bytes after their key identifier keeps working: named by key id, messages open, with one warning', async () => {
   // The authority key id names the same AB:CD, so that openssl takes the receiver certificate as its own issuer when it verifies the MDN.

@@ -1,4 +1,4 @@
-import { randomBytes, X509Certificate } from 'node:crypto';
+import { createHash, randomBytes, X509Certificate } from 'node:crypto';
 import { request } from 'node:http';
 import { rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -232,7 +232,7 @@ describe('partners get a signed MDN with the right MIC, and one execution with t
     // The received record keeps the raw (encrypted) message, the envelope facts and the MDN answered.
     const { received } = await receivedOf(app, m.requestId);
     expect(received.triggerKind).toBe('as2');
-    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12', mdn: answeredEntity(m), asyncMdn: null, receiverCertificate: new X509Certificate(receiver.cert).fingerprint256 });
+    expect(received.as2).toEqual({ messageId: '<evidence-1@partner>', from: 'PARTNER', to: 'INGRESS', subject: 'PO 4711', contentType: 'application/edi-x12', mdn: answeredEntity(m), asyncMdn: null, receiverKey: keyFingerprintOf(receiver.cert) });
     expect(received.body.kind === 'inline' && received.body.data.includes(Buffer.from('ST*850'))).toBe(false);
   });
 });
@@ -846,3 +846,8 @@ describe('certificates outside their validity at the time of receipt (expiry)', 
     await expect(unwrapMessage(sealed.body, sealed.contentType, null, { identity: receiverIdentity, maxInflatedBytes: 1 << 20 })).rejects.toMatchObject({ code: 'receiver-outside-validity', modifier: 'decryption-failed' });
   });
 });
+
+/** What the received record names a receiver key by: the SHA-256 of its SubjectPublicKeyInfo, hex. */
+function keyFingerprintOf(cert: string): string {
+  return createHash('sha256').update(new X509Certificate(cert).publicKey.export({ type: 'spki', format: 'der' })).digest('hex');
+}

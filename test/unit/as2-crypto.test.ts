@@ -521,6 +521,35 @@ describe('signatures: content-type attribute, pin before carried certificates, b
     expect([fault.code, fault.message]).toEqual(['unsupported-algorithm', 'digest algorithm 2.16.840.1.101.3.4.2.127 is not supported']);
   });
 
+  test('malformed RSA-PSS parameters are unsupported-algorithm, never integrity-check-failed: an MGF1 field without its hash, a salt length that is no number', async () => {
+    const receiver = await peer.party('receiver');
+    const partner = await peer.party('partner');
+    const pinned = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
+    const open = identityOf({ certificate: receiver.cert, privateKey: receiver.key });
+    const signed = await peer.sign(payload(), partner, 'sha256', ['-keyopt', 'rsa_padding_mode:pss']);
+    const pssAt = (der: Buffer) => der.lastIndexOf(Buffer.from('06092a864886f70d01010a', 'hex'));
+    // [1] { mgf1, { sha256, NULL } }: the hash AlgorithmIdentifier retagged an OCTET STRING, so MGF1 carries no hash.
+    const noMgfHash = withSignatureDer(signed.body, (der) => {
+      const mgf1 = der.indexOf(Buffer.from('06092a864886f70d010108', 'hex'), pssAt(der));
+      expect([pssAt(der) > 0, mgf1 > 0, der[mgf1 + 11]]).toEqual([true, true, 0x30]);
+      der[mgf1 + 11] = 0x04;
+      return der;
+    });
+    // [2] saltLength (openssl's maximum, 222): an empty INTEGER, then a NULL, in its place; no number in it.
+    const oddSalt = withSignatureDer(signed.body, (der) => {
+      const salt = der.indexOf(Buffer.from('a204020200de', 'hex'), pssAt(der));
+      expect(salt).toBeGreaterThan(pssAt(der));
+      der.set([0xa2, 0x04, 0x02, 0x00, 0x05, 0x00], salt);
+      return der;
+    });
+    for (const body of [noMgfHash, oddSalt]) {
+      for (const identity of [pinned, open]) {
+        const fault = await asyncFaultOf(unwrapMessage(body, signed.contentType, null, { identity, maxInflatedBytes: 1 << 20 }));
+        expect([fault.code, fault.message]).toEqual(['unsupported-algorithm', expect.stringMatching(/^the RSA-PSS parameters are malformed \(/)]);
+      }
+    }
+  });
+
   test('a pinned partner certificate whose keyUsage allows no signatures is refused (authentication-failed), even when its signature holds; digitalSignature or nonRepudiation, or no extension, is fine', async () => {
     const receiver = await peer.party('receiver');
     const encOnly = await peer.certificate('enc-only', ['-subj', '/CN=enc-only', '-addext', 'keyUsage=critical,keyEncipherment', '-addext', 'extendedKeyUsage=serverAuth']);

@@ -64,8 +64,8 @@ function referenceCrc64(bytes: Buffer): bigint {
   return (BigInt(hi) << 32n) | BigInt(lo);
 }
 
-/** A receiver certificate's SHA-256 fingerprint, as Node's X509Certificate.fingerprint256 writes it. */
-const RECEIVER_FP = Array.from({ length: 32 }, (_, i) => (i * 7 + 16).toString(16).toUpperCase().padStart(2, '0')).join(':');
+/** A receiver key's fingerprint: the SHA-256 of its SubjectPublicKeyInfo, lowercase hex. */
+const RECEIVER_KEY = Array.from({ length: 32 }, (_, i) => (i * 7 + 16).toString(16).padStart(2, '0')).join('');
 const BODY = Buffer.from('{"orderId":"PO-4471","lines":[{"sku":"A-100","qty":3}]}', 'utf8');
 
 function receivedInline(): Received {
@@ -127,7 +127,7 @@ function receivedAs2Ref(): Received {
       contentType: 'application/edi-x12',
       mdn: Buffer.from('content-type: multipart/report; report-type=disposition-notification; boundary="b"\r\nmessage-id: <mdn-1@our-company>\r\n\r\n--b--\r\n', 'latin1'),
       asyncMdn: null,
-      receiverCertificate: RECEIVER_FP,
+      receiverKey: RECEIVER_KEY,
     },
     traceparent: null,
     idempotencyKey: null,
@@ -372,7 +372,7 @@ describe('Avro codec', () => {
       contentType: 'application/edi-x12',
       mdn: value.as2!.mdn,
       asyncMdn: null,
-      receiverCertificate: RECEIVER_FP,
+      receiverKey: RECEIVER_KEY,
     });
     expect(Buffer.isBuffer(back.as2!.mdn)).toBe(true);
     expect(back.as2!.mdn!.toString('latin1')).toContain('message-id: <mdn-1@our-company>');
@@ -563,30 +563,30 @@ describe('Avro codec', () => {
       expect(envelopeOf(previous)).not.toContain('mdn');
       expect(envelopeOf(current)).toContain('mdn');
       // Written exactly as the service before the change wrote it: its schema's fingerprint, its binary.
-      const { mdn: _m, asyncMdn: _a, receiverCertificate: _r, ...oldEnvelope } = receivedAs2Ref().as2!;
+      const { mdn: _m, asyncMdn: _a, receiverKey: _r, ...oldEnvelope } = receivedAs2Ref().as2!;
       const oldValue = { ...receivedAs2Ref(), as2: oldEnvelope };
       const avroOld = { ...oldValue, body: { 'ingress.v1.BodyRef': { path: 'bodies/wf_edi_850/req_01J9ZK7XQ0AS2EDI', size: 5242880, sha256: (oldValue.body as { sha256: string }).sha256 } } };
       const buf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(avroOld)]);
       expect(buf.subarray(2, 10).equals(codec.fingerprintOf('Received'))).toBe(false);
       const back = codec.decode('Received', buf);
-      expect(back.as2).toEqual({ ...oldEnvelope, mdn: null, asyncMdn: null, receiverCertificate: null });
-      expect(back).toEqual({ ...oldValue, as2: { ...oldEnvelope, mdn: null, asyncMdn: null, receiverCertificate: null } });
+      expect(back.as2).toEqual({ ...oldEnvelope, mdn: null, asyncMdn: null, receiverKey: null });
+      expect(back).toEqual({ ...oldValue, as2: { ...oldEnvelope, mdn: null, asyncMdn: null, receiverKey: null } });
       // A record without an AS2 envelope, from the same old writer, still decodes too.
       const plain = { ...receivedInline(), body: { 'ingress.v1.InlineBody': { data: BODY } } };
       const plainBuf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(plain)]);
       expect(codec.decode('Received', plainBuf)).toEqual(receivedInline());
     });
 
-    it('(b) a Received written before the receiver key was recorded (schemas/history/Received.4.avsc) decodes with receiverCertificate null', () => {
+    it('(b) a Received written before the receiver key was recorded (schemas/history/Received.4.avsc) decodes with receiverKey null', () => {
       const previous = JSON.parse(fs.readFileSync(path.join(SCHEMA_DIR, 'history', 'Received.4.avsc'), 'utf8'));
       const envelopeOf = (schema: any) => schema.fields.find((f: { name: string }) => f.name === 'as2').type[1].fields.map((f: { name: string }) => f.name);
-      expect(envelopeOf(previous)).not.toContain('receiverCertificate');
-      expect(envelopeOf(current)).toContain('receiverCertificate');
-      const { receiverCertificate: _r, ...oldEnvelope } = receivedAs2Ref().as2!;
+      expect(envelopeOf(previous)).not.toContain('receiverKey');
+      expect(envelopeOf(current)).toContain('receiverKey');
+      const { receiverKey: _r, ...oldEnvelope } = receivedAs2Ref().as2!;
       const oldValue = { ...receivedAs2Ref(), as2: oldEnvelope };
       const avroOld = { ...oldValue, body: { 'ingress.v1.BodyRef': { path: 'bodies/wf_edi_850/req_01J9ZK7XQ0AS2EDI', size: 5242880, sha256: (oldValue.body as { sha256: string }).sha256 } } };
       const buf = Buffer.concat([Buffer.from([0xc3, 0x01]), fingerprint(previous), Type.forSchema(previous, { wrapUnions: 'auto' }).toBuffer(avroOld)]);
-      expect(codec.decode('Received', buf)).toEqual({ ...oldValue, as2: { ...oldEnvelope, receiverCertificate: null } });
+      expect(codec.decode('Received', buf)).toEqual({ ...oldValue, as2: { ...oldEnvelope, receiverKey: null } });
     });
 
     it('(b) an MdnOutcome written before `dead_lettered` (schemas/history/MdnOutcome.1.avsc) still decodes', () => {
@@ -640,7 +640,7 @@ test('a Received record with every schema field set (none at its default) comes 
     headers: { 'content-type': 'application/pkcs7-mime' }, contentType: 'application/pkcs7-mime',
     body: { kind: 'ref', path: 'raw/wf-1/2026-01-01/r-1', size: 12, sha256: 'ab'.repeat(32) }, receivedAt: 1_700_000_000_000,
     principal: 'as2:PARTNER', remoteAddress: '127.0.0.1',
-    as2: { messageId: '<m@p>', from: 'PARTNER', to: 'US', subject: 'po', contentType: 'application/edi-x12', mdn: Buffer.from('mdn'), asyncMdn: { url: 'https://partner.example/as2/mdn/1', allowedBy: 'https://partner.example/as2/mdn' }, receiverCertificate: RECEIVER_FP },
+    as2: { messageId: '<m@p>', from: 'PARTNER', to: 'US', subject: 'po', contentType: 'application/edi-x12', mdn: Buffer.from('mdn'), asyncMdn: { url: 'https://partner.example/as2/mdn/1', allowedBy: 'https://partner.example/as2/mdn' }, receiverKey: RECEIVER_KEY },
     traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
     idempotencyKey: 'order-42',
     duplicateOf: 'r-0',
@@ -728,7 +728,7 @@ describe('schemas/history/', () => {
    * older than the change no longer knows the records the new writer writes (docs/records-and-topics.md#records).
    */
   const PINNED: Record<RecordName, string> = {
-    Received: '4a49c76d9009408f',
+    Received: '991455b9aa25de6a',
     Decoded: 'c16377c2376a2f7b',
     ExecutionRequested: 'c5113479e5b89ade',
     DeadLetter: 'e100853ed77b4a16',

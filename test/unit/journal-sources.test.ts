@@ -18,7 +18,7 @@ const record = (topic: string, value: Buffer, headers: Record<string, string> = 
 const received: Received = {
   requestId: 'req-1', workflowId: 'wf', triggerNode: 'In', triggerKind: 'as2', pathSuffix: null, query: {}, headers: {}, contentType: 'application/pkcs7-mime',
   body: { kind: 'inline', data: Buffer.from('x') }, receivedAt: 1_700_000_000_000, principal: 'as2:ACME', remoteAddress: '192.0.2.1',
-  as2: { messageId: '<m-1@acme>', from: 'ACME', to: 'US', subject: null, contentType: null, mdn: Buffer.from('Content-Type: message/disposition-notification\r\n\r\nReporting-UA: ingress\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\n'), asyncMdn: null, receiverCertificate: null },
+  as2: { messageId: '<m-1@acme>', from: 'ACME', to: 'US', subject: null, contentType: null, mdn: Buffer.from('Content-Type: message/disposition-notification\r\n\r\nReporting-UA: ingress\r\nDisposition: automatic-action/MDN-sent-automatically; processed\r\n'), asyncMdn: null, receiverKey: null },
   traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', idempotencyKey: null, duplicateOf: null,
 };
 

@@ -59,11 +59,12 @@ export interface As2Envelope {
    */
   asyncMdn: AsyncMdnTarget | null;
   /**
-   * The SHA-256 fingerprint of the receiver certificate whose key opened the message at receipt (null when it was
-   * not encrypted, and in records written before the field existed: schemas/history/Received.4.avsc). The decoder
-   * opens the message with that key again, current or retired, whatever the credential's keys are by then.
+   * The SHA-256 of the SubjectPublicKeyInfo (DER) of the receiver key that opened the message at receipt, hex (null
+   * when it was not encrypted, and in records written before the field existed: schemas/history/Received.4.avsc).
+   * The decoder opens the message with that key again, current or retired, in whatever certificate of it the
+   * credential holds by then. The key, not a certificate: one issued again for the same key opens it too.
    */
-  receiverCertificate: string | null;
+  receiverKey: string | null;
 }
 
 /** Record `ingress.v1.AsyncMdnTarget`. */

@@ -185,7 +185,7 @@ export function createAs2Trigger(limits: As2Limits = DEFAULT_AS2_LIMITS, held: H
       subject: request.headers.subject ?? null, contentType: parseMediaType(unwrapped.payload.headers['content-type']).type || null,
       mdn: mdnEntity(mdn), asyncMdn: target,
       // The decoder opens the message with this key again, whatever a rotation did to the credential since (rotation.ts).
-      receiverCertificate: unwrapped.receiverFingerprint,
+      receiverKey: unwrapped.receiverKey,
     };
     const state: Accepted = { identity, message, mdn, asyncMdn: target };
     return { ok: true, inspection: { as2, state } };

@@ -1,4 +1,4 @@
-import { createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, X509Certificate, type KeyObject } from 'node:crypto';
 import { child, contentOf, DerFault, octets, oidOf, parseDer, parseLeadingDer, rawOf, type Node } from './der';
 import type { As2CredentialData, As2ReceiverKeyData } from '../../platform/registry/documents';
 import { as2CertificateFields } from '../../platform/registry/as2-credential';
@@ -25,6 +25,11 @@ export interface CertificateFacts {
    */
   subjectKeyIdUnreadable: string | null;
   fingerprint: string;
+  /**
+   * The SHA-256 of the certificate's key (its SubjectPublicKeyInfo DER), hex: what names a receiver key whatever
+   * certificate carries it, so a certificate issued again for the same key opens what the first one opened.
+   */
+  keyFingerprint: string;
   /** The keyUsage extension's named bits (RFC 5280 §4.2.1.3), null when it has none (any use) or it cannot be read. */
   keyUsage: string[] | null;
 }
@@ -59,8 +64,8 @@ export interface As2Identity extends ReceiverKey {
    */
   warnings: string[];
   /**
-   * The decoder's: the fingerprint of the receiver certificate whose key opened the message at receipt (the
-   * received record's `as2.receiverCertificate`), which it opens with again (rotation.ts namedReceiverKey).
+   * The decoder's: the key fingerprint (CertificateFacts.keyFingerprint) of the receiver key that opened the message
+   * at receipt (the received record's `as2.receiverKey`), which it opens with again (rotation.ts namedReceiverKey).
    */
   openedWith?: string | null;
 }
@@ -117,6 +122,7 @@ function factsOf(cert: X509Certificate): CertificateFacts {
   return {
     cert, issuer: rawOf(child(tbs, at + 2, 'issuer')), serial: contentOf(child(tbs, at, 'serial')),
     subjectKeyId, subjectKeyIdTrailingBytes, subjectKeyIdUnreadable, fingerprint: cert.fingerprint256, keyUsage,
+    keyFingerprint: createHash('sha256').update(cert.publicKey.export({ type: 'spki', format: 'der' })).digest('hex'),
   };
 }
 

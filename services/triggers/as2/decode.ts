@@ -61,7 +61,7 @@ async function openAndStage(received: Received, credentialId: string | null, lim
       // a partner certificate valid at receipt) and with MD5 allowed, only to take its payload out again.
       // And with the receiver key that opened it at receipt (recorded in the record), not one chosen again from the
       // credential as it is now (rotation.ts namedReceiverKey).
-      identity: { ...identity, pinned: false, openedWith: received.as2?.receiverCertificate ?? null }, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: true,
+      identity: { ...identity, pinned: false, openedWith: received.as2?.receiverKey ?? null }, maxInflatedBytes: limits.maxInflatedBytes, allowMd5: true,
       multipleAttachments: hasMultipleAttachments(received.headers),
       // Certificates are judged at the time of receipt, as the receiver judged them: a replay after a partner certificate expired still opens.
       receivedAt: received.receivedAt,

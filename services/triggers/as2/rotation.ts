@@ -39,10 +39,11 @@ export function someReceiverValidAt(identity: As2Identity, receivedAt: number): 
  * the newest first.
  *
  * The decoder makes the receiver's choice again: the key the receiver opened the message with is recorded
- * (`as2.receiverCertificate`, identity.openedWith), and that key is taken whenever it is named or nothing is,
- * whatever keys the credential holds by then. A choice re-made from the credential as it is at decode time
- * could differ after a rotation (a second current key, the key replaced) and strand a message answered
- * `processed`.
+ * (`as2.receiverKey`, identity.openedWith: the key's fingerprint, not its certificate's), and that key is taken
+ * whenever it is named or nothing is, in any certificate of it the credential holds by then (current or retired).
+ * A choice re-made from the credential as it is at decode time could differ after a rotation (a second current
+ * key, the key replaced) and strand a message answered `processed`; a certificate issued again for the same key
+ * (the old one forgotten) is the same key and must not.
  */
 export function namedReceiverKey(transports: Node[], identity: As2Identity, receivedAt: number): { key: ReceiverKey; transport: Node } {
   const named: { key: ReceiverKey; transport: Node }[] = [];
@@ -52,11 +53,14 @@ export function namedReceiverKey(transports: Node[], identity: As2Identity, rece
     for (const key of identity.receivers) if (identifies(rid, key.receiver)) named.push({ key, transport });
   }
   if (identity.openedWith && transports.length > 0) {
-    const recorded = identity.receivers.find((r) => r.receiver.fingerprint === identity.openedWith);
-    if (!recorded) throw new As2Fault('decryption-failed', `receiver certificate ${identity.openedWith}, which opened the message at receipt, is not in the credential: put it back, replay`);
+    const recorded = identity.receivers.filter((r) => r.receiver.keyFingerprint === identity.openedWith);
+    if (recorded.length === 0) {
+      // Within the 200 characters a fault keeps (faults.ts): which key, and what opens the record again.
+      throw new As2Fault('decryption-failed', `receiver key ${identity.openedWith} (SHA-256 of its SubjectPublicKeyInfo) opened it at receipt; no certificate of it is left: put any one back, replay`);
+    }
     // Named: the recipient info that names it (as the receiver took it); named by none: the first, as the receiver took it.
-    if (named.length === 0) return { key: recorded, transport: transports[0] };
-    const mine = named.find((n) => n.key === recorded);
+    if (named.length === 0) return { key: recorded[0], transport: transports[0] };
+    const mine = named.find((n) => recorded.includes(n.key));
     if (mine) return mine;
     // A nested enveloped layer encrypted to another of our keys: chosen by name, below.
   }
@@ -83,13 +87,18 @@ export function namedReceiverKey(transports: Node[], identity: As2Identity, rece
  * record written before the key that opened it was recorded; the key the receiver used is always among these
  * (current then, so current now or retired since, and valid then), so when it is the only one it is the right
  * one, and when it is not, the record is refused (dead-lettered) rather than opened by trial (docs/as2.md).
+ * Counted by key, not by certificate: certificates of one key (one issued again) are one choice, not several.
+ * The candidates over-count: a key retired after receipt may have been added after it too (the credential keeps
+ * no time of adding), so such a record can be refused though only one key was current when it came.
  */
 function onlyKeyAtReceipt(identity: As2Identity, receivedAt: number): ReceiverKey | null {
   const couldBeCurrent = identity.receivers.filter((r, i) => i < identity.currentReceivers || (r.retiredAt ?? Infinity) > receivedAt);
-  if (couldBeCurrent.length === 1) return couldBeCurrent[0];
+  if (distinctKeys(couldBeCurrent) === 1) return couldBeCurrent[0];
   const valid = couldBeCurrent.filter((r) => validityAt(r.receiver.cert, receivedAt) === 'valid');
-  return valid.length === 1 ? valid[0] : null;
+  return distinctKeys(valid) === 1 ? valid[0] : null;
 }
+
+const distinctKeys = (keys: ReceiverKey[]) => new Set(keys.map((k) => k.receiver.keyFingerprint)).size;
 
 /**
  * The pinned partner certificate the signer id names, or null when none does. When several pinned ones

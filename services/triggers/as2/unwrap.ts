@@ -35,8 +35,8 @@ export interface Unwrapped {
   micContent: Buffer;
   signerDigest: Digest | null;
   signerFingerprint: string | null;
-  /** The SHA-256 fingerprint of the receiver certificate whose key opened the outermost enveloped layer; null when not encrypted. */
-  receiverFingerprint: string | null;
+  /** The key fingerprint (CertificateFacts.keyFingerprint) of the receiver key that opened the outermost enveloped layer; null when not encrypted. */
+  receiverKey: string | null;
 }
 
 export interface UnwrapOptions {
@@ -100,7 +100,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
   const headers: Record<string, string> = { 'content-type': contentType ?? '' };
   if (transferEncoding) headers['content-transfer-encoding'] = transferEncoding;
   let entity: MimeEntity = { headers, body, raw: body };
-  const result = { encrypted: false, signed: false, compressed: false, micContent: body, signerDigest: null as Digest | null, signerFingerprint: null as string | null, receiverFingerprint: null as string | null };
+  const result = { encrypted: false, signed: false, compressed: false, micContent: body, signerDigest: null as Digest | null, signerFingerprint: null as string | null, receiverKey: null as string | null };
   const partners = options.identity.partners;
   const pinned = options.identity.pinned;
   const receivedAt = options.receivedAt ?? Date.now();
@@ -121,7 +121,7 @@ async function unwrapLayers(body: Buffer, contentType: string | null, transferEn
         options.onStep?.('decrypt-start');
         try {
           someReceiverValidAt(options.identity, receivedAt);
-          entity = await decryptEntity(der, options.identity, receivedAt, (key) => { result.receiverFingerprint ??= key.receiver.fingerprint; });
+          entity = await decryptEntity(der, options.identity, receivedAt, (key) => { result.receiverKey ??= key.receiver.keyFingerprint; });
         } catch (error) {
           options.onStep?.('decrypt-failure', error instanceof As2Fault ? (error.reason ?? error.message) : 'unexpected error');
           throw error;

@@ -2,7 +2,7 @@ import { constants, createHash, verify, X509Certificate } from 'node:crypto';
 import { digestFromOid, OID, type Digest } from './algorithms';
 import { certificateFacts, identifies, signsByKeyUsage, type CertificateFacts } from './certificates';
 import { namedPartner } from './rotation';
-import { child, contentOf, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
+import { child, contentOf, DerFault, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
 import { As2Fault } from './faults';
 import { validFrom, validityAt, validTo } from '../../platform/registry/certificate-facts';
 
@@ -189,6 +189,22 @@ function checkSignature(algorithm: Node, digest: Digest, data: Buffer, value: Bu
  * as if the content had been tampered with.
  */
 function pssParameters(params: Node | undefined): { hash: Digest; saltLength: number } {
+  try {
+    return readPssParameters(params);
+  } catch (error) {
+    if (error instanceof As2Fault && error.code === 'unsupported-algorithm') throw error;
+    // Parameters we cannot read say nothing about the content: never a signature that does not hold (checkSignature
+    // turns any other error into one), nor a CMS structure fault, which its enclosing structure is not.
+    const detail = error instanceof DerFault ? error.detail : 'a field is not what RFC 4055 says';
+    throw new As2Fault('unsupported-algorithm', `the RSA-PSS parameters are malformed (${detail})`);
+  }
+}
+
+/**
+ * An absent maskGenAlgorithm is MGF1 with SHA-1 (RFC 4055's default), whatever the hash: a signer that omits it
+ * while masking with the message hash (SHA-256) wrote other parameters than it used, and is refused as unsupported.
+ */
+function readPssParameters(params: Node | undefined): { hash: Digest; saltLength: number } {
   let hash: Digest = 'sha1';
   let mgfHash: Digest = 'sha1';
   let saltLength = 20;
@@ -199,11 +215,18 @@ function pssParameters(params: Node | undefined): { hash: Digest; saltLength: nu
       if (oidOf(mgf.children[0]) !== OID.mgf1) throw new As2Fault('unsupported-algorithm', `RSA-PSS mask generation ${oidOf(mgf.children[0])} is not supported (only MGF1)`);
       mgfHash = digestFromOid(oidOf(child(child(mgf, 1, 'mgf hash'), 0, 'mgf hash oid')));
     }
-    if (isContext(field, 2)) saltLength = contentOf(child(field, 0, 'salt length')).readUIntBE(0, Math.min(6, contentOf(field.children[0]).length));
-    if (isContext(field, 3) && contentOf(child(field, 0, 'trailer field')).readUIntBE(0, Math.min(6, contentOf(field.children[0]).length)) !== 1) {
+    if (isContext(field, 2)) saltLength = integerOf(child(field, 0, 'salt length'), 'salt length');
+    if (isContext(field, 3) && integerOf(child(field, 0, 'trailer field'), 'trailer field') !== 1) {
       throw new As2Fault('unsupported-algorithm', 'RSA-PSS with a trailer field other than 1 is not supported');
     }
   }
   if (mgfHash !== hash) throw new As2Fault('unsupported-algorithm', `RSA-PSS with MGF1 over ${mgfHash} and the message hash ${hash} is not supported (only the same hash for both)`);
   return { hash, saltLength };
+}
+
+/** A small non-negative INTEGER (a salt length, a trailer field). */
+function integerOf(node: Node, what: string): number {
+  const bytes = contentOf(node);
+  if (node.cls !== 0 || node.tag !== 2 || bytes.length === 0 || bytes.length > 6 || bytes[0] & 0x80) throw new DerFault(`${what} is not a small non-negative INTEGER`);
+  return bytes.readUIntBE(0, bytes.length);
 }
