@@ -521,7 +521,7 @@ describe('signatures: content-type attribute, pin before carried certificates, b
     expect([fault.code, fault.message]).toEqual(['unsupported-algorithm', 'digest algorithm 2.16.840.1.101.3.4.2.127 is not supported']);
   });
 
-  test('malformed RSA-PSS parameters are unsupported-algorithm, never integrity-check-failed: an MGF1 field without its hash, a salt length that is no number', async () => {
+  test('malformed RSA-PSS parameters are unsupported-algorithm, never integrity-check-failed: an MGF1 field without its hash, a salt length that is no number or more than the key holds, parameters that are no SEQUENCE', async () => {
     const receiver = await peer.party('receiver');
     const partner = await peer.party('partner');
     const pinned = identityOf({ certificate: receiver.cert, privateKey: receiver.key, partnerCertificate: partner.cert });
@@ -542,7 +542,19 @@ describe('signatures: content-type attribute, pin before carried certificates, b
       der.set([0xa2, 0x04, 0x02, 0x00, 0x05, 0x00], salt);
       return der;
     });
-    for (const body of [noMgfHash, oddSalt]) {
+    // A salt length of 1000, more than a 2048-bit key holds with SHA-256 (222 at most): crypto.verify says false.
+    const hugeSalt = withSignatureDer(signed.body, (der) => {
+      const salt = der.indexOf(Buffer.from('a204020200de', 'hex'), pssAt(der));
+      der.set([0x03, 0xe8], salt + 4);
+      return der;
+    });
+    // The parameters a SET, not a SEQUENCE: read as absent, every field took its default.
+    const notSequence = withSignatureDer(signed.body, (der) => {
+      expect(der[pssAt(der) + 11]).toBe(0x30);
+      der[pssAt(der) + 11] = 0x31;
+      return der;
+    });
+    for (const body of [noMgfHash, oddSalt, hugeSalt, notSequence]) {
       for (const identity of [pinned, open]) {
         const fault = await asyncFaultOf(unwrapMessage(body, signed.contentType, null, { identity, maxInflatedBytes: 1 << 20 }));
         expect([fault.code, fault.message]).toEqual(['unsupported-algorithm', expect.stringMatching(/^the RSA-PSS parameters are malformed \(/)]);

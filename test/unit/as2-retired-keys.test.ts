@@ -1,4 +1,4 @@
-import { X509Certificate } from 'node:crypto';
+import { createHash, X509Certificate } from 'node:crypto';
 import { credentialToStore } from '../../services/admin/operations/documents';
 import { keepRemovedAsRetired } from '../../services/platform/registry/as2-retired-keys';
 import { retiredCertificates } from '../../services/platform/registry/certificate-facts';
@@ -23,6 +23,8 @@ const partnerB = partnerBPair.certificate;
 const T1 = new Date('2026-11-01T00:00:00Z');
 const T2 = new Date('2026-11-20T00:00:00Z');
 const fingerprint = (pem: string) => new X509Certificate(pem).fingerprint256;
+/** A receiver key's fingerprint as the record names it: SHA-256 of its SubjectPublicKeyInfo, hex. */
+const keyFingerprint = (pem: string) => createHash('sha256').update(new X509Certificate(pem).publicKey.export({ type: 'spki', format: 'der' })).digest('hex');
 
 test('removed receiver keys and partner certificates are retired once each, with the time they were first retired', () => {
   const v1: As2CredentialData = { certificate: keyA.certificate, privateKey: keyA.privateKey, partnerCertificate: partnerA };
@@ -193,12 +195,12 @@ describe('what the receiver accepted, the decoder opens after the rotation (real
     };
     // The receiver, with one key, opened it and says with which.
     const v1: As2CredentialData = { ...first };
-    expect(await open(v1, null)).toMatchObject({ encrypted: true, receiverFingerprint: fingerprint(first.certificate) });
+    expect(await open(v1, null)).toMatchObject({ encrypted: true, receiverKey: keyFingerprint(first.certificate) });
     // A second current key, then the first one replaced (retired at T1, after receipt): both valid at receipt.
     const v2: As2CredentialData = { ...first, receiverKeys: [second] };
     const v3 = keepRemovedAsRetired(v2, { ...second }, T1);
     for (const data of [v2, v3]) {
-      expect(await open(data, fingerprint(first.certificate))).toMatchObject({ encrypted: true, receiverFingerprint: fingerprint(first.certificate) });
+      expect(await open(data, keyFingerprint(first.certificate))).toMatchObject({ encrypted: true, receiverKey: keyFingerprint(first.certificate) });
       // Written before the key was recorded: two keys could have opened it at receipt, and keys are not tried.
       expect(await open(data, null)).toBe('decryption-failed: the message is encrypted to a certificate that is not one of the receiver certificates');
     }
@@ -206,6 +208,6 @@ describe('what the receiver accepted, the decoder opens after the rotation (real
     expect(await open(v3, null, T1.getTime() + 1000)).toMatch(/^decryption-failed/);
     // The recorded key gone (dropped with --forget-retired): refused, naming it.
     const { retiredReceiverKeys: _gone, ...forgotten } = v3;
-    expect(await open(forgotten, fingerprint(first.certificate))).toBe(`decryption-failed: receiver certificate ${fingerprint(first.certificate)}, which opened the message at receipt, is not in the credential: put it back, replay`);
+    expect(await open(forgotten, keyFingerprint(first.certificate))).toBe(`decryption-failed: receiver key ${keyFingerprint(first.certificate)} (SHA-256 of its SubjectPublicKeyInfo) opened it at receipt; no certificate of it is left: put any one back, replay`);
   });
 });

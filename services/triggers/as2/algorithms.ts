@@ -26,6 +26,8 @@ export const OID_OF_DIGEST: Record<Exclude<Digest, 'md5'>, string> = {
 };
 
 /** The RFC 5751 micalg name of a digest, as we write it when the partner did not spell one. */
+/** Each digest's output, in bytes. */
+export const DIGEST_BYTES: Record<Digest, number> = { sha1: 20, sha224: 28, sha256: 32, sha384: 48, sha512: 64, md5: 16 };
 export const MICALG_NAME: Record<Digest, string> = { sha1: 'sha-1', sha224: 'sha-224', sha256: 'sha-256', sha384: 'sha-384', sha512: 'sha-512', md5: 'md5' };
 
 /**

@@ -1,5 +1,5 @@
 import { constants, createHash, verify, X509Certificate } from 'node:crypto';
-import { digestFromOid, OID, type Digest } from './algorithms';
+import { DIGEST_BYTES, digestFromOid, OID, type Digest } from './algorithms';
 import { certificateFacts, identifies, signsByKeyUsage, type CertificateFacts } from './certificates';
 import { namedPartner } from './rotation';
 import { child, contentOf, DerFault, isContext, octets, oidOf, parseDer, rawOf, type Node } from './der';
@@ -170,7 +170,7 @@ function checkSignature(algorithm: Node, digest: Digest, data: Buffer, value: Bu
   try {
     if (RSA_SIGNATURES.has(oid) || ECDSA_SIGNATURES.has(oid)) return verify(digest, data, cert.publicKey, value);
     if (oid === OID.rsaPss) {
-      const { hash, saltLength } = pssParameters(algorithm.children[1]);
+      const { hash, saltLength } = pssParameters(algorithm.children[1], cert);
       return verify(hash, data, { key: cert.publicKey, padding: constants.RSA_PKCS1_PSS_PADDING, saltLength }, value);
     }
   } catch (error) {
@@ -188,9 +188,16 @@ function checkSignature(algorithm: Node, digest: Digest, data: Buffer, value: Bu
  * sends it) is refused as unsupported, as decrypt.ts does for RSA-OAEP: verified with the wrong mask it would fail
  * as if the content had been tampered with.
  */
-function pssParameters(params: Node | undefined): { hash: Digest; saltLength: number } {
+function pssParameters(params: Node | undefined, cert: X509Certificate): { hash: Digest; saltLength: number } {
   try {
-    return readPssParameters(params);
+    const read = readPssParameters(params);
+    // More salt than the key's modulus can hold with the hash (RFC 8017 §9.1.1: emLen ≥ hLen + sLen + 2) is no
+    // signature anyone made: crypto.verify would throw, or say false, as if the content had been tampered with.
+    const modulusBits = cert.publicKey.asymmetricKeyDetails?.modulusLength;
+    if (modulusBits !== undefined && read.saltLength > Math.ceil((modulusBits - 1) / 8) - DIGEST_BYTES[read.hash] - 2) {
+      throw new DerFault(`a salt length of ${read.saltLength} does not fit a ${modulusBits}-bit key with ${read.hash}`);
+    }
+    return read;
   } catch (error) {
     if (error instanceof As2Fault && error.code === 'unsupported-algorithm') throw error;
     // Parameters we cannot read say nothing about the content: never a signature that does not hold (checkSignature
@@ -205,10 +212,12 @@ function pssParameters(params: Node | undefined): { hash: Digest; saltLength: nu
  * while masking with the message hash (SHA-256) wrote other parameters than it used, and is refused as unsupported.
  */
 function readPssParameters(params: Node | undefined): { hash: Digest; saltLength: number } {
+  // The parameters MUST be present in a signature's algorithm identifier (RFC 4055 §3.1), and are a SEQUENCE.
+  if (!params || params.cls !== 0 || params.tag !== 16) throw new DerFault('the parameters are absent or not a SEQUENCE');
   let hash: Digest = 'sha1';
   let mgfHash: Digest = 'sha1';
   let saltLength = 20;
-  for (const field of params?.children ?? []) {
+  for (const field of params.children) {
     if (isContext(field, 0)) hash = digestFromOid(oidOf(child(child(field, 0, 'hash'), 0, 'hash oid')));
     if (isContext(field, 1)) {
       const mgf = child(field, 0, 'mgf');
