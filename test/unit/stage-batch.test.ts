@@ -118,8 +118,14 @@ describe('withDeadLetteringBatch', () => {
     expect(lines).toHaveLength(1);
     expect(lines[0]).toMatchObject({ offset: '0', attempts: 2 });
     expect(counted.filter((o) => o === 'dead-lettered')).toHaveLength(1);
-    // A batch without a dead letter has nothing to say once committed.
-    expect((await handle([record(2, 'c')], budget)).committed).toBeUndefined();
+    // The record handled beside it is counted processed once too: three batches handled it, one committed.
+    expect(counted.filter((o) => o === 'processed')).toHaveLength(1);
+    // A batch that handled nothing has nothing to say once committed; one that did counts its records then.
+    expect((await handle([], budget)).committed).toBeUndefined();
+    const plain = await handle([record(2, 'c')], budget);
+    expect(counted.filter((o) => o === 'processed')).toHaveLength(1);
+    plain.committed?.();
+    expect(counted.filter((o) => o === 'processed')).toHaveLength(2);
   });
 
   test('a backend outage is retried past the attempts, until it has lasted OUTAGE_RETRY_MS; then the record is dead-lettered', async () => {

@@ -111,19 +111,26 @@ export function withDeadLetteringBatch(handle: StageBatchHandler, options: DeadL
   } });
 
   /**
-   * The dead letters' log lines and metrics wait for the log to commit them (StageBatchResult.committed): a
-   * commit that fails hands the records over again, and each letter is made, and would be said, once more.
+   * The dead letters' log lines and metrics, and the count of records processed, wait for the log to commit them
+   * (StageBatchResult.committed): a commit that fails hands the records over again, and each letter is made, and
+   * each record handled, once more, and would be said or counted twice.
    */
   async function handleRest(records: LogRecord[], budget: StageBatchBudget, outputs: OutRecord[][]): Promise<StageBatchResult> {
     let rest = records;
     let bytes = 0;
     const reports: (() => void)[] = [];
-    const withReports = (result: StageBatchResult): StageBatchResult => reports.length === 0 ? result : { ...result, committed: () => { for (const report of reports) report(); } };
+    let processed = 0;
+    const counted = () => {
+      try {
+        for (let i = 0; i < processed; i++) options.metrics?.stageRecord(options.stage, 'processed');
+      } catch { /* a metric must not fail the log's commit path */ }
+    };
+    const withReports = (result: StageBatchResult): StageBatchResult => reports.length === 0 && processed === 0 ? result : { ...result, committed: () => { counted(); for (const report of reports) report(); } };
     while (rest.length > 0 && !budgetSpent(budget, outputs.length, bytes)) {
       const result = await handle(rest, { maxOutputBytes: budget.maxOutputBytes - bytes, deadline: budget.deadline });
       for (let i = 0; i < result.outputs.length; i++) {
         verdict.succeeded(rest[i]);
-        options.metrics?.stageRecord(options.stage, 'processed');
+        processed++;
         outputs.push(result.outputs[i]);
         for (const out of result.outputs[i]) bytes += out.value.length;
       }
