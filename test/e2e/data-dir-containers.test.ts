@@ -101,7 +101,7 @@ test('the same container restarted after a kill -9 (another PID namespace, its h
     const before = inContainer('web-1', dataDir);
     expect(await before.said).toBe('OPENED as pid 1');
     await killed(before.child);
-    // The restart watches its old LOCK until it has seen it unchanged for 10 s (it waits up to 15 s).
+    // The restart watches its old LOCK until it has seen it unchanged for 10 s (it waits up to 17 s: SETTLING_WAIT_MS).
     expect(await inContainer('web-1', dataDir).said).toBe('OPENED as pid 1');
   } finally {
     rmSync(dataDir, { recursive: true, force: true });
